@@ -1,0 +1,3 @@
+module github.com/msgexchange/msgexchange/migrations
+
+go 1.26

@@ -1,0 +1,404 @@
+// Package config loads the configuration every service shares: defaults from the seeds'
+// parameter table, then an optional YAML file, then environment variables. Every parameter has
+// one key (the seeds' name without the "msgx." prefix) and one environment variable derived
+// from it: MSGX_ + the key in upper case with '.' and '-' replaced by '_'
+// (pipeline.poll-interval → MSGX_PIPELINE_POLL_INTERVAL).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration. Services read the parts they need.
+type Config struct {
+	// Connections and listeners.
+	PGDSN    string
+	MySQLDSN string
+	RedisURL string
+	// RedisPrefix starts every Redis key this system writes (tests give each run its own).
+	RedisPrefix  string
+	KafkaBrokers []string
+	AdminAddr    string
+	HTTPAddr     string
+	GRPCAddr     string
+	ControlToken string
+	Instance     string
+
+	Pipeline Pipeline
+	Schd     Schd
+
+	IdentityIncludeDayBoundary bool
+	// AirportZone is the zone of every SIS time (seed 000 §6).
+	AirportZone *time.Location
+	// OperationDayCutover is the local time of day before which a flight belongs to the previous
+	// operation day (0 = midnight).
+	OperationDayCutover time.Duration
+	// Shadow forbids every write to the shared MySQL (markers and COUTMSGS).
+	Shadow bool
+	// MarkerStatus is written to CMINMSGS_STATUS with the processed marker (seed 000 Q7).
+	MarkerStatus string
+	// CodecMaxBytes and CodecMaxDepth bound what the SIS decoder accepts.
+	CodecMaxBytes int
+	CodecMaxDepth int
+	// Kafka topics for the two outbox targets.
+	TopicMsg  string
+	TopicSchd string
+	// OutboundSender is this system's SNDR in outbound requests.
+	OutboundSender string
+	// ShutdownTimeout bounds a graceful stop after SIGTERM.
+	ShutdownTimeout time.Duration
+	// HTTPMaxBody bounds the compat HTTP request body.
+	HTTPMaxBody int
+}
+
+// Pipeline holds the msgx.pipeline.* parameters.
+type Pipeline struct {
+	PollInterval        time.Duration
+	ClaimBatch          int
+	MaxCommitDelay      time.Duration
+	LateDetectPeriod    time.Duration
+	MaxAttempts         int
+	Backoff             []time.Duration
+	BackoffCap          time.Duration
+	BackfillPeriod      time.Duration
+	BackfillBackoff     time.Duration
+	BackfillBackoffCap  time.Duration
+	BackfillBatch       int
+	OverdueBackfill     time.Duration // R
+	BackfillMaxAttempts int
+	HeadAgeAlert        time.Duration
+	EventRetention      time.Duration
+	ProcRetention       time.Duration
+	// CutoverWatermark is empty (seeding is explicit) or min, zero, max or an inbox ID.
+	CutoverWatermark string
+}
+
+// Schd holds the msgx.schd.* parameters.
+type Schd struct {
+	FlushPeriod      time.Duration
+	FlushLimit       int
+	SnapLogRetention time.Duration
+}
+
+// param binds one key to its default and its field.
+type param struct {
+	key string
+	def string
+	set func(c *Config, v string) error
+}
+
+func params() []param {
+	return []param{
+		{key: "pg-dsn", def: "postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable", set: str(func(c *Config) *string { return &c.PGDSN })},
+		{key: "mysql-dsn", def: "root@tcp(127.0.0.1:3306)/msgx_inbox?parseTime=true", set: str(func(c *Config) *string { return &c.MySQLDSN })},
+		{key: "redis-url", def: "redis://127.0.0.1:6379/0", set: str(func(c *Config) *string { return &c.RedisURL })},
+		{key: "redis-prefix", def: "msgx:", set: str(func(c *Config) *string { return &c.RedisPrefix })},
+		{key: "kafka-brokers", def: "", set: func(c *Config, v string) error { c.KafkaBrokers = splitList(v); return nil }},
+		{key: "admin-addr", def: ":9090", set: str(func(c *Config) *string { return &c.AdminAddr })},
+		{key: "http-addr", def: ":8080", set: str(func(c *Config) *string { return &c.HTTPAddr })},
+		{key: "grpc-addr", def: ":9000", set: str(func(c *Config) *string { return &c.GRPCAddr })},
+		{key: "control-token", def: "", set: str(func(c *Config) *string { return &c.ControlToken })},
+		{key: "instance", def: "", set: str(func(c *Config) *string { return &c.Instance })},
+
+		{key: "pipeline.poll-interval", def: "1s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.PollInterval })},
+		{key: "pipeline.claim-batch", def: "500", set: num(func(c *Config) *int { return &c.Pipeline.ClaimBatch })},
+		{key: "pipeline.max-commit-delay", def: "5m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.MaxCommitDelay })},
+		{key: "pipeline.late-detect-period", def: "1m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.LateDetectPeriod })},
+		{key: "pipeline.max-attempts", def: "5", set: num(func(c *Config) *int { return &c.Pipeline.MaxAttempts })},
+		{key: "pipeline.backoff", def: "1s,2s,4s,8s,16s", set: func(c *Config, v string) error {
+			var out []time.Duration
+			for _, s := range splitList(v) {
+				d, err := ParseDuration(s)
+				if err != nil {
+					return err
+				}
+				out = append(out, d)
+			}
+			c.Pipeline.Backoff = out
+			return nil
+		}},
+		{key: "pipeline.backoff-cap", def: "60s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackoffCap })},
+		{key: "pipeline.backfill-period", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackfillPeriod })},
+		{key: "pipeline.backfill-backoff", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackfillBackoff })},
+		{key: "pipeline.backfill-backoff-cap", def: "15m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackfillBackoffCap })},
+		{key: "pipeline.backfill-batch", def: "200", set: num(func(c *Config) *int { return &c.Pipeline.BackfillBatch })},
+		{key: "pipeline.overdue-backfill", def: "30d", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.OverdueBackfill })},
+		{key: "pipeline.backfill-max-attempts", def: "20", set: num(func(c *Config) *int { return &c.Pipeline.BackfillMaxAttempts })},
+		{key: "pipeline.head-age-alert", def: "10m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.HeadAgeAlert })},
+		{key: "pipeline.event-retention", def: "7d", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.EventRetention })},
+		{key: "pipeline.proc-retention", def: "1d", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.ProcRetention })},
+		{key: "pipeline.cutover-watermark", def: "", set: str(func(c *Config) *string { return &c.Pipeline.CutoverWatermark })},
+
+		{key: "schd.flush-period", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.Schd.FlushPeriod })},
+		{key: "schd.flush-limit", def: "500", set: num(func(c *Config) *int { return &c.Schd.FlushLimit })},
+		{key: "schd.snap-log-retention", def: "90d", set: dur(func(c *Config) *time.Duration { return &c.Schd.SnapLogRetention })},
+
+		{key: "identity.include-day-boundary", def: "false", set: boolean(func(c *Config) *bool { return &c.IdentityIncludeDayBoundary })},
+		{key: "airport.time-zone", def: "Asia/Shanghai", set: func(c *Config, v string) error {
+			loc, err := time.LoadLocation(v)
+			if err != nil {
+				return err
+			}
+			c.AirportZone = loc
+			return nil
+		}},
+		{key: "airport.operation-day-cutover", def: "0s", set: dur(func(c *Config) *time.Duration { return &c.OperationDayCutover })},
+		{key: "shadow", def: "false", set: boolean(func(c *Config) *bool { return &c.Shadow })},
+		{key: "backfill.marker-status", def: "PROCESSED", set: str(func(c *Config) *string { return &c.MarkerStatus })},
+		{key: "codec.max-bytes", def: "33554432", set: num(func(c *Config) *int { return &c.CodecMaxBytes })},
+		{key: "codec.max-depth", def: "64", set: num(func(c *Config) *int { return &c.CodecMaxDepth })},
+		{key: "kafka.topic-msg", def: "msgx.flight.msg", set: str(func(c *Config) *string { return &c.TopicMsg })},
+		{key: "kafka.topic-schd", def: "msgx.flight.schd", set: str(func(c *Config) *string { return &c.TopicSchd })},
+		{key: "outbound.sndr", def: "OMMS", set: str(func(c *Config) *string { return &c.OutboundSender })},
+		{key: "shutdown-timeout", def: "20s", set: dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+		{key: "http.max-body", def: "33554432", set: num(func(c *Config) *int { return &c.HTTPMaxBody })},
+	}
+}
+
+// EnvName is the environment variable that sets key.
+func EnvName(key string) string {
+	return "MSGX_" + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(key))
+}
+
+// Keys lists every parameter key with its default, sorted, for documentation and tests.
+func Keys() map[string]string {
+	out := map[string]string{}
+	for _, p := range params() {
+		out[p.key] = p.def
+	}
+	return out
+}
+
+// FromEnv loads the configuration from the process environment; MSGX_CONFIG_FILE names an
+// optional YAML file.
+func FromEnv() (Config, error) { return Load(os.LookupEnv) }
+
+// Load builds the configuration: defaults, then the YAML file named by MSGX_CONFIG_FILE (a flat
+// map of keys, with or without the "msgx." prefix), then the MSGX_* variables. It returns every
+// problem found, not only the first.
+func Load(lookup func(string) (string, bool)) (Config, error) {
+	var c Config
+	var errs []error
+	ps := params()
+	for _, p := range ps {
+		if err := p.set(&c, p.def); err != nil {
+			errs = append(errs, fmt.Errorf("default of %s: %w", p.key, err))
+		}
+	}
+	if path, ok := lookup("MSGX_CONFIG_FILE"); ok && path != "" {
+		fileValues, err := readFile(path)
+		if err != nil {
+			return c, err
+		}
+		known := map[string]bool{}
+		for _, p := range ps {
+			known[p.key] = true
+		}
+		for k := range fileValues {
+			if !known[k] {
+				errs = append(errs, fmt.Errorf("%s: unknown key %q", path, k))
+			}
+		}
+		for _, p := range ps {
+			if v, ok := fileValues[p.key]; ok {
+				if err := p.set(&c, v); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %s=%q: %w", path, p.key, v, err))
+				}
+			}
+		}
+	}
+	for _, p := range ps {
+		if v, ok := lookup(EnvName(p.key)); ok {
+			if err := p.set(&c, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", EnvName(p.key), v, err))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, c.validate()...)
+	}
+	if c.Instance == "" {
+		host, _ := os.Hostname()
+		c.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// Default returns the configuration with every default and no environment applied.
+func Default() Config {
+	c, err := Load(func(string) (string, bool) { return "", false })
+	if err != nil {
+		panic(err) // the defaults are part of the program
+	}
+	return c
+}
+
+func (c Config) validate() []error {
+	var errs []error
+	p := c.Pipeline
+	positive := map[string]time.Duration{
+		"pipeline.poll-interval": p.PollInterval, "pipeline.max-commit-delay": p.MaxCommitDelay,
+		"pipeline.late-detect-period": p.LateDetectPeriod, "pipeline.backoff-cap": p.BackoffCap,
+		"pipeline.backfill-period": p.BackfillPeriod, "pipeline.backfill-backoff": p.BackfillBackoff,
+		"pipeline.backfill-backoff-cap": p.BackfillBackoffCap, "pipeline.overdue-backfill": p.OverdueBackfill,
+		"pipeline.head-age-alert": p.HeadAgeAlert, "pipeline.event-retention": p.EventRetention,
+		"pipeline.proc-retention": p.ProcRetention, "schd.flush-period": c.Schd.FlushPeriod,
+		"schd.snap-log-retention": c.Schd.SnapLogRetention, "shutdown-timeout": c.ShutdownTimeout,
+	}
+	keys := make([]string, 0, len(positive))
+	for k := range positive {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if positive[k] <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", k, positive[k]))
+		}
+	}
+	ints := []struct {
+		key string
+		v   int
+	}{
+		{"pipeline.claim-batch", p.ClaimBatch}, {"pipeline.max-attempts", p.MaxAttempts},
+		{"pipeline.backfill-batch", p.BackfillBatch}, {"pipeline.backfill-max-attempts", p.BackfillMaxAttempts},
+		{"schd.flush-limit", c.Schd.FlushLimit}, {"codec.max-bytes", c.CodecMaxBytes},
+		{"codec.max-depth", c.CodecMaxDepth}, {"http.max-body", c.HTTPMaxBody},
+	}
+	for _, i := range ints {
+		if i.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", i.key, i.v))
+		}
+	}
+	if p.PollInterval > 0 && p.PollInterval < 50*time.Millisecond {
+		errs = append(errs, fmt.Errorf("pipeline.poll-interval must be at least 50ms, got %s", p.PollInterval))
+	}
+	// Seed 003 §9.1: a backoff table with steps that never fire, or attempts without a step,
+	// must not pass the start-up check.
+	if len(p.Backoff) != p.MaxAttempts {
+		errs = append(errs, fmt.Errorf("pipeline.backoff has %d steps but pipeline.max-attempts is %d: they must match",
+			len(p.Backoff), p.MaxAttempts))
+	}
+	for i, d := range p.Backoff {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("pipeline.backoff step %d must be positive, got %s", i+1, d))
+		}
+	}
+	if p.OverdueBackfill > 0 && p.ProcRetention > 0 && p.OverdueBackfill < p.BackfillPeriod {
+		errs = append(errs, fmt.Errorf("pipeline.overdue-backfill (%s) must not be shorter than pipeline.backfill-period (%s)",
+			p.OverdueBackfill, p.BackfillPeriod))
+	}
+	if cw := p.CutoverWatermark; cw != "" && cw != "min" && cw != "zero" && cw != "max" {
+		if id, err := strconv.ParseInt(cw, 10, 64); err != nil || id < 0 {
+			errs = append(errs, fmt.Errorf("pipeline.cutover-watermark must be min, zero, max or an inbox ID, got %q", cw))
+		}
+	}
+	if c.MarkerStatus == "" || len(c.MarkerStatus) > 20 {
+		errs = append(errs, fmt.Errorf("backfill.marker-status must be 1 to 20 characters (CMINMSGS_STATUS), got %q", c.MarkerStatus))
+	}
+	if c.OperationDayCutover < 0 || c.OperationDayCutover >= 24*time.Hour {
+		errs = append(errs, fmt.Errorf("airport.operation-day-cutover must be within a day, got %s", c.OperationDayCutover))
+	}
+	return errs
+}
+
+// BackoffAfter returns the wait after the given failed attempt (1-based), capped (seed 004 §4).
+func (p Pipeline) BackoffAfter(attempt int) time.Duration {
+	if len(p.Backoff) == 0 {
+		return p.BackoffCap
+	}
+	i := attempt - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(p.Backoff) {
+		i = len(p.Backoff) - 1
+	}
+	return min(p.Backoff[i], p.BackoffCap)
+}
+
+// ParseDuration accepts Go durations plus a whole number of days ("30d").
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
+}
+
+func readFile(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	out := map[string]string{}
+	for k, v := range raw {
+		out[strings.TrimPrefix(k, "msgx.")] = fmt.Sprint(v)
+	}
+	return out, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func str(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *field(c) = v; return nil }
+}
+
+func dur(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+func num(field func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+func boolean(field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("not a boolean")
+		}
+		*field(c) = b
+		return nil
+	}
+}

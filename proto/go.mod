@@ -1,0 +1,3 @@
+module github.com/msgexchange/msgexchange/proto
+
+go 1.26
