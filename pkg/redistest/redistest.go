@@ -1,0 +1,188 @@
+// Package redistest gives each test its own key prefix on a shared Redis, so that test packages
+// can run in parallel and leave no keys behind. Isolation holds only for code that puts every
+// key under the prefix it is given, which is how the services take their Redis configuration.
+//
+// The server comes from MSGX_TEST_REDIS_URL (default redis://127.0.0.1:6379/0). A test whose
+// server is unreachable fails, naming that variable; it is never skipped.
+package redistest
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// EnvURL names the variable that overrides the server URL.
+	EnvURL     = "MSGX_TEST_REDIS_URL"
+	defaultURL = "redis://127.0.0.1:6379/0"
+
+	keyPrefix = "msgxt:"
+	// staleAfter is how old a leftover prefix must be before a run deletes its keys: no test
+	// runs this long, so it belongs to a run that died before its cleanup.
+	staleAfter     = 3 * time.Hour
+	poolSize       = 4
+	scanCount      = 500
+	setupTimeout   = 10 * time.Second
+	cleanupTimeout = 30 * time.Second
+)
+
+// Redis is one test's slice of the server.
+type Redis struct {
+	URL    string
+	Client *redis.Client // closed at cleanup
+	Prefix string        // msgxt:<pkg>:<runstamp>:<pid>:<n>: — put every key under it
+}
+
+// Key returns Prefix+name.
+func (r *Redis) Key(name string) string { return r.Prefix + name }
+
+// state is the process-wide state a test helper cannot avoid: stale keys are swept once per
+// server URL, and prefixes are numbered per process.
+type state struct {
+	mu    sync.Mutex
+	swept map[string]bool
+	stamp int64 // process start, in every prefix so that a later run can age it
+	seq   atomic.Int64
+}
+
+var harness = &state{swept: map[string]bool{}, stamp: time.Now().Unix()}
+
+// New returns a client and a fresh prefix, and deletes every key under the prefix when the test
+// ends.
+func New(t testing.TB) *Redis {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+
+	rawURL := cmp.Or(os.Getenv(EnvURL), defaultURL)
+	opts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		t.Fatalf("redistest: parse %s: %v", EnvURL, err)
+	}
+	opts.PoolSize = poolSize
+	client := redis.NewClient(opts)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		t.Fatalf("redistest: cannot reach Redis at %s (set %s to point at a test server): %v", redact(rawURL), EnvURL, err)
+	}
+	harness.sweepStale(ctx, t, client, rawURL)
+
+	r := &Redis{
+		URL:    rawURL,
+		Client: client,
+		Prefix: fmt.Sprintf("%s%s:%d:%d:%d:", keyPrefix, packageName(), harness.stamp, os.Getpid(), harness.seq.Add(1)),
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if _, err := deleteMatching(ctx, client, r.Prefix+"*"); err != nil {
+			t.Errorf("redistest: delete keys under %s: %v", r.Prefix, err)
+		}
+		_ = client.Close()
+	})
+	return r
+}
+
+// deleteMatching removes every key matching pattern with SCAN, never KEYS: the server is shared
+// with other test processes and a blocking KEYS would stall them.
+func deleteMatching(ctx context.Context, c *redis.Client, pattern string) (int, error) {
+	deleted := 0
+	iter := c.Scan(ctx, 0, pattern, scanCount).Iterator()
+	batch := make([]string, 0, scanCount)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := c.Unlink(ctx, batch...).Result()
+		deleted += int(n)
+		batch = batch[:0]
+		return err
+	}
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return deleted, err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return deleted, err
+	}
+	return deleted, flush()
+}
+
+// sweepStale deletes, once per process, keys left under prefixes of runs that died before
+// their cleanup. Failures are only logged.
+func (s *state) sweepStale(ctx context.Context, t testing.TB, c *redis.Client, rawURL string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.swept[rawURL] {
+		return
+	}
+	s.swept[rawURL] = true
+
+	cutoff := time.Now().Add(-staleAfter).Unix()
+	stale := map[string]bool{} // prefixes, each deleted once
+	iter := c.Scan(ctx, 0, keyPrefix+"*", scanCount).Iterator()
+	for iter.Next(ctx) {
+		// msgxt:<pkg>:<stamp>:<pid>:<n>:<key…>
+		parts := strings.SplitN(iter.Val(), ":", 6)
+		if len(parts) < 6 {
+			continue
+		}
+		if ts, err := strconv.ParseInt(parts[2], 10, 64); err == nil && ts < cutoff {
+			stale[strings.Join(parts[:5], ":")+":"] = true
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Logf("redistest: scan for stale keys: %v", err)
+		return
+	}
+	for prefix := range stale {
+		if _, err := deleteMatching(ctx, c, prefix+"*"); err != nil {
+			t.Logf("redistest: delete stale keys under %s: %v", prefix, err)
+		}
+	}
+}
+
+// packageName is the test binary's name ("pump" for pump.test), reduced to [a-z0-9_] so that
+// it cannot contain ':' or glob characters.
+func packageName() string {
+	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe"), ".test")
+	var b strings.Builder
+	for _, r := range strings.ToLower(base) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+		if b.Len() >= 20 {
+			break
+		}
+	}
+	if b.Len() == 0 {
+		return "pkg"
+	}
+	return b.String()
+}
+
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
+}
