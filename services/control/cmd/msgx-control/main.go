@@ -1,0 +1,45 @@
+// Command msgx-control serves the operator's gRPC API (msgx.control.v1.ControlService), and
+// with the subcommand "migrate" applies the PostgreSQL schema and exits.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/logging"
+	"github.com/msgexchange/msgexchange/pkg/service"
+	"github.com/msgexchange/msgexchange/services/control/internal/app"
+	"github.com/msgexchange/msgexchange/services/control/internal/migratecmd"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		os.Exit(subcommand(os.Args[1], os.Args[2:]))
+	}
+	os.Exit(service.Main("control", run))
+}
+
+func run(ctx context.Context, b *service.Base) error {
+	a, err := app.New(b, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+func subcommand(name string, args []string) int {
+	switch name {
+	case "migrate":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		logger := logging.New(os.Stdout, "msgx-control", os.Getenv("MSGX_LOG_LEVEL"))
+		return migratecmd.Run(ctx, args, config.FromEnv, logger, os.Stdout, os.Stderr)
+	default:
+		fmt.Fprintf(os.Stderr, "msgx-control: unknown subcommand %q\nusage: msgx-control [migrate [status]]\n", name)
+		return 2
+	}
+}

@@ -1,0 +1,45 @@
+package control
+
+import (
+	"testing"
+
+	"github.com/msgexchange/msgexchange/pkg/queue"
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+)
+
+// The enums convert by name; these fail when the database's words and the .proto drift apart.
+func TestEnumsCoverTheSchema(t *testing.T) {
+	t.Parallel()
+	for _, s := range []queue.State{queue.Pending, queue.Failed, queue.Succeeded, queue.Skipped, queue.Dead} {
+		if messageState(s) == controlv1.MessageState_MESSAGE_STATE_UNSPECIFIED {
+			t.Errorf("state %s has no MessageState", s)
+		}
+	}
+	for _, c := range []queue.ErrorClass{queue.Malformed, queue.Protocol, queue.CodecError, queue.Unsupported, queue.Infra, queue.Exhausted} {
+		if errorClass(c) == controlv1.ErrorClass_ERROR_CLASS_UNSPECIFIED {
+			t.Errorf("error class %s has no ErrorClass", c)
+		}
+	}
+	// The reasons of proc_state's CHECK constraint (migrations/sql/00001_pipeline.sql).
+	for _, r := range []string{"MISSING_ROW", "TRANSIENT_DEADLINE"} {
+		if abandonReason(r) == controlv1.AbandonReason_ABANDON_REASON_UNSPECIFIED {
+			t.Errorf("abandon reason %s has no AbandonReason", r)
+		}
+	}
+	if got := messageState("NOT_A_STATE"); got != controlv1.MessageState_MESSAGE_STATE_UNSPECIFIED {
+		t.Errorf("unknown state converts to %v, want UNSPECIFIED", got)
+	}
+	// Every state appears in by_state, so the status table never loses a row.
+	if got := len(stateCounts(nil)); got != 5 {
+		t.Errorf("stateCounts lists %d states, want 5", got)
+	}
+}
+
+func TestUnknownClassIsCountedNotDropped(t *testing.T) {
+	t.Parallel()
+	got := errorClassCounts(map[queue.ErrorClass]int64{queue.Infra: 2, "NEW_CLASS": 3})
+	if len(got) != 2 || got[0].GetErrorClass() != controlv1.ErrorClass_ERROR_CLASS_UNSPECIFIED || got[0].GetCount() != 3 ||
+		got[1].GetErrorClass() != controlv1.ErrorClass_ERROR_CLASS_INFRA || got[1].GetCount() != 2 {
+		t.Errorf("errorClassCounts = %v, want UNSPECIFIED 3, INFRA 2", got)
+	}
+}

@@ -1,0 +1,238 @@
+// Package server is the control service's gRPC server: the interceptor chain, tracing, the
+// standard health service and server reflection around the services registered on it. It knows
+// nothing of the pipeline; handlers live in package control.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the TCP address Run listens on (MSGX_GRPC_ADDR).
+	Addr string
+	Auth Auth
+	// Services are the names the health service reports SERVING for, besides the overall "".
+	Services []string
+
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
+	// StopTimeout bounds the graceful stop: calls still running after it are cut.
+	StopTimeout time.Duration
+}
+
+// Server is the control gRPC server.
+type Server struct {
+	cfg     Config
+	grpc    *grpc.Server
+	health  *health.Server
+	metrics *grpcprom.ServerMetrics
+	log     *slog.Logger
+}
+
+// New builds the server; register services on Registrar() before Run or Serve.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Auth.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil || cfg.Registerer == nil || cfg.TracerProvider == nil {
+		return nil, errors.New("server: Logger, Registerer and TracerProvider are required")
+	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = propagation.TraceContext{}
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 10 * time.Second
+	}
+	log := cfg.Logger.With("component", "grpc")
+
+	// grpc_server_* metrics on the service's registry, served by the admin /metrics endpoint.
+	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+	if err := cfg.Registerer.Register(metrics); err != nil {
+		return nil, fmt.Errorf("server: register gRPC metrics: %w", err)
+	}
+	panics := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "msgx_control_grpc_panics_recovered_total",
+		Help: "Panics in control gRPC handlers turned into INTERNAL errors.",
+	})
+	if err := cfg.Registerer.Register(panics); err != nil {
+		return nil, fmt.Errorf("server: register panic counter: %w", err)
+	}
+
+	grpcLog := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
+		log.Log(ctx, slog.Level(level), msg, fields...)
+	})
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(codeToLevel),
+	}
+	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		panics.Inc()
+		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
+	})}
+	// Health checks arrive every few seconds from probes: they are neither logged nor asked for
+	// a token. Reflection needs no token either (it only describes the API) but is logged.
+	needsToken := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return !isHealth(c.Service) && !isReflection(c.Service)
+	})
+	logged := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !isHealth(c.Service) })
+
+	// The order follows go-grpc-middleware's v2 example (STYLE §15): metrics see every call,
+	// refused ones included; logging sees the auth outcome; recovery is innermost, next to
+	// the handler, so a panic still passes through logging and metrics as INTERNAL.
+	// Tracing is a stats handler rather than an interceptor (otelgrpc's interceptors are
+	// deprecated), so a span covers the whole call, refused ones included. Probes' health
+	// checks are not traced: they would be most of the spans and say nothing.
+	gs := grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(cfg.TracerProvider),
+			otelgrpc.WithPropagators(cfg.Propagator),
+			otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool { return !isHealth(serviceOf(info.FullMethodName)) }),
+		)),
+		grpc.ChainUnaryInterceptor(
+			metrics.UnaryServerInterceptor(),
+			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(grpcLog, logOpts...), logged),
+			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(cfg.Auth.authenticate), needsToken),
+			recovery.UnaryServerInterceptor(recoverOpts...),
+		),
+		grpc.ChainStreamInterceptor(
+			metrics.StreamServerInterceptor(),
+			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, logOpts...), logged),
+			selector.StreamServerInterceptor(auth.StreamServerInterceptor(cfg.Auth.authenticate), needsToken),
+			recovery.StreamServerInterceptor(recoverOpts...),
+		),
+	)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+
+	return &Server{cfg: cfg, grpc: gs, health: hs, metrics: metrics, log: log}, nil
+}
+
+// Registrar is where the API's services are registered, before Run or Serve.
+func (s *Server) Registrar() grpc.ServiceRegistrar { return s.grpc }
+
+// Run listens on Config.Addr and serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := s.Listen()
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Listen opens the listener on Config.Addr; with ":0" the kernel picks the port, which
+// ln.Addr() then tells.
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("grpc listen %s: %w", s.cfg.Addr, err)
+	}
+	return ln, nil
+}
+
+// Serve serves on ln until ctx ends, then stops gracefully: health turns NOT_SERVING so load
+// balancers drain the instance, running calls get StopTimeout to finish, and the rest are cut.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// Every method gets its metric series at zero now, so a rate() over a never-called method
+	// reads 0 rather than no data.
+	s.metrics.InitializeMetrics(s.grpc)
+	// The health service reports liveness: SERVING whenever the process serves, on the active
+	// instance and on a standby alike (a standby serves reads). Which instance is active is in
+	// GetStatus, not in health, so a probe never restarts a healthy standby.
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for _, name := range s.cfg.Services {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	if s.cfg.Auth.Insecure {
+		s.log.Warn("control API is UNAUTHENTICATED: no token configured and "+EnvInsecure+"=true; never run this in production",
+			"addr", ln.Addr().String())
+	} else {
+		s.log.Info("control API listening", "addr", ln.Addr().String(), "auth", "bearer token", "token_source", s.cfg.Auth.Source)
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- s.grpc.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.health.Shutdown()
+		return fmt.Errorf("grpc server: %w", err)
+	case <-ctx.Done():
+	}
+	s.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	t := time.NewTimer(s.cfg.StopTimeout)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		s.log.Warn("gRPC calls still running after the stop timeout; cutting them", "timeout", s.cfg.StopTimeout)
+		s.grpc.Stop()
+		<-stopped
+	}
+	<-errc // Serve returns nil after a stop
+	return nil
+}
+
+// codeToLevel raises refused authentication to a warning: a wrong token is worth an operator's
+// attention (a misconfigured client or a probe from outside). The rest is the library's default.
+func codeToLevel(code codes.Code) logging.Level {
+	if code == codes.Unauthenticated || code == codes.PermissionDenied {
+		return logging.LevelWarn
+	}
+	return logging.DefaultServerCodeToLevel(code)
+}
+
+func isHealth(service string) bool { return service == healthpb.Health_ServiceDesc.ServiceName }
+
+// isReflection matches both reflection versions that reflection.Register serves: grpcurl
+// still falls back to v1alpha against older servers and some clients only speak it.
+func isReflection(service string) bool {
+	return service == reflectionv1.ServerReflection_ServiceDesc.ServiceName ||
+		service == "grpc.reflection.v1alpha.ServerReflection"
+}
+
+// serviceOf returns the service of a full method name "/pkg.Service/Method".
+func serviceOf(fullMethod string) string {
+	if len(fullMethod) > 0 && fullMethod[0] == '/' {
+		fullMethod = fullMethod[1:]
+	}
+	for i := len(fullMethod) - 1; i >= 0; i-- {
+		if fullMethod[i] == '/' {
+			return fullMethod[:i]
+		}
+	}
+	return fullMethod
+}
