@@ -15,14 +15,22 @@ CREATE TABLE inbox_cursor (
 );
 INSERT INTO inbox_cursor (id) VALUES (1);
 
--- IDs released as permanent holes; watched for late arrivals (closes seed 000 G1).
+-- Ranges of IDs released as permanent holes, watched for late arrivals until they are older
+-- than the watch retention (closes seed 000 G1: the watch survives restarts).
 CREATE TABLE inbox_hole (
+    first_id     bigint      PRIMARY KEY,
+    last_id      bigint      NOT NULL CHECK (last_id >= first_id),
+    released_at  timestamptz NOT NULL
+);
+CREATE INDEX inbox_hole_released ON inbox_hole (released_at);
+
+-- Rows that appeared inside a released hole after the watermark had passed them.
+CREATE TABLE inbox_late (
     msg_id       bigint      PRIMARY KEY,
-    released_at  timestamptz NOT NULL,
-    detected_at  timestamptz,
+    hole_first   bigint      NOT NULL,
+    detected_at  timestamptz NOT NULL,
     enqueued_at  timestamptz
 );
-CREATE INDEX inbox_hole_watch ON inbox_hole (released_at) WHERE detected_at IS NULL;
 
 CREATE TABLE proc_state (
     msg_id                   bigint      PRIMARY KEY,
@@ -104,5 +112,6 @@ DROP TABLE role_holder;
 DROP TABLE msg_event;
 DROP SEQUENCE msg_event_id_seq;
 DROP TABLE proc_state;
+DROP TABLE inbox_late;
 DROP TABLE inbox_hole;
 DROP TABLE inbox_cursor;

@@ -12,6 +12,8 @@ CREATE TABLE flight_schd (
     created_at     timestamptz NOT NULL,
     updated_at     timestamptz NOT NULL,
     deleted_at     timestamptz,
+    -- collections ever sent for this flight, so "no allocation now" (no detail rows) is kept
+    collections_present text[] NOT NULL DEFAULT '{}',
     ffid text,
     -- identity and plan
     alcd text, alsc text, flno text, mvin text, sodt text, flty text, flin text, acft text, reno text,

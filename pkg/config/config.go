@@ -30,7 +30,13 @@ type Config struct {
 	HTTPAddr     string
 	GRPCAddr     string
 	ControlToken string
-	Instance     string
+	// ControlTokenFile names a file holding the control token (a mounted secret).
+	ControlTokenFile string
+	// ControlInsecure lets control start without a token (development only).
+	ControlInsecure bool
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	Instance string
 
 	Pipeline Pipeline
 	Schd     Schd
@@ -57,6 +63,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// HTTPMaxBody bounds the compat HTTP request body.
 	HTTPMaxBody int
+	// InboxTimeout bounds every call to the shared MySQL. It stays well below the leader
+	// lease (10 s), since the backfill holds its lock connection in a transaction around the
+	// marker write.
+	InboxTimeout time.Duration
+	// RedisTimeout bounds every Redis call.
+	RedisTimeout time.Duration
 }
 
 // Pipeline holds the msgx.pipeline.* parameters.
@@ -106,6 +118,9 @@ func params() []param {
 		{key: "http-addr", def: ":8080", set: str(func(c *Config) *string { return &c.HTTPAddr })},
 		{key: "grpc-addr", def: ":9000", set: str(func(c *Config) *string { return &c.GRPCAddr })},
 		{key: "control-token", def: "", set: str(func(c *Config) *string { return &c.ControlToken })},
+		{key: "control-token-file", def: "", set: str(func(c *Config) *string { return &c.ControlTokenFile })},
+		{key: "control-insecure", def: "false", set: boolean(func(c *Config) *bool { return &c.ControlInsecure })},
+		{key: "log-level", def: "info", set: str(func(c *Config) *string { return &c.LogLevel })},
 		{key: "instance", def: "", set: str(func(c *Config) *string { return &c.Instance })},
 
 		{key: "pipeline.poll-interval", def: "1s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.PollInterval })},
@@ -159,6 +174,8 @@ func params() []param {
 		{key: "kafka.topic-schd", def: "msgx.flight.schd", set: str(func(c *Config) *string { return &c.TopicSchd })},
 		{key: "outbound.sndr", def: "OMMS", set: str(func(c *Config) *string { return &c.OutboundSender })},
 		{key: "shutdown-timeout", def: "20s", set: dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+		{key: "inbox.timeout", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.InboxTimeout })},
+		{key: "redis.timeout", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
 		{key: "http.max-body", def: "33554432", set: num(func(c *Config) *int { return &c.HTTPMaxBody })},
 	}
 }
@@ -255,6 +272,7 @@ func (c Config) validate() []error {
 		"pipeline.head-age-alert": p.HeadAgeAlert, "pipeline.event-retention": p.EventRetention,
 		"pipeline.proc-retention": p.ProcRetention, "schd.flush-period": c.Schd.FlushPeriod,
 		"schd.snap-log-retention": c.Schd.SnapLogRetention, "shutdown-timeout": c.ShutdownTimeout,
+		"inbox.timeout": c.InboxTimeout, "redis.timeout": c.RedisTimeout,
 	}
 	keys := make([]string, 0, len(positive))
 	for k := range positive {
@@ -305,6 +323,10 @@ func (c Config) validate() []error {
 	}
 	if c.MarkerStatus == "" || len(c.MarkerStatus) > 20 {
 		errs = append(errs, fmt.Errorf("backfill.marker-status must be 1 to 20 characters (CMINMSGS_STATUS), got %q", c.MarkerStatus))
+	}
+	if c.InboxTimeout > 8*time.Second || c.RedisTimeout > 8*time.Second {
+		errs = append(errs, fmt.Errorf("inbox.timeout (%s) and redis.timeout (%s) must stay under 8s: longer calls would outlive the leader lease of the lock connection",
+			c.InboxTimeout, c.RedisTimeout))
 	}
 	if c.OperationDayCutover < 0 || c.OperationDayCutover >= 24*time.Hour {
 		errs = append(errs, fmt.Errorf("airport.operation-day-cutover must be within a day, got %s", c.OperationDayCutover))

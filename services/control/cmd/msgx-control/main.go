@@ -24,7 +24,7 @@ func main() {
 }
 
 func run(ctx context.Context, b *service.Base) error {
-	a, err := app.New(b, os.LookupEnv)
+	a, err := app.New(b)
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,8 @@ func subcommand(name string, args []string) int {
 	case "migrate":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		logger := logging.New(os.Stdout, "msgx-control", os.Getenv("MSGX_LOG_LEVEL"))
+		cfg, _ := config.FromEnv() // migratecmd reports a refused configuration itself
+		logger := logging.New(os.Stdout, "msgx-control", cfg.LogLevel)
 		return migratecmd.Run(ctx, args, config.FromEnv, logger, os.Stdout, os.Stderr)
 	default:
 		fmt.Fprintf(os.Stderr, "msgx-control: unknown subcommand %q\nusage: msgx-control [migrate [status]]\n", name)

@@ -23,10 +23,9 @@ type App struct {
 	ln      net.Listener
 }
 
-// New builds the instance. lookup reads the control-only environment variables
-// (MSGX_CONTROL_TOKEN_FILE, MSGX_CONTROL_INSECURE); os.LookupEnv in production.
-func New(b *service.Base, lookup func(string) (string, bool)) (*App, error) {
-	authn, err := server.LoadAuth(b.Config.ControlToken, lookup)
+// New builds the instance.
+func New(b *service.Base) (*App, error) {
+	authn, err := server.LoadAuth(b.Config.ControlToken, b.Config.ControlTokenFile, b.Config.ControlInsecure)
 	if err != nil {
 		return nil, fmt.Errorf("control authentication: %w", err)
 	}

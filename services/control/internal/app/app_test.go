@@ -42,15 +42,16 @@ type instance struct {
 }
 
 // startControl runs the production wiring (service.Base → app.New → Run) against db on a
-// loopback port, with the clock standing at now, and stops it when the test ends. env holds
-// the control-only variables (MSGX_CONTROL_TOKEN_FILE, MSGX_CONTROL_INSECURE).
-func startControl(t *testing.T, db *pgtest.DB, name, configToken string, env map[string]string, now time.Time) *instance {
+// loopback port, with the clock standing at now, and stops it when the test ends. insecure
+// sets control-insecure (allowInsecure).
+func startControl(t *testing.T, db *pgtest.DB, name, configToken string, allowInsecure bool, now time.Time) *instance {
 	t.Helper()
 	cfg := config.Default()
 	cfg.PGDSN = db.DSN
 	cfg.AdminAddr = "127.0.0.1:0"
 	cfg.GRPCAddr = "127.0.0.1:0"
 	cfg.ControlToken = configToken
+	cfg.ControlInsecure = allowInsecure
 	cfg.Instance = name
 	cfg.ShutdownTimeout = 10 * time.Second
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -61,7 +62,7 @@ func startControl(t *testing.T, db *pgtest.DB, name, configToken string, env map
 		t.Fatalf("service.New: %v", err)
 	}
 	b.Clock = clock.NewMutable(now)
-	a, err := app.New(b, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	a, err := app.New(b)
 	if err != nil {
 		b.Close()
 		cancel()
@@ -177,7 +178,7 @@ func TestGetStatus(t *testing.T) {
 	db.Exec(t, `INSERT INTO role_holder (role, instance, backend_pid, since, heartbeat_at)
 		VALUES ('pump', 'pump-gone', 999999, $1, $2)`, ago(time.Hour), ago(30*time.Minute))
 
-	in := startControl(t, db, "control-test-1", token, nil, now)
+	in := startControl(t, db, "control-test-1", token, false, now)
 	st := waitActive(t, in)
 
 	if !st.GetObservedAt().AsTime().Equal(now) || st.GetServedBy() != "control-test-1" {
@@ -277,7 +278,7 @@ func TestGetMessage(t *testing.T) {
 		VALUES (77, 'DEAD', 'EXHAUSTED', 'redis: timeout', 5, 'FLOP|F1|ESTT|1', 'FLOP', 'ESTT',
 		$1, $2, $2, $3, $3, 3, $3, 'TRANSIENT_DEADLINE', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', $3)`,
 		now.Add(-time.Hour), now.Add(-50*time.Minute), now.Add(-time.Minute))
-	in := startControl(t, db, "control-test-2", token, nil, now)
+	in := startControl(t, db, "control-test-2", token, false, now)
 	ctx := withToken(callCtx(t), token)
 
 	t.Run("known", func(t *testing.T) {
@@ -335,7 +336,7 @@ func TestGetMessage(t *testing.T) {
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	in := startControl(t, db, "control-test-3", token, nil, time.Now())
+	in := startControl(t, db, "control-test-3", token, false, time.Now())
 
 	for name, ctx := range map[string]context.Context{
 		"no token":     callCtx(t),
@@ -431,7 +432,7 @@ func TestStartRefusedWithoutToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	_, err = app.New(b, func(string) (string, bool) { return "", false })
+	_, err = app.New(b)
 	if err == nil {
 		t.Fatal("app.New without any token succeeded; want a refusal naming MSGX_CONTROL_INSECURE")
 	}
@@ -441,7 +442,7 @@ func TestStartRefusedWithoutToken(t *testing.T) {
 func TestInsecureServesWithoutToken(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	in := startControl(t, db, "control-test-4", "", map[string]string{"MSGX_CONTROL_INSECURE": "true"}, time.Now())
+	in := startControl(t, db, "control-test-4", "", true, time.Now())
 	if _, err := in.client.GetStatus(callCtx(t), &controlv1.GetStatusRequest{}); err != nil {
 		t.Errorf("GetStatus on an insecure server without a token: %v", err)
 	}
@@ -454,9 +455,9 @@ func TestStandbyServesReads(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	now := time.Now()
-	first := startControl(t, db, "control-a", token, nil, now)
+	first := startControl(t, db, "control-a", token, false, now)
 	waitActive(t, first)
-	second := startControl(t, db, "control-b", token, nil, now)
+	second := startControl(t, db, "control-b", token, false, now)
 
 	st, err := second.client.GetStatus(withToken(callCtx(t), token), &controlv1.GetStatusRequest{})
 	if err != nil {

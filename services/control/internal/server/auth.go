@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
@@ -15,14 +14,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Environment variables of the control API's authentication, beside MSGX_CONTROL_TOKEN which
-// the shared configuration reads.
+// Environment variables of the control API's authentication, named in errors. The token file
+// is a mounted Kubernetes or compose secret, so the token never appears in the pod spec or the
+// process environment; insecure lets the server start without any token (development only).
 const (
-	// EnvTokenFile names a file holding the token: a mounted Kubernetes or compose secret, so the
-	// token never appears in the pod spec or the process environment.
 	EnvTokenFile = "MSGX_CONTROL_TOKEN_FILE"
-	// EnvInsecure=true lets the server start without any token (development only).
-	EnvInsecure = "MSGX_CONTROL_INSECURE"
+	EnvInsecure  = "MSGX_CONTROL_INSECURE"
 )
 
 // Auth is how callers of the control API are authenticated: a bearer token, or nothing when
@@ -37,20 +34,12 @@ type Auth struct {
 	Source string
 }
 
-// LoadAuth decides the authentication from the token in the shared configuration
-// (MSGX_CONTROL_TOKEN), EnvTokenFile and EnvInsecure, read through lookup. Setting both a token
-// and a token file is refused as ambiguous; no token at all is refused unless EnvInsecure is
-// true, so a forgotten secret cannot silently open the API.
-func LoadAuth(configToken string, lookup func(string) (string, bool)) (Auth, error) {
-	file, _ := lookup(EnvTokenFile)
-	insecure := false
-	if v, ok := lookup(EnvInsecure); ok && v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return Auth{}, fmt.Errorf("%s=%q: not a boolean", EnvInsecure, v)
-		}
-		insecure = b
-	}
+// LoadAuth decides the authentication from the shared configuration: the token
+// (MSGX_CONTROL_TOKEN), a file holding it (MSGX_CONTROL_TOKEN_FILE) and the insecure switch
+// (MSGX_CONTROL_INSECURE). Setting both a token and a token file is refused as ambiguous; no
+// token at all is refused unless insecure is set, so a forgotten secret cannot silently open
+// the API.
+func LoadAuth(configToken, file string, insecure bool) (Auth, error) {
 	var token, source string
 	switch {
 	case configToken != "" && file != "":

@@ -1,0 +1,44 @@
+// Package db holds what every PostgreSQL store shares: the executor interface that a pool, a
+// connection and a transaction all satisfy, and the transaction helper.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Executor runs statements on a pool, a single connection or a transaction.
+type Executor interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Beginner starts a transaction (a pool, a connection, or a transaction for a savepoint).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// ErrNotFound is returned by stores when the row asked for does not exist.
+var ErrNotFound = errors.New("not found")
+
+// WithTx runs fn in a transaction and commits it; the rollback after a failure runs even when
+// ctx is already cancelled, so a stopping service never leaves a transaction open.
+func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
+	tx, err := b.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+// Package flightstore holds the SQL of the flight family: flight_schd (scalars), the
+// collection detail tables keyed (flid, ordinal), flight_route_point and flight_raw_content
+// (seed 003 §11.3). It loads and saves whole flight.Flight values; the merge rules live in
+// package flight.
+package flightstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flight"
+)
+
+// Scalars lists the scalar tags stored as flight_schd columns (column = lower-case tag).
+var Scalars = []string{
+	"FFID",
+	"ALCD", "ALSC", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT", "RENO",
+	"TAOP", "TAFL", "TAID", "TRML", "CSOP", "CSFT", "MAID",
+	"ESTT", "ACTT", "BOTM", "LACL", "FINT", "APPT", "EGSR", "EGST", "PADT", "NAAT", "NEAT", "PEDT", "FTSS",
+	"STND", "PHAG", "FHAG", "MHAG", "CNCL", "REMC", "MAXP", "VIPP", "VIPR", "LBNO", "LBWT", "PAXC", "EXSC", "EXSR",
+	"FDIV", "FDIV_DDES", "FDIV_DDIR", "FRET", "FRET_REID", "FLAB", "FLAB_ARES", "BDPB",
+}
+
+// collection maps a collection tag to its detail table and field columns.
+type collection struct {
+	table  string
+	seq    string // column of the sequence attribute; "" when the element has none (DELY)
+	fields []string
+	kind   string // route_kind for flight_route_point
+}
+
+// collections lists the stored collections by tag.
+var collections = map[string]collection{
+	"GTDT": {table: "flight_gtdt", seq: "gtno", fields: []string{"GATE", "PGOT", "PGCT", "GOTM", "GCTM", "GTYP"}},
+	"CKDT": {table: "flight_ckdt", seq: "ckno", fields: []string{"CHKC", "CCLS", "PCOT", "PCCT", "COTM", "CCTM", "CTYP"}},
+	"CLDT": {table: "flight_cldt", seq: "clno", fields: []string{"BELT", "BCLS", "PCOT", "PCCT", "FBAG", "LBAG", "BTYP"}},
+	"CHDT": {table: "flight_chdt", seq: "chno", fields: []string{"CHUT", "CCLS", "PCBT", "PCET", "CBTM", "CETM", "CTYP"}},
+	"PSDT": {table: "flight_psdt", seq: "psno", fields: []string{"PSST", "STST", "STET"}},
+	"CHOT": {table: "flight_chot", seq: "csno", fields: []string{"CHTM", "CHID", "CHST"}},
+	"DELY": {table: "flight_dely", fields: []string{"CODE", "STRT", "DURA", "TEXT"}},
+	"ABTM": {table: "flight_abtm", seq: "asno", fields: []string{"ABDG", "ABOP", "AOTM"}},
+	"ROUT": {table: "flight_route_point", seq: "rtno", fields: []string{"APCD", "SCAT", "SCDT"}, kind: "ROUT"},
+	"ERUT": {table: "flight_route_point", seq: "rtno", fields: []string{"APCD", "SCAT", "SCDT"}, kind: "ERUT"},
+}
+
+// CollectionTags lists the stored collection tags, sorted.
+func CollectionTags() []string {
+	tags := make([]string, 0, len(collections))
+	for t := range collections {
+		tags = append(tags, t)
+	}
+	slices.Sort(tags)
+	return tags
+}
+
+// Load reads the full state of one flight in the caller's transaction (one consistent read
+// boundary, seed 003 §12.4). It returns nil when the FLID is unknown.
+func Load(ctx context.Context, q db.Executor, flid string, forUpdate bool) (*flight.Flight, error) {
+	cols := make([]string, len(Scalars))
+	for i, s := range Scalars {
+		cols[i] = strings.ToLower(s)
+	}
+	lock := ""
+	if forUpdate {
+		lock = " FOR UPDATE"
+	}
+	f := flight.New(flid)
+	vals := make([]*string, len(Scalars))
+	var lastMsg *int64
+	var present []string
+	dest := []any{&f.State, &f.Version, &f.OperationDay, &lastMsg, &f.CreatedAt, &f.UpdatedAt, &present}
+	for i := range vals {
+		dest = append(dest, &vals[i])
+	}
+	err := q.QueryRow(ctx, `SELECT state, state_version, operation_day, last_msg_id, created_at, updated_at, `+presentColumn+`, `+
+		strings.Join(cols, ", ")+` FROM flight_schd WHERE flid = $1`+lock, flid).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load flight %s: %w", flid, err)
+	}
+	if lastMsg != nil {
+		f.LastMsgID = *lastMsg
+	}
+	for i, v := range vals {
+		if v != nil {
+			f.Scalars[Scalars[i]] = *v
+		}
+	}
+	// A collection sent as "no allocation now" has no detail rows but is still present.
+	for _, tag := range present {
+		f.Collections[tag] = []flight.Item{}
+	}
+	if err := loadCollections(ctx, q, &f); err != nil {
+		return nil, err
+	}
+	if err := loadRaw(ctx, q, &f); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// presentColumn records which collections a flight has been sent, so an empty allocation
+// ("no allocation now") survives a reload as an empty collection, not an absent one.
+const presentColumn = "collections_present"
+
+func loadCollections(ctx context.Context, q db.Executor, f *flight.Flight) error {
+	for _, tag := range CollectionTags() {
+		c := collections[tag]
+		cols := make([]string, len(c.fields))
+		for i, fl := range c.fields {
+			cols[i] = strings.ToLower(fl)
+		}
+		seq := "NULL"
+		if c.seq != "" {
+			seq = c.seq
+		}
+		where := "flid = $1"
+		args := []any{f.FLID}
+		if c.kind != "" {
+			where += " AND route_kind = $2"
+			args = append(args, c.kind)
+		}
+		rows, err := q.Query(ctx, `SELECT `+seq+`, `+strings.Join(cols, ", ")+` FROM `+c.table+` WHERE `+where+` ORDER BY ordinal`, args...)
+		if err != nil {
+			return fmt.Errorf("load %s of %s: %w", tag, f.FLID, err)
+		}
+		for rows.Next() {
+			var seqVal *string
+			vals := make([]*string, len(c.fields))
+			dest := []any{&seqVal}
+			for i := range vals {
+				dest = append(dest, &vals[i])
+			}
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return fmt.Errorf("scan %s of %s: %w", tag, f.FLID, err)
+			}
+			it := flight.Item{Fields: map[string]string{}}
+			if seqVal != nil {
+				it.Seq = *seqVal
+			}
+			for i, v := range vals {
+				if v != nil {
+					it.Fields[c.fields[i]] = *v
+				}
+			}
+			f.Collections[tag] = append(f.Collections[tag], it)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("load %s of %s: %w", tag, f.FLID, err)
+		}
+	}
+	return nil
+}
+
+func loadRaw(ctx context.Context, q db.Executor, f *flight.Flight) error {
+	rows, err := q.Query(ctx, `SELECT tag, content FROM flight_raw_content WHERE flid = $1 ORDER BY tag, ordinal`, f.FLID)
+	if err != nil {
+		return fmt.Errorf("load raw content of %s: %w", f.FLID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tag, content string
+		if err := rows.Scan(&tag, &content); err != nil {
+			return fmt.Errorf("scan raw content of %s: %w", f.FLID, err)
+		}
+		f.Raw[tag] = append(f.Raw[tag], content)
+	}
+	return rows.Err()
+}
+
+// Save writes the full state of one flight: the flight_schd row is upserted and every detail
+// table is rewritten for the FLID from the merged result (delete, then insert in order;
+// seed 003 §11.3).
+func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
+	cols := []string{"flid", "state", "state_version", "operation_day", "last_msg_id", "created_at", "updated_at", "deleted_at", presentColumn}
+	var deletedAt *time.Time
+	if f.State == flight.Deleted {
+		t := f.UpdatedAt
+		deletedAt = &t
+	}
+	present := make([]string, 0, len(f.Collections))
+	for tag := range f.Collections {
+		present = append(present, tag)
+	}
+	slices.Sort(present)
+	args := []any{f.FLID, f.State, f.Version, f.OperationDay, f.LastMsgID, f.CreatedAt, f.UpdatedAt, deletedAt, present}
+	for _, s := range Scalars {
+		cols = append(cols, strings.ToLower(s))
+		if v, ok := f.Scalars[s]; ok {
+			args = append(args, v)
+		} else {
+			args = append(args, nil)
+		}
+	}
+	ph := make([]string, len(cols))
+	set := make([]string, 0, len(cols))
+	for i, c := range cols {
+		ph[i] = fmt.Sprintf("$%d", i+1)
+		if c != "flid" && c != "created_at" {
+			set = append(set, c+" = excluded."+c)
+		}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO flight_schd (`+strings.Join(cols, ", ")+`) VALUES (`+strings.Join(ph, ", ")+`)
+		ON CONFLICT (flid) DO UPDATE SET `+strings.Join(set, ", "), args...)
+	if err != nil {
+		return fmt.Errorf("save flight %s: %w", f.FLID, err)
+	}
+	return saveDetails(ctx, tx, f)
+}
+
+func saveDetails(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
+	batch := &pgx.Batch{}
+	tables := map[string]bool{}
+	for _, c := range collections {
+		tables[c.table] = true
+	}
+	for _, t := range slices.Sorted(maps.Keys(tables)) {
+		batch.Queue(`DELETE FROM `+t+` WHERE flid = $1`, f.FLID)
+	}
+	batch.Queue(`DELETE FROM flight_raw_content WHERE flid = $1`, f.FLID)
+	for _, tag := range CollectionTags() {
+		c := collections[tag]
+		for i, it := range f.Collections[tag] {
+			cols := []string{"flid", "ordinal"}
+			args := []any{f.FLID, i + 1}
+			if c.kind != "" {
+				cols = append(cols, "route_kind")
+				args = append(args, c.kind)
+			}
+			if c.seq != "" {
+				cols = append(cols, c.seq)
+				args = append(args, nullable(it.Seq))
+			}
+			for _, fl := range c.fields {
+				cols = append(cols, strings.ToLower(fl))
+				args = append(args, nullable(it.Fields[fl]))
+			}
+			ph := make([]string, len(cols))
+			for n := range cols {
+				ph[n] = fmt.Sprintf("$%d", n+1)
+			}
+			batch.Queue(`INSERT INTO `+c.table+` (`+strings.Join(cols, ", ")+`) VALUES (`+strings.Join(ph, ", ")+`)`, args...)
+		}
+	}
+	for _, tag := range slices.Sorted(maps.Keys(f.Raw)) {
+		for i, content := range f.Raw[tag] {
+			batch.Queue(`INSERT INTO flight_raw_content (flid, tag, ordinal, content) VALUES ($1, $2, $3, $4)`, f.FLID, tag, i+1, content)
+		}
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("save details of %s: %w", f.FLID, err)
+	}
+	return nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// pipelineLockKey is the PIPELINE_LOCK of seed 003 §5.3: it serialises the pump's processing
+// step with the flight history sweep, the only other writer of the flight tables.
+const pipelineLockKey int64 = 0x6d736778_00000001 // "msgx" + 1
+
+// LockPipeline takes the pipeline lock for the caller's session until UnlockPipeline; the
+// pump holds it across its whole processing step, Redis write included.
+func LockPipeline(ctx context.Context, q db.Executor) error {
+	if _, err := q.Exec(ctx, `SELECT pg_advisory_lock($1)`, pipelineLockKey); err != nil {
+		return fmt.Errorf("pipeline lock: %w", err)
+	}
+	return nil
+}
+
+// UnlockPipeline releases the session's pipeline lock.
+func UnlockPipeline(ctx context.Context, q db.Executor) error {
+	if _, err := q.Exec(ctx, `SELECT pg_advisory_unlock($1)`, pipelineLockKey); err != nil {
+		return fmt.Errorf("pipeline unlock: %w", err)
+	}
+	return nil
+}
+
+// LockPipelineTx takes the pipeline lock for the caller's transaction (the history sweep).
+func LockPipelineTx(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, pipelineLockKey); err != nil {
+		return fmt.Errorf("pipeline lock: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+// Package inbox holds the SQL of the shared MySQL tables: cminmsgs (the inbox AODB writes and
+// the processed marker we write back) and, later, coutmsgs. It sends DML only: the tables
+// belong to the database team (seed 000 §6). Every call is bounded by the configured timeout,
+// so an unreachable inbox is an error, never a hang and never "no new messages".
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// ErrRowMissing means the inbox row does not exist (never written, or purged).
+var ErrRowMissing = errors.New("inbox row missing")
+
+// Inbox reads and writes the shared inbox table.
+type Inbox struct {
+	db      *sql.DB
+	timeout time.Duration
+}
+
+// Open connects to the shared MySQL. The DSN's loc names the zone the inbox DATETIME columns
+// are written in (the airport zone in production); parseTime must be on.
+func Open(dsn string, timeout time.Duration) (*Inbox, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("inbox dsn: %w", err)
+	}
+	cfg.ParseTime = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = timeout
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 2 * timeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 2 * timeout
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("inbox connector: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(4)
+	db.SetConnMaxLifetime(5 * time.Minute)
+	return &Inbox{db: db, timeout: timeout}, nil
+}
+
+// Close closes the connection pool.
+func (i *Inbox) Close() error { return i.db.Close() }
+
+// Ping checks that the inbox answers.
+func (i *Inbox) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	return i.db.PingContext(ctx)
+}
+
+// Row is one discovered inbox row.
+type Row struct {
+	ID         int64
+	ReceivedAt *time.Time
+}
+
+// After returns up to limit rows with ID > w in ID order. It never looks at the processed
+// marker (DECISIONS 1).
+func (i *Inbox) After(ctx context.Context, w int64, limit int) ([]Row, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	rows, err := i.db.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_RECEIVED FROM cminmsgs
+		WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?`, w, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read inbox after %d: %w", w, err)
+	}
+	return scanRows(rows)
+}
+
+// Existing returns the rows among ids that exist now (late-arrival detection).
+func (i *Inbox) Existing(ctx context.Context, ids []int64) ([]Row, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	args := make([]any, len(ids))
+	for n, id := range ids {
+		args[n] = id
+	}
+	rows, err := i.db.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_RECEIVED FROM cminmsgs
+		WHERE CMINMSGS_ID IN (?`+strings.Repeat(",?", len(ids)-1)+`) ORDER BY CMINMSGS_ID`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d inbox ids: %w", len(ids), err)
+	}
+	return scanRows(rows)
+}
+
+func scanRows(rows *sql.Rows) ([]Row, error) {
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		var r Row
+		var rcv sql.NullTime
+		if err := rows.Scan(&r.ID, &rcv); err != nil {
+			return nil, fmt.Errorf("scan inbox row: %w", err)
+		}
+		if rcv.Valid {
+			t := rcv.Time
+			r.ReceivedAt = &t
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read inbox rows: %w", err)
+	}
+	return out, nil
+}
+
+// MaxID returns the largest inbox ID (0 when empty), for the watermark lag.
+func (i *Inbox) MaxID(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	var id sql.NullInt64
+	if err := i.db.QueryRowContext(ctx, `SELECT MAX(CMINMSGS_ID) FROM cminmsgs`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("inbox max id: %w", err)
+	}
+	return id.Int64, nil
+}
+
+// MinID returns the smallest inbox ID (0 when empty), for cutover seeding.
+func (i *Inbox) MinID(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	var id sql.NullInt64
+	if err := i.db.QueryRowContext(ctx, `SELECT MIN(CMINMSGS_ID) FROM cminmsgs`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("inbox min id: %w", err)
+	}
+	return id.Int64, nil
+}
+
+// Raw returns the message text of one row. The column is utf8mb4, so the text is already
+// characters whatever its XML declaration says.
+func (i *Inbox) Raw(ctx context.Context, id int64) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	var text string
+	err := i.db.QueryRowContext(ctx, `SELECT CMINMSGS_CLOB_MSG FROM cminmsgs WHERE CMINMSGS_ID = ?`, id).Scan(&text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("inbox row %d: %w", id, ErrRowMissing)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read inbox row %d: %w", id, err)
+	}
+	return text, nil
+}
+
+// MarkResult is the outcome of writing a processed marker (seed 003 §6.2).
+type MarkResult int
+
+// The marker outcomes that are not errors.
+const (
+	Marked        MarkResult = iota + 1 // the marker was empty and is now written
+	AlreadyMarked                       // the row already had a marker: kept as it was
+	Missing                             // the row does not exist
+)
+
+// Mark writes the processed marker on one row if it has none. It never overwrites or reverts
+// a marker.
+func (i *Inbox) Mark(ctx context.Context, id int64, at time.Time, status string) (MarkResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	res, err := i.db.ExecContext(ctx, `UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = ?
+		WHERE CMINMSGS_ID = ? AND CMINMSGS_DATE_PROCESSED IS NULL`, at, status, id)
+	if err != nil {
+		return 0, fmt.Errorf("mark inbox row %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("mark inbox row %d: %w", id, err)
+	}
+	if n == 1 {
+		return Marked, nil
+	}
+	var exists int
+	err = i.db.QueryRowContext(ctx, `SELECT 1 FROM cminmsgs WHERE CMINMSGS_ID = ?`, id).Scan(&exists)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Missing, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("check inbox row %d: %w", id, err)
+	}
+	return AlreadyMarked, nil
+}
+
+// Insert writes one message into the inbox as upstream would (the compat HTTP entry) and
+// returns its CMINMSGS_ID once committed.
+func (i *Inbox) Insert(ctx context.Context, text string, received time.Time) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	res, err := i.db.ExecContext(ctx, `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
+		VALUES (?, ?, 'VALID')`, text, received)
+	if err != nil {
+		return 0, fmt.Errorf("insert inbox row: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("insert inbox row: %w", err)
+	}
+	return id, nil
+}

@@ -1,0 +1,81 @@
+// Package projection writes the Redis projection of the current flight state (DECISIONS 4):
+// one JSON document per active FLID, removed when the flight is deleted. PostgreSQL stays the
+// authority; the projection is written after the domain transaction and before the terminal
+// one, so a failed write leaves the message unfinished and it is retried.
+//
+// Key layout (docs/redis.md): <prefix>flight:<FLID> holds the document of flight.Document;
+// <prefix>flight-version is a hash FLID → state_version that is kept after deletion so that a
+// late, older write can never bring a flight back or overwrite a newer state.
+package projection
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/msgexchange/msgexchange/pkg/flight"
+)
+
+// casScript applies a write only when its version is not older than the stored one. Equal
+// versions are accepted so that the re-run of a message after a crash rewrites the same state.
+var casScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if cur and tonumber(cur) > tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+if ARGV[3] == '' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], ARGV[3])
+end
+return 1
+`)
+
+// Projection writes flight documents to Redis.
+type Projection struct {
+	client  redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+}
+
+// New returns a projection writing under prefix; each write is bounded by timeout.
+func New(client redis.UniversalClient, prefix string, timeout time.Duration) *Projection {
+	return &Projection{client: client, prefix: prefix, timeout: timeout}
+}
+
+// FlightKey is the key of one flight's document.
+func FlightKey(prefix, flid string) string { return prefix + "flight:" + flid }
+
+// VersionKey is the hash of the last projected version per FLID.
+func VersionKey(prefix string) string { return prefix + "flight-version" }
+
+// Write projects the given states. It reports how many were applied (an older version than
+// the stored one is skipped, not an error).
+func (p *Projection) Write(ctx context.Context, flights []flight.Flight) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	applied := 0
+	for _, f := range flights {
+		doc := ""
+		if f.State != flight.Deleted {
+			doc = string(flight.Document(f))
+		}
+		n, err := casScript.Run(ctx, p.client, []string{FlightKey(p.prefix, f.FLID), VersionKey(p.prefix)},
+			f.FLID, f.Version, doc).Int()
+		if err != nil {
+			return applied, fmt.Errorf("project flight %s v%d: %w", f.FLID, f.Version, err)
+		}
+		applied += n
+	}
+	return applied, nil
+}
+
+// Ping checks that Redis answers.
+func (p *Projection) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	return p.client.Ping(ctx).Err()
+}

@@ -1,0 +1,106 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+)
+
+// Abandon reasons of the backfill (seed 003 §6.2).
+const (
+	AbandonMissingRow        = "MISSING_ROW"
+	AbandonTransientDeadline = "TRANSIENT_DEADLINE"
+)
+
+// BackfillDue returns up to limit message IDs that owe a processed marker, with exactly the
+// predicate of seed 003 §6.1: terminal, not marked, not abandoned, and (no next time, or due,
+// or enqueued before now − R, which overrides the backoff), in fair rotation by attempts then
+// msg_id so that permanently failing rows never fill the batch. Overdue is judged on the
+// local enqueued_at, never the inbox clock.
+func BackfillDue(ctx context.Context, q db.Executor, now time.Time, overdue time.Duration, limit int) ([]int64, error) {
+	rows, err := q.Query(ctx, `SELECT msg_id FROM proc_state
+		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+		  AND backfill_at IS NULL
+		  AND backfill_abandoned_at IS NULL
+		  AND (backfill_next_at IS NULL OR backfill_next_at <= $1 OR enqueued_at < $2)
+		ORDER BY backfill_attempts, msg_id
+		LIMIT $3`, now, now.Add(-overdue), limit)
+	if err != nil {
+		return nil, fmt.Errorf("backfill candidates: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("backfill candidates: %w", err)
+	}
+	return ids, nil
+}
+
+// BackfillTarget is a candidate re-read under the per-message gate.
+type BackfillTarget struct {
+	MsgID      int64
+	EnqueuedAt time.Time
+	FinishedAt time.Time
+	Attempts   int
+	Trace      [2]string
+}
+
+// LockForBackfill takes the per-message gate (DECISIONS 6): a row lock held for the caller's
+// transaction, which replay and reopen also need, and re-checks that the message still owes
+// its marker. ok is false when it no longer does (replayed, marked or abandoned meanwhile).
+func LockForBackfill(ctx context.Context, tx pgx.Tx, msgID int64) (t BackfillTarget, ok bool, err error) {
+	var parent, state *string
+	err = tx.QueryRow(ctx, `SELECT msg_id, enqueued_at, finished_at, backfill_attempts, trace_parent, trace_state
+		FROM proc_state WHERE msg_id = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+		  AND backfill_at IS NULL AND backfill_abandoned_at IS NULL
+		FOR UPDATE`, msgID).Scan(&t.MsgID, &t.EnqueuedAt, &t.FinishedAt, &t.Attempts, &parent, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, false, nil
+	}
+	if err != nil {
+		return t, false, fmt.Errorf("lock %d for backfill: %w", msgID, err)
+	}
+	if parent != nil {
+		t.Trace[0] = *parent
+	}
+	if state != nil {
+		t.Trace[1] = *state
+	}
+	return t, true, nil
+}
+
+// Backfilled records that the marker is confirmed (written now, or found already written).
+func Backfilled(ctx context.Context, q db.Executor, msgID int64, now time.Time) error {
+	_, err := q.Exec(ctx, `UPDATE proc_state SET backfill_at = $2, backfill_next_at = NULL, backfill_last_error = NULL,
+		updated_at = $2 WHERE msg_id = $1`, msgID, now)
+	if err != nil {
+		return fmt.Errorf("record backfill of %d: %w", msgID, err)
+	}
+	return nil
+}
+
+// BackfillFailed counts a transient failure and schedules the next try.
+func BackfillFailed(ctx context.Context, q db.Executor, msgID int64, reason string, next, now time.Time) error {
+	_, err := q.Exec(ctx, `UPDATE proc_state SET backfill_attempts = backfill_attempts + 1, backfill_last_error = $2,
+		backfill_next_at = $3, updated_at = $4 WHERE msg_id = $1`, msgID, reason, next, now)
+	if err != nil {
+		return fmt.Errorf("record backfill failure of %d: %w", msgID, err)
+	}
+	return nil
+}
+
+// BackfillAbandon stops automatic retries of a marker. Abandoned is not marked: backfill_at
+// stays NULL, and an operator can reopen the row.
+func BackfillAbandon(ctx context.Context, q db.Executor, msgID int64, reason, lastError string, now time.Time) error {
+	_, err := q.Exec(ctx, `UPDATE proc_state SET backfill_abandoned_at = $3, backfill_abandon_reason = $2,
+		backfill_attempts = backfill_attempts + 1, backfill_last_error = $4, backfill_next_at = NULL, updated_at = $3
+		WHERE msg_id = $1`, msgID, reason, now, lastError)
+	if err != nil {
+		return fmt.Errorf("abandon backfill of %d: %w", msgID, err)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+// Package service is the runtime every msgexchange binary shares: configuration, logger,
+// clock, tracer, metrics registry, admin endpoints, the PostgreSQL pool and the role's
+// election, built once in main and handed explicitly to the components (the archetype of
+// river's baseservice). Main only wires; Run supervises the actors and stops them on SIGTERM
+// within the configured shutdown timeout.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/msgexchange/msgexchange/pkg/admin"
+	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/logging"
+	"github.com/msgexchange/msgexchange/pkg/telemetry"
+)
+
+// Base is what every component of a service is built from.
+type Base struct {
+	Role      string
+	Config    config.Config
+	Logger    *slog.Logger
+	Clock     clock.Clock
+	Registry  *prometheus.Registry
+	Telemetry *telemetry.Telemetry
+	Admin     *admin.Server
+	// Pool serves reads and the writes that need no fencing; fenced writes go through the
+	// role's leader.Session.
+	Pool *pgxpool.Pool
+}
+
+// Main runs a service binary: it builds the Base for role, calls run, and returns the process
+// exit code. run wires the components and returns b.Run(ctx, actors...).
+func Main(role string, run func(ctx context.Context, b *Base) error) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	cfg, err := config.FromEnv()
+	logger := logging.New(os.Stdout, "msgx-"+role, cfg.LogLevel)
+	if err != nil {
+		logger.Error("configuration refused", "err", err)
+		return 2
+	}
+	b, err := New(ctx, role, cfg, logger)
+	if err != nil {
+		logger.Error("start-up failed", "err", err)
+		return 1
+	}
+	defer b.Close()
+	if err := run(ctx, b); err != nil && !errors.Is(err, context.Canceled) {
+		logger.Error("service failed", "err", err)
+		return 1
+	}
+	logger.Info("service stopped")
+	return 0
+}
+
+// New connects the shared dependencies of a service.
+func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logger) (*Base, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	tel, err := telemetry.New(ctx, "msgx-"+role)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, cfg.PGDSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres pool: %w", err)
+	}
+	b := &Base{
+		Role:      role,
+		Config:    cfg,
+		Logger:    logger,
+		Clock:     clock.Real{},
+		Registry:  reg,
+		Telemetry: tel,
+		Admin:     admin.New(cfg.AdminAddr, reg, logger),
+		Pool:      pool,
+	}
+	b.Admin.AddCheck("postgres", func(ctx context.Context) error { return pool.Ping(ctx) })
+	logger.Info("starting", "role", role, "instance", cfg.Instance)
+	return b, nil
+}
+
+// Close releases the pool and flushes spans.
+func (b *Base) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Telemetry.Shutdown(ctx); err != nil {
+		b.Logger.Warn("flushing spans failed", "err", err)
+	}
+	b.Pool.Close()
+}
+
+// Elector builds the role's single-active-instance election (DECISIONS 7).
+func (b *Base) Elector() *leader.Elector {
+	return leader.New(leader.Config{
+		DSN:        b.Config.PGDSN,
+		Role:       b.Role,
+		Instance:   b.Config.Instance,
+		Clock:      b.Clock,
+		Logger:     b.Logger,
+		Registerer: b.Registry,
+	})
+}
+
+// Actor is one long-running part of a service; it returns when ctx ends.
+type Actor func(ctx context.Context) error
+
+// Run runs the admin server and the actors until ctx ends or one of them fails, then gives
+// the others the configured shutdown timeout to return.
+func (b *Base) Run(ctx context.Context, actors ...Actor) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, a := range append([]Actor{b.Admin.Run}, actors...) {
+		g.Go(func() error { return a(gctx) })
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	select {
+	case err := <-done:
+		return ignoreStop(err)
+	case <-gctx.Done():
+		b.Logger.Info("shutting down", "timeout", b.Config.ShutdownTimeout)
+	}
+	select {
+	case err := <-done:
+		return ignoreStop(err)
+	case <-time.After(b.Config.ShutdownTimeout):
+		return fmt.Errorf("shutdown took longer than %s", b.Config.ShutdownTimeout)
+	}
+}
+
+func ignoreStop(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,53 @@
+// Command msgx-pump processes the enqueued inbox messages one at a time in msg_id order.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/msgexchange/msgexchange/pkg/flight"
+	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/notify"
+	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/service"
+	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
+	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+)
+
+func main() { os.Exit(service.Main("pump", run)) }
+
+func run(ctx context.Context, b *service.Base) error {
+	cfg := b.Config
+	in, err := inbox.Open(cfg.MySQLDSN, cfg.InboxTimeout)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	proj := projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout)
+	b.Admin.AddCheck("inbox", in.Ping)
+	b.Admin.AddCheck("redis", proj.Ping)
+
+	p := pump.New(pump.Config{
+		Pipeline:           cfg.Pipeline,
+		Codec:              sis.Options{MaxBytes: cfg.CodecMaxBytes, MaxDepth: cfg.CodecMaxDepth, Zone: cfg.AirportZone},
+		IdentityDayBounded: cfg.IdentityIncludeDayBoundary,
+	}, in, proj, processor.Route(flight.DayRule{Zone: cfg.AirportZone, Cutover: cfg.OperationDayCutover}),
+		b.Clock, b.Logger, b.Telemetry, b.Registry)
+	listener := notify.New(cfg.PGDSN, b.Logger, queue.Channel)
+	elector := b.Elector()
+	return b.Run(ctx, listener.Run, func(ctx context.Context) error {
+		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error { return p.Run(ctx, s, listener.C()) })
+	})
+}

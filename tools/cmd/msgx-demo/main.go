@@ -1,0 +1,388 @@
+// Command msgx-demo runs the whole system locally: it prepares a fresh PostgreSQL database, a
+// fresh inbox database on MariaDB/MySQL and a Redis prefix, starts a dev Kafka broker unless
+// MSGX_KAFKA_BROKERS names one, migrates, starts the five services, loads a generated day of
+// SIS traffic into cminmsgs, shows progress while it drains, prints a summary and stops
+// everything it started.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/msgexchange/msgexchange/migrations"
+	"github.com/msgexchange/msgexchange/tools/stack"
+	"github.com/msgexchange/msgexchange/tools/traffic"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	bin      string
+	flights  int
+	seed     int64
+	timeout  time.Duration
+	verbose  bool
+	pgAdmin  string
+	myAdmin  string
+	redisURL string
+	brokers  string
+}
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func run() error {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin", "directory with the built binaries")
+	flag.IntVar(&o.flights, "flights", 300, "flights in the generated day")
+	flag.Int64Var(&o.seed, "seed", 1, "traffic generator seed")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the inbox has not drained by then")
+	flag.BoolVar(&o.verbose, "v", false, "show the services' logs")
+	flag.Parse()
+	o.pgAdmin = env("MSGX_TEST_PG_DSN", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	o.myAdmin = env("MSGX_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/")
+	o.redisURL = env("MSGX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+	o.brokers = os.Getenv("MSGX_KAFKA_BROKERS")
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	bin, err := filepath.Abs(o.bin)
+	if err != nil {
+		return err
+	}
+
+	step("preparing fresh databases")
+	pgDSN, err := freshPG(ctx, o.pgAdmin, "msgx_demo")
+	if err != nil {
+		return err
+	}
+	inboxDSN, inboxDB, err := freshInbox(ctx, o.myAdmin, "msgx_demo_inbox")
+	if err != nil {
+		return err
+	}
+	defer inboxDB.Close()
+	prefix := "msgx-demo:"
+	if err := clearRedis(ctx, o.redisURL, prefix); err != nil {
+		return err
+	}
+
+	var logs io.Writer = io.Discard
+	if o.verbose {
+		logs = os.Stdout
+	}
+	st := stack.New(bin, nil, logs)
+	defer st.StopAll(15 * time.Second)
+	if o.brokers == "" {
+		addr, err := freePort()
+		if err != nil {
+			return err
+		}
+		step("starting the dev Kafka broker (kfake) on " + addr)
+		if err := st.StartBinary("devkafka", "msgx-devkafka", []string{"-addr", addr}); err != nil {
+			return err
+		}
+		if err := waitTCP(ctx, addr, 10*time.Second); err != nil {
+			return fmt.Errorf("dev kafka: %w", err)
+		}
+		o.brokers = addr
+	}
+	grpcAddr, err := freePort()
+	if err != nil {
+		return err
+	}
+	serviceEnv := []string{
+		"MSGX_PG_DSN=" + pgDSN,
+		"MSGX_MYSQL_DSN=" + inboxDSN,
+		"MSGX_REDIS_URL=" + o.redisURL,
+		"MSGX_REDIS_PREFIX=" + prefix,
+		"MSGX_KAFKA_BROKERS=" + o.brokers,
+		"MSGX_ADMIN_ADDR=127.0.0.1:0",
+		"MSGX_HTTP_ADDR=127.0.0.1:0",
+		"MSGX_GRPC_ADDR=" + grpcAddr,
+		"MSGX_CONTROL_TOKEN=demo",
+		"MSGX_PIPELINE_POLL_INTERVAL=200ms",
+		"MSGX_PIPELINE_BACKFILL_PERIOD=1s",
+		"MSGX_SCHD_FLUSH_PERIOD=500ms",
+	}
+	st = stack.New(bin, serviceEnv, logs)
+	defer st.StopAll(15 * time.Second)
+
+	step("migrating the PostgreSQL schema")
+	if out, err := runOnce(ctx, filepath.Join(bin, "msgx-control"), serviceEnv, "migrate"); err != nil {
+		return fmt.Errorf("migrate: %w\n%s", err, out)
+	}
+	step("starting " + strings.Join(stack.Services, ", "))
+	for _, s := range stack.Services {
+		if err := st.Start(s, nil); err != nil {
+			return err
+		}
+	}
+
+	msgs := traffic.Day(traffic.Options{Flights: o.flights, Seed: o.seed})
+	step(fmt.Sprintf("loading a generated day of SIS traffic: %d messages for %d flights", len(msgs), o.flights))
+	start := time.Now()
+	ids := make([]int64, len(msgs))
+	for i, m := range msgs {
+		res, err := inboxDB.ExecContext(ctx, `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
+			VALUES (?, ?, 'VALID')`, m.XML, time.Now())
+		if err != nil {
+			return fmt.Errorf("insert message %d: %w", i, err)
+		}
+		ids[i], _ = res.LastInsertId()
+	}
+
+	pool, err := pgxpool.New(ctx, pgDSN)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	deadline := time.Now().Add(o.timeout)
+	var p progress
+	for {
+		if p, err = readProgress(ctx, pool, inboxDB); err != nil {
+			return err
+		}
+		fmt.Printf("\r  inbox %d · enqueued %d · terminal %d · marked %d · events sent %d, pending %d   ",
+			p.inbox, p.enqueued, p.terminal, p.marked, p.sent, p.pending)
+		if p.inbox == int64(len(msgs)) && p.terminal == p.inbox && p.marked == p.inbox && p.pending == 0 {
+			break
+		}
+		for _, s := range stack.Services {
+			if !st.Running(s) {
+				return fmt.Errorf("%s exited; run with -v to see its log", s)
+			}
+		}
+		if time.Now().After(deadline) {
+			fmt.Println()
+			return fmt.Errorf("not drained after %s", o.timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(start)
+	fmt.Println()
+	return summary(ctx, pool, msgs, ids, p, elapsed)
+}
+
+type progress struct {
+	inbox, enqueued, terminal, marked, sent, pending int64
+}
+
+func readProgress(ctx context.Context, pool *pgxpool.Pool, inbox *sql.DB) (progress, error) {
+	var p progress
+	if err := inbox.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(CMINMSGS_DATE_PROCESSED) FROM cminmsgs`).Scan(&p.inbox, &p.marked); err != nil {
+		return p, fmt.Errorf("read inbox: %w", err)
+	}
+	err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM proc_state),
+		(SELECT count(*) FROM proc_state WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')),
+		(SELECT count(*) FROM msg_event WHERE state = 'SENT'),
+		(SELECT count(*) FROM msg_event WHERE state = 'PENDING')`).Scan(&p.enqueued, &p.terminal, &p.sent, &p.pending)
+	if err != nil {
+		return p, fmt.Errorf("read progress: %w", err)
+	}
+	return p, nil
+}
+
+func summary(ctx context.Context, pool *pgxpool.Pool, msgs []traffic.Message, ids []int64, p progress, elapsed time.Duration) error {
+	rows, err := pool.Query(ctx, `SELECT msg_id, state, coalesce(error_class, ''), coalesce(last_error, '') FROM proc_state`)
+	if err != nil {
+		return err
+	}
+	type outcome struct{ state, class, reason string }
+	got := map[int64]outcome{}
+	counts := map[string]int{}
+	for rows.Next() {
+		var id int64
+		var o outcome
+		if err := rows.Scan(&id, &o.state, &o.class, &o.reason); err != nil {
+			return err
+		}
+		got[id] = o
+		key := o.state
+		if o.class != "" {
+			key += "(" + o.class + ")"
+		}
+		counts[key]++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var mismatches []string
+	for i, m := range msgs {
+		if o := got[ids[i]]; o.state != m.Want {
+			mismatches = append(mismatches, fmt.Sprintf("  msg %d (%s): %s %s %s, expected %s", ids[i], m.Kind, o.state, o.class, o.reason, m.Want))
+		}
+	}
+	fmt.Println("summary")
+	fmt.Printf("  rows in the inbox       %d\n", p.inbox)
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("  %-24s%d\n", k, counts[k])
+	}
+	fmt.Printf("  events published        %d\n", p.sent)
+	fmt.Printf("  markers written         %d\n", p.marked)
+	fmt.Printf("  non-terminal rows       %d\n", p.enqueued-p.terminal)
+	fmt.Printf("  elapsed                 %s\n", elapsed.Round(time.Millisecond))
+	fmt.Printf("  throughput              %.1f rows/s (inbox insert to marker)\n", float64(p.inbox)/elapsed.Seconds())
+	if len(mismatches) > 0 {
+		fmt.Printf("  %d rows ended differently from what the generator expected:\n%s\n", len(mismatches), strings.Join(mismatches, "\n"))
+	}
+	return nil
+}
+
+func step(s string) { fmt.Println("==> " + s) }
+
+// freshPG drops and recreates the demo database and returns its DSN.
+func freshPG(ctx context.Context, adminDSN, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		return "", fmt.Errorf("postgres (MSGX_TEST_PG_DSN): %w", err)
+	}
+	defer conn.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		return "", fmt.Errorf("drop demo database: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		return "", fmt.Errorf("create demo database: %w", err)
+	}
+	cfg := conn.Config()
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name), nil
+}
+
+// freshInbox recreates the demo inbox database from the dev fixture, with a service account
+// that may only SELECT, INSERT and UPDATE the two shared tables.
+func freshInbox(ctx context.Context, adminDSN, name string) (string, *sql.DB, error) {
+	cfg, err := mysql.ParseDSN(adminDSN)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg.MultiStatements = true
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return "", nil, err
+	}
+	defer admin.Close()
+	stmts := []string{
+		"DROP DATABASE IF EXISTS " + name,
+		"CREATE DATABASE " + name + " CHARACTER SET utf8mb4",
+		"USE " + name,
+		migrations.InboxFixture,
+		"DROP USER IF EXISTS 'msgx_demo'@'%'",
+		"CREATE USER 'msgx_demo'@'%' IDENTIFIED BY 'msgx_demo'",
+		"GRANT SELECT, INSERT, UPDATE ON " + name + ".cminmsgs TO 'msgx_demo'@'%'",
+		"GRANT SELECT, INSERT, UPDATE ON " + name + ".coutmsgs TO 'msgx_demo'@'%'",
+	}
+	for _, s := range stmts {
+		if _, err := admin.ExecContext(ctx, s); err != nil {
+			return "", nil, fmt.Errorf("mysql (MSGX_TEST_MYSQL_DSN): %s: %w", firstLine(s), err)
+		}
+	}
+	svc := mysql.NewConfig()
+	svc.User, svc.Passwd, svc.Net, svc.Addr, svc.DBName = "msgx_demo", "msgx_demo", cfg.Net, cfg.Addr, name
+	svc.ParseTime = true
+	svc.Loc, _ = time.LoadLocation("Asia/Shanghai")
+	inbox := mysql.NewConfig()
+	*inbox = *cfg
+	inbox.DBName = name
+	inbox.MultiStatements = false
+	inbox.ParseTime = true
+	inbox.Loc = svc.Loc
+	db, err := sql.Open("mysql", inbox.FormatDSN())
+	if err != nil {
+		return "", nil, err
+	}
+	return svc.FormatDSN(), db, nil
+}
+
+func clearRedis(ctx context.Context, url, prefix string) error {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		if err := rdb.Del(ctx, iter.Val()).Err(); err != nil {
+			return err
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("redis (MSGX_TEST_REDIS_URL): %w", err)
+	}
+	return nil
+}
+
+func runOnce(ctx context.Context, binary string, env []string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd.CombinedOutput()
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func waitTCP(ctx context.Context, addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return errors.New("not listening on " + addr)
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,262 @@
+// Package e2e runs the five services as separate processes against real PostgreSQL, MariaDB,
+// Redis and a Kafka-protocol broker (kfake over TCP), and checks the five facts of seed 000
+// §1 for every inbox row: in the inbox, enqueued, terminal, marked, delivered.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/redistest"
+	"github.com/msgexchange/msgexchange/tools/stack"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds the service binaries once per test process.
+func binaries(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := stack.Root()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binDir, err = os.MkdirTemp("", "msgx-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildErr = stack.Build(context.Background(), root, binDir)
+	})
+	if buildErr != nil {
+		t.Fatalf("build binaries: %v", buildErr)
+	}
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// env is one isolated set of real dependencies plus a broker.
+type env struct {
+	pg       *pgtest.DB
+	my       *mysqltest.DB
+	redis    *redistest.Redis
+	broker   *kfake.Cluster
+	stack    *stack.Stack
+	token    string
+	grpcAddr string
+	records  *recorder
+}
+
+const (
+	topicMsg  = "msgx.flight.msg"
+	topicSchd = "msgx.flight.schd"
+)
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	bin := binaries(t)
+	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), redis: redistest.New(t), token: "e2e-token", grpcAddr: freePort(t)}
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topicMsg, topicSchd))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(broker.Close)
+	e.broker = broker
+	e.records = consume(t, broker.ListenAddrs())
+	logs := &testLog{t: t}
+	e.stack = stack.New(bin, []string{
+		"MSGX_PG_DSN=" + e.pg.DSN,
+		"MSGX_MYSQL_DSN=" + e.my.ServiceDSN,
+		"MSGX_REDIS_URL=" + e.redis.URL,
+		"MSGX_REDIS_PREFIX=" + e.redis.Prefix,
+		"MSGX_KAFKA_BROKERS=" + broker.ListenAddrs()[0],
+		"MSGX_ADMIN_ADDR=127.0.0.1:0",
+		"MSGX_HTTP_ADDR=127.0.0.1:0",
+		"MSGX_GRPC_ADDR=" + e.grpcAddr,
+		"MSGX_CONTROL_TOKEN=" + e.token,
+		"MSGX_PIPELINE_POLL_INTERVAL=100ms",
+		"MSGX_PIPELINE_BACKFILL_PERIOD=500ms",
+		"MSGX_SCHD_FLUSH_PERIOD=200ms",
+		"MSGX_SHUTDOWN_TIMEOUT=5s",
+		"MSGX_LOG_LEVEL=info",
+	}, logs)
+	t.Cleanup(func() {
+		e.stack.StopAll(10 * time.Second)
+		logs.stop()
+	})
+	return e
+}
+
+// start runs the given roles (all five when none are named).
+func (e *env) start(t *testing.T, roles ...string) {
+	t.Helper()
+	if len(roles) == 0 {
+		roles = stack.Services
+	}
+	for _, r := range roles {
+		if err := e.stack.Start(r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testLog copies the services' output into the test log until the test ends.
+type testLog struct {
+	t    *testing.T
+	mu   sync.Mutex
+	done bool
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done && testing.Verbose() {
+		l.t.Log(string(p[:len(p)-1]))
+	}
+	return len(p), nil
+}
+
+func (l *testLog) stop() {
+	l.mu.Lock()
+	l.done = true
+	l.mu.Unlock()
+}
+
+// recorder collects every record of both topics by event id.
+type recorder struct {
+	mu     sync.Mutex
+	events map[int64]*kgo.Record
+	byFLID map[string][]int64 // KAFKA:msg event ids in arrival order per FLID
+}
+
+func consume(t *testing.T, addrs []string) *recorder {
+	t.Helper()
+	r := &recorder{events: map[int64]*kgo.Record{}, byFLID: map[string][]int64{}}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topicMsg, topicSchd),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatalf("kafka consumer: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fetches := cl.PollFetches(ctx)
+			fetches.EachRecord(func(rec *kgo.Record) {
+				var id int64
+				for _, h := range rec.Headers {
+					if h.Key == "msgx-event-id" {
+						id, _ = strconv.ParseInt(string(h.Value), 10, 64)
+					}
+				}
+				r.mu.Lock()
+				r.events[id] = rec
+				if rec.Topic == topicMsg {
+					r.byFLID[string(rec.Key)] = append(r.byFLID[string(rec.Key)], id)
+				}
+				r.mu.Unlock()
+			})
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	return r
+}
+
+func (r *recorder) has(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.events[id]
+	return ok
+}
+
+func (r *recorder) record(id int64) *kgo.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.events[id]
+}
+
+// facts are the five facts of seed 000 §1 for one inbox row.
+type facts struct {
+	inInbox   bool
+	enqueued  bool
+	terminal  bool
+	state     string
+	marked    bool
+	delivered bool // every event of the message is SENT and was received from the broker
+	events    int
+}
+
+func (f facts) String() string {
+	return fmt.Sprintf("inbox=%v enqueued=%v terminal=%v(%s) marked=%v delivered=%v(%d events)",
+		f.inInbox, f.enqueued, f.terminal, f.state, f.marked, f.delivered, f.events)
+}
+
+func (e *env) facts(t *testing.T, id int64) facts {
+	t.Helper()
+	ctx := context.Background()
+	var f facts
+	var processed *time.Time
+	err := e.my.Admin.QueryRowContext(ctx, `SELECT CMINMSGS_DATE_PROCESSED FROM cminmsgs WHERE CMINMSGS_ID = ?`, id).Scan(&processed)
+	f.inInbox = err == nil
+	f.marked = processed != nil
+	err = e.pg.Pool.QueryRow(ctx, `SELECT state FROM proc_state WHERE msg_id = $1`, id).Scan(&f.state)
+	f.enqueued = err == nil
+	f.terminal = f.state == "SUCCEEDED" || f.state == "SKIPPED" || f.state == "DEAD"
+	rows, err := e.pg.Pool.Query(ctx, `SELECT event_id, state FROM msg_event WHERE msg_id = $1`, id)
+	if err != nil {
+		t.Fatalf("read events of %d: %v", id, err)
+	}
+	defer rows.Close()
+	f.delivered = true
+	for rows.Next() {
+		var eid int64
+		var state string
+		if err := rows.Scan(&eid, &state); err != nil {
+			t.Fatal(err)
+		}
+		f.events++
+		if state != "SENT" || !e.records.has(eid) {
+			f.delivered = false
+		}
+	}
+	return f
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s; last state: %s", d, what, last)
+}
