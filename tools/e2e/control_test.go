@@ -16,7 +16,7 @@ import (
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

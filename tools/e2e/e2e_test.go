@@ -74,7 +74,7 @@ const (
 	topicSchd = "msgx.flight.schd"
 )
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	bin := binaries(t)
 	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), redis: redistest.New(t), token: "e2e-token", grpcAddr: freePort(t)}
@@ -109,12 +109,9 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// start runs the given roles (all five when none are named).
-func (e *env) start(t *testing.T, roles ...string) {
+// start runs the given roles.
+func (e *env) start(t testing.TB, roles ...string) {
 	t.Helper()
-	if len(roles) == 0 {
-		roles = stack.Services
-	}
 	for _, r := range roles {
 		if err := e.stack.Start(r, nil); err != nil {
 			t.Fatal(err)
@@ -122,9 +119,12 @@ func (e *env) start(t *testing.T, roles ...string) {
 	}
 }
 
+// startAll runs the five services.
+func (e *env) startAll(t testing.TB) { e.start(t, stack.Services...) }
+
 // testLog copies the services' output into the test log until the test ends.
 type testLog struct {
-	t    *testing.T
+	t    testing.TB
 	mu   sync.Mutex
 	done bool
 }
@@ -146,14 +146,15 @@ func (l *testLog) stop() {
 
 // recorder collects every record of both topics by event id.
 type recorder struct {
-	mu     sync.Mutex
-	events map[int64]*kgo.Record
-	byFLID map[string][]int64 // KAFKA:msg event ids in arrival order per FLID
+	mu       sync.Mutex
+	events   map[int64]*kgo.Record
+	received map[int64]time.Time
+	byFLID   map[string][]int64 // KAFKA:msg event ids in arrival order per FLID
 }
 
-func consume(t *testing.T, addrs []string) *recorder {
+func consume(t testing.TB, addrs []string) *recorder {
 	t.Helper()
-	r := &recorder{events: map[int64]*kgo.Record{}, byFLID: map[string][]int64{}}
+	r := &recorder{events: map[int64]*kgo.Record{}, received: map[int64]time.Time{}, byFLID: map[string][]int64{}}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topicMsg, topicSchd),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -174,6 +175,9 @@ func consume(t *testing.T, addrs []string) *recorder {
 				}
 				r.mu.Lock()
 				r.events[id] = rec
+				if _, seen := r.received[id]; !seen {
+					r.received[id] = time.Now()
+				}
 				if rec.Topic == topicMsg {
 					r.byFLID[string(rec.Key)] = append(r.byFLID[string(rec.Key)], id)
 				}
@@ -190,6 +194,13 @@ func (r *recorder) has(id int64) bool {
 	defer r.mu.Unlock()
 	_, ok := r.events[id]
 	return ok
+}
+
+// receivedAt is when the consumer first saw the event (zero if never).
+func (r *recorder) receivedAt(id int64) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.received[id]
 }
 
 func (r *recorder) record(id int64) *kgo.Record {

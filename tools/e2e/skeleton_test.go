@@ -33,7 +33,7 @@ func scenario(flid string) []*message {
 	}
 }
 
-func (e *env) insert(t *testing.T, msgs []*message) {
+func (e *env) insert(t testing.TB, msgs []*message) {
 	t.Helper()
 	for _, m := range msgs {
 		now := time.Now()
@@ -44,7 +44,7 @@ func (e *env) insert(t *testing.T, msgs []*message) {
 // TestWalkingSkeleton sends rows through the five services and checks the five facts of each.
 func TestWalkingSkeleton(t *testing.T) {
 	e := newEnv(t)
-	e.start(t)
+	e.startAll(t)
 	msgs := scenario("E2E-1")
 	e.insert(t, msgs)
 	// The operator's view: control reports every role held by a live instance.

@@ -165,13 +165,18 @@ func run() error {
 	defer pool.Close()
 	deadline := time.Now().Add(o.timeout)
 	var p progress
+	var shown time.Time
 	for {
 		if p, err = readProgress(ctx, pool, inboxDB); err != nil {
 			return err
 		}
-		fmt.Printf("\r  inbox %d · enqueued %d · terminal %d · marked %d · events sent %d, pending %d   ",
-			p.inbox, p.enqueued, p.terminal, p.marked, p.sent, p.pending)
-		if p.inbox == int64(len(msgs)) && p.terminal == p.inbox && p.marked == p.inbox && p.pending == 0 {
+		done := p.inbox == int64(len(msgs)) && p.terminal == p.inbox && p.marked == p.inbox && p.pending == 0
+		if done || time.Since(shown) >= 2*time.Second {
+			fmt.Printf("  %6.1fs  inbox %d · enqueued %d · terminal %d · marked %d · events sent %d, pending %d\n",
+				time.Since(start).Seconds(), p.inbox, p.enqueued, p.terminal, p.marked, p.sent, p.pending)
+			shown = time.Now()
+		}
+		if done {
 			break
 		}
 		for _, s := range stack.Services {
@@ -180,7 +185,6 @@ func run() error {
 			}
 		}
 		if time.Now().After(deadline) {
-			fmt.Println()
 			return fmt.Errorf("not drained after %s", o.timeout)
 		}
 		select {
@@ -190,7 +194,6 @@ func run() error {
 		}
 	}
 	elapsed := time.Since(start)
-	fmt.Println()
 	return summary(ctx, pool, msgs, ids, p, elapsed)
 }
 
@@ -259,7 +262,7 @@ func summary(ctx context.Context, pool *pgxpool.Pool, msgs []traffic.Message, id
 	fmt.Printf("  elapsed                 %s\n", elapsed.Round(time.Millisecond))
 	fmt.Printf("  throughput              %.1f rows/s (inbox insert to marker)\n", float64(p.inbox)/elapsed.Seconds())
 	if len(mismatches) > 0 {
-		fmt.Printf("  %d rows ended differently from what the generator expected:\n%s\n", len(mismatches), strings.Join(mismatches, "\n"))
+		fmt.Printf("  %d rows ended differently from what the generator expects of the finished system:\n%s\n", len(mismatches), strings.Join(mismatches, "\n"))
 	}
 	return nil
 }
