@@ -312,7 +312,7 @@ func (c Config) validate() []error {
 			errs = append(errs, fmt.Errorf("pipeline.backoff step %d must be positive, got %s", i+1, d))
 		}
 	}
-	if p.OverdueBackfill > 0 && p.ProcRetention > 0 && p.OverdueBackfill < p.BackfillPeriod {
+	if p.OverdueBackfill > 0 && p.OverdueBackfill < p.BackfillPeriod {
 		errs = append(errs, fmt.Errorf("pipeline.overdue-backfill (%s) must not be shorter than pipeline.backfill-period (%s)",
 			p.OverdueBackfill, p.BackfillPeriod))
 	}

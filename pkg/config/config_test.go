@@ -1,0 +1,155 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func lookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+// The defaults are the parameter table of ../shared/README.md.
+func TestDefaultsMatchTheSeedsTable(t *testing.T) {
+	c := Default()
+	p := c.Pipeline
+	durations := []struct {
+		name string
+		got  time.Duration
+		want time.Duration
+	}{
+		{"pipeline.poll-interval", p.PollInterval, time.Second},
+		{"pipeline.max-commit-delay", p.MaxCommitDelay, 5 * time.Minute},
+		{"pipeline.late-detect-period", p.LateDetectPeriod, time.Minute},
+		{"pipeline.backoff-cap", p.BackoffCap, time.Minute},
+		{"pipeline.backfill-period", p.BackfillPeriod, 30 * time.Second},
+		{"pipeline.backfill-backoff", p.BackfillBackoff, 30 * time.Second},
+		{"pipeline.backfill-backoff-cap", p.BackfillBackoffCap, 15 * time.Minute},
+		{"pipeline.overdue-backfill", p.OverdueBackfill, 30 * 24 * time.Hour},
+		{"pipeline.head-age-alert", p.HeadAgeAlert, 10 * time.Minute},
+		{"pipeline.event-retention", p.EventRetention, 7 * 24 * time.Hour},
+		{"pipeline.proc-retention", p.ProcRetention, 24 * time.Hour},
+		{"schd.flush-period", c.Schd.FlushPeriod, 3 * time.Second},
+		{"schd.snap-log-retention", c.Schd.SnapLogRetention, 90 * 24 * time.Hour},
+	}
+	for _, d := range durations {
+		if d.got != d.want {
+			t.Errorf("%s = %s, want %s", d.name, d.got, d.want)
+		}
+	}
+	ints := []struct {
+		name      string
+		got, want int
+	}{
+		{"pipeline.claim-batch", p.ClaimBatch, 500},
+		{"pipeline.max-attempts", p.MaxAttempts, 5},
+		{"pipeline.backfill-batch", p.BackfillBatch, 200},
+		{"pipeline.backfill-max-attempts", p.BackfillMaxAttempts, 20},
+		{"schd.flush-limit", c.Schd.FlushLimit, 500},
+	}
+	for _, i := range ints {
+		if i.got != i.want {
+			t.Errorf("%s = %d, want %d", i.name, i.got, i.want)
+		}
+	}
+	wantBackoff := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
+	if len(p.Backoff) != len(wantBackoff) {
+		t.Fatalf("pipeline.backoff = %v, want %v", p.Backoff, wantBackoff)
+	}
+	for i := range wantBackoff {
+		if p.Backoff[i] != wantBackoff[i] {
+			t.Errorf("pipeline.backoff[%d] = %s, want %s", i, p.Backoff[i], wantBackoff[i])
+		}
+	}
+	if c.IdentityIncludeDayBoundary || p.CutoverWatermark != "" || c.Shadow {
+		t.Errorf("identity day boundary %v, cutover %q, shadow %v: want off, unset, off", c.IdentityIncludeDayBoundary, p.CutoverWatermark, c.Shadow)
+	}
+	if c.AirportZone.String() != "Asia/Shanghai" {
+		t.Errorf("airport zone = %s, want Asia/Shanghai", c.AirportZone)
+	}
+}
+
+func TestEnvironmentOverridesFileOverridesDefaults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "msgx.yaml")
+	if err := os.WriteFile(path, []byte("msgx.pipeline.poll-interval: 200ms\npipeline.claim-batch: 50\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(lookup(map[string]string{
+		"MSGX_CONFIG_FILE":          path,
+		"MSGX_PIPELINE_CLAIM_BATCH": "70",
+		"MSGX_KAFKA_BROKERS":        "a:9092, b:9092",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pipeline.PollInterval != 200*time.Millisecond {
+		t.Errorf("poll interval from the file = %s, want 200ms", c.Pipeline.PollInterval)
+	}
+	if c.Pipeline.ClaimBatch != 70 {
+		t.Errorf("claim batch = %d, want the environment's 70 over the file's 50", c.Pipeline.ClaimBatch)
+	}
+	if strings.Join(c.KafkaBrokers, "|") != "a:9092|b:9092" {
+		t.Errorf("brokers = %q", c.KafkaBrokers)
+	}
+}
+
+func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"backoff steps must match attempts", map[string]string{"MSGX_PIPELINE_MAX_ATTEMPTS": "3"},
+			[]string{"pipeline.backoff has 5 steps but pipeline.max-attempts is 3"}},
+		{"poll interval floor", map[string]string{"MSGX_PIPELINE_POLL_INTERVAL": "10ms"},
+			[]string{"at least 50ms"}},
+		{"not a duration and not an integer at once", map[string]string{"MSGX_PIPELINE_MAX_COMMIT_DELAY": "soon", "MSGX_PIPELINE_CLAIM_BATCH": "many"},
+			[]string{"MSGX_PIPELINE_MAX_COMMIT_DELAY", "MSGX_PIPELINE_CLAIM_BATCH"}},
+		{"cutover watermark", map[string]string{"MSGX_PIPELINE_CUTOVER_WATERMARK": "latest"},
+			[]string{"min, zero, max or an inbox ID"}},
+		{"unknown zone", map[string]string{"MSGX_AIRPORT_TIME_ZONE": "Mars/Olympus"}, []string{"MSGX_AIRPORT_TIME_ZONE"}},
+		{"inbox timeout above the leader lease", map[string]string{"MSGX_INBOX_TIMEOUT": "30s"}, []string{"leader lease"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(lookup(tt.env))
+			if err == nil {
+				t.Fatal("Load accepted an invalid configuration")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownKeyInFileIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "msgx.yaml")
+	if err := os.WriteFile(path, []byte("pipeline.pol-interval: 1s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(lookup(map[string]string{"MSGX_CONFIG_FILE": path})); err == nil || !strings.Contains(err.Error(), "unknown key") {
+		t.Fatalf("Load = %v, want an unknown key error", err)
+	}
+}
+
+func TestBackoffAfter(t *testing.T) {
+	p := Default().Pipeline
+	p.BackoffCap = 10 * time.Second
+	for attempt, want := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 9: 10 * time.Second} {
+		if got := p.BackoffAfter(attempt); got != want {
+			t.Errorf("BackoffAfter(%d) = %s, want %s", attempt, got, want)
+		}
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	if got := EnvName("pipeline.poll-interval"); got != "MSGX_PIPELINE_POLL_INTERVAL" {
+		t.Errorf("EnvName = %s", got)
+	}
+}
