@@ -21,7 +21,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +31,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/msgexchange/msgexchange/migrations"
+	"github.com/msgexchange/msgexchange/pkg/internal/testname"
 )
 
 const (
@@ -91,7 +91,7 @@ func New(t testing.TB) *DB {
 	harness.sweepStale(ctx, t, server, rawDSN)
 
 	n := harness.seq.Add(1)
-	name := fmt.Sprintf("%s%s_%d_%d_%d", dbPrefix, packageName(), harness.stamp, os.Getpid(), n)
+	name := fmt.Sprintf("%s%s_%d_%d_%d", dbPrefix, testname.Package(), harness.stamp, os.Getpid(), n)
 	// MySQL limits account names to 32 characters, so the stamp is in base 36 here.
 	user := fmt.Sprintf("%s%s_%d_%d", userPrefix, strconv.FormatInt(harness.stamp, 36), os.Getpid(), n)
 	password := randomHex(16)
@@ -373,27 +373,6 @@ func SplitStatements(script string) []string {
 	}
 	flush()
 	return out
-}
-
-// packageName is the test binary's name ("pump" for pump.test), reduced to [a-z0-9_] and short
-// enough that a full database name stays within MySQL's 64 characters.
-func packageName() string {
-	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe"), ".test")
-	var b strings.Builder
-	for _, r := range strings.ToLower(base) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-		if b.Len() >= 20 {
-			break
-		}
-	}
-	if b.Len() == 0 {
-		return "pkg"
-	}
-	return b.String()
 }
 
 func randomHex(n int) string {

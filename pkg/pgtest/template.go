@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/migrations"
+	"github.com/msgexchange/msgexchange/pkg/internal/testname"
 	"github.com/msgexchange/msgexchange/pkg/migrate"
 )
 
@@ -54,28 +54,7 @@ var harness = &state{
 // nextName returns msgxt_<pkg>_<runstamp>_<pid>_<n>: the package says who left a database
 // behind, the stamp lets a later run age it, and the pid keeps concurrent runs apart.
 func (s *state) nextName() string {
-	return fmt.Sprintf("%s%s_%d_%d_%d", prefix, packageName(), s.stamp, os.Getpid(), s.seq.Add(1))
-}
-
-// packageName is the test binary's name ("leader" for leader.test), reduced to [a-z0-9_] and
-// short enough that a full name stays within PostgreSQL's 63-byte identifiers.
-func packageName() string {
-	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe"), ".test")
-	var b strings.Builder
-	for _, r := range strings.ToLower(base) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-		if b.Len() >= 20 {
-			break
-		}
-	}
-	if b.Len() == 0 {
-		return "pkg"
-	}
-	return b.String()
+	return fmt.Sprintf("%s%s_%d_%d_%d", prefix, testname.Package(), s.stamp, os.Getpid(), s.seq.Add(1))
 }
 
 // templateName includes a hash of the migrations, so a changed schema gets a new template

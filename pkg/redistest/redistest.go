@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/msgexchange/msgexchange/pkg/internal/testname"
 )
 
 const (
@@ -82,7 +83,7 @@ func New(t testing.TB) *Redis {
 	r := &Redis{
 		URL:    rawURL,
 		Client: client,
-		Prefix: fmt.Sprintf("%s%s:%d:%d:%d:", keyPrefix, packageName(), harness.stamp, os.Getpid(), harness.seq.Add(1)),
+		Prefix: fmt.Sprintf("%s%s:%d:%d:%d:", keyPrefix, testname.Package(), harness.stamp, os.Getpid(), harness.seq.Add(1)),
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -157,27 +158,6 @@ func (s *state) sweepStale(ctx context.Context, t testing.TB, c *redis.Client, r
 			t.Logf("redistest: delete stale keys under %s: %v", prefix, err)
 		}
 	}
-}
-
-// packageName is the test binary's name ("pump" for pump.test), reduced to [a-z0-9_] so that
-// it cannot contain ':' or glob characters.
-func packageName() string {
-	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe"), ".test")
-	var b strings.Builder
-	for _, r := range strings.ToLower(base) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-		if b.Len() >= 20 {
-			break
-		}
-	}
-	if b.Len() == 0 {
-		return "pkg"
-	}
-	return b.String()
 }
 
 func redact(raw string) string {
