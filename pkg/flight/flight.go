@@ -9,6 +9,19 @@ import (
 	"time"
 )
 
+// Scalars lists every scalar of the state (seed 003 §11.3 plus the attribute columns of
+// FDIV/FRET/FLAB, BDPB and the derived statuses): each is one flight_schd column, named by
+// the tag in lower case. A tag outside this list is not flight state and is never merged.
+var Scalars = []string{
+	"FFID",
+	"ALCD", "ALSC", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT", "RENO",
+	"TAOP", "TAFL", "TAID", "TRML", "CSOP", "CSFT", "MAID",
+	"ESTT", "ACTT", "BOTM", "LACL", "FINT", "APPT", "EGSR", "EGST", "PADT", "NAAT", "NEAT", "PEDT", "FTSS",
+	"STND", "PHAG", "FHAG", "MHAG", "CNCL", "REMC", "MAXP", "VIPP", "VIPR", "LBNO", "LBWT", "PAXC", "EXSC", "EXSR",
+	"FDIV", "FDIV_DDES", "FDIV_DDIR", "FRET", "FRET_REID", "FLAB", "FLAB_ARES", "BDPB",
+	BoardingStatus, LastCallStatus,
+}
+
 // State of a flight row.
 const (
 	Active  = "ACTIVE"
@@ -36,6 +49,15 @@ type Flight struct {
 	Collections  map[string][]Item
 	// Raw is SRVT and VIPF content as sent: kept, never merged or published.
 	Raw map[string][]string
+	// MAFL is the derived code-share projection of a master (seed 003 §11.4): never stored,
+	// computed from the children in the same transaction; nil on children and deleted flights.
+	MAFL []Share
+}
+
+// Share is one element of a master's MAFL: a code-share child that points at it.
+type Share struct {
+	FLID string `json:"FLID"`
+	FLNO string `json:"FLNO"`
 }
 
 // New returns an empty active flight.
@@ -62,6 +84,7 @@ func (f Flight) Clone() Flight {
 	for k, v := range f.Raw {
 		c.Raw[k] = slices.Clone(v)
 	}
+	c.MAFL = slices.Clone(f.MAFL)
 	if f.OperationDay != nil {
 		d := *f.OperationDay
 		c.OperationDay = &d
@@ -70,9 +93,11 @@ func (f Flight) Clone() Flight {
 }
 
 // SameContent reports whether two states carry the same business content (scalars,
-// collections, raw content, state and operation day), ignoring version and bookkeeping.
+// collections, raw content, state, operation day and the derived MAFL), ignoring version and
+// bookkeeping.
 func SameContent(a, b Flight) bool {
-	if a.State != b.State || !maps.Equal(a.Scalars, b.Scalars) || !sameDay(a.OperationDay, b.OperationDay) {
+	if a.State != b.State || !maps.Equal(a.Scalars, b.Scalars) || !sameDay(a.OperationDay, b.OperationDay) ||
+		!slices.Equal(a.MAFL, b.MAFL) {
 		return false
 	}
 	if len(a.Collections) != len(b.Collections) || len(a.Raw) != len(b.Raw) {

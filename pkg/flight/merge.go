@@ -34,15 +34,22 @@ type Input struct {
 	STYP   string
 	Now    time.Time
 	Record sis.FlightRecord
+	// Children are the flights whose MAID is Record.FLID, loaded in the same transaction as the
+	// target: a master's MAFL is derived from them (seed 003 §11.4).
+	Children []Flight
 }
 
-// Decision is what a rule decided: the next full state and its events, or a skip reason.
+// Decision is what a rule decided for its target: the next full state and its events, or a
+// skip reason.
 type Decision struct {
 	Next    Flight
 	Changed bool
 	Events  []Event
 	// Skip, when set, makes the message SKIPPED with this reason and changes nothing.
 	Skip string
+	// Ignored lists the tags the message carried that its STYP does not own; they are reported,
+	// not merged (a FLOP changes only what its STYP expresses, seed 003 §12.2).
+	Ignored []string
 }
 
 // Skip reasons for a flight message whose target cannot take it (seed 003 §12.2 leaves the
@@ -59,26 +66,58 @@ type DayRule struct {
 	Cutover time.Duration
 }
 
-// OperationDay returns the operation day of a local schedule time.
+// OperationDay returns the operation day of a schedule time.
 func (r DayRule) OperationDay(sodt time.Time) time.Time {
-	local := sodt.In(r.Zone).Add(-r.Cutover)
-	d := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.UTC)
-	return d
+	zone := r.Zone
+	if zone == nil {
+		zone = sis.DefaultZone()
+	}
+	local := sodt.In(zone)
+	midnight := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, zone)
+	if local.Sub(midnight) < r.Cutover {
+		local = local.AddDate(0, 0, -1)
+	}
+	return time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.UTC)
 }
 
-// ApplyFLOP merges a dynamic operational update (seed 003 §12.2): only the fields and
-// collections the message carries change; an empty tag clears; a carried collection replaces
-// the stored one whole, in message order.
+// day parses a SODT value into an operation day; ok is false for an absent, empty, seasonal
+// (HHmm, no date) or unparsable value.
+func (r DayRule) day(sodt string) (time.Time, bool) {
+	if len(sodt) != 11 && len(sodt) != 7 {
+		return time.Time{}, false
+	}
+	t, err := sis.ParseTime(sodt, r.Zone)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return r.OperationDay(t), true
+}
+
+// ApplyFLOP merges a dynamic operational update (seed 003 §12.2) with the rule of its STYP:
+// only the fields and collections that STYP owns change; an empty tag clears; a carried
+// collection replaces the stored one whole, in message order. An unknown or deleted target is
+// skipped (docs/flight-domain.md).
 func ApplyFLOP(cur *Flight, in Input) Decision {
+	r, ok := flopRules[in.STYP]
 	switch {
+	case !ok:
+		// The codec turns an STYP outside the whitelist into *sis.Unsupported; reaching here is
+		// a routing bug, and guessing a merge would be the "generic merge" §12.2 forbids.
+		return Decision{Skip: "unsupported: FLOP STYP " + in.STYP + " has no rule"}
 	case cur == nil:
 		return Decision{Skip: SkipUnknownFlight}
 	case cur.State == Deleted:
 		return Decision{Skip: SkipDeletedFlight}
 	}
 	next := cur.Clone()
-	mergeRecord(&next, in.Record, true)
-	return finish(*cur, next, in)
+	if in.Record.FFID.Present && in.Record.FFID.Value != "" {
+		next.Scalars["FFID"] = in.Record.FFID.Value
+	}
+	r.apply(&next, in.Record)
+	keepRaw(&next, in.Record)
+	d := finish(*cur, next, in)
+	d.Ignored = r.ignored(in.Record)
+	return d
 }
 
 // ApplyADFT merges a single-flight schedule add/change with the conservative set-only rule
@@ -88,7 +127,6 @@ func ApplyADFT(cur *Flight, in Input, days DayRule) Decision {
 	var prev, next Flight
 	if cur == nil {
 		prev = New(in.Record.FLID)
-		prev.Version = 0
 		next = New(in.Record.FLID)
 		next.CreatedAt = in.Now
 	} else {
@@ -97,16 +135,37 @@ func ApplyADFT(cur *Flight, in Input, days DayRule) Decision {
 	}
 	// A schedule re-adding a deleted FLID brings it back: AODB's schedule is the authority.
 	next.State = Active
-	mergeRecord(&next, in.Record, false)
-	if next.OperationDay == nil {
-		if f, ok := in.Record.Scalars["SODT"]; ok && f.Value != "" {
-			if t, err := sis.ParseTime(f.Value, days.Zone); err == nil {
-				d := days.OperationDay(t)
-				next.OperationDay = &d
-			}
+	rec := in.Record
+	if rec.FFID.Present && rec.FFID.Value != "" {
+		next.Scalars["FFID"] = rec.FFID.Value
+	}
+	var ignored []string
+	for tag, v := range rec.Scalars {
+		switch {
+		case !slices.Contains(Scalars, tag) || tag == BoardingStatus || tag == LastCallStatus:
+			ignored = append(ignored, tag)
+		case v.Present && v.Value != "":
+			next.Scalars[tag] = v.Value
 		}
 	}
-	return finish(prev, next, in)
+	for tag, c := range rec.Collections {
+		next.Collections[tag] = items(c, nil)
+	}
+	for tag := range rec.Raw {
+		if tag != "SRVT" && tag != "VIPF" {
+			ignored = append(ignored, tag)
+		}
+	}
+	keepRaw(&next, rec)
+	if next.OperationDay == nil {
+		if d, ok := days.day(next.Scalars["SODT"]); ok {
+			next.OperationDay = &d
+		}
+	}
+	d := finish(prev, next, in)
+	slices.Sort(ignored)
+	d.Ignored = ignored
+	return d
 }
 
 // ApplyFDEL deletes a flight (seed 003 §12.3): ACTIVE → DELETED once, version bumped, detail
@@ -116,57 +175,71 @@ func ApplyFDEL(cur *Flight, in Input) Decision {
 	if cur == nil {
 		return Decision{}
 	}
+	prev := *cur
+	prev.MAFL = deriveMAFL(prev, in.Children)
 	if cur.State == Deleted {
-		return Decision{Next: *cur}
+		return Decision{Next: prev}
 	}
-	next := cur.Clone()
+	next := prev.Clone()
 	next.State = Deleted
-	return finish(*cur, next, in)
+	return finish(prev, next, in)
 }
 
-// mergeRecord applies a record's fields to f. clear says whether an empty tag clears the
-// field (flight operations) or is ignored (set-only schedule changes).
-func mergeRecord(f *Flight, rec sis.FlightRecord, clear bool) {
-	if rec.FFID.Present && (rec.FFID.Value != "" || clear) {
-		setScalar(f, "FFID", rec.FFID.Value)
-	}
-	for tag, v := range rec.Scalars {
-		if !v.Present || (v.Value == "" && !clear) {
-			continue
+// keepRaw stores SRVT and VIPF as sent (seed 003 §11.3: presence and raw content only). Other
+// raw elements the codec keeps (PORT, TIPT ...) have no place in the flight state.
+func keepRaw(f *Flight, rec sis.FlightRecord) {
+	for _, tag := range [...]string{"SRVT", "VIPF"} {
+		if raws, ok := rec.Raw[tag]; ok {
+			f.Raw[tag] = slices.Clone(raws)
 		}
-		setScalar(f, tag, v.Value)
 	}
-	for tag, c := range rec.Collections {
-		items := make([]Item, 0, len(c.Items))
-		if !c.NoAllocation {
-			for _, it := range c.Items {
-				fields := map[string]string{}
-				for k, v := range it.Fields {
-					if v.Present && v.Value != "" {
-						fields[k] = v.Value
-					}
-				}
-				items = append(items, Item{Seq: it.Seq, Fields: fields})
+}
+
+// items turns a sent collection into stored items: "no allocation now" is an empty collection,
+// empty fields are dropped (an empty CHTM deletes that chocks time), drop removes fields the
+// state does not keep.
+func items(c *sis.Collection, drop []string) []Item {
+	out := make([]Item, 0, len(c.Items))
+	if c.NoAllocation {
+		return out
+	}
+	for _, it := range c.Items {
+		fields := map[string]string{}
+		for k, v := range it.Fields {
+			if v.Present && v.Value != "" && !slices.Contains(drop, k) {
+				fields[k] = v.Value
 			}
 		}
-		f.Collections[tag] = items
+		out = append(out, Item{Seq: it.Seq, Fields: fields})
 	}
-	for tag, raws := range rec.Raw {
-		f.Raw[tag] = slices.Clone(raws)
-	}
+	return out
 }
 
-func setScalar(f *Flight, tag, value string) {
-	if value == "" {
-		delete(f.Scalars, tag)
-		return
+// normalize keeps the derived fields consistent with the facts they come from: the boarding
+// and last-call statuses follow BOTM and LACL (set with the time, reset when it is cleared),
+// and MAFL exists only on an active master.
+func normalize(f *Flight, children []Flight) {
+	status := func(timeTag, statusTag, value string) {
+		if f.Scalars[timeTag] != "" {
+			f.Scalars[statusTag] = value
+		} else {
+			delete(f.Scalars, statusTag)
+		}
 	}
-	f.Scalars[tag] = value
+	status("BOTM", BoardingStatus, Boarding)
+	status("LACL", LastCallStatus, LastCall)
+	f.MAFL = deriveMAFL(*f, children)
 }
 
 // finish bumps the version and derives the events when the content changed; a message that
-// changes nothing writes nothing (seed 003 §12.2).
+// changes nothing writes nothing (seed 003 §12.2), which is also what makes a re-run after a
+// crash between the domain commit and the terminal commit a no-op (G-FLOP-IDEMPOTENT).
 func finish(prev, next Flight, in Input) Decision {
+	normalize(&next, in.Children)
+	if prev.State != "" {
+		prev = prev.Clone() // normalize writes; the caller's state stays as given
+		normalize(&prev, in.Children)
+	}
 	if prev.Version > 0 && SameContent(prev, next) {
 		return Decision{Next: prev}
 	}
@@ -176,28 +249,29 @@ func finish(prev, next Flight, in Input) Decision {
 	if next.CreatedAt.IsZero() {
 		next.CreatedAt = in.Now
 	}
-	return Decision{Next: next, Changed: true, Events: Events(prev, next, in)}
+	return Decision{Next: next, Changed: true, Events: Events(prev, next, in, "")}
 }
 
 // Events are the two events of an accepted change: a KAFKA:msg change notification and the
-// KAFKA:schd full state (a TOMBSTONE of both when the flight was deleted).
-func Events(prev, next Flight, in Input) []Event {
+// KAFKA:schd full state (a TOMBSTONE of both when the flight was deleted). via names the
+// code-share child whose change moved a master ("" for the message's own target).
+func Events(prev, next Flight, in Input, via string) []Event {
+	note := map[string]any{
+		"FLID": next.FLID, "STATE": next.State, "STATE_VERSION": next.Version, "MSG_ID": in.MsgID,
+		"STYP": in.STYP, "UPDATED_AT": next.UpdatedAt.UTC().Format(time.RFC3339Nano),
+	}
+	if via != "" {
+		note["VIA"] = via
+	}
 	if next.State == Deleted {
-		note, _ := json.Marshal(map[string]any{
-			"FLID": next.FLID, "STATE": Deleted, "STATE_VERSION": next.Version, "MSG_ID": in.MsgID,
-			"STYP": in.STYP, "UPDATED_AT": next.UpdatedAt.UTC().Format(time.RFC3339Nano),
-		})
 		return []Event{
-			{Target: TargetMsg, FLID: next.FLID, Type: Tombstone, Version: next.Version, Payload: note},
+			{Target: TargetMsg, FLID: next.FLID, Type: Tombstone, Version: next.Version, Payload: mustJSON(next.FLID, note)},
 			{Target: TargetSchd, FLID: next.FLID, Type: Tombstone, Version: next.Version},
 		}
 	}
-	note, _ := json.Marshal(map[string]any{
-		"FLID": next.FLID, "STATE": next.State, "STATE_VERSION": next.Version, "MSG_ID": in.MsgID,
-		"STYP": in.STYP, "CHANGED": Changed(prev, next), "UPDATED_AT": next.UpdatedAt.UTC().Format(time.RFC3339Nano),
-	})
+	note["CHANGED"] = Changed(prev, next)
 	return []Event{
-		{Target: TargetMsg, FLID: next.FLID, Type: Upsert, Version: next.Version, Payload: note},
+		{Target: TargetMsg, FLID: next.FLID, Type: Upsert, Version: next.Version, Payload: mustJSON(next.FLID, note)},
 		{Target: TargetSchd, FLID: next.FLID, Type: Upsert, Version: next.Version, Payload: Document(next)},
 	}
 }
@@ -215,12 +289,17 @@ func Changed(prev, next Flight) []string {
 			set[k] = true
 		}
 	}
-	for k, items := range next.Collections {
-		a := Flight{Collections: map[string][]Item{k: items}}
+	for _, k := range slices.Concat(slices.Collect(maps.Keys(next.Collections)), slices.Collect(maps.Keys(prev.Collections))) {
+		a := Flight{Collections: map[string][]Item{k: next.Collections[k]}}
 		b := Flight{Collections: map[string][]Item{k: prev.Collections[k]}}
-		if _, had := prev.Collections[k]; !had || !SameContent(a, b) {
+		_, inA := next.Collections[k]
+		_, inB := prev.Collections[k]
+		if inA != inB || !SameContent(a, b) {
 			set[k] = true
 		}
+	}
+	if !slices.Equal(prev.MAFL, next.MAFL) {
+		set["MAFL"] = true
 	}
 	if prev.State != next.State {
 		set["STATE"] = true
@@ -235,8 +314,9 @@ var seqAttr = map[string]string{
 }
 
 // Document is the full published state of a flight (KAFKA:schd and the Redis projection): keys
-// are SIS tag names; collections are arrays of objects in stored order; SRVT and VIPF are not
-// published.
+// are SIS tag names; collections are arrays of objects in stored order; a master with
+// code-share children carries MAFL; SRVT and VIPF are not published. encoding/json sorts map
+// keys, so one state always gives the same bytes.
 func Document(f Flight) []byte {
 	doc := map[string]any{
 		"FLID": f.FLID, "STATE": f.State, "STATE_VERSION": f.Version,
@@ -262,9 +342,16 @@ func Document(f Flight) []byte {
 		}
 		doc[k] = arr
 	}
-	b, err := json.Marshal(doc)
+	if len(f.MAFL) > 0 {
+		doc["MAFL"] = f.MAFL
+	}
+	return mustJSON(f.FLID, doc)
+}
+
+func mustJSON(flid string, v any) []byte {
+	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("flight document of %s: %v", f.FLID, err)) // only strings and numbers: cannot fail
+		panic(fmt.Sprintf("flight document of %s: %v", flid, err)) // only strings and numbers: cannot fail
 	}
 	return b
 }

@@ -19,15 +19,9 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 )
 
-// Scalars lists the scalar tags stored as flight_schd columns (column = lower-case tag).
-var Scalars = []string{
-	"FFID",
-	"ALCD", "ALSC", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT", "RENO",
-	"TAOP", "TAFL", "TAID", "TRML", "CSOP", "CSFT", "MAID",
-	"ESTT", "ACTT", "BOTM", "LACL", "FINT", "APPT", "EGSR", "EGST", "PADT", "NAAT", "NEAT", "PEDT", "FTSS",
-	"STND", "PHAG", "FHAG", "MHAG", "CNCL", "REMC", "MAXP", "VIPP", "VIPR", "LBNO", "LBWT", "PAXC", "EXSC", "EXSR",
-	"FDIV", "FDIV_DDES", "FDIV_DDIR", "FRET", "FRET_REID", "FLAB", "FLAB_ARES", "BDPB",
-}
+// Scalars lists the scalar tags stored as flight_schd columns (column = lower-case tag); the
+// domain owns the list.
+var Scalars = flight.Scalars
 
 // collection maps a collection tag to its detail table and field columns.
 type collection struct {
@@ -100,10 +94,7 @@ func Load(ctx context.Context, q db.Executor, flid string, forUpdate bool) (*fli
 	for _, tag := range present {
 		f.Collections[tag] = []flight.Item{}
 	}
-	if err := loadCollections(ctx, q, &f); err != nil {
-		return nil, err
-	}
-	if err := loadRaw(ctx, q, &f); err != nil {
+	if err := loadDetails(ctx, q, &f); err != nil {
 		return nil, err
 	}
 	return &f, nil
@@ -113,71 +104,91 @@ func Load(ctx context.Context, q db.Executor, flid string, forUpdate bool) (*fli
 // ("no allocation now") survives a reload as an empty collection, not an absent one.
 const presentColumn = "collections_present"
 
-func loadCollections(ctx context.Context, q db.Executor, f *flight.Flight) error {
+// Children loads, in the caller's transaction and locked, every flight whose MAID is master
+// (deleted ones included), ordered by FLID: the MAFL of a master and the cascade of its
+// deletion are decided on them (seed 003 §11.4; the partial index on maid serves the lookup).
+func Children(ctx context.Context, q db.Executor, master string) ([]flight.Flight, error) {
+	rows, err := q.Query(ctx, `SELECT flid FROM flight_schd WHERE maid = $1 AND flid <> $1 ORDER BY flid FOR UPDATE`, master)
+	if err != nil {
+		return nil, fmt.Errorf("children of %s: %w", master, err)
+	}
+	flids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("children of %s: %w", master, err)
+	}
+	out := make([]flight.Flight, 0, len(flids))
+	for _, id := range flids {
+		f, err := Load(ctx, q, id, false)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			out = append(out, *f)
+		}
+	}
+	return out, nil
+}
+
+// detailSQL reads every detail row of one flight in one round trip: each collection row and
+// each raw entry as (tag, ordinal, sequence, fields as JSON), in stored order.
+var detailSQL = func() string {
+	parts := make([]string, 0, len(collections)+1)
 	for _, tag := range CollectionTags() {
 		c := collections[tag]
-		cols := make([]string, len(c.fields))
-		for i, fl := range c.fields {
-			cols[i] = strings.ToLower(fl)
-		}
-		seq := "NULL"
+		seq := "NULL::text"
 		if c.seq != "" {
 			seq = c.seq
 		}
+		kv := make([]string, 0, 2*len(c.fields))
+		for _, fl := range c.fields {
+			kv = append(kv, "'"+fl+"'", strings.ToLower(fl))
+		}
 		where := "flid = $1"
-		args := []any{f.FLID}
 		if c.kind != "" {
-			where += " AND route_kind = $2"
-			args = append(args, c.kind)
+			where += " AND route_kind = '" + c.kind + "'"
 		}
-		rows, err := q.Query(ctx, `SELECT `+seq+`, `+strings.Join(cols, ", ")+` FROM `+c.table+` WHERE `+where+` ORDER BY ordinal`, args...)
-		if err != nil {
-			return fmt.Errorf("load %s of %s: %w", tag, f.FLID, err)
-		}
-		for rows.Next() {
-			var seqVal *string
-			vals := make([]*string, len(c.fields))
-			dest := []any{&seqVal}
-			for i := range vals {
-				dest = append(dest, &vals[i])
-			}
-			if err := rows.Scan(dest...); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan %s of %s: %w", tag, f.FLID, err)
-			}
-			it := flight.Item{Fields: map[string]string{}}
-			if seqVal != nil {
-				it.Seq = *seqVal
-			}
-			for i, v := range vals {
-				if v != nil {
-					it.Fields[c.fields[i]] = *v
-				}
-			}
-			f.Collections[tag] = append(f.Collections[tag], it)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("load %s of %s: %w", tag, f.FLID, err)
-		}
+		parts = append(parts, `SELECT '`+tag+`' AS tag, ordinal, `+seq+`, jsonb_build_object(`+strings.Join(kv, ", ")+`) FROM `+
+			c.table+` WHERE `+where)
 	}
-	return nil
-}
+	parts = append(parts, `SELECT 'RAW:' || tag, ordinal, NULL::text, jsonb_build_object('TEXT', content) FROM flight_raw_content WHERE flid = $1`)
+	return strings.Join(parts, " UNION ALL ") + " ORDER BY 1, 2"
+}()
 
-func loadRaw(ctx context.Context, q db.Executor, f *flight.Flight) error {
-	rows, err := q.Query(ctx, `SELECT tag, content FROM flight_raw_content WHERE flid = $1 ORDER BY tag, ordinal`, f.FLID)
+func loadDetails(ctx context.Context, q db.Executor, f *flight.Flight) error {
+	rows, err := q.Query(ctx, detailSQL, f.FLID)
 	if err != nil {
-		return fmt.Errorf("load raw content of %s: %w", f.FLID, err)
+		return fmt.Errorf("load details of %s: %w", f.FLID, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var tag, content string
-		if err := rows.Scan(&tag, &content); err != nil {
-			return fmt.Errorf("scan raw content of %s: %w", f.FLID, err)
+		var tag string
+		var ordinal int
+		var seq *string
+		var fields map[string]*string
+		if err := rows.Scan(&tag, &ordinal, &seq, &fields); err != nil {
+			return fmt.Errorf("scan details of %s: %w", f.FLID, err)
 		}
-		f.Raw[tag] = append(f.Raw[tag], content)
+		if raw, ok := strings.CutPrefix(tag, "RAW:"); ok {
+			if v := fields["TEXT"]; v != nil {
+				f.Raw[raw] = append(f.Raw[raw], *v)
+			}
+			continue
+		}
+		it := flight.Item{Fields: make(map[string]string, len(fields))}
+		if seq != nil {
+			it.Seq = *seq
+		}
+		for k, v := range fields {
+			if v != nil {
+				it.Fields[k] = *v
+			}
+		}
+		f.Collections[tag] = append(f.Collections[tag], it)
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load details of %s: %w", f.FLID, err)
+	}
+	return nil
 }
 
 // Save writes the full state of one flight: the flight_schd row is upserted and every detail
@@ -212,16 +223,14 @@ func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 			set = append(set, c+" = excluded."+c)
 		}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO flight_schd (`+strings.Join(cols, ", ")+`) VALUES (`+strings.Join(ph, ", ")+`)
+	// The row and its details go in one batch: one round trip per saved flight.
+	batch := &pgx.Batch{}
+	batch.Queue(`INSERT INTO flight_schd (`+strings.Join(cols, ", ")+`) VALUES (`+strings.Join(ph, ", ")+`)
 		ON CONFLICT (flid) DO UPDATE SET `+strings.Join(set, ", "), args...)
-	if err != nil {
-		return fmt.Errorf("save flight %s: %w", f.FLID, err)
-	}
-	return saveDetails(ctx, tx, f)
+	return saveDetails(ctx, tx, f, batch)
 }
 
-func saveDetails(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
-	batch := &pgx.Batch{}
+func saveDetails(ctx context.Context, tx pgx.Tx, f flight.Flight, batch *pgx.Batch) error {
 	tables := map[string]bool{}
 	for _, c := range collections {
 		tables[c.table] = true
@@ -260,7 +269,7 @@ func saveDetails(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 		}
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("save details of %s: %w", f.FLID, err)
+		return fmt.Errorf("save flight %s: %w", f.FLID, err)
 	}
 	return nil
 }

@@ -1,13 +1,15 @@
 // Package processor holds the pump's processors: transaction coordinators that load the
 // current flight state, call the pure rules of package flight, and write the result with its
-// outbox events (seed 003 §2).
+// outbox events (seed 003 §2). Nothing here decides a flight rule.
 package processor
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
@@ -16,9 +18,22 @@ import (
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
 
+// Option configures the router.
+type Option func(*Flights)
+
+// WithMetrics registers the flight domain's metrics (msgx_flight_skipped_total).
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(f *Flights) { reg.MustRegister(f.skipped) }
+}
+
+// WithLogger sets where ignored tags are reported.
+func WithLogger(l *slog.Logger) Option {
+	return func(f *Flights) { f.logger = l }
+}
+
 // Route is the one place that dispatches on the message kind (seed 003 §5.2 step 4).
-func Route(days flight.DayRule) pump.Router {
-	flights := Flights{Days: days}
+func Route(days flight.DayRule, opts ...Option) pump.Router {
+	flights := NewFlights(days, opts...)
 	return func(m *sis.Message) (pump.Processor, string) {
 		switch b := m.Body.(type) {
 		case *sis.Flop:
@@ -40,60 +55,120 @@ func Route(days flight.DayRule) pump.Router {
 	}
 }
 
-// Flights applies FLOP, FDEL and SCHD-ADFT messages: one flight per record, all in the
-// caller's transaction.
+// Flights applies FLOP (FDEL included) and SCHD-ADFT messages: one flight per record, all in
+// the caller's transaction.
 type Flights struct {
-	Days flight.DayRule
+	days    flight.DayRule
+	logger  *slog.Logger
+	skipped *prometheus.CounterVec
+}
+
+// NewFlights returns the flight processor.
+func NewFlights(days flight.DayRule, opts ...Option) *Flights {
+	f := &Flights{
+		days:   days,
+		logger: slog.New(slog.DiscardHandler),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_flight_skipped_total",
+			Help: "Flight messages skipped by the domain rules, by reason (unknown-flight, deleted-flight)."}, []string{"reason"}),
+	}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
 }
 
 // Apply implements pump.Processor.
-func (f Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
+func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
 	var records []sis.FlightRecord
+	kind := flight.KindFLOP
 	switch b := in.Message.Body.(type) {
 	case *sis.Flop:
 		records = []sis.FlightRecord{b.Record}
+		if in.Message.Meta.STYP == "FDEL" {
+			kind = flight.KindFDEL
+		}
 	case *sis.Schd:
 		records = b.Records
+		kind = flight.KindADFT
 	default:
 		return pump.Result{}, fmt.Errorf("flights processor got %T", in.Message.Body)
 	}
 	var res pump.Result
 	for _, rec := range records {
-		cur, err := flightstore.Load(ctx, tx, rec.FLID, true)
-		if err != nil {
-			return res, err
-		}
 		fin := flight.Input{MsgID: in.MsgID, STYP: in.Message.Meta.STYP, Now: in.Now, Record: rec}
-		var d flight.Decision
-		switch {
-		case in.Message.Meta.TYPE == "SCHD":
-			d = flight.ApplyADFT(cur, fin, f.Days)
-		case in.Message.Meta.STYP == "FDEL":
-			d = flight.ApplyFDEL(cur, fin)
-		default:
-			d = flight.ApplyFLOP(cur, fin)
+		cur, g, err := f.load(ctx, tx, kind, rec, &fin)
+		if err != nil {
+			return pump.Result{}, err
 		}
-		if d.Skip != "" {
-			return pump.Result{Skip: d.Skip}, nil
+		o := flight.Decide(kind, cur, fin, g, f.days)
+		if o.Skip != "" {
+			// FLOP carries one record, so a skip is the whole message's outcome and nothing was
+			// written before it.
+			f.skipped.WithLabelValues(o.Skip).Inc()
+			return pump.Result{Skip: o.Skip}, nil
 		}
-		if d.Changed {
-			if err := flightstore.Save(ctx, tx, d.Next); err != nil {
-				return res, err
+		if len(o.Ignored) > 0 {
+			f.logger.Info("tags outside the STYP's rule were not merged", "msg_id", in.MsgID, "flid", rec.FLID,
+				"styp", in.Message.Meta.STYP, "ignored", o.Ignored)
+		}
+		for _, w := range o.Writes {
+			if err := flightstore.Save(ctx, tx, w); err != nil {
+				return pump.Result{}, err
 			}
-			events := make([]outbox.NewEvent, len(d.Events))
-			for i, e := range d.Events {
+		}
+		if len(o.Events) > 0 {
+			events := make([]outbox.NewEvent, len(o.Events))
+			for i, e := range o.Events {
 				events[i] = outbox.NewEvent{Target: e.Target, PartitionKey: e.FLID, Type: e.Type, Version: e.Version,
 					Payload: e.Payload, MsgID: in.MsgID, Trace: in.Trace}
 			}
 			if err := outbox.Add(ctx, tx, events, in.Now); err != nil {
-				return res, err
+				return pump.Result{}, err
 			}
 		}
-		// The projection is written even when nothing changed: a re-run after a crash between
-		// the domain commit and the terminal commit must still bring Redis up to date.
-		if d.Changed || cur != nil {
-			res.Project = append(res.Project, d.Next)
-		}
+		res.Project = append(res.Project, o.Project...)
 	}
 	return res, nil
+}
+
+// load reads, in the domain transaction, everything the rules decide on: the target (locked),
+// its code-share children, and the masters it points at before and after the message with
+// their children (seed 003 §11.4: the MAFL and the write that produces it share one snapshot).
+func (f *Flights) load(ctx context.Context, tx pgx.Tx, kind flight.Kind, rec sis.FlightRecord, in *flight.Input) (*flight.Flight, flight.Group, error) {
+	g := flight.Group{Masters: map[string]flight.Flight{}, Siblings: map[string][]flight.Flight{}}
+	cur, err := flightstore.Load(ctx, tx, rec.FLID, true)
+	if err != nil {
+		return nil, g, err
+	}
+	if kind == flight.KindFLOP && (cur == nil || cur.State == flight.Deleted) {
+		return cur, g, nil // skipped: nothing else to read
+	}
+	if in.Children, err = flightstore.Children(ctx, tx, rec.FLID); err != nil {
+		return nil, g, err
+	}
+	var masters []string
+	if cur != nil && flight.IsChild(*cur) {
+		masters = append(masters, cur.Scalars["MAID"])
+	}
+	// Only a schedule record sets MAID (no FLOP STYP owns it).
+	if m := rec.Scalars["MAID"]; kind == flight.KindADFT && m.Value != "" && m.Value != rec.FLID {
+		masters = append(masters, m.Value)
+	}
+	for _, id := range masters {
+		if _, done := g.Masters[id]; done {
+			continue
+		}
+		m, err := flightstore.Load(ctx, tx, id, true)
+		if err != nil {
+			return nil, g, err
+		}
+		if m == nil {
+			continue // dangling MAID
+		}
+		g.Masters[id] = *m
+		if g.Siblings[id], err = flightstore.Children(ctx, tx, id); err != nil {
+			return nil, g, err
+		}
+	}
+	return cur, g, nil
 }

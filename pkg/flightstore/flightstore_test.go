@@ -1,0 +1,125 @@
+package flightstore_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flight"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
+)
+
+func item(seq string, kv ...string) flight.Item {
+	it := flight.Item{Seq: seq, Fields: map[string]string{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		it.Fields[kv[i]] = kv[i+1]
+	}
+	return it
+}
+
+// rich is a flight that uses every storage shape of seed 003 §11.3.
+func rich(flid string) flight.Flight {
+	at := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	f := flight.New(flid)
+	f.Version, f.LastMsgID, f.CreatedAt, f.UpdatedAt, f.OperationDay = 4, 42, at, at, &day
+	f.Scalars = map[string]string{
+		"FFID": "CA-CA101-D-30NOV260900-D", "FLNO": "CA101", "MVIN": "D", "BOTM": "30NOV260825",
+		flight.BoardingStatus: flight.Boarding, "FDIV": "WEATHER", "FDIV_DDES": "HKG", "FDIV_DDIR": "TO",
+		"FRET_REID": "G", "REMC": "请旅客留意登机口变更",
+	}
+	f.Collections = map[string][]flight.Item{
+		"GTDT": {item("1", "GATE", "A1"), item("1", "GATE", "A1")}, // same resource twice: two allocations
+		"CKDT": {},                                                 // no allocation now
+		"CHDT": {item("1", "CHUT", "CH21", "CCLS", "X", "CTYP", "D")},
+		"DELY": {item("", "CODE", "81", "TEXT", "ATC")},
+		"ROUT": {item("1", "APCD", "PEK"), item("2", "APCD", "SHA")},
+		"ERUT": {item("1", "APCD", "CAN")}, // same RTNO as ROUT's first point: kept apart
+		"ABTM": {item("1", "ABDG", "B12")},
+	}
+	f.Raw["SRVT"] = []string{"<OPER>X</OPER>", "<OPER>Y</OPER>"}
+	return f
+}
+
+func save(t *testing.T, d *pgtest.DB, fs ...flight.Flight) {
+	t.Helper()
+	if err := db.WithTx(context.Background(), d.Pool, func(tx pgx.Tx) error {
+		for _, f := range fs {
+			if err := flightstore.Save(context.Background(), tx, f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	want := rich("15")
+	save(t, d, want)
+	got, err := flightstore.Load(ctx, d.Pool, "15", false)
+	if err != nil || got == nil {
+		t.Fatalf("load: %v %v", got, err)
+	}
+	if !flight.SameContent(*got, want) || got.Version != want.Version || got.LastMsgID != want.LastMsgID {
+		t.Fatalf("round trip\n got %+v\nwant %+v", *got, want)
+	}
+	if !reflect.DeepEqual(got.Collections, want.Collections) {
+		t.Errorf("collections\n got %v\nwant %v", got.Collections, want.Collections)
+	}
+	var ddes, status, ccls string
+	if err := d.Pool.QueryRow(ctx, `SELECT fdiv_ddes, boarding_status, (SELECT ccls FROM flight_chdt WHERE flid = '15')
+		FROM flight_schd WHERE flid = '15'`).Scan(&ddes, &status, &ccls); err != nil {
+		t.Fatal(err)
+	}
+	if ddes != "HKG" || status != "BOARDING" || ccls != "X" {
+		t.Errorf("columns: fdiv_ddes=%q boarding_status=%q chdt.ccls=%q", ddes, status, ccls)
+	}
+
+	// A later state replaces the detail rows whole and clears what it no longer has.
+	next := want.Clone()
+	next.Version++
+	delete(next.Scalars, "FDIV")
+	delete(next.Scalars, "FDIV_DDES")
+	delete(next.Scalars, "FDIV_DDIR")
+	next.Collections["GTDT"] = []flight.Item{item("2", "GATE", "B7")}
+	next.State = flight.Deleted
+	save(t, d, next)
+	got, err = flightstore.Load(ctx, d.Pool, "15", false)
+	if err != nil || !flight.SameContent(*got, next) {
+		t.Fatalf("after replace\n got %+v\nwant %+v (%v)", got, next, err)
+	}
+
+	if f, err := flightstore.Load(ctx, d.Pool, "nope", false); f != nil || err != nil {
+		t.Errorf("unknown flight: %v %v", f, err)
+	}
+}
+
+func TestChildren(t *testing.T) {
+	d := pgtest.New(t)
+	child := func(flid, maid string) flight.Flight {
+		f := rich(flid)
+		f.Scalars["MAID"] = maid
+		return f
+	}
+	save(t, d, rich("M"), child("C2", "M"), child("C1", "M"), child("M", "M"), child("X", "OTHER"))
+	var got []flight.Flight
+	if err := db.WithTx(context.Background(), d.Pool, func(tx pgx.Tx) error {
+		var err error
+		got, err = flightstore.Children(context.Background(), tx, "M")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].FLID != "C1" || got[1].FLID != "C2" || len(got[0].Collections["GTDT"]) != 2 {
+		t.Errorf("children = %+v", got)
+	}
+}
