@@ -34,6 +34,11 @@ type Config struct {
 	ControlTokenFile string
 	// ControlInsecure lets control start without a token (development only).
 	ControlInsecure bool
+	// ControlTLSCert and ControlTLSKey are PEM files that make control's gRPC listener serve
+	// TLS; ControlClientCA, a PEM bundle, makes it require and verify client certificates (mTLS).
+	ControlTLSCert  string
+	ControlTLSKey   string
+	ControlClientCA string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	Instance string
@@ -63,12 +68,21 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// HTTPMaxBody bounds the compat HTTP request body.
 	HTTPMaxBody int
+	// HTTPToken is the bearer token of ingest's compat HTTP entry; HTTPInsecure serves it
+	// without one (development only). With neither, the entry is not served.
+	HTTPToken    string
+	HTTPInsecure bool
 	// InboxTimeout bounds every call to the shared MySQL. It stays well below the leader
 	// lease (10 s), since the backfill holds its lock connection in a transaction around the
 	// marker write.
 	InboxTimeout time.Duration
 	// RedisTimeout bounds every Redis call.
 	RedisTimeout time.Duration
+	// KafkaSendTimeout bounds one publish round of the dispatcher; records without an answer
+	// by then count as a failed attempt.
+	KafkaSendTimeout time.Duration
+	// DispatcherBatch bounds the KAFKA:msg events one dispatcher round reads.
+	DispatcherBatch int
 }
 
 // Pipeline holds the msgx.pipeline.* parameters.
@@ -89,6 +103,11 @@ type Pipeline struct {
 	HeadAgeAlert        time.Duration
 	EventRetention      time.Duration
 	ProcRetention       time.Duration
+	// ReqRetention is how long closed (DONE, EXPIRED) req_track rows are kept.
+	ReqRetention time.Duration
+	// LateWatchRetention is how long a released hole is watched for late arrivals; 0 means
+	// OverdueBackfill (R).
+	LateWatchRetention time.Duration
 	// CutoverWatermark is empty (seeding is explicit) or min, zero, max or an inbox ID.
 	CutoverWatermark string
 }
@@ -98,6 +117,9 @@ type Schd struct {
 	FlushPeriod      time.Duration
 	FlushLimit       int
 	SnapLogRetention time.Duration
+	// HistoryRetention and QuietPeriod are the flight history sweep's rule (seed 003 §12.5).
+	HistoryRetention time.Duration
+	QuietPeriod      time.Duration
 }
 
 // param binds one key to its default and its field.
@@ -120,6 +142,9 @@ func params() []param {
 		{key: "control-token", def: "", set: str(func(c *Config) *string { return &c.ControlToken })},
 		{key: "control-token-file", def: "", set: str(func(c *Config) *string { return &c.ControlTokenFile })},
 		{key: "control-insecure", def: "false", set: boolean(func(c *Config) *bool { return &c.ControlInsecure })},
+		{key: "control-tls-cert", def: "", set: str(func(c *Config) *string { return &c.ControlTLSCert })},
+		{key: "control-tls-key", def: "", set: str(func(c *Config) *string { return &c.ControlTLSKey })},
+		{key: "control-client-ca", def: "", set: str(func(c *Config) *string { return &c.ControlClientCA })},
 		{key: "log-level", def: "info", set: str(func(c *Config) *string { return &c.LogLevel })},
 		{key: "instance", def: "", set: str(func(c *Config) *string { return &c.Instance })},
 
@@ -127,6 +152,18 @@ func params() []param {
 		{key: "pipeline.claim-batch", def: "500", set: num(func(c *Config) *int { return &c.Pipeline.ClaimBatch })},
 		{key: "pipeline.max-commit-delay", def: "5m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.MaxCommitDelay })},
 		{key: "pipeline.late-detect-period", def: "1m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.LateDetectPeriod })},
+		{key: "pipeline.late-watch-retention", def: "", set: func(c *Config, v string) error {
+			if strings.TrimSpace(v) == "" {
+				c.Pipeline.LateWatchRetention = 0 // R
+				return nil
+			}
+			d, err := ParseDuration(v)
+			if err == nil && d <= 0 {
+				err = fmt.Errorf("must be positive (or empty for pipeline.overdue-backfill)")
+			}
+			c.Pipeline.LateWatchRetention = d
+			return err
+		}},
 		{key: "pipeline.max-attempts", def: "5", set: num(func(c *Config) *int { return &c.Pipeline.MaxAttempts })},
 		{key: "pipeline.backoff", def: "1s,2s,4s,8s,16s", set: func(c *Config, v string) error {
 			var out []time.Duration
@@ -150,11 +187,14 @@ func params() []param {
 		{key: "pipeline.head-age-alert", def: "10m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.HeadAgeAlert })},
 		{key: "pipeline.event-retention", def: "7d", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.EventRetention })},
 		{key: "pipeline.proc-retention", def: "1d", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.ProcRetention })},
+		{key: "pipeline.req-retention", def: "30d", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.ReqRetention })},
 		{key: "pipeline.cutover-watermark", def: "", set: str(func(c *Config) *string { return &c.Pipeline.CutoverWatermark })},
 
 		{key: "schd.flush-period", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.Schd.FlushPeriod })},
 		{key: "schd.flush-limit", def: "500", set: num(func(c *Config) *int { return &c.Schd.FlushLimit })},
 		{key: "schd.snap-log-retention", def: "90d", set: dur(func(c *Config) *time.Duration { return &c.Schd.SnapLogRetention })},
+		{key: "flight.history-retention", def: "3d", set: dur(func(c *Config) *time.Duration { return &c.Schd.HistoryRetention })},
+		{key: "flight.quiet-period", def: "2d", set: dur(func(c *Config) *time.Duration { return &c.Schd.QuietPeriod })},
 
 		{key: "identity.include-day-boundary", def: "false", set: boolean(func(c *Config) *bool { return &c.IdentityIncludeDayBoundary })},
 		{key: "airport.time-zone", def: "Asia/Shanghai", set: func(c *Config, v string) error {
@@ -176,7 +216,11 @@ func params() []param {
 		{key: "shutdown-timeout", def: "20s", set: dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 		{key: "inbox.timeout", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.InboxTimeout })},
 		{key: "redis.timeout", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
+		{key: "kafka.send-timeout", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.KafkaSendTimeout })},
+		{key: "dispatcher.batch", def: "500", set: num(func(c *Config) *int { return &c.DispatcherBatch })},
 		{key: "http.max-body", def: "33554432", set: num(func(c *Config) *int { return &c.HTTPMaxBody })},
+		{key: "http.token", def: "", set: str(func(c *Config) *string { return &c.HTTPToken })},
+		{key: "http.insecure", def: "false", set: boolean(func(c *Config) *bool { return &c.HTTPInsecure })},
 	}
 }
 
@@ -272,7 +316,9 @@ func (c Config) validate() []error {
 		"pipeline.head-age-alert": p.HeadAgeAlert, "pipeline.event-retention": p.EventRetention,
 		"pipeline.proc-retention": p.ProcRetention, "schd.flush-period": c.Schd.FlushPeriod,
 		"schd.snap-log-retention": c.Schd.SnapLogRetention, "shutdown-timeout": c.ShutdownTimeout,
+		"pipeline.req-retention": p.ReqRetention, "flight.history-retention": c.Schd.HistoryRetention, "flight.quiet-period": c.Schd.QuietPeriod,
 		"inbox.timeout": c.InboxTimeout, "redis.timeout": c.RedisTimeout,
+		"kafka.send-timeout": c.KafkaSendTimeout,
 	}
 	keys := make([]string, 0, len(positive))
 	for k := range positive {
@@ -292,6 +338,7 @@ func (c Config) validate() []error {
 		{"pipeline.backfill-batch", p.BackfillBatch}, {"pipeline.backfill-max-attempts", p.BackfillMaxAttempts},
 		{"schd.flush-limit", c.Schd.FlushLimit}, {"codec.max-bytes", c.CodecMaxBytes},
 		{"codec.max-depth", c.CodecMaxDepth}, {"http.max-body", c.HTTPMaxBody},
+		{"dispatcher.batch", c.DispatcherBatch},
 	}
 	for _, i := range ints {
 		if i.v <= 0 {

@@ -1,13 +1,18 @@
-// Command msgx-ingest discovers new rows in the shared inbox and enqueues them in ID order.
+// Command msgx-ingest discovers new rows in the shared inbox and enqueues them in ID order,
+// and serves the compat HTTP entry that writes messages into that inbox.
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"os"
 
+	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/service"
+	"github.com/msgexchange/msgexchange/services/ingest/internal/compat"
 	"github.com/msgexchange/msgexchange/services/ingest/internal/discovery"
 )
 
@@ -21,13 +26,38 @@ func run(ctx context.Context, b *service.Base) error {
 	defer in.Close()
 	b.Admin.AddCheck("inbox", in.Ping)
 	p := b.Config.Pipeline
+	var seed *cursor.Seed
+	if p.CutoverWatermark != "" {
+		s, err := cursor.ParseSeed(p.CutoverWatermark)
+		if err != nil {
+			return err
+		}
+		seed = &s
+	}
 	poller := discovery.New(discovery.Config{
-		PollInterval:   p.PollInterval,
-		ClaimBatch:     p.ClaimBatch,
-		MaxCommitDelay: p.MaxCommitDelay,
+		PollInterval:       p.PollInterval,
+		ClaimBatch:         p.ClaimBatch,
+		MaxCommitDelay:     p.MaxCommitDelay,
+		LateDetectPeriod:   p.LateDetectPeriod,
+		LateWatchRetention: cmp.Or(p.LateWatchRetention, p.OverdueBackfill),
+		Seed:               seed,
 	}, in, b.Clock, b.Logger, b.Telemetry, b.Registry)
 	elector := b.Elector()
-	return b.Run(ctx, func(ctx context.Context) error {
+	actors := []service.Actor{func(ctx context.Context) error {
 		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error { return poller.Run(ctx, s) })
-	})
+	}}
+
+	// The compat entry writes only the inbox, so every replica serves it, the standby too.
+	h, err := compat.New(compat.Config{Token: b.Config.HTTPToken, Insecure: b.Config.HTTPInsecure, MaxBody: b.Config.HTTPMaxBody},
+		in, b.Clock, b.Logger, b.Registry)
+	switch {
+	case errors.Is(err, compat.ErrNoToken) || b.Config.HTTPAddr == "":
+		b.Logger.Warn("compat HTTP entry not served: set MSGX_HTTP_TOKEN (and MSGX_HTTP_ADDR) to accept POST "+compat.Path,
+			"http_addr", b.Config.HTTPAddr)
+	case err != nil:
+		return err
+	default:
+		actors = append(actors, func(ctx context.Context) error { return h.Run(ctx, b.Config.HTTPAddr) })
+	}
+	return b.Run(ctx, actors...)
 }

@@ -31,6 +31,13 @@ type Config struct {
 	PollInterval   time.Duration
 	ClaimBatch     int
 	MaxCommitDelay time.Duration
+	// LateDetectPeriod is how often the released holes are looked up for late arrivals.
+	LateDetectPeriod time.Duration
+	// LateWatchRetention is how long after its release a hole is still looked up.
+	LateWatchRetention time.Duration
+	// Seed is the configured cutover seed (pipeline.cutover-watermark); nil when seeding is
+	// left to the operator.
+	Seed *cursor.Seed
 }
 
 // Poller runs discovery rounds.
@@ -41,15 +48,23 @@ type Poller struct {
 	logger    *slog.Logger
 	telemetry *telemetry.Telemetry
 	metrics   *metrics
+
+	// seed is the configured seed until it has been applied or refused; only the goroutine
+	// running the rounds touches it.
+	seed *cursor.Seed
+	// waitingSeed records that the empty-inbox wait was logged, so it is logged once.
+	waitingSeed bool
+	// lateDue is when the next late-arrival lookup is due (zero: at the first chance).
+	lateDue time.Time
 }
 
 // New builds a poller and registers its metrics.
 func New(cfg Config, in *inbox.Inbox, clk clock.Clock, logger *slog.Logger, tel *telemetry.Telemetry, reg prometheus.Registerer) *Poller {
-	return &Poller{cfg: cfg, inbox: in, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg)}
+	return &Poller{cfg: cfg, inbox: in, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg), seed: cfg.Seed}
 }
 
-// Run runs a round every poll interval until ctx ends. A failed round changes nothing and is
-// retried at the next tick.
+// Run runs a round every poll interval, and the late-arrival lookup every late-detect period,
+// until ctx ends. A failed round changes nothing and is retried at the next tick.
 func (p *Poller) Run(ctx context.Context, tx Txer) error {
 	t := time.NewTicker(p.cfg.PollInterval)
 	defer t.Stop()
@@ -57,6 +72,14 @@ func (p *Poller) Run(ctx context.Context, tx Txer) error {
 		more, err := p.Round(ctx, tx)
 		if err != nil && ctx.Err() == nil {
 			p.logger.Error("discovery round failed; watermark unchanged", "err", err)
+		}
+		if now := p.clock.Now(); !now.Before(p.lateDue) && ctx.Err() == nil {
+			// Due again one period later whether or not it succeeded: a failing inbox is
+			// already retried by every round, and the holes stay watched.
+			p.lateDue = now.Add(p.cfg.LateDetectPeriod)
+			if _, err := p.Reconcile(ctx, tx); err != nil && ctx.Err() == nil {
+				p.logger.Error("late-arrival lookup failed; retried next period", "err", err)
+			}
 		}
 		if more && err == nil {
 			continue // a full batch: the backlog goes on without waiting for the tick
@@ -76,6 +99,11 @@ func (p *Poller) Run(ctx context.Context, tx Txer) error {
 func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 	start := p.clock.Now()
 	defer func() { p.metrics.roundDuration.Observe(p.clock.Now().Sub(start).Seconds()) }()
+	if p.seed != nil {
+		if ready, err := p.applySeed(ctx, txer); !ready || err != nil {
+			return false, err
+		}
+	}
 	var cur cursor.Cursor
 	if err := txer.Tx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -98,8 +126,9 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 		if err != nil {
 			return err
 		}
-		if again.W != cur.W {
-			return fmt.Errorf("cursor moved from %d to %d during the round", cur.W, again.W)
+		if again.W != cur.W || !sameTime(again.HoleSince, cur.HoleSince) || !sameTime(again.SeededAt, cur.SeededAt) {
+			// Only a cutover seeding can do this while this instance holds the role.
+			return fmt.Errorf("cursor changed during the round (W %d → %d); the round is retried", cur.W, again.W)
 		}
 		msgs := make([]queue.NewMessage, len(pl.Enqueue))
 		for i, r := range pl.Enqueue {
@@ -164,6 +193,9 @@ type metrics struct {
 	enqueued       prometheus.Counter
 	readErrors     prometheus.Counter
 	roundDuration  prometheus.Histogram
+	lateDetected   prometheus.Counter
+	lateEnqueued   prometheus.Counter
+	watchedHoles   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -179,10 +211,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		enqueued: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_ingest_rows_enqueued_total",
 			Help: "Inbox rows enqueued into proc_state."}),
 		readErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_ingest_inbox_read_errors_total",
-			Help: "Discovery rounds that could not read the inbox."}),
+			Help: "Discovery rounds and late-arrival lookups that could not read the inbox."}),
+		lateDetected: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_ingest_late_arrival_detected_total",
+			Help: "Inbox rows found inside a released permanent hole after W had passed them."}),
+		lateEnqueued: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_ingest_late_arrival_enqueued_total",
+			Help: "Late arrivals enqueued into proc_state by the reconciliation."}),
+		watchedHoles: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_ingest_watched_holes",
+			Help: "Released holes still looked up for late arrivals (released within the watch retention)."}),
 		roundDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgx_ingest_round_duration_seconds",
 			Help: "Duration of one discovery round.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 	}
-	reg.MustRegister(m.watermark, m.lag, m.holeAge, m.permanentHoles, m.enqueued, m.readErrors, m.roundDuration)
+	reg.MustRegister(m.watermark, m.lag, m.holeAge, m.permanentHoles, m.enqueued, m.readErrors, m.roundDuration,
+		m.lateDetected, m.lateEnqueued, m.watchedHoles)
 	return m
+}
+
+func sameTime(a, b *time.Time) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && a.Equal(*b))
 }

@@ -1,0 +1,42 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// MaxRanges bounds how many ID ranges one InRanges call may look up, so that the statement
+// stays small whatever the number of watched holes.
+const MaxRanges = 100
+
+// InRanges returns up to limit rows whose ID lies in one of the inclusive ranges and is
+// greater than after, in ID order (late-arrival reconciliation pages through the released
+// holes with after). Each range is a primary-key range scan; like After, it never looks at the
+// processed marker.
+func (i *Inbox) InRanges(ctx context.Context, ranges [][2]int64, after int64, limit int) ([]Row, error) {
+	if len(ranges) == 0 {
+		return nil, nil
+	}
+	if len(ranges) > MaxRanges {
+		return nil, fmt.Errorf("look up inbox ranges: %d ranges, at most %d per call", len(ranges), MaxRanges)
+	}
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	var where strings.Builder
+	args := make([]any, 0, 2*len(ranges)+2)
+	for n, r := range ranges {
+		if n > 0 {
+			where.WriteString(" OR ")
+		}
+		where.WriteString("CMINMSGS_ID BETWEEN ? AND ?")
+		args = append(args, r[0], r[1])
+	}
+	args = append(args, after, limit)
+	rows, err := i.db.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_RECEIVED FROM cminmsgs
+		WHERE (`+where.String()+`) AND CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d inbox ranges: %w", len(ranges), err)
+	}
+	return scanRows(rows)
+}

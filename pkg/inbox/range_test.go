@@ -1,0 +1,80 @@
+package inbox_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+)
+
+func TestInRanges(t *testing.T) {
+	t.Parallel()
+	my := mysqltest.New(t)
+	in, err := inbox.Open(my.ServiceDSN, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	for range 12 {
+		my.InsertInbox(t, "<MSG/>", nil)
+	}
+	ids := func(rows []inbox.Row) []int64 {
+		var out []int64
+		for _, r := range rows {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	ranges := [][2]int64{{2, 3}, {6, 6}, {9, 11}, {20, 30}}
+	tests := []struct {
+		after int64
+		limit int
+		want  []int64
+	}{
+		{after: 0, limit: 100, want: []int64{2, 3, 6, 9, 10, 11}},
+		{after: 0, limit: 3, want: []int64{2, 3, 6}},
+		{after: 6, limit: 2, want: []int64{9, 10}},
+		{after: 11, limit: 100, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("after %d limit %d", tt.after, tt.limit), func(t *testing.T) {
+			rows, err := in.InRanges(t.Context(), ranges, tt.after, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ids(rows); !slices.Equal(got, tt.want) {
+				t.Errorf("ids = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if _, err := in.InRanges(t.Context(), make([][2]int64, inbox.MaxRanges+1), 0, 10); err == nil {
+		t.Error("more than MaxRanges ranges were accepted")
+	}
+}
+
+func TestRejected(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"data too long", fmt.Errorf("insert: %w", &mysql.MySQLError{Number: 1406}), true},
+		{"command denied", &mysql.MySQLError{Number: 1142}, true},
+		{"lock wait timeout", &mysql.MySQLError{Number: 1205}, false},
+		{"too many connections", &mysql.MySQLError{Number: 1040}, false},
+		{"broken connection", mysql.ErrInvalidConn, false},
+		{"timeout", errors.New("context deadline exceeded"), false},
+	}
+	for _, tt := range tests {
+		if got := inbox.Rejected(tt.err); got != tt.want {
+			t.Errorf("%s: Rejected = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
