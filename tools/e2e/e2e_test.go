@@ -66,6 +66,7 @@ type env struct {
 	stack    *stack.Stack
 	token    string
 	grpcAddr string
+	httpAddr string
 	records  *recorder
 }
 
@@ -77,7 +78,7 @@ const (
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	bin := binaries(t)
-	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), redis: redistest.New(t), token: "e2e-token", grpcAddr: freePort(t)}
+	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), redis: redistest.New(t), token: "e2e-token", grpcAddr: freePort(t), httpAddr: freePort(t)}
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topicMsg, topicSchd))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
@@ -93,7 +94,8 @@ func newEnv(t testing.TB) *env {
 		"MSGX_REDIS_PREFIX=" + e.redis.Prefix,
 		"MSGX_KAFKA_BROKERS=" + broker.ListenAddrs()[0],
 		"MSGX_ADMIN_ADDR=127.0.0.1:0",
-		"MSGX_HTTP_ADDR=127.0.0.1:0",
+		"MSGX_HTTP_ADDR=" + e.httpAddr,
+		"MSGX_HTTP_TOKEN=" + e.token,
 		"MSGX_GRPC_ADDR=" + e.grpcAddr,
 		"MSGX_CONTROL_TOKEN=" + e.token,
 		"MSGX_PIPELINE_POLL_INTERVAL=100ms",
