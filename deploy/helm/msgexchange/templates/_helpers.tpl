@@ -1,0 +1,147 @@
+{{/* Names. */}}
+{{- define "msgexchange.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "msgexchange.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The five roles, in start order. */}}
+{{- define "msgexchange.roles" -}}
+ingest pump dispatcher backfill control
+{{- end -}}
+
+{{- define "msgexchange.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "msgexchange.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: msgexchange
+{{- end -}}
+
+{{/* Selector labels of one component: (dict "root" $ "component" "pump"). */}}
+{{- define "msgexchange.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "msgexchange.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "msgexchange.componentLabels" -}}
+{{ include "msgexchange.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The image of a service: (dict "root" $ "component" "pump"). */}}
+{{- define "msgexchange.image" -}}
+{{- $img := .root.Values.image -}}
+{{- $svc := (get .root.Values.services .component) | default dict -}}
+{{- $own := $svc.image | default dict -}}
+{{- $registry := $own.registry | default $img.registry -}}
+{{- $repository := $own.repository | default $img.repository -}}
+{{- $tag := $own.tag | default $img.tag | default .root.Chart.AppVersion -}}
+{{- $ref := printf "%s/msgx-%s:%s" $repository .component $tag -}}
+{{- if $registry -}}{{- $ref = printf "%s/%s" $registry $ref -}}{{- end -}}
+{{- $ref -}}
+{{- end -}}
+
+{{- define "msgexchange.connectionsSecret" -}}
+{{- .Values.connections.existingSecret | default (printf "%s-connections" (include "msgexchange.fullname" .)) -}}
+{{- end -}}
+
+{{- define "msgexchange.tokensSecret" -}}
+{{- .Values.tokens.existingSecret | default (printf "%s-tokens" (include "msgexchange.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+A parameter value as the services parse it. Helm reads numbers in values as float64, which
+would print 33554432 as 3.3554432e+07; whole numbers are printed as integers.
+*/}}
+{{- define "msgexchange.paramValue" -}}
+{{- if kindIs "float64" . -}}
+{{- if eq (float64 (int64 .)) . -}}{{ int64 . }}{{- else -}}{{ . }}{{- end -}}
+{{- else -}}
+{{- . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A duration parameter in seconds, for alert thresholds and the kill grace period. It accepts
+what the services accept (pkg/config.ParseDuration): Go durations and a whole number of days.
+*/}}
+{{- define "msgexchange.seconds" -}}
+{{- $s := trim (toString .) -}}
+{{- $parts := regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h|d)" $s -1 -}}
+{{- if or (not $parts) (ne (join "" $parts) $s) -}}
+{{- fail (printf "%q is not a duration (e.g. 90s, 10m, 1h30m, 30d)" $s) -}}
+{{- end -}}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 "d" 86400.0 -}}
+{{- $total := 0.0 -}}
+{{- range $parts -}}
+{{- $unit := regexFind "(ns|us|µs|ms|s|m|h|d)$" . -}}
+{{- $total = addf $total (mulf (float64 (trimSuffix $unit .)) (get $units $unit)) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/* The parameter key's environment variable (pkg/config.EnvName). */}}
+{{- define "msgexchange.envName" -}}
+{{- printf "MSGX_%s" (. | upper | replace "." "_" | replace "-" "_") -}}
+{{- end -}}
+
+{{/* PromQL matchers picking this release's series. */}}
+{{- define "msgexchange.alertSelector" -}}
+{{- if .Values.monitoring.prometheusRule.selector -}}
+{{- .Values.monitoring.prometheusRule.selector -}}
+{{- else -}}
+{{- $roles := include "msgexchange.roles" . | splitList " " -}}
+namespace="{{ .Release.Namespace }}",job=~"{{ include "msgexchange.fullname" . }}-({{ join "|" $roles }})"
+{{- end -}}
+{{- end -}}
+
+{{/* Environment shared by every container: (dict "root" $ "component" "pump"). */}}
+{{- define "msgexchange.env" -}}
+{{- $root := .root -}}
+- name: MSGX_PG_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "msgexchange.connectionsSecret" $root }}
+      key: pg-dsn
+- name: MSGX_MYSQL_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "msgexchange.connectionsSecret" $root }}
+      key: mysql-dsn
+- name: MSGX_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "msgexchange.connectionsSecret" $root }}
+      key: redis-url
+- name: MSGX_ADMIN_ADDR
+  value: ":9090"
+# The pod name: logs, metrics and the role_holder row name the instance.
+- name: MSGX_INSTANCE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: OTEL_SERVICE_NAME
+  value: msgx-{{ .component }}
+{{- with $root.Values.tracing.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- range $k, $v := $root.Values.tracing.env }}
+- name: {{ $k }}
+  value: {{ $v | toString | quote }}
+{{- end }}
+{{- end -}}

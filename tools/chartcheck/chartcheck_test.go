@@ -1,0 +1,810 @@
+// Package chartcheck renders the Helm chart deploy/helm/msgexchange with its default values and
+// with production-like values, decodes every manifest strictly into the Kubernetes API types
+// (an unknown or misspelt field fails), and checks what the chart promises: one Deployment per
+// service with replicas 1 and Recreate, the restricted security context, probes on the admin
+// port, the configuration the services accept, the secrets, the migration hook and one alert
+// per condition the seeds name. Schema validators that download schemas cannot run here; the
+// k8s.io/api types are the schema.
+package chartcheck
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/tools/stack"
+)
+
+const chartDir = "deploy/helm/msgexchange"
+
+var roles = []string{"ingest", "pump", "dispatcher", "backfill", "control"}
+
+// chartManaged are the parameters the chart sets itself rather than from values.config, and why.
+var chartManaged = map[string]string{
+	"pg-dsn":             "from the connections Secret",
+	"mysql-dsn":          "from the connections Secret",
+	"redis-url":          "from the connections Secret",
+	"control-token":      "the token is a mounted file (control-token-file)",
+	"control-token-file": "the mounted tokens Secret",
+	"http.token":         "from the tokens Secret",
+	"control-tls-cert":   "a mounted TLS Secret (services.control.tls)",
+	"control-tls-key":    "a mounted TLS Secret (services.control.tls)",
+	"control-client-ca":  "a mounted CA Secret (services.control.tls)",
+	"admin-addr":         "fixed: the probes and the ServiceMonitor use port 9090",
+	"http-addr":          "fixed: the ingest Service targets port 8080",
+	"grpc-addr":          "fixed: the control Service targets port 9000",
+	"instance":           "the pod name",
+	"control-insecure":   "development only; the chart always provides a token",
+	"http.insecure":      "development only; the chart always provides a token",
+}
+
+// chartDefaults are values.config defaults that differ from the programs' on purpose.
+var chartDefaults = map[string]string{
+	// The programs' empty default means "start msgx-devkafka" in `make demo`; a cluster has a
+	// Kafka of its own.
+	"kafka-brokers": "kafka:9092",
+}
+
+// wantAlerts are the alerts of the PrometheusRule: one per condition the seeds name.
+var wantAlerts = []string{
+	"MsgxMessagesDead",            // DEAD messages
+	"MsgxQueueHeadTooOld",         // head age over pipeline.head-age-alert
+	"MsgxLateArrivalDetected",     // late arrival detected
+	"MsgxIngestHoleStuck",         // hole stuck past pipeline.max-commit-delay
+	"MsgxIngestWatermarkLag",      // watermark lag
+	"MsgxBackfillAbandoned",       // backfill abandoned
+	"MsgxBackfillRetriesExceeded", // pipeline.backfill-max-attempts (alert only)
+	"MsgxDispatcherDead",          // dispatcher DEAD
+	"MsgxRoleNoActiveInstance",    // a role with no active instance
+}
+
+// rendering is one `helm template` run and what it must contain.
+type rendering struct {
+	name      string
+	release   string
+	namespace string
+	values    []string // -f files, relative to the chart
+	// Secrets named in values that the chart must reference instead of rendering its own.
+	connectionsSecret, tokensSecret string
+	headAgeSeconds                  string
+	maxCommitDelaySeconds           string
+	gracePeriod                     int64
+}
+
+var renderings = []rendering{
+	{
+		name: "defaults", release: "msgx", namespace: "default",
+		connectionsSecret: "msgx-msgexchange-connections", tokensSecret: "msgx-msgexchange-tokens",
+		headAgeSeconds: "600", maxCommitDelaySeconds: "300", gracePeriod: 30,
+	},
+	{
+		name: "production", release: "gw", namespace: "gateway", values: []string{"ci/production-values.yaml"},
+		connectionsSecret: "msgx-connections", tokensSecret: "msgx-tokens",
+		headAgeSeconds: "900", maxCommitDelaySeconds: "600", gracePeriod: 55,
+	},
+}
+
+func TestChartRendersValidManifests(t *testing.T) {
+	root := repoRoot(t)
+	helm := helmBinary(t, root)
+	for _, r := range renderings {
+		t.Run(r.name, func(t *testing.T) {
+			args := []string{"template", r.release, filepath.Join(root, chartDir), "--namespace", r.namespace}
+			for _, v := range r.values {
+				args = append(args, "-f", filepath.Join(root, chartDir, v))
+			}
+			out := run(t, helm, args...)
+			m := decodeAll(t, out)
+			checkManifests(t, root, r, m)
+		})
+	}
+}
+
+// TestValuesListEveryParameter keeps values.yaml's config in step with pkg/config: every
+// parameter an operator may set is there under the seeds' name, with the programs' default.
+func TestValuesListEveryParameter(t *testing.T) {
+	root := repoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatalf("values.yaml: %v", err)
+	}
+	keys := config.Keys()
+	for k := range chartManaged {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("chartManaged names %q, which pkg/config no longer has: remove it here", k)
+		}
+	}
+	for k, def := range keys {
+		if _, managed := chartManaged[k]; managed {
+			if _, ok := values.Config[k]; ok {
+				t.Errorf("values.yaml config sets %q, which the chart sets itself (%s)", k, chartManaged[k])
+			}
+			continue
+		}
+		v, ok := values.Config[k]
+		if !ok {
+			t.Errorf("values.yaml config lacks the parameter %q (default %q): add `%s: %q` to %s/values.yaml",
+				k, def, k, def, chartDir)
+			continue
+		}
+		want := def
+		if d, ok := chartDefaults[k]; ok {
+			want = d
+		}
+		if got := valueString(v); got != want {
+			t.Errorf("values.yaml config %s = %q, but the default is %q", k, got, want)
+		}
+	}
+	for k := range values.Config {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("values.yaml config has %q, which is not a parameter of pkg/config", k)
+		}
+	}
+}
+
+// TestSecondsHelper checks the template helper that turns parameter durations into alert
+// thresholds, with the durations pkg/config accepts.
+func TestSecondsHelper(t *testing.T) {
+	root := repoRoot(t)
+	helm := helmBinary(t, root)
+	for _, c := range []struct {
+		in   string
+		want float64
+	}{
+		{"10m", 600}, {"90s", 90}, {"1h30m", 5400}, {"30d", 30 * 86400}, {"1500ms", 1.5}, {"2h0m5s", 7205},
+	} {
+		out := run(t, helm, "template", "x", filepath.Join(root, chartDir), "--show-only", "templates/prometheusrule.yaml",
+			"--set-string", "config.pipeline\\.head-age-alert="+c.in)
+		m := regexp.MustCompile(`msgx_pump_head_age_seconds\{[^}]*\}\) > ([0-9.e+]+)`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: no head-age threshold in\n%s", c.in, out)
+		}
+		got, err := strconv.ParseFloat(string(m[1]), 64)
+		if err != nil || got != c.want {
+			t.Errorf("head-age-alert %s: threshold %s, want %v", c.in, m[1], c.want)
+		}
+		d, err := config.ParseDuration(c.in)
+		if err != nil || d.Seconds() != c.want {
+			t.Errorf("the case %s disagrees with config.ParseDuration (%v, %v)", c.in, d, err)
+		}
+	}
+	cmd := exec.Command(helm, "template", "x", filepath.Join(root, chartDir), "--set-string", "config.pipeline\\.head-age-alert=ten minutes")
+	if out, err := cmd.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("is not a duration")) {
+		t.Errorf("an invalid duration must fail the rendering; got err=%v\n%s", err, out)
+	}
+}
+
+// manifests are the decoded objects of one rendering.
+type manifests struct {
+	deployments map[string]*appsv1.Deployment
+	services    map[string]*corev1.Service
+	configMaps  map[string]*corev1.ConfigMap
+	secrets     map[string]*corev1.Secret
+	jobs        map[string]*batchv1.Job
+	monitors    []*serviceMonitor
+	rules       []*prometheusRule
+}
+
+// serviceMonitor and prometheusRule are the fields of the monitoring.coreos.com/v1 CRDs the
+// chart uses (not in k8s.io/api); decoding is strict, so a field outside them fails.
+type serviceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		JobLabel          string               `json:"jobLabel,omitempty"`
+		Selector          metav1.LabelSelector `json:"selector"`
+		NamespaceSelector struct {
+			Any        bool     `json:"any,omitempty"`
+			MatchNames []string `json:"matchNames,omitempty"`
+		} `json:"namespaceSelector"`
+		Endpoints []struct {
+			Port          string `json:"port"`
+			Path          string `json:"path,omitempty"`
+			Scheme        string `json:"scheme,omitempty"`
+			Interval      string `json:"interval,omitempty"`
+			ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+type prometheusRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Groups []struct {
+			Name     string `json:"name"`
+			Interval string `json:"interval,omitempty"`
+			Rules    []struct {
+				Alert         string            `json:"alert,omitempty"`
+				Record        string            `json:"record,omitempty"`
+				Expr          string            `json:"expr"`
+				For           string            `json:"for,omitempty"`
+				KeepFiringFor string            `json:"keep_firing_for,omitempty"`
+				Labels        map[string]string `json:"labels,omitempty"`
+				Annotations   map[string]string `json:"annotations,omitempty"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"spec"`
+}
+
+// decodeAll splits helm's output into documents and decodes each strictly by its kind.
+func decodeAll(t *testing.T, out []byte) *manifests {
+	t.Helper()
+	m := &manifests{
+		deployments: map[string]*appsv1.Deployment{}, services: map[string]*corev1.Service{},
+		configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}, jobs: map[string]*batchv1.Job{},
+	}
+	for i, doc := range regexp.MustCompile(`(?m)^---[ \t]*$`).Split(string(out), -1) {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatalf("document %d is not YAML: %v\n%s", i, err, doc)
+		}
+		var obj any
+		var keep func()
+		switch tm.APIVersion + " " + tm.Kind {
+		case "apps/v1 Deployment":
+			d := &appsv1.Deployment{}
+			obj, keep = d, func() { m.deployments[d.Name] = d }
+		case "v1 Service":
+			s := &corev1.Service{}
+			obj, keep = s, func() { m.services[s.Name] = s }
+		case "v1 ConfigMap":
+			c := &corev1.ConfigMap{}
+			obj, keep = c, func() { m.configMaps[c.Name] = c }
+		case "v1 Secret":
+			s := &corev1.Secret{}
+			obj, keep = s, func() { m.secrets[s.Name] = s }
+		case "batch/v1 Job":
+			j := &batchv1.Job{}
+			obj, keep = j, func() { m.jobs[j.Name] = j }
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			s := &serviceMonitor{}
+			obj, keep = s, func() { m.monitors = append(m.monitors, s) }
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			r := &prometheusRule{}
+			obj, keep = r, func() { m.rules = append(m.rules, r) }
+		default:
+			t.Fatalf("document %d: unexpected kind %q %q; teach chartcheck to decode it\n%s", i, tm.APIVersion, tm.Kind, doc)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("document %d (%s): strict decoding failed: %v\n%s", i, tm.Kind, err, doc)
+		}
+		keep()
+	}
+	return m
+}
+
+func checkManifests(t *testing.T, root string, r rendering, m *manifests) {
+	fullname := r.release + "-msgexchange"
+	if len(m.deployments) != len(roles) {
+		t.Errorf("%d Deployments, want one per service (%d)", len(m.deployments), len(roles))
+	}
+	cm, ok := m.configMaps[fullname+"-config"]
+	if !ok {
+		t.Fatalf("no ConfigMap %s-config", fullname)
+	}
+	for _, role := range roles {
+		d, ok := m.deployments[fullname+"-"+role]
+		if !ok {
+			t.Errorf("no Deployment %s-%s", fullname, role)
+			continue
+		}
+		checkDeployment(t, r, m, cm, role, d)
+	}
+	checkSecrets(t, r, m, fullname)
+	checkServices(t, m, fullname)
+	checkMigration(t, r, m, fullname)
+	checkMonitoring(t, root, r, m, fullname)
+}
+
+func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigMap, role string, d *appsv1.Deployment) {
+	t.Helper()
+	where := "Deployment " + d.Name
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("%s: replicas %v, want 1 (single active instance per role)", where, d.Spec.Replicas)
+	}
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("%s: strategy %q, want Recreate", where, d.Spec.Strategy.Type)
+	}
+	if !selectorMatches(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+		t.Errorf("%s: selector %v does not match the pod labels %v", where, d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+	}
+	pod := d.Spec.Template.Spec
+	if pod.TerminationGracePeriodSeconds == nil || *pod.TerminationGracePeriodSeconds != r.gracePeriod {
+		t.Errorf("%s: terminationGracePeriodSeconds %v, want %d (shutdown-timeout + 10s)", where, pod.TerminationGracePeriodSeconds, r.gracePeriod)
+	}
+	psc := pod.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil ||
+		psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: pod securityContext %+v, want runAsNonRoot and seccomp RuntimeDefault", where, psc)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%s: %d containers, want 1", where, len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if !strings.HasSuffix(strings.SplitN(c.Image, ":", 2)[0], "/msgx-"+role) {
+		t.Errorf("%s: image %q is not msgx-%s", where, c.Image, role)
+	}
+	checkRestricted(t, where, c.SecurityContext)
+	for name, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != name || p.HTTPGet.Port.String() != "admin" {
+			t.Errorf("%s: probe %s missing or not on the admin port: %+v", where, name, p)
+		}
+	}
+	if port(c.Ports, "admin") != 9090 {
+		t.Errorf("%s: no admin port 9090", where)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("%s: resources %+v, want cpu and memory requests and a memory limit", where, c.Resources)
+	}
+
+	// The environment the process gets: the ConfigMap, then the literal variables; the secret
+	// references must name a Secret that holds the key.
+	env := map[string]string{}
+	for _, from := range c.EnvFrom {
+		if from.ConfigMapRef == nil || from.ConfigMapRef.Name != cm.Name {
+			t.Errorf("%s: envFrom %+v, want the ConfigMap %s", where, from, cm.Name)
+			continue
+		}
+		for k, v := range cm.Data {
+			env[k] = v
+		}
+	}
+	mounts := map[string]string{} // mount path → volume
+	for _, vm := range c.VolumeMounts {
+		mounts[vm.MountPath] = vm.Name
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			checkSecretRef(t, where+" "+e.Name, r, m, ref.Name, ref.Key)
+			env[e.Name] = "secret"
+		case e.ValueFrom.FieldRef != nil:
+			env[e.Name] = "pod-name"
+		default:
+			t.Errorf("%s: %s has an unexpected source %+v", where, e.Name, e.ValueFrom)
+		}
+	}
+	for _, k := range []string{"MSGX_PG_DSN", "MSGX_MYSQL_DSN", "MSGX_REDIS_URL"} {
+		if env[k] != "secret" {
+			t.Errorf("%s: %s must come from a Secret", where, k)
+		}
+	}
+	if env["MSGX_INSTANCE"] != "pod-name" {
+		t.Errorf("%s: MSGX_INSTANCE must be the pod name", where)
+	}
+	if env["MSGX_ADMIN_ADDR"] != ":9090" {
+		t.Errorf("%s: MSGX_ADMIN_ADDR = %q, want :9090 (probes and scraping)", where, env["MSGX_ADMIN_ADDR"])
+	}
+	switch role {
+	case "ingest":
+		if env["MSGX_HTTP_ADDR"] != ":8080" || port(c.Ports, "http") != 8080 || env["MSGX_HTTP_TOKEN"] != "secret" {
+			t.Errorf("%s: compat HTTP must listen on :8080 with its token from a Secret", where)
+		}
+	case "control":
+		if env["MSGX_GRPC_ADDR"] != ":9000" || port(c.Ports, "grpc") != 9000 {
+			t.Errorf("%s: gRPC must listen on :9000", where)
+		}
+		checkTokenFile(t, r, m, where, pod, mounts, env["MSGX_CONTROL_TOKEN_FILE"])
+	}
+
+	// What the chart renders must be a configuration the services accept.
+	for k := range cm.Data {
+		if !isParamEnv(k) {
+			t.Errorf("ConfigMap %s: %s is not the variable of any parameter", cm.Name, k)
+		}
+	}
+	lookup := func(k string) (string, bool) {
+		switch k {
+		case "MSGX_CONTROL_TOKEN_FILE", "MSGX_CONTROL_TLS_CERT", "MSGX_CONTROL_TLS_KEY", "MSGX_CONTROL_CLIENT_CA":
+			// Paths inside the pod; checked above, not readable here.
+			return "", false
+		}
+		v, ok := env[k]
+		return v, ok
+	}
+	if _, err := config.Load(lookup); err != nil {
+		t.Errorf("%s: the rendered environment is refused by pkg/config: %v", where, err)
+	}
+}
+
+func checkRestricted(t *testing.T, where string, sc *corev1.SecurityContext) {
+	t.Helper()
+	if sc == nil {
+		t.Errorf("%s: no container securityContext", where)
+		return
+	}
+	ok := sc.RunAsNonRoot != nil && *sc.RunAsNonRoot &&
+		sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem &&
+		sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation &&
+		sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(sc.Capabilities.Add) == 0 &&
+		sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault &&
+		(sc.Privileged == nil || !*sc.Privileged)
+	if !ok {
+		t.Errorf("%s: container securityContext %+v is not restricted (runAsNonRoot, readOnlyRootFilesystem, no privilege escalation, drop ALL, seccomp RuntimeDefault)", where, sc)
+	}
+}
+
+// checkTokenFile follows MSGX_CONTROL_TOKEN_FILE to the Secret key it is mounted from.
+func checkTokenFile(t *testing.T, r rendering, m *manifests, where string, pod corev1.PodSpec, mounts map[string]string, path string) {
+	t.Helper()
+	dir, file := filepath.Split(path)
+	volume, ok := mounts[filepath.Clean(dir)]
+	if path == "" || !ok {
+		t.Errorf("%s: MSGX_CONTROL_TOKEN_FILE %q is not in a mounted volume (%v)", where, path, mounts)
+		return
+	}
+	for _, v := range pod.Volumes {
+		if v.Name != volume {
+			continue
+		}
+		if v.Secret == nil {
+			t.Errorf("%s: the token volume %s is not a Secret", where, volume)
+			return
+		}
+		for _, item := range v.Secret.Items {
+			if item.Path == file {
+				checkSecretRef(t, where+" token file", r, m, v.Secret.SecretName, item.Key)
+				return
+			}
+		}
+		t.Errorf("%s: the token volume %s has no item %s", where, volume, file)
+		return
+	}
+	t.Errorf("%s: no volume %s", where, volume)
+}
+
+// checkSecretRef checks that a reference names the release's own Secret holding the key, or
+// the existing Secret named in values.
+func checkSecretRef(t *testing.T, where string, r rendering, m *manifests, name, key string) {
+	t.Helper()
+	if name != r.connectionsSecret && name != r.tokensSecret {
+		t.Errorf("%s: refers to Secret %q, want %s or %s", where, name, r.connectionsSecret, r.tokensSecret)
+		return
+	}
+	s, rendered := m.secrets[name]
+	if !rendered {
+		return // an existing Secret from values: its keys are documented in values.yaml
+	}
+	_, inData := s.Data[key]
+	_, inString := s.StringData[key]
+	if !inData && !inString {
+		t.Errorf("%s: Secret %s has no key %q", where, name, key)
+	}
+}
+
+func checkSecrets(t *testing.T, r rendering, m *manifests, fullname string) {
+	t.Helper()
+	own := r.connectionsSecret == fullname+"-connections"
+	if _, rendered := m.secrets[r.connectionsSecret]; rendered != own {
+		t.Errorf("Secret %s rendered=%v, want %v", r.connectionsSecret, rendered, own)
+	}
+	if s, ok := m.secrets[r.tokensSecret]; ok {
+		for _, k := range []string{"control-token", "http-token"} {
+			if len(s.Data[k]) < 32 {
+				t.Errorf("Secret %s: %s is %d bytes, want a generated token of at least 32", s.Name, k, len(s.Data[k]))
+			}
+		}
+	}
+	for name, s := range m.secrets {
+		for k := range s.StringData {
+			if strings.Contains(strings.ToUpper(k), "TOKEN") {
+				t.Errorf("Secret %s: token %s in stringData", name, k)
+			}
+		}
+	}
+	if cm := m.configMaps[fullname+"-config"]; cm != nil {
+		for k := range cm.Data {
+			for _, secret := range []string{"MSGX_PG_DSN", "MSGX_MYSQL_DSN", "MSGX_REDIS_URL", "MSGX_CONTROL_TOKEN", "MSGX_HTTP_TOKEN"} {
+				if k == secret {
+					t.Errorf("ConfigMap %s holds %s, which belongs in a Secret", cm.Name, k)
+				}
+			}
+		}
+	}
+}
+
+func checkServices(t *testing.T, m *manifests, fullname string) {
+	t.Helper()
+	for _, role := range roles {
+		s, ok := m.services[fullname+"-"+role]
+		if !ok {
+			t.Errorf("no Service %s-%s (the ServiceMonitor scrapes through it)", fullname, role)
+			continue
+		}
+		d := m.deployments[fullname+"-"+role]
+		if d != nil && !selectorMatches(s.Spec.Selector, d.Spec.Template.Labels) {
+			t.Errorf("Service %s selects %v, not the pods of %s", s.Name, s.Spec.Selector, d.Name)
+		}
+		want := map[string]string{"admin": "admin"}
+		switch role {
+		case "ingest":
+			want["http"] = "http"
+		case "control":
+			want["grpc"] = "grpc"
+		}
+		got := map[string]string{}
+		for _, p := range s.Spec.Ports {
+			got[p.Name] = p.TargetPort.String()
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("Service %s ports %v, want %v", s.Name, got, want)
+		}
+	}
+	if p := servicePort(m.services[fullname+"-ingest"], "http"); p != 8080 {
+		t.Errorf("ingest's compat HTTP Service port %d, want 8080", p)
+	}
+	if p := servicePort(m.services[fullname+"-control"], "grpc"); p != 9000 {
+		t.Errorf("control's gRPC Service port %d, want 9000", p)
+	}
+}
+
+func checkMigration(t *testing.T, r rendering, m *manifests, fullname string) {
+	t.Helper()
+	j, ok := m.jobs[fullname+"-migrate"]
+	if !ok {
+		t.Fatalf("no migration Job %s-migrate", fullname)
+	}
+	if hooks := j.Annotations["helm.sh/hook"]; hooks != "pre-install,pre-upgrade" {
+		t.Errorf("Job %s: helm.sh/hook %q, want pre-install,pre-upgrade", j.Name, hooks)
+	}
+	pod := j.Spec.Template.Spec
+	if pod.RestartPolicy != corev1.RestartPolicyNever || len(pod.Containers) != 1 {
+		t.Fatalf("Job %s: restartPolicy %q with %d containers", j.Name, pod.RestartPolicy, len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if !strings.Contains(c.Image, "/msgx-control:") || !slices.Equal(c.Args, []string{"migrate"}) || len(c.Command) != 0 {
+		t.Errorf("Job %s: runs %s %v %v, want msgx-control migrate", j.Name, c.Image, c.Command, c.Args)
+	}
+	checkRestricted(t, "Job "+j.Name, c.SecurityContext)
+	for _, e := range c.Env {
+		if e.Name != "MSGX_PG_DSN" {
+			continue
+		}
+		ref := e.ValueFrom.SecretKeyRef
+		// A pre-install hook runs before the release's Secrets exist: the DSN must come from an
+		// existing Secret or a hook Secret of a lower weight.
+		if ref.Name == r.connectionsSecret && r.connectionsSecret == fullname+"-connections" {
+			t.Errorf("Job %s: reads the release's own Secret, which does not exist yet at pre-install", j.Name)
+		}
+		if s, ok := m.secrets[ref.Name]; ok {
+			w, _ := strconv.Atoi(s.Annotations["helm.sh/hook-weight"])
+			jw, _ := strconv.Atoi(j.Annotations["helm.sh/hook-weight"])
+			if s.Annotations["helm.sh/hook"] != j.Annotations["helm.sh/hook"] || w >= jw {
+				t.Errorf("Job %s: its Secret %s must be a hook created before it", j.Name, s.Name)
+			}
+		}
+		return
+	}
+	t.Errorf("Job %s: no MSGX_PG_DSN", j.Name)
+}
+
+func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fullname string) {
+	t.Helper()
+	if len(m.monitors) != 1 || len(m.rules) != 1 {
+		t.Fatalf("%d ServiceMonitors and %d PrometheusRules, want one each", len(m.monitors), len(m.rules))
+	}
+	sm := m.monitors[0]
+	for _, role := range roles {
+		s := m.services[fullname+"-"+role]
+		if s == nil || !selectorMatches(sm.Spec.Selector.MatchLabels, s.Labels) {
+			t.Errorf("ServiceMonitor %s does not select the Service of %s", sm.Name, role)
+		}
+	}
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "admin" || sm.Spec.Endpoints[0].Path != "/metrics" {
+		t.Errorf("ServiceMonitor %s endpoints %+v, want the admin port's /metrics", sm.Name, sm.Spec.Endpoints)
+	}
+	if !slices.Equal(sm.Spec.NamespaceSelector.MatchNames, []string{r.namespace}) {
+		t.Errorf("ServiceMonitor %s watches namespaces %v, want %s", sm.Name, sm.Spec.NamespaceSelector.MatchNames, r.namespace)
+	}
+
+	metrics := definedMetrics(t, root)
+	ops, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatalf("docs/operations.md: %v", err)
+	}
+	var got []string
+	exprs := map[string]string{}
+	for _, g := range m.rules[0].Spec.Groups {
+		for _, rule := range g.Rules {
+			got = append(got, rule.Alert)
+			exprs[rule.Alert] = rule.Expr
+			for _, name := range regexp.MustCompile(`\bmsgx_[a-z_]+`).FindAllString(rule.Expr, -1) {
+				if !metrics[name] {
+					t.Errorf("alert %s uses the metric %s, which no service defines", rule.Alert, name)
+				}
+			}
+			if !strings.Contains(rule.Expr, `namespace="`+r.namespace+`"`) {
+				t.Errorf("alert %s does not select this release's namespace: %s", rule.Alert, rule.Expr)
+			}
+			if strings.Count(rule.Expr, "(") != strings.Count(rule.Expr, ")") || strings.Count(rule.Expr, "{") != strings.Count(rule.Expr, "}") {
+				t.Errorf("alert %s: unbalanced expression %s", rule.Alert, rule.Expr)
+			}
+			if rule.Labels["severity"] == "" || rule.Annotations["summary"] == "" || rule.Annotations["description"] == "" {
+				t.Errorf("alert %s lacks a severity, summary or description", rule.Alert)
+			}
+			anchor := strings.ToLower(rule.Alert)
+			if !strings.HasSuffix(rule.Annotations["runbook_url"], "#"+anchor) {
+				t.Errorf("alert %s: runbook_url %q does not point at #%s", rule.Alert, rule.Annotations["runbook_url"], anchor)
+			}
+			if !regexp.MustCompile(`(?m)^#+ ` + rule.Alert + `\s*$`).Match(ops) {
+				t.Errorf("docs/operations.md has no heading %q for the alert's runbook", rule.Alert)
+			}
+		}
+	}
+	want := slices.Clone(wantAlerts)
+	sort.Strings(want)
+	sort.Strings(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("alerts %v, want %v", got, want)
+	}
+	if e := exprs["MsgxQueueHeadTooOld"]; !strings.HasSuffix(e, "> "+r.headAgeSeconds) {
+		t.Errorf("MsgxQueueHeadTooOld %q: threshold must be pipeline.head-age-alert = %ss", e, r.headAgeSeconds)
+	}
+	if e := exprs["MsgxIngestHoleStuck"]; !strings.HasSuffix(e, "> "+r.maxCommitDelaySeconds) {
+		t.Errorf("MsgxIngestHoleStuck %q: threshold must be pipeline.max-commit-delay = %ss", e, r.maxCommitDelaySeconds)
+	}
+	for _, role := range roles {
+		if e := exprs["MsgxRoleNoActiveInstance"]; !strings.Contains(e, `role="`+role+`"`) {
+			t.Errorf("MsgxRoleNoActiveInstance does not watch the role %s: %s", role, e)
+		}
+	}
+}
+
+// definedMetrics finds the metric names the programs register ("msgx_..." string literals in
+// non-test Go files of pkg and services).
+func definedMetrics(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	re := regexp.MustCompile(`"(msgx_[a-z_]+)"`)
+	for _, dir := range []string{"pkg", "services"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range re.FindAllSubmatch(b, -1) {
+				out[string(m[1])] = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func isParamEnv(name string) bool {
+	for k := range config.Keys() {
+		if config.EnvName(k) == name {
+			return true
+		}
+	}
+	return false
+}
+
+func selectorMatches(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func port(ports []corev1.ContainerPort, name string) int32 {
+	for _, p := range ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	return 0
+}
+
+func servicePort(s *corev1.Service, name string) int32 {
+	if s == nil {
+		return 0
+	}
+	for _, p := range s.Spec.Ports {
+		if p.Name == name {
+			return p.Port
+		}
+	}
+	return 0
+}
+
+// valueString renders a values.yaml scalar as the services would read it from the environment.
+func valueString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case float64:
+		if x == float64(int64(x)) {
+			return strconv.FormatInt(int64(x), 10)
+		}
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := stack.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// helmBinary finds helm in the repository's bin/ (where `make test` installs the pinned
+// version) or on PATH. Without it the chart is unchecked, which must not pass silently.
+func helmBinary(t *testing.T, root string) string {
+	t.Helper()
+	local := filepath.Join(root, "bin", "helm")
+	if _, err := os.Stat(local); err == nil {
+		return local
+	}
+	if p, err := exec.LookPath("helm"); err == nil {
+		return p
+	}
+	t.Fatalf("helm not found in %s or on PATH: run `make test` (it installs the pinned helm into bin/), or `make helm`", local)
+	return ""
+}
+
+func run(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
