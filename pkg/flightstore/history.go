@@ -47,9 +47,11 @@ func over(a string) string {
 // master, and a master moves, with all its children, only when every one of them is over too.
 // A child whose MAID names no current flight (dangling, or its master already moved) moves
 // alone.
-var historyPredicate = over("f") + `
+func historyPredicate() string {
+	return over("f") + `
 	AND NOT EXISTS (SELECT 1 FROM flight_schd m WHERE m.flid = f.maid AND f.maid <> f.flid)
 	AND NOT EXISTS (SELECT 1 FROM flight_schd c WHERE c.maid = f.flid AND c.flid <> f.flid AND NOT ` + over("c") + `)`
+}
 
 func (p HistoryPolicy) args(now time.Time) []any {
 	return []any{p.dayCutoff(now), now.Add(-p.QuietPeriod), now.Add(-p.Retention)}
@@ -59,7 +61,7 @@ func (p HistoryPolicy) args(now time.Time) []any {
 // operation day first. It takes no lock: Archive re-checks each one under the pipeline lock.
 func HistoryCandidates(ctx context.Context, q db.Executor, p HistoryPolicy, now time.Time, limit int) ([]string, error) {
 	args := append(p.args(now), limit)
-	rows, err := q.Query(ctx, `SELECT f.flid FROM flight_schd f WHERE `+historyPredicate+`
+	rows, err := q.Query(ctx, `SELECT f.flid FROM flight_schd f WHERE `+historyPredicate()+`
 		ORDER BY f.operation_day NULLS FIRST, f.flid LIMIT $4`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("history candidates: %w", err)
@@ -83,7 +85,7 @@ func HistoryCandidates(ctx context.Context, q db.Executor, p HistoryPolicy, now 
 // qualifies (updated, deleted or already archived meanwhile).
 func Archive(ctx context.Context, tx pgx.Tx, p HistoryPolicy, flid string, now time.Time) ([]flight.Flight, error) {
 	var locked string
-	err := tx.QueryRow(ctx, `SELECT f.flid FROM flight_schd f WHERE f.flid = $4 AND `+historyPredicate+` FOR UPDATE`,
+	err := tx.QueryRow(ctx, `SELECT f.flid FROM flight_schd f WHERE f.flid = $4 AND `+historyPredicate()+` FOR UPDATE`,
 		append(p.args(now), flid)...).Scan(&locked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil

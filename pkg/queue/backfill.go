@@ -104,3 +104,36 @@ func BackfillAbandon(ctx context.Context, q db.Executor, msgID int64, reason, la
 	}
 	return nil
 }
+
+// BackfillHealth is what the backfill's gauges show: the work still owed and what is stuck.
+type BackfillHealth struct {
+	// Unmarked counts terminal rows whose marker is neither confirmed nor abandoned, and
+	// OldestUnmarkedFinishedAt is the earliest finished_at among them (nil when none).
+	Unmarked                 int64
+	OldestUnmarkedFinishedAt *time.Time
+	// OverMaxAttempts counts unmarked, unabandoned rows whose attempts reached the alert
+	// threshold pipeline.backfill-max-attempts (alert only: they keep being retried until R).
+	OverMaxAttempts int64
+	// AbandonedByReason counts abandoned rows by reason; both reasons are always present.
+	AbandonedByReason map[string]int64
+}
+
+// ReadBackfillHealth reads BackfillHealth in one statement (one snapshot). The unmarked
+// predicate repeats the proc_state_backfill index's one, so it stays an index scan.
+func ReadBackfillHealth(ctx context.Context, q db.Executor, maxAttempts int) (BackfillHealth, error) {
+	h := BackfillHealth{AbandonedByReason: map[string]int64{AbandonMissingRow: 0, AbandonTransientDeadline: 0}}
+	var missing, deadline int64
+	err := q.QueryRow(ctx, `SELECT u.n, u.oldest, u.over,
+		(SELECT count(*) FROM proc_state WHERE backfill_abandoned_at IS NOT NULL AND backfill_abandon_reason = 'MISSING_ROW'),
+		(SELECT count(*) FROM proc_state WHERE backfill_abandoned_at IS NOT NULL AND backfill_abandon_reason = 'TRANSIENT_DEADLINE')
+		FROM (SELECT count(*) AS n, min(finished_at) AS oldest, count(*) FILTER (WHERE backfill_attempts >= $1) AS over
+			FROM proc_state WHERE backfill_at IS NULL AND backfill_abandoned_at IS NULL
+			  AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')) AS u`, maxAttempts).
+		Scan(&h.Unmarked, &h.OldestUnmarkedFinishedAt, &h.OverMaxAttempts, &missing, &deadline)
+	if err != nil {
+		return h, fmt.Errorf("backfill health: %w", err)
+	}
+	h.AbandonedByReason[AbandonMissingRow] = missing
+	h.AbandonedByReason[AbandonTransientDeadline] = deadline
+	return h, nil
+}

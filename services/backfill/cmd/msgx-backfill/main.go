@@ -1,13 +1,20 @@
-// Command msgx-backfill writes the processed markers back to the shared inbox.
+// Command msgx-backfill writes the processed markers back to the shared inbox and runs the
+// retention sweeps (proc_state, msg_event, schd_snap_log, req_track, flight history).
 package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/service"
+	"github.com/msgexchange/msgexchange/services/backfill/internal/maintenance"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/marker"
 )
 
@@ -20,19 +27,45 @@ func run(ctx context.Context, b *service.Base) error {
 		return err
 	}
 	defer in.Close()
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	forget := maintenance.NewRedisForgetter(rdb, cfg.RedisPrefix, cfg.RedisTimeout)
 	b.Admin.AddCheck("inbox", in.Ping)
+	b.Admin.AddCheck("redis", forget.Ping)
 	p := cfg.Pipeline
 	sweeper := marker.New(marker.Config{
-		Period:     p.BackfillPeriod,
-		Batch:      p.BackfillBatch,
-		Backoff:    p.BackfillBackoff,
-		BackoffCap: p.BackfillBackoffCap,
-		Overdue:    p.OverdueBackfill,
-		Status:     cfg.MarkerStatus,
-		Shadow:     cfg.Shadow,
+		Period:      p.BackfillPeriod,
+		Batch:       p.BackfillBatch,
+		Backoff:     p.BackfillBackoff,
+		BackoffCap:  p.BackfillBackoffCap,
+		Overdue:     p.OverdueBackfill,
+		Status:      cfg.MarkerStatus,
+		Shadow:      cfg.Shadow,
+		MaxAttempts: p.BackfillMaxAttempts,
 	}, in, b.Clock, b.Logger, b.Telemetry, b.Registry)
+	cleaner := maintenance.New(maintenance.Config{
+		ProcRetention:    p.ProcRetention,
+		EventRetention:   p.EventRetention,
+		SnapLogRetention: cfg.Schd.SnapLogRetention,
+		ReqRetention:     p.ReqRetention,
+		History: flightstore.HistoryPolicy{
+			Retention:   cfg.Schd.HistoryRetention,
+			QuietPeriod: cfg.Schd.QuietPeriod,
+			Zone:        cfg.AirportZone,
+		},
+	}, forget, b.Clock, b.Logger, b.Registry)
 	elector := b.Elector()
 	return b.Run(ctx, func(ctx context.Context) error {
-		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error { return sweeper.Run(ctx, s) })
+		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
+			// Both share the lock connection, one short transaction at a time.
+			g, ctx := errgroup.WithContext(ctx)
+			g.Go(func() error { return sweeper.Run(ctx, s) })
+			g.Go(func() error { return cleaner.Run(ctx, s) })
+			return g.Wait()
+		})
 	})
 }

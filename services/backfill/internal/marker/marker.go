@@ -14,15 +14,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
-// Session gives exclusive use of the backfill role's lock connection (leader.Session).
+// Session gives exclusive use of the backfill role's lock connection (leader.Session). Tx
+// never commits on a cancelled context, which would make pgx close the connection and with it
+// the lock.
 type Session interface {
 	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
+	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
 }
 
 // Marker writes markers to the inbox.
@@ -39,7 +41,15 @@ type Config struct {
 	Overdue    time.Duration // R
 	Status     string        // the CMINMSGS_STATUS value written with the marker
 	Shadow     bool          // never write to the shared MySQL
+	// MaxAttempts is pipeline.backfill-max-attempts: rows at or over it are counted in a gauge
+	// for alerting, and nothing else happens to them (seed 003 §6.3: abandonment is by R only).
+	MaxAttempts int
 }
+
+// breakAfter is how many transient failures in a row end a batch early: with the inbox down,
+// each try costs a full inbox timeout, and the untried rows lose nothing by waiting for the
+// next round (they are still due, and fair rotation puts them first).
+const breakAfter = 3
 
 // Sweeper runs the backfill sweep.
 type Sweeper struct {
@@ -66,14 +76,19 @@ func (s *Sweeper) Run(ctx context.Context, sess Session) error {
 	t := time.NewTicker(s.cfg.Period)
 	defer t.Stop()
 	for {
+		start := s.clock.Now()
 		for {
-			n, err := s.Sweep(ctx, sess)
+			more, err := s.Sweep(ctx, sess)
 			if err != nil && ctx.Err() == nil {
 				s.logger.Error("backfill sweep failed", "err", err)
 			}
-			if err != nil || n < s.cfg.Batch {
-				break // a full batch means more may be due: go on without waiting
+			if err != nil || !more {
+				break
 			}
+		}
+		s.metrics.duration.Observe(s.clock.Now().Sub(start).Seconds())
+		if err := s.RefreshHealth(ctx, sess); err != nil && ctx.Err() == nil {
+			s.logger.Warn("backfill health not refreshed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -83,10 +98,13 @@ func (s *Sweeper) Run(ctx context.Context, sess Session) error {
 	}
 }
 
-// Sweep handles one batch and returns how many candidates it read.
-func (s *Sweeper) Sweep(ctx context.Context, sess Session) (int, error) {
+// Sweep handles one batch of at most Config.Batch candidates, each in its own short
+// transaction. more reports that another batch may be due at once: the batch was full and
+// was not cut short by failing writes. In shadow mode it does nothing: no marker may be
+// written, so none can be confirmed either.
+func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error) {
 	if s.cfg.Shadow {
-		return 0, nil
+		return false, nil
 	}
 	now := s.clock.Now()
 	var ids []int64
@@ -95,24 +113,37 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (int, error) {
 		ids, err = queue.BackfillDue(ctx, conn, now, s.cfg.Overdue, s.cfg.Batch)
 		return err
 	}); err != nil {
-		return 0, err
+		return false, err
 	}
+	failures := 0
 	for _, id := range ids {
-		if err := sess.Do(ctx, func(conn *pgx.Conn) error {
-			return db.WithTx(ctx, conn, func(tx pgx.Tx) error { return s.markOne(ctx, tx, id) })
+		var transient bool
+		if err := sess.Tx(ctx, func(tx pgx.Tx) error {
+			var err error
+			transient, err = s.markOne(ctx, tx, id)
+			return err
 		}); err != nil {
-			return len(ids), err
+			return false, err
+		}
+		if !transient {
+			failures = 0
+			continue
+		}
+		if failures++; failures >= breakAfter {
+			s.logger.Warn("inbox keeps failing; ending this backfill round early", "failures_in_a_row", failures)
+			return false, nil
 		}
 	}
-	return len(ids), nil
+	return len(ids) == s.cfg.Batch, nil
 }
 
 // markOne writes one marker under the per-message gate, so a replay cannot slip between
-// "the message is terminal" and "its marker is written" (DECISIONS 6).
-func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) error {
+// "the message is terminal" and "its marker is written" (DECISIONS 6). transient reports a
+// failed marker write that was recorded for a later retry.
+func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient bool, err error) {
 	t, ok, err := queue.LockForBackfill(ctx, tx, id)
 	if err != nil || !ok {
-		return err
+		return false, err
 	}
 	ctx = s.telemetry.Extract(ctx, telemetry.Carrier{Parent: t.Trace[0], State: t.Trace[1]})
 	ctx, span := s.telemetry.Tracer.Start(ctx, "backfill.mark", trace.WithAttributes(attribute.Int64("msg_id", id)))
@@ -120,30 +151,65 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) error {
 	now := s.clock.Now()
 	res, err := s.inbox.Mark(ctx, id, now, s.cfg.Status)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// Stopping is not a failure of the inbox: nothing is counted, the row stays due.
+		return false, context.Cause(ctx)
 	case err != nil:
+		span.RecordError(err)
+		// Overdue is judged on the local enqueued_at, never the inbox clock (seed 003 §6.1).
 		if t.EnqueuedAt.Before(now.Add(-s.cfg.Overdue)) {
 			s.metrics.abandoned.WithLabelValues(queue.AbandonTransientDeadline).Inc()
 			s.logger.Error("marker still failing after R; automatic retries stop (reopen to retry)", "msg_id", id,
-				"reason", queue.AbandonTransientDeadline, "err", err)
-			return queue.BackfillAbandon(ctx, tx, id, queue.AbandonTransientDeadline, err.Error(), now)
+				"reason", queue.AbandonTransientDeadline, "attempts", t.Attempts+1, "err", err)
+			return true, queue.BackfillAbandon(ctx, tx, id, queue.AbandonTransientDeadline, err.Error(), now)
 		}
 		s.metrics.outcomes.WithLabelValues("transient").Inc()
 		next := now.Add(s.backoff(t.Attempts + 1))
 		s.logger.Warn("marker write failed; will retry", "msg_id", id, "attempt", t.Attempts+1, "next", next, "err", err)
-		return queue.BackfillFailed(ctx, tx, id, err.Error(), next, now)
+		return true, queue.BackfillFailed(ctx, tx, id, err.Error(), next, now)
 	case res == inbox.Missing:
+		// A terminal row whose inbox row is gone can only mean the row was deleted after it
+		// was enqueued: a certain conclusion, so no retry and no R (seed 003 §6.2, §6.3).
+		s.metrics.outcomes.WithLabelValues("missing_row").Inc()
 		s.metrics.abandoned.WithLabelValues(queue.AbandonMissingRow).Inc()
 		s.logger.Error("inbox row is gone; its marker can never be written", "msg_id", id, "reason", queue.AbandonMissingRow)
-		return queue.BackfillAbandon(ctx, tx, id, queue.AbandonMissingRow, "inbox row missing", now)
+		return false, queue.BackfillAbandon(ctx, tx, id, queue.AbandonMissingRow, "inbox row missing", now)
 	default:
 		outcome := "marked"
 		if res == inbox.AlreadyMarked {
 			outcome = "already_marked"
 		}
 		s.metrics.outcomes.WithLabelValues(outcome).Inc()
-		s.metrics.latency.Observe(now.Sub(t.FinishedAt).Seconds())
-		return queue.Backfilled(ctx, tx, id, now)
+		s.metrics.latency.Observe(max(now.Sub(t.FinishedAt), 0).Seconds())
+		return false, queue.Backfilled(ctx, tx, id, now)
 	}
+}
+
+// RefreshHealth reads what the backfill still owes and sets the gauges.
+func (s *Sweeper) RefreshHealth(ctx context.Context, sess Session) error {
+	var h queue.BackfillHealth
+	if err := sess.Do(ctx, func(conn *pgx.Conn) error {
+		var err error
+		h, err = queue.ReadBackfillHealth(ctx, conn, s.cfg.MaxAttempts)
+		return err
+	}); err != nil {
+		return err
+	}
+	s.metrics.unmarked.Set(float64(h.Unmarked))
+	age := 0.0
+	if h.OldestUnmarkedFinishedAt != nil {
+		age = max(s.clock.Now().Sub(*h.OldestUnmarkedFinishedAt), 0).Seconds()
+	}
+	s.metrics.oldest.Set(age)
+	s.metrics.overMax.Set(float64(h.OverMaxAttempts))
+	for reason, n := range h.AbandonedByReason {
+		s.metrics.abandonedNow.WithLabelValues(reason).Set(float64(n))
+	}
+	if h.OverMaxAttempts > 0 {
+		s.logger.Warn("markers over the attempt alert threshold (still retried until R)",
+			"rows", h.OverMaxAttempts, "threshold", s.cfg.MaxAttempts)
+	}
+	return nil
 }
 
 // backoff is 30 s doubling per failed attempt, capped at 15 min (seed 000 §3).
@@ -156,23 +222,42 @@ func (s *Sweeper) backoff(attempt int) time.Duration {
 }
 
 type metrics struct {
-	outcomes  *prometheus.CounterVec
-	abandoned *prometheus.CounterVec
-	latency   prometheus.Histogram
-	shadow    prometheus.Gauge
+	outcomes     *prometheus.CounterVec
+	abandoned    *prometheus.CounterVec
+	latency      prometheus.Histogram
+	shadow       prometheus.Gauge
+	duration     prometheus.Histogram
+	unmarked     prometheus.Gauge
+	oldest       prometheus.Gauge
+	overMax      prometheus.Gauge
+	abandonedNow *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_backfill_outcomes_total",
-			Help: "Marker writes by outcome: marked, already_marked, transient."}, []string{"outcome"}),
+			Help: "Marker writes by outcome: marked, already_marked, missing_row, transient."}, []string{"outcome"}),
 		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_backfill_abandoned_total",
 			Help: "Markers whose automatic retries stopped, by reason."}, []string{"reason"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgx_backfill_marker_latency_seconds",
 			Help: "Time from the terminal state to the confirmed marker.", Buckets: prometheus.ExponentialBuckets(0.05, 4, 10)}),
 		shadow: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_shadow_mode",
 			Help: "1 when this instance never writes to the shared MySQL."}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgx_backfill_sweep_duration_seconds",
+			Help: "Duration of one backfill round (all its batches).", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}),
+		unmarked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_backfill_unmarked",
+			Help: "Terminal messages whose marker is neither confirmed nor abandoned."}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_backfill_oldest_unmarked_seconds",
+			Help: "Age since its terminal state of the oldest terminal, unmarked, unabandoned message."}),
+		overMax: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_backfill_over_max_attempts",
+			Help: "Unmarked messages whose marker attempts reached pipeline.backfill-max-attempts (alert only)."}),
+		abandonedNow: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_backfill_abandoned",
+			Help: "Messages whose marker is abandoned now, by reason (reopen clears them)."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.outcomes, m.abandoned, m.latency, m.shadow)
+	for _, r := range []string{queue.AbandonMissingRow, queue.AbandonTransientDeadline} {
+		m.abandoned.WithLabelValues(r)
+		m.abandonedNow.WithLabelValues(r)
+	}
+	reg.MustRegister(m.outcomes, m.abandoned, m.latency, m.shadow, m.duration, m.unmarked, m.oldest, m.overMax, m.abandonedNow)
 	return m
 }
