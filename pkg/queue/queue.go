@@ -150,65 +150,76 @@ func Get(ctx context.Context, q db.Executor, msgID int64) (Message, error) {
 	return m, nil
 }
 
-// MarkStarted records the first processing attempt's start and the message's type; later
-// attempts keep the first start.
-func MarkStarted(ctx context.Context, q db.Executor, msgID int64, now time.Time) error {
-	_, err := q.Exec(ctx, `UPDATE proc_state SET processing_started_at = coalesce(processing_started_at, $2)
-		WHERE msg_id = $1 AND processing_started_at IS NULL`, msgID, now)
-	if err != nil {
-		return fmt.Errorf("mark %d started: %w", msgID, err)
+// Bind is the first write of a processing attempt once the message is decoded, in one
+// statement outside any business transaction (seed 003 §2, §5.3): it records the first
+// attempt's start (kept by later attempts), the decoded TYPE and STYP, and binds the business
+// identity if the message has none yet (WHERE identity_key IS NULL semantics: a retry keeps
+// its binding, so a message is never a duplicate of itself). It returns the msg_id that holds
+// the identity: msgID itself when the binding is (or already was) this message's, another ID
+// when the message is a duplicate. One statement instead of three saves two commits per
+// message on the FIFO's critical path.
+//
+// The statement commits without waiting for the WAL flush (synchronous_commit off for its own
+// transaction only): nothing outside the pump acts on a binding before the message's next
+// commit (①, the failure or the terminal state, all synchronous), and that commit flushes the
+// WAL up to and including this one. A PostgreSQL crash in between loses the binding together
+// with everything after it, and the re-run binds again. This keeps one durable commit fewer
+// on every message; the statement stays the independent, single-statement binding of seed 003
+// §5.3.
+func Bind(ctx context.Context, q db.Executor, msgID int64, key, typ, styp string, started, now time.Time) (holder int64, err error) {
+	err = q.QueryRow(ctx, `WITH other AS (SELECT msg_id FROM proc_state WHERE identity_key = $2 AND msg_id <> $1)
+		UPDATE proc_state SET msg_type = $3, msg_styp = $4,
+			processing_started_at = coalesce(processing_started_at, $5),
+			identity_key = CASE WHEN identity_key IS NULL AND NOT EXISTS (SELECT 1 FROM other) THEN $2 ELSE identity_key END,
+			updated_at = $6
+		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')
+		  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+		RETURNING CASE WHEN identity_key IS NULL THEN (SELECT min(msg_id) FROM other) ELSE msg_id END`,
+		msgID, key, typ, styp, started, now).Scan(&holder)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("bind identity of %d: %w", msgID, ErrNotUnfinished)
 	}
-	return nil
-}
-
-// SetKind records the decoded TYPE and STYP for inspection.
-func SetKind(ctx context.Context, q db.Executor, msgID int64, typ, styp string) error {
-	_, err := q.Exec(ctx, `UPDATE proc_state SET msg_type = $2, msg_styp = $3 WHERE msg_id = $1`, msgID, typ, styp)
-	if err != nil {
-		return fmt.Errorf("set kind of %d: %w", msgID, err)
-	}
-	return nil
-}
-
-// BindIdentity binds the business identity to the message, once, in one statement outside
-// any business transaction (seed 003 §2). It returns the msg_id that holds the identity:
-// msgID itself when the binding is (or already was) this message's, another ID when the
-// message is a duplicate.
-func BindIdentity(ctx context.Context, q db.Executor, msgID int64, key string) (holder int64, err error) {
-	_, err = q.Exec(ctx, `UPDATE proc_state SET identity_key = $2 WHERE msg_id = $1 AND identity_key IS NULL`, msgID, key)
 	var pgErr *pgconn.PgError
-	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "23505") {
-		return 0, fmt.Errorf("bind identity of %d: %w", msgID, err)
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		// Another session bound the key between the statement's snapshot and its write; the
+		// single pump makes this unreachable in practice, and the retry finds the holder.
+		return 0, fmt.Errorf("bind identity of %d: identity bound concurrently: %w", msgID, err)
 	}
-	err = q.QueryRow(ctx, `SELECT msg_id FROM proc_state WHERE identity_key = $1`, key).Scan(&holder)
 	if err != nil {
-		return 0, fmt.Errorf("identity holder of %d: %w", msgID, err)
+		return 0, fmt.Errorf("bind identity of %d: %w", msgID, err)
 	}
 	return holder, nil
 }
 
-// Fail counts a failed attempt and schedules the retry. The message stays the head.
-func Fail(ctx context.Context, q db.Executor, msgID int64, class ErrorClass, reason string, next time.Time, now time.Time) error {
-	_, err := q.Exec(ctx, `UPDATE proc_state SET state = 'FAILED', error_class = $2, last_error = $3,
-		attempts = attempts + 1, next_attempt_at = $4, updated_at = $5
-		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, class, reason, next, now)
+// Fail counts a failed attempt and schedules the retry; the message stays the head. started
+// is the attempt's start, recorded only if no earlier attempt recorded one.
+func Fail(ctx context.Context, q db.Executor, msgID int64, class ErrorClass, reason string, next, started, now time.Time) error {
+	tag, err := q.Exec(ctx, `UPDATE proc_state SET state = 'FAILED', error_class = $2, last_error = $3,
+		attempts = attempts + 1, next_attempt_at = $4, processing_started_at = coalesce(processing_started_at, $5),
+		updated_at = $6
+		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, class, reason, next, started, now)
 	if err != nil {
 		return fmt.Errorf("fail %d: %w", msgID, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("fail %d: %w", msgID, ErrNotUnfinished)
 	}
 	return nil
 }
 
 // Finish moves an unfinished message to a terminal state with its backfill intent in the same
-// statement (seed 003 §5.3: non-business terminal states are one UPDATE). class and reason may
-// be empty (SUCCEEDED).
-func Finish(ctx context.Context, q db.Executor, msgID int64, state State, class ErrorClass, reason string, now time.Time) error {
+// statement (seed 003 §5.3: a terminal state and its backfill intent are written together).
+// class and reason may be empty (SUCCEEDED); an empty reason keeps the last error for audit.
+// started is the attempt's start, recorded only if no earlier attempt recorded one.
+func Finish(ctx context.Context, q db.Executor, msgID int64, state State, class ErrorClass, reason string, started, now time.Time) error {
 	if !state.Terminal() {
 		return fmt.Errorf("finish %d: %s is not terminal", msgID, state)
 	}
 	tag, err := q.Exec(ctx, `UPDATE proc_state SET state = $2, error_class = nullif($3, ''),
 		last_error = coalesce(nullif($4, ''), last_error), next_attempt_at = NULL,
-		finished_at = $5, backfill_next_at = $5, updated_at = $5
-		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, state, string(class), reason, now)
+		processing_started_at = coalesce(processing_started_at, $5),
+		finished_at = $6, backfill_next_at = $6, updated_at = $6
+		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, state, string(class), reason, started, now)
 	if err != nil {
 		return fmt.Errorf("finish %d as %s: %w", msgID, state, err)
 	}
@@ -225,10 +236,17 @@ var ErrNotUnfinished = errors.New("message is not unfinished")
 // Exhaust turns a FAILED message whose attempts reached maxAttempts into DEAD(EXHAUSTED): the
 // error class is overwritten, the last error kept, and the backfill intent set in the same
 // UPDATE (seed 003 §3, §5.1). It reports whether the row changed.
+//
+// It goes through the per-message gate of DECISIONS 6 (closes seed 000 G5): the row is taken
+// with FOR UPDATE, the lock the backfill holds around a marker write and replay and reopen
+// take, and the predicate is re-checked on the locked version. A replay that committed first
+// (attempts back to 0) makes this a no-op; a replay that comes second waits for this commit
+// and then sees a DEAD row whose marker is not yet written.
 func Exhaust(ctx context.Context, q db.Executor, msgID int64, maxAttempts int, now time.Time) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE proc_state SET state = 'DEAD', error_class = 'EXHAUSTED', next_attempt_at = NULL,
+	tag, err := q.Exec(ctx, `UPDATE proc_state p SET state = 'DEAD', error_class = 'EXHAUSTED', next_attempt_at = NULL,
 		finished_at = $3, backfill_next_at = $3, updated_at = $3
-		WHERE msg_id = $1 AND state = 'FAILED' AND attempts >= $2`, msgID, maxAttempts, now)
+		FROM (SELECT msg_id FROM proc_state WHERE msg_id = $1 AND state = 'FAILED' AND attempts >= $2 FOR UPDATE) g
+		WHERE p.msg_id = g.msg_id`, msgID, maxAttempts, now)
 	if err != nil {
 		return false, fmt.Errorf("exhaust %d: %w", msgID, err)
 	}

@@ -43,11 +43,13 @@ func run(ctx context.Context, b *service.Base) error {
 		Pipeline:           cfg.Pipeline,
 		Codec:              sis.Options{MaxBytes: cfg.CodecMaxBytes, MaxDepth: cfg.CodecMaxDepth, Zone: cfg.AirportZone},
 		IdentityDayBounded: cfg.IdentityIncludeDayBoundary,
-	}, in, proj, processor.Route(flight.DayRule{Zone: cfg.AirportZone, Cutover: cfg.OperationDayCutover}),
+	}, in, proj, processor.Route(flight.DayRule{Zone: cfg.AirportZone, Cutover: cfg.OperationDayCutover},
+		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger)),
 		b.Clock, b.Logger, b.Telemetry, b.Registry)
 	listener := notify.New(cfg.PGDSN, b.Logger, queue.Channel)
 	elector := b.Elector()
-	return b.Run(ctx, listener.Run, func(ctx context.Context) error {
+	backlog := func(ctx context.Context) error { return p.RunBacklog(ctx, b.Pool) }
+	return b.Run(ctx, listener.Run, backlog, func(ctx context.Context) error {
 		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error { return p.Run(ctx, s, listener.C()) })
 	})
 }

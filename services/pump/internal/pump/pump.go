@@ -1,9 +1,11 @@
 // Package pump processes the inbox messages one at a time in strict msg_id order: the queue
 // head is the smallest unfinished message at or below the watermark, and nothing behind it
-// runs until it reaches a terminal state (seed 003 §5, seed 000 §2–§4).
+// runs until it reaches a terminal state (seed 003 §5, seed 000 §2–§4). docs/pump.md describes
+// the queue semantics, the failure accounting and the recovery of every interruption.
 package pump
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,13 +26,15 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
 // Session gives exclusive use of the connection that holds the pump role's lock: every write
-// of the pump runs on it, so a pump that lost its lock cannot commit (leader.Session).
+// of the pump runs on it, so a pump that lost its lock cannot commit (leader.Session). A
+// failure that ends the session wraps leader.ErrLost.
 type Session interface {
 	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
 }
@@ -46,7 +50,7 @@ type Input struct {
 // Result is what a processor's business step decided.
 type Result struct {
 	// Skip makes the message SKIPPED with this reason; Protocol makes it DEAD(PROTOCOL). The
-	// processor wrote nothing in either case.
+	// pump rolls the transaction back in either case, so nothing of the message is applied.
 	Skip     string
 	Protocol string
 	// Project lists the full states to write to the Redis projection after the commit.
@@ -55,7 +59,8 @@ type Result struct {
 
 // Processor runs step ① of seed 003 §5.2 in tx, which holds the pipeline lock: it loads the
 // current state, decides with the pure domain rules and writes the new state with its outbox
-// events. It never touches Redis, Kafka or the shared MySQL.
+// events. It never touches Redis, Kafka or the shared MySQL. An error rolls the whole
+// transaction back and counts as a failed attempt (INFRA).
 type Processor interface {
 	Apply(ctx context.Context, tx pgx.Tx, in Input) (Result, error)
 }
@@ -64,23 +69,30 @@ type Processor interface {
 // but unsupported, with the reason.
 type Router func(m *sis.Message) (Processor, string)
 
-// Projector writes the Redis projection.
+// Projector writes the Redis projection. Each call must be bounded well below the lock
+// connection's lease: the pump holds that connection idle while it waits.
 type Projector interface {
 	Write(ctx context.Context, flights []flight.Flight) (int, error)
 }
 
-// RawReader reads a message's text from the inbox.
+// RawReader reads a message's text from the inbox; a row that does not exist is an error
+// wrapping inbox.ErrRowMissing. Each call must be bounded.
 type RawReader interface {
 	Raw(ctx context.Context, id int64) (string, error)
 }
 
-// Config is what the pump needs of the configuration.
+// Config is what the pump needs of the configuration. Zero durations mean the defaults.
 type Config struct {
 	Pipeline           config.Pipeline
 	Codec              sis.Options
 	IdentityDayBounded bool
-	// StepTimeout bounds one message's processing step.
+	// StepTimeout bounds one message's processing step (default 1m). The inbox and Redis
+	// calls have their own, shorter bounds.
 	StepTimeout time.Duration
+	// RecordTimeout bounds writing an outcome and releasing the pipeline lock (default 10s).
+	RecordTimeout time.Duration
+	// BacklogInterval is how often RunBacklog refreshes the backlog gauges (default 15s).
+	BacklogInterval time.Duration
 }
 
 // Pump is the single FIFO worker.
@@ -93,19 +105,25 @@ type Pump struct {
 	logger    *slog.Logger
 	telemetry *telemetry.Telemetry
 	metrics   *metrics
+
+	// alerted is the head whose age crossed pipeline.head-age-alert, so it is logged once.
+	alerted int64
 }
 
 // New builds a pump and registers its metrics.
 func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock, logger *slog.Logger,
 	tel *telemetry.Telemetry, reg prometheus.Registerer) *Pump {
-	if cfg.StepTimeout == 0 {
-		cfg.StepTimeout = time.Minute
-	}
-	return &Pump{cfg: cfg, inbox: in, project: proj, route: route, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg)}
+	cfg.StepTimeout = cmp.Or(cfg.StepTimeout, time.Minute)
+	cfg.RecordTimeout = cmp.Or(cfg.RecordTimeout, 10*time.Second)
+	cfg.BacklogInterval = cmp.Or(cfg.BacklogInterval, 15*time.Second)
+	p := &Pump{cfg: cfg, inbox: in, project: proj, route: route, clock: clk, logger: logger, telemetry: tel,
+		metrics: newMetrics(reg)}
+	p.metrics.headAgeAlert.Set(cfg.Pipeline.HeadAgeAlert.Seconds())
+	return p
 }
 
 // Run processes heads until ctx ends. wake delivers wake-ups (NOTIFY from ingest and replay);
-// the poll interval is the fallback.
+// the poll interval is only the fallback.
 func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 	for ctx.Err() == nil {
 		wait, err := p.Tick(ctx, s)
@@ -113,6 +131,8 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 			if ctx.Err() != nil {
 				break
 			}
+			// Failures are recorded where the message is held (processOne); this is only the
+			// loop's last line of defence: log and wait, never count.
 			p.logger.Error("pump tick failed", "err", err)
 			wait = p.cfg.Pipeline.PollInterval
 		}
@@ -130,12 +150,14 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 	return ctx.Err()
 }
 
-// Tick handles the current head once and returns how long to wait before the next tick
-// (0 = go on at once).
+// Tick handles the current head once (seed 003 §5.1) and returns how long to wait before the
+// next tick (0 = go on at once).
 func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 	var head queue.Message
 	var ok bool
 	err := s.Do(ctx, func(conn *pgx.Conn) error {
+		ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
+		defer cancel()
 		var err error
 		head, ok, err = queue.Head(ctx, conn)
 		return err
@@ -145,59 +167,58 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 	}
 	now := p.clock.Now()
 	if !ok {
-		p.metrics.headAge.Set(0)
+		p.observeHead(nil, now)
 		return p.cfg.Pipeline.PollInterval, nil
 	}
-	p.metrics.headAge.Set(now.Sub(head.EnqueuedAt).Seconds())
+	p.observeHead(&head, now)
+	if head.State == queue.Failed && head.NextAttemptAt != nil && head.NextAttemptAt.After(now) {
+		// The head waits for its retry; nothing behind it may run (head-of-line blocking). A
+		// wake-up (a replay resetting the retry time) ends the wait early.
+		return head.NextAttemptAt.Sub(now), nil
+	}
 	if head.State == queue.Failed && head.Attempts >= p.cfg.Pipeline.MaxAttempts {
-		// Exhaustion is decided by attempts only (DECISIONS 2), in one statement that also
-		// records the backfill intent.
+		// Exhaustion is decided by attempts only (DECISIONS 2), in one statement under the
+		// per-message gate that also records the backfill intent. It is decided once the last
+		// backoff has passed, so every step of the table fires (seed 003 §9.1's start-up check
+		// makes the table as long as the attempts).
 		var changed bool
 		err := s.Do(ctx, func(conn *pgx.Conn) error {
+			ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
+			defer cancel()
 			var err error
 			changed, err = queue.Exhaust(ctx, conn, head.MsgID, p.cfg.Pipeline.MaxAttempts, now)
 			return err
 		})
 		if err == nil && changed {
 			p.metrics.finished.WithLabelValues(string(queue.Dead), string(queue.Exhausted)).Inc()
-			p.logger.Error("message exhausted its attempts: DEAD(EXHAUSTED)", "msg_id", head.MsgID,
-				"attempts", head.Attempts, "last_error", deref(head.LastError))
+			p.logger.Error("message exhausted its attempts: DEAD(EXHAUSTED), needs an operator", "msg_id", head.MsgID,
+				"attempts", head.Attempts, "last_error_class", deref((*string)(head.ErrorClass)), "last_error", deref(head.LastError))
 		}
 		return 0, err
-	}
-	if head.State == queue.Failed && head.NextAttemptAt != nil && head.NextAttemptAt.After(now) {
-		// The head waits for its retry; nothing behind it may run (head-of-line blocking).
-		return head.NextAttemptAt.Sub(now), nil
 	}
 	p.processOne(ctx, s, head)
 	return 0, nil
 }
 
-// processOne follows seed 003 §5.2. Every outcome is recorded where it is decided; a failure
-// that happens because the service is stopping is not counted as an attempt.
-func (p *Pump) processOne(parent context.Context, s Session, head queue.Message) {
-	ctx, cancel := context.WithTimeout(parent, p.cfg.StepTimeout)
-	defer cancel()
-	ctx = p.telemetry.Extract(ctx, telemetry.Carrier{Parent: deref(head.TraceParent), State: deref(head.TraceState)})
-	ctx, span := p.telemetry.Tracer.Start(ctx, "pump.process", trace.WithAttributes(attribute.Int64("msg_id", head.MsgID)))
-	defer span.End()
-	start := p.clock.Now()
-	defer func() { p.metrics.duration.Observe(p.clock.Now().Sub(start).Seconds()) }()
-
-	o := p.step(ctx, s, head, span)
-	span.SetAttributes(attribute.String("state", string(o.state)))
-	if o.class != "" {
-		span.SetAttributes(attribute.String("error_class", string(o.class)))
-	}
-	if parent.Err() != nil && o.state == queue.Failed {
-		p.logger.Info("stopping during processing; the attempt is not counted", "msg_id", head.MsgID)
+// observeHead exports the head's ages and logs once when the head has been failing for
+// longer than pipeline.head-age-alert. The age is an alert, never a transition (DECISIONS 2).
+func (p *Pump) observeHead(head *queue.Message, now time.Time) {
+	if head == nil {
+		p.metrics.headAge.Set(0)
+		p.metrics.headStuck.Set(0)
 		return
 	}
-	if err := p.record(ctx, s, head, o); err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		if !errors.Is(err, queue.ErrNotUnfinished) && parent.Err() == nil {
-			p.logger.Error("recording the outcome failed; the message stays the head", "msg_id", head.MsgID, "err", err)
-		}
+	p.metrics.headAge.Set(max(now.Sub(head.EnqueuedAt), 0).Seconds())
+	var stuck time.Duration
+	if head.ProcessingStartedAt != nil {
+		stuck = max(now.Sub(*head.ProcessingStartedAt), 0)
+	}
+	p.metrics.headStuck.Set(stuck.Seconds())
+	if alert := p.cfg.Pipeline.HeadAgeAlert; alert > 0 && stuck > alert && p.alerted != head.MsgID {
+		p.alerted = head.MsgID
+		p.logger.Error("queue head has been failing longer than pipeline.head-age-alert; the queue is blocked behind it",
+			"msg_id", head.MsgID, "since_first_attempt", stuck, "attempts", head.Attempts,
+			"error_class", deref((*string)(head.ErrorClass)), "last_error", deref(head.LastError))
 	}
 }
 
@@ -206,139 +227,226 @@ type outcome struct {
 	state  queue.State
 	class  queue.ErrorClass
 	reason string
-	// recorded is set when the business step already committed the terminal state.
-	recorded bool
+	// err is the failure behind a FAILED outcome, kept to tell a lost session from a failure
+	// of the message.
+	err error
+	// recorded is set when the business step already committed the terminal state; gone when
+	// the message stopped being unfinished under us (another actor got there first).
+	recorded, gone bool
 }
 
-func (p *Pump) step(ctx context.Context, s Session, head queue.Message, span trace.Span) (o outcome) {
+func failed(class queue.ErrorClass, reason string, err error) outcome {
+	return outcome{state: queue.Failed, class: class, reason: reason, err: err}
+}
+
+// processOne follows seed 003 §5.2. Every outcome is recorded where it is decided, while the
+// message is held; a failure caused by the service stopping or by the lost lock is not an
+// attempt of the message and is not counted.
+func (p *Pump) processOne(parent context.Context, s Session, head queue.Message) {
+	started := p.clock.Now()
+	ctx, cancel := context.WithTimeout(parent, p.cfg.StepTimeout)
+	defer cancel()
+	ctx = p.telemetry.Extract(ctx, telemetry.Carrier{Parent: deref(head.TraceParent), State: deref(head.TraceState)})
+	ctx, span := p.telemetry.Tracer.Start(ctx, "pump.process", trace.WithAttributes(attribute.Int64("msg_id", head.MsgID)))
+	defer span.End()
+	defer func() { p.metrics.duration.Observe(p.clock.Now().Sub(started).Seconds()) }()
+
+	o := p.step(ctx, s, head, started, span)
+	span.SetAttributes(attribute.String("state", string(o.state)))
+	if o.class != "" {
+		span.SetAttributes(attribute.String("error_class", string(o.class)))
+	}
+	switch {
+	case o.gone:
+		p.logger.Info("message is no longer unfinished; nothing to record", "msg_id", head.MsgID)
+		return
+	case o.state == queue.Failed && (parent.Err() != nil || errors.Is(o.err, leader.ErrLost)):
+		p.logger.Info("interrupted by shutdown or lost leadership; the attempt is not counted",
+			"msg_id", head.MsgID, "err", o.err)
+		return
+	}
+	// The step's context may have expired (that is the failure being recorded), so the
+	// outcome gets its own bound.
+	rctx, rcancel := context.WithTimeout(parent, p.cfg.RecordTimeout)
+	defer rcancel()
+	if err := p.record(rctx, s, head, o, started); err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		if !errors.Is(err, queue.ErrNotUnfinished) && parent.Err() == nil {
+			p.logger.Error("recording the outcome failed; the message stays the head", "msg_id", head.MsgID, "err", err)
+		}
+	}
+}
+
+func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started time.Time, span trace.Span) (o outcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.logger.Error("panic while processing; recorded as a failure", "msg_id", head.MsgID, "panic", r, "stack", string(debug.Stack()))
-			o = outcome{state: queue.Failed, class: queue.Infra, reason: fmt.Sprintf("panic: %v", r)}
+			o = failed(queue.Infra, fmt.Sprintf("panic: %v", r), nil)
 		}
 	}()
-	now := p.clock.Now()
-	if err := s.Do(ctx, func(conn *pgx.Conn) error { return queue.MarkStarted(ctx, conn, head.MsgID, now) }); err != nil {
-		return outcome{state: queue.Failed, class: queue.Infra, reason: err.Error()}
-	}
 	raw, err := p.inbox.Raw(ctx, head.MsgID)
 	switch {
 	case errors.Is(err, inbox.ErrRowMissing):
 		return outcome{state: queue.Dead, class: queue.Malformed, reason: "raw-missing"}
 	case err != nil:
-		return outcome{state: queue.Failed, class: queue.Infra, reason: err.Error()}
+		// Unreachable, timed out: infrastructure, never "missing" (seed 000 §9).
+		return failed(queue.Infra, "read inbox: "+err.Error(), err)
 	}
 	msg, err := sis.Decode(raw, p.cfg.Codec)
 	if err != nil {
 		if class, _ := sis.ClassOf(err); class == sis.Malformed {
 			return outcome{state: queue.Dead, class: queue.Malformed, reason: err.Error()}
 		}
-		return outcome{state: queue.Failed, class: queue.CodecError, reason: err.Error()}
+		return failed(queue.CodecError, err.Error(), err)
 	}
 	span.SetAttributes(attribute.String("type", msg.Meta.TYPE), attribute.String("styp", msg.Meta.STYP))
+	if f, ok := msg.Body.(*sis.Flop); ok {
+		span.SetAttributes(attribute.String("flid", f.Record.FLID))
+	}
 	identity := sis.Identity(msg.Meta, p.cfg.IdentityDayBounded)
 	var holder int64
 	err = s.Do(ctx, func(conn *pgx.Conn) error {
-		if err := queue.SetKind(ctx, conn, head.MsgID, msg.Meta.TYPE, msg.Meta.STYP); err != nil {
-			return err
-		}
 		var err error
-		holder, err = queue.BindIdentity(ctx, conn, head.MsgID, identity)
+		holder, err = queue.Bind(ctx, conn, head.MsgID, identity, msg.Meta.TYPE, msg.Meta.STYP, started, p.clock.Now())
 		return err
 	})
-	if err != nil {
-		return outcome{state: queue.Failed, class: queue.Infra, reason: err.Error()}
-	}
-	if holder != head.MsgID {
+	switch {
+	case errors.Is(err, queue.ErrNotUnfinished):
+		return outcome{gone: true}
+	case err != nil:
+		return failed(queue.Infra, err.Error(), err)
+	case holder != head.MsgID:
 		return outcome{state: queue.Skipped, reason: "duplicate-of:" + strconv.FormatInt(holder, 10)}
 	}
 	proc, why := p.route(msg)
 	if proc == nil {
 		return outcome{state: queue.Skipped, class: queue.Unsupported, reason: "unsupported: " + why}
 	}
-	trace := p.telemetry.Inject(ctx)
-	return p.business(ctx, s, proc, Input{MsgID: head.MsgID, Message: msg, Now: now, Trace: [2]string{trace.Parent, trace.State}})
+	tc := p.telemetry.Inject(ctx)
+	return p.business(ctx, s, proc, Input{MsgID: head.MsgID, Message: msg, Now: p.clock.Now(), Trace: [2]string{tc.Parent, tc.State}})
 }
 
 // business runs the three steps of a business success under the pipeline lock, which spans
 // the Redis write (seed 003 §5.3): ① flight changes and events in one transaction, ② the
-// projection, ③ SUCCEEDED with the backfill intent in another transaction.
+// projection, ③ SUCCEEDED with the backfill intent in one statement.
 func (p *Pump) business(ctx context.Context, s Session, proc Processor, in Input) outcome {
 	var o outcome
 	err := s.Do(ctx, func(conn *pgx.Conn) error {
-		if err := flightstore.LockPipeline(ctx, conn); err != nil {
-			return err
-		}
-		defer func() {
-			if err := flightstore.UnlockPipeline(context.WithoutCancel(ctx), conn); err != nil {
-				p.logger.Warn("pipeline unlock failed", "err", err)
-			}
-		}()
-		var res Result
-		if err := db.WithTx(ctx, conn, func(tx pgx.Tx) error {
-			var err error
-			res, err = proc.Apply(ctx, tx, in)
-			return err
-		}); err != nil {
-			o = outcome{state: queue.Failed, class: queue.Infra, reason: "business transaction: " + err.Error()}
-			return nil
-		}
-		switch {
-		case res.Protocol != "":
-			o = outcome{state: queue.Dead, class: queue.Protocol, reason: res.Protocol}
-			return nil
-		case res.Skip != "":
-			o = outcome{state: queue.Skipped, reason: res.Skip}
-			return nil
-		}
-		if len(res.Project) > 0 {
-			if _, err := p.project.Write(ctx, res.Project); err != nil {
-				// The domain change is committed; the message stays unfinished and its re-run
-				// rewrites the projection from the current state.
-				o = outcome{state: queue.Failed, class: queue.Infra, reason: "redis projection: " + err.Error()}
+		return p.withPipelineLock(ctx, conn, func() error {
+			var res Result
+			if err := db.WithTx(ctx, conn, func(tx pgx.Tx) error {
+				var err error
+				res, err = proc.Apply(ctx, tx, in)
+				if err == nil && (res.Protocol != "" || res.Skip != "") {
+					// A rejection or a skip leaves no half-applied message behind (seed 003 §5.2:
+					// "不落半包"), whatever the processor did in the transaction.
+					return errNoChange
+				}
+				return err
+			}); err != nil && !errors.Is(err, errNoChange) {
+				o = failed(queue.Infra, "business transaction: "+err.Error(), err)
+				if conn.IsClosed() {
+					return err // the session is gone: Do reports leader.ErrLost
+				}
 				return nil
 			}
-		}
-		if err := db.WithTx(ctx, conn, func(tx pgx.Tx) error {
-			return queue.Finish(ctx, tx, in.MsgID, queue.Succeeded, "", "", p.clock.Now())
-		}); err != nil {
-			return err
-		}
-		o = outcome{state: queue.Succeeded, recorded: true}
-		return nil
+			switch {
+			case res.Protocol != "":
+				o = outcome{state: queue.Dead, class: queue.Protocol, reason: res.Protocol}
+				return nil
+			case res.Skip != "":
+				o = outcome{state: queue.Skipped, reason: res.Skip}
+				return nil
+			}
+			if len(res.Project) > 0 {
+				if _, err := p.project.Write(ctx, res.Project); err != nil {
+					// The domain change is committed; the message stays unfinished and its re-run
+					// rewrites the projection from the current state (seed 003 §9.2).
+					o = failed(queue.Infra, "redis projection: "+err.Error(), err)
+					return nil
+				}
+			}
+			now := p.clock.Now()
+			if err := queue.Finish(ctx, conn, in.MsgID, queue.Succeeded, "", "", now, now); err != nil {
+				return err
+			}
+			o = outcome{state: queue.Succeeded, recorded: true}
+			return nil
+		})
 	})
-	if err != nil {
-		return outcome{state: queue.Failed, class: queue.Infra, reason: err.Error()}
+	switch {
+	case errors.Is(err, queue.ErrNotUnfinished):
+		return outcome{gone: true}
+	case err != nil:
+		return failed(queue.Infra, err.Error(), err)
 	}
 	return o
 }
 
+// errNoChange rolls back step ① when the processor decided a skip or a protocol rejection.
+var errNoChange = errors.New("processor decided no change")
+
+// withPipelineLock runs fn holding the pipeline lock, a session lock on the lock connection.
+// A lock left behind would stop the flight history sweep for the rest of the term, so when the
+// release fails (or the acquisition failed in a way that may have left it granted) the
+// connection is closed: that drops every lock of the session, ends the term (leader.ErrLost)
+// and lets the elector start a clean one.
+func (p *Pump) withPipelineLock(ctx context.Context, conn *pgx.Conn, fn func() error) (err error) {
+	release := func() error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.RecordTimeout)
+		defer cancel()
+		if uerr := flightstore.UnlockPipeline(rctx, conn); uerr != nil {
+			_ = conn.Close(rctx)
+			return fmt.Errorf("pipeline lock not released, lock connection closed: %w", uerr)
+		}
+		return nil
+	}
+	if err := flightstore.LockPipeline(ctx, conn); err != nil {
+		if !conn.IsClosed() {
+			err = errors.Join(err, release())
+		}
+		return err
+	}
+	defer func() { err = errors.Join(err, release()) }()
+	return fn()
+}
+
 // record writes a non-business outcome: a terminal state with its backfill intent in one
 // UPDATE, or a counted failure with its retry time.
-func (p *Pump) record(ctx context.Context, s Session, head queue.Message, o outcome) error {
-	now := p.clock.Now()
+func (p *Pump) record(ctx context.Context, s Session, head queue.Message, o outcome, started time.Time) error {
 	log := p.logger.With("msg_id", head.MsgID, "state", o.state, "error_class", o.class, "reason", o.reason)
-	defer p.metrics.finished.WithLabelValues(string(o.state), string(o.class)).Inc()
-	switch {
-	case o.recorded:
+	if o.recorded {
+		p.metrics.finished.WithLabelValues(string(o.state), string(o.class)).Inc()
 		log.Debug("processed")
 		return nil
-	case o.state == queue.Failed:
-		next := now.Add(p.cfg.Pipeline.BackoffAfter(head.Attempts + 1))
-		log.Warn("processing failed; will retry", "attempt", head.Attempts+1, "next_attempt_at", next)
-		return s.Do(ctx, func(conn *pgx.Conn) error {
-			return queue.Fail(ctx, conn, head.MsgID, o.class, o.reason, next, now)
+	}
+	now := p.clock.Now()
+	var err error
+	if o.state == queue.Failed {
+		attempt := head.Attempts + 1
+		next := now.Add(p.cfg.Pipeline.BackoffAfter(attempt))
+		err = s.Do(ctx, func(conn *pgx.Conn) error {
+			return queue.Fail(ctx, conn, head.MsgID, o.class, o.reason, next, started, now)
 		})
-	default:
-		if o.state == queue.Dead {
+		if err == nil {
+			log.Warn("processing failed; will retry", "attempt", attempt, "next_attempt_at", next)
+		}
+	} else {
+		err = s.Do(ctx, func(conn *pgx.Conn) error {
+			return queue.Finish(ctx, conn, head.MsgID, o.state, o.class, o.reason, started, now)
+		})
+		switch {
+		case err != nil:
+		case o.state == queue.Dead:
 			log.Error("message is DEAD and needs an operator")
-		} else {
+		default:
 			log.Info("message skipped")
 		}
-		return s.Do(ctx, func(conn *pgx.Conn) error {
-			return queue.Finish(ctx, conn, head.MsgID, o.state, o.class, o.reason, now)
-		})
 	}
+	if err == nil {
+		p.metrics.finished.WithLabelValues(string(o.state), string(o.class)).Inc()
+	}
+	return err
 }
 
 func deref(s *string) string {
@@ -349,20 +457,29 @@ func deref(s *string) string {
 }
 
 type metrics struct {
-	finished *prometheus.CounterVec
-	duration prometheus.Histogram
-	headAge  prometheus.Gauge
+	finished     *prometheus.CounterVec
+	duration     prometheus.Histogram
+	headAge      prometheus.Gauge
+	headStuck    prometheus.Gauge
+	headAgeAlert prometheus.Gauge
+	backlog      backlogGauges
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_pump_outcomes_total",
-			Help: "Processing outcomes by state (FAILED = a counted failed attempt) and error class."}, []string{"state", "error_class"}),
+			Help: "Recorded processing outcomes by state (FAILED = a counted failed attempt) and error class."}, []string{"state", "error_class"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgx_pump_step_duration_seconds",
 			Help: "Duration of one processing step.", Buckets: prometheus.ExponentialBuckets(0.0005, 3, 10)}),
 		headAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_pump_head_age_seconds",
-			Help: "Age of the queue head since it was enqueued (0 when the queue is empty); alert above pipeline.head-age-alert."}),
+			Help: "Age of the queue head since it was enqueued (0 when the queue is empty)."}),
+		headStuck: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_pump_head_stuck_seconds",
+			Help: "Time since the queue head's first processing attempt (0 when there is no head or it was never tried); alert above msgx_pump_head_age_alert_seconds."}),
+		headAgeAlert: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_pump_head_age_alert_seconds",
+			Help: "The alert threshold pipeline.head-age-alert, for alert rules."}),
+		backlog: newBacklogGauges(),
 	}
-	reg.MustRegister(m.finished, m.duration, m.headAge)
+	reg.MustRegister(m.finished, m.duration, m.headAge, m.headStuck, m.headAgeAlert)
+	m.backlog.register(reg)
 	return m
 }

@@ -1,0 +1,76 @@
+package pump
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/queue"
+)
+
+// backlogGauges are the backlog figures of seed 000 §5.3 (G6, DECISIONS 9).
+type backlogGauges struct {
+	unfinished, oldest, rate, drain prometheus.Gauge
+}
+
+func newBacklogGauges() backlogGauges {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	return backlogGauges{
+		unfinished: g("msgx_pipeline_backlog_unfinished", "Unfinished (PENDING or FAILED) messages."),
+		oldest: g("msgx_pipeline_backlog_oldest_unprocessed_seconds",
+			"Age of the oldest unfinished message since it was enqueued (0 when none)."),
+		rate: g("msgx_pipeline_backlog_rate_per_second",
+			"Messages that became terminal per second over the last 5 minutes."),
+		drain: g("msgx_pipeline_backlog_estimated_drain_seconds",
+			"Unfinished ÷ rate: the estimated time to drain the backlog; -1 when unknown (unfinished messages but nothing finished in the window)."),
+	}
+}
+
+func (g backlogGauges) register(reg prometheus.Registerer) {
+	reg.MustRegister(g.unfinished, g.oldest, g.rate, g.drain)
+}
+
+func (g backlogGauges) set(s queue.Statistics) {
+	g.unfinished.Set(float64(s.Unfinished))
+	g.oldest.Set(s.OldestUnfinishedAge.Seconds())
+	g.rate.Set(s.FinishedPerSecond)
+	if s.EstimatedDrain == nil {
+		g.drain.Set(-1)
+	} else {
+		g.drain.Set(s.EstimatedDrain.Seconds())
+	}
+}
+
+// ReportBacklog reads the backlog figures once (queue.Stats) and exports them.
+func (p *Pump) ReportBacklog(ctx context.Context, q db.Executor) (queue.Statistics, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
+	defer cancel()
+	s, err := queue.Stats(ctx, q, p.clock.Now())
+	if err != nil {
+		return s, err
+	}
+	p.metrics.backlog.set(s)
+	return s, nil
+}
+
+// RunBacklog refreshes the backlog gauges every BacklogInterval until ctx ends. It only reads,
+// so it runs on the pool and in standbys too: the figures describe the database, not this
+// instance.
+func (p *Pump) RunBacklog(ctx context.Context, q db.Executor) error {
+	t := time.NewTicker(p.cfg.BacklogInterval)
+	defer t.Stop()
+	for {
+		if _, err := p.ReportBacklog(ctx, q); err != nil && ctx.Err() == nil {
+			p.logger.Warn("backlog figures unavailable", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

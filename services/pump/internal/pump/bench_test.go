@@ -1,0 +1,164 @@
+package pump_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/queue"
+)
+
+// BenchmarkFIFO measures the pump on a FLOP backlog (20k messages by default, or
+// MSGX_BENCH_MESSAGES), every message a real change of one of 200 flights, on the real
+// servers: msgs/s through the whole of processOne (inbox read, decode, bind, ① under the
+// pipeline lock, Redis, ③). In the same run it measures the commit rate of one connection
+// running a comparable three-statement transaction (SELECT … FOR UPDATE, UPDATE, INSERT), the
+// floor a strictly sequential, durably committing pump is measured against, and prints the
+// ratio. Run with -benchtime 1x: one iteration is the whole backlog.
+func BenchmarkFIFO(b *testing.B) {
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("MSGX_BENCH_MESSAGES")); err == nil && v > 0 {
+		n = v
+	}
+	for b.Loop() {
+		b.StopTimer()
+		e := newEnv(b)
+		e.clkReal()
+		s := e.session(b)
+		p := e.newPump(b, options{quiet: true})
+		const flights = 200
+		var schedules []string
+		for f := range flights {
+			schedules = append(schedules, e.adft(strconv.Itoa(5000+f)))
+		}
+		e.bulkAdd(b, schedules)
+		drain(b, p, s, e)
+		flops := make([]string, n)
+		for i := range flops {
+			flid := strconv.Itoa(5000 + i%flights)
+			flops[i] = e.remark(flid, fmt.Sprintf("REMARK %d", i))
+		}
+		first := e.bulkAdd(b, flops)
+		b.StartTimer()
+
+		began := time.Now()
+		// Tick until the queue is empty (or a head waits for a retry, which the check below
+		// reports): no extra query per message inside the measurement.
+		for tick(b, p, s) == 0 {
+		}
+		elapsed := time.Since(began)
+
+		b.StopTimer()
+		var ok int
+		if err := e.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE msg_id >= $1 AND state = 'SUCCEEDED'`,
+			first).Scan(&ok); err != nil {
+			b.Fatal(err)
+		}
+		if ok != n {
+			b.Fatalf("%d of %d FLOPs SUCCEEDED", ok, n)
+		}
+		rate := float64(n) / elapsed.Seconds()
+		commits := commitRate(b, e, 2000)
+		b.ReportMetric(rate, "msgs/s")
+		b.ReportMetric(commits, "pg-commits/s")
+		b.ReportMetric(rate/commits, "msgs-per-commit")
+		b.Logf("FIFO: %d FLOPs in %s = %.0f msgs/s; one connection commits %.0f three-statement transactions/s; ratio %.3f",
+			n, elapsed.Round(time.Millisecond), rate, commits, rate/commits)
+		b.StartTimer()
+	}
+}
+
+// commitRate runs m transactions of three statements on one dedicated connection and returns
+// commits per second.
+func commitRate(b *testing.B, e *env, m int) float64 {
+	b.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.pg.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, `CREATE TABLE bench_state (id bigint PRIMARY KEY, v bigint NOT NULL);
+		CREATE TABLE bench_event (id bigserial PRIMARY KEY, state_id bigint NOT NULL, v bigint NOT NULL, payload jsonb);
+		INSERT INTO bench_state SELECT g, 0 FROM generate_series(1, 200) g`); err != nil {
+		b.Fatal(err)
+	}
+	began := time.Now()
+	for i := range m {
+		id := int64(i%200 + 1)
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var v int64
+			if err := tx.QueryRow(ctx, `SELECT v FROM bench_state WHERE id = $1 FOR UPDATE`, id).Scan(&v); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE bench_state SET v = $2 WHERE id = $1`, id, v+1); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO bench_event (state_id, v, payload) VALUES ($1, $2, '{"k": "v"}')`, id, v+1)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(m) / time.Since(began).Seconds()
+}
+
+// bulkAdd inserts messages into the inbox with multi-row INSERTs, enqueues them and moves W
+// over them; it returns the first msg_id.
+func (e *env) bulkAdd(b testing.TB, xmls []string) int64 {
+	b.Helper()
+	ctx := context.Background()
+	var maxBefore int64
+	if err := e.my.Admin.QueryRowContext(ctx, `SELECT coalesce(max(CMINMSGS_ID), 0) FROM cminmsgs`).Scan(&maxBefore); err != nil {
+		b.Fatal(err)
+	}
+	const batch = 200
+	now := e.now().UTC()
+	for i := 0; i < len(xmls); i += batch {
+		part := xmls[i:min(i+batch, len(xmls))]
+		args := make([]any, 0, 2*len(part))
+		for _, x := range part {
+			args = append(args, x, now)
+		}
+		q := `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, 'VALID'),", len(part)), ",")
+		if _, err := e.my.Admin.ExecContext(ctx, q, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rows, err := e.my.Admin.QueryContext(ctx, `SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID`, maxBefore)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	_ = rows.Close()
+	if len(ids) != len(xmls) {
+		b.Fatalf("inserted %d inbox rows, read back %d", len(xmls), len(ids))
+	}
+	for i := 0; i < len(ids); i += 1000 {
+		part := ids[i:min(i+1000, len(ids))]
+		msgs := make([]queue.NewMessage, len(part))
+		for j, id := range part {
+			msgs[j] = queue.NewMessage{MsgID: id}
+		}
+		if _, err := queue.Enqueue(ctx, e.pg.Pool, msgs, e.now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	e.pg.Exec(b, `UPDATE inbox_cursor SET w = greatest(w, $1)`, ids[len(ids)-1])
+	return ids[0]
+}
