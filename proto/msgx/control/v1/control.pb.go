@@ -203,6 +203,174 @@ func (AbandonReason) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{2}
 }
 
+// RawStatus says whether the raw XML could be read from the inbox.
+type RawStatus int32
+
+const (
+	RawStatus_RAW_STATUS_UNSPECIFIED RawStatus = 0
+	RawStatus_RAW_STATUS_OK          RawStatus = 1
+	// The inbox row no longer exists (purged upstream, or never written).
+	RawStatus_RAW_STATUS_MISSING RawStatus = 2
+	// The inbox could not be read (unreachable, timeout); the message itself was read.
+	RawStatus_RAW_STATUS_UNAVAILABLE RawStatus = 3
+)
+
+// Enum value maps for RawStatus.
+var (
+	RawStatus_name = map[int32]string{
+		0: "RAW_STATUS_UNSPECIFIED",
+		1: "RAW_STATUS_OK",
+		2: "RAW_STATUS_MISSING",
+		3: "RAW_STATUS_UNAVAILABLE",
+	}
+	RawStatus_value = map[string]int32{
+		"RAW_STATUS_UNSPECIFIED": 0,
+		"RAW_STATUS_OK":          1,
+		"RAW_STATUS_MISSING":     2,
+		"RAW_STATUS_UNAVAILABLE": 3,
+	}
+)
+
+func (x RawStatus) Enum() *RawStatus {
+	p := new(RawStatus)
+	*p = x
+	return p
+}
+
+func (x RawStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RawStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_control_proto_enumTypes[3].Descriptor()
+}
+
+func (RawStatus) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_control_proto_enumTypes[3]
+}
+
+func (x RawStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RawStatus.Descriptor instead.
+func (RawStatus) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{3}
+}
+
+// EventState mirrors msg_event.state.
+type EventState int32
+
+const (
+	EventState_EVENT_STATE_UNSPECIFIED EventState = 0
+	EventState_EVENT_STATE_PENDING     EventState = 1
+	EventState_EVENT_STATE_SENT        EventState = 2
+	EventState_EVENT_STATE_DEAD        EventState = 3
+)
+
+// Enum value maps for EventState.
+var (
+	EventState_name = map[int32]string{
+		0: "EVENT_STATE_UNSPECIFIED",
+		1: "EVENT_STATE_PENDING",
+		2: "EVENT_STATE_SENT",
+		3: "EVENT_STATE_DEAD",
+	}
+	EventState_value = map[string]int32{
+		"EVENT_STATE_UNSPECIFIED": 0,
+		"EVENT_STATE_PENDING":     1,
+		"EVENT_STATE_SENT":        2,
+		"EVENT_STATE_DEAD":        3,
+	}
+)
+
+func (x EventState) Enum() *EventState {
+	p := new(EventState)
+	*p = x
+	return p
+}
+
+func (x EventState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventState) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_control_proto_enumTypes[4].Descriptor()
+}
+
+func (EventState) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_control_proto_enumTypes[4]
+}
+
+func (x EventState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventState.Descriptor instead.
+func (EventState) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{4}
+}
+
+// SeedMode is where discovery starts (seed 000 §5.1).
+type SeedMode int32
+
+const (
+	SeedMode_SEED_MODE_UNSPECIFIED SeedMode = 0
+	// W = MIN(ID) - 1: the oldest row in the inbox is the first one read.
+	SeedMode_SEED_MODE_MIN SeedMode = 1
+	// W = 0: every ID from 1 on is expected, gaps follow the hole rules.
+	SeedMode_SEED_MODE_ZERO SeedMode = 2
+	// W = MAX(ID): the rows visible now are skipped; only newer rows are read.
+	SeedMode_SEED_MODE_MAX SeedMode = 3
+	// W = watermark: rows with an ID above it are read.
+	SeedMode_SEED_MODE_ID SeedMode = 4
+)
+
+// Enum value maps for SeedMode.
+var (
+	SeedMode_name = map[int32]string{
+		0: "SEED_MODE_UNSPECIFIED",
+		1: "SEED_MODE_MIN",
+		2: "SEED_MODE_ZERO",
+		3: "SEED_MODE_MAX",
+		4: "SEED_MODE_ID",
+	}
+	SeedMode_value = map[string]int32{
+		"SEED_MODE_UNSPECIFIED": 0,
+		"SEED_MODE_MIN":         1,
+		"SEED_MODE_ZERO":        2,
+		"SEED_MODE_MAX":         3,
+		"SEED_MODE_ID":          4,
+	}
+)
+
+func (x SeedMode) Enum() *SeedMode {
+	p := new(SeedMode)
+	*p = x
+	return p
+}
+
+func (x SeedMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SeedMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_control_proto_enumTypes[5].Descriptor()
+}
+
+func (SeedMode) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_control_proto_enumTypes[5]
+}
+
+func (x SeedMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SeedMode.Descriptor instead.
+func (SeedMode) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{5}
+}
+
 type GetStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -476,9 +644,14 @@ type Discovery struct {
 	PermanentHoleRanges int64 `protobuf:"varint,7,opt,name=permanent_hole_ranges,json=permanentHoleRanges,proto3" json:"permanent_hole_ranges,omitempty"`
 	PermanentHoleIds    int64 `protobuf:"varint,8,opt,name=permanent_hole_ids,json=permanentHoleIds,proto3" json:"permanent_hole_ids,omitempty"`
 	LateDetected        int64 `protobuf:"varint,9,opt,name=late_detected,json=lateDetected,proto3" json:"late_detected,omitempty"`
-	LateEnqueued        int64 `protobuf:"varint,10,opt,name=late_enqueued,json=lateEnqueued,proto3" json:"late_enqueued,omitempty"` // Issue #9 adds the lag (inbox max ID - W), which needs the inbox (MySQL).
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	LateEnqueued        int64 `protobuf:"varint,10,opt,name=late_enqueued,json=lateEnqueued,proto3" json:"late_enqueued,omitempty"`
+	// The largest ID in the inbox and the lag behind it (inbox_max_id - W), read from the shared
+	// MySQL; unset when the inbox could not be read, and inbox_error then says why.
+	InboxMaxId    *int64 `protobuf:"varint,11,opt,name=inbox_max_id,json=inboxMaxId,proto3,oneof" json:"inbox_max_id,omitempty"`
+	Lag           *int64 `protobuf:"varint,12,opt,name=lag,proto3,oneof" json:"lag,omitempty"`
+	InboxError    string `protobuf:"bytes,13,opt,name=inbox_error,json=inboxError,proto3" json:"inbox_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Discovery) Reset() {
@@ -579,6 +752,27 @@ func (x *Discovery) GetLateEnqueued() int64 {
 		return x.LateEnqueued
 	}
 	return 0
+}
+
+func (x *Discovery) GetInboxMaxId() int64 {
+	if x != nil && x.InboxMaxId != nil {
+		return *x.InboxMaxId
+	}
+	return 0
+}
+
+func (x *Discovery) GetLag() int64 {
+	if x != nil && x.Lag != nil {
+		return *x.Lag
+	}
+	return 0
+}
+
+func (x *Discovery) GetInboxError() string {
+	if x != nil {
+		return x.InboxError
+	}
+	return ""
 }
 
 // Backlog is the unfinished part of the queue (seed 000 §5.3, DECISIONS 9).
@@ -997,8 +1191,16 @@ func (x *GetMessageRequest) GetMsgId() int64 {
 }
 
 type GetMessageResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Message       *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"` // Issue #9 adds the raw XML from the inbox and the message's outbox events.
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// The message text as the inbox holds it (CMINMSGS_CLOB_MSG); see raw_status.
+	RawXml    string    `protobuf:"bytes,2,opt,name=raw_xml,json=rawXml,proto3" json:"raw_xml,omitempty"`
+	RawStatus RawStatus `protobuf:"varint,3,opt,name=raw_status,json=rawStatus,proto3,enum=msgx.control.v1.RawStatus" json:"raw_status,omitempty"`
+	// Why raw_xml is empty when raw_status is not RAW_STATUS_OK.
+	RawError string `protobuf:"bytes,4,opt,name=raw_error,json=rawError,proto3" json:"raw_error,omitempty"`
+	// The outbox events the message produced, in event_id order. A KAFKA:schd row holds the
+	// latest state of its flight and is listed under the message that wrote it last.
+	Events        []*Event `protobuf:"bytes,5,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1040,6 +1242,857 @@ func (x *GetMessageResponse) GetMessage() *Message {
 	return nil
 }
 
+func (x *GetMessageResponse) GetRawXml() string {
+	if x != nil {
+		return x.RawXml
+	}
+	return ""
+}
+
+func (x *GetMessageResponse) GetRawStatus() RawStatus {
+	if x != nil {
+		return x.RawStatus
+	}
+	return RawStatus_RAW_STATUS_UNSPECIFIED
+}
+
+func (x *GetMessageResponse) GetRawError() string {
+	if x != nil {
+		return x.RawError
+	}
+	return ""
+}
+
+func (x *GetMessageResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// Event is one msg_event row (seed 003 §8).
+type Event struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	EventId int64                  `protobuf:"varint,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// KAFKA:msg or KAFKA:schd.
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// The Kafka key (the FLID).
+	PartitionKey string `protobuf:"bytes,3,opt,name=partition_key,json=partitionKey,proto3" json:"partition_key,omitempty"`
+	// UPSERT or TOMBSTONE.
+	EventType     string                 `protobuf:"bytes,4,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	StateVersion  int64                  `protobuf:"varint,5,opt,name=state_version,json=stateVersion,proto3" json:"state_version,omitempty"`
+	State         EventState             `protobuf:"varint,6,opt,name=state,proto3,enum=msgx.control.v1.EventState" json:"state,omitempty"`
+	Attempts      int32                  `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	LastError     string                 `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	SentAt        *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	// The record value as JSON; empty for a tombstone.
+	PayloadJson   string `protobuf:"bytes,13,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	TraceParent   string `protobuf:"bytes,14,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Event) GetEventId() int64 {
+	if x != nil {
+		return x.EventId
+	}
+	return 0
+}
+
+func (x *Event) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *Event) GetPartitionKey() string {
+	if x != nil {
+		return x.PartitionKey
+	}
+	return ""
+}
+
+func (x *Event) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *Event) GetStateVersion() int64 {
+	if x != nil {
+		return x.StateVersion
+	}
+	return 0
+}
+
+func (x *Event) GetState() EventState {
+	if x != nil {
+		return x.State
+	}
+	return EventState_EVENT_STATE_UNSPECIFIED
+}
+
+func (x *Event) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *Event) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
+func (x *Event) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Event) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Event) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Event) GetSentAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SentAt
+	}
+	return nil
+}
+
+func (x *Event) GetPayloadJson() string {
+	if x != nil {
+		return x.PayloadJson
+	}
+	return ""
+}
+
+func (x *Event) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
+}
+
+// IdRange is an inclusive range of inbox IDs [first, last].
+type IdRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         int64                  `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Last          int64                  `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdRange) Reset() {
+	*x = IdRange{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdRange) ProtoMessage() {}
+
+func (x *IdRange) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdRange.ProtoReflect.Descriptor instead.
+func (*IdRange) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *IdRange) GetFirst() int64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *IdRange) GetLast() int64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+type ListMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only messages in one of these states (any state when empty).
+	States []MessageState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=msgx.control.v1.MessageState" json:"states,omitempty"`
+	// Only messages carrying one of these error classes (any when empty).
+	ErrorClasses []ErrorClass `protobuf:"varint,2,rep,packed,name=error_classes,json=errorClasses,proto3,enum=msgx.control.v1.ErrorClass" json:"error_classes,omitempty"`
+	// Only messages in this ID range (any when unset).
+	Range *IdRange `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
+	// Only messages whose backfill was abandoned (their marker will not be written without a
+	// reopen).
+	Abandoned bool `protobuf:"varint,4,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	// At most this many messages per page: default 100, at most 1000.
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page, with the same filters; empty for the first page.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMessagesRequest) Reset() {
+	*x = ListMessagesRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesRequest) ProtoMessage() {}
+
+func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListMessagesRequest) GetStates() []MessageState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *ListMessagesRequest) GetErrorClasses() []ErrorClass {
+	if x != nil {
+		return x.ErrorClasses
+	}
+	return nil
+}
+
+func (x *ListMessagesRequest) GetRange() *IdRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *ListMessagesRequest) GetAbandoned() bool {
+	if x != nil {
+		return x.Abandoned
+	}
+	return false
+}
+
+func (x *ListMessagesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListMessagesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListMessagesResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Pass as page_token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMessagesResponse) Reset() {
+	*x = ListMessagesResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesResponse) ProtoMessage() {}
+
+func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListMessagesResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ListMessagesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type ReplayRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The selectors: these messages, the messages of this error class, the messages in this ID
+	// range. At least one is required (nothing replays everything by accident); when several are
+	// given a message must match all of them. Only FAILED and DEAD messages of a replayable
+	// class are replayed.
+	MsgIds     []int64    `protobuf:"varint,1,rep,packed,name=msg_ids,json=msgIds,proto3" json:"msg_ids,omitempty"`
+	ErrorClass ErrorClass `protobuf:"varint,2,opt,name=error_class,json=errorClass,proto3,enum=msgx.control.v1.ErrorClass" json:"error_class,omitempty"`
+	Range      *IdRange   `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
+	// Report what would be replayed without changing anything.
+	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Why (a ticket, an incident): written to the audit log with the call.
+	Comment       string `protobuf:"bytes,5,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayRequest) Reset() {
+	*x = ReplayRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayRequest) ProtoMessage() {}
+
+func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
+func (*ReplayRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReplayRequest) GetMsgIds() []int64 {
+	if x != nil {
+		return x.MsgIds
+	}
+	return nil
+}
+
+func (x *ReplayRequest) GetErrorClass() ErrorClass {
+	if x != nil {
+		return x.ErrorClass
+	}
+	return ErrorClass_ERROR_CLASS_UNSPECIFIED
+}
+
+func (x *ReplayRequest) GetRange() *IdRange {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *ReplayRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ReplayRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type ReplayResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	DryRun bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// How many messages were put back to PENDING (or would be, in a dry run), and which.
+	Replayed    int64   `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	ReplayedIds []int64 `protobuf:"varint,3,rep,packed,name=replayed_ids,json=replayedIds,proto3" json:"replayed_ids,omitempty"`
+	// MALFORMED messages the selection matched: never replayed.
+	IgnoredMalformed int64   `protobuf:"varint,4,opt,name=ignored_malformed,json=ignoredMalformed,proto3" json:"ignored_malformed,omitempty"`
+	MalformedIds     []int64 `protobuf:"varint,5,rep,packed,name=malformed_ids,json=malformedIds,proto3" json:"malformed_ids,omitempty"`
+	// Selected by ID but not replayable: unknown, not FAILED or DEAD, or of a class outside the
+	// whitelist (PROTOCOL, or none); for class and range selections, FAILED and DEAD messages
+	// outside the whitelist.
+	NotReplayableIds []int64 `protobuf:"varint,6,rep,packed,name=not_replayable_ids,json=notReplayableIds,proto3" json:"not_replayable_ids,omitempty"`
+	// The selection matched more messages than one call handles (10000): call again for the rest.
+	More bool `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`
+	// Of the replayed messages, those whose processed marker was already written to the inbox:
+	// the marker stays (markers are never reverted) while the message is processed again.
+	AlreadyMarkedIds []int64 `protobuf:"varint,8,rep,packed,name=already_marked_ids,json=alreadyMarkedIds,proto3" json:"already_marked_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReplayResponse) Reset() {
+	*x = ReplayResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayResponse) ProtoMessage() {}
+
+func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
+func (*ReplayResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReplayResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ReplayResponse) GetReplayed() int64 {
+	if x != nil {
+		return x.Replayed
+	}
+	return 0
+}
+
+func (x *ReplayResponse) GetReplayedIds() []int64 {
+	if x != nil {
+		return x.ReplayedIds
+	}
+	return nil
+}
+
+func (x *ReplayResponse) GetIgnoredMalformed() int64 {
+	if x != nil {
+		return x.IgnoredMalformed
+	}
+	return 0
+}
+
+func (x *ReplayResponse) GetMalformedIds() []int64 {
+	if x != nil {
+		return x.MalformedIds
+	}
+	return nil
+}
+
+func (x *ReplayResponse) GetNotReplayableIds() []int64 {
+	if x != nil {
+		return x.NotReplayableIds
+	}
+	return nil
+}
+
+func (x *ReplayResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *ReplayResponse) GetAlreadyMarkedIds() []int64 {
+	if x != nil {
+		return x.AlreadyMarkedIds
+	}
+	return nil
+}
+
+type ReopenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The selectors: these abandoned messages, the messages abandoned for this reason. At least
+	// one is required; when both are given a message must match both.
+	MsgIds []int64       `protobuf:"varint,1,rep,packed,name=msg_ids,json=msgIds,proto3" json:"msg_ids,omitempty"`
+	Reason AbandonReason `protobuf:"varint,2,opt,name=reason,proto3,enum=msgx.control.v1.AbandonReason" json:"reason,omitempty"`
+	// Report what would be reopened without changing anything.
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Why (a ticket, an incident): written to the audit log with the call.
+	Comment       string `protobuf:"bytes,4,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReopenRequest) Reset() {
+	*x = ReopenRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReopenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReopenRequest) ProtoMessage() {}
+
+func (x *ReopenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReopenRequest.ProtoReflect.Descriptor instead.
+func (*ReopenRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReopenRequest) GetMsgIds() []int64 {
+	if x != nil {
+		return x.MsgIds
+	}
+	return nil
+}
+
+func (x *ReopenRequest) GetReason() AbandonReason {
+	if x != nil {
+		return x.Reason
+	}
+	return AbandonReason_ABANDON_REASON_UNSPECIFIED
+}
+
+func (x *ReopenRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ReopenRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type ReopenResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	DryRun bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// How many abandoned rows were reopened (or would be, in a dry run), and which.
+	Reopened    int64   `protobuf:"varint,2,opt,name=reopened,proto3" json:"reopened,omitempty"`
+	ReopenedIds []int64 `protobuf:"varint,3,rep,packed,name=reopened_ids,json=reopenedIds,proto3" json:"reopened_ids,omitempty"`
+	// The selection matched more rows than one call handles (10000): call again for the rest.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReopenResponse) Reset() {
+	*x = ReopenResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReopenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReopenResponse) ProtoMessage() {}
+
+func (x *ReopenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReopenResponse.ProtoReflect.Descriptor instead.
+func (*ReopenResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReopenResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ReopenResponse) GetReopened() int64 {
+	if x != nil {
+		return x.Reopened
+	}
+	return 0
+}
+
+func (x *ReopenResponse) GetReopenedIds() []int64 {
+	if x != nil {
+		return x.ReopenedIds
+	}
+	return nil
+}
+
+func (x *ReopenResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+type SeedCutoverRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  SeedMode               `protobuf:"varint,1,opt,name=mode,proto3,enum=msgx.control.v1.SeedMode" json:"mode,omitempty"`
+	// The watermark for SEED_MODE_ID (rows with a larger ID are read); must be unset otherwise.
+	Watermark int64 `protobuf:"varint,2,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	// Why (a ticket, a cutover plan): written to the audit log with the call.
+	Comment       string `protobuf:"bytes,3,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeedCutoverRequest) Reset() {
+	*x = SeedCutoverRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeedCutoverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeedCutoverRequest) ProtoMessage() {}
+
+func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeedCutoverRequest.ProtoReflect.Descriptor instead.
+func (*SeedCutoverRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SeedCutoverRequest) GetMode() SeedMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SeedMode_SEED_MODE_UNSPECIFIED
+}
+
+func (x *SeedCutoverRequest) GetWatermark() int64 {
+	if x != nil {
+		return x.Watermark
+	}
+	return 0
+}
+
+func (x *SeedCutoverRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type SeedCutoverResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  SeedMode               `protobuf:"varint,1,opt,name=mode,proto3,enum=msgx.control.v1.SeedMode" json:"mode,omitempty"`
+	// The watermark W discovery starts from.
+	Watermark int64                  `protobuf:"varint,2,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	SeededAt  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=seeded_at,json=seededAt,proto3" json:"seeded_at,omitempty"`
+	// The inbox's smallest and largest IDs the watermark was taken from (min and max modes;
+	// 0 for zero and ID, which do not read the inbox).
+	InboxMinId    int64 `protobuf:"varint,4,opt,name=inbox_min_id,json=inboxMinId,proto3" json:"inbox_min_id,omitempty"`
+	InboxMaxId    int64 `protobuf:"varint,5,opt,name=inbox_max_id,json=inboxMaxId,proto3" json:"inbox_max_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeedCutoverResponse) Reset() {
+	*x = SeedCutoverResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeedCutoverResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeedCutoverResponse) ProtoMessage() {}
+
+func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeedCutoverResponse.ProtoReflect.Descriptor instead.
+func (*SeedCutoverResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SeedCutoverResponse) GetMode() SeedMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SeedMode_SEED_MODE_UNSPECIFIED
+}
+
+func (x *SeedCutoverResponse) GetWatermark() int64 {
+	if x != nil {
+		return x.Watermark
+	}
+	return 0
+}
+
+func (x *SeedCutoverResponse) GetSeededAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SeededAt
+	}
+	return nil
+}
+
+func (x *SeedCutoverResponse) GetInboxMinId() int64 {
+	if x != nil {
+		return x.InboxMinId
+	}
+	return 0
+}
+
+func (x *SeedCutoverResponse) GetInboxMaxId() int64 {
+	if x != nil {
+		return x.InboxMaxId
+	}
+	return 0
+}
+
 // Message is one proc_state row. Unset timestamps and strings are NULL in the row.
 type Message struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1075,7 +2128,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +2140,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +2153,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Message) GetMsgId() int64 {
@@ -1278,7 +2331,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"backendPid\x12\x16\n" +
 	"\x06active\x18\x05 \x01(\bR\x06active\x120\n" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12=\n" +
-	"\fheartbeat_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xbb\x03\n" +
+	"\fheartbeat_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xb3\x04\n" +
 	"\tDiscovery\x12\x1c\n" +
 	"\twatermark\x18\x01 \x01(\x03R\twatermark\x129\n" +
 	"\n" +
@@ -1292,7 +2345,14 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x12permanent_hole_ids\x18\b \x01(\x03R\x10permanentHoleIds\x12#\n" +
 	"\rlate_detected\x18\t \x01(\x03R\flateDetected\x12#\n" +
 	"\rlate_enqueued\x18\n" +
-	" \x01(\x03R\flateEnqueued\"\x96\x02\n" +
+	" \x01(\x03R\flateEnqueued\x12%\n" +
+	"\finbox_max_id\x18\v \x01(\x03H\x00R\n" +
+	"inboxMaxId\x88\x01\x01\x12\x15\n" +
+	"\x03lag\x18\f \x01(\x03H\x01R\x03lag\x88\x01\x01\x12\x1f\n" +
+	"\vinbox_error\x18\r \x01(\tR\n" +
+	"inboxErrorB\x0f\n" +
+	"\r_inbox_max_idB\x06\n" +
+	"\x04_lag\"\x96\x02\n" +
 	"\aBacklog\x12\x1e\n" +
 	"\n" +
 	"unfinished\x18\x01 \x01(\x03R\n" +
@@ -1322,9 +2382,86 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x04dead\x18\x03 \x01(\x03R\x04dead\x12G\n" +
 	"\x12oldest_pending_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10oldestPendingAge\"*\n" +
 	"\x11GetMessageRequest\x12\x15\n" +
-	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"H\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\xe9\x01\n" +
 	"\x12GetMessageResponse\x122\n" +
-	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\"\xc9\b\n" +
+	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\x12\x17\n" +
+	"\araw_xml\x18\x02 \x01(\tR\x06rawXml\x129\n" +
+	"\n" +
+	"raw_status\x18\x03 \x01(\x0e2\x1a.msgx.control.v1.RawStatusR\trawStatus\x12\x1b\n" +
+	"\traw_error\x18\x04 \x01(\tR\brawError\x12.\n" +
+	"\x06events\x18\x05 \x03(\v2\x16.msgx.control.v1.EventR\x06events\"\xc6\x04\n" +
+	"\x05Event\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12#\n" +
+	"\rpartition_key\x18\x03 \x01(\tR\fpartitionKey\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x04 \x01(\tR\teventType\x12#\n" +
+	"\rstate_version\x18\x05 \x01(\x03R\fstateVersion\x121\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x1b.msgx.control.v1.EventStateR\x05state\x12\x1a\n" +
+	"\battempts\x18\a \x01(\x05R\battempts\x12B\n" +
+	"\x0fnext_attempt_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\t \x01(\tR\tlastError\x129\n" +
+	"\n" +
+	"created_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x123\n" +
+	"\asent_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x12!\n" +
+	"\fpayload_json\x18\r \x01(\tR\vpayloadJson\x12!\n" +
+	"\ftrace_parent\x18\x0e \x01(\tR\vtraceParent\"3\n" +
+	"\aIdRange\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x12\n" +
+	"\x04last\x18\x02 \x01(\x03R\x04last\"\x98\x02\n" +
+	"\x13ListMessagesRequest\x125\n" +
+	"\x06states\x18\x01 \x03(\x0e2\x1d.msgx.control.v1.MessageStateR\x06states\x12@\n" +
+	"\rerror_classes\x18\x02 \x03(\x0e2\x1b.msgx.control.v1.ErrorClassR\ferrorClasses\x12.\n" +
+	"\x05range\x18\x03 \x01(\v2\x18.msgx.control.v1.IdRangeR\x05range\x12\x1c\n" +
+	"\tabandoned\x18\x04 \x01(\bR\tabandoned\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"t\n" +
+	"\x14ListMessagesResponse\x124\n" +
+	"\bmessages\x18\x01 \x03(\v2\x18.msgx.control.v1.MessageR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc9\x01\n" +
+	"\rReplayRequest\x12\x17\n" +
+	"\amsg_ids\x18\x01 \x03(\x03R\x06msgIds\x12<\n" +
+	"\verror_class\x18\x02 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
+	"errorClass\x12.\n" +
+	"\x05range\x18\x03 \x01(\v2\x18.msgx.control.v1.IdRangeR\x05range\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acomment\x18\x05 \x01(\tR\acomment\"\xaa\x02\n" +
+	"\x0eReplayResponse\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12\x1a\n" +
+	"\breplayed\x18\x02 \x01(\x03R\breplayed\x12!\n" +
+	"\freplayed_ids\x18\x03 \x03(\x03R\vreplayedIds\x12+\n" +
+	"\x11ignored_malformed\x18\x04 \x01(\x03R\x10ignoredMalformed\x12#\n" +
+	"\rmalformed_ids\x18\x05 \x03(\x03R\fmalformedIds\x12,\n" +
+	"\x12not_replayable_ids\x18\x06 \x03(\x03R\x10notReplayableIds\x12\x12\n" +
+	"\x04more\x18\a \x01(\bR\x04more\x12,\n" +
+	"\x12already_marked_ids\x18\b \x03(\x03R\x10alreadyMarkedIds\"\x93\x01\n" +
+	"\rReopenRequest\x12\x17\n" +
+	"\amsg_ids\x18\x01 \x03(\x03R\x06msgIds\x126\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x1e.msgx.control.v1.AbandonReasonR\x06reason\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acomment\x18\x04 \x01(\tR\acomment\"|\n" +
+	"\x0eReopenResponse\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12\x1a\n" +
+	"\breopened\x18\x02 \x01(\x03R\breopened\x12!\n" +
+	"\freopened_ids\x18\x03 \x03(\x03R\vreopenedIds\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"{\n" +
+	"\x12SeedCutoverRequest\x12-\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x19.msgx.control.v1.SeedModeR\x04mode\x12\x1c\n" +
+	"\twatermark\x18\x02 \x01(\x03R\twatermark\x12\x18\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\"\xdf\x01\n" +
+	"\x13SeedCutoverResponse\x12-\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x19.msgx.control.v1.SeedModeR\x04mode\x12\x1c\n" +
+	"\twatermark\x18\x02 \x01(\x03R\twatermark\x127\n" +
+	"\tseeded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bseededAt\x12 \n" +
+	"\finbox_min_id\x18\x04 \x01(\x03R\n" +
+	"inboxMinId\x12 \n" +
+	"\finbox_max_id\x18\x05 \x01(\x03R\n" +
+	"inboxMaxId\"\xc9\b\n" +
 	"\aMessage\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\x05state\x12<\n" +
@@ -1375,11 +2512,32 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\rAbandonReason\x12\x1e\n" +
 	"\x1aABANDON_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aABANDON_REASON_MISSING_ROW\x10\x01\x12%\n" +
-	"!ABANDON_REASON_TRANSIENT_DEADLINE\x10\x022\xbb\x01\n" +
-	"\x0eControlService\x12R\n" +
-	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\x12U\n" +
+	"!ABANDON_REASON_TRANSIENT_DEADLINE\x10\x02*n\n" +
+	"\tRawStatus\x12\x1a\n" +
+	"\x16RAW_STATUS_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rRAW_STATUS_OK\x10\x01\x12\x16\n" +
+	"\x12RAW_STATUS_MISSING\x10\x02\x12\x1a\n" +
+	"\x16RAW_STATUS_UNAVAILABLE\x10\x03*n\n" +
 	"\n" +
-	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponseBDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
+	"EventState\x12\x1b\n" +
+	"\x17EVENT_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13EVENT_STATE_PENDING\x10\x01\x12\x14\n" +
+	"\x10EVENT_STATE_SENT\x10\x02\x12\x14\n" +
+	"\x10EVENT_STATE_DEAD\x10\x03*q\n" +
+	"\bSeedMode\x12\x19\n" +
+	"\x15SEED_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rSEED_MODE_MIN\x10\x01\x12\x12\n" +
+	"\x0eSEED_MODE_ZERO\x10\x02\x12\x11\n" +
+	"\rSEED_MODE_MAX\x10\x03\x12\x10\n" +
+	"\fSEED_MODE_ID\x10\x042\x97\x04\n" +
+	"\x0eControlService\x12W\n" +
+	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
+	"\n" +
+	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponse\"\x03\x90\x02\x01\x12`\n" +
+	"\fListMessages\x12$.msgx.control.v1.ListMessagesRequest\x1a%.msgx.control.v1.ListMessagesResponse\"\x03\x90\x02\x01\x12I\n" +
+	"\x06Replay\x12\x1e.msgx.control.v1.ReplayRequest\x1a\x1f.msgx.control.v1.ReplayResponse\x12I\n" +
+	"\x06Reopen\x12\x1e.msgx.control.v1.ReopenRequest\x1a\x1f.msgx.control.v1.ReopenResponse\x12X\n" +
+	"\vSeedCutover\x12#.msgx.control.v1.SeedCutoverRequest\x1a$.msgx.control.v1.SeedCutoverResponseBDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_control_proto_rawDescOnce sync.Once
@@ -1393,71 +2551,109 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 	return file_msgx_control_v1_control_proto_rawDescData
 }
 
-var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),             // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),               // 1: msgx.control.v1.ErrorClass
 	(AbandonReason)(0),            // 2: msgx.control.v1.AbandonReason
-	(*GetStatusRequest)(nil),      // 3: msgx.control.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 4: msgx.control.v1.GetStatusResponse
-	(*RoleStatus)(nil),            // 5: msgx.control.v1.RoleStatus
-	(*Discovery)(nil),             // 6: msgx.control.v1.Discovery
-	(*Backlog)(nil),               // 7: msgx.control.v1.Backlog
-	(*StateCount)(nil),            // 8: msgx.control.v1.StateCount
-	(*ErrorClassCount)(nil),       // 9: msgx.control.v1.ErrorClassCount
-	(*Backfill)(nil),              // 10: msgx.control.v1.Backfill
-	(*AbandonedCount)(nil),        // 11: msgx.control.v1.AbandonedCount
-	(*OutboxTarget)(nil),          // 12: msgx.control.v1.OutboxTarget
-	(*GetMessageRequest)(nil),     // 13: msgx.control.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),    // 14: msgx.control.v1.GetMessageResponse
-	(*Message)(nil),               // 15: msgx.control.v1.Message
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(RawStatus)(0),                // 3: msgx.control.v1.RawStatus
+	(EventState)(0),               // 4: msgx.control.v1.EventState
+	(SeedMode)(0),                 // 5: msgx.control.v1.SeedMode
+	(*GetStatusRequest)(nil),      // 6: msgx.control.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 7: msgx.control.v1.GetStatusResponse
+	(*RoleStatus)(nil),            // 8: msgx.control.v1.RoleStatus
+	(*Discovery)(nil),             // 9: msgx.control.v1.Discovery
+	(*Backlog)(nil),               // 10: msgx.control.v1.Backlog
+	(*StateCount)(nil),            // 11: msgx.control.v1.StateCount
+	(*ErrorClassCount)(nil),       // 12: msgx.control.v1.ErrorClassCount
+	(*Backfill)(nil),              // 13: msgx.control.v1.Backfill
+	(*AbandonedCount)(nil),        // 14: msgx.control.v1.AbandonedCount
+	(*OutboxTarget)(nil),          // 15: msgx.control.v1.OutboxTarget
+	(*GetMessageRequest)(nil),     // 16: msgx.control.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),    // 17: msgx.control.v1.GetMessageResponse
+	(*Event)(nil),                 // 18: msgx.control.v1.Event
+	(*IdRange)(nil),               // 19: msgx.control.v1.IdRange
+	(*ListMessagesRequest)(nil),   // 20: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),  // 21: msgx.control.v1.ListMessagesResponse
+	(*ReplayRequest)(nil),         // 22: msgx.control.v1.ReplayRequest
+	(*ReplayResponse)(nil),        // 23: msgx.control.v1.ReplayResponse
+	(*ReopenRequest)(nil),         // 24: msgx.control.v1.ReopenRequest
+	(*ReopenResponse)(nil),        // 25: msgx.control.v1.ReopenResponse
+	(*SeedCutoverRequest)(nil),    // 26: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),   // 27: msgx.control.v1.SeedCutoverResponse
+	(*Message)(nil),               // 28: msgx.control.v1.Message
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	16, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
-	5,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
-	6,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
-	7,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
-	8,  // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
-	9,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
-	10, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
-	12, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	16, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	16, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
-	16, // 10: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	17, // 11: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	16, // 12: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
-	17, // 13: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	17, // 14: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	29, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	8,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
+	9,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
+	10, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
+	11, // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
+	12, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
+	13, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
+	15, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
+	29, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	29, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	29, // 10: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	30, // 11: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	29, // 12: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	30, // 13: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	30, // 14: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,  // 15: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,  // 16: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
-	11, // 17: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
+	14, // 17: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,  // 18: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	17, // 19: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	15, // 20: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
-	0,  // 21: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,  // 22: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	16, // 23: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	16, // 24: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	16, // 25: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	16, // 26: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	16, // 27: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	16, // 28: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	16, // 29: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	16, // 30: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,  // 31: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	16, // 32: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 33: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	13, // 34: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	4,  // 35: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	14, // 36: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	35, // [35:37] is the sub-list for method output_type
-	33, // [33:35] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	30, // 19: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	28, // 20: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	3,  // 21: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
+	18, // 22: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
+	4,  // 23: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
+	29, // 24: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	29, // 25: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	29, // 26: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	29, // 27: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	0,  // 28: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,  // 29: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	19, // 30: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	28, // 31: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	1,  // 32: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	19, // 33: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	2,  // 34: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
+	5,  // 35: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
+	5,  // 36: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
+	29, // 37: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	0,  // 38: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,  // 39: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	29, // 40: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	29, // 41: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	29, // 42: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	29, // 43: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	29, // 44: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	29, // 45: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	29, // 46: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	29, // 47: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,  // 48: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	29, // 49: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 50: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	16, // 51: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	20, // 52: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	22, // 53: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	24, // 54: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	26, // 55: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	7,  // 56: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	17, // 57: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	21, // 58: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	23, // 59: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	25, // 60: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	27, // 61: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	56, // [56:62] is the sub-list for method output_type
+	50, // [50:56] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -1465,13 +2661,14 @@ func file_msgx_control_v1_control_proto_init() {
 	if File_msgx_control_v1_control_proto != nil {
 		return
 	}
+	file_msgx_control_v1_control_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   13,
+			NumEnums:      6,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

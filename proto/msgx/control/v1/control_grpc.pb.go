@@ -26,27 +26,49 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControlService_GetStatus_FullMethodName  = "/msgx.control.v1.ControlService/GetStatus"
-	ControlService_GetMessage_FullMethodName = "/msgx.control.v1.ControlService/GetMessage"
+	ControlService_GetStatus_FullMethodName    = "/msgx.control.v1.ControlService/GetStatus"
+	ControlService_GetMessage_FullMethodName   = "/msgx.control.v1.ControlService/GetMessage"
+	ControlService_ListMessages_FullMethodName = "/msgx.control.v1.ControlService/ListMessages"
+	ControlService_Replay_FullMethodName       = "/msgx.control.v1.ControlService/Replay"
+	ControlService_Reopen_FullMethodName       = "/msgx.control.v1.ControlService/Reopen"
+	ControlService_SeedCutover_FullMethodName  = "/msgx.control.v1.ControlService/SeedCutover"
 )
 
 // ControlServiceClient is the client API for ControlService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// ControlService inspects and (from issue #9 on) steers the pipeline.
+// ControlService inspects and steers the pipeline.
 //
-// Reads are served by every instance from PostgreSQL. Mutating calls are served only by the
-// instance that holds the control role's advisory lock; a standby answers them with
-// UNAVAILABLE naming the active instance.
+// Reads (idempotency_level NO_SIDE_EFFECTS) are served by every instance from PostgreSQL.
+// Every other call mutates: it is served only by the instance that holds the control role's
+// advisory lock, runs on that lock's connection (so a deposed instance cannot commit it), is
+// written to the audit log with the caller, its arguments and its result, and is answered by a
+// standby with UNAVAILABLE naming the active instance. msgxctl derives its commands from this
+// service, so an RPC added here is reachable from the CLI without code.
 type ControlServiceClient interface {
 	// GetStatus reports the state of the whole pipeline as PostgreSQL sees it: who holds each
-	// role, the discovery watermark and holes, the backlog and its drain estimate, counts by
-	// state and error class, backfill progress and the outbox per target.
+	// role, the discovery watermark, its lag behind the inbox and the holes, the backlog and its
+	// drain estimate, counts by state and error class, backfill progress and the outbox per
+	// target.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
-	// GetMessage returns one message's processing record (proc_state). NOT_FOUND when the
-	// message was never enqueued or its record has been cleaned up after retention.
+	// GetMessage returns one message's processing record (proc_state), its raw XML from the
+	// inbox and its outbox events. NOT_FOUND when the message was never enqueued or its record
+	// has been cleaned up after retention.
 	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*GetMessageResponse, error)
+	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
+	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
+	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
+	// INFRA, EXHAUSTED) back to PENDING with their attempts reset, and wakes the pump. MALFORMED
+	// messages are never replayed: they are reported back as ignored. Replay processes the
+	// current state; it does not restore the historical order (seed 003 §9.1).
+	Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error)
+	// Reopen gives abandoned backfill rows (their processed marker was never written) one
+	// immediate new try.
+	Reopen(ctx context.Context, in *ReopenRequest, opts ...grpc.CallOption) (*ReopenResponse, error)
+	// SeedCutover sets where discovery starts on a fresh system (seed 000 §5.1). It is refused
+	// with FAILED_PRECONDITION once the cursor is seeded or has moved, or once messages exist.
+	SeedCutover(ctx context.Context, in *SeedCutoverRequest, opts ...grpc.CallOption) (*SeedCutoverResponse, error)
 }
 
 type controlServiceClient struct {
@@ -77,23 +99,81 @@ func (c *controlServiceClient) GetMessage(ctx context.Context, in *GetMessageReq
 	return out, nil
 }
 
+func (c *controlServiceClient) ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMessagesResponse)
+	err := c.cc.Invoke(ctx, ControlService_ListMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplayResponse)
+	err := c.cc.Invoke(ctx, ControlService_Replay_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) Reopen(ctx context.Context, in *ReopenRequest, opts ...grpc.CallOption) (*ReopenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReopenResponse)
+	err := c.cc.Invoke(ctx, ControlService_Reopen_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) SeedCutover(ctx context.Context, in *SeedCutoverRequest, opts ...grpc.CallOption) (*SeedCutoverResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SeedCutoverResponse)
+	err := c.cc.Invoke(ctx, ControlService_SeedCutover_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
 //
-// ControlService inspects and (from issue #9 on) steers the pipeline.
+// ControlService inspects and steers the pipeline.
 //
-// Reads are served by every instance from PostgreSQL. Mutating calls are served only by the
-// instance that holds the control role's advisory lock; a standby answers them with
-// UNAVAILABLE naming the active instance.
+// Reads (idempotency_level NO_SIDE_EFFECTS) are served by every instance from PostgreSQL.
+// Every other call mutates: it is served only by the instance that holds the control role's
+// advisory lock, runs on that lock's connection (so a deposed instance cannot commit it), is
+// written to the audit log with the caller, its arguments and its result, and is answered by a
+// standby with UNAVAILABLE naming the active instance. msgxctl derives its commands from this
+// service, so an RPC added here is reachable from the CLI without code.
 type ControlServiceServer interface {
 	// GetStatus reports the state of the whole pipeline as PostgreSQL sees it: who holds each
-	// role, the discovery watermark and holes, the backlog and its drain estimate, counts by
-	// state and error class, backfill progress and the outbox per target.
+	// role, the discovery watermark, its lag behind the inbox and the holes, the backlog and its
+	// drain estimate, counts by state and error class, backfill progress and the outbox per
+	// target.
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
-	// GetMessage returns one message's processing record (proc_state). NOT_FOUND when the
-	// message was never enqueued or its record has been cleaned up after retention.
+	// GetMessage returns one message's processing record (proc_state), its raw XML from the
+	// inbox and its outbox events. NOT_FOUND when the message was never enqueued or its record
+	// has been cleaned up after retention.
 	GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error)
+	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
+	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
+	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
+	// INFRA, EXHAUSTED) back to PENDING with their attempts reset, and wakes the pump. MALFORMED
+	// messages are never replayed: they are reported back as ignored. Replay processes the
+	// current state; it does not restore the historical order (seed 003 §9.1).
+	Replay(context.Context, *ReplayRequest) (*ReplayResponse, error)
+	// Reopen gives abandoned backfill rows (their processed marker was never written) one
+	// immediate new try.
+	Reopen(context.Context, *ReopenRequest) (*ReopenResponse, error)
+	// SeedCutover sets where discovery starts on a fresh system (seed 000 §5.1). It is refused
+	// with FAILED_PRECONDITION once the cursor is seeded or has moved, or once messages exist.
+	SeedCutover(context.Context, *SeedCutoverRequest) (*SeedCutoverResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -109,6 +189,18 @@ func (UnimplementedControlServiceServer) GetStatus(context.Context, *GetStatusRe
 }
 func (UnimplementedControlServiceServer) GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMessage not implemented")
+}
+func (UnimplementedControlServiceServer) ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMessages not implemented")
+}
+func (UnimplementedControlServiceServer) Replay(context.Context, *ReplayRequest) (*ReplayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Replay not implemented")
+}
+func (UnimplementedControlServiceServer) Reopen(context.Context, *ReopenRequest) (*ReopenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reopen not implemented")
+}
+func (UnimplementedControlServiceServer) SeedCutover(context.Context, *SeedCutoverRequest) (*SeedCutoverResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SeedCutover not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -167,6 +259,78 @@ func _ControlService_GetMessage_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_ListMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).ListMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_ListMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).ListMessages(ctx, req.(*ListMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_Replay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).Replay(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_Replay_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).Replay(ctx, req.(*ReplayRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_Reopen_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReopenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).Reopen(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_Reopen_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).Reopen(ctx, req.(*ReopenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_SeedCutover_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SeedCutoverRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).SeedCutover(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_SeedCutover_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).SeedCutover(ctx, req.(*SeedCutoverRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -181,6 +345,22 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetMessage",
 			Handler:    _ControlService_GetMessage_Handler,
+		},
+		{
+			MethodName: "ListMessages",
+			Handler:    _ControlService_ListMessages_Handler,
+		},
+		{
+			MethodName: "Replay",
+			Handler:    _ControlService_Replay_Handler,
+		},
+		{
+			MethodName: "Reopen",
+			Handler:    _ControlService_Reopen_Handler,
+		},
+		{
+			MethodName: "SeedCutover",
+			Handler:    _ControlService_SeedCutover_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

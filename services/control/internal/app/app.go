@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -20,6 +21,8 @@ type App struct {
 	b       *service.Base
 	server  *server.Server
 	elector *leader.Elector
+	term    *control.Term
+	inbox   *inbox.Inbox
 	ln      net.Listener
 }
 
@@ -29,19 +32,34 @@ func New(b *service.Base) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control authentication: %w", err)
 	}
+	tlsCfg, err := server.LoadTLS(b.Config.ControlTLSCert, b.Config.ControlTLSKey, b.Config.ControlClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("control TLS: %w", err)
+	}
+	// The inbox is read for raw messages, the watermark lag and cutover seeding; control never
+	// writes it. The pool connects lazily, so an unreachable inbox does not stop the API.
+	in, err := inbox.Open(b.Config.MySQLDSN, b.Config.InboxTimeout)
+	if err != nil {
+		return nil, err
+	}
 	elector := b.Elector()
+	term := &control.Term{}
 	svc, err := control.New(control.Config{
 		DB:       b.Pool,
 		Clock:    b.Clock,
 		Instance: b.Config.Instance,
-		Elector:  elector,
+		Elector:  term,
+		Writer:   term,
+		Inbox:    in,
 	})
 	if err != nil {
+		_ = in.Close()
 		return nil, err
 	}
 	srv, err := server.New(server.Config{
 		Addr:           b.Config.GRPCAddr,
 		Auth:           authn,
+		TLS:            tlsCfg,
 		Services:       []string{controlv1.ControlService_ServiceDesc.ServiceName},
 		Logger:         b.Logger,
 		Registerer:     b.Registry,
@@ -51,10 +69,11 @@ func New(b *service.Base) (*App, error) {
 		StopTimeout: b.Config.ShutdownTimeout / 2,
 	})
 	if err != nil {
+		_ = in.Close()
 		return nil, err
 	}
 	controlv1.RegisterControlServiceServer(srv.Registrar(), svc)
-	return &App{b: b, server: srv, elector: elector}, nil
+	return &App{b: b, server: srv, elector: elector, term: term, inbox: in}, nil
 }
 
 // Listen opens the gRPC listener ahead of Run and returns its address (tests listen on
@@ -73,6 +92,7 @@ func (a *App) Listen() (net.Addr, error) {
 // Run serves the API and holds the control role until ctx ends, then stops both within the
 // configured shutdown timeout.
 func (a *App) Run(ctx context.Context) error {
+	defer func() { _ = a.inbox.Close() }()
 	if _, err := a.Listen(); err != nil {
 		return err
 	}
@@ -83,11 +103,13 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 // holdRole keeps this instance a candidate for the control role. Reads are served by every
-// instance, so the term has no work loop yet: it only holds the lock, which tells operators
-// which instance is active and is what the mutating calls of issue #9 (replay, reopen, cutover
-// seeding) will run under, fenced on the session's connection.
+// instance, so the term has no work loop: it lends its session to the mutating calls (replay,
+// reopen, cutover seeding), which run fenced on the lock connection, and takes it back when the
+// term ends.
 func (a *App) holdRole(ctx context.Context) error {
-	return a.elector.Run(ctx, func(ctx context.Context, _ *leader.Session) error {
+	return a.elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
+		a.term.Hold(s)
+		defer a.term.Release()
 		<-ctx.Done()
 		return nil
 	})

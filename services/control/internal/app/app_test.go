@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -33,6 +34,7 @@ const token = "s3cret-operator-token"
 // instance is a running control instance and a client connection to it.
 type instance struct {
 	name   string
+	addr   string
 	conn   *grpc.ClientConn
 	client controlv1.ControlServiceClient
 	base   *service.Base
@@ -46,19 +48,40 @@ type instance struct {
 // sets control-insecure (allowInsecure).
 func startControl(t *testing.T, db *pgtest.DB, name, configToken string, allowInsecure bool, now time.Time) *instance {
 	t.Helper()
+	return startWith(t, db, name, now, func(cfg *config.Config) {
+		cfg.ControlToken = configToken
+		cfg.ControlInsecure = allowInsecure
+	}, nil)
+}
+
+// startWith is startControl with any configuration (edit) and the logs also copied to logs
+// (may be nil). It returns once the instance listens; the client speaks plaintext unless the
+// configuration serves TLS, in which case the caller dials itself (instance.addr).
+func startWith(t *testing.T, db *pgtest.DB, name string, now time.Time, edit func(*config.Config), logs io.Writer) *instance {
+	t.Helper()
 	cfg := config.Default()
 	cfg.PGDSN = db.DSN
 	cfg.AdminAddr = "127.0.0.1:0"
 	cfg.GRPCAddr = "127.0.0.1:0"
-	cfg.ControlToken = configToken
-	cfg.ControlInsecure = allowInsecure
+	cfg.ControlToken = token
 	cfg.Instance = name
 	cfg.ShutdownTimeout = 10 * time.Second
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// No MySQL unless the test gives one: a closed port fails at once, never hangs.
+	cfg.MySQLDSN = "root@tcp(127.0.0.1:1)/none?parseTime=true"
+	cfg.InboxTimeout = 2 * time.Second
+	if edit != nil {
+		edit(&cfg)
+	}
+	var out io.Writer = t.Output()
+	if logs != nil {
+		out = io.MultiWriter(t.Output(), logs)
+	}
+	logger := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	b, err := service.New(ctx, "control", cfg, logger)
 	if err != nil {
+		cancel()
 		t.Fatalf("service.New: %v", err)
 	}
 	b.Clock = clock.NewMutable(now)
@@ -88,12 +111,16 @@ func startControl(t *testing.T, db *pgtest.DB, name, configToken string, allowIn
 	})
 	t.Cleanup(stop)
 
-	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
+	in := &instance{name: name, addr: addr.String(), base: b, stop: stop}
+	if cfg.ControlTLSCert == "" {
+		conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		in.conn, in.client = conn, controlv1.NewControlServiceClient(conn)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &instance{name: name, conn: conn, client: controlv1.NewControlServiceClient(conn), base: b, stop: stop}
+	return in
 }
 
 func withToken(ctx context.Context, tok string) context.Context {
@@ -392,7 +419,7 @@ func TestAuthentication(t *testing.T) {
 		if !slices.Contains(services, "msgx.control.v1.ControlService") {
 			t.Errorf("reflection lists %v, want msgx.control.v1.ControlService", services)
 		}
-		// grpcurl describe: the file that defines the service, with its two RPCs.
+		// grpcurl describe: the file that defines the service, with every RPC.
 		if err := stream.Send(&reflectionpb.ServerReflectionRequest{
 			MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "msgx.control.v1.ControlService"},
 		}); err != nil {
@@ -416,8 +443,13 @@ func TestAuthentication(t *testing.T) {
 				}
 			}
 		}
-		if !slices.Equal(methods, []string{"GetStatus", "GetMessage"}) {
-			t.Errorf("described methods = %v, want [GetStatus GetMessage]", methods)
+		var want []string
+		ms := controlv1.File_msgx_control_v1_control_proto.Services().ByName("ControlService").Methods()
+		for i := range ms.Len() {
+			want = append(want, string(ms.Get(i).Name()))
+		}
+		if !slices.Equal(methods, want) || !slices.Contains(methods, "Replay") {
+			t.Errorf("described methods = %v, want %v", methods, want)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 // Package control implements msgx.control.v1.ControlService. Handlers stay thin: they read
-// through the same pkg stores the workers write with (cursor, queue, outbox, leader) and only
-// translate between those and the API.
+// and write through the same pkg stores the workers use (cursor, queue, outbox, leader, inbox)
+// and only translate between those and the API. Reads go to the pool; mutating calls run on
+// the control role's lock connection (Term), so only the active instance can commit them.
 package control
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -33,9 +35,24 @@ type DB interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// Elector is the part of the control role's leader.Elector the handlers read.
+// Elector tells whether this instance holds the control role (Term in production: whether it
+// can serve mutating calls now).
 type Elector interface {
 	Active() bool
+}
+
+// Writer runs fenced writes: a transaction on the control role's lock connection, or
+// ErrStandby when this instance does not hold the role (Term in production).
+type Writer interface {
+	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
+}
+
+// Inbox is what the handlers read of the shared MySQL inbox (inbox.Inbox, each call bounded
+// by inbox.timeout).
+type Inbox interface {
+	Raw(ctx context.Context, id int64) (string, error)
+	MinID(ctx context.Context) (int64, error)
+	MaxID(ctx context.Context) (int64, error)
 }
 
 // Config configures a Service.
@@ -44,6 +61,12 @@ type Config struct {
 	Clock    clock.Clock
 	Instance string
 	Elector  Elector
+	Writer   Writer
+	Inbox    Inbox
+	// WriteTimeout bounds each statement of a mutating call (statement_timeout; lock waits get
+	// less). It stays well under the lock connection's lease (10 s) so a slow write cannot
+	// cost the control role. Default 5s.
+	WriteTimeout time.Duration
 	// ReadTimeout bounds one status read in PostgreSQL (statement_timeout), so a slow status
 	// query from a dashboard cannot pile up on the database. Default 10s.
 	ReadTimeout time.Duration
@@ -57,11 +80,14 @@ type Service struct {
 
 // New returns the service.
 func New(cfg Config) (*Service, error) {
-	if cfg.DB == nil || cfg.Clock == nil || cfg.Elector == nil {
-		return nil, errors.New("control: DB, Clock and Elector are required")
+	if cfg.DB == nil || cfg.Clock == nil || cfg.Elector == nil || cfg.Writer == nil || cfg.Inbox == nil {
+		return nil, errors.New("control: DB, Clock, Elector, Writer and Inbox are required")
 	}
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 5 * time.Second
 	}
 	return &Service{cfg: cfg}, nil
 }
@@ -72,6 +98,17 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 	// Read before the snapshot is taken: the elector records its term in role_holder before it
 	// reports Active, so "active" here implies the snapshot shows this instance's term.
 	active := s.cfg.Elector.Active()
+	// The inbox's largest ID comes from MySQL, read alongside the PostgreSQL snapshot; an
+	// unreachable inbox leaves the lag unknown rather than failing the whole status.
+	type maxID struct {
+		id  int64
+		err error
+	}
+	inboxMax := make(chan maxID, 1)
+	go func() {
+		id, err := s.cfg.Inbox.MaxID(ctx)
+		inboxMax <- maxID{id, err}
+	}()
 	var (
 		cur     cursor.Cursor
 		holes   cursor.HoleStats
@@ -98,15 +135,24 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 		holders, err = leader.Holders(ctx, tx)
 		return err
 	})
+	im := <-inboxMax
 	if err != nil {
 		return nil, toStatus(ctx, "get status", err)
+	}
+	d := discovery(cur, holes, now)
+	if im.err != nil {
+		d.InboxError = im.err.Error()
+	} else {
+		d.InboxMaxId = &im.id
+		lag := max(im.id-cur.W, 0)
+		d.Lag = &lag
 	}
 	return &controlv1.GetStatusResponse{
 		ObservedAt:     timestamp(now),
 		ServedBy:       s.cfg.Instance,
 		ServedByActive: active,
 		Roles:          roleStatus(holders),
-		Discovery:      discovery(cur, holes, now),
+		Discovery:      d,
 		Backlog:        backlog(qs),
 		ByState:        stateCounts(qs.ByState),
 		ByErrorClass:   errorClassCounts(qs.ByErrorClass),
@@ -115,16 +161,39 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 	}, nil
 }
 
-// GetMessage implements ControlService.GetMessage.
+// GetMessage implements ControlService.GetMessage: the processing record and its events from
+// one PostgreSQL snapshot, then the raw text from the inbox. A failing inbox read does not fail
+// the call: the record is what an operator needs first, and raw_status says what went wrong.
 func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageRequest) (*controlv1.GetMessageResponse, error) {
-	if req.GetMsgId() <= 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "msg_id must be a positive inbox ID, got %d", req.GetMsgId())
-	}
-	m, err := queue.Get(ctx, s.cfg.DB, req.GetMsgId())
+	var (
+		m      queue.Message
+		events []outbox.Row
+	)
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		if m, err = queue.Get(ctx, tx, req.GetMsgId()); err != nil {
+			return err
+		}
+		events, err = outbox.ByMessage(ctx, tx, req.GetMsgId())
+		return err
+	})
 	if err != nil {
 		return nil, toStatus(ctx, "get message", err)
 	}
-	return &controlv1.GetMessageResponse{Message: message(m)}, nil
+	resp := &controlv1.GetMessageResponse{Message: message(m), Events: eventList(events)}
+	raw, err := s.cfg.Inbox.Raw(ctx, req.GetMsgId())
+	switch {
+	case err == nil:
+		resp.RawXml, resp.RawStatus = raw, controlv1.RawStatus_RAW_STATUS_OK
+	case errors.Is(err, inbox.ErrRowMissing):
+		resp.RawStatus, resp.RawError = controlv1.RawStatus_RAW_STATUS_MISSING, err.Error()
+	default:
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		resp.RawStatus, resp.RawError = controlv1.RawStatus_RAW_STATUS_UNAVAILABLE, err.Error()
+	}
+	return resp, nil
 }
 
 // read runs fn in a read-only REPEATABLE READ transaction bounded by ReadTimeout.

@@ -43,3 +43,40 @@ func TestUnknownClassIsCountedNotDropped(t *testing.T) {
 		t.Errorf("errorClassCounts = %v, want UNSPECIFIED 3, INFRA 2", got)
 	}
 }
+
+// The API refuses a replay of a class the store would never replay, and the other way round;
+// the two whitelists must stay one.
+func TestReplayWhitelistsAgree(t *testing.T) {
+	t.Parallel()
+	for _, c := range []queue.ErrorClass{queue.Malformed, queue.Protocol, queue.CodecError, queue.Unsupported, queue.Infra, queue.Exhausted} {
+		if api, store := controlv1.Replayable(errorClass(c)), queue.IsReplayable(c); api != store {
+			t.Errorf("class %s: the API says replayable=%v, queue says %v", c, api, store)
+		}
+	}
+}
+
+func TestSeedModesCoverTheAPI(t *testing.T) {
+	t.Parallel()
+	values := controlv1.SeedMode_SEED_MODE_UNSPECIFIED.Descriptor().Values()
+	for i := range values.Len() {
+		m := controlv1.SeedMode(values.Get(i).Number())
+		if _, ok := seedModes[m]; !ok && m != controlv1.SeedMode_SEED_MODE_UNSPECIFIED {
+			t.Errorf("SeedMode %s has no cursor mode", m)
+		}
+	}
+}
+
+func TestPageToken(t *testing.T) {
+	t.Parallel()
+	for _, after := range []int64{1, 99, 1 << 40} {
+		got, err := decodePageToken(encodePageToken(after))
+		if err != nil || got != after {
+			t.Errorf("round trip of %d = %d, %v", after, got, err)
+		}
+	}
+	for _, bad := range []string{"x", encodePageToken(0), "djI6MTA"} {
+		if _, err := decodePageToken(bad); err == nil {
+			t.Errorf("decodePageToken(%q) accepted a token this API never returns", bad)
+		}
+	}
+}

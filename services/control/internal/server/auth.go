@@ -87,7 +87,7 @@ var errBadToken = status.Error(codes.Unauthenticated, "invalid bearer token")
 // and says no more than which part was wrong.
 func (a Auth) authenticate(ctx context.Context) (context.Context, error) {
 	if a.Insecure {
-		return ctx, nil
+		return withCaller(ctx, "none"), nil
 	}
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	if err != nil {
@@ -97,7 +97,7 @@ func (a Auth) authenticate(ctx context.Context) (context.Context, error) {
 	if subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) != 1 {
 		return nil, errBadToken
 	}
-	return ctx, nil
+	return withCaller(ctx, tokenFingerprint(a.tokenSum)), nil
 }
 
 // validate catches an Auth without a token (a zero value, TokenAuth("")): it would accept an

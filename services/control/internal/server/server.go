@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,12 +19,14 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/validator"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -37,6 +40,8 @@ type Config struct {
 	// Addr is the TCP address Run listens on (MSGX_GRPC_ADDR).
 	Addr string
 	Auth Auth
+	// TLS, when set, serves TLS (and mTLS when it requires client certificates); see LoadTLS.
+	TLS *tls.Config
 	// Services are the names the health service reports SERVING for, besides the overall "".
 	Services []string
 
@@ -107,11 +112,18 @@ func New(cfg Config) (*Server, error) {
 
 	// The order follows go-grpc-middleware's v2 example (STYLE §15): metrics see every call,
 	// refused ones included; logging sees the auth outcome; recovery is innermost, next to
-	// the handler, so a panic still passes through logging and metrics as INTERNAL.
+	// the handler, so a panic still passes through logging and metrics as INTERNAL. Between
+	// auth and recovery, the audit log records every authenticated mutating call with its
+	// outcome, then validation (the requests' Validate methods) refuses malformed requests with
+	// INVALID_ARGUMENT before any handler runs.
 	// Tracing is a stats handler rather than an interceptor (otelgrpc's interceptors are
 	// deprecated), so a span covers the whole call, refused ones included. Probes' health
 	// checks are not traced: they would be most of the spans and say nothing.
-	gs := grpc.NewServer(
+	api := map[string]bool{}
+	for _, name := range cfg.Services {
+		api[name] = true
+	}
+	opts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(cfg.TracerProvider),
 			otelgrpc.WithPropagators(cfg.Propagator),
@@ -121,15 +133,23 @@ func New(cfg Config) (*Server, error) {
 			metrics.UnaryServerInterceptor(),
 			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(grpcLog, logOpts...), logged),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(cfg.Auth.authenticate), needsToken),
+			auditInterceptor(cfg.Logger.With("component", "audit"), api),
+			validator.UnaryServerInterceptor(),
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		),
 		grpc.ChainStreamInterceptor(
 			metrics.StreamServerInterceptor(),
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, logOpts...), logged),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(cfg.Auth.authenticate), needsToken),
+			auditStreamInterceptor(cfg.Logger.With("component", "audit"), api),
+			validator.StreamServerInterceptor(),
 			recovery.StreamServerInterceptor(recoverOpts...),
 		),
-	)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	gs := grpc.NewServer(opts...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -176,7 +196,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("control API is UNAUTHENTICATED: no token configured and "+EnvInsecure+"=true; never run this in production",
 			"addr", ln.Addr().String())
 	} else {
-		s.log.Info("control API listening", "addr", ln.Addr().String(), "auth", "bearer token", "token_source", s.cfg.Auth.Source)
+		s.log.Info("control API listening", "addr", ln.Addr().String(), "auth", "bearer token", "token_source", s.cfg.Auth.Source,
+			"transport", transport(s.cfg.TLS))
 	}
 
 	errc := make(chan error, 1)
@@ -235,4 +256,16 @@ func serviceOf(fullMethod string) string {
 		}
 	}
 	return fullMethod
+}
+
+// transport names the listener's security for the start-up log.
+func transport(c *tls.Config) string {
+	switch {
+	case c == nil:
+		return "plaintext"
+	case c.ClientAuth == tls.RequireAndVerifyClientCert:
+		return "mTLS (client certificates required)"
+	default:
+		return "TLS"
+	}
 }

@@ -1,0 +1,65 @@
+package controlv1_test
+
+import (
+	"strings"
+	"testing"
+
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+)
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", controlv1.MaxCommentLen+1)
+	many := make([]int64, controlv1.MaxSelectedIDs+1)
+	for i := range many {
+		many[i] = int64(i + 1)
+	}
+	tests := []struct {
+		name string
+		req  interface{ Validate() error }
+		err  string // substring; empty = valid
+	}{
+		{"get message", &controlv1.GetMessageRequest{MsgId: 1}, ""},
+		{"get message zero", &controlv1.GetMessageRequest{}, "msg_id must be a positive"},
+		{"status", &controlv1.GetStatusRequest{}, ""},
+		{"list all", &controlv1.ListMessagesRequest{}, ""},
+		{"list filtered", &controlv1.ListMessagesRequest{States: []controlv1.MessageState{controlv1.MessageState_MESSAGE_STATE_DEAD},
+			Range: &controlv1.IdRange{First: 1, Last: 1}, PageSize: controlv1.MaxPageSize}, ""},
+		{"list page too big", &controlv1.ListMessagesRequest{PageSize: controlv1.MaxPageSize + 1}, "page_size"},
+		{"list negative page", &controlv1.ListMessagesRequest{PageSize: -1}, "page_size"},
+		{"list unspecified state", &controlv1.ListMessagesRequest{States: []controlv1.MessageState{0}}, "states"},
+		{"list unknown class", &controlv1.ListMessagesRequest{ErrorClasses: []controlv1.ErrorClass{42}}, "error_classes"},
+		{"list reversed range", &controlv1.ListMessagesRequest{Range: &controlv1.IdRange{First: 3, Last: 2}}, "range"},
+		{"replay ids", &controlv1.ReplayRequest{MsgIds: []int64{1, 2}}, ""},
+		{"replay class and range", &controlv1.ReplayRequest{ErrorClass: controlv1.ErrorClass_ERROR_CLASS_INFRA,
+			Range: &controlv1.IdRange{First: 1, Last: 9}}, ""},
+		{"replay nothing", &controlv1.ReplayRequest{DryRun: true}, "at least one"},
+		{"replay MALFORMED", &controlv1.ReplayRequest{ErrorClass: controlv1.ErrorClass_ERROR_CLASS_MALFORMED}, "never replayed"},
+		{"replay PROTOCOL", &controlv1.ReplayRequest{ErrorClass: controlv1.ErrorClass_ERROR_CLASS_PROTOCOL}, "never replayed"},
+		{"replay zero id", &controlv1.ReplayRequest{MsgIds: []int64{0}}, "positive"},
+		{"replay too many ids", &controlv1.ReplayRequest{MsgIds: many}, "select a range"},
+		{"replay long comment", &controlv1.ReplayRequest{MsgIds: []int64{1}, Comment: long}, "comment"},
+		{"replay empty range", &controlv1.ReplayRequest{Range: &controlv1.IdRange{}}, "range"},
+		{"reopen reason", &controlv1.ReopenRequest{Reason: controlv1.AbandonReason_ABANDON_REASON_MISSING_ROW}, ""},
+		{"reopen nothing", &controlv1.ReopenRequest{}, "at least one"},
+		{"reopen unknown reason", &controlv1.ReopenRequest{Reason: 9}, "reason"},
+		{"seed max", &controlv1.SeedCutoverRequest{Mode: controlv1.SeedMode_SEED_MODE_MAX}, ""},
+		{"seed id 0", &controlv1.SeedCutoverRequest{Mode: controlv1.SeedMode_SEED_MODE_ID}, ""},
+		{"seed no mode", &controlv1.SeedCutoverRequest{}, "mode is required"},
+		{"seed watermark with min", &controlv1.SeedCutoverRequest{Mode: controlv1.SeedMode_SEED_MODE_MIN, Watermark: 3}, "only for SEED_MODE_ID"},
+		{"seed negative", &controlv1.SeedCutoverRequest{Mode: controlv1.SeedMode_SEED_MODE_ID, Watermark: -3}, "negative"},
+		{"seed unknown mode", &controlv1.SeedCutoverRequest{Mode: 17}, "mode"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.req.Validate()
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("Validate = %v, want valid", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("Validate = %v, want an error containing %q", err, tc.err)
+			}
+		})
+	}
+}

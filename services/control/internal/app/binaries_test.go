@@ -1,0 +1,75 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The tests that run real binaries (msgx-pump, msgxctl) build them once per test process.
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries are the packages built for those tests, relative to the repository root.
+var binaries = []string{"./services/pump/cmd/msgx-pump", "./services/control/cmd/msgxctl"}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// bin builds the binaries (once) and returns the path of the named one.
+func bin(t *testing.T, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := repoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if binDir, buildErr = os.MkdirTemp("", "msgx-control-test-bin-"); buildErr != nil {
+			return
+		}
+		// Generous: the machine is shared, and the pump pulls in Redis and the domain.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", binDir + string(filepath.Separator)}, binaries...)...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build %v: %v", binaries, buildErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+// repoRoot is the directory holding go.work, above the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.work not found above " + dir)
+		}
+		dir = parent
+	}
+}

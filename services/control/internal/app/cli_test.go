@@ -1,0 +1,179 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
+)
+
+// msgxctl runs the built CLI and returns its stdout, stderr and exit code.
+func msgxctl(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin(t, "msgxctl"), args...)
+	// Only what the test gives: a token in the developer's environment must not leak in.
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("msgxctl %v: %v", args, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+func TestMsgxctl(t *testing.T) {
+	t.Parallel()
+	db, my := pgtest.New(t), mysqltest.New(t)
+	my.InsertInbox(t, "<MSG/>", nil)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	procRow(t, db, 1, "DEAD", "EXHAUSTED", now)
+	procRow(t, db, 2, "DEAD", "MALFORMED", now)
+	in := startWith(t, db, "control-cli", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
+	waitActive(t, in)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{ctl.EnvAddr + "=" + in.addr, ctl.EnvTokenFile + "=" + tokenFile}
+
+	t.Run("every RPC has a command", func(t *testing.T) {
+		methods := ctl.Service().Methods()
+		for i := range methods.Len() {
+			name := ctl.CommandName(methods.Get(i))
+			if out, errOut, code := msgxctl(t, env, name, "--help"); code != 0 || !strings.Contains(out, string(methods.Get(i).Name())) {
+				t.Errorf("msgxctl %s --help: exit %d\n%s%s", name, code, out, errOut)
+			}
+		}
+	})
+	t.Run("get-status as JSON", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "get-status", "-o", "json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var st struct {
+			ServedBy  string `json:"served_by"`
+			Discovery struct {
+				InboxMaxID string `json:"inbox_max_id"`
+			} `json:"discovery"`
+			ByState []struct {
+				State string `json:"state"`
+				Count string `json:"count"`
+			} `json:"by_state"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		if st.ServedBy != "control-cli" || st.Discovery.InboxMaxID == "" || len(st.ByState) != 5 {
+			t.Errorf("status = %+v", st)
+		}
+	})
+	t.Run("get-status as a table", func(t *testing.T) {
+		out, _, code := msgxctl(t, env, "get-status")
+		if code != 0 || !strings.Contains(out, "discovery.watermark") || !strings.Contains(out, "by_state (5):") ||
+			!strings.Contains(out, "EXHAUSTED") {
+			t.Errorf("exit %d, table:\n%s", code, out)
+		}
+	})
+	t.Run("list-messages with enum and repeated flags", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "list-messages", "--states", "dead", "--error-classes=malformed,exhausted",
+			"--range.first", "1", "--range.last", "2")
+		if code != 0 || !strings.Contains(out, "MSG_ID") || !strings.Contains(out, "MALFORMED") {
+			t.Errorf("exit %d: %s\n%s", code, errOut, out)
+		}
+	})
+	t.Run("replay dry run, then for real", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "replay", "--msg-ids", "1,2", "--dry-run", "-o", "json")
+		if code != 0 || !strings.Contains(out, `"replayed_ids": [`) || !strings.Contains(out, `"malformed_ids": [`) {
+			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+		}
+		if st, _ := stateOf(t, db, 1); st != "DEAD" {
+			t.Fatalf("the dry run replayed message 1 (%s)", st)
+		}
+		if _, errOut, code := msgxctl(t, env, "replay", "--error-class", "EXHAUSTED", "--comment", "cli test"); code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if st, _ := stateOf(t, db, 1); st != "PENDING" {
+			t.Errorf("after the replay message 1 is %s, want PENDING", st)
+		}
+	})
+	t.Run("get-message", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "get-message", "--msg-id", "2")
+		if code != 0 || !strings.Contains(out, "message.state") || !strings.Contains(out, "MISSING") {
+			t.Errorf("exit %d: %s\n%s", code, errOut, out)
+		}
+	})
+	t.Run("seed-cutover, then its refusal", func(t *testing.T) {
+		db2 := pgtest.New(t)
+		in2 := startWith(t, db2, "control-cli-seed", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
+		waitActive(t, in2)
+		env2 := []string{ctl.EnvAddr + "=" + in2.addr, ctl.EnvToken + "=" + token}
+		if out, errOut, code := msgxctl(t, env2, "seed-cutover", "--mode", "max"); code != 0 || !strings.Contains(out, "watermark") {
+			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+		}
+		_, errOut, code := msgxctl(t, env2, "seed-cutover", "--mode", "zero")
+		if code != ctl.ExitCode(codes.FailedPrecondition) || !strings.Contains(errOut, "FailedPrecondition") {
+			t.Errorf("second seeding: exit %d (want %d): %s", code, ctl.ExitCode(codes.FailedPrecondition), errOut)
+		}
+	})
+	t.Run("exit codes", func(t *testing.T) {
+		cases := []struct {
+			name string
+			env  []string
+			args []string
+			want int
+		}{
+			{"wrong token", []string{ctl.EnvAddr + "=" + in.addr, ctl.EnvToken + "=nope"}, []string{"get-status"}, ctl.ExitCode(codes.Unauthenticated)},
+			{"unknown message", env, []string{"get-message", "--msg-id", "999"}, ctl.ExitCode(codes.NotFound)},
+			{"no server", []string{ctl.EnvAddr + "=127.0.0.1:1"}, []string{"get-status", "--timeout", "5s"}, ctl.ExitCode(codes.Unavailable)},
+			{"replay without selector", env, []string{"replay"}, ctl.ExitUsage},
+			{"unknown flag", env, []string{"replay", "--nope"}, ctl.ExitUsage},
+			{"bad enum", env, []string{"replay", "--error-class", "sometimes"}, ctl.ExitUsage},
+			{"bad integer", env, []string{"get-message", "--msg-id", "x"}, ctl.ExitUsage},
+			{"unknown command", env, []string{"explode"}, ctl.ExitUsage},
+			{"bad output", env, []string{"get-status", "-o", "yaml"}, ctl.ExitUsage},
+			{"missing token file", []string{ctl.EnvAddr + "=" + in.addr, ctl.EnvTokenFile + "=/nonexistent"}, []string{"get-status"}, ctl.ExitLocal},
+		}
+		for _, tc := range cases {
+			if _, errOut, code := msgxctl(t, tc.env, tc.args...); code != tc.want {
+				t.Errorf("%s: exit %d, want %d: %s", tc.name, code, tc.want, errOut)
+			}
+		}
+	})
+	t.Run("mTLS", func(t *testing.T) {
+		f := newTLSFiles(t)
+		db3 := pgtest.New(t)
+		in3 := startWith(t, db3, "control-cli-tls", now, func(cfg *config.Config) {
+			cfg.ControlTLSCert, cfg.ControlTLSKey, cfg.ControlClientCA = f.serverCert, f.serverKey, f.ca
+		}, nil)
+		env3 := []string{ctl.EnvAddr + "=" + in3.addr, ctl.EnvToken + "=" + token}
+		if _, errOut, code := msgxctl(t, env3, "get-status", "--ca", f.ca, "--cert", f.clientCert, "--key", f.clientKey); code != 0 {
+			t.Errorf("with a client certificate: exit %d: %s", code, errOut)
+		}
+		if _, _, code := msgxctl(t, env3, "get-status", "--ca", f.ca); code != ctl.ExitCode(codes.Unavailable) {
+			t.Errorf("without a client certificate: exit %d, want %d", code, ctl.ExitCode(codes.Unavailable))
+		}
+		if _, _, code := msgxctl(t, env3, "get-status", "--cert", f.clientCert); code != ctl.ExitUsage {
+			t.Errorf("--cert without --key: exit %d, want %d", code, ctl.ExitUsage)
+		}
+	})
+}

@@ -1,0 +1,102 @@
+package control
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/queue"
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+)
+
+// pageTokenPrefix versions the page token, so a later change of its content is recognised
+// instead of being misread.
+const pageTokenPrefix = "v1:"
+
+// ListMessages implements ControlService.ListMessages with keyset pagination on msg_id: the
+// token carries the last msg_id of the page, so deep pages cost the same as the first and
+// messages enqueued between pages are never skipped.
+func (s *Service) ListMessages(ctx context.Context, req *controlv1.ListMessagesRequest) (*controlv1.ListMessagesResponse, error) {
+	f := queue.Filter{Abandoned: req.GetAbandoned()}
+	for _, st := range req.GetStates() {
+		f.States = append(f.States, queue.State(strings.TrimPrefix(st.String(), statePrefix)))
+	}
+	for _, c := range req.GetErrorClasses() {
+		f.ErrorClasses = append(f.ErrorClasses, queue.ErrorClass(strings.TrimPrefix(c.String(), classPrefix)))
+	}
+	if r := req.GetRange(); r != nil {
+		f.FirstID, f.LastID = r.GetFirst(), r.GetLast()
+	}
+	if tok := req.GetPageToken(); tok != "" {
+		after, err := decodePageToken(tok)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		f.After = after
+	}
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = controlv1.DefaultPageSize
+	}
+	// One row more than the page tells whether another page exists without a count query.
+	msgs, err := queue.List(ctx, s.cfg.DB, f, size+1)
+	if err != nil {
+		return nil, toStatus(ctx, "list messages", err)
+	}
+	resp := &controlv1.ListMessagesResponse{}
+	if len(msgs) > size {
+		msgs = msgs[:size]
+		resp.NextPageToken = encodePageToken(msgs[size-1].MsgID)
+	}
+	for _, m := range msgs {
+		resp.Messages = append(resp.Messages, message(m))
+	}
+	return resp, nil
+}
+
+func encodePageToken(after int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(pageTokenPrefix + strconv.FormatInt(after, 10)))
+}
+
+func decodePageToken(tok string) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err == nil {
+		if rest, ok := strings.CutPrefix(string(b), pageTokenPrefix); ok {
+			if after, err := strconv.ParseInt(rest, 10, 64); err == nil && after > 0 {
+				return after, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("page_token %q is not a token this API returned: pass next_page_token unchanged", tok)
+}
+
+const eventStatePrefix = "EVENT_STATE_"
+
+func eventList(rows []outbox.Row) []*controlv1.Event {
+	out := make([]*controlv1.Event, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, &controlv1.Event{
+			EventId:       r.ID,
+			Target:        r.Target,
+			PartitionKey:  r.PartitionKey,
+			EventType:     r.Type,
+			StateVersion:  r.Version,
+			State:         controlv1.EventState(controlv1.EventState_value[eventStatePrefix+r.State]),
+			Attempts:      int32(r.Attempts),
+			NextAttemptAt: optTimestamp(r.NextAttempt),
+			LastError:     str(r.LastError),
+			CreatedAt:     timestamp(r.CreatedAt),
+			UpdatedAt:     timestamp(r.UpdatedAt),
+			SentAt:        optTimestamp(r.SentAt),
+			PayloadJson:   str(r.Payload),
+			TraceParent:   str(r.TraceParent),
+		})
+	}
+	return out
+}

@@ -1,0 +1,302 @@
+// Package ctl is msgxctl, the operator's command line for msgx.control.v1.ControlService.
+//
+// The commands are not written by hand: they are built at start-up from the service's
+// protobuf descriptor (compiled into the binary with the generated code), one subcommand per
+// RPC and one flag per request field. An RPC or a field added to control.proto is therefore
+// reachable from the CLI as soon as the binary is rebuilt, and the CLI cannot offer a flag the
+// API does not have.
+package ctl
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+)
+
+// Exit codes. A script can tell a usage mistake from a local failure and, for a call the
+// server answered with an error, which gRPC code it was: ExitRPC + the code (see
+// docs/control.md for the table).
+const (
+	ExitOK    = 0
+	ExitLocal = 1 // the call could not be made: token file, TLS files, output
+	ExitUsage = 2 // unknown command or flag, a flag value that does not parse, an invalid request
+	ExitRPC   = 10
+)
+
+// ExitCode is the process exit code for an RPC error with code c.
+func ExitCode(c codes.Code) int { return ExitRPC + int(c) }
+
+// Environment variables that supply flag defaults, so a token never has to be on the command
+// line (where ps shows it).
+const (
+	EnvAddr      = "MSGXCTL_ADDR"
+	EnvToken     = "MSGXCTL_TOKEN"
+	EnvTokenFile = "MSGXCTL_TOKEN_FILE"
+)
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func localErr(err error) error { return &exitError{code: ExitLocal, err: err} }
+
+// options are the global flags.
+type options struct {
+	addr, token, tokenFile string
+	ca, cert, key          string
+	serverName             string
+	insecure               bool
+	output                 string
+	timeout                time.Duration
+}
+
+// Main runs msgxctl with args (without the program name) and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := Command(stdout)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		fmt.Fprintln(stderr, "msgxctl:", ee.err)
+		return ee.code
+	}
+	// Whatever cobra itself refused (unknown command or flag, bad flag value) is usage.
+	fmt.Fprintln(stderr, "msgxctl:", err)
+	fmt.Fprintln(stderr, "Run 'msgxctl --help' for usage.")
+	return ExitUsage
+}
+
+// Service is the API msgxctl drives.
+func Service() protoreflect.ServiceDescriptor {
+	return controlv1.File_msgx_control_v1_control_proto.Services().ByName("ControlService")
+}
+
+// Command builds the command tree from the service descriptor.
+func Command(stdout io.Writer) *cobra.Command {
+	o := &options{}
+	root := &cobra.Command{
+		Use:   "msgxctl",
+		Short: "Operate msgexchange through its control API (" + string(Service().FullName()) + ")",
+		Long: "msgxctl calls the control service of msgexchange. Each command is one RPC of " +
+			string(Service().FullName()) + "; its flags are the request's fields.\n\n" +
+			"Reads are served by any control instance; mutating commands only by the active one\n" +
+			"(a standby answers UNAVAILABLE naming it) and are written to the audit log.\n\n" +
+			"Exit codes: 0 ok, 1 local failure, 2 usage, 10+N the server answered gRPC code N\n" +
+			"(e.g. 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&o.addr, "addr", envOr(EnvAddr, "localhost:9000"), "control API address host:port (env "+EnvAddr+")")
+	pf.StringVar(&o.token, "token", os.Getenv(EnvToken), "bearer token (env "+EnvToken+"; prefer --token-file)")
+	pf.StringVar(&o.tokenFile, "token-file", os.Getenv(EnvTokenFile), "file holding the bearer token (env "+EnvTokenFile+")")
+	pf.StringVar(&o.ca, "ca", "", "PEM CA bundle to verify the server's certificate (turns TLS on)")
+	pf.StringVar(&o.cert, "cert", "", "PEM client certificate for mTLS (turns TLS on; needs --key)")
+	pf.StringVar(&o.key, "key", "", "PEM private key of --cert")
+	pf.StringVar(&o.serverName, "server-name", "", "name to verify the server's certificate against (default: the host of --addr)")
+	pf.BoolVar(&o.insecure, "insecure", false, "TLS without verifying the server's certificate (testing only)")
+	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "deadline of the call")
+
+	methods := Service().Methods()
+	for i := range methods.Len() {
+		root.AddCommand(methodCommand(o, root, methods.Get(i), stdout))
+	}
+	return root
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// CommandName is the subcommand of an RPC: its name in kebab case (GetStatus → get-status).
+func CommandName(md protoreflect.MethodDescriptor) string { return kebab(string(md.Name())) }
+
+func kebab(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// mutating is the server's rule: a method is a read only when marked NO_SIDE_EFFECTS.
+func mutating(md protoreflect.MethodDescriptor) bool {
+	opts, ok := md.Options().(*descriptorpb.MethodOptions)
+	return !ok || opts.GetIdempotencyLevel() != descriptorpb.MethodOptions_NO_SIDE_EFFECTS
+}
+
+func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescriptor, stdout io.Writer) *cobra.Command {
+	kind := "read: served by any control instance"
+	if mutating(md) {
+		kind = "MUTATING: served by the active instance only, audited"
+	}
+	cmd := &cobra.Command{
+		Use:   CommandName(md),
+		Short: fmt.Sprintf("call %s (%s)", md.Name(), kind),
+		Long: fmt.Sprintf("Calls /%s/%s (%s).\nThe flags are the fields of %s; see docs/control.md.",
+			md.Parent().FullName(), md.Name(), kind, md.Input().FullName()),
+		Args: cobra.NoArgs,
+	}
+	flags := newRequestFlags(md.Input(), cmd.Flags(), root.PersistentFlags())
+	var requestJSON string
+	cmd.Flags().StringVar(&requestJSON, "request-json", "", "the whole request as JSON (protojson); flags given too override its fields")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		req, err := newMessage(md.Input())
+		if err != nil {
+			return localErr(err)
+		}
+		if requestJSON != "" {
+			if err := protojson.Unmarshal([]byte(requestJSON), req); err != nil {
+				return usageErr("--request-json: %v", err)
+			}
+		}
+		if err := flags.apply(req); err != nil {
+			return usageErr("%v", err)
+		}
+		// The same checks the server runs, before dialling: a runbook typo is a usage error.
+		if v, ok := req.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return usageErr("invalid %s request: %v", CommandName(md), err)
+			}
+		}
+		if o.output != "table" && o.output != "json" {
+			return usageErr("-o must be table or json, got %q", o.output)
+		}
+		resp, err := newMessage(md.Output())
+		if err != nil {
+			return localErr(err)
+		}
+		if err := o.invoke(cmd.Context(), md, req, resp); err != nil {
+			return err
+		}
+		return render(stdout, o.output, resp)
+	}
+	return cmd
+}
+
+// newMessage returns an empty message of the generated type registered for md.
+func newMessage(md protoreflect.MessageDescriptor) (proto.Message, error) {
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName())
+	if err != nil {
+		return nil, fmt.Errorf("message type %s: %w", md.FullName(), err)
+	}
+	return mt.New().Interface(), nil
+}
+
+// invoke makes the call on a new connection.
+func (o *options) invoke(ctx context.Context, md protoreflect.MethodDescriptor, req, resp proto.Message) error {
+	creds, err := o.credentials()
+	if err != nil {
+		return err
+	}
+	token, err := o.bearer()
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(o.addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return usageErr("--addr %q: %v", o.addr, err)
+	}
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	method := "/" + string(md.Parent().FullName()) + "/" + string(md.Name())
+	if err := conn.Invoke(ctx, method, req, resp); err != nil {
+		st := status.Convert(err)
+		return &exitError{code: ExitCode(st.Code()), err: fmt.Errorf("%s: %s: %s", md.Name(), st.Code(), st.Message())}
+	}
+	return nil
+}
+
+func (o *options) bearer() (string, error) {
+	switch {
+	case o.token != "" && o.tokenFile != "":
+		return "", usageErr("set --token or --token-file, not both")
+	case o.tokenFile != "":
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return "", localErr(fmt.Errorf("token file: %w", err))
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return o.token, nil
+}
+
+// credentials chooses the transport: TLS as soon as any TLS flag is given, plaintext
+// otherwise (the server's default inside the cluster network).
+func (o *options) credentials() (credentials.TransportCredentials, error) {
+	if o.ca == "" && o.cert == "" && o.key == "" && !o.insecure {
+		return insecure.NewCredentials(), nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.serverName, InsecureSkipVerify: o.insecure} //nolint:gosec // --insecure is the operator's explicit choice
+	if o.ca != "" {
+		pem, err := os.ReadFile(o.ca)
+		if err != nil {
+			return nil, localErr(fmt.Errorf("--ca: %w", err))
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, localErr(fmt.Errorf("--ca %s holds no PEM certificate", o.ca))
+		}
+		cfg.RootCAs = pool
+	}
+	if (o.cert == "") != (o.key == "") {
+		return nil, usageErr("--cert and --key go together")
+	}
+	if o.cert != "" {
+		pair, err := tls.LoadX509KeyPair(o.cert, o.key)
+		if err != nil {
+			return nil, localErr(fmt.Errorf("--cert/--key: %w", err))
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(cfg), nil
+}
