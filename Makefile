@@ -4,10 +4,18 @@ MODULES := pkg migrations proto tools services/ingest services/pump services/dis
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 CMDS    := ./services/ingest/cmd/msgx-ingest ./services/pump/cmd/msgx-pump \
            ./services/dispatcher/cmd/msgx-dispatcher ./services/backfill/cmd/msgx-backfill \
-           ./services/control/cmd/msgx-control ./tools/cmd/msgx-devkafka ./tools/cmd/msgx-demo
+           ./services/control/cmd/msgx-control ./services/control/cmd/msgxctl \
+           ./tools/cmd/msgx-devkafka ./tools/cmd/msgx-demo
 GOTEST_FLAGS ?= -count=1 -timeout 30m
+# The chart checks use this helm, installed into bin/ by `go install` (the stamp file records
+# the version, since a helm built that way reports only major.minor).
+HELM_VERSION := v4.3.1
+HELM         := bin/helm
+HELM_STAMP   := bin/.helm-$(HELM_VERSION)
+CHART        := deploy/helm/msgexchange
+CHART_PROD   := $(CHART)/ci/production-values.yaml
 
-.PHONY: all build test vet fmt-check bench demo proto clean
+.PHONY: all build test vet fmt-check chart-check helm bench demo proto clean
 
 all: build
 
@@ -16,9 +24,9 @@ build:
 	@mkdir -p bin
 	go build -o bin/ $(CMDS)
 
-## test: formatting, vet and every test of every module, against the local PostgreSQL,
-## MariaDB and Redis (see README)
-test: fmt-check vet
+## test: formatting, vet, the chart checks and every test of every module, against the local
+## PostgreSQL, MariaDB and Redis (see README); tools/chartcheck decodes the rendered chart
+test: fmt-check vet chart-check
 	go test $(GOTEST_FLAGS) $(PKGS)
 
 vet:
@@ -28,10 +36,29 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+## chart-check: helm lint --strict and helm template, with the default and production-like values
+chart-check: $(HELM_STAMP)
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) -f $(CHART_PROD)
+	$(HELM) template msgx $(CHART) >/dev/null
+	$(HELM) template msgx $(CHART) -f $(CHART_PROD) >/dev/null
+
+## helm: the pinned helm into bin/
+helm: $(HELM_STAMP)
+
+$(HELM_STAMP):
+	@mkdir -p bin
+	GOBIN=$(CURDIR)/bin go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	@touch $@
+
 ## bench: throughput and latency benchmarks (figures are printed, never asserted)
 bench:
 	go test -run '^$$' -bench . -benchmem -benchtime 1x ./tools/e2e/
 	go test -run '^$$' -bench . -benchmem ./pkg/sis/
+	go test -run '^$$' -bench FIFO -benchtime 1x ./services/pump/internal/pump/
+	go test -run '^$$' -bench . -benchtime 1x ./services/dispatcher/...
+	go test -run '^$$' -bench . -benchtime 1x ./services/ingest/internal/discovery/
+	go test -run '^$$' -bench . -benchtime 1x ./services/pump/internal/processor/
 
 ## demo: the whole system end to end on this machine with a generated day of SIS traffic
 demo: build

@@ -4,8 +4,11 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
@@ -14,6 +17,12 @@ import (
 const (
 	TargetMsg  = "KAFKA:msg"
 	TargetSchd = "KAFKA:schd"
+)
+
+// Event types (seed 003 §1.2 EVENT_TYPE).
+const (
+	TypeUpsert    = "UPSERT"
+	TypeTombstone = "TOMBSTONE"
 )
 
 // Channel is the NOTIFY channel that wakes the dispatcher after a commit that added events.
@@ -88,13 +97,26 @@ type Event struct {
 	Trace        [2]string
 }
 
-// Pending returns up to limit PENDING events of a target in event_id order: the batch is frozen
-// at read time, so events committed during a send wait for the next round (seed 003 §8.1).
-// Events not yet due are included: for KAFKA:msg they hold back their FLID's later events.
-func Pending(ctx context.Context, q db.Executor, target string, limit int) ([]Event, error) {
-	rows, err := q.Query(ctx, `SELECT event_id, target, partition_key, event_type, state_version, payload::text, msg_id,
-		attempts, next_attempt_at, coalesce(trace_parent, ''), coalesce(trace_state, '')
-		FROM msg_event WHERE target = $1 AND state = 'PENDING' ORDER BY event_id LIMIT $2`, target, limit)
+// Pending returns up to limit events of a target that may be sent at now, in event_id order.
+// The batch is frozen at read time: events committed during a send wait for the next round
+// (seed 003 §8.1).
+//
+// An event is returned only when it is due and no earlier unsent event of its FLID is DEAD or
+// backing off: a blocked head holds back its own FLID and nothing else. So the events of one
+// FLID in a batch are always a prefix of that FLID's unsent events, which the caller may send
+// one after the other. A DEAD event keeps blocking its FLID until an operator requeues it
+// (Requeue): KAFKA:msg consumers never see a gap or a reordering, at the price of a stalled
+// FLID. KAFKA:schd has one row per FLID, so this only means a DEAD row is not sent; the next
+// accepted state resets it (Add).
+func Pending(ctx context.Context, q db.Executor, target string, limit int, now time.Time) ([]Event, error) {
+	rows, err := q.Query(ctx, `SELECT e.event_id, e.target, e.partition_key, e.event_type, e.state_version,
+		e.payload::text, e.msg_id, e.attempts, e.next_attempt_at, coalesce(e.trace_parent, ''), coalesce(e.trace_state, '')
+		FROM msg_event e
+		WHERE e.target = $1 AND e.state = 'PENDING' AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= $3)
+		  AND NOT EXISTS (SELECT 1 FROM msg_event b
+			WHERE b.target = e.target AND b.partition_key = e.partition_key AND b.state <> 'SENT'
+			  AND b.event_id < e.event_id AND (b.state = 'DEAD' OR b.next_attempt_at > $3))
+		ORDER BY e.event_id LIMIT $2`, target, limit, now)
 	if err != nil {
 		return nil, fmt.Errorf("read pending %s events: %w", target, err)
 	}
@@ -118,26 +140,59 @@ func Pending(ctx context.Context, q db.Executor, target string, limit int) ([]Ev
 	return out, nil
 }
 
-// MarkSent marks an acknowledged event SENT. The condition on the version read makes a
-// KAFKA:schd row that was replaced during the send stay PENDING for the next round.
-func MarkSent(ctx context.Context, q db.Executor, e Event, now time.Time) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE msg_event SET state = 'SENT', sent_at = $3, updated_at = $3, last_error = NULL
-		WHERE event_id = $1 AND state_version = $2 AND state = 'PENDING'`, e.ID, e.Version, now)
-	if err != nil {
-		return false, fmt.Errorf("mark event %d sent: %w", e.ID, err)
+// MarkSent marks acknowledged events SENT, with sent_at in the same statement, and returns how
+// many it marked. The condition on the version read (seed 003 §8.2) leaves a KAFKA:schd row
+// that was replaced during the send PENDING for the next round: the replacement took a new
+// event_id, so neither the id nor (for a newer state) the version matches.
+func MarkSent(ctx context.Context, q db.Executor, events []Event, now time.Time) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
 	}
-	return tag.RowsAffected() == 1, nil
+	ids := make([]int64, len(events))
+	versions := make([]int64, len(events))
+	for i, e := range events {
+		ids[i], versions[i] = e.ID, e.Version
+	}
+	tag, err := q.Exec(ctx, `UPDATE msg_event e SET state = 'SENT', sent_at = $3, updated_at = $3, last_error = NULL,
+			next_attempt_at = NULL
+		FROM unnest($1::bigint[], $2::bigint[]) AS s(id, version)
+		WHERE e.event_id = s.id AND e.state_version = s.version AND e.state = 'PENDING'`, ids, versions, now)
+	if err != nil {
+		return 0, fmt.Errorf("mark %d events sent: %w", len(events), err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // Fail counts a failed send: the event backs off until next, or becomes DEAD (kept as the
-// dead-letter record) when its attempts reach maxAttempts.
-func Fail(ctx context.Context, q db.Executor, e Event, reason string, next time.Time, maxAttempts int, now time.Time) error {
-	_, err := q.Exec(ctx, `UPDATE msg_event SET attempts = attempts + 1, last_error = $3, updated_at = $5,
-		next_attempt_at = CASE WHEN attempts + 1 >= $4 THEN NULL ELSE $6 END,
+// dead-letter record) when its attempts reach maxAttempts. It reports whether the event is now
+// DEAD; a KAFKA:schd row replaced during the send is left alone (false).
+func Fail(ctx context.Context, q db.Executor, e Event, reason string, next time.Time, maxAttempts int, now time.Time) (bool, error) {
+	var state string
+	err := q.QueryRow(ctx, `UPDATE msg_event SET attempts = attempts + 1, last_error = $3, updated_at = $5,
+		next_attempt_at = CASE WHEN attempts + 1 >= $4 THEN NULL ELSE $6::timestamptz END,
 		state = CASE WHEN attempts + 1 >= $4 THEN 'DEAD' ELSE 'PENDING' END
-		WHERE event_id = $1 AND state_version = $2 AND state = 'PENDING'`, e.ID, e.Version, reason, maxAttempts, now, next)
+		WHERE event_id = $1 AND state_version = $2 AND state = 'PENDING'
+		RETURNING state`, e.ID, e.Version, reason, maxAttempts, now, next).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
-		return fmt.Errorf("fail event %d: %w", e.ID, err)
+		return false, fmt.Errorf("fail event %d: %w", e.ID, err)
+	}
+	return state == "DEAD", nil
+}
+
+// Requeue puts a DEAD event back to PENDING with its attempts reset, so that the dispatcher
+// sends it again and, for KAFKA:msg, releases the FLID it was blocking. It is the operator's
+// answer to a dead letter; it returns db.ErrNotFound when the event is not DEAD.
+func Requeue(ctx context.Context, q db.Executor, eventID int64, now time.Time) error {
+	tag, err := q.Exec(ctx, `UPDATE msg_event SET state = 'PENDING', attempts = 0, next_attempt_at = NULL,
+		updated_at = $2 WHERE event_id = $1 AND state = 'DEAD'`, eventID, now)
+	if err != nil {
+		return fmt.Errorf("requeue event %d: %w", eventID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("requeue event %d: no DEAD event: %w", eventID, db.ErrNotFound)
 	}
 	return nil
 }

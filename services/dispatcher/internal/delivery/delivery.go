@@ -1,19 +1,22 @@
-// Package delivery drains the outbox (msg_event) to its targets: KAFKA:msg in event_id order
-// per FLID, and KAFKA:schd as the latest state per FLID every flush period (seed 003 §8).
-// Events are marked SENT only after the broker acknowledged them; delivery is at least once.
+// Package delivery drains the outbox (msg_event) to its targets (seed 003 §8). Each target is
+// a Lane: an ordered lane (KAFKA:msg) sends each FLID's events in event_id order, one after the
+// other, on every wake-up; a latest-state lane (KAFKA:schd) sends up to a limit of rows every
+// period. Events are marked SENT only after the target acknowledged them: delivery is at
+// least once, and never out of order within a FLID.
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
@@ -21,18 +24,43 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
-// Record is one message for a broker. A nil Value is a tombstone.
-type Record struct {
-	Topic   string
-	Key     string
-	Value   []byte
-	Headers [][2]string
+// Outgoing is one event on its way to a target, with the trace context of its send span.
+type Outgoing struct {
+	Event outbox.Event
+	Trace telemetry.Carrier
 }
 
-// Publisher sends records and returns one error per record (nil = acknowledged). It must be
-// safe to call again after a failure; ordering across calls is the caller's concern.
-type Publisher interface {
-	Publish(ctx context.Context, records []Record) []error
+// Sink writes events to one target and returns one error per event (nil = acknowledged).
+// Deliver must return by ctx's deadline; an event without an answer by then is an error. The
+// lane never hands a Sink two events of one FLID in one call, and gives it the next event of a
+// FLID only after the previous one was acknowledged.
+type Sink interface {
+	Deliver(ctx context.Context, out []Outgoing) []error
+}
+
+// Drainer is a Sink that can wait for the answers it gave up on (see Dispatcher.Run).
+type Drainer interface {
+	Drain(ctx context.Context) error
+}
+
+// Mode is how a lane reads its target.
+type Mode int
+
+const (
+	// Ordered sends every event, per FLID in event_id order (KAFKA:msg, seed 003 §8.1).
+	Ordered Mode = iota
+	// Latest sends the latest state per FLID every period (KAFKA:schd, seed 003 §8.2).
+	Latest
+)
+
+// Lane is one outbox target and where its events go.
+type Lane struct {
+	Target string // the outbox target, e.g. outbox.TargetMsg
+	Sink   Sink
+	Mode   Mode
+	// Limit bounds the events of one round; Period is a Latest lane's flush period.
+	Limit  int
+	Period time.Duration
 }
 
 // Session gives exclusive use of the dispatcher role's lock connection (leader.Session), so a
@@ -43,76 +71,142 @@ type Session interface {
 
 // Config is what delivery needs of the configuration.
 type Config struct {
-	Pipeline  config.Pipeline
-	Schd      config.Schd
-	TopicMsg  string
-	TopicSchd string
-	// BatchLimit bounds one KAFKA:msg round.
-	BatchLimit int
+	Pipeline config.Pipeline // poll interval, max attempts and backoff
+	Lanes    []Lane
+	// SendTimeout bounds one Deliver call: an event unanswered by then is a failed attempt.
+	SendTimeout time.Duration
+	// DrainTimeout bounds the wait for unanswered records when a term ends; default
+	// SendTimeout. Keep it inside the shutdown timeout.
+	DrainTimeout time.Duration
+	// StatsPeriod is how often the backlog gauges are refreshed; default 5s.
+	StatsPeriod time.Duration
 }
 
-// Dispatcher runs the delivery loops.
+// Dispatcher runs the lanes.
 type Dispatcher struct {
 	cfg       Config
-	pub       Publisher
 	clock     clock.Clock
 	logger    *slog.Logger
 	telemetry *telemetry.Telemetry
 	metrics   *metrics
 }
 
-// New builds a dispatcher and registers its metrics.
-func New(cfg Config, pub Publisher, clk clock.Clock, logger *slog.Logger, tel *telemetry.Telemetry, reg prometheus.Registerer) *Dispatcher {
-	if cfg.BatchLimit == 0 {
-		cfg.BatchLimit = 500
+const (
+	minPoll = 50 * time.Millisecond
+	// markTimeout bounds recording the outcome of a send. It runs even when the work is being
+	// stopped, so that acknowledged events are not sent again after a restart.
+	markTimeout = 5 * time.Second
+)
+
+// New builds a dispatcher and registers its metrics. It panics on a lane without a Sink or a
+// limit, or a Latest lane without a period: wiring mistakes.
+func New(cfg Config, clk clock.Clock, logger *slog.Logger, tel *telemetry.Telemetry, reg prometheus.Registerer) *Dispatcher {
+	for _, l := range cfg.Lanes {
+		if l.Sink == nil || l.Limit <= 0 || (l.Mode == Latest && l.Period <= 0) {
+			panic(fmt.Sprintf("delivery: lane %s is incomplete", l.Target))
+		}
 	}
-	return &Dispatcher{cfg: cfg, pub: pub, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg)}
+	cfg.SendTimeout = cmp.Or(cfg.SendTimeout, 30*time.Second)
+	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, cfg.SendTimeout)
+	cfg.StatsPeriod = cmp.Or(cfg.StatsPeriod, 5*time.Second)
+	return &Dispatcher{cfg: cfg, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg, cfg.Lanes)}
 }
 
-// Run delivers until ctx ends: KAFKA:msg on every wake-up or poll interval, KAFKA:schd every
-// flush period.
+// Run delivers until ctx ends: each Ordered lane on every wake-up and poll interval, each
+// Latest lane every period, and the backlog gauges every StatsPeriod. Before it returns (and
+// so before the leader gives up the role) it waits, up to DrainTimeout, for the answers of
+// records the sinks gave up on: a record still being retried by the client must not land
+// after the next holder's copy of a later event.
 func (d *Dispatcher) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
-	poll := time.NewTicker(max(d.cfg.Pipeline.PollInterval, 50*time.Millisecond))
+	g, gctx := errgroup.WithContext(ctx)
+	wakes := make([]chan struct{}, len(d.cfg.Lanes))
+	for i, lane := range d.cfg.Lanes {
+		wakes[i] = make(chan struct{}, 1)
+		g.Go(func() error {
+			if lane.Mode == Latest {
+				return d.runLatest(gctx, s, lane)
+			}
+			return d.runOrdered(gctx, s, lane, wakes[i])
+		})
+	}
+	g.Go(func() error {
+		for {
+			select {
+			case <-gctx.Done():
+				return gctx.Err()
+			case <-wake:
+				for _, w := range wakes {
+					select {
+					case w <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	})
+	g.Go(func() error { return d.runStats(gctx, s) })
+	err := g.Wait()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.DrainTimeout)
+	defer cancel()
+	for _, lane := range d.cfg.Lanes {
+		if dr, ok := lane.Sink.(Drainer); ok {
+			if derr := dr.Drain(dctx); derr != nil {
+				d.logger.Warn("stopping with records still unanswered; they may be written after the next holder's",
+					"target", lane.Target, "err", derr)
+			}
+		}
+	}
+	return err
+}
+
+func (d *Dispatcher) runOrdered(ctx context.Context, s Session, lane Lane, wake <-chan struct{}) error {
+	poll := time.NewTicker(max(d.cfg.Pipeline.PollInterval, minPoll))
 	defer poll.Stop()
-	flush := time.NewTicker(d.cfg.Schd.FlushPeriod)
-	defer flush.Stop()
 	for {
+		for {
+			read, sent, err := d.SendOrdered(ctx, s, lane)
+			if err != nil && ctx.Err() == nil {
+				d.logger.Error("delivery round failed", "target", lane.Target, "err", err)
+			}
+			// A full batch that made progress means more is waiting; anything else waits for
+			// the next wake-up or poll, so a blocked backlog never spins.
+			if err != nil || read < lane.Limit || sent == 0 {
+				break
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wake:
 		case <-poll.C:
-		case <-flush.C:
-			if _, err := d.FlushSchd(ctx, s); err != nil && ctx.Err() == nil {
-				d.logger.Error("schd flush failed", "err", err)
-			}
-			continue
-		}
-		for {
-			n, err := d.SendMsg(ctx, s)
-			if err != nil && ctx.Err() == nil {
-				d.logger.Error("msg delivery round failed", "err", err)
-			}
-			if err != nil || n < d.cfg.BatchLimit {
-				break
-			}
 		}
 	}
 }
 
-// SendMsg runs one KAFKA:msg round and returns how many events it read. Per FLID, events go
-// out in event_id order and each only after the previous one was acknowledged; a head that
-// is backing off or fails holds back only its own FLID.
-func (d *Dispatcher) SendMsg(ctx context.Context, s Session) (int, error) {
-	var batch []outbox.Event
-	if err := s.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		batch, err = outbox.Pending(ctx, conn, outbox.TargetMsg, d.cfg.BatchLimit)
-		return err
-	}); err != nil {
-		return 0, err
+func (d *Dispatcher) runLatest(ctx context.Context, s Session, lane Lane) error {
+	flush := time.NewTicker(lane.Period)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-flush.C:
+		}
+		if _, err := d.FlushLatest(ctx, s, lane); err != nil && ctx.Err() == nil {
+			d.logger.Error("flush failed", "target", lane.Target, "err", err)
+		}
 	}
-	now := d.clock.Now()
+}
+
+// SendOrdered runs one round of an Ordered lane: it reads a frozen batch and sends it in
+// waves, the i-th wave carrying the i-th event of every FLID still going, so an event leaves
+// only after its predecessor was acknowledged; a FLID whose event fails stops for this round
+// and the others go on. It returns how many events it read and how many it marked SENT.
+func (d *Dispatcher) SendOrdered(ctx context.Context, s Session, lane Lane) (read, sent int, err error) {
+	batch, err := d.pending(ctx, s, lane)
+	if err != nil {
+		return 0, 0, err
+	}
 	var order []string
 	queues := map[string][]outbox.Event{}
 	for _, e := range batch {
@@ -121,147 +215,203 @@ func (d *Dispatcher) SendMsg(ctx context.Context, s Session) (int, error) {
 		}
 		queues[e.PartitionKey] = append(queues[e.PartitionKey], e)
 	}
-	// Waves: the i-th wave carries the i-th due event of every FLID still going.
 	for wave := 0; len(order) > 0; wave++ {
-		var sendable []outbox.Event
-		var still []string
+		var events []outbox.Event
+		var going []string
 		for _, flid := range order {
-			q := queues[flid]
-			if wave >= len(q) {
-				continue
+			if q := queues[flid]; wave < len(q) {
+				events = append(events, q[wave])
+				going = append(going, flid)
 			}
-			e := q[wave]
-			if e.NextAttempt != nil && e.NextAttempt.After(now) {
-				continue // backing off: this FLID waits, the others go on
-			}
-			sendable = append(sendable, e)
-			still = append(still, flid)
 		}
-		if len(sendable) == 0 {
+		if len(events) == 0 {
 			break
 		}
-		failed, err := d.send(ctx, s, outbox.TargetMsg, d.cfg.TopicMsg, sendable)
+		marked, failed, err := d.send(ctx, s, lane, events)
+		sent += marked
 		if err != nil {
-			return len(batch), err
+			return len(batch), sent, err
 		}
 		order = order[:0]
-		for _, flid := range still {
+		for _, flid := range going {
 			if !failed[flid] {
 				order = append(order, flid)
 			}
 		}
 	}
-	return len(batch), nil
+	return len(batch), sent, nil
 }
 
-// FlushSchd sends the latest state of up to flush-limit FLIDs and returns how many it sent.
-func (d *Dispatcher) FlushSchd(ctx context.Context, s Session) (int, error) {
-	var batch []outbox.Event
-	if err := s.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		batch, err = outbox.Pending(ctx, conn, outbox.TargetSchd, d.cfg.Schd.FlushLimit)
-		return err
-	}); err != nil {
+// FlushLatest runs one round of a Latest lane: the due rows, up to the lane's limit, in one
+// call. It returns how many rows it marked SENT.
+func (d *Dispatcher) FlushLatest(ctx context.Context, s Session, lane Lane) (int, error) {
+	batch, err := d.pending(ctx, s, lane)
+	if err != nil || len(batch) == 0 {
 		return 0, err
 	}
-	now := d.clock.Now()
-	due := batch[:0]
-	for _, e := range batch {
-		if e.NextAttempt == nil || !e.NextAttempt.After(now) {
-			due = append(due, e)
-		}
-	}
-	if len(due) == 0 {
-		return 0, nil
-	}
-	_, err := d.send(ctx, s, outbox.TargetSchd, d.cfg.TopicSchd, due)
-	return len(due), err
+	marked, _, err := d.send(ctx, s, lane, batch)
+	return marked, err
 }
 
-// send publishes events and records each outcome; it returns the FLIDs whose event failed.
-func (d *Dispatcher) send(ctx context.Context, s Session, target, topic string, events []outbox.Event) (map[string]bool, error) {
-	records := make([]Record, len(events))
+func (d *Dispatcher) pending(ctx context.Context, s Session, lane Lane) ([]outbox.Event, error) {
+	var batch []outbox.Event
+	err := s.Do(ctx, func(conn *pgx.Conn) error {
+		var err error
+		batch, err = outbox.Pending(ctx, conn, lane.Target, lane.Limit, d.clock.Now())
+		return err
+	})
+	return batch, err
+}
+
+// send delivers events (at most one per FLID) and records each outcome: SENT for the
+// acknowledged ones, a counted attempt with backoff (or DEAD) for the others. It returns how
+// many it marked SENT and the FLIDs whose event failed.
+func (d *Dispatcher) send(ctx context.Context, s Session, lane Lane, events []outbox.Event) (int, map[string]bool, error) {
+	out := make([]Outgoing, len(events))
 	spans := make([]trace.Span, len(events))
 	for i, e := range events {
 		ectx := d.telemetry.Extract(ctx, telemetry.Carrier{Parent: e.Trace[0], State: e.Trace[1]})
 		ectx, spans[i] = d.telemetry.Tracer.Start(ectx, "dispatcher.send", trace.WithSpanKind(trace.SpanKindProducer),
 			trace.WithAttributes(attribute.Int64("event_id", e.ID), attribute.String("flid", e.PartitionKey),
-				attribute.String("target", target), attribute.Int64("state_version", e.Version)))
+				attribute.String("target", lane.Target), attribute.Int64("state_version", e.Version)))
 		if e.MsgID != nil {
 			spans[i].SetAttributes(attribute.Int64("msg_id", *e.MsgID))
 		}
-		c := d.telemetry.Inject(ectx)
-		headers := [][2]string{
-			{"msgx-event-id", strconv.FormatInt(e.ID, 10)},
-			{"msgx-event-type", e.Type},
-			{"msgx-state-version", strconv.FormatInt(e.Version, 10)},
-		}
-		if c.Parent != "" {
-			headers = append(headers, [2]string{"traceparent", c.Parent})
-		}
-		if c.State != "" {
-			headers = append(headers, [2]string{"tracestate", c.State})
-		}
-		value := e.Payload
-		if target == outbox.TargetSchd && e.Type == "TOMBSTONE" {
-			value = nil
-		}
-		records[i] = Record{Topic: topic, Key: e.PartitionKey, Value: value, Headers: headers}
+		out[i] = Outgoing{Event: e, Trace: d.telemetry.Inject(ectx)}
 	}
 	start := d.clock.Now()
-	errs := d.pub.Publish(ctx, records)
-	d.metrics.latency.WithLabelValues(target).Observe(d.clock.Now().Sub(start).Seconds())
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
+	errs := lane.Sink.Deliver(sctx, out)
+	cancel()
+	d.metrics.latency.WithLabelValues(lane.Target).Observe(d.clock.Now().Sub(start).Seconds())
+	// A stop (not the send deadline) is no attempt of the event's: it is sent again by the next
+	// holder without being counted.
+	stopping := ctx.Err() != nil
+
 	now := d.clock.Now()
+	var acked []outbox.Event
 	failed := map[string]bool{}
-	err := s.Do(ctx, func(conn *pgx.Conn) error {
+	for i, e := range events {
+		if errs[i] == nil {
+			acked = append(acked, e)
+			spans[i].End()
+			continue
+		}
+		failed[e.PartitionKey] = true
+		spans[i].RecordError(errs[i])
+		spans[i].End()
+	}
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer mcancel()
+	marked := 0
+	err := s.Do(mctx, func(conn *pgx.Conn) error {
+		var err error
+		if marked, err = outbox.MarkSent(mctx, conn, acked, now); err != nil {
+			return err
+		}
+		if stopping {
+			return nil
+		}
 		for i, e := range events {
 			if errs[i] == nil {
-				spans[i].End()
-				if _, err := outbox.MarkSent(ctx, conn, e, now); err != nil {
-					return err
-				}
-				d.metrics.sent.WithLabelValues(target).Inc()
 				continue
 			}
-			spans[i].RecordError(errs[i])
-			spans[i].End()
-			failed[e.PartitionKey] = true
-			next := now.Add(d.cfg.Pipeline.BackoffAfter(e.Attempts + 1))
-			if e.Attempts+1 >= d.cfg.Pipeline.MaxAttempts {
-				d.metrics.dead.WithLabelValues(target).Inc()
-				d.logger.Error("event is DEAD after its last attempt; kept as the dead letter", "event_id", e.ID,
-					"target", target, "flid", e.PartitionKey, "err", errs[i])
-			} else {
-				d.logger.Warn("send failed; will retry", "event_id", e.ID, "target", target, "flid", e.PartitionKey,
-					"attempt", e.Attempts+1, "err", errs[i])
-			}
-			if err := outbox.Fail(ctx, conn, e, errs[i].Error(), next, d.cfg.Pipeline.MaxAttempts, now); err != nil {
+			attempt := e.Attempts + 1
+			dead, err := outbox.Fail(mctx, conn, e, errs[i].Error(), now.Add(d.cfg.Pipeline.BackoffAfter(attempt)),
+				d.cfg.Pipeline.MaxAttempts, now)
+			if err != nil {
 				return err
+			}
+			d.metrics.failed.WithLabelValues(lane.Target).Inc()
+			if dead {
+				d.metrics.dead.WithLabelValues(lane.Target).Inc()
+				d.logger.Error("event is DEAD after its last attempt; kept as the dead letter", "event_id", e.ID,
+					"target", lane.Target, "flid", e.PartitionKey, "attempts", attempt, "err", errs[i])
+			} else {
+				d.logger.Warn("send failed; will retry", "event_id", e.ID, "target", lane.Target,
+					"flid", e.PartitionKey, "attempt", attempt, "err", errs[i])
 			}
 		}
 		return nil
 	})
+	d.metrics.sent.WithLabelValues(lane.Target).Add(float64(marked))
 	if err != nil {
-		return failed, fmt.Errorf("record %s delivery: %w", target, err)
+		return marked, failed, fmt.Errorf("record %s delivery: %w", lane.Target, err)
 	}
-	return failed, nil
+	if stopping {
+		return marked, failed, context.Cause(ctx)
+	}
+	return marked, failed, nil
+}
+
+func (d *Dispatcher) runStats(ctx context.Context, s Session) error {
+	t := time.NewTicker(d.cfg.StatsPeriod)
+	defer t.Stop()
+	for {
+		if err := d.observe(ctx, s); err != nil && ctx.Err() == nil {
+			d.logger.Warn("outbox statistics failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// observe refreshes the backlog gauges from the outbox.
+func (d *Dispatcher) observe(ctx context.Context, s Session) error {
+	var stats map[string]outbox.TargetStats
+	err := s.Do(ctx, func(conn *pgx.Conn) error {
+		var err error
+		stats, err = outbox.Stats(ctx, conn, d.clock.Now())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for target, st := range stats {
+		d.metrics.pending.WithLabelValues(target).Set(float64(st.Pending))
+		d.metrics.deadNow.WithLabelValues(target).Set(float64(st.Dead))
+		d.metrics.oldest.WithLabelValues(target).Set(st.OldestPendingAge.Seconds())
+	}
+	return nil
 }
 
 type metrics struct {
 	sent    *prometheus.CounterVec
+	failed  *prometheus.CounterVec
 	dead    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	pending *prometheus.GaugeVec
+	deadNow *prometheus.GaugeVec
+	oldest  *prometheus.GaugeVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 	m := &metrics{
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_sent_total",
-			Help: "Events acknowledged by the target and marked SENT."}, []string{"target"}),
+			Help: "Events acknowledged by the target and marked SENT (rate() = sent/s)."}, []string{"target"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_failed_attempts_total",
+			Help: "Send attempts that failed or got no answer in time, counted on the event."}, []string{"target"}),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_dead_total",
 			Help: "Events that became DEAD after their last attempt."}, []string{"target"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgx_dispatcher_send_seconds",
-			Help: "Duration of one publish call.", Buckets: prometheus.ExponentialBuckets(0.001, 3, 10)}, []string{"target"}),
+			Help:    "Duration of one send call to a target, until every event in it was answered or the send timeout.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 3, 11)}, []string{"target"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_pending",
+			Help: "PENDING events per target."}, []string{"target"}),
+		deadNow: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_dead",
+			Help: "DEAD events (the dead-letter record) per target; a DEAD KAFKA:msg event blocks its FLID."}, []string{"target"}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_oldest_pending_seconds",
+			Help: "Age of the oldest PENDING event per target."}, []string{"target"}),
 	}
-	reg.MustRegister(m.sent, m.dead, m.latency)
+	reg.MustRegister(m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest)
+	for _, l := range lanes {
+		// Present from the start, so that an alert on a rate sees zero rather than nothing.
+		m.sent.WithLabelValues(l.Target)
+		m.failed.WithLabelValues(l.Target)
+		m.dead.WithLabelValues(l.Target)
+	}
 	return m
 }

@@ -1,0 +1,168 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
+)
+
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func add(t *testing.T, d *pgtest.DB, events ...outbox.NewEvent) {
+	t.Helper()
+	if err := db.WithTx(t.Context(), d.Pool, func(tx pgx.Tx) error { return outbox.Add(t.Context(), tx, events, now) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ev(target, flid string, v int64) outbox.NewEvent {
+	return outbox.NewEvent{Target: target, PartitionKey: flid, Type: outbox.TypeUpsert, Version: v, Payload: []byte(`{}`)}
+}
+
+func ids(events []outbox.Event) []int64 {
+	out := make([]int64, len(events))
+	for i, e := range events {
+		out[i] = e.ID
+	}
+	return out
+}
+
+// TestSchdUpsert: one row per FLID; a state not older replaces it with a new event_id, back to
+// PENDING with the error cleared; an older one is ignored (seed 003 §8.2).
+func TestSchdUpsert(t *testing.T) {
+	t.Parallel()
+	d := pgtest.New(t)
+	add(t, d, ev(outbox.TargetSchd, "F1", 2))
+	first, err := outbox.Pending(t.Context(), d.Pool, outbox.TargetSchd, 10, now)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("pending = %v, %v", first, err)
+	}
+	if _, err := outbox.Fail(t.Context(), d.Pool, first[0], "boom", now.Add(time.Hour), 1, now); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name    string
+		version int64
+		replace bool
+	}{
+		{"older is ignored", 1, false},
+		{"same version replaces", 2, true},
+		{"newer replaces", 3, true},
+		{"older than the new one is ignored", 2, false},
+	}
+	prev := first[0].ID
+	for _, s := range steps {
+		add(t, d, ev(outbox.TargetSchd, "F1", s.version))
+		var id, version int64
+		var state string
+		var attempts int
+		var lastError *string
+		if err := d.Pool.QueryRow(t.Context(), `SELECT event_id, state_version, state, attempts, last_error FROM msg_event
+			WHERE target = 'KAFKA:schd'`).Scan(&id, &version, &state, &attempts, &lastError); err != nil {
+			t.Fatal(err)
+		}
+		if replaced := id != prev; replaced != s.replace {
+			t.Errorf("%s: replaced = %v", s.name, replaced)
+		}
+		if s.replace && (version != s.version || state != "PENDING" || attempts != 0 || lastError != nil) {
+			t.Errorf("%s: row v%d %s attempts %d error %v, want v%d PENDING, reset", s.name, version, state, attempts, lastError, s.version)
+		}
+		if id < prev {
+			t.Errorf("%s: event_id went back from %d to %d", s.name, prev, id)
+		}
+		prev = id
+	}
+}
+
+// TestPendingBlocking: a FLID's events are returned as a prefix up to its first DEAD or
+// backing-off event; other FLIDs are unaffected.
+func TestPendingBlocking(t *testing.T) {
+	t.Parallel()
+	d := pgtest.New(t)
+	ctx := t.Context()
+	add(t, d, ev(outbox.TargetMsg, "A", 1), ev(outbox.TargetMsg, "B", 1), ev(outbox.TargetMsg, "C", 1),
+		ev(outbox.TargetMsg, "A", 2), ev(outbox.TargetMsg, "B", 2), ev(outbox.TargetMsg, "C", 2))
+	all, err := outbox.Pending(ctx, d.Pool, outbox.TargetMsg, 100, now)
+	if err != nil || len(all) != 6 {
+		t.Fatalf("pending = %v, %v", all, err)
+	}
+	a1, b1, c1, a2, b2, c2 := all[0], all[1], all[2], all[3], all[4], all[5]
+
+	// A's head backs off; B's head is DEAD; C's head was sent.
+	if _, err := outbox.Fail(ctx, d.Pool, a1, "x", now.Add(time.Minute), 5, now); err != nil {
+		t.Fatal(err)
+	}
+	if dead, err := outbox.Fail(ctx, d.Pool, b1, "x", now, 1, now); err != nil || !dead {
+		t.Fatalf("B's head: dead %v, %v", dead, err)
+	}
+	if n, err := outbox.MarkSent(ctx, d.Pool, []outbox.Event{c1}, now); err != nil || n != 1 {
+		t.Fatalf("mark C1: %d, %v", n, err)
+	}
+	cases := []struct {
+		name  string
+		at    time.Time
+		limit int
+		want  []int64
+	}{
+		{"A backs off, B is dead", now, 100, []int64{c2.ID}},
+		{"A is due again", now.Add(time.Minute), 100, []int64{a1.ID, a2.ID, c2.ID}},
+		{"limit keeps event order", now.Add(time.Minute), 2, []int64{a1.ID, a2.ID}},
+	}
+	for _, c := range cases {
+		got, err := outbox.Pending(ctx, d.Pool, outbox.TargetMsg, c.limit, c.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ids(got), c.want) {
+			t.Errorf("%s: pending %v, want %v", c.name, ids(got), c.want)
+		}
+	}
+
+	// Requeueing the dead letter releases B, in order.
+	if err := outbox.Requeue(ctx, d.Pool, b1.ID, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Requeue(ctx, d.Pool, b1.ID, now); !errors.Is(err, db.ErrNotFound) {
+		t.Fatalf("second requeue: %v, want ErrNotFound", err)
+	}
+	got, err := outbox.Pending(ctx, d.Pool, outbox.TargetMsg, 100, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{b1.ID, b2.ID, c2.ID}; !slices.Equal(ids(got), want) {
+		t.Errorf("after requeue: pending %v, want %v", ids(got), want)
+	}
+}
+
+// TestMarkSentConditional: only the version read is marked, with sent_at.
+func TestMarkSentConditional(t *testing.T) {
+	t.Parallel()
+	d := pgtest.New(t)
+	ctx := context.Background()
+	add(t, d, ev(outbox.TargetSchd, "F1", 1))
+	read, err := outbox.Pending(ctx, d.Pool, outbox.TargetSchd, 10, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(t, d, ev(outbox.TargetSchd, "F1", 2))
+	if n, err := outbox.MarkSent(ctx, d.Pool, read, now); err != nil || n != 0 {
+		t.Fatalf("marking a replaced row: %d, %v", n, err)
+	}
+	read, _ = outbox.Pending(ctx, d.Pool, outbox.TargetSchd, 10, now)
+	if n, err := outbox.MarkSent(ctx, d.Pool, read, now); err != nil || n != 1 {
+		t.Fatalf("marking the current row: %d, %v", n, err)
+	}
+	var sentAt *time.Time
+	if err := d.Pool.QueryRow(ctx, `SELECT sent_at FROM msg_event WHERE state = 'SENT' AND state_version = 2`).Scan(&sentAt); err != nil ||
+		sentAt == nil || !sentAt.Equal(now) {
+		t.Fatalf("sent_at = %v, %v", sentAt, err)
+	}
+}

@@ -1,0 +1,214 @@
+package delivery_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/msgexchange/msgexchange/pkg/notify"
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
+)
+
+// TestDeadAfterMaxAttempts: a head that keeps failing becomes DEAD at max-attempts and is kept;
+// it keeps blocking its FLID (docs/dispatcher.md) until it is requeued, and then the FLID goes
+// out in order.
+func TestDeadAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{maxAttempts: 3})
+	ctx := t.Context()
+	bad := flidsOn(t, "BAD", 1, true, 1)[0]
+	good := flidsOn(t, "OK", 1, false, 1)[0]
+	f.add(msgEvent(bad, 1), msgEvent(good, 1), msgEvent(bad, 2), msgEvent(good, 2))
+	h := f.broker.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topicMsg, Partitions: []int32{1},
+		Err: kerr.InvalidRecord, Count: -1})
+	for range 5 {
+		if _, _, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Minute)
+	}
+	rows := f.rows(outbox.TargetMsg)
+	want := map[int64]string{rows[0].ID: "DEAD", rows[1].ID: "SENT", rows[2].ID: "PENDING", rows[3].ID: "SENT"}
+	for _, r := range rows {
+		if r.State != want[r.ID] {
+			t.Errorf("event %d (%s v%d) is %s, want %s", r.ID, r.FLID, r.Version, r.State, want[r.ID])
+		}
+	}
+	if rows[0].Attempts != 3 || rows[2].Attempts != 0 {
+		t.Errorf("attempts: dead head %d (want 3), event behind it %d (want 0)", rows[0].Attempts, rows[2].Attempts)
+	}
+	var lastError string
+	if err := f.db.Pool.QueryRow(ctx, `SELECT last_error FROM msg_event WHERE event_id = $1`, rows[0].ID).Scan(&lastError); err != nil ||
+		!strings.Contains(lastError, "failed the validation") {
+		t.Errorf("dead letter's last_error = %q (%v), want the broker's error", lastError, err)
+	}
+	if got := metricValue(t, f, "msgx_dispatcher_dead_total", outbox.TargetMsg); got != 1 {
+		t.Errorf("dead counter = %v, want 1", got)
+	}
+
+	h.Remove()
+	if err := outbox.Requeue(ctx, f.db.Pool, rows[0].ID, f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.drainMsg(ctx, 10)
+	rows = f.rows(outbox.TargetMsg)
+	checkOrder(t, consume(t, f.broker.addr, topicMsg, len(rows)), rows)
+}
+
+// TestBrokerDown: with the broker gone a round ends by the send timeout, nothing is marked
+// SENT and the attempt is counted; when the broker is back everything goes out in order.
+func TestBrokerDown(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{maxAttempts: 50, sendTimeout: 3 * time.Second})
+	ctx := t.Context()
+	for v := int64(1); v <= 3; v++ {
+		f.add(msgEvent("F1", v), msgEvent("F2", v))
+	}
+	f.broker.stop()
+	for range 2 {
+		if _, sent, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil || sent != 0 {
+			t.Fatalf("round with the broker down: sent %d, %v", sent, err)
+		}
+		f.clock.Advance(time.Minute)
+	}
+	for _, r := range f.rows(outbox.TargetMsg) {
+		if r.State != "PENDING" || r.SentAt != nil {
+			t.Fatalf("event %d is %s with the broker down", r.ID, r.State)
+		}
+		if wantAttempts := map[int64]int{1: 2}[r.Version]; r.Attempts != wantAttempts {
+			t.Errorf("event %d (v%d) has %d attempts, want %d", r.ID, r.Version, r.Attempts, wantAttempts)
+		}
+	}
+	f.broker.start()
+	f.drainMsg(ctx, 100)
+	rows := f.rows(outbox.TargetMsg)
+	if n := f.count(outbox.TargetMsg, "SENT"); n != len(rows) {
+		t.Fatalf("%d of %d sent once the broker is back", n, len(rows))
+	}
+	checkOrder(t, consume(t, f.broker.addr, topicMsg, len(rows)), rows)
+}
+
+// TestRestartMidBatch: the dispatcher dies after the broker acknowledged part of a batch and
+// before it recorded it. The next process sends those events again: duplicates, never a gap,
+// never out of order.
+func TestRestartMidBatch(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	crash := make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	f := setup(t, options{msgLimit: 40, wrap: func(s delivery.Sink) delivery.Sink {
+		return &hook{Sink: s, after: func(out []delivery.Outgoing, errs []error) []error {
+			if out[0].Event.Target != outbox.TargetMsg || calls.Add(1) != 3 {
+				return errs
+			}
+			// The process dies here: acknowledged, never recorded.
+			cancel()
+			close(crash)
+			lost := make([]error, len(errs))
+			for i := range lost {
+				lost[i] = errors.New("process died")
+			}
+			return lost
+		}}
+	}})
+	for v := int64(1); v <= 6; v++ {
+		for i := range 10 {
+			f.add(msgEvent(flidName(i), v))
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.d.Run(ctx, f.s, nil) }()
+	select {
+	case <-crash:
+	case <-time.After(deadline):
+		t.Fatal("the third send never happened")
+	}
+	<-done
+	if n := f.count(outbox.TargetMsg, "SENT"); n == 0 || n == 60 {
+		t.Fatalf("%d SENT at the crash, want part of the backlog", n)
+	}
+	for _, r := range f.rows(outbox.TargetMsg) {
+		if r.Attempts != 0 {
+			t.Fatalf("event %d has %d attempts: a stop is no failed attempt", r.ID, r.Attempts)
+		}
+	}
+
+	// A new process: its own producer and dispatcher.
+	f.prod = newProducer(t, f.broker.addr)
+	f.build(options{msgLimit: 40})
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	defer cancel2()
+	go func() { done <- f.d.Run(ctx2, f.s, nil) }()
+	waitFor(t, func() bool { return f.count(outbox.TargetMsg, "SENT") == 60 })
+	cancel2()
+	<-done
+	rows := f.rows(outbox.TargetMsg)
+	// The records of the lost send are on the topic twice.
+	got := consume(t, f.broker.addr, topicMsg, 70)
+	checkOrder(t, got, rows)
+}
+
+// TestNotifyWakesDispatcher: with a poll interval far beyond the test, only the pump's NOTIFY
+// (sent by outbox.Add on commit) can make the dispatcher send.
+func TestNotifyWakesDispatcher(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{poll: time.Hour})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	listener := notify.New(f.db.DSN, slog.New(slog.DiscardHandler), outbox.Channel)
+	go func() { _ = listener.Run(ctx) }()
+	done := make(chan error, 1)
+	go func() { done <- f.d.Run(ctx, f.s, listener.C()) }()
+	// Let the first round (at start) pass, then write.
+	time.Sleep(500 * time.Millisecond)
+	f.add(msgEvent("F1", 1), msgEvent("F1", 2))
+	waitFor(t, func() bool { return f.count(outbox.TargetMsg, "SENT") == 2 })
+	cancel()
+	<-done
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatal("condition not met before the deadline")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestBacklogGauges: while running, the dispatcher reports per target the pending events, the
+// age of the oldest one and the DEAD ones; a DEAD head holds the event behind it pending.
+func TestBacklogGauges(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{})
+	f.add(msgEvent("F1", 1), msgEvent("F1", 2), schdEvent("F9", 1, outbox.TypeUpsert))
+	f.db.Exec(t, `UPDATE msg_event SET state = 'DEAD', attempts = 5 WHERE target = 'KAFKA:msg' AND state_version = 1`)
+	f.clock.Advance(10 * time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.d.Run(ctx, f.s, nil) }()
+	waitFor(t, func() bool {
+		return metricValue(t, f, "msgx_dispatcher_pending", outbox.TargetMsg) == 1 &&
+			metricValue(t, f, "msgx_dispatcher_dead", outbox.TargetMsg) == 1 &&
+			metricValue(t, f, "msgx_dispatcher_oldest_pending_seconds", outbox.TargetMsg) == 600 &&
+			metricValue(t, f, "msgx_dispatcher_sent_total", outbox.TargetSchd) == 1 &&
+			metricValue(t, f, "msgx_dispatcher_pending", outbox.TargetSchd) == 0
+	})
+	cancel()
+	<-done
+	if rows := f.rows(outbox.TargetMsg); rows[1].State != "PENDING" || rows[1].Attempts != 0 {
+		t.Fatalf("event behind the DEAD head: %+v, want untouched", rows[1])
+	}
+}

@@ -1,0 +1,392 @@
+package delivery_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
+	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
+)
+
+const (
+	topicMsg   = "msgx.flight.msg"
+	topicSchd  = "msgx.flight.schd"
+	partitions = 3
+	// deadline bounds every wait of these tests; generous, the machine is shared.
+	deadline = 2 * time.Minute
+)
+
+var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+
+// broker is a kfake cluster on a fixed local port, restartable with its data.
+type broker struct {
+	t       testing.TB
+	addr    string
+	port    int
+	dir     string
+	cluster *kfake.Cluster
+}
+
+func startBroker(t testing.TB) *broker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	b := &broker{t: t, port: port, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: t.TempDir()}
+	b.start()
+	t.Cleanup(func() {
+		if b.cluster != nil {
+			b.cluster.Close()
+		}
+	})
+	return b
+}
+
+func (b *broker) start() {
+	b.t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(b.port), kfake.DataDir(b.dir),
+		kfake.SeedTopics(partitions, topicMsg, topicSchd))
+	if err != nil {
+		b.t.Fatalf("start kfake: %v", err)
+	}
+	b.cluster = c
+}
+
+// stop shuts the broker down; its records stay in its data directory.
+func (b *broker) stop() {
+	b.cluster.Close()
+	b.cluster = nil
+}
+
+// partitionOf is the partition sarama's default (hash) partitioner picks for key.
+func partitionOf(t testing.TB, topic, key string) int32 {
+	t.Helper()
+	p, err := sarama.NewHashPartitioner(topic).Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// flidsOn returns n FLIDs whose records go to partition p (want == true) or never to it.
+func flidsOn(t testing.TB, prefix string, p int32, want bool, n int) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		f := fmt.Sprintf("%s%d", prefix, i)
+		if (partitionOf(t, topicMsg, f) == p) == want {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func newProducer(t testing.TB, addr string) *kafka.Producer {
+	t.Helper()
+	p, err := kafka.New([]string{addr}, "msgx-dispatcher-test")
+	if err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// poolSession runs Do on a pool connection: the dispatcher's fencing is the leader's concern,
+// tested there; these tests need only the database.
+type poolSession struct{ pool *pgxpool.Pool }
+
+func (s poolSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error {
+	return s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) })
+}
+
+type fixture struct {
+	t      testing.TB
+	db     *pgtest.DB
+	broker *broker
+	clock  *clock.Mutable
+	prod   *kafka.Producer
+	s      delivery.Session
+	d      *delivery.Dispatcher
+	reg    *prometheus.Registry
+	msg    delivery.Lane
+	schd   delivery.Lane
+}
+
+type options struct {
+	maxAttempts int
+	sendTimeout time.Duration
+	msgLimit    int
+	wrap        func(delivery.Sink) delivery.Sink
+	poll        time.Duration
+}
+
+func setup(t testing.TB, o options) *fixture {
+	t.Helper()
+	f := &fixture{t: t, db: pgtest.New(t), broker: startBroker(t), clock: clock.NewMutable(t0), reg: prometheus.NewRegistry()}
+	f.s = poolSession{f.db.Pool}
+	f.prod = newProducer(t, f.broker.addr)
+	f.build(o)
+	return f
+}
+
+// build (re)creates the dispatcher on the fixture's producer.
+func (f *fixture) build(o options) {
+	pipe := config.Default().Pipeline
+	if o.poll > 0 {
+		pipe.PollInterval = o.poll
+	}
+	if o.maxAttempts > 0 {
+		pipe.MaxAttempts = o.maxAttempts
+		pipe.Backoff = slices.Repeat([]time.Duration{time.Second}, o.maxAttempts)
+	}
+	var msgSink, schdSink delivery.Sink = kafka.Target{Producer: f.prod, Topic: topicMsg},
+		kafka.Target{Producer: f.prod, Topic: topicSchd, NullTombstones: true}
+	if o.wrap != nil {
+		msgSink, schdSink = o.wrap(msgSink), o.wrap(schdSink)
+	}
+	limit := 500
+	if o.msgLimit > 0 {
+		limit = o.msgLimit
+	}
+	f.msg = delivery.Lane{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: limit, Sink: msgSink}
+	f.schd = delivery.Lane{Target: outbox.TargetSchd, Mode: delivery.Latest, Limit: 500, Period: 50 * time.Millisecond, Sink: schdSink}
+	tel, err := telemetry.New(context.Background(), "msgx-dispatcher-test")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.reg = prometheus.NewRegistry()
+	f.d = delivery.New(delivery.Config{
+		Pipeline:    pipe,
+		Lanes:       []delivery.Lane{f.msg, f.schd},
+		SendTimeout: cmpOr(o.sendTimeout, 20*time.Second),
+		StatsPeriod: 100 * time.Millisecond,
+	}, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), tel, f.reg)
+}
+
+func cmpOr(a, b time.Duration) time.Duration {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// add writes events in one transaction through outbox.Add, the producer side's contract.
+func (f *fixture) add(events ...outbox.NewEvent) {
+	f.t.Helper()
+	err := db.WithTx(context.Background(), f.db.Pool, func(tx pgx.Tx) error {
+		return outbox.Add(context.Background(), tx, events, f.clock.Now())
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func msgEvent(flid string, version int64) outbox.NewEvent {
+	return outbox.NewEvent{Target: outbox.TargetMsg, PartitionKey: flid, Type: outbox.TypeUpsert, Version: version,
+		Payload: fmt.Appendf(nil, `{"flid":%q,"v":%d}`, flid, version), MsgID: version}
+}
+
+func schdEvent(flid string, version int64, typ string) outbox.NewEvent {
+	e := outbox.NewEvent{Target: outbox.TargetSchd, PartitionKey: flid, Type: typ, Version: version, MsgID: version}
+	if typ == outbox.TypeUpsert {
+		e.Payload = fmt.Appendf(nil, `{"flid":%q,"v":%d}`, flid, version)
+	}
+	return e
+}
+
+// row is one msg_event row as the tests check it.
+type row struct {
+	ID       int64
+	FLID     string
+	Version  int64
+	State    string
+	Attempts int
+	SentAt   *time.Time
+}
+
+func (f *fixture) rows(target string) []row {
+	f.t.Helper()
+	rs, err := f.db.Pool.Query(context.Background(), `SELECT event_id, partition_key, state_version, state, attempts, sent_at
+		FROM msg_event WHERE target = $1 ORDER BY event_id`, target)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rs, pgx.RowToStructByPos[row])
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+func (f *fixture) count(target, state string) int {
+	f.t.Helper()
+	var n int
+	if err := f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM msg_event WHERE target = $1 AND state = $2`,
+		target, state).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// drainMsg runs KAFKA:msg rounds, moving the clock past every backoff, until nothing is
+// pending or the round budget is spent.
+func (f *fixture) drainMsg(ctx context.Context, rounds int) {
+	f.t.Helper()
+	for range rounds {
+		if f.count(outbox.TargetMsg, "PENDING") == 0 {
+			return
+		}
+		if _, _, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil {
+			f.t.Fatalf("round: %v", err)
+		}
+		f.clock.Advance(time.Minute)
+	}
+}
+
+// consumed is one record read back from the broker.
+type consumed struct {
+	Key     string
+	Value   []byte
+	EventID int64
+	Version int64
+	Type    string
+	Headers map[string]string
+}
+
+// consume reads topic from the start until want records arrived (or the deadline).
+func consume(t testing.TB, addr, topic string, want int) []consumed {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []consumed
+	for len(out) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %d records before the deadline, want %d", topic, len(out), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			c := consumed{Key: string(r.Key), Value: r.Value, Headers: map[string]string{}}
+			for _, h := range r.Headers {
+				c.Headers[h.Key] = string(h.Value)
+			}
+			c.EventID, _ = strconv.ParseInt(c.Headers[kafka.HeaderEventID], 10, 64)
+			c.Version, _ = strconv.ParseInt(c.Headers[kafka.HeaderStateVersion], 10, 64)
+			c.Type = c.Headers[kafka.HeaderEventType]
+			out = append(out, c)
+		})
+	}
+	return out
+}
+
+// checkOrder checks what a consumer of topicMsg sees: per FLID, event ids never go back (a
+// duplicate may follow its original, nothing older may follow anything newer), and every
+// event the outbox holds as SENT arrived, so there is no gap.
+func checkOrder(t testing.TB, got []consumed, sent []row) {
+	t.Helper()
+	last := map[string]int64{}
+	seen := map[int64]bool{}
+	for _, c := range got {
+		if c.EventID < last[c.Key] {
+			t.Errorf("FLID %s: event %d arrived after event %d", c.Key, c.EventID, last[c.Key])
+		}
+		last[c.Key] = c.EventID
+		seen[c.EventID] = true
+	}
+	for _, r := range sent {
+		if r.State == "SENT" && !seen[r.ID] {
+			t.Errorf("FLID %s: event %d is SENT but never reached the topic", r.FLID, r.ID)
+		}
+	}
+	ids := map[int64]bool{}
+	for _, r := range sent {
+		ids[r.ID] = true
+	}
+	for id := range seen {
+		if !ids[id] {
+			t.Errorf("event %d on the topic is not in the outbox", id)
+		}
+	}
+}
+
+// hook wraps a sink to run a function around each call (to act in the middle of a send).
+type hook struct {
+	delivery.Sink
+	mu     sync.Mutex
+	before func(out []delivery.Outgoing)
+	after  func(out []delivery.Outgoing, errs []error) []error
+}
+
+func (h *hook) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
+	h.mu.Lock()
+	before, after := h.before, h.after
+	h.mu.Unlock()
+	if before != nil {
+		before(out)
+	}
+	errs := h.Sink.Deliver(ctx, out)
+	if after != nil {
+		errs = after(out, errs)
+	}
+	return errs
+}
+
+func (h *hook) Drain(ctx context.Context) error {
+	if d, ok := h.Sink.(delivery.Drainer); ok {
+		return d.Drain(ctx)
+	}
+	return nil
+}
+
+// metricValue reads a counter or gauge of the fixture's registry for one target; -1 when absent.
+func metricValue(t testing.TB, f *fixture, name, target string) float64 {
+	t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "target" && l.GetValue() == target {
+					if c := m.GetCounter(); c != nil {
+						return c.GetValue()
+					}
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1 // not (yet) reported
+}
