@@ -72,10 +72,3 @@ func (p *Projection) Write(ctx context.Context, flights []flight.Flight) (int, e
 	}
 	return applied, nil
 }
-
-// Ping checks that Redis answers.
-func (p *Projection) Ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	return p.client.Ping(ctx).Err()
-}

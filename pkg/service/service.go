@@ -18,11 +18,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/msgexchange/msgexchange/pkg/admin"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
@@ -40,6 +42,8 @@ type Base struct {
 	// Pool serves reads and the writes that need no fencing; fenced writes go through the
 	// role's leader.Session.
 	Pool *pgxpool.Pool
+
+	closers []func()
 }
 
 // Main runs a service binary: it builds the Base for role, calls run, and returns the process
@@ -94,8 +98,40 @@ func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logge
 	return b, nil
 }
 
-// Close releases the pool and flushes spans.
+// Inbox opens the shared MySQL inbox with the configured call timeout, adds it to the
+// readiness checks, and closes it with the Base.
+func (b *Base) Inbox() (*inbox.Inbox, error) {
+	in, err := inbox.Open(b.Config.MySQLDSN, b.Config.InboxTimeout)
+	if err != nil {
+		return nil, err
+	}
+	b.Admin.AddCheck("inbox", in.Ping)
+	b.closers = append(b.closers, func() { _ = in.Close() })
+	return in, nil
+}
+
+// Redis connects to MSGX_REDIS_URL, adds it to the readiness checks, and closes it with the
+// Base.
+func (b *Base) Redis() (*redis.Client, error) {
+	opts, err := redis.ParseURL(b.Config.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	rdb := redis.NewClient(opts)
+	b.Admin.AddCheck("redis", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, b.Config.RedisTimeout)
+		defer cancel()
+		return rdb.Ping(ctx).Err()
+	})
+	b.closers = append(b.closers, func() { _ = rdb.Close() })
+	return rdb, nil
+}
+
+// Close releases the connections and flushes spans.
 func (b *Base) Close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := b.Telemetry.Shutdown(ctx); err != nil {

@@ -4,14 +4,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/maintenance"
@@ -22,20 +19,15 @@ func main() { os.Exit(service.Main("backfill", run)) }
 
 func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config
-	in, err := inbox.Open(cfg.MySQLDSN, cfg.InboxTimeout)
+	in, err := b.Inbox()
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	rdb, err := b.Redis()
 	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
+		return err
 	}
-	rdb := redis.NewClient(ropts)
-	defer rdb.Close()
 	forget := maintenance.NewRedisForgetter(rdb, cfg.RedisPrefix, cfg.RedisTimeout)
-	b.Admin.AddCheck("inbox", in.Ping)
-	b.Admin.AddCheck("redis", forget.Ping)
 	p := cfg.Pipeline
 	sweeper := marker.New(marker.Config{
 		Period:      p.BackfillPeriod,

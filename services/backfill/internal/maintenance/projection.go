@@ -41,10 +41,3 @@ func (r *RedisForgetter) Forget(ctx context.Context, flid string) error {
 	}
 	return nil
 }
-
-// Ping checks that Redis answers.
-func (r *RedisForgetter) Ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	return r.client.Ping(ctx).Err()
-}

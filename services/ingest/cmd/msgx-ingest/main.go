@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/ingest/internal/compat"
@@ -19,12 +18,10 @@ import (
 func main() { os.Exit(service.Main("ingest", run)) }
 
 func run(ctx context.Context, b *service.Base) error {
-	in, err := inbox.Open(b.Config.MySQLDSN, b.Config.InboxTimeout)
+	in, err := b.Inbox()
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	b.Admin.AddCheck("inbox", in.Ping)
 	p := b.Config.Pipeline
 	var seed *cursor.Seed
 	if p.CutoverWatermark != "" {

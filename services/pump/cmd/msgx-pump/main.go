@@ -3,13 +3,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/projection"
@@ -24,20 +20,15 @@ func main() { os.Exit(service.Main("pump", run)) }
 
 func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config
-	in, err := inbox.Open(cfg.MySQLDSN, cfg.InboxTimeout)
+	in, err := b.Inbox()
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	rdb, err := b.Redis()
 	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
+		return err
 	}
-	rdb := redis.NewClient(ropts)
-	defer rdb.Close()
 	proj := projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout)
-	b.Admin.AddCheck("inbox", in.Ping)
-	b.Admin.AddCheck("redis", proj.Ping)
 
 	p := pump.New(pump.Config{
 		Pipeline:           cfg.Pipeline,
