@@ -343,11 +343,16 @@ func TestGetMessage(t *testing.T) {
 		if _, err := in.client.GetMessage(tctx, &controlv1.GetMessageRequest{MsgId: 77}); err != nil {
 			t.Fatal(err)
 		}
+		// The server ends its span after the response is on its way, so the client can see
+		// the answer first: wait for the span rather than look once.
 		var names []string
-		for _, span := range rec.Ended() {
-			names = append(names, span.Name())
-			if span.Name() == "msgx.control.v1.ControlService/GetMessage" && span.SpanContext().TraceID().String() == traceID {
-				return
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			names = names[:0]
+			for _, span := range rec.Ended() {
+				names = append(names, span.Name())
+				if span.Name() == "msgx.control.v1.ControlService/GetMessage" && span.SpanContext().TraceID().String() == traceID {
+					return
+				}
 			}
 		}
 		t.Errorf("no GetMessage span in trace %s; spans ended: %v", traceID, names)
