@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,15 @@ func Open(dsn string, timeout time.Duration) (*Inbox, error) {
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 2 * timeout
+	}
+	// The server must give up on a row lock before the client gives up on the statement:
+	// otherwise a marker UPDATE the client abandoned still commits later, after the backfill
+	// recorded a failure and released its per-message gate (or after it lost its role).
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
+		cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(max(1, int(timeout/time.Second)-1))
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {

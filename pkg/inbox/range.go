@@ -40,3 +40,26 @@ func (i *Inbox) InRanges(ctx context.Context, ranges [][2]int64, after int64, li
 	}
 	return scanRows(rows)
 }
+
+// IDsBetween returns the IDs of the rows in [first, last] that are visible now, in order.
+func (i *Inbox) IDsBetween(ctx context.Context, first, last int64) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	rows, err := i.db.QueryContext(ctx, `SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID BETWEEN ? AND ? ORDER BY CMINMSGS_ID`, first, last)
+	if err != nil {
+		return nil, fmt.Errorf("read inbox ids %d-%d: %w", first, last, err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("read inbox ids %d-%d: %w", first, last, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read inbox ids %d-%d: %w", first, last, err)
+	}
+	return ids, nil
+}

@@ -1,6 +1,7 @@
 package inbox_test
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -70,11 +71,49 @@ func TestRejected(t *testing.T) {
 		{"lock wait timeout", &mysql.MySQLError{Number: 1205}, false},
 		{"too many connections", &mysql.MySQLError{Number: 1040}, false},
 		{"broken connection", mysql.ErrInvalidConn, false},
+		{"read-only after a failover", &mysql.MySQLError{Number: 1290}, false},
+		{"server shutdown", &mysql.MySQLError{Number: 1053}, false},
+		{"query interrupted", &mysql.MySQLError{Number: 1317}, false},
 		{"timeout", errors.New("context deadline exceeded"), false},
 	}
 	for _, tt := range tests {
 		if got := inbox.Rejected(tt.err); got != tt.want {
 			t.Errorf("%s: Rejected = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// A marker UPDATE blocked on a row lock longer than the inbox timeout must fail on the server
+// too: if only the client gave up, the server would still write the marker after the backfill
+// had recorded a failure and released its gate.
+func TestAbandonedMarkerWriteNeverLandsLater(t *testing.T) {
+	t.Parallel()
+	my := mysqltest.New(t)
+	id := my.InsertInbox(t, "<MSG/>", nil)
+	in, err := inbox.Open(my.ServiceDSN, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	blocker, err := my.Admin.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.Exec(`SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID = ? FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Mark(t.Context(), id, time.Now(), "PROCESSED"); err == nil {
+		t.Fatal("Mark succeeded while the row was locked")
+	}
+	if err := blocker.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	var processed sql.NullTime
+	if err := my.Admin.QueryRow(`SELECT CMINMSGS_DATE_PROCESSED FROM cminmsgs WHERE CMINMSGS_ID = ?`, id).Scan(&processed); err != nil {
+		t.Fatal(err)
+	}
+	if processed.Valid {
+		t.Errorf("the abandoned marker write landed after the lock was released: %v", processed.Time)
 	}
 }
