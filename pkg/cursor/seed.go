@@ -43,6 +43,10 @@ var (
 	ErrMessagesExist = fmt.Errorf("%w: proc_state has messages", ErrSeedRefused)
 )
 
+// ErrBeyondInbox refuses an explicit watermark above the inbox's largest ID: a typo there would
+// skip every future message up to it, and a seed is never retried.
+var ErrBeyondInbox = fmt.Errorf("%w: the watermark is above the inbox's largest ID", ErrSeedRefused)
+
 // ErrInboxEmpty means min or max were asked for while the inbox holds no row, so there is
 // nothing to take the watermark from. It is not a refusal: the same seed can be applied once
 // a row exists.
@@ -86,6 +90,9 @@ func (s Seed) Watermark(inboxMin, inboxMax int64) (int64, error) {
 		if s.ID < 0 {
 			return 0, fmt.Errorf("cutover seeding: negative watermark %d", s.ID)
 		}
+		if s.ID > inboxMax {
+			return 0, fmt.Errorf("%w (%d > %d)", ErrBeyondInbox, s.ID, inboxMax)
+		}
 		return s.ID, nil
 	case SeedMin, SeedMax:
 		if inboxMax <= 0 {
@@ -99,13 +106,100 @@ func (s Seed) Watermark(inboxMin, inboxMax int64) (int64, error) {
 	return 0, fmt.Errorf("cutover seeding: unknown mode %q", s.Mode)
 }
 
+// SeedWindow is how far below a seeded watermark the IDs that are not visible are watched as
+// holes. A seed skips only the rows visible when it is taken (seed 000 §5.1); an ID allocated
+// to a transaction that had not committed yet is not stock but live traffic, and would be lost
+// if the watermark simply passed it. In-flight IDs are the most recent ones, so a window far
+// wider than a day of traffic below W covers them.
+const SeedWindow = 10000
+
+// WatchFrom is the first ID of the window below a seeded watermark w whose visible IDs a
+// seed reads.
+func WatchFrom(w int64) int64 { return max(1, w-SeedWindow+1) }
+
+// InboxReader is what seeding reads of the shared inbox (inbox.Inbox).
+type InboxReader interface {
+	MinID(ctx context.Context) (int64, error)
+	MaxID(ctx context.Context) (int64, error)
+	IDsBetween(ctx context.Context, first, last int64) ([]int64, error)
+}
+
+// View is what a seed needs to know of the inbox: its bounds, and the IDs visible in the
+// window below the watermark the seed will set.
+type View struct {
+	Min, Max int64
+	Visible  []int64
+}
+
+// ReadView reads the inbox for s. It runs outside any PostgreSQL transaction: the lock
+// connection must not wait on MySQL. A row committed between this read and Apply is either
+// above W (discovered) or inside a watched hole (reconciled).
+func ReadView(ctx context.Context, in InboxReader, s Seed) (View, error) {
+	var v View
+	if s.Mode == SeedZero {
+		return v, nil
+	}
+	var err error
+	if v.Min, err = in.MinID(ctx); err != nil {
+		return v, fmt.Errorf("cutover seeding: read the inbox bounds: %w", err)
+	}
+	if v.Max, err = in.MaxID(ctx); err != nil {
+		return v, fmt.Errorf("cutover seeding: read the inbox bounds: %w", err)
+	}
+	if s.Mode == SeedMin {
+		return v, nil
+	}
+	w, err := s.Watermark(v.Min, v.Max)
+	if err != nil || w == 0 {
+		return v, nil // Apply reports the refusal
+	}
+	if v.Visible, err = in.IDsBetween(ctx, WatchFrom(w), w); err != nil {
+		return v, fmt.Errorf("cutover seeding: read the inbox below the watermark: %w", err)
+	}
+	return v, nil
+}
+
+// SeedHoles returns the ID ranges at or below the seeded watermark w that are not visible and
+// must be watched for late arrivals like released holes: below the smallest visible ID for
+// min (purged IDs never come back, in-flight ones do), and the gaps among visible, the IDs
+// visible in [WatchFrom(w), w] in order, for max and an explicit ID.
+func SeedHoles(s Seed, w, inboxMin int64, visible []int64) [][2]int64 {
+	var holes [][2]int64
+	switch {
+	case w <= 0 || s.Mode == SeedZero:
+		return nil
+	case s.Mode == SeedMin:
+		if inboxMin <= 1 {
+			return nil
+		}
+		return [][2]int64{{1, inboxMin - 1}}
+	}
+	next := WatchFrom(w)
+	for _, id := range visible {
+		if id < next || id > w {
+			continue
+		}
+		if id > next {
+			holes = append(holes, [2]int64{next, id - 1})
+		}
+		next = id + 1
+	}
+	if next <= w {
+		holes = append(holes, [2]int64{next, w})
+	}
+	return holes
+}
+
 // Apply seeds the cursor: W, seed_mode, seed_value and seeded_at are written by one statement
 // that also re-checks every refusal, so a discovery round or a second seeding racing with it
 // cannot slip in between the check and the write. The hole clock is cleared: a hole observed
-// at W = 0 belongs to the unseeded start that the seed replaces. It returns the seeded W, or
-// an error wrapping ErrSeedRefused, ErrInboxEmpty, or the database failure.
-func Apply(ctx context.Context, q db.Executor, s Seed, inboxMin, inboxMax int64, now time.Time) (int64, error) {
-	w, err := s.Watermark(inboxMin, inboxMax)
+// at W = 0 belongs to the unseeded start that the seed replaces. The invisible IDs below the
+// new W (SeedHoles) are recorded as released holes in the same transaction, so rows committed
+// after the seed are found by the late-arrival reconciliation instead of being lost. q must
+// be a transaction for that to be atomic. It returns the seeded W, or an error wrapping
+// ErrSeedRefused, ErrInboxEmpty, or the database failure.
+func Apply(ctx context.Context, q db.Executor, s Seed, v View, now time.Time) (int64, error) {
+	w, err := s.Watermark(v.Min, v.Max)
 	if err != nil {
 		return 0, err
 	}
@@ -116,10 +210,15 @@ func Apply(ctx context.Context, q db.Executor, s Seed, inboxMin, inboxMax int64,
 	if err != nil {
 		return 0, fmt.Errorf("seed inbox cursor: %w", err)
 	}
-	if tag.RowsAffected() == 1 {
-		return w, nil
+	if tag.RowsAffected() != 1 {
+		return 0, refusal(ctx, q)
 	}
-	return 0, refusal(ctx, q)
+	for _, h := range SeedHoles(s, w, v.Min, v.Visible) {
+		if err := ReleaseHole(ctx, q, h[0], h[1], now); err != nil {
+			return 0, fmt.Errorf("seed inbox cursor: watch the IDs not visible below W: %w", err)
+		}
+	}
+	return w, nil
 }
 
 // refusal says why the guarded seeding statement changed nothing.

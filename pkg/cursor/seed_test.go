@@ -53,7 +53,7 @@ func TestSeedWatermark(t *testing.T) {
 		{name: "zero ignores the inbox", seed: cursor.Seed{Mode: cursor.SeedZero}, min: 1000, max: 2000, want: 0},
 		{name: "zero on an empty inbox", seed: cursor.Seed{Mode: cursor.SeedZero}, want: 0},
 		{name: "an explicit ID is W", seed: cursor.Seed{Mode: cursor.SeedID, ID: 1500}, min: 1000, max: 2000, want: 1500},
-		{name: "an explicit ID on an empty inbox", seed: cursor.Seed{Mode: cursor.SeedID, ID: 7}, want: 7},
+		{name: "an explicit ID on an empty inbox is refused", seed: cursor.Seed{Mode: cursor.SeedID, ID: 7}, wantErr: cursor.ErrBeyondInbox},
 		{name: "min on an empty inbox waits", seed: cursor.Seed{Mode: cursor.SeedMin}, wantErr: cursor.ErrInboxEmpty},
 		{name: "max on an empty inbox waits", seed: cursor.Seed{Mode: cursor.SeedMax}, wantErr: cursor.ErrInboxEmpty},
 	}
@@ -90,7 +90,7 @@ func TestApplySeedsEveryModeOnce(t *testing.T) {
 			if err := cursor.Save(ctx, pg.Pool, 0, &hole, t0); err != nil {
 				t.Fatal(err)
 			}
-			w, err := cursor.Apply(ctx, pg.Pool, tt.seed, 100, 250, t0)
+			w, err := cursor.Apply(ctx, pg.Pool, tt.seed, cursor.View{Min: 100, Max: 250}, t0)
 			if err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
@@ -106,7 +106,7 @@ func TestApplySeedsEveryModeOnce(t *testing.T) {
 				t.Errorf("cursor after seeding = %+v", c)
 			}
 			// The same seed again (a restart with the same configuration) is refused.
-			if _, err := cursor.Apply(ctx, pg.Pool, tt.seed, 100, 250, t0.Add(time.Hour)); !errors.Is(err, cursor.ErrAlreadySeeded) {
+			if _, err := cursor.Apply(ctx, pg.Pool, tt.seed, cursor.View{Min: 100, Max: 250}, t0.Add(time.Hour)); !errors.Is(err, cursor.ErrAlreadySeeded) {
 				t.Errorf("second Apply: err = %v, want ErrAlreadySeeded", err)
 			}
 			if c2, _ := cursor.Load(ctx, pg.Pool); !c2.SeededAt.Equal(t0) || c2.W != tt.wantW {
@@ -125,7 +125,7 @@ func TestApplyRefusals(t *testing.T) {
 		want    error
 	}{
 		{name: "seeded_at set", want: cursor.ErrAlreadySeeded, prepare: func(t *testing.T, pg *pgtest.DB) {
-			if _, err := cursor.Apply(t.Context(), pg.Pool, cursor.Seed{Mode: cursor.SeedZero}, 0, 0, t0); err != nil {
+			if _, err := cursor.Apply(t.Context(), pg.Pool, cursor.Seed{Mode: cursor.SeedZero}, cursor.View{}, t0); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -155,7 +155,7 @@ func TestApplyRefusals(t *testing.T) {
 			if tt.want == cursor.ErrInboxEmpty {
 				lo, hi = 0, 0
 			}
-			_, err = cursor.Apply(t.Context(), pg.Pool, seedMax, lo, hi, t0.Add(time.Hour))
+			_, err = cursor.Apply(t.Context(), pg.Pool, seedMax, cursor.View{Min: lo, Max: hi}, t0.Add(time.Hour))
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
 			}
@@ -170,5 +170,46 @@ func TestApplyRefusals(t *testing.T) {
 				t.Errorf("a refused seed changed the cursor: %+v → %+v", before, after)
 			}
 		})
+	}
+}
+
+func TestSeedHoles(t *testing.T) {
+	tests := []struct {
+		name    string
+		seed    cursor.Seed
+		w, min  int64
+		visible []int64
+		want    [][2]int64
+	}{
+		{name: "zero watches nothing", seed: cursor.Seed{Mode: cursor.SeedZero}},
+		{name: "min watches every ID below the oldest row", seed: cursor.Seed{Mode: cursor.SeedMin}, w: 999, min: 1000,
+			want: [][2]int64{{1, 999}}},
+		{name: "min on an inbox starting at 1", seed: cursor.Seed{Mode: cursor.SeedMin}, w: 0, min: 1},
+		{name: "max watches the gaps below the largest row", seed: cursor.Seed{Mode: cursor.SeedMax}, w: 20, min: 10,
+			visible: []int64{10, 11, 14, 20}, want: [][2]int64{{1, 9}, {12, 13}, {15, 19}}},
+		{name: "an explicit ID watches the gaps and the top", seed: cursor.Seed{Mode: cursor.SeedID, ID: 20}, w: 20,
+			visible: []int64{18}, want: [][2]int64{{1, 17}, {19, 20}}},
+		{name: "only the window below W", seed: cursor.Seed{Mode: cursor.SeedMax}, w: cursor.SeedWindow + 100,
+			visible: []int64{cursor.SeedWindow + 100}, want: [][2]int64{{101, cursor.SeedWindow + 99}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := cursor.SeedHoles(tt.seed, tt.w, tt.min, tt.visible)
+			if len(got) != len(tt.want) {
+				t.Fatalf("holes = %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("holes = %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestExplicitWatermarkAboveTheInboxIsRefused(t *testing.T) {
+	_, err := cursor.Seed{Mode: cursor.SeedID, ID: 5000}.Watermark(1, 4000)
+	if !errors.Is(err, cursor.ErrBeyondInbox) || !errors.Is(err, cursor.ErrSeedRefused) {
+		t.Fatalf("err = %v, want ErrBeyondInbox (a refusal)", err)
 	}
 }

@@ -268,7 +268,7 @@ func TestSeedCutover(t *testing.T) {
 		{controlv1.SeedMode_SEED_MODE_MIN, 0, minID - 1},
 		{controlv1.SeedMode_SEED_MODE_MAX, 0, maxID},
 		{controlv1.SeedMode_SEED_MODE_ZERO, 0, 0},
-		{controlv1.SeedMode_SEED_MODE_ID, 1234, 1234},
+		{controlv1.SeedMode_SEED_MODE_ID, maxID - 1, maxID - 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode.String(), func(t *testing.T) {

@@ -53,6 +53,7 @@ type Inbox interface {
 	Raw(ctx context.Context, id int64) (string, error)
 	MinID(ctx context.Context) (int64, error)
 	MaxID(ctx context.Context) (int64, error)
+	IDsBetween(ctx context.Context, first, last int64) ([]int64, error)
 }
 
 // Config configures a Service.

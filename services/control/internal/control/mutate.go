@@ -98,32 +98,27 @@ var seedModes = map[controlv1.SeedMode]cursor.Mode{
 }
 
 // SeedCutover implements ControlService.SeedCutover through cursor.Apply. The inbox's bounds
-// are read first, outside the transaction: the lock connection must not wait on MySQL. A row
-// committed in between is simply on the other side of the seed, as it would be a moment later.
+// and the IDs visible below the new watermark are read first, outside the transaction: the
+// lock connection must not wait on MySQL (cursor.ReadView).
 func (s *Service) SeedCutover(ctx context.Context, req *controlv1.SeedCutoverRequest) (*controlv1.SeedCutoverResponse, error) {
 	mode, ok := seedModes[req.GetMode()]
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "mode %s is not supported", req.GetMode())
 	}
 	seed := cursor.Seed{Mode: mode, ID: req.GetWatermark()}
-	var inboxMin, inboxMax int64
-	if mode == cursor.SeedMin || mode == cursor.SeedMax {
-		var err error
-		if inboxMin, err = s.cfg.Inbox.MinID(ctx); err == nil {
-			inboxMax, err = s.cfg.Inbox.MaxID(ctx)
+	view, err := cursor.ReadView(ctx, s.cfg.Inbox, seed)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, status.FromContextError(ctx.Err()).Err()
-			}
-			return nil, status.Errorf(codes.Unavailable, "seed cutover: read the inbox bounds: %v", err)
-		}
+		return nil, status.Errorf(codes.Unavailable, "seed cutover: %v", err)
 	}
+	inboxMin, inboxMax := view.Min, view.Max
 	now := s.cfg.Clock.Now()
 	var w int64
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		var err error
-		w, err = cursor.Apply(ctx, tx, seed, inboxMin, inboxMax, now)
+		w, err = cursor.Apply(ctx, tx, seed, view, now)
 		return err
 	})
 	if err != nil {

@@ -3,7 +3,6 @@ package discovery
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,20 +28,16 @@ func (p *Poller) applySeed(ctx context.Context, txer Txer) (ready bool, err erro
 		// Cheap refusals first: a restart of a running system does not read the inbox for them.
 		return true, p.seedDone(applyErr(cur))
 	}
-	var lo, hi int64
-	if p.seed.Mode == cursor.SeedMin || p.seed.Mode == cursor.SeedMax {
-		if lo, err = p.inbox.MinID(ctx); err == nil {
-			hi, err = p.inbox.MaxID(ctx)
-		}
-		if err != nil {
-			p.metrics.readErrors.Inc()
-			return false, fmt.Errorf("cutover seeding: read inbox bounds: %w", err)
-		}
+	view, err := cursor.ReadView(ctx, p.inbox, *p.seed)
+	if err != nil {
+		p.metrics.readErrors.Inc()
+		return false, err
 	}
+	lo, hi := view.Min, view.Max
 	var w int64
 	err = txer.Tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		w, err = cursor.Apply(ctx, tx, *p.seed, lo, hi, p.clock.Now())
+		w, err = cursor.Apply(ctx, tx, *p.seed, view, p.clock.Now())
 		return err
 	})
 	switch {

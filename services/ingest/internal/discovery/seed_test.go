@@ -162,7 +162,7 @@ func TestSeedDuringARoundWins(t *testing.T) {
 	}
 	tx := &hookTxer{Txer: e.tx, before: func(n int) {
 		if n == 2 {
-			if _, err := cursor.Apply(t.Context(), e.pg.Pool, cursor.Seed{Mode: cursor.SeedMax}, 1, 3, t0); err != nil {
+			if _, err := cursor.Apply(t.Context(), e.pg.Pool, cursor.Seed{Mode: cursor.SeedMax}, cursor.View{Min: 1, Max: 3}, t0); err != nil {
 				t.Errorf("seed: %v", err)
 			}
 		}
