@@ -6,6 +6,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,6 +118,13 @@ func (b *Base) Redis() (*redis.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
 	}
+	// go-redis honours context deadlines only when asked to, and its socket timeouts come from
+	// the URL: bound both by redis.timeout, so a Redis that stops answering never holds the
+	// lock connection idle past its lease (the pump writes the projection inside its step).
+	opts.ContextTimeoutEnabled = true
+	opts.ReadTimeout = min(cmp.Or(opts.ReadTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
+	opts.WriteTimeout = min(cmp.Or(opts.WriteTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
+	opts.DialTimeout = min(cmp.Or(opts.DialTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
 	rdb := redis.NewClient(opts)
 	b.Admin.AddCheck("redis", func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, b.Config.RedisTimeout)

@@ -48,6 +48,10 @@ func run(ctx context.Context, b *service.Base) error {
 	h, err := compat.New(compat.Config{Token: b.Config.HTTPToken, Insecure: b.Config.HTTPInsecure, MaxBody: b.Config.HTTPMaxBody},
 		in, b.Clock, b.Logger, b.Registry)
 	switch {
+	case b.Config.Shadow:
+		// Shadow mode writes nothing to the shared MySQL, and the compat entry's only effect
+		// is an inbox row.
+		b.Logger.Warn("SHADOW MODE: compat HTTP entry not served (it would write to the shared inbox)")
 	case errors.Is(err, compat.ErrNoToken) || b.Config.HTTPAddr == "":
 		b.Logger.Warn("compat HTTP entry not served: set MSGX_HTTP_TOKEN (and MSGX_HTTP_ADDR) to accept POST "+compat.Path,
 			"http_addr", b.Config.HTTPAddr)
