@@ -28,6 +28,10 @@ var ErrNotFound = errors.New("not found")
 
 // WithTx runs fn in a transaction and commits it; the rollback after a failure runs even when
 // ctx is already cancelled, so a stopping service never leaves a transaction open.
+//
+// A ctx that ended before the commit rolls the transaction back and returns ctx's error: pgx
+// closes the connection when COMMIT fails, and on a session's lock connection that would
+// drop the role's advisory lock for a commit that was never going to be sent.
 func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
 	tx, err := b.Begin(ctx)
 	if err != nil {
@@ -36,6 +40,12 @@ func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(tx); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		if cause := context.Cause(ctx); cause != err {
+			return fmt.Errorf("commit not attempted: %w: %w", err, cause)
+		}
+		return fmt.Errorf("commit not attempted: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)

@@ -132,6 +132,15 @@ func reproject(m Flight, siblings []Flight, child Flight, in Input) (Decision, b
 	return Decision{Next: next, Changed: true, Events: Events(prev, next, in, child.FLID)}, true
 }
 
+// Published returns f as it is projected and published: a master carries the MAFL derived from
+// children, the flights whose MAID names it (seed 003 §11.4). Re-projecting a stored state
+// needs it because MAFL is never stored.
+func Published(f Flight, children []Flight) Flight {
+	p := f.Clone()
+	p.MAFL = deriveMAFL(p, children)
+	return p
+}
+
 // IsChild reports whether f is a code-share child: its MAID names another flight. A MAID equal
 // to the flight's own FLID is a self-reference and makes nothing a child (seed 003 §11.4).
 func IsChild(f Flight) bool {

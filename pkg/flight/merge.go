@@ -37,6 +37,12 @@ type Input struct {
 	// Children are the flights whose MAID is Record.FLID, loaded in the same transaction as the
 	// target: a master's MAFL is derived from them (seed 003 §11.4).
 	Children []Flight
+	// VersionFloor is the lowest version the FLID has already used outside the current state
+	// (its archived versions and the history sweep's tombstone); a flight created again for
+	// that FLID starts above it, so consumers ordering by (FLID, STATE_VERSION) and the
+	// KAFKA:schd upsert take the new flight as newer than the tombstone. 0 when the FLID was
+	// never archived.
+	VersionFloor int64
 }
 
 // Decision is what a rule decided for its target: the next full state and its events, or a
@@ -243,7 +249,7 @@ func finish(prev, next Flight, in Input) Decision {
 	if prev.Version > 0 && SameContent(prev, next) {
 		return Decision{Next: prev}
 	}
-	next.Version = prev.Version + 1
+	next.Version = max(prev.Version, in.VersionFloor) + 1
 	next.LastMsgID = in.MsgID
 	next.UpdatedAt = in.Now
 	if next.CreatedAt.IsZero() {

@@ -47,10 +47,18 @@ func over(a string) string {
 // master, and a master moves, with all its children, only when every one of them is over too.
 // A child whose MAID names no current flight (dangling, or its master already moved) moves
 // alone.
+//
+// A group whose last change came from a message that is still unfinished stays: the pump
+// releases the pipeline lock when a step stops between ① and ③ (a Redis failure, a failed ③,
+// a crash, a lost lock), and that message's re-run must find the flights it changed. Every
+// flight a message writes carries its msg_id in last_msg_id.
 func historyPredicate() string {
 	return over("f") + `
 	AND NOT EXISTS (SELECT 1 FROM flight_schd m WHERE m.flid = f.maid AND f.maid <> f.flid)
-	AND NOT EXISTS (SELECT 1 FROM flight_schd c WHERE c.maid = f.flid AND c.flid <> f.flid AND NOT ` + over("c") + `)`
+	AND NOT EXISTS (SELECT 1 FROM flight_schd c WHERE c.maid = f.flid AND c.flid <> f.flid AND NOT ` + over("c") + `)
+	AND NOT EXISTS (SELECT 1 FROM proc_state p WHERE p.msg_id = f.last_msg_id AND p.state IN ('PENDING', 'FAILED'))
+	AND NOT EXISTS (SELECT 1 FROM flight_schd c JOIN proc_state p ON p.msg_id = c.last_msg_id
+		WHERE c.maid = f.flid AND c.flid <> f.flid AND p.state IN ('PENDING', 'FAILED'))`
 }
 
 func (p HistoryPolicy) args(now time.Time) []any {
@@ -136,6 +144,21 @@ func archiveOne(ctx context.Context, tx pgx.Tx, flid string, now time.Time) (fli
 		return flight.Flight{}, fmt.Errorf("delete archived flight %s: %d rows at version %d", flid, tag.RowsAffected(), f.Version)
 	}
 	return *f, nil
+}
+
+// VersionFloor returns the highest version the FLID used before it was last moved to history:
+// its last archived version plus one, which is the version of the tombstone the history sweep
+// published for it (0 when the FLID was never archived). A flight created again for the FLID
+// starts above it (flight.Input.VersionFloor): consumers order by (FLID, STATE_VERSION), the
+// KAFKA:schd row only takes a version not older than the stored one, and flight_history's key
+// is (flid, state_version).
+func VersionFloor(ctx context.Context, q db.Executor, flid string) (int64, error) {
+	var floor int64
+	if err := q.QueryRow(ctx, `SELECT coalesce(max(state_version) + 1, 0) FROM flight_history WHERE flid = $1`,
+		flid).Scan(&floor); err != nil {
+		return 0, fmt.Errorf("version floor of %s: %w", flid, err)
+	}
+	return floor, nil
 }
 
 // DeleteSnapLog deletes up to limit schd_snap_log rows past the retention (seed 003 §9.3, by

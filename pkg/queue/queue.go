@@ -108,18 +108,21 @@ type Message struct {
 	TraceParent         *string
 	TraceState          *string
 	UpdatedAt           time.Time
+	// AppliedAt is when the message's step ① (its flight changes and events) committed; a
+	// message run again after that only re-projects and finishes (MarkApplied).
+	AppliedAt *time.Time
 }
 
 const columns = `msg_id, state, error_class, last_error, attempts, next_attempt_at, identity_key, msg_type, msg_styp,
 	received_at, enqueued_at, processing_started_at, finished_at, backfill_next_at, backfill_at, backfill_attempts,
-	backfill_abandoned_at, backfill_abandon_reason, trace_parent, trace_state, updated_at`
+	backfill_abandoned_at, backfill_abandon_reason, trace_parent, trace_state, updated_at, applied_at`
 
 func scan(row pgx.Row) (Message, error) {
 	var m Message
 	err := row.Scan(&m.MsgID, &m.State, &m.ErrorClass, &m.LastError, &m.Attempts, &m.NextAttemptAt, &m.IdentityKey,
 		&m.MsgType, &m.MsgStyp, &m.ReceivedAt, &m.EnqueuedAt, &m.ProcessingStartedAt, &m.FinishedAt, &m.BackfillNextAt,
 		&m.BackfillAt, &m.BackfillAttempts, &m.BackfillAbandonedAt, &m.BackfillReason, &m.TraceParent, &m.TraceState,
-		&m.UpdatedAt)
+		&m.UpdatedAt, &m.AppliedAt)
 	return m, err
 }
 
@@ -225,6 +228,23 @@ func Finish(ctx context.Context, q db.Executor, msgID int64, state State, class 
 	}
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("finish %d as %s: %w", msgID, state, ErrNotUnfinished)
+	}
+	return nil
+}
+
+// MarkApplied records, in the caller's step-① transaction, that the message's business change
+// is being committed with it. Run again after that commit (a crash or a projection failure
+// before ③, or a replay of DEAD(EXHAUSTED)), the message must not be applied a second time
+// over state that may have moved on: the pump only re-projects and finishes it. A message that
+// is no longer unfinished returns ErrNotUnfinished, so the caller rolls ① back.
+func MarkApplied(ctx context.Context, q db.Executor, msgID int64, now time.Time) error {
+	tag, err := q.Exec(ctx, `UPDATE proc_state SET applied_at = $2, updated_at = $2
+		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, now)
+	if err != nil {
+		return fmt.Errorf("mark %d applied: %w", msgID, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("mark %d applied: %w", msgID, ErrNotUnfinished)
 	}
 	return nil
 }

@@ -54,6 +54,10 @@ type Replayed struct {
 	// BackfillAbandoned says the backfill had given up on the marker. The abandonment is kept
 	// as evidence and the new terminal state is not swept until an operator reopens it.
 	BackfillAbandoned bool
+	// Applied says the message's step ① had committed (proc_state.applied_at): its flight
+	// change and events are in place, so the re-run does not apply it again over newer state;
+	// it re-projects the current state of its flights to Redis and finishes SUCCEEDED.
+	Applied bool
 }
 
 // ReplayResult is what a replay did (or would do).
@@ -79,7 +83,8 @@ const defaultReplayLimit = 1000
 // audit, identity kept (so the message is not a duplicate of itself), processing_started_at
 // kept (the first attempt's start). The terminal fields go back to what an unfinished row
 // has (finished_at, backfill_next_at and backfill_at NULL, as the proc_state CHECKs demand);
-// backfill_attempts, backfill_last_error and the abandonment stay as evidence.
+// backfill_attempts, backfill_last_error and the abandonment stay as evidence. applied_at stays
+// too: a message whose step ① had committed is not applied again (Replayed.Applied).
 //
 // It goes through the per-message gate of DECISIONS 6: the rows are locked with FOR UPDATE
 // before they change and the predicate is re-checked on the locked version, so a replay never
@@ -111,7 +116,8 @@ func Replay(ctx context.Context, b db.Beginner, req ReplayRequest, now time.Time
 	const selected = `($1::bigint[] IS NULL OR msg_id = ANY($1))
 		  AND ($2 = '' OR error_class = $2)
 		  AND ($4::bigint = 0 OR msg_id BETWEEN $3 AND $4)`
-	const candidates = `SELECT msg_id, state, error_class, attempts, backfill_at IS NOT NULL, backfill_abandoned_at IS NOT NULL
+	const candidates = `SELECT msg_id, state, error_class, attempts, backfill_at IS NOT NULL, backfill_abandoned_at IS NOT NULL,
+			applied_at IS NOT NULL
 		FROM proc_state
 		WHERE ` + selected + `
 		  AND state IN ('FAILED', 'DEAD') AND error_class = ANY($5)
@@ -136,7 +142,7 @@ func Replay(ctx context.Context, b db.Beginner, req ReplayRequest, now time.Time
 		}
 		res.Replayed, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replayed, error) {
 			var m Replayed
-			err := r.Scan(&m.MsgID, &m.State, &m.Class, &m.Attempts, &m.Marked, &m.BackfillAbandoned)
+			err := r.Scan(&m.MsgID, &m.State, &m.Class, &m.Attempts, &m.Marked, &m.BackfillAbandoned, &m.Applied)
 			return m, err
 		})
 		if err != nil {

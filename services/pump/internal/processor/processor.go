@@ -131,6 +131,67 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 	return res, nil
 }
 
+// Reproject implements pump.Reprojector: the current states of the flights a message whose
+// step ① already committed concerns, as they are now, DELETED ones included, without deciding
+// anything. Those are its records' FLIDs, the flights its events were written for (a master
+// whose MAFL it moved, a former master, cascaded children), the masters of the children among
+// them, and the children of a deleted master (deleted with it). A FLID moved to history since
+// has nothing left to project: the sweep removed its projection.
+func (f *Flights) Reproject(ctx context.Context, tx pgx.Tx, in pump.Input) ([]flight.Flight, error) {
+	var flids []string
+	switch b := in.Message.Body.(type) {
+	case *sis.Flop:
+		flids = append(flids, b.Record.FLID)
+	case *sis.Schd:
+		for _, r := range b.Records {
+			flids = append(flids, r.FLID)
+		}
+	default:
+		return nil, fmt.Errorf("flights processor got %T", in.Message.Body)
+	}
+	events, err := outbox.ByMessage(ctx, tx, in.MsgID)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		flids = append(flids, e.PartitionKey)
+	}
+	var out []flight.Flight
+	seen := map[string]bool{}
+	for i := 0; i < len(flids); i++ {
+		id := flids[i]
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		cur, err := flightstore.Load(ctx, tx, id, false)
+		if err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			continue
+		}
+		if flight.IsChild(*cur) {
+			out = append(out, *cur)
+			flids = append(flids, cur.Scalars["MAID"])
+			continue
+		}
+		children, err := flightstore.Children(ctx, tx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, flight.Published(*cur, children))
+		if cur.State == flight.Deleted {
+			for _, c := range children {
+				if c.State == flight.Deleted {
+					flids = append(flids, c.FLID)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
 // load reads, in the domain transaction, everything the rules decide on: the target (locked),
 // its code-share children, and the masters it points at before and after the message with
 // their children (seed 003 §11.4: the MAFL and the write that produces it share one snapshot).
@@ -142,6 +203,13 @@ func (f *Flights) load(ctx context.Context, tx pgx.Tx, kind flight.Kind, rec sis
 	}
 	if kind == flight.KindFLOP && (cur == nil || cur.State == flight.Deleted) {
 		return cur, g, nil // skipped: nothing else to read
+	}
+	if cur == nil && kind == flight.KindADFT {
+		// The FLID may have been moved to history: the new flight starts above the versions
+		// (and the sweep's tombstone) already published for it.
+		if in.VersionFloor, err = flightstore.VersionFloor(ctx, tx, rec.FLID); err != nil {
+			return nil, g, err
+		}
 	}
 	if in.Children, err = flightstore.Children(ctx, tx, rec.FLID); err != nil {
 		return nil, g, err

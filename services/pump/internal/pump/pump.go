@@ -65,6 +65,16 @@ type Processor interface {
 	Apply(ctx context.Context, tx pgx.Tx, in Input) (Result, error)
 }
 
+// Reprojector is the optional capability of a processor to re-project a message whose step ①
+// already committed (proc_state.applied_at): it loads, in tx under the pipeline lock, the
+// current full states of the flights the message concerns, DELETED ones included, and decides
+// nothing. Such a message is run again after a crash or a projection failure between ① and ③,
+// or after an operator's replay of DEAD(EXHAUSTED); applying it a second time would rewind
+// newer state and publish its events twice.
+type Reprojector interface {
+	Reproject(ctx context.Context, tx pgx.Tx, in Input) ([]flight.Flight, error)
+}
+
 // Router picks the processor of a decoded message; a nil processor means the kind is legal
 // but unsupported, with the reason.
 type Router func(m *sis.Message) (Processor, string)
@@ -196,7 +206,11 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 		}
 		return 0, err
 	}
-	p.processOne(ctx, s, head)
+	if !p.processOne(ctx, s, head) {
+		// The outcome could not be written although the session is up (a read-only server,
+		// say): the message is still the head, and trying again at once would spin.
+		return p.cfg.Pipeline.PollInterval, nil
+	}
 	return 0, nil
 }
 
@@ -241,8 +255,9 @@ func failed(class queue.ErrorClass, reason string, err error) outcome {
 
 // processOne follows seed 003 §5.2. Every outcome is recorded where it is decided, while the
 // message is held; a failure caused by the service stopping or by the lost lock is not an
-// attempt of the message and is not counted.
-func (p *Pump) processOne(parent context.Context, s Session, head queue.Message) {
+// attempt of the message and is not counted. It reports false when the outcome could not be
+// recorded.
+func (p *Pump) processOne(parent context.Context, s Session, head queue.Message) bool {
 	started := p.clock.Now()
 	ctx, cancel := context.WithTimeout(parent, p.cfg.StepTimeout)
 	defer cancel()
@@ -259,11 +274,11 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 	switch {
 	case o.gone:
 		p.logger.Info("message is no longer unfinished; nothing to record", "msg_id", head.MsgID)
-		return
+		return true
 	case o.state == queue.Failed && (parent.Err() != nil || errors.Is(o.err, leader.ErrLost)):
 		p.logger.Info("interrupted by shutdown or lost leadership; the attempt is not counted",
 			"msg_id", head.MsgID, "err", o.err)
-		return
+		return true
 	}
 	// The step's context may have expired (that is the failure being recorded), so the
 	// outcome gets its own bound.
@@ -273,8 +288,10 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 		span.SetStatus(codes.Error, err.Error())
 		if !errors.Is(err, queue.ErrNotUnfinished) && parent.Err() == nil {
 			p.logger.Error("recording the outcome failed; the message stays the head", "msg_id", head.MsgID, "err", err)
+			return false
 		}
 	}
+	return true
 }
 
 func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started time.Time, span trace.Span) (o outcome) {
@@ -319,24 +336,47 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 		return outcome{state: queue.Skipped, reason: "duplicate-of:" + strconv.FormatInt(holder, 10)}
 	}
 	proc, why := p.route(msg)
+	tc := p.telemetry.Inject(ctx)
+	in := Input{MsgID: head.MsgID, Message: msg, Now: p.clock.Now(), Trace: [2]string{tc.Parent, tc.State}}
+	if head.AppliedAt != nil {
+		// ① committed in an earlier run: its change and events are in place, and the flights
+		// may have moved on since (a replay comes after newer messages). Only ② and ③ are left.
+		span.SetAttributes(attribute.Bool("reproject", true))
+		return p.business(ctx, s, in, func(tx pgx.Tx) (Result, error) {
+			r, ok := proc.(Reprojector)
+			if !ok {
+				return Result{}, nil // nothing this processor can re-project
+			}
+			flights, err := r.Reproject(ctx, tx, in)
+			return Result{Project: flights}, err
+		})
+	}
 	if proc == nil {
 		return outcome{state: queue.Skipped, class: queue.Unsupported, reason: "unsupported: " + why}
 	}
-	tc := p.telemetry.Inject(ctx)
-	return p.business(ctx, s, proc, Input{MsgID: head.MsgID, Message: msg, Now: p.clock.Now(), Trace: [2]string{tc.Parent, tc.State}})
+	return p.business(ctx, s, in, func(tx pgx.Tx) (Result, error) {
+		res, err := proc.Apply(ctx, tx, in)
+		if err == nil && res.Protocol == "" && res.Skip == "" {
+			// Recorded with the change it marks: a re-run after this commit must not apply the
+			// message again.
+			err = queue.MarkApplied(ctx, tx, in.MsgID, in.Now)
+		}
+		return res, err
+	})
 }
 
 // business runs the three steps of a business success under the pipeline lock, which spans
-// the Redis write (seed 003 §5.3): ① flight changes and events in one transaction, ② the
-// projection, ③ SUCCEEDED with the backfill intent in one statement.
-func (p *Pump) business(ctx context.Context, s Session, proc Processor, in Input) outcome {
+// the Redis write (seed 003 §5.3): ① flight changes and events in one transaction (apply), ②
+// the projection, ③ SUCCEEDED with the backfill intent in one statement. For a message whose
+// ① committed earlier, apply only reads the states to re-project.
+func (p *Pump) business(ctx context.Context, s Session, in Input, apply func(tx pgx.Tx) (Result, error)) outcome {
 	var o outcome
 	err := s.Do(ctx, func(conn *pgx.Conn) error {
 		return p.withPipelineLock(ctx, conn, func() error {
 			var res Result
 			if err := db.WithTx(ctx, conn, func(tx pgx.Tx) error {
 				var err error
-				res, err = proc.Apply(ctx, tx, in)
+				res, err = apply(tx)
 				if err == nil && (res.Protocol != "" || res.Skip != "") {
 					// A rejection or a skip leaves no half-applied message behind (seed 003 §5.2:
 					// "不落半包"), whatever the processor did in the transaction.
@@ -344,6 +384,9 @@ func (p *Pump) business(ctx context.Context, s Session, proc Processor, in Input
 				}
 				return err
 			}); err != nil && !errors.Is(err, errNoChange) {
+				if errors.Is(err, queue.ErrNotUnfinished) {
+					return err // replayed or finished by someone else meanwhile: ① rolled back
+				}
 				o = failed(queue.Infra, "business transaction: "+err.Error(), err)
 				if conn.IsClosed() {
 					return err // the session is gone: Do reports leader.ErrLost
@@ -360,8 +403,8 @@ func (p *Pump) business(ctx context.Context, s Session, proc Processor, in Input
 			}
 			if len(res.Project) > 0 {
 				if _, err := p.project.Write(ctx, res.Project); err != nil {
-					// The domain change is committed; the message stays unfinished and its re-run
-					// rewrites the projection from the current state (seed 003 §9.2).
+					// The domain change is committed (applied_at with it); the message stays
+					// unfinished and its re-run only re-projects the current state (seed 003 §9.2).
 					o = failed(queue.Infra, "redis projection: "+err.Error(), err)
 					return nil
 				}

@@ -182,11 +182,17 @@ func TestRecoveryCrashBetweenDomainAndTerminal(t *testing.T) {
 	if m := e.get(t, id); m.State != queue.Pending || m.Attempts != 0 {
 		t.Fatalf("after the crash: %s attempts %d, want PENDING, not counted", m.State, m.Attempts)
 	}
+	if m := e.get(t, id); m.AppliedAt == nil {
+		t.Fatal("after the crash: applied_at not committed with step ①; the re-run would apply again")
+	}
 
 	e.start(t, "b", e.newPump(t, options{}), nil)
 	m := e.waitState(t, id, queue.Succeeded)
 	if m.Attempts != 0 || m.BackfillNextAt == nil {
 		t.Errorf("after the re-run: attempts %d backfill intent %v", m.Attempts, m.BackfillNextAt)
+	}
+	if v, n := e.flightVersion(t, "2002"), e.events(t, id); v != committed || n != 1 {
+		t.Errorf("after the re-run: version %d events %d, want %d and 1", v, n, committed)
 	}
 	e.wantProjectionCurrent(t, "2002")
 	if !e.pipelineLockFree(t) {
