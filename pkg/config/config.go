@@ -62,6 +62,9 @@ type Config struct {
 	// Kafka topics for the two outbox targets.
 	TopicMsg  string
 	TopicSchd string
+	// KafkaTransactionalID is the dispatcher's transactional id prefix, the same for every
+	// instance: each term's producer fences the previous holder's.
+	KafkaTransactionalID string
 	// OutboundSender is this system's SNDR in outbound requests.
 	OutboundSender string
 	// ShutdownTimeout bounds a graceful stop after SIGTERM.
@@ -212,6 +215,7 @@ func params() []param {
 		{key: "codec.max-depth", def: "64", set: num(func(c *Config) *int { return &c.CodecMaxDepth })},
 		{key: "kafka.topic-msg", def: "msgx.flight.msg", set: str(func(c *Config) *string { return &c.TopicMsg })},
 		{key: "kafka.topic-schd", def: "msgx.flight.schd", set: str(func(c *Config) *string { return &c.TopicSchd })},
+		{key: "kafka.transactional-id", def: "msgx-dispatcher", set: str(func(c *Config) *string { return &c.KafkaTransactionalID })},
 		{key: "outbound.sndr", def: "OMMS", set: str(func(c *Config) *string { return &c.OutboundSender })},
 		{key: "shutdown-timeout", def: "20s", set: dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 		{key: "inbox.timeout", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.InboxTimeout })},

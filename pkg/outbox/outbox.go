@@ -57,11 +57,15 @@ func Add(ctx context.Context, q db.Executor, events []NewEvent, now time.Time) e
 				VALUES ($1, $2, $3, $4, $5::jsonb, $6, nullif($7, ''), nullif($8, ''), $9, $9)`,
 				e.Target, e.PartitionKey, e.Type, e.Version, payload, e.MsgID, e.Trace[0], e.Trace[1], now)
 		case TargetSchd:
+			// pending_since is kept while the row is still PENDING: the flush reads the longest
+			// waiting rows first, so a FLID updated faster than it is flushed cannot starve.
 			_, err = q.Exec(ctx, `INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, msg_id,
-				trace_parent, trace_state, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5::jsonb, $6, nullif($7, ''), nullif($8, ''), $9, $9)
+				trace_parent, trace_state, created_at, updated_at, pending_since)
+				VALUES ($1, $2, $3, $4, $5::jsonb, $6, nullif($7, ''), nullif($8, ''), $9, $9, $9)
 				ON CONFLICT (partition_key) WHERE target = 'KAFKA:schd' DO UPDATE SET
 					event_id = nextval('msg_event_id_seq'), event_type = excluded.event_type,
+					pending_since = CASE WHEN msg_event.state = 'PENDING' THEN coalesce(msg_event.pending_since, excluded.pending_since)
+						ELSE excluded.pending_since END,
 					state_version = excluded.state_version, payload = excluded.payload, msg_id = excluded.msg_id,
 					trace_parent = excluded.trace_parent, trace_state = excluded.trace_state,
 					state = 'PENDING', attempts = 0, next_attempt_at = NULL, last_error = NULL, sent_at = NULL,
@@ -97,9 +101,9 @@ type Event struct {
 	Trace        [2]string
 }
 
-// Pending returns up to limit events of a target that may be sent at now, in event_id order.
-// The batch is frozen at read time: events committed during a send wait for the next round
-// (seed 003 §8.1).
+// Pending returns up to limit events of a target that may be sent at now: KAFKA:msg in
+// event_id order, KAFKA:schd longest waiting first (pending_since, see Add). The batch is
+// frozen at read time: events committed during a send wait for the next round (seed 003 §8.1).
 //
 // An event is returned only when it is due and no earlier unsent event of its FLID is DEAD or
 // backing off: a blocked head holds back its own FLID and nothing else. So the events of one
@@ -109,6 +113,10 @@ type Event struct {
 // FLID. KAFKA:schd has one row per FLID, so this only means a DEAD row is not sent; the next
 // accepted state resets it (Add).
 func Pending(ctx context.Context, q db.Executor, target string, limit int, now time.Time) ([]Event, error) {
+	order := `e.event_id`
+	if target == TargetSchd {
+		order = `e.pending_since, e.event_id`
+	}
 	rows, err := q.Query(ctx, `SELECT e.event_id, e.target, e.partition_key, e.event_type, e.state_version,
 		e.payload::text, e.msg_id, e.attempts, e.next_attempt_at, coalesce(e.trace_parent, ''), coalesce(e.trace_state, '')
 		FROM msg_event e
@@ -116,7 +124,7 @@ func Pending(ctx context.Context, q db.Executor, target string, limit int, now t
 		  AND NOT EXISTS (SELECT 1 FROM msg_event b
 			WHERE b.target = e.target AND b.partition_key = e.partition_key AND b.state <> 'SENT'
 			  AND b.event_id < e.event_id AND (b.state = 'DEAD' OR b.next_attempt_at > $3))
-		ORDER BY e.event_id LIMIT $2`, target, limit, now)
+		ORDER BY `+order+` LIMIT $2`, target, limit, now)
 	if err != nil {
 		return nil, fmt.Errorf("read pending %s events: %w", target, err)
 	}
@@ -187,7 +195,7 @@ func Fail(ctx context.Context, q db.Executor, e Event, reason string, next time.
 // answer to a dead letter; it returns db.ErrNotFound when the event is not DEAD.
 func Requeue(ctx context.Context, q db.Executor, eventID int64, now time.Time) error {
 	tag, err := q.Exec(ctx, `UPDATE msg_event SET state = 'PENDING', attempts = 0, next_attempt_at = NULL,
-		updated_at = $2 WHERE event_id = $1 AND state = 'DEAD'`, eventID, now)
+		updated_at = $2, pending_since = $2 WHERE event_id = $1 AND state = 'DEAD'`, eventID, now)
 	if err != nil {
 		return fmt.Errorf("requeue event %d: %w", eventID, err)
 	}

@@ -157,8 +157,10 @@ type recorder struct {
 func consume(t testing.TB, addrs []string) *recorder {
 	t.Helper()
 	r := &recorder{events: map[int64]*kgo.Record{}, received: map[int64]time.Time{}, byFLID: map[string][]int64{}}
+	// read_committed, as every consumer must: the dispatcher sends in transactions, and aborted
+	// ones (duplicates, a deposed holder's records) are invisible only then.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topicMsg, topicSchd),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatalf("kafka consumer: %v", err)
 	}

@@ -18,18 +18,19 @@ func main() { os.Exit(service.Main("dispatcher", run)) }
 func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config
 	// Start-up fails here when the brokers cannot serve an idempotent producer: no fallback.
-	// One producer serves every term of this process, so a record it still retries from an
-	// earlier term stays ahead of the later records of its partition.
-	producer, err := kafka.New(cfg.KafkaBrokers, "msgx-dispatcher-"+cfg.Instance)
+	// The transactional producers are made per term, under the role's lock (delivery.Fencer).
+	producer, err := kafka.New(cfg.KafkaBrokers, "msgx-dispatcher-"+cfg.Instance, cfg.KafkaTransactionalID)
 	if err != nil {
 		return err
 	}
-	defer producer.Close()
+	defer func() {
+		if err := producer.Close(cfg.ShutdownTimeout / 2); err != nil {
+			b.Logger.Warn("kafka producer close", "err", err)
+		}
+	}()
 	d := delivery.New(delivery.Config{
 		Pipeline:    cfg.Pipeline,
 		SendTimeout: cfg.KafkaSendTimeout,
-		// Half the shutdown budget at most, so a stop still ends within it.
-		DrainTimeout: min(cfg.KafkaSendTimeout, cfg.ShutdownTimeout/2),
 		Lanes: []delivery.Lane{
 			{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: cfg.DispatcherBatch,
 				Sink: kafka.Target{Producer: producer, Topic: cfg.TopicMsg}},

@@ -8,6 +8,7 @@ package delivery
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -33,14 +34,25 @@ type Outgoing struct {
 // Sink writes events to one target and returns one error per event (nil = acknowledged).
 // Deliver must return by ctx's deadline; an event without an answer by then is an error. The
 // lane never hands a Sink two events of one FLID in one call, and gives it the next event of a
-// FLID only after the previous one was acknowledged.
+// FLID only after the previous one was acknowledged. An error wrapping ErrNotAttempted is not
+// the event's own failure (another event of the call failed, or the sink never sent it): it is
+// not counted as an attempt.
 type Sink interface {
 	Deliver(ctx context.Context, out []Outgoing) []error
 }
 
-// Drainer is a Sink that can wait for the answers it gave up on (see Dispatcher.Run).
-type Drainer interface {
-	Drain(ctx context.Context) error
+// ErrNotAttempted marks an event a Sink did not attempt on its own account.
+var ErrNotAttempted = errors.New("delivery: not attempted")
+
+// Fencer is a Sink whose writes must be fenced against the previous holder of the role (the
+// Kafka sink: a transactional producer per term). Before a send finds it unfenced, the lane
+// calls Fence on the role's lock connection and checks afterwards that the connection still
+// holds the lock, so a holder's fence always comes after every earlier holder's and before
+// every later one's. Release drops the term's fence when the term ends.
+type Fencer interface {
+	Fence(ctx context.Context) error
+	Fenced() bool
+	Release()
 }
 
 // Mode is how a lane reads its target.
@@ -75,9 +87,8 @@ type Config struct {
 	Lanes    []Lane
 	// SendTimeout bounds one Deliver call: an event unanswered by then is a failed attempt.
 	SendTimeout time.Duration
-	// DrainTimeout bounds the wait for unanswered records when a term ends; default
-	// SendTimeout. Keep it inside the shutdown timeout.
-	DrainTimeout time.Duration
+	// ReadTimeout bounds the read of a round's batch; default 5s.
+	ReadTimeout time.Duration
 	// StatsPeriod is how often the backlog gauges are refreshed; default 5s.
 	StatsPeriod time.Duration
 }
@@ -96,6 +107,12 @@ const (
 	// markTimeout bounds recording the outcome of a send. It runs even when the work is being
 	// stopped, so that acknowledged events are not sent again after a restart.
 	markTimeout = 5 * time.Second
+	// fenceTimeout bounds a fence, which holds the lock connection without a query: well
+	// below its 10 s idle timeout.
+	fenceTimeout = 5 * time.Second
+	// retriesPerWave bounds how often a wave is sent again without the events that failed on
+	// their own account, for the events that were only aborted with them.
+	retriesPerWave = 3
 )
 
 // New builds a dispatcher and registers its metrics. It panics on a lane without a Sink or a
@@ -107,16 +124,15 @@ func New(cfg Config, clk clock.Clock, logger *slog.Logger, tel *telemetry.Teleme
 		}
 	}
 	cfg.SendTimeout = cmp.Or(cfg.SendTimeout, 30*time.Second)
-	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, cfg.SendTimeout)
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 5*time.Second)
 	cfg.StatsPeriod = cmp.Or(cfg.StatsPeriod, 5*time.Second)
 	return &Dispatcher{cfg: cfg, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg, cfg.Lanes)}
 }
 
 // Run delivers until ctx ends: each Ordered lane on every wake-up and poll interval, each
-// Latest lane every period, and the backlog gauges every StatsPeriod. Before it returns (and
-// so before the leader gives up the role) it waits, up to DrainTimeout, for the answers of
-// records the sinks gave up on: a record still being retried by the client must not land
-// after the next holder's copy of a later event.
+// Latest lane every period, and the backlog gauges every StatsPeriod. It releases the sinks'
+// fences when it returns: the next term (here or in another process) fences again, and that
+// fence aborts or refuses whatever this term's producer may still be retrying.
 func (d *Dispatcher) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 	g, gctx := errgroup.WithContext(ctx)
 	wakes := make([]chan struct{}, len(d.cfg.Lanes))
@@ -146,14 +162,9 @@ func (d *Dispatcher) Run(ctx context.Context, s Session, wake <-chan struct{}) e
 	})
 	g.Go(func() error { return d.runStats(gctx, s) })
 	err := g.Wait()
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.DrainTimeout)
-	defer cancel()
 	for _, lane := range d.cfg.Lanes {
-		if dr, ok := lane.Sink.(Drainer); ok {
-			if derr := dr.Drain(dctx); derr != nil {
-				d.logger.Warn("stopping with records still unanswered; they may be written after the next holder's",
-					"target", lane.Target, "err", derr)
-			}
+		if f, ok := lane.Sink.(Fencer); ok {
+			f.Release()
 		}
 	}
 	return err
@@ -216,6 +227,10 @@ func (d *Dispatcher) SendOrdered(ctx context.Context, s Session, lane Lane) (rea
 		queues[e.PartitionKey] = append(queues[e.PartitionKey], e)
 	}
 	for wave := 0; len(order) > 0; wave++ {
+		// A stop between waves sends nothing more: the next holder starts from the outbox.
+		if ctx.Err() != nil {
+			return len(batch), sent, context.Cause(ctx)
+		}
 		var events []outbox.Event
 		var going []string
 		for _, flid := range order {
@@ -255,18 +270,68 @@ func (d *Dispatcher) FlushLatest(ctx context.Context, s Session, lane Lane) (int
 
 func (d *Dispatcher) pending(ctx context.Context, s Session, lane Lane) ([]outbox.Event, error) {
 	var batch []outbox.Event
-	err := s.Do(ctx, func(conn *pgx.Conn) error {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.ReadTimeout)
+	defer cancel()
+	err := s.Do(rctx, func(conn *pgx.Conn) error {
 		var err error
-		batch, err = outbox.Pending(ctx, conn, lane.Target, lane.Limit, d.clock.Now())
+		batch, err = outbox.Pending(rctx, conn, lane.Target, lane.Limit, d.clock.Now())
 		return err
 	})
 	return batch, err
 }
 
 // send delivers events (at most one per FLID) and records each outcome: SENT for the
-// acknowledged ones, a counted attempt with backoff (or DEAD) for the others. It returns how
-// many it marked SENT and the FLIDs whose event failed.
+// acknowledged ones, a counted attempt with backoff (or DEAD) for those that failed on their own
+// account. Events that were only aborted along with a failing one (ErrNotAttempted) are sent
+// again at once without it, up to retriesPerWave times; any still left wait, uncounted, for the
+// next round. It returns how many it marked SENT and the FLIDs whose event was not sent.
 func (d *Dispatcher) send(ctx context.Context, s Session, lane Lane, events []outbox.Event) (int, map[string]bool, error) {
+	failed := map[string]bool{}
+	marked := 0
+	for try := 0; ; try++ {
+		m, own, skipped, err := d.attempt(ctx, s, lane, events)
+		marked += m
+		for _, e := range own {
+			failed[e.PartitionKey] = true
+		}
+		if err != nil || len(skipped) == 0 || len(own) == 0 || try == retriesPerWave {
+			for _, e := range skipped {
+				failed[e.PartitionKey] = true
+			}
+			return marked, failed, err
+		}
+		events = skipped
+	}
+}
+
+// fence fences lane's sink for this term if it is not yet: on the lock connection, then a
+// query on that connection proves the lock was still held after the fence. It returns the
+// sink's error (counted as the events' attempt) or an error of the session (the round's).
+func (d *Dispatcher) fence(ctx context.Context, s Session, lane Lane) (sinkErr, err error) {
+	f, ok := lane.Sink.(Fencer)
+	if !ok || f.Fenced() {
+		return nil, nil
+	}
+	err = s.Do(ctx, func(conn *pgx.Conn) error {
+		fctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+		defer cancel()
+		if sinkErr = f.Fence(fctx); sinkErr != nil {
+			return nil
+		}
+		_, err := conn.Exec(ctx, `SELECT 1`)
+		return err
+	})
+	if err != nil {
+		// Possibly fenced after the next holder: never send with it.
+		f.Release()
+		return nil, fmt.Errorf("fence %s: %w", lane.Target, err)
+	}
+	return sinkErr, nil
+}
+
+// attempt makes one Deliver call and records its outcome. It returns how many events it marked
+// SENT, the events that failed on their own account (counted) and those not attempted.
+func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events []outbox.Event) (marked int, own, skipped []outbox.Event, err error) {
 	out := make([]Outgoing, len(events))
 	spans := make([]trace.Span, len(events))
 	for i, e := range events {
@@ -279,10 +344,26 @@ func (d *Dispatcher) send(ctx context.Context, s Session, lane Lane, events []ou
 		}
 		out[i] = Outgoing{Event: e, Trace: d.telemetry.Inject(ectx)}
 	}
+	sinkErr, err := d.fence(ctx, s, lane)
+	if err != nil {
+		for _, sp := range spans {
+			sp.RecordError(err)
+			sp.End()
+		}
+		return 0, nil, events, err
+	}
+	var errs []error
 	start := d.clock.Now()
-	sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
-	errs := lane.Sink.Deliver(sctx, out)
-	cancel()
+	if sinkErr != nil {
+		errs = make([]error, len(events))
+		for i := range errs {
+			errs[i] = sinkErr
+		}
+	} else {
+		sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
+		errs = lane.Sink.Deliver(sctx, out)
+		cancel()
+	}
 	d.metrics.latency.WithLabelValues(lane.Target).Observe(d.clock.Now().Sub(start).Seconds())
 	// A stop (not the send deadline) is no attempt of the event's: it is sent again by the next
 	// holder without being counted.
@@ -290,30 +371,29 @@ func (d *Dispatcher) send(ctx context.Context, s Session, lane Lane, events []ou
 
 	now := d.clock.Now()
 	var acked []outbox.Event
-	failed := map[string]bool{}
 	for i, e := range events {
-		if errs[i] == nil {
+		switch {
+		case errs[i] == nil:
 			acked = append(acked, e)
-			spans[i].End()
-			continue
+		case stopping || errors.Is(errs[i], ErrNotAttempted):
+			skipped = append(skipped, e)
+		default:
+			own = append(own, e)
 		}
-		failed[e.PartitionKey] = true
-		spans[i].RecordError(errs[i])
+		if errs[i] != nil {
+			spans[i].RecordError(errs[i])
+		}
 		spans[i].End()
 	}
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer mcancel()
-	marked := 0
-	err := s.Do(mctx, func(conn *pgx.Conn) error {
+	err = s.Do(mctx, func(conn *pgx.Conn) error {
 		var err error
 		if marked, err = outbox.MarkSent(mctx, conn, acked, now); err != nil {
 			return err
 		}
-		if stopping {
-			return nil
-		}
 		for i, e := range events {
-			if errs[i] == nil {
+			if errs[i] == nil || stopping || errors.Is(errs[i], ErrNotAttempted) {
 				continue
 			}
 			attempt := e.Attempts + 1
@@ -336,12 +416,12 @@ func (d *Dispatcher) send(ctx context.Context, s Session, lane Lane, events []ou
 	})
 	d.metrics.sent.WithLabelValues(lane.Target).Add(float64(marked))
 	if err != nil {
-		return marked, failed, fmt.Errorf("record %s delivery: %w", lane.Target, err)
+		return marked, own, skipped, fmt.Errorf("record %s delivery: %w", lane.Target, err)
 	}
 	if stopping {
-		return marked, failed, context.Cause(ctx)
+		return marked, own, skipped, context.Cause(ctx)
 	}
-	return marked, failed, nil
+	return marked, own, skipped, nil
 }
 
 func (d *Dispatcher) runStats(ctx context.Context, s Session) error {

@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -106,11 +107,11 @@ func flidsOn(t testing.TB, prefix string, p int32, want bool, n int) []string {
 
 func newProducer(t testing.TB, addr string) *kafka.Producer {
 	t.Helper()
-	p, err := kafka.New([]string{addr}, "msgx-dispatcher-test")
+	p, err := kafka.New([]string{addr}, "msgx-dispatcher-test", kafka.DefaultTransactionalID)
 	if err != nil {
 		t.Fatalf("producer: %v", err)
 	}
-	t.Cleanup(func() { _ = p.Close() })
+	t.Cleanup(func() { _ = p.Close(10 * time.Second) })
 	return p
 }
 
@@ -141,6 +142,8 @@ type options struct {
 	msgLimit    int
 	wrap        func(delivery.Sink) delivery.Sink
 	poll        time.Duration
+	readTimeout time.Duration
+	schdLimit   int
 }
 
 func setup(t testing.TB, o options) *fixture {
@@ -172,7 +175,8 @@ func (f *fixture) build(o options) {
 		limit = o.msgLimit
 	}
 	f.msg = delivery.Lane{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: limit, Sink: msgSink}
-	f.schd = delivery.Lane{Target: outbox.TargetSchd, Mode: delivery.Latest, Limit: 500, Period: 50 * time.Millisecond, Sink: schdSink}
+	f.schd = delivery.Lane{Target: outbox.TargetSchd, Mode: delivery.Latest, Limit: cmp.Or(o.schdLimit, 500),
+		Period: 50 * time.Millisecond, Sink: schdSink}
 	tel, err := telemetry.New(context.Background(), "msgx-dispatcher-test")
 	if err != nil {
 		f.t.Fatal(err)
@@ -182,6 +186,7 @@ func (f *fixture) build(o options) {
 		Pipeline:    pipe,
 		Lanes:       []delivery.Lane{f.msg, f.schd},
 		SendTimeout: cmpOr(o.sendTimeout, 20*time.Second),
+		ReadTimeout: o.readTimeout,
 		StatsPeriod: 100 * time.Millisecond,
 	}, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), tel, f.reg)
 }
@@ -276,13 +281,14 @@ type consumed struct {
 	Headers map[string]string
 }
 
-// consume reads topic from the start until want records arrived (or the deadline).
+// consume reads topic from the start until want records arrived (or the deadline), as every
+// consumer must: read_committed, so aborted transactions stay invisible.
 func consume(t testing.TB, addr, topic string, want int) []consumed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,12 +365,9 @@ func (h *hook) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
 	return errs
 }
 
-func (h *hook) Drain(ctx context.Context) error {
-	if d, ok := h.Sink.(delivery.Drainer); ok {
-		return d.Drain(ctx)
-	}
-	return nil
-}
+func (h *hook) Fence(ctx context.Context) error { return h.Sink.(delivery.Fencer).Fence(ctx) }
+func (h *hook) Fenced() bool                    { return h.Sink.(delivery.Fencer).Fenced() }
+func (h *hook) Release()                        { h.Sink.(delivery.Fencer).Release() }
 
 // metricValue reads a counter or gauge of the fixture's registry for one target; -1 when absent.
 func metricValue(t testing.TB, f *fixture, name, target string) float64 {

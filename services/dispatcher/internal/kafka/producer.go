@@ -1,6 +1,8 @@
 // Package kafka publishes outbox records with sarama under the producer contract of seed 004
 // §3.3 (DECISIONS 10): acks=all, idempotence on, one request in flight per connection, and no
-// fallback to a non-idempotent producer.
+// fallback to a non-idempotent producer. On top of the contract every send is one Kafka
+// transaction of a transactional id shared by all dispatcher instances, so that each term
+// fences the previous holder's records at the broker (docs/dispatcher.md).
 //
 // sarama v1.61.1 is pinned because it carries both fixes of its retry-reordering bugs (issues
 // #2619 and #2860): the per-partition muter of PR #3422 (async_producer.go partitionMuter) and
@@ -12,20 +14,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
 )
 
 // ErrNoAnswer is the outcome of a record the broker did not acknowledge or refuse within the
-// caller's deadline. The record may still be written later (sarama keeps retrying it), so the
-// caller must treat it as failed and send it again: at least once.
+// caller's deadline. Its transaction is abandoned and aborted by the next fence, so it never
+// becomes visible to read_committed consumers; the caller sends it again (at least once).
 var ErrNoAnswer = errors.New("kafka: no answer before the send deadline")
 
-// ErrBusy is the outcome of records that were not handed to sarama because records of an
-// earlier call were still unanswered when the caller's deadline passed.
-var ErrBusy = errors.New("kafka: earlier records still unanswered; not sent")
+// ErrAborted is the outcome of a record whose transaction was aborted for a reason that is not
+// the record's own: another record of the transaction failed or got no answer, the producer was
+// fenced, or the caller's context ended before the record was handed over. The record is not
+// visible to read_committed consumers and was not attempted on its own account.
+var ErrAborted = errors.New("kafka: transaction aborted; record not attempted on its own account")
+
+// ErrNotFenced is returned for every record of a Publish that found no producer of this term
+// for the topic: Fence must run first.
+var ErrNotFenced = errors.New("kafka: no fenced producer for the topic in this term")
 
 // Record is one message for the broker. A nil Value is a null value (a tombstone).
 type Record struct {
@@ -35,7 +45,13 @@ type Record struct {
 	Headers [][2]string
 }
 
-// Config returns the sarama configuration of the producer contract.
+// DefaultTransactionalID is the prefix of the transactional ids; the topic is appended, so each
+// lane (one topic each) has its own id and its own single transaction at a time.
+const DefaultTransactionalID = "msgx-dispatcher"
+
+// Config returns the sarama configuration of the producer contract. The network bounds are
+// short so that a fence, which runs while the role's lock connection waits, ends well inside
+// the lock connection's idle timeout.
 func Config(clientID string) *sarama.Config {
 	c := sarama.NewConfig()
 	c.ClientID = clientID
@@ -48,9 +64,12 @@ func Config(clientID string) *sarama.Config {
 	c.Producer.Return.Successes = true
 	c.Producer.Return.Errors = true
 	c.Producer.Timeout = 10 * time.Second
-	// Every broker call is bounded, so sarama resolves every record in bounded time even when
-	// the broker is gone; the dispatcher's send deadline bounds its own wait on top.
-	c.Net.DialTimeout = 5 * time.Second
+	// A transaction left open by a crashed holder holds back read_committed consumers until the
+	// next holder's fence aborts it, or this timeout.
+	c.Producer.Transaction.Timeout = time.Minute
+	c.Producer.Transaction.Retry.Max = 20
+	c.Producer.Transaction.Retry.Backoff = 100 * time.Millisecond
+	c.Net.DialTimeout = 3 * time.Second
 	c.Net.ReadTimeout = 15 * time.Second
 	c.Net.WriteTimeout = 15 * time.Second
 	c.Metadata.Retry.Max = 3
@@ -59,58 +78,83 @@ func Config(clientID string) *sarama.Config {
 	return c
 }
 
-// Producer is an idempotent producer with per-record outcomes and bounded waits.
-//
-// It admits records of a new Publish only once every record of earlier calls has its answer
-// from sarama. A record given up on by an earlier call (ErrNoAnswer) may still be retried by
-// sarama; if the next call could overtake it, a FLID's newer event could land before a late
-// copy of an older one. With the gate, late copies can only duplicate, never reorder.
+// Producer publishes each call as one Kafka transaction. It keeps one transactional sarama
+// producer per topic, created by Fence (InitProducerID with the shared transactional id, which
+// bumps the epoch: every record of an earlier producer of that id that was not committed by
+// then is aborted or refused by the broker). A failed transaction is not aborted in place: the
+// producer is dropped and the next Fence aborts it at the coordinator, which also covers
+// records sarama may still be retrying.
 type Producer struct {
-	ap sarama.AsyncProducer
+	brokers []string
+	cfg     *sarama.Config
+	txnID   string
 
-	mu         sync.Mutex
-	unanswered int
-	idle       chan struct{} // closed while unanswered == 0
-	collectors sync.WaitGroup
+	mu        sync.Mutex
+	sessions  map[string]*session
+	abandoned sync.WaitGroup
 }
 
-type ticket struct{ done chan error }
+// session is one transactional sarama producer, for one topic and one term.
+type session struct {
+	ap         sarama.AsyncProducer
+	collectors sync.WaitGroup
+	mu         sync.Mutex    // one transaction at a time
+	answers    atomic.Uint64 // numbers the answers in the order they arrive
+}
 
-// New connects to the brokers. It fails when they do not support idempotent production:
-// sarama obtains the producer id (InitProducerID) here, and there is no fallback.
-func New(brokers []string, clientID string) (*Producer, error) {
+// ticket is one record's answer: its error, its partition and when it arrived. partition is
+// set by the partitioner as soon as sarama picked it (+1; 0 = not yet), so a record without an
+// answer still names its partition.
+type ticket struct {
+	done      chan answer
+	partition atomic.Int32
+}
+
+// partitioner is sarama's default hash partitioner (the FLID picks the partition) that also
+// notes the choice on the record's ticket.
+type partitioner struct{ sarama.Partitioner }
+
+func (p partitioner) Partition(m *sarama.ProducerMessage, n int32) (int32, error) {
+	part, err := p.Partitioner.Partition(m, n)
+	if t, ok := m.Metadata.(*ticket); ok && err == nil {
+		t.partition.Store(part + 1)
+	}
+	return part, err
+}
+
+type answer struct {
+	err       error
+	partition int32
+	seq       uint64
+}
+
+// New checks that the brokers serve an idempotent producer (sarama obtains a producer id, without
+// a transactional id, and the probe is closed again): start-up fails without it, there is no
+// fallback. The transactional producers are made per term by Fence, never here, so a standby
+// starting up does not fence the active instance. txnID is the transactional id prefix, the same
+// for every instance (default DefaultTransactionalID).
+func New(brokers []string, clientID, txnID string) (*Producer, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("kafka: no brokers configured (MSGX_KAFKA_BROKERS)")
 	}
-	return NewWithConfig(brokers, Config(clientID))
+	return NewWithConfig(brokers, Config(clientID), txnID)
 }
 
 // NewWithConfig is New with a given sarama configuration; it refuses one that breaks the
 // producer contract.
-func NewWithConfig(brokers []string, cfg *sarama.Config) (*Producer, error) {
+func NewWithConfig(brokers []string, cfg *sarama.Config, txnID string) (*Producer, error) {
 	if err := checkContract(cfg); err != nil {
 		return nil, err
 	}
-	ap, err := sarama.NewAsyncProducer(brokers, cfg)
+	if txnID == "" {
+		return nil, errors.New("kafka: the transactional id must not be empty")
+	}
+	probe, err := sarama.NewAsyncProducer(brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kafka idempotent producer on %v: %w", brokers, err)
 	}
-	p := &Producer{ap: ap, idle: make(chan struct{})}
-	close(p.idle)
-	p.collectors.Add(2)
-	go func() {
-		defer p.collectors.Done()
-		for m := range ap.Successes() {
-			p.answer(m, nil)
-		}
-	}()
-	go func() {
-		defer p.collectors.Done()
-		for e := range ap.Errors() {
-			p.answer(e.Msg, e.Err)
-		}
-	}()
-	return p, nil
+	_ = probe.Close()
+	return &Producer{brokers: brokers, cfg: cfg, txnID: txnID, sessions: map[string]*session{}}, nil
 }
 
 func checkContract(c *sarama.Config) error {
@@ -131,44 +175,150 @@ func checkContract(c *sarama.Config) error {
 	return nil
 }
 
-func (p *Producer) answer(m *sarama.ProducerMessage, err error) {
-	t := m.Metadata.(*ticket)
-	t.done <- err // buffered: never blocks, even when the caller has given up
-	p.mu.Lock()
-	p.unanswered--
-	if p.unanswered == 0 {
-		close(p.idle)
+// TransactionalID is the transactional id of topic's producer.
+func (p *Producer) TransactionalID(topic string) string { return p.txnID + "." + topic }
+
+// Fence makes a new transactional producer for topic (InitProducerID), replacing this process's
+// previous one. From then on the broker refuses or aborts every uncommitted record of any earlier
+// producer of the same transactional id, in any process. The caller must hold the role while it
+// fences and check it still does afterwards (delivery does both on the lock connection): a
+// fence after the next holder's would fence that holder. When ctx ends first, the producer
+// being made is closed when it is ready and never used.
+func (p *Producer) Fence(ctx context.Context, topic string) error {
+	p.Release(topic)
+	cfg := *p.cfg
+	cfg.Producer.Transaction.ID = p.TransactionalID(topic)
+	hash := cfg.Producer.Partitioner
+	cfg.Producer.Partitioner = func(topic string) sarama.Partitioner { return partitioner{hash(topic)} }
+	type made struct {
+		ap  sarama.AsyncProducer
+		err error
 	}
+	ch := make(chan made, 1)
+	p.abandoned.Add(1)
+	go func() {
+		defer p.abandoned.Done()
+		ap, err := sarama.NewAsyncProducer(p.brokers, &cfg)
+		ch <- made{ap, err}
+	}()
+	var m made
+	select {
+	case m = <-ch:
+	case <-ctx.Done():
+		p.abandoned.Add(1)
+		go func() {
+			defer p.abandoned.Done()
+			if m := <-ch; m.err == nil {
+				_ = m.ap.Close()
+			}
+		}()
+		return fmt.Errorf("kafka: fence %s: %w", cfg.Producer.Transaction.ID, context.Cause(ctx))
+	}
+	if m.err != nil {
+		return fmt.Errorf("kafka: fence %s: %w", cfg.Producer.Transaction.ID, m.err)
+	}
+	s := &session{ap: m.ap}
+	s.collectors.Add(2)
+	go func() {
+		defer s.collectors.Done()
+		for m := range s.ap.Successes() {
+			m.Metadata.(*ticket).done <- answer{partition: m.Partition, seq: s.answers.Add(1)} // buffered: never blocks
+		}
+	}()
+	go func() {
+		defer s.collectors.Done()
+		for e := range s.ap.Errors() {
+			e.Msg.Metadata.(*ticket).done <- answer{err: e.Err, partition: e.Msg.Partition, seq: s.answers.Add(1)}
+		}
+	}()
+	p.mu.Lock()
+	p.sessions[topic] = s
 	p.mu.Unlock()
+	return nil
 }
 
-func (p *Producer) idleC() <-chan struct{} {
+// Fenced reports whether topic has a producer of this term.
+func (p *Producer) Fenced(topic string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.idle
+	return p.sessions[topic] != nil
 }
 
-// Publish sends the records and returns one error per record: nil = acknowledged by all
-// in-sync replicas; ErrNoAnswer or ErrBusy when ctx ended first. Records of one call may go to
-// any partition in any order relative to each other: the caller puts at most one record per
-// ordering key in a call.
+// Release drops topic's producer (at the end of a term, or after a failed transaction). Its
+// uncommitted records are aborted by the next fence; sarama's own close runs in the background
+// until it has resolved what it still holds, and Close waits for it.
+func (p *Producer) Release(topic string) {
+	p.mu.Lock()
+	s := p.sessions[topic]
+	delete(p.sessions, topic)
+	p.mu.Unlock()
+	if s == nil {
+		return
+	}
+	p.abandoned.Add(1)
+	go func() {
+		defer p.abandoned.Done()
+		_ = s.ap.Close()
+		s.collectors.Wait()
+	}()
+}
+
+// Publish sends the records, all of one topic, in one transaction and returns one error per
+// record: nil = committed (acknowledged by all in-sync replicas, visible to read_committed
+// consumers). Otherwise nothing of the call is visible, and each record's error says why: its
+// own broker error, ErrNoAnswer, ErrAborted (not its fault) or ErrNotFenced. After a failure
+// the topic's producer is released; the caller fences again before the next call. The caller
+// puts at most one record per ordering key in a call.
 func (p *Producer) Publish(ctx context.Context, records []Record) []error {
 	errs := make([]error, len(records))
 	if len(records) == 0 {
 		return errs
 	}
-	select {
-	case <-p.idleC():
-	case <-ctx.Done():
-		for i := range errs {
-			errs[i] = fmt.Errorf("%w: %w", ErrBusy, context.Cause(ctx))
-		}
-		return errs
+	topic := records[0].Topic
+	p.mu.Lock()
+	s := p.sessions[topic]
+	p.mu.Unlock()
+	if s == nil {
+		return fill(errs, ErrNotFenced)
 	}
-	tickets := make([]*ticket, 0, len(records))
-enqueue:
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := p.transaction(ctx, s, records, errs); err != nil {
+		p.mu.Lock()
+		if p.sessions[topic] == s {
+			p.mu.Unlock()
+			p.Release(topic)
+		} else {
+			p.mu.Unlock()
+		}
+	}
+	return errs
+}
+
+// transaction runs one transaction and fills errs; a non-nil result means it did not commit.
+func (p *Producer) transaction(ctx context.Context, s *session, records []Record, errs []error) error {
+	if ctx.Err() != nil {
+		fill(errs, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx)))
+		return context.Cause(ctx)
+	}
+	for _, r := range records {
+		if r.Topic != records[0].Topic {
+			panic("kafka: one Publish call carries one topic")
+		}
+	}
+	if err := s.ap.BeginTxn(); err != nil {
+		fill(errs, fmt.Errorf("%w: begin: %w", ErrAborted, err))
+		return err
+	}
+	tickets := make([]*ticket, len(records))
+	handed := 0
 	for i, r := range records {
-		t := &ticket{done: make(chan error, 1)}
+		// Checked before each hand-over: select picks at random among ready cases, and nothing
+		// may be handed to sarama once the caller gave up.
+		if ctx.Err() != nil {
+			break
+		}
+		t := &ticket{done: make(chan answer, 1)}
 		m := &sarama.ProducerMessage{Topic: r.Topic, Key: sarama.StringEncoder(r.Key), Metadata: t}
 		if r.Value != nil {
 			m.Value = sarama.ByteEncoder(r.Value)
@@ -176,54 +326,145 @@ enqueue:
 		for _, h := range r.Headers {
 			m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(h[0]), Value: []byte(h[1])})
 		}
-		p.mu.Lock()
-		if p.unanswered == 0 {
-			p.idle = make(chan struct{})
-		}
-		p.unanswered++
-		p.mu.Unlock()
 		select {
-		case p.ap.Input() <- m:
-			tickets = append(tickets, t)
+		case s.ap.Input() <- m:
+			tickets[i] = t
+			handed++
 		case <-ctx.Done():
-			p.mu.Lock()
-			p.unanswered--
-			if p.unanswered == 0 {
-				close(p.idle)
-			}
-			p.mu.Unlock()
-			for j := i; j < len(records); j++ {
-				errs[j] = fmt.Errorf("%w: %w", ErrBusy, context.Cause(ctx))
-			}
-			break enqueue
+		}
+		if tickets[i] == nil {
+			break
 		}
 	}
+	// Once one batch failed, sarama fails the rest of the transaction with the same error (or
+	// "not ready"), so an error is the record's own only in the partition of the first error to
+	// arrive; the others were aborted along with it. Without any error, a record still
+	// unanswered at the deadline failed on its own when no record of its partition was
+	// acknowledged (a partition whose broker does not answer); otherwise it was held up by
+	// the failing transaction.
+	answers := make([]*answer, len(tickets))
+	var first *answer
+	alive := map[int32]bool{}
 	for i, t := range tickets {
-		select {
-		case err := <-t.done:
-			errs[i] = err
-		case <-ctx.Done():
-			errs[i] = fmt.Errorf("%w: %w", ErrNoAnswer, context.Cause(ctx))
+		if t == nil {
+			continue
 		}
+		a, ok := await(ctx, t)
+		if !ok {
+			continue
+		}
+		answers[i] = &a
+		if a.err != nil && (first == nil || a.seq < first.seq) {
+			first = &a
+		}
+		if a.err == nil {
+			alive[a.partition] = true
+		}
+	}
+	if first == nil && handed == len(records) && !slices.Contains(answers, nil) {
+		// Every record is answered, so sarama's commit only sends EndTxn; still bounded by ctx.
+		return p.commit(ctx, s, errs)
+	}
+	for i, a := range answers {
+		switch {
+		case tickets[i] == nil:
+			errs[i] = fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))
+		case a == nil && first == nil && !alive[tickets[i].partition.Load()-1]:
+			errs[i] = fmt.Errorf("%w: %w", ErrNoAnswer, context.Cause(ctx))
+		case a == nil && first == nil:
+			errs[i] = fmt.Errorf("%w: no answer, though its partition answered others: %w", ErrAborted, context.Cause(ctx))
+		case a == nil:
+			errs[i] = fmt.Errorf("%w: no answer after partition %d failed: %w", ErrAborted, first.partition, first.err)
+		case a.err != nil && a.partition == first.partition && !isCollateral(a.err):
+			errs[i] = a.err
+		case a.err != nil:
+			errs[i] = fmt.Errorf("%w: %w", ErrAborted, a.err)
+		case first != nil:
+			errs[i] = fmt.Errorf("%w: partition %d of its transaction failed: %w", ErrAborted, first.partition, first.err)
+		default:
+			errs[i] = fmt.Errorf("%w: another record of its transaction got no answer", ErrAborted)
+		}
+	}
+	return errors.New("kafka: transaction failed")
+}
+
+// await waits for t's answer until ctx ends; an answer already there wins over the deadline.
+func await(ctx context.Context, t *ticket) (answer, bool) {
+	select {
+	case a := <-t.done:
+		return a, true
+	default:
+	}
+	select {
+	case a := <-t.done:
+		return a, true
+	case <-ctx.Done():
+		return answer{}, false
+	}
+}
+
+// commit commits the transaction whose records were all acknowledged, bounded by ctx.
+func (p *Producer) commit(ctx context.Context, s *session, errs []error) error {
+	done := make(chan error, 1)
+	go func() { done <- s.ap.CommitTxn() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("%w: %w", ErrNoAnswer, context.Cause(ctx))
+	}
+	if err != nil {
+		if isCollateral(err) {
+			err = fmt.Errorf("%w: commit: %w", ErrAborted, err)
+		} else {
+			err = fmt.Errorf("kafka: commit: %w", err)
+		}
+		fill(errs, err)
+		return err
+	}
+	return nil
+}
+
+// isCollateral reports whether err is about the transaction or the producer rather than the
+// record: the producer was fenced by a newer one, or the transaction had already failed.
+func isCollateral(err error) bool {
+	for _, e := range []error{sarama.ErrProducerFenced, sarama.ErrInvalidProducerEpoch, sarama.ErrInvalidTxnState,
+		sarama.ErrInvalidProducerIDMapping, sarama.ErrTransactionNotReady, sarama.ErrTransitionNotAllowed,
+		sarama.ErrShuttingDown} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func fill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
 	}
 	return errs
 }
 
-// Drain waits until every record handed to sarama has its answer, or ctx ends. The dispatcher
-// calls it before giving up its term, so that records it gave up on cannot land after the next
-// holder's.
-func (p *Producer) Drain(ctx context.Context) error {
-	select {
-	case <-p.idleC():
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("kafka: records still unanswered: %w", context.Cause(ctx))
+// Close releases every producer and waits, up to wait, for sarama to close them.
+func (p *Producer) Close(wait time.Duration) error {
+	p.mu.Lock()
+	var topics []string
+	for t := range p.sessions {
+		topics = append(topics, t)
 	}
-}
-
-// Close flushes and closes the producer; sarama answers every record still in flight first.
-func (p *Producer) Close() error {
-	err := p.ap.Close()
-	p.collectors.Wait()
-	return err
+	p.mu.Unlock()
+	for _, t := range topics {
+		p.Release(t)
+	}
+	done := make(chan struct{})
+	go func() {
+		p.abandoned.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(wait):
+		return errors.New("kafka: producers still closing")
+	}
 }

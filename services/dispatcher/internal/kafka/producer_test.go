@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -40,8 +39,8 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 		v := kversion.V2_8_0()
 		v.SetMaxKeyVersion(int16(kmsg.InitProducerID), -1)
 		_, addr := cluster(t, kfake.MaxVersions(v))
-		if p, err := kafka.New([]string{addr}, "test"); err == nil {
-			_ = p.Close()
+		if p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID); err == nil {
+			_ = p.Close(time.Second)
 			t.Fatal("producer started against a broker without InitProducerID")
 		}
 	})
@@ -55,19 +54,19 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 			resp.ProducerID, resp.ProducerEpoch = -1, -1
 			return resp, nil, true
 		})
-		if p, err := kafka.New([]string{addr}, "test"); err == nil {
-			_ = p.Close()
+		if p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID); err == nil {
+			_ = p.Close(time.Second)
 			t.Fatal("producer started although the broker refused InitProducerID")
 		}
 	})
 	t.Run("idempotence available", func(t *testing.T) {
 		t.Parallel()
 		_, addr := cluster(t)
-		p, err := kafka.New([]string{addr}, "test")
+		p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = p.Close()
+		_ = p.Close(time.Second)
 	})
 }
 
@@ -85,8 +84,8 @@ func TestContract(t *testing.T) {
 	for name, breakIt := range breakers {
 		c := kafka.Config("test")
 		breakIt(c)
-		if p, err := kafka.NewWithConfig([]string{"127.0.0.1:1"}, c); err == nil {
-			_ = p.Close()
+		if p, err := kafka.NewWithConfig([]string{"127.0.0.1:1"}, c, kafka.DefaultTransactionalID); err == nil {
+			_ = p.Close(time.Second)
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -97,64 +96,196 @@ func TestContract(t *testing.T) {
 	}
 }
 
-// TestPublishBoundedAndGated: a send the broker does not answer ends at the caller's deadline
-// (ErrNoAnswer); while that record is still with sarama, the next call admits nothing
-// (ErrBusy), so it cannot overtake it. Once the broker answers, Drain returns and sends go on;
-// the record given up on lands once, before the later ones.
-func TestPublishBoundedAndGated(t *testing.T) {
-	t.Parallel()
-	c, addr := cluster(t)
-	p, err := kafka.New([]string{addr}, "test")
+// hold makes the broker hold the first Produce request until release is closed; held is closed
+// when it arrived.
+func hold(c *kfake.Cluster) (held, release chan struct{}) {
+	held, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(held)
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	return held, release
+}
+
+func rec(key, value string) kafka.Record {
+	r := kafka.Record{Topic: topic, Key: key}
+	if value != "" {
+		r.Value = []byte(value)
+	}
+	return r
+}
+
+func fenced(t *testing.T, addr, clientID string) *kafka.Producer {
+	t.Helper()
+	p, err := kafka.New([]string{addr}, clientID, kafka.DefaultTransactionalID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-
-	release := make(chan struct{})
-	held := make(chan struct{})
-	var once sync.Once
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		once.Do(func() {
-			close(held)
-			c.SleepControl(func() { <-release })
-		})
-		return nil, nil, false
-	})
-	rec := func(i int) kafka.Record {
-		return kafka.Record{Topic: topic, Key: "F1", Value: []byte(strconv.Itoa(i))}
-	}
-	publish := func(d time.Duration, rs ...kafka.Record) []error {
-		ctx, cancel := context.WithTimeout(t.Context(), d)
-		defer cancel()
-		return p.Publish(ctx, rs)
-	}
-	if errs := publish(time.Second, rec(1)); !errors.Is(errs[0], kafka.ErrNoAnswer) {
-		t.Fatalf("held send: %v, want ErrNoAnswer", errs[0])
-	}
-	<-held
-	if errs := publish(500*time.Millisecond, rec(2)); !errors.Is(errs[0], kafka.ErrBusy) {
-		t.Fatalf("send behind an unanswered record: %v, want ErrBusy", errs[0])
-	}
-	close(release)
+	t.Cleanup(func() { _ = p.Close(10 * time.Second) })
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := p.Drain(ctx); err != nil {
+	if err := p.Fence(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	if errs := publish(time.Minute, rec(2), rec(3)); errs[0] != nil || errs[1] != nil {
-		t.Fatalf("send after the drain: %v", errs)
-	}
+	return p
+}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+func publish(t *testing.T, p *kafka.Producer, d time.Duration, rs ...kafka.Record) []error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	return p.Publish(ctx, rs)
+}
+
+// readCommitted reads the topic from the start as a consumer must (read_committed) until the
+// broker has had time to return everything, and returns the values ("<null>" for a tombstone).
+func readCommitted(t *testing.T, addr string, want int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	var got []string
-	for len(got) < 3 && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	for len(got) < want && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			if r.Value == nil {
+				v = "<null>"
+			}
+			got = append(got, v)
+		})
 	}
-	if len(got) != 3 || got[0] != "1" || got[1] != "2" || got[2] != "3" {
-		t.Fatalf("topic holds %q, want 1, 2, 3", got)
+	// Anything beyond want (a late record of the deposed holder) would arrive here.
+	more, mcancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer mcancel()
+	for more.Err() == nil {
+		cl.PollFetches(more).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	return got
+}
+
+// TestDeposedHolderIsFenced is the reviewer's case: the old holder's record is held by the
+// broker while sarama waits for it; the old term ends (the lock is lost) and a new process
+// fences and sends the FLID's next states; then the broker takes the old request. The old
+// record must not become visible after the new ones: the new fence made the broker refuse it
+// (or abort its transaction), so the old call fails and a read_committed consumer sees only the
+// new holder's records.
+func TestDeposedHolderIsFenced(t *testing.T) {
+	t.Parallel()
+	c, addr := cluster(t)
+	old := fenced(t, addr, "old")
+	held, release := hold(c)
+	oldErrs := make(chan []error, 1)
+	go func() { oldErrs <- publish(t, old, time.Minute, rec("F1", "v5-old")) }()
+	<-held
+
+	nw := fenced(t, addr, "new")
+	for _, r := range []kafka.Record{rec("F1", "v5-new"), rec("F1", "")} {
+		if errs := publish(t, nw, 30*time.Second, r); errs[0] != nil {
+			t.Fatalf("new holder's send: %v", errs[0])
+		}
+	}
+	close(release)
+	if errs := <-oldErrs; errs[0] == nil {
+		t.Fatal("the deposed holder's late record was committed")
+	}
+	if got := readCommitted(t, addr, 2); len(got) != 2 || got[0] != "v5-new" || got[1] != "<null>" {
+		t.Fatalf("topic holds %q, want the new holder's v5-new then the tombstone only", got)
+	}
+}
+
+// TestUnansweredRecordIsNeverCommitted: a record without an answer by the caller's deadline
+// fails the call and its producer is dropped, so its transaction is never committed.
+func TestUnansweredRecordIsNeverCommitted(t *testing.T) {
+	t.Parallel()
+	c, addr := cluster(t)
+	p := fenced(t, addr, "test")
+	held, release := hold(c)
+	if errs := publish(t, p, time.Second, rec("F1", "unanswered")); !errors.Is(errs[0], kafka.ErrNoAnswer) {
+		t.Fatalf("held send: %v, want ErrNoAnswer", errs[0])
+	}
+	<-held
+	if p.Fenced(topic) {
+		t.Fatal("the failed transaction's producer is still in use")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := p.Fence(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if errs := publish(t, p, 30*time.Second, rec("F1", "next")); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if got := readCommitted(t, addr, 1); len(got) != 1 || got[0] != "next" {
+		t.Fatalf("topic holds %q, want only the record sent after the fence", got)
+	}
+}
+
+// TestFailedRecordAbortsItsCall: one record refused by the broker fails the transaction; the
+// others of the call are ErrAborted (not their own failure), nothing of the call is visible,
+// and the next call, after a fresh fence, goes through.
+func TestFailedRecordAbortsItsCall(t *testing.T) {
+	t.Parallel()
+	c, addr := cluster(t)
+	p := fenced(t, addr, "test")
+	bad := kafka.Record{Topic: topic, Key: "BAD", Value: []byte("bad")}
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.InvalidRecord, Count: 1})
+	errs := publish(t, p, 30*time.Second, bad, rec("OK", "ok-1"))
+	if errs[0] == nil || errors.Is(errs[0], kafka.ErrAborted) {
+		t.Fatalf("refused record: %v, want the broker's error", errs[0])
+	}
+	if !errors.Is(errs[1], kafka.ErrAborted) && !errors.Is(errs[1], errs[0]) {
+		t.Fatalf("the other record: %v, want ErrAborted or the same refusal", errs[1])
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := p.Fence(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	if errs := publish(t, p, 30*time.Second, rec("OK", "ok-2")); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if got := readCommitted(t, addr, 1); len(got) != 1 || got[0] != "ok-2" {
+		t.Fatalf("topic holds %q, want ok-2 only", got)
+	}
+}
+
+// TestPublishAfterCancelSendsNothing: a caller that gave up hands nothing to sarama, and a
+// producer that was not fenced in this term sends nothing.
+func TestPublishAfterCancelSendsNothing(t *testing.T) {
+	t.Parallel()
+	_, addr := cluster(t)
+	p := fenced(t, addr, "test")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if errs := p.Publish(ctx, []kafka.Record{rec("F1", "cancelled")}); !errors.Is(errs[0], kafka.ErrAborted) {
+		t.Fatalf("cancelled send: %v, want ErrAborted", errs[0])
+	}
+	p.Release(topic)
+	if errs := publish(t, p, time.Minute, rec("F1", "unfenced")); !errors.Is(errs[0], kafka.ErrNotFenced) {
+		t.Fatalf("unfenced send: %v, want ErrNotFenced", errs[0])
+	}
+	ctx2, cancel2 := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel2()
+	if err := p.Fence(ctx2, topic); err != nil {
+		t.Fatal(err)
+	}
+	if errs := publish(t, p, time.Minute, rec("F1", "sent")); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if got := readCommitted(t, addr, 1); len(got) != 1 || got[0] != "sent" {
+		t.Fatalf("topic holds %q, want only the record sent while fenced", got)
 	}
 }

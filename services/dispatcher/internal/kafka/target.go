@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
@@ -47,8 +49,21 @@ func (t Target) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
 		}
 		records[i] = Record{Topic: t.Topic, Key: e.PartitionKey, Value: value, Headers: headers}
 	}
-	return t.Producer.Publish(ctx, records)
+	errs := t.Producer.Publish(ctx, records)
+	for i, err := range errs {
+		if errors.Is(err, ErrAborted) || errors.Is(err, ErrNotFenced) {
+			errs[i] = fmt.Errorf("%w: %w", delivery.ErrNotAttempted, err)
+		}
+	}
+	return errs
 }
 
-// Drain implements delivery.Drainer.
-func (t Target) Drain(ctx context.Context) error { return t.Producer.Drain(ctx) }
+// Fence implements delivery.Fencer: a new transactional producer for the topic, which fences
+// the previous holder's uncommitted records at the broker.
+func (t Target) Fence(ctx context.Context) error { return t.Producer.Fence(ctx, t.Topic) }
+
+// Fenced implements delivery.Fencer.
+func (t Target) Fenced() bool { return t.Producer.Fenced(t.Topic) }
+
+// Release implements delivery.Fencer.
+func (t Target) Release() { t.Producer.Release(t.Topic) }
