@@ -1952,6 +1952,302 @@ func (x *ReopenResponse) GetMore() bool {
 	return false
 }
 
+type RequeueEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The selectors: these events, the DEAD events of this target ("KAFKA:msg" or "KAFKA:schd").
+	// At least one is required (nothing requeues every dead letter by accident); when both are
+	// given an event must match both. Only DEAD events are requeued.
+	EventIds []int64 `protobuf:"varint,1,rep,packed,name=event_ids,json=eventIds,proto3" json:"event_ids,omitempty"`
+	Target   string  `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// Narrow the selection to one FLID (the Kafka key, msg_event.partition_key) and/or to the
+	// events one inbox message wrote.
+	Flid  string `protobuf:"bytes,3,opt,name=flid,proto3" json:"flid,omitempty"`
+	MsgId int64  `protobuf:"varint,4,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// At most this many events per call: default and maximum 1000.
+	Limit int32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	// List what would be requeued without changing anything.
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Why (a ticket, an incident): written to the audit log with the call.
+	Comment       string `protobuf:"bytes,7,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequeueEventsRequest) Reset() {
+	*x = RequeueEventsRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequeueEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequeueEventsRequest) ProtoMessage() {}
+
+func (x *RequeueEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequeueEventsRequest.ProtoReflect.Descriptor instead.
+func (*RequeueEventsRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RequeueEventsRequest) GetEventIds() []int64 {
+	if x != nil {
+		return x.EventIds
+	}
+	return nil
+}
+
+func (x *RequeueEventsRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *RequeueEventsRequest) GetFlid() string {
+	if x != nil {
+		return x.Flid
+	}
+	return ""
+}
+
+func (x *RequeueEventsRequest) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *RequeueEventsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *RequeueEventsRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RequeueEventsRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type RequeueEventsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	DryRun bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// How many events were put back to PENDING (or would be, in a dry run), and which, in
+	// event_id order, as they were while DEAD.
+	Requeued int64        `protobuf:"varint,2,opt,name=requeued,proto3" json:"requeued,omitempty"`
+	Events   []*DeadEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	// Named event_ids that were not requeued: unknown, not DEAD (PENDING or SENT), or outside
+	// the other selectors.
+	NotDeadIds []int64 `protobuf:"varint,4,rep,packed,name=not_dead_ids,json=notDeadIds,proto3" json:"not_dead_ids,omitempty"`
+	// The selection matched more events than limit: call again for the rest.
+	More          bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequeueEventsResponse) Reset() {
+	*x = RequeueEventsResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequeueEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequeueEventsResponse) ProtoMessage() {}
+
+func (x *RequeueEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequeueEventsResponse.ProtoReflect.Descriptor instead.
+func (*RequeueEventsResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RequeueEventsResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RequeueEventsResponse) GetRequeued() int64 {
+	if x != nil {
+		return x.Requeued
+	}
+	return 0
+}
+
+func (x *RequeueEventsResponse) GetEvents() []*DeadEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *RequeueEventsResponse) GetNotDeadIds() []int64 {
+	if x != nil {
+		return x.NotDeadIds
+	}
+	return nil
+}
+
+func (x *RequeueEventsResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+// DeadEvent is a DEAD msg_event row as an operator reviews it.
+type DeadEvent struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	EventId int64                  `protobuf:"varint,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// KAFKA:msg or KAFKA:schd.
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// The Kafka key (msg_event.partition_key).
+	Flid string `protobuf:"bytes,3,opt,name=flid,proto3" json:"flid,omitempty"`
+	// UPSERT or TOMBSTONE.
+	EventType    string `protobuf:"bytes,4,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	StateVersion int64  `protobuf:"varint,5,opt,name=state_version,json=stateVersion,proto3" json:"state_version,omitempty"`
+	// The inbox message that wrote the event.
+	MsgId    int64 `protobuf:"varint,6,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	Attempts int32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The broker's reason for the last failed send.
+	LastError string `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// When the event became DEAD (its last failed attempt).
+	DeadAt        *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=dead_at,json=deadAt,proto3" json:"dead_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadEvent) Reset() {
+	*x = DeadEvent{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadEvent) ProtoMessage() {}
+
+func (x *DeadEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadEvent.ProtoReflect.Descriptor instead.
+func (*DeadEvent) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeadEvent) GetEventId() int64 {
+	if x != nil {
+		return x.EventId
+	}
+	return 0
+}
+
+func (x *DeadEvent) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *DeadEvent) GetFlid() string {
+	if x != nil {
+		return x.Flid
+	}
+	return ""
+}
+
+func (x *DeadEvent) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *DeadEvent) GetStateVersion() int64 {
+	if x != nil {
+		return x.StateVersion
+	}
+	return 0
+}
+
+func (x *DeadEvent) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *DeadEvent) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadEvent) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *DeadEvent) GetDeadAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadAt
+	}
+	return nil
+}
+
 type SeedCutoverRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Mode  SeedMode               `protobuf:"varint,1,opt,name=mode,proto3,enum=msgx.control.v1.SeedMode" json:"mode,omitempty"`
@@ -1965,7 +2261,7 @@ type SeedCutoverRequest struct {
 
 func (x *SeedCutoverRequest) Reset() {
 	*x = SeedCutoverRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2273,7 @@ func (x *SeedCutoverRequest) String() string {
 func (*SeedCutoverRequest) ProtoMessage() {}
 
 func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2286,7 @@ func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverRequest.ProtoReflect.Descriptor instead.
 func (*SeedCutoverRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SeedCutoverRequest) GetMode() SeedMode {
@@ -2030,7 +2326,7 @@ type SeedCutoverResponse struct {
 
 func (x *SeedCutoverResponse) Reset() {
 	*x = SeedCutoverResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2338,7 @@ func (x *SeedCutoverResponse) String() string {
 func (*SeedCutoverResponse) ProtoMessage() {}
 
 func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2351,7 @@ func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverResponse.ProtoReflect.Descriptor instead.
 func (*SeedCutoverResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SeedCutoverResponse) GetMode() SeedMode {
@@ -2128,7 +2424,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2436,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2449,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Message) GetMsgId() int64 {
@@ -2449,7 +2745,34 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12\x1a\n" +
 	"\breopened\x18\x02 \x01(\x03R\breopened\x12!\n" +
 	"\freopened_ids\x18\x03 \x03(\x03R\vreopenedIds\x12\x12\n" +
-	"\x04more\x18\x04 \x01(\bR\x04more\"{\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"\xbf\x01\n" +
+	"\x14RequeueEventsRequest\x12\x1b\n" +
+	"\tevent_ids\x18\x01 \x03(\x03R\beventIds\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x12\n" +
+	"\x04flid\x18\x03 \x01(\tR\x04flid\x12\x15\n" +
+	"\x06msg_id\x18\x04 \x01(\x03R\x05msgId\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acomment\x18\a \x01(\tR\acomment\"\xb6\x01\n" +
+	"\x15RequeueEventsResponse\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12\x1a\n" +
+	"\brequeued\x18\x02 \x01(\x03R\brequeued\x122\n" +
+	"\x06events\x18\x03 \x03(\v2\x1a.msgx.control.v1.DeadEventR\x06events\x12 \n" +
+	"\fnot_dead_ids\x18\x04 \x03(\x03R\n" +
+	"notDeadIds\x12\x12\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\"\x9d\x02\n" +
+	"\tDeadEvent\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x12\n" +
+	"\x04flid\x18\x03 \x01(\tR\x04flid\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x04 \x01(\tR\teventType\x12#\n" +
+	"\rstate_version\x18\x05 \x01(\x03R\fstateVersion\x12\x15\n" +
+	"\x06msg_id\x18\x06 \x01(\x03R\x05msgId\x12\x1a\n" +
+	"\battempts\x18\a \x01(\x05R\battempts\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\b \x01(\tR\tlastError\x123\n" +
+	"\adead_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x06deadAt\"{\n" +
 	"\x12SeedCutoverRequest\x12-\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x19.msgx.control.v1.SeedModeR\x04mode\x12\x1c\n" +
 	"\twatermark\x18\x02 \x01(\x03R\twatermark\x12\x18\n" +
@@ -2529,7 +2852,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\rSEED_MODE_MIN\x10\x01\x12\x12\n" +
 	"\x0eSEED_MODE_ZERO\x10\x02\x12\x11\n" +
 	"\rSEED_MODE_MAX\x10\x03\x12\x10\n" +
-	"\fSEED_MODE_ID\x10\x042\x97\x04\n" +
+	"\fSEED_MODE_ID\x10\x042\xf7\x04\n" +
 	"\x0eControlService\x12W\n" +
 	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\n" +
@@ -2537,7 +2860,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\fListMessages\x12$.msgx.control.v1.ListMessagesRequest\x1a%.msgx.control.v1.ListMessagesResponse\"\x03\x90\x02\x01\x12I\n" +
 	"\x06Replay\x12\x1e.msgx.control.v1.ReplayRequest\x1a\x1f.msgx.control.v1.ReplayResponse\x12I\n" +
 	"\x06Reopen\x12\x1e.msgx.control.v1.ReopenRequest\x1a\x1f.msgx.control.v1.ReopenResponse\x12X\n" +
-	"\vSeedCutover\x12#.msgx.control.v1.SeedCutoverRequest\x1a$.msgx.control.v1.SeedCutoverResponseBDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
+	"\vSeedCutover\x12#.msgx.control.v1.SeedCutoverRequest\x1a$.msgx.control.v1.SeedCutoverResponse\x12^\n" +
+	"\rRequeueEvents\x12%.msgx.control.v1.RequeueEventsRequest\x1a&.msgx.control.v1.RequeueEventsResponseBDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_control_proto_rawDescOnce sync.Once
@@ -2552,7 +2876,7 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),             // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),               // 1: msgx.control.v1.ErrorClass
@@ -2580,14 +2904,17 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(*ReplayResponse)(nil),        // 23: msgx.control.v1.ReplayResponse
 	(*ReopenRequest)(nil),         // 24: msgx.control.v1.ReopenRequest
 	(*ReopenResponse)(nil),        // 25: msgx.control.v1.ReopenResponse
-	(*SeedCutoverRequest)(nil),    // 26: msgx.control.v1.SeedCutoverRequest
-	(*SeedCutoverResponse)(nil),   // 27: msgx.control.v1.SeedCutoverResponse
-	(*Message)(nil),               // 28: msgx.control.v1.Message
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(*RequeueEventsRequest)(nil),  // 26: msgx.control.v1.RequeueEventsRequest
+	(*RequeueEventsResponse)(nil), // 27: msgx.control.v1.RequeueEventsResponse
+	(*DeadEvent)(nil),             // 28: msgx.control.v1.DeadEvent
+	(*SeedCutoverRequest)(nil),    // 29: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),   // 30: msgx.control.v1.SeedCutoverResponse
+	(*Message)(nil),               // 31: msgx.control.v1.Message
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	29, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	32, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
 	8,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
 	9,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
 	10, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
@@ -2595,65 +2922,69 @@ var file_msgx_control_v1_control_proto_depIdxs = []int32{
 	12, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
 	13, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
 	15, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	29, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	29, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
-	29, // 10: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	30, // 11: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	29, // 12: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
-	30, // 13: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	30, // 14: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	32, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	32, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	32, // 10: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	33, // 11: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	32, // 12: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	33, // 13: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	33, // 14: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,  // 15: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,  // 16: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
 	14, // 17: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,  // 18: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	30, // 19: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	28, // 20: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	33, // 19: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	31, // 20: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	3,  // 21: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
 	18, // 22: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
 	4,  // 23: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	29, // 24: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	29, // 25: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	29, // 26: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	29, // 27: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	32, // 24: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	32, // 25: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	32, // 26: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	32, // 27: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
 	0,  // 28: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
 	1,  // 29: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
 	19, // 30: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	28, // 31: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	31, // 31: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
 	1,  // 32: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
 	19, // 33: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
 	2,  // 34: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	5,  // 35: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
-	5,  // 36: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	29, // 37: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
-	0,  // 38: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,  // 39: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	29, // 40: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	29, // 41: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	29, // 42: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	29, // 43: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	29, // 44: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	29, // 45: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	29, // 46: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	29, // 47: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,  // 48: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	29, // 49: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	6,  // 50: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	16, // 51: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	20, // 52: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	22, // 53: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	24, // 54: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	26, // 55: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	7,  // 56: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	17, // 57: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	21, // 58: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	23, // 59: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	25, // 60: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	27, // 61: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	56, // [56:62] is the sub-list for method output_type
-	50, // [50:56] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	28, // 35: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	32, // 36: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	5,  // 37: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
+	5,  // 38: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
+	32, // 39: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	0,  // 40: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,  // 41: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	32, // 42: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	32, // 43: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	32, // 44: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	32, // 45: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	32, // 46: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	32, // 47: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	32, // 48: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	32, // 49: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,  // 50: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	32, // 51: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 52: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	16, // 53: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	20, // 54: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	22, // 55: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	24, // 56: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	29, // 57: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	26, // 58: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	7,  // 59: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	17, // 60: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	21, // 61: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	23, // 62: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	25, // 63: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	30, // 64: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	27, // 65: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	59, // [59:66] is the sub-list for method output_type
+	52, // [52:59] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -2668,7 +2999,7 @@ func file_msgx_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,12 +26,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControlService_GetStatus_FullMethodName    = "/msgx.control.v1.ControlService/GetStatus"
-	ControlService_GetMessage_FullMethodName   = "/msgx.control.v1.ControlService/GetMessage"
-	ControlService_ListMessages_FullMethodName = "/msgx.control.v1.ControlService/ListMessages"
-	ControlService_Replay_FullMethodName       = "/msgx.control.v1.ControlService/Replay"
-	ControlService_Reopen_FullMethodName       = "/msgx.control.v1.ControlService/Reopen"
-	ControlService_SeedCutover_FullMethodName  = "/msgx.control.v1.ControlService/SeedCutover"
+	ControlService_GetStatus_FullMethodName     = "/msgx.control.v1.ControlService/GetStatus"
+	ControlService_GetMessage_FullMethodName    = "/msgx.control.v1.ControlService/GetMessage"
+	ControlService_ListMessages_FullMethodName  = "/msgx.control.v1.ControlService/ListMessages"
+	ControlService_Replay_FullMethodName        = "/msgx.control.v1.ControlService/Replay"
+	ControlService_Reopen_FullMethodName        = "/msgx.control.v1.ControlService/Reopen"
+	ControlService_SeedCutover_FullMethodName   = "/msgx.control.v1.ControlService/SeedCutover"
+	ControlService_RequeueEvents_FullMethodName = "/msgx.control.v1.ControlService/RequeueEvents"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -69,6 +70,11 @@ type ControlServiceClient interface {
 	// SeedCutover sets where discovery starts on a fresh system (seed 000 §5.1). It is refused
 	// with FAILED_PRECONDITION once the cursor is seeded or has moved, or once messages exist.
 	SeedCutover(ctx context.Context, in *SeedCutoverRequest, opts ...grpc.CallOption) (*SeedCutoverResponse, error)
+	// RequeueEvents puts DEAD outbox events (dead letters, msg_event) back to PENDING with their
+	// attempts reset, and wakes the dispatcher. A DEAD KAFKA:msg event keeps its FLID paused
+	// until it is requeued; the FLID then resumes in order. With dry_run it lists the DEAD
+	// events the selection matches and changes nothing.
+	RequeueEvents(ctx context.Context, in *RequeueEventsRequest, opts ...grpc.CallOption) (*RequeueEventsResponse, error)
 }
 
 type controlServiceClient struct {
@@ -139,6 +145,16 @@ func (c *controlServiceClient) SeedCutover(ctx context.Context, in *SeedCutoverR
 	return out, nil
 }
 
+func (c *controlServiceClient) RequeueEvents(ctx context.Context, in *RequeueEventsRequest, opts ...grpc.CallOption) (*RequeueEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequeueEventsResponse)
+	err := c.cc.Invoke(ctx, ControlService_RequeueEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -174,6 +190,11 @@ type ControlServiceServer interface {
 	// SeedCutover sets where discovery starts on a fresh system (seed 000 §5.1). It is refused
 	// with FAILED_PRECONDITION once the cursor is seeded or has moved, or once messages exist.
 	SeedCutover(context.Context, *SeedCutoverRequest) (*SeedCutoverResponse, error)
+	// RequeueEvents puts DEAD outbox events (dead letters, msg_event) back to PENDING with their
+	// attempts reset, and wakes the dispatcher. A DEAD KAFKA:msg event keeps its FLID paused
+	// until it is requeued; the FLID then resumes in order. With dry_run it lists the DEAD
+	// events the selection matches and changes nothing.
+	RequeueEvents(context.Context, *RequeueEventsRequest) (*RequeueEventsResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -201,6 +222,9 @@ func (UnimplementedControlServiceServer) Reopen(context.Context, *ReopenRequest)
 }
 func (UnimplementedControlServiceServer) SeedCutover(context.Context, *SeedCutoverRequest) (*SeedCutoverResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SeedCutover not implemented")
+}
+func (UnimplementedControlServiceServer) RequeueEvents(context.Context, *RequeueEventsRequest) (*RequeueEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequeueEvents not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -331,6 +355,24 @@ func _ControlService_SeedCutover_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_RequeueEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequeueEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).RequeueEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_RequeueEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).RequeueEvents(ctx, req.(*RequeueEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -361,6 +403,10 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SeedCutover",
 			Handler:    _ControlService_SeedCutover_Handler,
+		},
+		{
+			MethodName: "RequeueEvents",
+			Handler:    _ControlService_RequeueEvents_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

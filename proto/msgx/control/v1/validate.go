@@ -22,6 +22,16 @@ const (
 	MaxSelectedIDs = 10000
 	// MaxCommentLen bounds the free-text comment kept in the audit log.
 	MaxCommentLen = 500
+	// MaxRequeueEvents bounds one RequeueEvents call (its event_ids and its limit): each event
+	// is requeued by its own statement on the control role's lock connection, and the call's
+	// transaction must stay short next to that connection's lease.
+	MaxRequeueEvents = 1000
+)
+
+// The outbox targets, as msg_event.target spells them.
+const (
+	TargetKafkaMsg  = "KAFKA:msg"
+	TargetKafkaSchd = "KAFKA:schd"
 )
 
 // Validate checks the request.
@@ -123,6 +133,42 @@ func (r *SeedCutoverRequest) Validate() error {
 		errs = append(errs, fmt.Errorf("watermark must not be negative, got %d", r.GetWatermark()))
 	case m != SeedMode_SEED_MODE_ID && r.GetWatermark() != 0:
 		errs = append(errs, fmt.Errorf("watermark is only for SEED_MODE_ID; %s computes it from the inbox", m))
+	}
+	errs = append(errs, validComment(r.GetComment()))
+	return errors.Join(errs...)
+}
+
+// Validate checks the request: event IDs or a target, a known target, a bounded limit.
+func (r *RequeueEventsRequest) Validate() error {
+	var errs []error
+	selectors := 0
+	if ids := r.GetEventIds(); len(ids) > 0 {
+		selectors++
+		if len(ids) > MaxRequeueEvents {
+			errs = append(errs, fmt.Errorf("event_ids has %d IDs, at most %d: select by target (and flid) instead", len(ids), MaxRequeueEvents))
+		}
+		for _, id := range ids {
+			if id <= 0 {
+				errs = append(errs, fmt.Errorf("event_ids must be positive, got %d", id))
+				break
+			}
+		}
+	}
+	switch t := r.GetTarget(); t {
+	case "":
+	case TargetKafkaMsg, TargetKafkaSchd:
+		selectors++
+	default:
+		errs = append(errs, fmt.Errorf("target must be %q or %q, got %q", TargetKafkaMsg, TargetKafkaSchd, t))
+	}
+	if selectors == 0 {
+		errs = append(errs, errors.New("set at least one of event_ids and target: nothing requeues every dead letter"))
+	}
+	if r.GetMsgId() < 0 {
+		errs = append(errs, fmt.Errorf("msg_id must be a positive inbox ID, got %d", r.GetMsgId()))
+	}
+	if n := r.GetLimit(); n < 0 || n > MaxRequeueEvents {
+		errs = append(errs, fmt.Errorf("limit must be between 0 (default %d) and %d, got %d", MaxRequeueEvents, MaxRequeueEvents, n))
 	}
 	errs = append(errs, validComment(r.GetComment()))
 	return errors.Join(errs...)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,8 @@ func TestMsgxctl(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	procRow(t, db, 1, "DEAD", "EXHAUSTED", now)
 	procRow(t, db, 2, "DEAD", "MALFORMED", now)
+	deadF7 := eventRow(t, db, "KAFKA:msg", "F7", 3, 1, "DEAD", now)
+	deadF8 := eventRow(t, db, "KAFKA:msg", "F8", 1, 1, "DEAD", now)
 	in := startWith(t, db, "control-cli", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
 	waitActive(t, in)
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -114,6 +117,43 @@ func TestMsgxctl(t *testing.T) {
 		}
 		if st, _ := stateOf(t, db, 1); st != "PENDING" {
 			t.Errorf("after the replay message 1 is %s, want PENDING", st)
+		}
+	})
+	t.Run("requeue-events dry run, then for real", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "requeue-events", "--target", "KAFKA:msg", "--flid", "F7", "--dry-run", "-o", "json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+		}
+		var resp struct {
+			DryRun bool `json:"dry_run"`
+			Events []struct {
+				EventID      string `json:"event_id"`
+				Flid         string `json:"flid"`
+				StateVersion string `json:"state_version"`
+				LastError    string `json:"last_error"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal([]byte(out), &resp); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		if !resp.DryRun || len(resp.Events) != 1 || resp.Events[0].EventID != strconv.FormatInt(deadF7, 10) ||
+			resp.Events[0].Flid != "F7" || resp.Events[0].StateVersion != "3" || resp.Events[0].LastError == "" {
+			t.Errorf("dry run = %+v, want event %d of F7", resp, deadF7)
+		}
+		if st, _, _ := eventState(t, db, deadF7); st != "DEAD" {
+			t.Fatalf("the dry run requeued event %d (%s)", deadF7, st)
+		}
+		out, errOut, code = msgxctl(t, env, "requeue-events", "--target", "KAFKA:msg", "--comment", "cli test")
+		if code != 0 || !strings.Contains(out, "requeued") || !strings.Contains(out, "F8") {
+			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+		}
+		for _, id := range []int64{deadF7, deadF8} {
+			if st, _, _ := eventState(t, db, id); st != "PENDING" {
+				t.Errorf("after the requeue event %d is %s, want PENDING", id, st)
+			}
+		}
+		if _, errOut, code := msgxctl(t, env, "requeue-events", "--flid", "F7"); code != ctl.ExitUsage {
+			t.Errorf("requeue-events without a selector: exit %d, want %d: %s", code, ctl.ExitUsage, errOut)
 		}
 	})
 	t.Run("get-message", func(t *testing.T) {

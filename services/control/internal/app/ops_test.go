@@ -332,6 +332,7 @@ func TestStandbyRefusesMutations(t *testing.T) {
 	db := pgtest.New(t)
 	now := time.Now()
 	procRow(t, db, 1, "DEAD", "EXHAUSTED", now)
+	deadEvent := eventRow(t, db, "KAFKA:msg", "F1", 1, 1, "DEAD", now)
 	first := startControl(t, db, "control-a", token, false, now)
 	waitActive(t, first)
 	second := startControl(t, db, "control-b", token, false, now)
@@ -344,6 +345,14 @@ func TestStandbyRefusesMutations(t *testing.T) {
 		},
 		"Reopen": func() error {
 			_, err := second.client.Reopen(ctx, &controlv1.ReopenRequest{MsgIds: []int64{1}})
+			return err
+		},
+		"RequeueEvents": func() error {
+			_, err := second.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{EventIds: []int64{deadEvent}})
+			return err
+		},
+		"RequeueEvents dry run": func() error {
+			_, err := second.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Target: "KAFKA:msg", DryRun: true})
 			return err
 		},
 		"SeedCutover": func() error {
@@ -371,6 +380,9 @@ func TestStandbyRefusesMutations(t *testing.T) {
 	if st, _ := stateOf(t, db, 1); st != "DEAD" {
 		t.Errorf("the standby's refused replay changed message 1 to %s", st)
 	}
+	if st, _, _ := eventState(t, db, deadEvent); st != "DEAD" {
+		t.Errorf("the standby's refused requeue changed event %d to %s", deadEvent, st)
+	}
 	// Reads are served by the standby.
 	if _, err := second.client.ListMessages(ctx, &controlv1.ListMessagesRequest{}); err != nil {
 		t.Errorf("ListMessages on the standby: %v", err)
@@ -378,6 +390,10 @@ func TestStandbyRefusesMutations(t *testing.T) {
 	// The active instance serves the same call.
 	if _, err := first.client.Replay(ctx, &controlv1.ReplayRequest{MsgIds: []int64{1}}); err != nil {
 		t.Errorf("Replay on the active instance: %v", err)
+	}
+	if resp, err := first.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{EventIds: []int64{deadEvent}}); err != nil ||
+		resp.GetRequeued() != 1 {
+		t.Errorf("RequeueEvents on the active instance = %v, %v; want the event requeued", resp, err)
 	}
 }
 
