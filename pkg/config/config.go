@@ -367,6 +367,10 @@ func (c Config) validate() []error {
 		errs = append(errs, fmt.Errorf("pipeline.overdue-backfill (%s) must not be shorter than pipeline.backfill-period (%s)",
 			p.OverdueBackfill, p.BackfillPeriod))
 	}
+	// Seed 004 §3.5 bounds the retention of terminal records to 1–7 days.
+	if r := p.ProcRetention; r > 0 && (r < 24*time.Hour || r > 7*24*time.Hour) {
+		errs = append(errs, fmt.Errorf("pipeline.proc-retention must be between 1d and 7d, got %s", r))
+	}
 	if cw := p.CutoverWatermark; cw != "" && cw != "min" && cw != "zero" && cw != "max" {
 		if id, err := strconv.ParseInt(cw, 10, 64); err != nil || id < 0 {
 			errs = append(errs, fmt.Errorf("pipeline.cutover-watermark must be min, zero, max or an inbox ID, got %q", cw))

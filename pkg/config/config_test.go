@@ -112,6 +112,8 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 			[]string{"min, zero, max or an inbox ID"}},
 		{"unknown zone", map[string]string{"MSGX_AIRPORT_TIME_ZONE": "Mars/Olympus"}, []string{"MSGX_AIRPORT_TIME_ZONE"}},
 		{"inbox timeout above the leader lease", map[string]string{"MSGX_INBOX_TIMEOUT": "30s"}, []string{"leader lease"}},
+		{"proc retention below a day", map[string]string{"MSGX_PIPELINE_PROC_RETENTION": "12h"}, []string{"pipeline.proc-retention must be between 1d and 7d"}},
+		{"proc retention above a week", map[string]string{"MSGX_PIPELINE_PROC_RETENTION": "8d"}, []string{"pipeline.proc-retention must be between 1d and 7d"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

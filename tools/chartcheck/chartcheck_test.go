@@ -70,6 +70,7 @@ var wantAlerts = []string{
 	"MsgxBackfillAbandoned",       // backfill abandoned
 	"MsgxBackfillRetriesExceeded", // pipeline.backfill-max-attempts (alert only)
 	"MsgxDispatcherDead",          // dispatcher DEAD
+	"MsgxDispatcherOldestPending", // delivery stalled (docs/dispatcher.md)
 	"MsgxRoleNoActiveInstance",    // a role with no active instance
 }
 
@@ -176,7 +177,7 @@ func TestSecondsHelper(t *testing.T) {
 	} {
 		out := run(t, helm, "template", "x", filepath.Join(root, chartDir), "--show-only", "templates/prometheusrule.yaml",
 			"--set-string", "config.pipeline\\.head-age-alert="+c.in)
-		m := regexp.MustCompile(`msgx_pump_head_age_seconds\{[^}]*\}\) > ([0-9.e+]+)`).FindSubmatch(out)
+		m := regexp.MustCompile(`msgx_pump_head_stuck_seconds\{[^}]*\}\) > ([0-9.e+]+)`).FindSubmatch(out)
 		if m == nil {
 			t.Fatalf("%s: no head-age threshold in\n%s", c.in, out)
 		}
@@ -667,6 +668,13 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 	}
 	if e := exprs["MsgxQueueHeadTooOld"]; !strings.HasSuffix(e, "> "+r.headAgeSeconds) {
 		t.Errorf("MsgxQueueHeadTooOld %q: threshold must be pipeline.head-age-alert = %ss", e, r.headAgeSeconds)
+	}
+	// Counted from the head's first attempt, so draining a backlog does not page (docs/pump.md).
+	if e := exprs["MsgxQueueHeadTooOld"]; !strings.HasPrefix(e, "max(msgx_pump_head_stuck_seconds{") {
+		t.Errorf("MsgxQueueHeadTooOld %q must watch msgx_pump_head_stuck_seconds", e)
+	}
+	if e := exprs["MsgxDispatcherOldestPending"]; !strings.Contains(e, "msgx_dispatcher_oldest_pending_seconds{") || !strings.HasSuffix(e, "> 300") {
+		t.Errorf("MsgxDispatcherOldestPending %q: want msgx_dispatcher_oldest_pending_seconds above 300s", e)
 	}
 	if e := exprs["MsgxIngestHoleStuck"]; !strings.HasSuffix(e, "> "+r.maxCommitDelaySeconds) {
 		t.Errorf("MsgxIngestHoleStuck %q: threshold must be pipeline.max-commit-delay = %ss", e, r.maxCommitDelaySeconds)
