@@ -386,6 +386,11 @@ func (c Config) validate() []error {
 	if c.OperationDayCutover < 0 || c.OperationDayCutover >= 24*time.Hour {
 		errs = append(errs, fmt.Errorf("airport.operation-day-cutover must be within a day, got %s", c.OperationDayCutover))
 	}
+	// Each topic's transactional id is derived from the topic: two lanes on one topic would
+	// share it and fence each other's producer on every round.
+	if c.TopicMsg == c.TopicSchd {
+		errs = append(errs, fmt.Errorf("kafka.topic-msg and kafka.topic-schd must differ, both are %q", c.TopicMsg))
+	}
 	return errs
 }
 

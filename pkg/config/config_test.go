@@ -114,6 +114,7 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 		{"inbox timeout above the leader lease", map[string]string{"MSGX_INBOX_TIMEOUT": "30s"}, []string{"leader lease"}},
 		{"proc retention below a day", map[string]string{"MSGX_PIPELINE_PROC_RETENTION": "12h"}, []string{"pipeline.proc-retention must be between 1d and 7d"}},
 		{"proc retention above a week", map[string]string{"MSGX_PIPELINE_PROC_RETENTION": "8d"}, []string{"pipeline.proc-retention must be between 1d and 7d"}},
+		{"one topic for both lanes", map[string]string{"MSGX_KAFKA_TOPIC_SCHD": "msgx.flight.msg"}, []string{"kafka.topic-msg and kafka.topic-schd must differ"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -115,7 +115,8 @@ type Event struct {
 func Pending(ctx context.Context, q db.Executor, target string, limit int, now time.Time) ([]Event, error) {
 	order := `e.event_id`
 	if target == TargetSchd {
-		order = `e.pending_since, e.event_id`
+		// A row without pending_since has waited longest (NULLs would sort last otherwise).
+		order = `e.pending_since NULLS FIRST, e.event_id`
 	}
 	rows, err := q.Query(ctx, `SELECT e.event_id, e.target, e.partition_key, e.event_type, e.state_version,
 		e.payload::text, e.msg_id, e.attempts, e.next_attempt_at, coalesce(e.trace_parent, ''), coalesce(e.trace_state, '')

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,13 +37,33 @@ type Outgoing struct {
 // lane never hands a Sink two events of one FLID in one call, and gives it the next event of a
 // FLID only after the previous one was acknowledged. An error wrapping ErrNotAttempted is not
 // the event's own failure (another event of the call failed, or the sink never sent it): it is
-// not counted as an attempt.
+// not counted as an attempt. An error wrapping ErrLaneFailed (made by LaneFailure) is the
+// target's failure, not the event's (a transaction's commit failed): it is not counted either,
+// and the lane backs off.
 type Sink interface {
 	Deliver(ctx context.Context, out []Outgoing) []error
 }
 
 // ErrNotAttempted marks an event a Sink did not attempt on its own account.
 var ErrNotAttempted = errors.New("delivery: not attempted")
+
+// ErrLaneFailed marks a failure of the lane's target as a whole (a fence, a commit), which says
+// nothing about the events: they are not charged an attempt, so an outage of the target's
+// coordinator can never make them DEAD; the lane backs off instead.
+var ErrLaneFailed = errors.New("delivery: the lane failed")
+
+// laneError is a lane failure with its reason, the label of msgx_dispatcher_lane_failures_total.
+type laneError struct {
+	reason string
+	err    error
+}
+
+// LaneFailure wraps err as a failure of the lane (ErrLaneFailed) for the given reason.
+func LaneFailure(reason string, err error) error { return &laneError{reason: reason, err: err} }
+
+func (e *laneError) Error() string        { return fmt.Sprintf("%s: %s: %v", ErrLaneFailed, e.reason, e.err) }
+func (e *laneError) Unwrap() error        { return e.err }
+func (e *laneError) Is(target error) bool { return target == ErrLaneFailed }
 
 // Fencer is a Sink whose writes must be fenced against the previous holder of the role (the
 // Kafka sink: a transactional producer per term). Before a send finds it unfenced, the lane
@@ -100,6 +121,15 @@ type Dispatcher struct {
 	logger    *slog.Logger
 	telemetry *telemetry.Telemetry
 	metrics   *metrics
+
+	mu    sync.Mutex
+	lanes map[string]*laneBackoff
+}
+
+// laneBackoff is a lane's run of failures and when it may send again.
+type laneBackoff struct {
+	failures int
+	until    time.Time
 }
 
 const (
@@ -110,6 +140,9 @@ const (
 	// fenceTimeout bounds a fence, which holds the lock connection without a query: well
 	// below its 10 s idle timeout.
 	fenceTimeout = 5 * time.Second
+	// lockCheckTimeout bounds the query that proves the lock was held after a fence; with the
+	// fence it stays below the lock connection's idle timeout.
+	lockCheckTimeout = 2 * time.Second
 	// retriesPerWave bounds how often a wave is sent again without the events that failed on
 	// their own account, for the events that were only aborted with them.
 	retriesPerWave = 3
@@ -126,7 +159,8 @@ func New(cfg Config, clk clock.Clock, logger *slog.Logger, tel *telemetry.Teleme
 	cfg.SendTimeout = cmp.Or(cfg.SendTimeout, 30*time.Second)
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 5*time.Second)
 	cfg.StatsPeriod = cmp.Or(cfg.StatsPeriod, 5*time.Second)
-	return &Dispatcher{cfg: cfg, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg, cfg.Lanes)}
+	return &Dispatcher{cfg: cfg, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg, cfg.Lanes),
+		lanes: map[string]*laneBackoff{}}
 }
 
 // Run delivers until ctx ends: each Ordered lane on every wake-up and poll interval, each
@@ -214,6 +248,9 @@ func (d *Dispatcher) runLatest(ctx context.Context, s Session, lane Lane) error 
 // only after its predecessor was acknowledged; a FLID whose event fails stops for this round
 // and the others go on. It returns how many events it read and how many it marked SENT.
 func (d *Dispatcher) SendOrdered(ctx context.Context, s Session, lane Lane) (read, sent int, err error) {
+	if d.backingOff(lane) {
+		return 0, 0, nil
+	}
 	batch, err := d.pending(ctx, s, lane)
 	if err != nil {
 		return 0, 0, err
@@ -260,6 +297,9 @@ func (d *Dispatcher) SendOrdered(ctx context.Context, s Session, lane Lane) (rea
 // FlushLatest runs one round of a Latest lane: the due rows, up to the lane's limit, in one
 // call. It returns how many rows it marked SENT.
 func (d *Dispatcher) FlushLatest(ctx context.Context, s Session, lane Lane) (int, error) {
+	if d.backingOff(lane) {
+		return 0, nil
+	}
 	batch, err := d.pending(ctx, s, lane)
 	if err != nil || len(batch) == 0 {
 		return 0, err
@@ -304,9 +344,42 @@ func (d *Dispatcher) send(ctx context.Context, s Session, lane Lane, events []ou
 	}
 }
 
+// backingOff reports whether lane is waiting after a lane failure.
+func (d *Dispatcher) backingOff(lane Lane) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.lanes[lane.Target]
+	return b != nil && d.clock.Now().Before(b.until)
+}
+
+// laneFailed backs lane off after a failure of its target, on the pipeline's backoff steps.
+func (d *Dispatcher) laneFailed(lane Lane, reason string, err error) {
+	d.mu.Lock()
+	b := d.lanes[lane.Target]
+	if b == nil {
+		b = &laneBackoff{}
+		d.lanes[lane.Target] = b
+	}
+	b.failures++
+	wait := d.cfg.Pipeline.BackoffAfter(b.failures)
+	b.until = d.clock.Now().Add(wait)
+	failures := b.failures
+	d.mu.Unlock()
+	d.metrics.laneFailures.WithLabelValues(lane.Target, reason).Inc()
+	d.logger.Warn("lane failed; events not charged, lane backs off", "target", lane.Target, "reason", reason,
+		"failures_in_a_row", failures, "backoff", wait, "err", err)
+}
+
+// laneOK ends a lane's run of failures: its target answered for the events.
+func (d *Dispatcher) laneOK(lane Lane) {
+	d.mu.Lock()
+	delete(d.lanes, lane.Target)
+	d.mu.Unlock()
+}
+
 // fence fences lane's sink for this term if it is not yet: on the lock connection, then a
 // query on that connection proves the lock was still held after the fence. It returns the
-// sink's error (counted as the events' attempt) or an error of the session (the round's).
+// sink's error (a lane failure) or an error of the session (the round's).
 func (d *Dispatcher) fence(ctx context.Context, s Session, lane Lane) (sinkErr, err error) {
 	f, ok := lane.Sink.(Fencer)
 	if !ok || f.Fenced() {
@@ -318,7 +391,9 @@ func (d *Dispatcher) fence(ctx context.Context, s Session, lane Lane) (sinkErr, 
 		if sinkErr = f.Fence(fctx); sinkErr != nil {
 			return nil
 		}
-		_, err := conn.Exec(ctx, `SELECT 1`)
+		cctx, cancel := context.WithTimeout(ctx, lockCheckTimeout)
+		defer cancel()
+		_, err := conn.Exec(cctx, `SELECT 1`)
 		return err
 	})
 	if err != nil {
@@ -357,7 +432,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 	if sinkErr != nil {
 		errs = make([]error, len(events))
 		for i := range errs {
-			errs[i] = sinkErr
+			errs[i] = LaneFailure("fence", sinkErr)
 		}
 	} else {
 		sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
@@ -371,12 +446,19 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 
 	now := d.clock.Now()
 	var acked []outbox.Event
+	var laneErr, abortErr error
 	for i, e := range events {
 		switch {
 		case errs[i] == nil:
 			acked = append(acked, e)
-		case stopping || errors.Is(errs[i], ErrNotAttempted):
+		case stopping:
 			skipped = append(skipped, e)
+		case errors.Is(errs[i], ErrLaneFailed):
+			skipped = append(skipped, e)
+			laneErr = cmp.Or(laneErr, errs[i])
+		case errors.Is(errs[i], ErrNotAttempted):
+			skipped = append(skipped, e)
+			abortErr = cmp.Or(abortErr, errs[i])
 		default:
 			own = append(own, e)
 		}
@@ -393,7 +475,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 			return err
 		}
 		for i, e := range events {
-			if errs[i] == nil || stopping || errors.Is(errs[i], ErrNotAttempted) {
+			if errs[i] == nil || stopping || errors.Is(errs[i], ErrNotAttempted) || errors.Is(errs[i], ErrLaneFailed) {
 				continue
 			}
 			attempt := e.Attempts + 1
@@ -415,6 +497,23 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		return nil
 	})
 	d.metrics.sent.WithLabelValues(lane.Target).Add(float64(marked))
+	switch {
+	case laneErr != nil:
+		reason := "send"
+		var le *laneError
+		if errors.As(laneErr, &le) {
+			reason = le.reason
+		}
+		d.laneFailed(lane, reason, laneErr)
+	case len(acked) > 0 || len(own) > 0:
+		d.laneOK(lane)
+	}
+	if abortErr != nil && laneErr == nil && len(own) == 0 && len(acked) == 0 {
+		// Nothing failed on its own account and nothing went through: without this the send
+		// would leave no trace at all.
+		d.metrics.aborted.WithLabelValues(lane.Target).Inc()
+		d.logger.Warn("send aborted; no event charged", "target", lane.Target, "events", len(events), "err", abortErr)
+	}
 	if err != nil {
 		return marked, own, skipped, fmt.Errorf("record %s delivery: %w", lane.Target, err)
 	}
@@ -459,17 +558,24 @@ func (d *Dispatcher) observe(ctx context.Context, s Session) error {
 }
 
 type metrics struct {
-	sent    *prometheus.CounterVec
-	failed  *prometheus.CounterVec
-	dead    *prometheus.CounterVec
-	latency *prometheus.HistogramVec
-	pending *prometheus.GaugeVec
-	deadNow *prometheus.GaugeVec
-	oldest  *prometheus.GaugeVec
+	laneFailures *prometheus.CounterVec
+	aborted      *prometheus.CounterVec
+	sent         *prometheus.CounterVec
+	failed       *prometheus.CounterVec
+	dead         *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	pending      *prometheus.GaugeVec
+	deadNow      *prometheus.GaugeVec
+	oldest       *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 	m := &metrics{
+		laneFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_lane_failures_total",
+			Help: "Failures of a target as a whole (reason fence or commit): no event charged, the lane backed off."},
+			[]string{"target", "reason"}),
+		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_aborted_total",
+			Help: "Send calls aborted without any event failing on its own account or being acknowledged."}, []string{"target"}),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_sent_total",
 			Help: "Events acknowledged by the target and marked SENT (rate() = sent/s)."}, []string{"target"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_failed_attempts_total",
@@ -486,12 +592,16 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_oldest_pending_seconds",
 			Help: "Age of the oldest PENDING event per target."}, []string{"target"}),
 	}
-	reg.MustRegister(m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest)
+	reg.MustRegister(m.laneFailures, m.aborted, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest)
 	for _, l := range lanes {
 		// Present from the start, so that an alert on a rate sees zero rather than nothing.
 		m.sent.WithLabelValues(l.Target)
 		m.failed.WithLabelValues(l.Target)
 		m.dead.WithLabelValues(l.Target)
+		m.aborted.WithLabelValues(l.Target)
+		for _, reason := range []string{"fence", "commit"} {
+			m.laneFailures.WithLabelValues(l.Target, reason)
+		}
 	}
 	return m
 }

@@ -64,8 +64,9 @@ func TestDeadAfterMaxAttempts(t *testing.T) {
 	checkOrder(t, consume(t, f.broker.addr, topicMsg, len(rows)), rows)
 }
 
-// TestBrokerDown: with the broker gone a round ends by the send timeout, nothing is marked
-// SENT and the attempt is counted; when the broker is back everything goes out in order.
+// TestBrokerDown: with the broker gone the fence fails: a failure of the lane, so nothing is
+// marked SENT, no event is charged an attempt (an outage never makes a FLID's head DEAD) and
+// the lane backs off; when the broker is back everything goes out in order.
 func TestBrokerDown(t *testing.T) {
 	t.Parallel()
 	f := setup(t, options{maxAttempts: 50, sendTimeout: 3 * time.Second})
@@ -84,9 +85,12 @@ func TestBrokerDown(t *testing.T) {
 		if r.State != "PENDING" || r.SentAt != nil {
 			t.Fatalf("event %d is %s with the broker down", r.ID, r.State)
 		}
-		if wantAttempts := map[int64]int{1: 2}[r.Version]; r.Attempts != wantAttempts {
-			t.Errorf("event %d (v%d) has %d attempts, want %d", r.ID, r.Version, r.Attempts, wantAttempts)
+		if r.Attempts != 0 {
+			t.Errorf("event %d (v%d) has %d attempts, want 0", r.ID, r.Version, r.Attempts)
 		}
+	}
+	if n := laneFailures(t, f, outbox.TargetMsg, "fence"); n != 2 {
+		t.Errorf("lane failures (fence) = %v, want 2", n)
 	}
 	f.broker.start()
 	f.drainMsg(ctx, 100)

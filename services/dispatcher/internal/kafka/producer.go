@@ -33,6 +33,21 @@ var ErrNoAnswer = errors.New("kafka: no answer before the send deadline")
 // visible to read_committed consumers and was not attempted on its own account.
 var ErrAborted = errors.New("kafka: transaction aborted; record not attempted on its own account")
 
+// ErrCommit is the outcome of every record of a transaction whose records were all acknowledged
+// but whose commit failed or got no answer within commitTimeout. It is the transaction's failure,
+// not any record's; the records may have been committed after all (the caller sends them again:
+// at least once).
+var ErrCommit = errors.New("kafka: commit failed after every record was acknowledged")
+
+// ErrFenceBusy is returned by Fence while an earlier fence of the topic in this process is still
+// running inside sarama: a new one would race it, and whichever finished last would fence the
+// other's producer.
+var ErrFenceBusy = errors.New("kafka: an earlier fence of the topic is still running")
+
+// commitTimeout bounds a commit once every record was acknowledged: it only sends EndTxn, and it
+// runs on its own bound rather than on what is left of the send deadline.
+const commitTimeout = 5 * time.Second
+
 // ErrNotFenced is returned for every record of a Publish that found no producer of this term
 // for the topic: Fence must run first.
 var ErrNotFenced = errors.New("kafka: no fenced producer for the topic in this term")
@@ -67,9 +82,12 @@ func Config(clientID string) *sarama.Config {
 	// A transaction left open by a crashed holder holds back read_committed consumers until the
 	// next holder's fence aborts it, or this timeout.
 	c.Producer.Transaction.Timeout = time.Minute
-	c.Producer.Transaction.Retry.Max = 20
-	c.Producer.Transaction.Retry.Backoff = 100 * time.Millisecond
-	c.Net.DialTimeout = 3 * time.Second
+	// sarama's InitProducerID (a fence) takes no context: its retries are kept few so that an
+	// abandoned fence ends soon after the caller's fence timeout; Fence refuses to start another
+	// for the topic until it has (ErrFenceBusy).
+	c.Producer.Transaction.Retry.Max = 5
+	c.Producer.Transaction.Retry.Backoff = 200 * time.Millisecond
+	c.Net.DialTimeout = 2 * time.Second
 	c.Net.ReadTimeout = 15 * time.Second
 	c.Net.WriteTimeout = 15 * time.Second
 	c.Metadata.Retry.Max = 3
@@ -91,6 +109,7 @@ type Producer struct {
 
 	mu        sync.Mutex
 	sessions  map[string]*session
+	fencing   map[string]chan struct{} // per topic: closed when its latest fence left sarama
 	abandoned sync.WaitGroup
 }
 
@@ -154,7 +173,8 @@ func NewWithConfig(brokers []string, cfg *sarama.Config, txnID string) (*Produce
 		return nil, fmt.Errorf("kafka idempotent producer on %v: %w", brokers, err)
 	}
 	_ = probe.Close()
-	return &Producer{brokers: brokers, cfg: cfg, txnID: txnID, sessions: map[string]*session{}}, nil
+	return &Producer{brokers: brokers, cfg: cfg, txnID: txnID, sessions: map[string]*session{},
+		fencing: map[string]chan struct{}{}}, nil
 }
 
 func checkContract(c *sarama.Config) error {
@@ -183,8 +203,22 @@ func (p *Producer) TransactionalID(topic string) string { return p.txnID + "." +
 // producer of the same transactional id, in any process. The caller must hold the role while it
 // fences and check it still does afterwards (delivery does both on the lock connection): a
 // fence after the next holder's would fence that holder. When ctx ends first, the producer
-// being made is closed when it is ready and never used.
+// being made is closed when it is ready and never used, and until sarama has returned it, every
+// further Fence of the topic fails with ErrFenceBusy: this process's fences never overlap, so a
+// late InitProducerID cannot bump the epoch over this process's own newer producer.
 func (p *Producer) Fence(ctx context.Context, topic string) error {
+	p.mu.Lock()
+	if busy := p.fencing[topic]; busy != nil {
+		select {
+		case <-busy:
+		default:
+			p.mu.Unlock()
+			return fmt.Errorf("kafka: fence %s: %w", p.TransactionalID(topic), ErrFenceBusy)
+		}
+	}
+	running := make(chan struct{})
+	p.fencing[topic] = running
+	p.mu.Unlock()
 	p.Release(topic)
 	cfg := *p.cfg
 	cfg.Producer.Transaction.ID = p.TransactionalID(topic)
@@ -200,6 +234,7 @@ func (p *Producer) Fence(ctx context.Context, topic string) error {
 		defer p.abandoned.Done()
 		ap, err := sarama.NewAsyncProducer(p.brokers, &cfg)
 		ch <- made{ap, err}
+		close(running)
 	}()
 	var m made
 	select {
@@ -362,7 +397,8 @@ func (p *Producer) transaction(ctx context.Context, s *session, records []Record
 		}
 	}
 	if first == nil && handed == len(records) && !slices.Contains(answers, nil) {
-		// Every record is answered, so sarama's commit only sends EndTxn; still bounded by ctx.
+		// Every record is answered, so sarama's commit only sends EndTxn: it gets its own bound,
+		// not what is left of ctx, and not cut short by a stop.
 		return p.commit(ctx, s, errs)
 	}
 	for i, a := range answers {
@@ -403,21 +439,28 @@ func await(ctx context.Context, t *ticket) (answer, bool) {
 	}
 }
 
-// commit commits the transaction whose records were all acknowledged, bounded by ctx.
+// commit commits the transaction whose records were all acknowledged, bounded by commitTimeout.
+// A commit result that is ready wins over the bound.
 func (p *Producer) commit(ctx context.Context, s *session, errs []error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.ap.CommitTxn() }()
 	var err error
 	select {
 	case err = <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("%w: %w", ErrNoAnswer, context.Cause(ctx))
+	case <-cctx.Done():
+		select {
+		case err = <-done:
+		default:
+			err = fmt.Errorf("no answer within %s: %w", commitTimeout, context.Cause(cctx))
+		}
 	}
 	if err != nil {
 		if isCollateral(err) {
 			err = fmt.Errorf("%w: commit: %w", ErrAborted, err)
 		} else {
-			err = fmt.Errorf("kafka: commit: %w", err)
+			err = fmt.Errorf("%w: %w", ErrCommit, err)
 		}
 		fill(errs, err)
 		return err

@@ -51,8 +51,11 @@ func (t Target) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
 	}
 	errs := t.Producer.Publish(ctx, records)
 	for i, err := range errs {
-		if errors.Is(err, ErrAborted) || errors.Is(err, ErrNotFenced) {
+		switch {
+		case errors.Is(err, ErrAborted) || errors.Is(err, ErrNotFenced):
 			errs[i] = fmt.Errorf("%w: %w", delivery.ErrNotAttempted, err)
+		case errors.Is(err, ErrCommit):
+			errs[i] = delivery.LaneFailure("commit", err)
 		}
 	}
 	return errs
