@@ -3,15 +3,14 @@ package mysqltest_test
 import (
 	"database/sql"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/msgexchange/msgexchange/migrations"
+	"github.com/msgexchange/msgexchange/pkg/internal/fataltest"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 )
 
@@ -229,32 +228,10 @@ func TestSplitStatements(t *testing.T) {
 	}
 }
 
-type fatalRecorder struct {
-	testing.TB
-	mu  sync.Mutex
-	msg string
-}
-
-func (f *fatalRecorder) Helper() {}
-
-func (f *fatalRecorder) Fatalf(format string, args ...any) {
-	f.mu.Lock()
-	f.msg = fmt.Sprintf(format, args...)
-	f.mu.Unlock()
-	runtime.Goexit()
-}
-
 func TestUnreachableServerFailsNamingEnv(t *testing.T) {
 	t.Setenv(mysqltest.EnvDSN, "root@tcp(127.0.0.1:1)/?timeout=2s")
-	rec := &fatalRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		mysqltest.New(rec)
-		t.Error("New returned although the server is unreachable")
-	}()
-	<-done
-	if !strings.Contains(rec.msg, mysqltest.EnvDSN) {
-		t.Fatalf("failure message %q does not name %s", rec.msg, mysqltest.EnvDSN)
+	msg := fataltest.Message(t, func(tb testing.TB) { mysqltest.New(tb) })
+	if !strings.Contains(msg, mysqltest.EnvDSN) {
+		t.Fatalf("failure message %q does not name %s", msg, mysqltest.EnvDSN)
 	}
 }

@@ -2,14 +2,13 @@ package pgtest_test
 
 import (
 	"context"
-	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/msgexchange/msgexchange/pkg/internal/fataltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 )
 
@@ -138,35 +137,11 @@ func TestTemplateIsReusedAndLocked(t *testing.T) {
 	}
 }
 
-// fatalRecorder stands in for a test so that a harness failure can be observed: Fatalf records
-// the message and ends the goroutine the way testing.T does.
-type fatalRecorder struct {
-	testing.TB
-	mu  sync.Mutex
-	msg string
-}
-
-func (f *fatalRecorder) Helper() {}
-
-func (f *fatalRecorder) Fatalf(format string, args ...any) {
-	f.mu.Lock()
-	f.msg = fmt.Sprintf(format, args...)
-	f.mu.Unlock()
-	runtime.Goexit()
-}
-
 func TestUnreachableServerFailsNamingEnv(t *testing.T) {
 	// Port 1 refuses at once; t.Setenv forbids t.Parallel, which is what we want here.
 	t.Setenv(pgtest.EnvDSN, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
-	rec := &fatalRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pgtest.New(rec)
-		t.Error("New returned although the server is unreachable")
-	}()
-	<-done
-	if !strings.Contains(rec.msg, pgtest.EnvDSN) {
-		t.Fatalf("failure message %q does not name %s", rec.msg, pgtest.EnvDSN)
+	msg := fataltest.Message(t, func(tb testing.TB) { pgtest.New(tb) })
+	if !strings.Contains(msg, pgtest.EnvDSN) {
+		t.Fatalf("failure message %q does not name %s", msg, pgtest.EnvDSN)
 	}
 }

@@ -3,14 +3,13 @@ package redistest_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/msgexchange/msgexchange/pkg/internal/fataltest"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 )
 
@@ -77,32 +76,10 @@ func TestCleanupDeletesOnlyKeysUnderPrefix(t *testing.T) {
 	}
 }
 
-type fatalRecorder struct {
-	testing.TB
-	mu  sync.Mutex
-	msg string
-}
-
-func (f *fatalRecorder) Helper() {}
-
-func (f *fatalRecorder) Fatalf(format string, args ...any) {
-	f.mu.Lock()
-	f.msg = fmt.Sprintf(format, args...)
-	f.mu.Unlock()
-	runtime.Goexit()
-}
-
 func TestUnreachableServerFailsNamingEnv(t *testing.T) {
 	t.Setenv(redistest.EnvURL, "redis://127.0.0.1:1/0?dial_timeout=2s")
-	rec := &fatalRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		redistest.New(rec)
-		t.Error("New returned although the server is unreachable")
-	}()
-	<-done
-	if !strings.Contains(rec.msg, redistest.EnvURL) {
-		t.Fatalf("failure message %q does not name %s", rec.msg, redistest.EnvURL)
+	msg := fataltest.Message(t, func(tb testing.TB) { redistest.New(tb) })
+	if !strings.Contains(msg, redistest.EnvURL) {
+		t.Fatalf("failure message %q does not name %s", msg, redistest.EnvURL)
 	}
 }
