@@ -357,7 +357,12 @@ func (e *Elector) heartbeat(ctx context.Context, conn *pgx.Conn, s *Session) err
 		WHERE EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
 			AND pid = pg_backend_pid() AND classid = $5 AND objid = $6 AND objsubid = 1)
 		ON CONFLICT (role) DO UPDATE SET instance = excluded.instance, backend_pid = excluded.backend_pid,
-			since = excluded.since, heartbeat_at = excluded.heartbeat_at`,
+			since = excluded.since, heartbeat_at = excluded.heartbeat_at,
+			-- A new term starts unblocked: a blocked mark of a dead holder would mislead.
+			blocked_on = CASE WHEN role_holder.since = excluded.since AND role_holder.backend_pid = excluded.backend_pid
+				THEN role_holder.blocked_on END,
+			blocked_since = CASE WHEN role_holder.since = excluded.since AND role_holder.backend_pid = excluded.backend_pid
+				THEN role_holder.blocked_since END`,
 		e.cfg.Role, e.cfg.Instance, s.since, e.cfg.Clock.Now(), keyHigh(e.key), keyLow(e.key))
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
@@ -182,8 +181,7 @@ func Bind(ctx context.Context, q db.Executor, msgID int64, key, typ, styp string
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("bind identity of %d: %w", msgID, ErrNotUnfinished)
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+	if db.IsUniqueViolation(err) {
 		// Another session bound the key between the statement's snapshot and its write; the
 		// single pump makes this unreachable in practice, and the retry finds the holder.
 		return 0, fmt.Errorf("bind identity of %d: identity bound concurrently: %w", msgID, err)

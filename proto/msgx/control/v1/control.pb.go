@@ -540,9 +540,13 @@ type RoleStatus struct {
 	BackendPid uint32 `protobuf:"varint,4,opt,name=backend_pid,json=backendPid,proto3" json:"backend_pid,omitempty"`
 	// Whether that connection still holds the lock right now. A recorded holder that is not
 	// active has died or lost its connection, and no standby has taken over yet.
-	Active        bool                   `protobuf:"varint,5,opt,name=active,proto3" json:"active,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
-	HeartbeatAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
+	Active      bool                   `protobuf:"varint,5,opt,name=active,proto3" json:"active,omitempty"`
+	Since       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	HeartbeatAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
+	// Set while the holder's work is paused by an outage of a dependency it needs (the inbox,
+	// Redis, PostgreSQL, the broker): the work keeps its place and nothing is charged to a
+	// message (docs/architecture.md). Unset when the role is working normally.
+	Blocked       *Blocked `protobuf:"bytes,8,opt,name=blocked,proto3" json:"blocked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -626,6 +630,103 @@ func (x *RoleStatus) GetHeartbeatAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *RoleStatus) GetBlocked() *Blocked {
+	if x != nil {
+		return x.Blocked
+	}
+	return nil
+}
+
+// Blocked is a role's work paused by a dependency that does not answer.
+type Blocked struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The dependency: "inbox", "redis", "postgres" or "kafka".
+	Dependency string `protobuf:"bytes,1,opt,name=dependency,proto3" json:"dependency,omitempty"`
+	// When the outage was first seen, and observed_at - since.
+	Since    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	Duration *durationpb.Duration   `protobuf:"bytes,3,opt,name=duration,proto3" json:"duration,omitempty"`
+	// The failure that showed the outage, and the latest failed probe.
+	LastError string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// The message the role keeps its place at (the pump's head); 0 when there is none.
+	MsgId int64 `protobuf:"varint,5,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// How many probes of the dependency have failed since the outage began.
+	Probes        int64 `protobuf:"varint,6,opt,name=probes,proto3" json:"probes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Blocked) Reset() {
+	*x = Blocked{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Blocked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Blocked) ProtoMessage() {}
+
+func (x *Blocked) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Blocked.ProtoReflect.Descriptor instead.
+func (*Blocked) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Blocked) GetDependency() string {
+	if x != nil {
+		return x.Dependency
+	}
+	return ""
+}
+
+func (x *Blocked) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Blocked) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+func (x *Blocked) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Blocked) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *Blocked) GetProbes() int64 {
+	if x != nil {
+		return x.Probes
+	}
+	return 0
+}
+
 // Discovery is ingest's cursor over the shared inbox (seed 000 §5.1).
 type Discovery struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -646,17 +747,21 @@ type Discovery struct {
 	LateDetected        int64 `protobuf:"varint,9,opt,name=late_detected,json=lateDetected,proto3" json:"late_detected,omitempty"`
 	LateEnqueued        int64 `protobuf:"varint,10,opt,name=late_enqueued,json=lateEnqueued,proto3" json:"late_enqueued,omitempty"`
 	// The largest ID in the inbox and the lag behind it (inbox_max_id - W), read from the shared
-	// MySQL; unset when the inbox could not be read, and inbox_error then says why.
-	InboxMaxId    *int64 `protobuf:"varint,11,opt,name=inbox_max_id,json=inboxMaxId,proto3,oneof" json:"inbox_max_id,omitempty"`
-	Lag           *int64 `protobuf:"varint,12,opt,name=lag,proto3,oneof" json:"lag,omitempty"`
-	InboxError    string `protobuf:"bytes,13,opt,name=inbox_error,json=inboxError,proto3" json:"inbox_error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// MySQL; unset when the inbox could not be read, and inbox_error then says why. The lag is
+	// never clamped: a negative lag means the inbox is behind W, a contract violation (below).
+	InboxMaxId *int64 `protobuf:"varint,11,opt,name=inbox_max_id,json=inboxMaxId,proto3,oneof" json:"inbox_max_id,omitempty"`
+	Lag        *int64 `protobuf:"varint,12,opt,name=lag,proto3,oneof" json:"lag,omitempty"`
+	InboxError string `protobuf:"bytes,13,opt,name=inbox_error,json=inboxError,proto3" json:"inbox_error,omitempty"`
+	// Set while ingest has stopped advancing W because the upstream broke the inbox contract
+	// (IDs only grow; docs/operations.md has the way out). Unset when there is none.
+	ContractViolation *ContractViolation `protobuf:"bytes,14,opt,name=contract_violation,json=contractViolation,proto3" json:"contract_violation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Discovery) Reset() {
 	*x = Discovery{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[3]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +773,7 @@ func (x *Discovery) String() string {
 func (*Discovery) ProtoMessage() {}
 
 func (x *Discovery) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[3]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +786,7 @@ func (x *Discovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Discovery.ProtoReflect.Descriptor instead.
 func (*Discovery) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{3}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Discovery) GetWatermark() int64 {
@@ -775,6 +880,79 @@ func (x *Discovery) GetInboxError() string {
 	return ""
 }
 
+func (x *Discovery) GetContractViolation() *ContractViolation {
+	if x != nil {
+		return x.ContractViolation
+	}
+	return nil
+}
+
+// ContractViolation is an observation that the shared inbox no longer matches what ingest has
+// recorded, so advancing W could lose or re-run messages.
+type ContractViolation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "inbox-behind-watermark": the inbox's largest ID is below W (a reset auto-increment, a
+	// truncated or restored inbox). "marked-above-watermark": rows above W already carry our
+	// processed marker (PostgreSQL restored from an older backup).
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Since *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
+	// What was seen, in words (the IDs involved).
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContractViolation) Reset() {
+	*x = ContractViolation{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContractViolation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContractViolation) ProtoMessage() {}
+
+func (x *ContractViolation) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContractViolation.ProtoReflect.Descriptor instead.
+func (*ContractViolation) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ContractViolation) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ContractViolation) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ContractViolation) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // Backlog is the unfinished part of the queue (seed 000 §5.3, DECISIONS 9).
 type Backlog struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -793,7 +971,7 @@ type Backlog struct {
 
 func (x *Backlog) Reset() {
 	*x = Backlog{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[4]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +983,7 @@ func (x *Backlog) String() string {
 func (*Backlog) ProtoMessage() {}
 
 func (x *Backlog) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[4]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +996,7 @@ func (x *Backlog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backlog.ProtoReflect.Descriptor instead.
 func (*Backlog) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{4}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Backlog) GetUnfinished() int64 {
@@ -866,7 +1044,7 @@ type StateCount struct {
 
 func (x *StateCount) Reset() {
 	*x = StateCount{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[5]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1056,7 @@ func (x *StateCount) String() string {
 func (*StateCount) ProtoMessage() {}
 
 func (x *StateCount) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[5]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1069,7 @@ func (x *StateCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCount.ProtoReflect.Descriptor instead.
 func (*StateCount) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{5}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StateCount) GetState() MessageState {
@@ -918,7 +1096,7 @@ type ErrorClassCount struct {
 
 func (x *ErrorClassCount) Reset() {
 	*x = ErrorClassCount{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[6]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1108,7 @@ func (x *ErrorClassCount) String() string {
 func (*ErrorClassCount) ProtoMessage() {}
 
 func (x *ErrorClassCount) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[6]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1121,7 @@ func (x *ErrorClassCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorClassCount.ProtoReflect.Descriptor instead.
 func (*ErrorClassCount) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{6}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ErrorClassCount) GetErrorClass() ErrorClass {
@@ -974,7 +1152,7 @@ type Backfill struct {
 
 func (x *Backfill) Reset() {
 	*x = Backfill{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[7]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1164,7 @@ func (x *Backfill) String() string {
 func (*Backfill) ProtoMessage() {}
 
 func (x *Backfill) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[7]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1177,7 @@ func (x *Backfill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backfill.ProtoReflect.Descriptor instead.
 func (*Backfill) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{7}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Backfill) GetPending() int64 {
@@ -1033,7 +1211,7 @@ type AbandonedCount struct {
 
 func (x *AbandonedCount) Reset() {
 	*x = AbandonedCount{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[8]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1223,7 @@ func (x *AbandonedCount) String() string {
 func (*AbandonedCount) ProtoMessage() {}
 
 func (x *AbandonedCount) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[8]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1236,7 @@ func (x *AbandonedCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonedCount.ProtoReflect.Descriptor instead.
 func (*AbandonedCount) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AbandonedCount) GetReason() AbandonReason {
@@ -1089,7 +1267,7 @@ type OutboxTarget struct {
 
 func (x *OutboxTarget) Reset() {
 	*x = OutboxTarget{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[9]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1279,7 @@ func (x *OutboxTarget) String() string {
 func (*OutboxTarget) ProtoMessage() {}
 
 func (x *OutboxTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[9]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1292,7 @@ func (x *OutboxTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxTarget.ProtoReflect.Descriptor instead.
 func (*OutboxTarget) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OutboxTarget) GetTarget() string {
@@ -1155,7 +1333,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[10]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1345,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[10]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1358,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetMessageRequest) GetMsgId() int64 {
@@ -1207,7 +1385,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[11]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1397,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[11]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1410,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetMessageResponse) GetMessage() *Message {
@@ -1297,7 +1475,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1487,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1500,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Event) GetEventId() int64 {
@@ -1434,7 +1612,7 @@ type IdRange struct {
 
 func (x *IdRange) Reset() {
 	*x = IdRange{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1624,7 @@ func (x *IdRange) String() string {
 func (*IdRange) ProtoMessage() {}
 
 func (x *IdRange) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1637,7 @@ func (x *IdRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdRange.ProtoReflect.Descriptor instead.
 func (*IdRange) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IdRange) GetFirst() int64 {
@@ -1497,7 +1675,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1687,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1700,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -1578,7 +1756,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1768,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1781,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -1639,7 +1817,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1829,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1842,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReplayRequest) GetMsgIds() []int64 {
@@ -1726,7 +1904,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1916,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1929,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplayResponse) GetDryRun() bool {
@@ -1826,7 +2004,7 @@ type ReopenRequest struct {
 
 func (x *ReopenRequest) Reset() {
 	*x = ReopenRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2016,7 @@ func (x *ReopenRequest) String() string {
 func (*ReopenRequest) ProtoMessage() {}
 
 func (x *ReopenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2029,7 @@ func (x *ReopenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenRequest.ProtoReflect.Descriptor instead.
 func (*ReopenRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReopenRequest) GetMsgIds() []int64 {
@@ -1896,7 +2074,7 @@ type ReopenResponse struct {
 
 func (x *ReopenResponse) Reset() {
 	*x = ReopenResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2086,7 @@ func (x *ReopenResponse) String() string {
 func (*ReopenResponse) ProtoMessage() {}
 
 func (x *ReopenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2099,7 @@ func (x *ReopenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenResponse.ProtoReflect.Descriptor instead.
 func (*ReopenResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReopenResponse) GetDryRun() bool {
@@ -1975,7 +2153,7 @@ type RequeueEventsRequest struct {
 
 func (x *RequeueEventsRequest) Reset() {
 	*x = RequeueEventsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2165,7 @@ func (x *RequeueEventsRequest) String() string {
 func (*RequeueEventsRequest) ProtoMessage() {}
 
 func (x *RequeueEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2178,7 @@ func (x *RequeueEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueEventsRequest.ProtoReflect.Descriptor instead.
 func (*RequeueEventsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RequeueEventsRequest) GetEventIds() []int64 {
@@ -2070,7 +2248,7 @@ type RequeueEventsResponse struct {
 
 func (x *RequeueEventsResponse) Reset() {
 	*x = RequeueEventsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2260,7 @@ func (x *RequeueEventsResponse) String() string {
 func (*RequeueEventsResponse) ProtoMessage() {}
 
 func (x *RequeueEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2273,7 @@ func (x *RequeueEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueEventsResponse.ProtoReflect.Descriptor instead.
 func (*RequeueEventsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RequeueEventsResponse) GetDryRun() bool {
@@ -2157,7 +2335,7 @@ type DeadEvent struct {
 
 func (x *DeadEvent) Reset() {
 	*x = DeadEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2347,7 @@ func (x *DeadEvent) String() string {
 func (*DeadEvent) ProtoMessage() {}
 
 func (x *DeadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2360,7 @@ func (x *DeadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadEvent.ProtoReflect.Descriptor instead.
 func (*DeadEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeadEvent) GetEventId() int64 {
@@ -2261,7 +2439,7 @@ type SeedCutoverRequest struct {
 
 func (x *SeedCutoverRequest) Reset() {
 	*x = SeedCutoverRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2451,7 @@ func (x *SeedCutoverRequest) String() string {
 func (*SeedCutoverRequest) ProtoMessage() {}
 
 func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2464,7 @@ func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverRequest.ProtoReflect.Descriptor instead.
 func (*SeedCutoverRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SeedCutoverRequest) GetMode() SeedMode {
@@ -2326,7 +2504,7 @@ type SeedCutoverResponse struct {
 
 func (x *SeedCutoverResponse) Reset() {
 	*x = SeedCutoverResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2516,7 @@ func (x *SeedCutoverResponse) String() string {
 func (*SeedCutoverResponse) ProtoMessage() {}
 
 func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2529,7 @@ func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverResponse.ProtoReflect.Descriptor instead.
 func (*SeedCutoverResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SeedCutoverResponse) GetMode() SeedMode {
@@ -2424,7 +2602,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2614,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2627,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Message) GetMsgId() int64 {
@@ -2617,7 +2795,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x0eby_error_class\x18\b \x03(\v2 .msgx.control.v1.ErrorClassCountR\fbyErrorClass\x125\n" +
 	"\bbackfill\x18\t \x01(\v2\x19.msgx.control.v1.BackfillR\bbackfill\x125\n" +
 	"\x06outbox\x18\n" +
-	" \x03(\v2\x1d.msgx.control.v1.OutboxTargetR\x06outbox\"\xfa\x01\n" +
+	" \x03(\v2\x1d.msgx.control.v1.OutboxTargetR\x06outbox\"\xae\x02\n" +
 	"\n" +
 	"RoleStatus\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x12\n" +
@@ -2627,7 +2805,18 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"backendPid\x12\x16\n" +
 	"\x06active\x18\x05 \x01(\bR\x06active\x120\n" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12=\n" +
-	"\fheartbeat_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\"\xb3\x04\n" +
+	"\fheartbeat_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x122\n" +
+	"\ablocked\x18\b \x01(\v2\x18.msgx.control.v1.BlockedR\ablocked\"\xe0\x01\n" +
+	"\aBlocked\x12\x1e\n" +
+	"\n" +
+	"dependency\x18\x01 \x01(\tR\n" +
+	"dependency\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x125\n" +
+	"\bduration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x04 \x01(\tR\tlastError\x12\x15\n" +
+	"\x06msg_id\x18\x05 \x01(\x03R\x05msgId\x12\x16\n" +
+	"\x06probes\x18\x06 \x01(\x03R\x06probes\"\x86\x05\n" +
 	"\tDiscovery\x12\x1c\n" +
 	"\twatermark\x18\x01 \x01(\x03R\twatermark\x129\n" +
 	"\n" +
@@ -2646,9 +2835,14 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"inboxMaxId\x88\x01\x01\x12\x15\n" +
 	"\x03lag\x18\f \x01(\x03H\x01R\x03lag\x88\x01\x01\x12\x1f\n" +
 	"\vinbox_error\x18\r \x01(\tR\n" +
-	"inboxErrorB\x0f\n" +
+	"inboxError\x12Q\n" +
+	"\x12contract_violation\x18\x0e \x01(\v2\".msgx.control.v1.ContractViolationR\x11contractViolationB\x0f\n" +
 	"\r_inbox_max_idB\x06\n" +
-	"\x04_lag\"\x96\x02\n" +
+	"\x04_lag\"q\n" +
+	"\x11ContractViolation\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x120\n" +
+	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\x96\x02\n" +
 	"\aBacklog\x12\x1e\n" +
 	"\n" +
 	"unfinished\x18\x01 \x01(\x03R\n" +
@@ -2876,7 +3070,7 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),             // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),               // 1: msgx.control.v1.ErrorClass
@@ -2887,104 +3081,111 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),      // 6: msgx.control.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),     // 7: msgx.control.v1.GetStatusResponse
 	(*RoleStatus)(nil),            // 8: msgx.control.v1.RoleStatus
-	(*Discovery)(nil),             // 9: msgx.control.v1.Discovery
-	(*Backlog)(nil),               // 10: msgx.control.v1.Backlog
-	(*StateCount)(nil),            // 11: msgx.control.v1.StateCount
-	(*ErrorClassCount)(nil),       // 12: msgx.control.v1.ErrorClassCount
-	(*Backfill)(nil),              // 13: msgx.control.v1.Backfill
-	(*AbandonedCount)(nil),        // 14: msgx.control.v1.AbandonedCount
-	(*OutboxTarget)(nil),          // 15: msgx.control.v1.OutboxTarget
-	(*GetMessageRequest)(nil),     // 16: msgx.control.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),    // 17: msgx.control.v1.GetMessageResponse
-	(*Event)(nil),                 // 18: msgx.control.v1.Event
-	(*IdRange)(nil),               // 19: msgx.control.v1.IdRange
-	(*ListMessagesRequest)(nil),   // 20: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),  // 21: msgx.control.v1.ListMessagesResponse
-	(*ReplayRequest)(nil),         // 22: msgx.control.v1.ReplayRequest
-	(*ReplayResponse)(nil),        // 23: msgx.control.v1.ReplayResponse
-	(*ReopenRequest)(nil),         // 24: msgx.control.v1.ReopenRequest
-	(*ReopenResponse)(nil),        // 25: msgx.control.v1.ReopenResponse
-	(*RequeueEventsRequest)(nil),  // 26: msgx.control.v1.RequeueEventsRequest
-	(*RequeueEventsResponse)(nil), // 27: msgx.control.v1.RequeueEventsResponse
-	(*DeadEvent)(nil),             // 28: msgx.control.v1.DeadEvent
-	(*SeedCutoverRequest)(nil),    // 29: msgx.control.v1.SeedCutoverRequest
-	(*SeedCutoverResponse)(nil),   // 30: msgx.control.v1.SeedCutoverResponse
-	(*Message)(nil),               // 31: msgx.control.v1.Message
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(*Blocked)(nil),               // 9: msgx.control.v1.Blocked
+	(*Discovery)(nil),             // 10: msgx.control.v1.Discovery
+	(*ContractViolation)(nil),     // 11: msgx.control.v1.ContractViolation
+	(*Backlog)(nil),               // 12: msgx.control.v1.Backlog
+	(*StateCount)(nil),            // 13: msgx.control.v1.StateCount
+	(*ErrorClassCount)(nil),       // 14: msgx.control.v1.ErrorClassCount
+	(*Backfill)(nil),              // 15: msgx.control.v1.Backfill
+	(*AbandonedCount)(nil),        // 16: msgx.control.v1.AbandonedCount
+	(*OutboxTarget)(nil),          // 17: msgx.control.v1.OutboxTarget
+	(*GetMessageRequest)(nil),     // 18: msgx.control.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),    // 19: msgx.control.v1.GetMessageResponse
+	(*Event)(nil),                 // 20: msgx.control.v1.Event
+	(*IdRange)(nil),               // 21: msgx.control.v1.IdRange
+	(*ListMessagesRequest)(nil),   // 22: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),  // 23: msgx.control.v1.ListMessagesResponse
+	(*ReplayRequest)(nil),         // 24: msgx.control.v1.ReplayRequest
+	(*ReplayResponse)(nil),        // 25: msgx.control.v1.ReplayResponse
+	(*ReopenRequest)(nil),         // 26: msgx.control.v1.ReopenRequest
+	(*ReopenResponse)(nil),        // 27: msgx.control.v1.ReopenResponse
+	(*RequeueEventsRequest)(nil),  // 28: msgx.control.v1.RequeueEventsRequest
+	(*RequeueEventsResponse)(nil), // 29: msgx.control.v1.RequeueEventsResponse
+	(*DeadEvent)(nil),             // 30: msgx.control.v1.DeadEvent
+	(*SeedCutoverRequest)(nil),    // 31: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),   // 32: msgx.control.v1.SeedCutoverResponse
+	(*Message)(nil),               // 33: msgx.control.v1.Message
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	32, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
 	8,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
-	9,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
-	10, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
-	11, // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
-	12, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
-	13, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
-	15, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	32, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	32, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
-	32, // 10: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	33, // 11: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	32, // 12: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
-	33, // 13: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	33, // 14: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
-	0,  // 15: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
-	1,  // 16: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
-	14, // 17: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
-	2,  // 18: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	33, // 19: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	31, // 20: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
-	3,  // 21: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
-	18, // 22: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
-	4,  // 23: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	32, // 24: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	32, // 25: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	32, // 26: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	32, // 27: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
-	0,  // 28: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
-	1,  // 29: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	19, // 30: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	31, // 31: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
-	1,  // 32: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	19, // 33: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
-	2,  // 34: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	28, // 35: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	32, // 36: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
-	5,  // 37: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
-	5,  // 38: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	32, // 39: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
-	0,  // 40: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,  // 41: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	32, // 42: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	32, // 43: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	32, // 44: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	32, // 45: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	32, // 46: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	32, // 47: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	32, // 48: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	32, // 49: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,  // 50: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	32, // 51: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	6,  // 52: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	16, // 53: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	20, // 54: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	22, // 55: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	24, // 56: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	29, // 57: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	26, // 58: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	7,  // 59: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	17, // 60: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	21, // 61: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	23, // 62: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	25, // 63: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	30, // 64: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	27, // 65: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	59, // [59:66] is the sub-list for method output_type
-	52, // [52:59] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	10, // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
+	12, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
+	13, // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
+	14, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
+	15, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
+	17, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
+	34, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	34, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	9,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
+	34, // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	35, // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	34, // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	35, // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	34, // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	11, // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
+	34, // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	35, // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	35, // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	0,  // 20: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
+	1,  // 21: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
+	16, // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
+	2,  // 23: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
+	35, // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	33, // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	3,  // 26: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
+	20, // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
+	4,  // 28: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
+	34, // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	34, // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	34, // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	34, // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	0,  // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,  // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	21, // 35: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	33, // 36: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	1,  // 37: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	21, // 38: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	2,  // 39: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
+	30, // 40: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	34, // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	5,  // 42: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
+	5,  // 43: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
+	34, // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	0,  // 45: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,  // 46: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	34, // 47: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	34, // 48: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	34, // 49: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	34, // 50: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	34, // 51: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	34, // 52: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	34, // 53: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	34, // 54: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,  // 55: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	34, // 56: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 57: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	18, // 58: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	22, // 59: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	24, // 60: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	26, // 61: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	31, // 62: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	28, // 63: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	7,  // 64: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	19, // 65: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	23, // 66: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	25, // 67: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	27, // 68: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	32, // 69: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	29, // 70: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	64, // [64:71] is the sub-list for method output_type
+	57, // [57:64] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -2992,14 +3193,14 @@ func file_msgx_control_v1_control_proto_init() {
 	if File_msgx_control_v1_control_proto != nil {
 		return
 	}
-	file_msgx_control_v1_control_proto_msgTypes[3].OneofWrappers = []any{}
+	file_msgx_control_v1_control_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

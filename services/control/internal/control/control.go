@@ -152,7 +152,7 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 		ObservedAt:     timestamp(now),
 		ServedBy:       s.cfg.Instance,
 		ServedByActive: active,
-		Roles:          roleStatus(holders),
+		Roles:          roleStatus(holders, now),
 		Discovery:      d,
 		Backlog:        backlog(qs),
 		ByState:        stateCounts(qs.ByState),
@@ -216,16 +216,14 @@ func (s *Service) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // retry, STYLE §11) when PostgreSQL cannot be reached or cancelled the statement on its
 // timeout; INTERNAL otherwise, with the cause for the operator.
 func toStatus(ctx context.Context, op string, err error) error {
-	var pgErr *pgconn.PgError
-	var connErr *pgconn.ConnectError
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
-	case errors.As(err, &connErr), pgconn.SafeToRetry(err):
+	case db.IsConnectionError(err), pgconn.SafeToRetry(err):
 		return status.Errorf(codes.Unavailable, "%s: database unavailable: %v", op, err)
-	case errors.As(err, &pgErr) && pgErr.Code == "57014": // query_canceled: statement_timeout
+	case db.IsStatementTimeout(err):
 		return status.Errorf(codes.Unavailable, "%s: database too slow (statement timeout): %v", op, err)
 	default:
 		return status.Errorf(codes.Internal, "%s: %v", op, err)

@@ -62,7 +62,7 @@ func str(s *string) string {
 
 // roleStatus lists every known role in Roles() order, then any other role found recorded (a
 // newer service), so nothing held is hidden.
-func roleStatus(holders []leader.Holder) []*controlv1.RoleStatus {
+func roleStatus(holders []leader.Holder, now time.Time) []*controlv1.RoleStatus {
 	byRole := make(map[string]leader.Holder, len(holders))
 	for _, h := range holders {
 		byRole[h.Role] = h
@@ -84,6 +84,7 @@ func roleStatus(holders []leader.Holder) []*controlv1.RoleStatus {
 			Active:      h.Active,
 			Since:       timestamp(h.Since),
 			HeartbeatAt: timestamp(h.HeartbeatAt),
+			Blocked:     blocked(h, now),
 		})
 	}
 	for _, r := range roles {
@@ -231,4 +232,21 @@ func message(m queue.Message) *controlv1.Message {
 		out.BackfillAbandonReason = abandonReason(*m.BackfillReason)
 	}
 	return out
+}
+
+// blocked reports a holder's outage only while that holder is alive: the mark of a holder that
+// died blocked says nothing about the role now.
+func blocked(h leader.Holder, now time.Time) *controlv1.Blocked {
+	if h.Blocked == nil || !h.Active {
+		return nil
+	}
+	b := h.Blocked
+	return &controlv1.Blocked{
+		Dependency: b.Dependency,
+		Since:      timestamp(b.Since),
+		Duration:   durationpb.New(max(now.Sub(b.Since), 0)),
+		LastError:  b.LastError,
+		MsgId:      b.MsgID,
+		Probes:     int64(b.Probes),
+	}
 }

@@ -7,12 +7,12 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -159,7 +159,7 @@ func (s *Service) writeStatus(ctx context.Context, op string, err error) error {
 		return status.Errorf(codes.FailedPrecondition, "%s: %v", op, err)
 	case errors.Is(err, leader.ErrLost):
 		return status.Errorf(codes.Unavailable, "%s: this instance lost the control role during the call; nothing was committed: %v", op, err)
-	case isLockTimeout(err):
+	case db.IsLockTimeout(err):
 		return status.Errorf(codes.Aborted, "%s: a selected message is locked by the backfill or another operator call; try again: %v", op, err)
 	}
 	return toStatus(ctx, op, err)
@@ -192,10 +192,4 @@ func (s *Service) standby(ctx context.Context, op string) error {
 		st = d
 	}
 	return st.Err()
-}
-
-// isLockTimeout matches lock_not_available (55P03), what lock_timeout raises.
-func isLockTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }

@@ -59,7 +59,7 @@ func (s *Service) RequeueEvents(ctx context.Context, req *controlv1.RequeueEvent
 		return outbox.Wake(ctx, tx)
 	})
 	if err != nil {
-		if isLockTimeout(err) {
+		if db.IsLockTimeout(err) {
 			return nil, status.Errorf(codes.Aborted,
 				"requeue events: a selected event is locked by the pump (a schedule update) or another operator call; try again: %v", err)
 		}

@@ -1,0 +1,39 @@
+package leader
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Blocked is a holder's report that its work is paused by a dependency that does not answer.
+type Blocked struct {
+	Dependency string
+	Since      time.Time
+	LastError  string
+	// MsgID is the message the role keeps its place at (0 when none).
+	MsgID  int64
+	Probes int
+}
+
+// SetBlocked records on the holder's own lock connection that the role is blocked (b set) or
+// working again (b nil). Fenced like the heartbeat: it writes only the row of the term that
+// conn holds, so a deposed holder cannot mark its successor.
+func SetBlocked(ctx context.Context, conn *pgx.Conn, role string, b *Blocked) error {
+	var err error
+	if b == nil {
+		_, err = conn.Exec(ctx, `UPDATE role_holder SET blocked_on = NULL, blocked_since = NULL, blocked_error = NULL,
+			blocked_msg_id = NULL, blocked_probes = 0
+			WHERE role = $1 AND backend_pid = pg_backend_pid()`, role)
+	} else {
+		_, err = conn.Exec(ctx, `UPDATE role_holder SET blocked_on = $2, blocked_since = $3, blocked_error = $4,
+			blocked_msg_id = nullif($5, 0), blocked_probes = $6
+			WHERE role = $1 AND backend_pid = pg_backend_pid()`, role, b.Dependency, b.Since, b.LastError, b.MsgID, b.Probes)
+	}
+	if err != nil {
+		return fmt.Errorf("leader: record %s blocked state: %w", role, err)
+	}
+	return nil
+}
