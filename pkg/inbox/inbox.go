@@ -71,6 +71,19 @@ func (i *Inbox) Ping(ctx context.Context) error {
 	return i.db.PingContext(ctx)
 }
 
+// Probe checks that the inbox table answers a read: a server that accepts connections while
+// another session holds the table locked does not.
+func (i *Inbox) Probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	var one int
+	err := i.db.QueryRowContext(ctx, `SELECT 1 FROM cminmsgs LIMIT 1`).Scan(&one)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("probe inbox: %w", err)
+	}
+	return nil
+}
+
 // Row is one discovered inbox row.
 type Row struct {
 	ID         int64

@@ -3,20 +3,14 @@ package leader
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/outage"
 )
 
 // Blocked is a holder's report that its work is paused by a dependency that does not answer.
-type Blocked struct {
-	Dependency string
-	Since      time.Time
-	LastError  string
-	// MsgID is the message the role keeps its place at (0 when none).
-	MsgID  int64
-	Probes int
-}
+type Blocked = outage.State
 
 // SetBlocked records on the holder's own lock connection that the role is blocked (b set) or
 // working again (b nil). Fenced like the heartbeat: it writes only the row of the term that

@@ -10,12 +10,14 @@ package projection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/msgexchange/msgexchange/pkg/flight"
+	"github.com/msgexchange/msgexchange/pkg/outage"
 )
 
 // casScript applies a write only when its version is not older than the stored one. Equal
@@ -71,4 +73,41 @@ func (p *Projection) Write(ctx context.Context, flights []flight.Flight) (int, e
 		applied += n
 	}
 	return applied, nil
+}
+
+// Probe checks that Redis answers, within the projection's bound.
+func (p *Projection) Probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	if err := p.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("probe redis: %w", err)
+	}
+	return nil
+}
+
+// Replies with which Redis says it cannot serve now: loading its data, a replica after a
+// failover, a busy script, a full memory. They are outages of Redis, not of a write.
+var downReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "OOM"}
+
+// Classify tells an outage of Redis from a failure of the write itself.
+func Classify(err error) outage.Verdict {
+	switch {
+	case errors.Is(err, redis.ErrClosed):
+		return outage.Down
+	case errors.Is(err, redis.ErrPoolTimeout):
+		return outage.Unsure
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		for _, prefix := range downReplies {
+			if redis.HasErrorPrefix(err, prefix) {
+				return outage.Down
+			}
+		}
+		return outage.Attempt
+	}
+	if v, ok := outage.Transport(err); ok {
+		return v
+	}
+	return outage.Attempt
 }

@@ -5,6 +5,8 @@ package marker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
@@ -27,10 +31,18 @@ type Session interface {
 	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
 }
 
-// Marker writes markers to the inbox.
+// Marker writes markers to the inbox. Probe tells whether the inbox table answers at all, to
+// tell an outage from a marker write that failed.
 type Marker interface {
 	Mark(ctx context.Context, id int64, at time.Time, status string) (inbox.MarkResult, error)
+	Probe(ctx context.Context) error
 }
+
+// role is the backfill's role name, under which it reports a blocked state.
+const role = "backfill"
+
+// errOutage ends a round: the inbox does not answer, which is no row's failure.
+var errOutage = errors.New("inbox outage")
 
 // Config is what the sweep needs.
 type Config struct {
@@ -59,11 +71,17 @@ type Sweeper struct {
 	logger    *slog.Logger
 	telemetry *telemetry.Telemetry
 	metrics   *metrics
+	// blocked is the inbox outage the sweep is waiting out, if any.
+	blocked outage.Tracker
 }
 
 // New builds a sweeper and registers its metrics.
 func New(cfg Config, in Marker, clk clock.Clock, logger *slog.Logger, tel *telemetry.Telemetry, reg prometheus.Registerer) *Sweeper {
-	s := &Sweeper{cfg: cfg, inbox: in, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg)}
+	s := &Sweeper{cfg: cfg, inbox: in, clock: clk, logger: logger, telemetry: tel}
+	s.metrics = newMetrics(reg)
+	reg.MustRegister(s.blocked.Gauges("msgx_backfill_blocked_seconds",
+		"How long the backfill has been waiting for the inbox to answer, charging no marker (0 when not blocked).",
+		clk.Now, outage.Inbox)...)
 	if cfg.Shadow {
 		s.metrics.shadow.Set(1)
 		logger.Warn("SHADOW MODE: no processed markers and no COUTMSGS rows are written to the shared MySQL")
@@ -106,6 +124,9 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 	if s.cfg.Shadow {
 		return false, nil
 	}
+	if cur := s.blocked.Current(); cur != nil && !s.probeBlocked(ctx, sess, cur) {
+		return false, nil
+	}
 	now := s.clock.Now()
 	var ids []int64
 	if err := sess.Do(ctx, func(conn *pgx.Conn) error {
@@ -122,7 +143,10 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 			var err error
 			transient, err = s.markOne(ctx, tx, id)
 			return err
-		}); err != nil {
+		}); errors.Is(err, errOutage) {
+			s.block(ctx, sess, id, err)
+			return false, nil
+		} else if err != nil {
 			return false, err
 		}
 		if !transient {
@@ -154,6 +178,9 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient b
 	case err != nil && ctx.Err() != nil:
 		// Stopping is not a failure of the inbox: nothing is counted, the row stays due.
 		return false, context.Cause(ctx)
+	case err != nil && s.isOutage(ctx, err):
+		// Nothing is written: the row stays due, uncharged, and the round ends.
+		return false, fmt.Errorf("%w: %w", errOutage, err)
 	case err != nil:
 		span.RecordError(err)
 		// Overdue is judged on the local enqueued_at, never the inbox clock (seed 003 §6.1).
@@ -182,6 +209,49 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient b
 		s.metrics.outcomes.WithLabelValues(outcome).Inc()
 		s.metrics.latency.Observe(max(now.Sub(t.FinishedAt), 0).Seconds())
 		return false, queue.Backfilled(ctx, tx, id, now)
+	}
+}
+
+// isOutage classifies a failed marker write: the inbox down is an outage; an unsure failure (a
+// timeout, a lock wait) is when a probe of the table fails too.
+func (s *Sweeper) isOutage(ctx context.Context, err error) bool {
+	switch inbox.Classify(err) {
+	case outage.Down:
+		return true
+	case outage.Unsure:
+		return s.inbox.Probe(ctx) != nil
+	}
+	return false
+}
+
+// block records an inbox outage: logged once at ERROR, reported for GetStatus.
+func (s *Sweeper) block(ctx context.Context, sess Session, id int64, err error) {
+	st, first := s.blocked.Begin(outage.Inbox, id, err.Error(), s.clock.Now())
+	if first {
+		s.logger.Error("inbox does not answer: backfill rounds pause, no marker attempt is charged", "msg_id", id, "err", err)
+	}
+	s.report(ctx, sess, st)
+}
+
+// probeBlocked probes the inbox during an outage and reports whether it answers again.
+func (s *Sweeper) probeBlocked(ctx context.Context, sess Session, cur *outage.State) bool {
+	if err := s.inbox.Probe(ctx); err != nil {
+		if ctx.Err() == nil {
+			s.report(ctx, sess, s.blocked.ProbeFailed(err))
+		}
+		return false
+	}
+	s.blocked.End()
+	s.logger.Info("inbox answers again: backfill resumes", "blocked_for", s.clock.Now().Sub(cur.Since), "probes", cur.Probes)
+	s.report(ctx, sess, nil)
+	return true
+}
+
+// report records the blocked state for GetStatus, best effort.
+func (s *Sweeper) report(ctx context.Context, sess Session, st *outage.State) {
+	err := sess.Do(ctx, func(conn *pgx.Conn) error { return leader.SetBlocked(ctx, conn, role, st) })
+	if err != nil && ctx.Err() == nil {
+		s.logger.Debug("could not record the blocked state", "err", err)
 	}
 }
 

@@ -65,6 +65,8 @@ func (f *faultMarker) Mark(ctx context.Context, id int64, at time.Time, status s
 	return f.real.Mark(ctx, id, at, status)
 }
 
+func (f *faultMarker) Probe(ctx context.Context) error { return f.real.Probe(ctx) }
+
 func (f *faultMarker) set(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
 
 func (f *faultMarker) takeCalls() []int64 {
@@ -253,12 +255,15 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
-// An unreachable inbox (a closed port) is a transient failure: backoff 30 s doubling, then the
-// marker is written when the inbox is back.
-func TestUnreachableInboxBacksOffThenMarks(t *testing.T) {
+// An unreachable inbox (a closed port) is an outage, not the rows' failure: nothing is charged,
+// the round pauses and the blocked state is reported; when the inbox answers the marker is
+// written at once.
+func TestUnreachableInboxIsAnOutageThenMarks(t *testing.T) {
 	s, b := setup(t, Config{})
 	id := b.inboxRow(t)
 	b.terminal(t, id, queue.Succeeded, t0, t0)
+	b.pg.Exec(t, `INSERT INTO role_holder (role, instance, backend_pid, since, heartbeat_at)
+		VALUES ('backfill', 'test', $1, $2, $2)`, int32(b.sess.conn.PgConn().PID()), t0)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -273,29 +278,31 @@ func TestUnreachableInboxBacksOffThenMarks(t *testing.T) {
 	defer down.Close()
 	b.fault.real = down
 
-	sweep(t, s, b)
+	for range 3 {
+		sweep(t, s, b)
+		b.clk.Advance(time.Hour)
+	}
 	r := b.row(t, id)
-	if r.BackfillAttempts != 1 || r.BackfillNextAt == nil || !r.BackfillNextAt.Equal(t0.Add(30*time.Second)) || r.BackfillAbandonedAt != nil {
-		t.Fatalf("after the first failure: attempts %d next %v abandoned %v; want 1, t0+30s, not abandoned", r.BackfillAttempts, r.BackfillNextAt, r.BackfillAbandonedAt)
+	if r.BackfillAttempts != 0 || r.BackfillAt != nil || r.BackfillAbandonedAt != nil {
+		t.Fatalf("during the outage: attempts %d marked %v abandoned %v; want nothing charged", r.BackfillAttempts, r.BackfillAt, r.BackfillAbandonedAt)
 	}
-	b.clk.Advance(29 * time.Second)
-	sweep(t, s, b)
-	if r := b.row(t, id); r.BackfillAttempts != 1 {
-		t.Fatalf("retried before the backoff ended: attempts %d", r.BackfillAttempts)
+	if got := testutil.ToFloat64(s.blocked.Gauges("x", "x", b.clk.Now, "inbox")[0]); got < 3*3600 {
+		t.Errorf("blocked for %vs, want at least the 3 hours of the outage", got)
 	}
-	b.clk.Advance(time.Second)
-	sweep(t, s, b)
-	if r := b.row(t, id); r.BackfillAttempts != 2 || !r.BackfillNextAt.Equal(t0.Add(90*time.Second)) {
-		t.Fatalf("second failure: attempts %d next %v; want 2, t0+90s (60 s later)", r.BackfillAttempts, r.BackfillNextAt)
+	var dep string
+	if err := b.pg.Pool.QueryRow(t.Context(), `SELECT coalesce(blocked_on, '') FROM role_holder WHERE role = 'backfill'`).Scan(&dep); err != nil || dep != "inbox" {
+		t.Fatalf("role_holder blocked_on %q %v, want inbox", dep, err)
 	}
 	b.fault.real = b.in
-	b.clk.Set(t0.Add(90 * time.Second))
 	sweep(t, s, b)
 	if m := b.marker(t, id); m.processed == nil {
 		t.Fatal("not marked once the inbox was back")
 	}
-	if r := b.row(t, id); r.BackfillAt == nil || r.BackfillNextAt != nil || r.BackfillAttempts != 2 {
-		t.Errorf("after recovery: backfill_at %v next %v attempts %d", r.BackfillAt, r.BackfillNextAt, r.BackfillAttempts)
+	if r := b.row(t, id); r.BackfillAt == nil || r.BackfillAttempts != 0 {
+		t.Errorf("after recovery: backfill_at %v attempts %d", r.BackfillAt, r.BackfillAttempts)
+	}
+	if err := b.pg.Pool.QueryRow(t.Context(), `SELECT coalesce(blocked_on, '') FROM role_holder WHERE role = 'backfill'`).Scan(&dep); err != nil || dep != "" {
+		t.Fatalf("role_holder blocked_on %q %v after recovery", dep, err)
 	}
 }
 

@@ -41,8 +41,8 @@ func counting() (*countingFlights, pump.Router) {
 	return c, func(*sis.Message) (pump.Processor, string) { return c, "" }
 }
 
-// The runbook's action after a Redis outage: M1's ① committed but its projection failed until
-// it went DEAD(EXHAUSTED); M2 changed the same field afterwards; the operator replays M1. The
+// The runbook's action after a projection that kept failing: M1's ① committed but Redis refused
+// its projection until it went DEAD(EXHAUSTED) (an outage never gets there); M2 changed the same field afterwards; the operator replays M1. The
 // replay must not apply M1 over M2 (rewinding the field, bumping the version, publishing M1's
 // events twice): it re-projects the current state and finishes.
 func TestReplayOfAppliedMessageOnlyReprojects(t *testing.T) {
@@ -54,7 +54,7 @@ func TestReplayOfAppliedMessageOnlyReprojects(t *testing.T) {
 	p := e.newPump(t, options{proj: sw})
 	e.add(t, e.adft("7001"))
 	tick(t, p, s)
-	sw.set(down(t))
+	sw.set(e.refusing(t))
 	old := e.add(t, e.remark("7001", "OLD"))
 	for range 20 {
 		e.clk.Advance(2 * time.Minute)
@@ -119,7 +119,7 @@ func TestRerunOfAppliedMessageDoesNotApply(t *testing.T) {
 	sw.set(down(t))
 	id := e.add(t, e.remark("7004", "ONCE"))
 	tick(t, p, s)
-	wantState(t, e.get(t, id), queue.Failed, queue.Infra)
+	wantBlocked(t, e.get(t, id))
 	if c.applies.Load() != 2 || c.reprojects.Load() != 0 {
 		t.Fatalf("applies %d reprojects %d after the first attempt", c.applies.Load(), c.reprojects.Load())
 	}
@@ -163,7 +163,7 @@ func TestRerunReprojectsEveryFlightTheMessageChanged(t *testing.T) {
 	sw.set(down(t))
 	id := e.add(t, schd(`<FLID>CH</FLID><MAID>MB</MAID>`))
 	tick(t, p, s)
-	wantState(t, e.get(t, id), queue.Failed, queue.Infra)
+	wantBlocked(t, e.get(t, id))
 	sw.set(e.proj)
 	e.clk.Advance(time.Minute)
 	tick(t, p, s)
@@ -227,7 +227,7 @@ func TestSweepWaitsForUnfinishedMessageAndFLIDComesBackAboveTombstone(t *testing
 	f.ACFT = "333"
 	id := e.add(t, traffic.ADFT(e.nextSeq(), e.now(), f))
 	tick(t, p, s)
-	wantState(t, e.get(t, id), queue.Failed, queue.Infra)
+	wantBlocked(t, e.get(t, id))
 	v := e.flightVersion(t, "7002")
 	if g := e.sweep(t, "7002"); len(g) != 0 {
 		t.Fatalf("the sweep archived flight 7002 between ① and ③ of message %d", id)

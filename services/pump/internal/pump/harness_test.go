@@ -282,6 +282,15 @@ func wantState(t testing.TB, m queue.Message, state queue.State, class queue.Err
 	}
 }
 
+// wantBlocked checks that a message waits out an outage: still unfinished, nothing charged.
+func wantBlocked(t testing.TB, m queue.Message) {
+	t.Helper()
+	if m.State != queue.Pending || m.Attempts != 0 || m.ErrorClass != nil {
+		t.Fatalf("message %d is %s(%v) with %d attempts, want PENDING and uncharged while blocked; last error %q",
+			m.MsgID, m.State, deref((*string)(m.ErrorClass)), m.Attempts, deref(m.LastError))
+	}
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""

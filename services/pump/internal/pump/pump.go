@@ -27,6 +27,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/outage"
+	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
@@ -80,15 +82,19 @@ type Reprojector interface {
 type Router func(m *sis.Message) (Processor, string)
 
 // Projector writes the Redis projection. Each call must be bounded well below the lock
-// connection's lease: the pump holds that connection idle while it waits.
+// connection's lease: the pump holds that connection idle while it waits. Probe tells whether
+// Redis answers at all, to tell an outage from a failed write.
 type Projector interface {
 	Write(ctx context.Context, flights []flight.Flight) (int, error)
+	Probe(ctx context.Context) error
 }
 
 // RawReader reads a message's text from the inbox; a row that does not exist is an error
-// wrapping inbox.ErrRowMissing. Each call must be bounded.
+// wrapping inbox.ErrRowMissing. Each call must be bounded. Probe tells whether the inbox table
+// answers a read at all.
 type RawReader interface {
 	Raw(ctx context.Context, id int64) (string, error)
+	Probe(ctx context.Context) error
 }
 
 // Config is what the pump needs of the configuration. Zero durations mean the defaults.
@@ -118,6 +124,8 @@ type Pump struct {
 
 	// alerted is the head whose age crossed pipeline.head-age-alert, so it is logged once.
 	alerted int64
+	// blocked is the outage the pump is waiting out, if any.
+	blocked outage.Tracker
 }
 
 // New builds a pump and registers its metrics.
@@ -126,8 +134,10 @@ func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock
 	cfg.StepTimeout = cmp.Or(cfg.StepTimeout, time.Minute)
 	cfg.RecordTimeout = cmp.Or(cfg.RecordTimeout, 10*time.Second)
 	cfg.BacklogInterval = cmp.Or(cfg.BacklogInterval, 15*time.Second)
-	p := &Pump{cfg: cfg, inbox: in, project: proj, route: route, clock: clk, logger: logger, telemetry: tel,
-		metrics: newMetrics(reg)}
+	p := &Pump{cfg: cfg, inbox: in, project: proj, route: route, clock: clk, logger: logger, telemetry: tel}
+	p.metrics = newMetrics(reg, p.blocked.Gauges("msgx_pump_blocked_seconds",
+		"How long the pump has been waiting for this dependency to answer, keeping the head (0 when not blocked).",
+		clk.Now, outage.Inbox, outage.Redis, outage.Postgres))
 	p.metrics.headAgeAlert.Set(cfg.Pipeline.HeadAgeAlert.Seconds())
 	return p
 }
@@ -149,10 +159,16 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 		if wait <= 0 {
 			continue
 		}
+		// During an outage a wake-up (new rows, a replay) changes nothing: the head cannot run
+		// until the dependency answers, and probing on every enqueue would hammer it.
+		wakeup := wake
+		if p.blocked.Current() != nil {
+			wakeup = nil
+		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-		case <-wake:
+		case <-wakeup:
 		case <-timer.C:
 		}
 		timer.Stop()
@@ -163,6 +179,11 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 // Tick handles the current head once (seed 003 §5.1) and returns how long to wait before the
 // next tick (0 = go on at once).
 func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
+	if cur := p.blocked.Current(); cur != nil {
+		if wait, still := p.probeBlocked(ctx, s, cur); still {
+			return wait, nil
+		}
+	}
 	var head queue.Message
 	var ok bool
 	err := s.Do(ctx, func(conn *pgx.Conn) error {
@@ -211,7 +232,7 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 		// say): the message is still the head, and trying again at once would spin.
 		return p.cfg.Pipeline.PollInterval, nil
 	}
-	return 0, nil
+	return p.outageWait(), nil
 }
 
 // observeHead exports the head's ages and logs once when the head has been failing for
@@ -247,10 +268,22 @@ type outcome struct {
 	// recorded is set when the business step already committed the terminal state; gone when
 	// the message stopped being unfinished under us (another actor got there first).
 	recorded, gone bool
+	// dependency names what failed for a FAILED outcome caused by a call to the inbox, Redis
+	// or PostgreSQL, and verdict is that store's classification: only an outage.Attempt (or
+	// an outage.Unsure whose probe answers) is the message's attempt.
+	dependency string
+	verdict    outage.Verdict
 }
 
 func failed(class queue.ErrorClass, reason string, err error) outcome {
 	return outcome{state: queue.Failed, class: class, reason: reason, err: err}
+}
+
+// failedCall is a FAILED outcome of a call to dependency, classified where it failed.
+func failedCall(dependency string, verdict outage.Verdict, reason string, err error) outcome {
+	o := failed(queue.Infra, reason, err)
+	o.dependency, o.verdict = dependency, verdict
+	return o
 }
 
 // processOne follows seed 003 §5.2. Every outcome is recorded where it is decided, while the
@@ -279,6 +312,11 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 		p.logger.Info("interrupted by shutdown or lost leadership; the attempt is not counted",
 			"msg_id", head.MsgID, "err", o.err)
 		return true
+	case o.dependency != "" && p.isOutage(parent, s, o):
+		// Not the message's fault: it keeps the head, uncharged, until the dependency answers.
+		span.SetAttributes(attribute.String("blocked_on", o.dependency))
+		p.block(parent, s, o.dependency, head.MsgID, o.reason)
+		return true
 	}
 	// The step's context may have expired (that is the failure being recorded), so the
 	// outcome gets its own bound.
@@ -306,8 +344,14 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 	case errors.Is(err, inbox.ErrRowMissing):
 		return outcome{state: queue.Dead, class: queue.Malformed, reason: "raw-missing"}
 	case err != nil:
-		// Unreachable, timed out: infrastructure, never "missing" (seed 000 §9).
-		return failed(queue.Infra, "read inbox: "+err.Error(), err)
+		// Unreachable, timed out: infrastructure, never "missing" (seed 000 §9). The read is
+		// the same statement for every message, so even a server error is no verdict on this
+		// one: a probe of the table decides.
+		v := inbox.Classify(err)
+		if v == outage.Attempt {
+			v = outage.Unsure
+		}
+		return failedCall(outage.Inbox, v, "read inbox: "+err.Error(), err)
 	}
 	msg, err := sis.Decode(raw, p.cfg.Codec)
 	if err != nil {
@@ -331,7 +375,7 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 	case errors.Is(err, queue.ErrNotUnfinished):
 		return outcome{gone: true}
 	case err != nil:
-		return failed(queue.Infra, err.Error(), err)
+		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
 	case holder != head.MsgID:
 		return outcome{state: queue.Skipped, reason: "duplicate-of:" + strconv.FormatInt(holder, 10)}
 	}
@@ -387,7 +431,7 @@ func (p *Pump) business(ctx context.Context, s Session, in Input, apply func(tx 
 				if errors.Is(err, queue.ErrNotUnfinished) {
 					return err // replayed or finished by someone else meanwhile: ① rolled back
 				}
-				o = failed(queue.Infra, "business transaction: "+err.Error(), err)
+				o = failedCall(outage.Postgres, db.Classify(err), "business transaction: "+err.Error(), err)
 				if conn.IsClosed() {
 					return err // the session is gone: Do reports leader.ErrLost
 				}
@@ -405,7 +449,7 @@ func (p *Pump) business(ctx context.Context, s Session, in Input, apply func(tx 
 				if _, err := p.project.Write(ctx, res.Project); err != nil {
 					// The domain change is committed (applied_at with it); the message stays
 					// unfinished and its re-run only re-projects the current state (seed 003 §9.2).
-					o = failed(queue.Infra, "redis projection: "+err.Error(), err)
+					o = failedCall(outage.Redis, projection.Classify(err), "redis projection: "+err.Error(), err)
 					return nil
 				}
 			}
@@ -421,7 +465,7 @@ func (p *Pump) business(ctx context.Context, s Session, in Input, apply func(tx 
 	case errors.Is(err, queue.ErrNotUnfinished):
 		return outcome{gone: true}
 	case err != nil:
-		return failed(queue.Infra, err.Error(), err)
+		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
 	}
 	return o
 }
@@ -508,7 +552,7 @@ type metrics struct {
 	backlog      backlogGauges
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, blocked []prometheus.Collector) *metrics {
 	m := &metrics{
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_pump_outcomes_total",
 			Help: "Recorded processing outcomes by state (FAILED = a counted failed attempt) and error class."}, []string{"state", "error_class"}),
@@ -523,6 +567,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		backlog: newBacklogGauges(),
 	}
 	reg.MustRegister(m.finished, m.duration, m.headAge, m.headStuck, m.headAgeAlert)
+	reg.MustRegister(blocked...)
 	m.backlog.register(reg)
 	return m
 }

@@ -188,7 +188,7 @@ func TestRetryKeepsOwnIdentity(t *testing.T) {
 	p := e.newPump(t, options{proj: sw})
 	id := e.add(t, e.adft("1006"))
 	tick(t, p, s)
-	wantState(t, e.get(t, id), queue.Failed, queue.Infra)
+	wantBlocked(t, e.get(t, id))
 	if e.get(t, id).IdentityKey == nil {
 		t.Fatal("identity not bound on the first attempt")
 	}
@@ -198,7 +198,8 @@ func TestRetryKeepsOwnIdentity(t *testing.T) {
 	wantState(t, e.get(t, id), queue.Succeeded, "")
 }
 
-// The inbox unreachable is INFRA (retried), never "missing".
+// The inbox unreachable is an outage, never "missing" and never the message's attempt: the
+// head is kept uncharged and runs as soon as the inbox answers.
 func TestInboxUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -210,26 +211,37 @@ func TestInboxUnreachable(t *testing.T) {
 	t.Cleanup(func() { _ = dead.Close() })
 	sw := &switchReader{}
 	sw.set(dead)
-	p := e.newPump(t, options{raw: sw})
+	reg := prometheus.NewRegistry()
+	p := e.newPump(t, options{raw: sw, reg: reg})
 	id := e.add(t, e.adft("1007"))
-	tick(t, p, s)
-	m := e.get(t, id)
-	wantState(t, m, queue.Failed, queue.Infra)
-	if m.Attempts != 1 || !strings.Contains(deref(m.LastError), "read inbox") {
-		t.Fatalf("attempts %d, last error %q", m.Attempts, deref(m.LastError))
+	if wait := tick(t, p, s); wait <= 0 {
+		t.Fatalf("blocked tick waits %s, want a backoff", wait)
 	}
-	if m.ProcessingStartedAt == nil {
-		t.Error("processing_started_at not recorded by a failed first attempt")
+	wantBlocked(t, e.get(t, id))
+	if v := gauge(t, reg, "msgx_pump_blocked_seconds", "dependency", "inbox"); v < 0 {
+		t.Fatalf("blocked gauge %v", v)
 	}
+	e.clk.Advance(3 * time.Second)
+	if v := gauge(t, reg, "msgx_pump_blocked_seconds", "dependency", "inbox"); v < 3 {
+		t.Fatalf("blocked gauge %v after 3s, want ≥ 3", v)
+	}
+	// Still down: probed, still uncharged, however often.
+	for range 3 {
+		e.clk.Advance(time.Minute)
+		tick(t, p, s)
+	}
+	wantBlocked(t, e.get(t, id))
 	sw.set(e.inbox)
-	e.clk.Advance(time.Minute)
 	tick(t, p, s)
 	wantState(t, e.get(t, id), queue.Succeeded, "")
+	if v := gauge(t, reg, "msgx_pump_blocked_seconds", "dependency", "inbox"); v != 0 {
+		t.Fatalf("blocked gauge %v after recovery, want 0", v)
+	}
 }
 
-// Redis unreachable: the domain change is committed, the message is not terminal and is
-// retried; when Redis is back the re-run rewrites the projection from the current state and
-// adds no second set of events.
+// Redis unreachable after ① committed: an outage, not an attempt. The message stays the head,
+// uncharged and not terminal; when Redis is back its re-run rewrites the projection from the
+// current state and adds no second set of events.
 func TestRedisUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -243,9 +255,9 @@ func TestRedisUnreachable(t *testing.T) {
 	id := e.add(t, e.remark("1008", "REDIS DOWN"))
 	tick(t, p, s)
 	m := e.get(t, id)
-	wantState(t, m, queue.Failed, queue.Infra)
-	if m.FinishedAt != nil || m.BackfillNextAt != nil {
-		t.Fatalf("a message whose projection failed has terminal fields: %+v", m)
+	wantBlocked(t, m)
+	if m.FinishedAt != nil || m.BackfillNextAt != nil || m.AppliedAt == nil {
+		t.Fatalf("a message whose projection failed after ①: %+v", m)
 	}
 	if e.flightVersion(t, "1008") != 2 || e.events(t, id) != 1 {
 		t.Fatalf("step ① should stay committed: version %d, events %d", e.flightVersion(t, "1008"), e.events(t, id))
@@ -253,12 +265,9 @@ func TestRedisUnreachable(t *testing.T) {
 	if strings.Contains(e.projected(t, "1008"), "REDIS DOWN") {
 		t.Fatal("the projection has the change although Redis was down")
 	}
-	// Still down at the retry: retried again, still not terminal.
 	e.clk.Advance(time.Minute)
 	tick(t, p, s)
-	if m := e.get(t, id); m.State != queue.Failed || m.Attempts != 2 {
-		t.Fatalf("second try with Redis down: %s attempts %d", m.State, m.Attempts)
-	}
+	wantBlocked(t, e.get(t, id))
 	sw.set(e.proj)
 	e.clk.Advance(time.Minute)
 	tick(t, p, s)
@@ -266,8 +275,9 @@ func TestRedisUnreachable(t *testing.T) {
 	if !strings.Contains(e.projected(t, "1008"), "REDIS DOWN") {
 		t.Error("the projection was not rewritten when Redis came back")
 	}
-	// The re-run projects the current complete state (seed 003 §9.2); whether the domain's
-	// re-run leaves one effect is the flight domain's rule (G-FLOP-IDEMPOTENT).
+	if e.flightVersion(t, "1008") != 2 || e.events(t, id) != 1 {
+		t.Fatalf("the re-run applied again: version %d, events %d", e.flightVersion(t, "1008"), e.events(t, id))
+	}
 	e.wantProjectionCurrent(t, "1008")
 }
 
@@ -504,6 +514,29 @@ func TestMetrics(t *testing.T) {
 	wantState(t, e.get(t, stuck), queue.Failed, queue.CodecError)
 }
 
+// gauge returns the value of the gauge series with the given label (it fails if there is none).
+func gauge(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{%s=%q}", name, label, value)
+	return 0
+}
+
 // outcome returns the value of the outcome counter for state and class (0 if never counted).
 func outcome(t *testing.T, reg *prometheus.Registry, state, class string) float64 {
 	t.Helper()
@@ -537,6 +570,7 @@ func (s *switchProjector) set(p *projection.Projection) { s.cur.Store(p) }
 func (s *switchProjector) Write(ctx context.Context, f []flight.Flight) (int, error) {
 	return s.cur.Load().Write(ctx, f)
 }
+func (s *switchProjector) Probe(ctx context.Context) error { return s.cur.Load().Probe(ctx) }
 
 // down is a projection on a closed port.
 func down(t testing.TB) *projection.Projection {
@@ -545,11 +579,23 @@ func down(t testing.TB) *projection.Projection {
 	return projection.New(c, "msgxt:down:", time.Second)
 }
 
+// refusing is a projection whose writes Redis refuses with an error reply (WRONGTYPE on the
+// version hash): a failure of the command, so the message's attempt, while Redis answers.
+func (e *env) refusing(t testing.TB) *projection.Projection {
+	t.Helper()
+	prefix := e.rd.Prefix + "refusing:"
+	if err := e.rd.Client.Set(t.Context(), projection.VersionKey(prefix), "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return projection.New(e.rd.Client, prefix, time.Second)
+}
+
 type switchReader struct{ cur atomic.Pointer[inbox.Inbox] }
 
 func (s *switchReader) set(i *inbox.Inbox) { s.cur.Store(i) }
 func (s *switchReader) Raw(ctx context.Context, id int64) (string, error) {
 	return s.cur.Load().Raw(ctx, id)
 }
+func (s *switchReader) Probe(ctx context.Context) error { return s.cur.Load().Probe(ctx) }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -235,7 +235,7 @@ func TestReplayWakesPump(t *testing.T) {
 	e.cfg.Pipeline.Backoff = []time.Duration{time.Hour, time.Hour, time.Hour, time.Hour, time.Hour}
 	e.cfg.Pipeline.BackoffCap = time.Hour
 	sw := &switchProjector{}
-	sw.set(down(t))
+	sw.set(e.refusing(t))
 	id := e.add(t, e.adft("2004"))
 	listener := notify.New(e.pg.DSN, testLogger(t), queue.Channel)
 	lctx, lcancel := context.WithCancel(context.Background())
@@ -271,3 +271,5 @@ func (p *hookProjector) Write(ctx context.Context, f []flight.Flight) (int, erro
 	}
 	return p.next.Write(ctx, f)
 }
+
+func (p *hookProjector) Probe(ctx context.Context) error { return p.next.Probe(ctx) }

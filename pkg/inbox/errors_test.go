@@ -1,0 +1,57 @@
+package inbox_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/outage"
+)
+
+func TestClassify(t *testing.T) {
+	dead, err := inbox.Open("svc:pw@tcp(127.0.0.1:1)/none?parseTime=true", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	_, refused := dead.Raw(context.Background(), 1)
+	my := mysqltest.New(t)
+	// The service account may not run DDL: a statement the server refuses.
+	svc, err := sql.Open("mysql", my.ServiceDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	_, denied := svc.Exec("CREATE TABLE nope (id int)")
+	if denied == nil {
+		t.Fatal("the service account may run DDL")
+	}
+	server := func(n uint16) error { return fmt.Errorf("read inbox row 7: %w", &mysql.MySQLError{Number: n}) }
+	for _, c := range []struct {
+		name string
+		err  error
+		want outage.Verdict
+	}{
+		{"refused (real)", refused, outage.Down},
+		{"command denied (real)", denied, outage.Attempt},
+		{"read-only after failover", server(1290), outage.Down},
+		{"shutdown", server(1053), outage.Down},
+		{"connection killed", server(1927), outage.Down},
+		{"lock wait timeout", server(1205), outage.Unsure},
+		{"statement timeout", server(1969), outage.Unsure},
+		{"data too long", server(1406), outage.Attempt},
+		{"invalid connection", fmt.Errorf("x: %w", mysql.ErrInvalidConn), outage.Down},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := inbox.Classify(c.err); got != c.want {
+				t.Errorf("Classify(%v) = %s, want %s", c.err, got, c.want)
+			}
+		})
+	}
+}
