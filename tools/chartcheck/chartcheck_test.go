@@ -71,6 +71,8 @@ var wantAlerts = []string{
 	"MsgxBackfillRetriesExceeded", // pipeline.backfill-max-attempts (alert only)
 	"MsgxDispatcherDead",          // dispatcher DEAD
 	"MsgxDispatcherOldestPending", // delivery stalled (docs/dispatcher.md)
+	"MsgxPumpBlocked",             // an outage holds the pump (docs/architecture.md)
+	"MsgxBackfillBlocked",         // an outage holds the backfill
 	"MsgxRoleNoActiveInstance",    // a role with no active instance
 }
 

@@ -2,7 +2,9 @@ package control
 
 import (
 	"testing"
+	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -78,5 +80,39 @@ func TestPageToken(t *testing.T) {
 		if _, err := decodePageToken(bad); err == nil {
 			t.Errorf("decodePageToken(%q) accepted a token this API never returns", bad)
 		}
+	}
+}
+
+// A blocked holder is shown with its outage only while it is alive: the mark of a holder that
+// died blocked says nothing about the role now.
+func TestRoleStatusBlocked(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	b := &leader.Blocked{Dependency: "redis", Since: now.Add(-90 * time.Second), LastError: "i/o timeout", MsgID: 42, Probes: 3}
+	for _, c := range []struct {
+		name   string
+		holder leader.Holder
+		want   bool
+	}{
+		{"active and blocked", leader.Holder{Role: "pump", Active: true, Blocked: b}, true},
+		{"dead holder, blocked mark left", leader.Holder{Role: "pump", Active: false, Blocked: b}, false},
+		{"active, working", leader.Holder{Role: "pump", Active: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got *controlv1.RoleStatus
+			for _, r := range roleStatus([]leader.Holder{c.holder}, now) {
+				if r.Role == "pump" {
+					got = r
+				}
+			}
+			if (got.GetBlocked() != nil) != c.want {
+				t.Fatalf("blocked = %v, want set: %v", got.GetBlocked(), c.want)
+			}
+			if c.want {
+				bl := got.GetBlocked()
+				if bl.Dependency != "redis" || bl.MsgId != 42 || bl.Probes != 3 || bl.Duration.AsDuration() != 90*time.Second {
+					t.Errorf("blocked %+v", bl)
+				}
+			}
+		})
 	}
 }
