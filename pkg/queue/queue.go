@@ -152,6 +152,14 @@ func Get(ctx context.Context, q db.Executor, msgID int64) (Message, error) {
 	return m, nil
 }
 
+// Binding is what Bind records for one attempt.
+type Binding struct {
+	MsgID           int64
+	Key, Type, Styp string // the business identity (sis.Identity) and the decoded TYPE, STYP
+	Raw             string // the text the attempt decoded
+	Started, Now    time.Time
+}
+
 // Bind is the first write of a processing attempt once the message is decoded, in one
 // statement outside any business transaction (seed 003 §2, §5.3): it records the first
 // attempt's start (kept by later attempts), the decoded TYPE and STYP, and binds the business
@@ -168,8 +176,14 @@ func Get(ctx context.Context, q db.Executor, msgID int64) (Message, error) {
 // with everything after it, and the re-run binds again. This keeps one durable commit fewer
 // on every message; the statement stays the independent, single-statement binding of seed 003
 // §5.3.
-func Bind(ctx context.Context, q db.Executor, msgID int64, key, typ, styp string, started, now time.Time) (holder int64, err error) {
-	err = q.QueryRow(ctx, `WITH other AS (SELECT msg_id FROM proc_state WHERE identity_key = $2 AND msg_id <> $1)
+//
+// The same statement keeps the raw text the attempt decoded (KeepRaw's rule: the first one
+// stays), so a replay still has it after the inbox row is purged, at no extra round trip.
+func Bind(ctx context.Context, q db.Executor, b Binding) (holder int64, err error) {
+	msgID, key, typ, styp, started, now := b.MsgID, b.Key, b.Type, b.Styp, b.Started, b.Now
+	err = q.QueryRow(ctx, `WITH other AS (SELECT msg_id FROM proc_state WHERE identity_key = $2 AND msg_id <> $1),
+		raw AS (INSERT INTO proc_raw (msg_id, raw_zstd, raw_bytes, stored_at) VALUES ($1, $7, $8, $6)
+			ON CONFLICT (msg_id) DO NOTHING)
 		UPDATE proc_state SET msg_type = $3, msg_styp = $4,
 			processing_started_at = coalesce(processing_started_at, $5),
 			identity_key = CASE WHEN identity_key IS NULL AND NOT EXISTS (SELECT 1 FROM other) THEN $2 ELSE identity_key END,
@@ -177,7 +191,7 @@ func Bind(ctx context.Context, q db.Executor, msgID int64, key, typ, styp string
 		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')
 		  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 		RETURNING CASE WHEN identity_key IS NULL THEN (SELECT min(msg_id) FROM other) ELSE msg_id END`,
-		msgID, key, typ, styp, started, now).Scan(&holder)
+		msgID, key, typ, styp, started, now, compress(b.Raw), len(b.Raw)).Scan(&holder)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("bind identity of %d: %w", msgID, ErrNotUnfinished)
 	}

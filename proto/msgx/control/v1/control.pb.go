@@ -203,13 +203,13 @@ func (AbandonReason) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{2}
 }
 
-// RawStatus says whether the raw XML could be read from the inbox.
+// RawStatus says whether the raw XML could be read, from the inbox or as the pump kept it.
 type RawStatus int32
 
 const (
 	RawStatus_RAW_STATUS_UNSPECIFIED RawStatus = 0
 	RawStatus_RAW_STATUS_OK          RawStatus = 1
-	// The inbox row no longer exists (purged upstream, or never written).
+	// The inbox row no longer exists (purged upstream, or never written) and no text was kept.
 	RawStatus_RAW_STATUS_MISSING RawStatus = 2
 	// The inbox could not be read (unreachable, timeout); the message itself was read.
 	RawStatus_RAW_STATUS_UNAVAILABLE RawStatus = 3
@@ -1378,7 +1378,11 @@ type GetMessageResponse struct {
 	RawError string `protobuf:"bytes,4,opt,name=raw_error,json=rawError,proto3" json:"raw_error,omitempty"`
 	// The outbox events the message produced, in event_id order. A KAFKA:schd row holds the
 	// latest state of its flight and is listed under the message that wrote it last.
-	Events        []*Event `protobuf:"bytes,5,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*Event `protobuf:"bytes,5,rep,name=events,proto3" json:"events,omitempty"`
+	// Where raw_xml comes from: "inbox" (the row as the inbox holds it now) or "kept" (the text
+	// the pump read and kept with the processing record, when the inbox row is gone or cannot be
+	// read). Empty when there is no raw_xml.
+	RawSource     string `protobuf:"bytes,6,opt,name=raw_source,json=rawSource,proto3" json:"raw_source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1446,6 +1450,13 @@ func (x *GetMessageResponse) GetEvents() []*Event {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *GetMessageResponse) GetRawSource() string {
+	if x != nil {
+		return x.RawSource
+	}
+	return ""
 }
 
 // Event is one msg_event row (seed 003 §8).
@@ -2872,14 +2883,16 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x04dead\x18\x03 \x01(\x03R\x04dead\x12G\n" +
 	"\x12oldest_pending_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10oldestPendingAge\"*\n" +
 	"\x11GetMessageRequest\x12\x15\n" +
-	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\xe9\x01\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\x88\x02\n" +
 	"\x12GetMessageResponse\x122\n" +
 	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\x12\x17\n" +
 	"\araw_xml\x18\x02 \x01(\tR\x06rawXml\x129\n" +
 	"\n" +
 	"raw_status\x18\x03 \x01(\x0e2\x1a.msgx.control.v1.RawStatusR\trawStatus\x12\x1b\n" +
 	"\traw_error\x18\x04 \x01(\tR\brawError\x12.\n" +
-	"\x06events\x18\x05 \x03(\v2\x16.msgx.control.v1.EventR\x06events\"\xc6\x04\n" +
+	"\x06events\x18\x05 \x03(\v2\x16.msgx.control.v1.EventR\x06events\x12\x1d\n" +
+	"\n" +
+	"raw_source\x18\x06 \x01(\tR\trawSource\"\xc6\x04\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12#\n" +

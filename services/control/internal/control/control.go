@@ -183,9 +183,21 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 	}
 	resp := &controlv1.GetMessageResponse{Message: message(m), Events: eventList(events)}
 	raw, err := s.cfg.Inbox.Raw(ctx, req.GetMsgId())
+	if err == nil {
+		resp.RawXml, resp.RawStatus, resp.RawSource = raw, controlv1.RawStatus_RAW_STATUS_OK, "inbox"
+		return resp, nil
+	}
+	// The text the pump kept answers when the inbox row is purged or the inbox is down.
+	var kept string
+	if kerr := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		kept, err = queue.StoredRaw(ctx, tx, req.GetMsgId())
+		return err
+	}); kerr == nil {
+		resp.RawXml, resp.RawStatus, resp.RawSource = kept, controlv1.RawStatus_RAW_STATUS_OK, "kept"
+		return resp, nil
+	}
 	switch {
-	case err == nil:
-		resp.RawXml, resp.RawStatus = raw, controlv1.RawStatus_RAW_STATUS_OK
 	case errors.Is(err, inbox.ErrRowMissing):
 		resp.RawStatus, resp.RawError = controlv1.RawStatus_RAW_STATUS_MISSING, err.Error()
 	default:

@@ -10,11 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
+	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
+	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
 
 // shortBudget makes the whole retry budget a fraction of a second, so that an outage of a few
@@ -197,4 +201,50 @@ func (l *tableLock) unlock(t *testing.T) {
 	_ = l.conn.Close()
 	_ = l.db.Close()
 	l.conn = nil
+}
+
+// The database team purges a marked inbox row; a later replay of the message still has its
+// text: the one the pump kept when it first read it.
+func TestReplayAfterInboxRowPurgedUsesKeptText(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.shortBudget()
+	s := e.session(t)
+	real := processor.Route(flight.DayRule{Zone: zone})
+	failing := e.newPump(t, options{route: func(m *sis.Message) (pump.Processor, string) {
+		proc, why := real(m)
+		if proc == nil {
+			return nil, why
+		}
+		return failAfter{proc}, ""
+	}})
+	id := e.add(t, e.adft("8003"))
+	for range 10 {
+		tick(t, failing, s)
+		e.clk.Advance(time.Minute)
+		if e.get(t, id).State == queue.Dead {
+			break
+		}
+	}
+	wantState(t, e.get(t, id), queue.Dead, queue.Exhausted)
+	if _, err := e.my.Admin.Exec(`DELETE FROM cminmsgs WHERE CMINMSGS_ID = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.Replay(t.Context(), e.pg.Pool, queue.ReplayRequest{MsgIDs: []int64{id}}, e.now()); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, e.newPump(t, options{}), s)
+	wantState(t, e.get(t, id), queue.Succeeded, "")
+	if v := e.flightVersion(t, "8003"); v != 1 {
+		t.Errorf("flight version %d after the replay, want 1", v)
+	}
+	// Without a kept text a missing row is still raw-missing.
+	gone := e.add(t, e.adft("8004"))
+	if _, err := e.my.Admin.Exec(`DELETE FROM cminmsgs WHERE CMINMSGS_ID = ?`, gone); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, e.newPump(t, options{}), s)
+	if m := e.get(t, gone); m.State != queue.Dead || deref(m.LastError) != "raw-missing" {
+		t.Errorf("purged row never read: %s %q, want DEAD raw-missing", m.State, deref(m.LastError))
+	}
 }
