@@ -241,10 +241,17 @@ func normalize(f *Flight, children []Flight) {
 // changes nothing writes nothing (seed 003 §12.2), which is also what makes a re-run after a
 // crash between the domain commit and the terminal commit a no-op (G-FLOP-IDEMPOTENT).
 func finish(prev, next Flight, in Input) Decision {
-	normalize(&next, in.Children)
+	return settle(prev, next, in, in.Children, in.Children)
+}
+
+// settle is finish with the MAFL of each side derived from its own children: one message of
+// FLOP or ADFT changes only its target, so both sides share in.Children, but a schedule
+// snapshot changes a master and its children in the same package (PlanSnapshot).
+func settle(prev, next Flight, in Input, prevChildren, nextChildren []Flight) Decision {
+	normalize(&next, nextChildren)
 	if prev.State != "" {
 		prev = prev.Clone() // normalize writes; the caller's state stays as given
-		normalize(&prev, in.Children)
+		normalize(&prev, prevChildren)
 	}
 	if prev.Version > 0 && SameContent(prev, next) {
 		return Decision{Next: prev}
