@@ -58,6 +58,12 @@ type laneError struct {
 	err    error
 }
 
+// ErrUnavailable marks an event whose partition could not take it (no leader, no answer, a
+// broken connection): an outage of the broker, not the event's failure. It is not charged an
+// attempt; its FLID waits for the next round like one that failed, so the healthy FLIDs of the
+// same transaction go out in the next wave without it.
+var ErrUnavailable = errors.New("delivery: partition unavailable")
+
 // LaneFailure wraps err as a failure of the lane (ErrLaneFailed) for the given reason.
 func LaneFailure(reason string, err error) error { return &laneError{reason: reason, err: err} }
 
@@ -447,6 +453,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 	now := d.clock.Now()
 	var acked []outbox.Event
 	var laneErr, abortErr error
+	unavailable := 0
 	for i, e := range events {
 		switch {
 		case errs[i] == nil:
@@ -459,6 +466,9 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		case errors.Is(errs[i], ErrNotAttempted):
 			skipped = append(skipped, e)
 			abortErr = cmp.Or(abortErr, errs[i])
+		case errors.Is(errs[i], ErrUnavailable):
+			own = append(own, e)
+			unavailable++
 		default:
 			own = append(own, e)
 		}
@@ -475,7 +485,8 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 			return err
 		}
 		for i, e := range events {
-			if errs[i] == nil || stopping || errors.Is(errs[i], ErrNotAttempted) || errors.Is(errs[i], ErrLaneFailed) {
+			if errs[i] == nil || stopping || errors.Is(errs[i], ErrNotAttempted) || errors.Is(errs[i], ErrLaneFailed) ||
+				errors.Is(errs[i], ErrUnavailable) {
 				continue
 			}
 			attempt := e.Attempts + 1
@@ -497,6 +508,10 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		return nil
 	})
 	d.metrics.sent.WithLabelValues(lane.Target).Add(float64(marked))
+	if unavailable > 0 {
+		d.metrics.unavailable.WithLabelValues(lane.Target).Add(float64(unavailable))
+		d.logger.Warn("partition unavailable; its events wait uncharged", "target", lane.Target, "events", unavailable)
+	}
 	switch {
 	case laneErr != nil:
 		reason := "send"
@@ -560,6 +575,7 @@ func (d *Dispatcher) observe(ctx context.Context, s Session) error {
 type metrics struct {
 	laneFailures *prometheus.CounterVec
 	aborted      *prometheus.CounterVec
+	unavailable  *prometheus.CounterVec
 	sent         *prometheus.CounterVec
 	failed       *prometheus.CounterVec
 	dead         *prometheus.CounterVec
@@ -576,6 +592,9 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 			[]string{"target", "reason"}),
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_aborted_total",
 			Help: "Send calls aborted without any event failing on its own account or being acknowledged."}, []string{"target"}),
+		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_unavailable_total",
+			Help: "Events whose partition could not take them (no leader, no answer): an outage, not charged to the event."},
+			[]string{"target"}),
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_sent_total",
 			Help: "Events acknowledged by the target and marked SENT (rate() = sent/s)."}, []string{"target"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_failed_attempts_total",
@@ -592,13 +611,14 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_oldest_pending_seconds",
 			Help: "Age of the oldest PENDING event per target."}, []string{"target"}),
 	}
-	reg.MustRegister(m.laneFailures, m.aborted, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest)
+	reg.MustRegister(m.laneFailures, m.aborted, m.unavailable, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest)
 	for _, l := range lanes {
 		// Present from the start, so that an alert on a rate sees zero rather than nothing.
 		m.sent.WithLabelValues(l.Target)
 		m.failed.WithLabelValues(l.Target)
 		m.dead.WithLabelValues(l.Target)
 		m.aborted.WithLabelValues(l.Target)
+		m.unavailable.WithLabelValues(l.Target)
 		for _, reason := range []string{"fence", "commit"} {
 			m.laneFailures.WithLabelValues(l.Target, reason)
 		}

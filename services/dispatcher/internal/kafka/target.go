@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/IBM/sarama"
+
+	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 )
@@ -56,9 +59,41 @@ func (t Target) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
 			errs[i] = fmt.Errorf("%w: %w", delivery.ErrNotAttempted, err)
 		case errors.Is(err, ErrCommit):
 			errs[i] = delivery.LaneFailure("commit", err)
+		case unavailable(err):
+			// The partition's leader is away or does not answer: an outage of the broker, which
+			// says nothing about the event (docs/architecture.md).
+			errs[i] = fmt.Errorf("%w: %w", delivery.ErrUnavailable, err)
 		}
 	}
 	return errs
+}
+
+// Broker answers that mean "no leader can take this now", not "this record is wrong".
+var unavailableErrors = []error{
+	sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrRequestTimedOut,
+	sarama.ErrNotEnoughReplicas, sarama.ErrNotEnoughReplicasAfterAppend, sarama.ErrBrokerNotAvailable,
+	sarama.ErrReplicaNotAvailable, sarama.ErrNetworkException, sarama.ErrKafkaStorageError,
+	sarama.ErrOutOfBrokers, sarama.ErrNotController, sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch,
+	sarama.ErrOffsetNotAvailable,
+}
+
+// unavailable reports a record that failed because its partition could not be reached: no
+// answer within the deadline, a leader that moved or is missing, too few replicas in sync, or
+// a connection that failed.
+func unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrNoAnswer) {
+		return true
+	}
+	for _, e := range unavailableErrors {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	v, ok := outage.Transport(err)
+	return ok && v == outage.Down
 }
 
 // Fence implements delivery.Fencer: a new transactional producer for the topic, which fences
