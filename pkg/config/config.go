@@ -64,6 +64,10 @@ type Config struct {
 	// Kafka topics for the two outbox targets.
 	TopicMsg  string
 	TopicSchd string
+	// KafkaMaxMessageBytes is the largest record batch the brokers accept (their
+	// message.max.bytes): the dispatcher refuses a record that cannot fit in one, instead of
+	// sending it and retrying the broker's refusal.
+	KafkaMaxMessageBytes int
 	// KafkaTransactionalID is the dispatcher's transactional id prefix, the same for every
 	// instance: each term's producer fences the previous holder's.
 	KafkaTransactionalID string
@@ -218,6 +222,7 @@ func params() []param {
 		{key: "codec.max-text", def: "4096", set: num(func(c *Config) *int { return &c.CodecMaxText })},
 		{key: "kafka.topic-msg", def: "msgx.flight.msg", set: str(func(c *Config) *string { return &c.TopicMsg })},
 		{key: "kafka.topic-schd", def: "msgx.flight.schd", set: str(func(c *Config) *string { return &c.TopicSchd })},
+		{key: "kafka.max-message-bytes", def: "1048588", set: num(func(c *Config) *int { return &c.KafkaMaxMessageBytes })},
 		{key: "kafka.transactional-id", def: "msgx-dispatcher", set: str(func(c *Config) *string { return &c.KafkaTransactionalID })},
 		{key: "outbound.sndr", def: "OMMS", set: str(func(c *Config) *string { return &c.OutboundSender })},
 		{key: "shutdown-timeout", def: "20s", set: dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
@@ -345,7 +350,7 @@ func (c Config) validate() []error {
 		{"pipeline.backfill-batch", p.BackfillBatch}, {"pipeline.backfill-max-attempts", p.BackfillMaxAttempts},
 		{"schd.flush-limit", c.Schd.FlushLimit}, {"codec.max-bytes", c.CodecMaxBytes},
 		{"codec.max-depth", c.CodecMaxDepth}, {"codec.max-text", c.CodecMaxText}, {"http.max-body", c.HTTPMaxBody},
-		{"dispatcher.batch", c.DispatcherBatch},
+		{"dispatcher.batch", c.DispatcherBatch}, {"kafka.max-message-bytes", c.KafkaMaxMessageBytes},
 	}
 	for _, i := range ints {
 		if i.v <= 0 {
@@ -395,6 +400,12 @@ func (c Config) validate() []error {
 	if c.CodecMaxText > 0 && c.CodecMaxBytes > 0 && c.CodecMaxText > c.CodecMaxBytes {
 		errs = append(errs, fmt.Errorf("codec.max-text (%d) must not exceed codec.max-bytes (%d)", c.CodecMaxText, c.CodecMaxBytes))
 	}
+	// A record batch needs room for its header and the record's; sarama refuses a limit of its
+	// request size (100 MiB) or more.
+	if m := c.KafkaMaxMessageBytes; m > 0 && (m < MinKafkaMaxMessageBytes || m >= MaxKafkaMaxMessageBytes) {
+		errs = append(errs, fmt.Errorf("kafka.max-message-bytes must be at least %d and below %d (100 MiB), got %d",
+			MinKafkaMaxMessageBytes, MaxKafkaMaxMessageBytes, m))
+	}
 	if c.OperationDayCutover < 0 || c.OperationDayCutover >= 24*time.Hour {
 		errs = append(errs, fmt.Errorf("airport.operation-day-cutover must be within a day, got %s", c.OperationDayCutover))
 	}
@@ -406,10 +417,12 @@ func (c Config) validate() []error {
 	return errs
 }
 
-// The bounds codec.max-bytes is checked against at start-up.
+// The bounds codec.max-bytes and kafka.max-message-bytes are checked against at start-up.
 const (
-	MinCodecMaxBytes = 64 << 10
-	MaxCodecMaxBytes = 16 << 20
+	MinCodecMaxBytes        = 64 << 10
+	MaxCodecMaxBytes        = 16 << 20
+	MinKafkaMaxMessageBytes = 1 << 10
+	MaxKafkaMaxMessageBytes = 100 << 20
 )
 
 // BackoffAfter returns the wait after the given failed attempt (1-based), capped (seed 004 §4).

@@ -54,6 +54,8 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		// bound far above any SIS field.
 		{"codec.max-bytes", c.CodecMaxBytes, 8 << 20},
 		{"codec.max-text", c.CodecMaxText, 4 << 10},
+		// The broker's own default message.max.bytes.
+		{"kafka.max-message-bytes", c.KafkaMaxMessageBytes, 1048588},
 	}
 	for _, i := range ints {
 		if i.got != i.want {
@@ -125,6 +127,9 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 		{"text bound not positive", map[string]string{"MSGX_CODEC_MAX_TEXT": "0"}, []string{"codec.max-text must be positive"}},
 		{"text bound above the message bound", map[string]string{"MSGX_CODEC_MAX_BYTES": "65536", "MSGX_CODEC_MAX_TEXT": "65537"},
 			[]string{"codec.max-text (65537) must not exceed codec.max-bytes (65536)"}},
+		{"record bound below a header", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "100"}, []string{"kafka.max-message-bytes must be at least 1024"}},
+		{"record bound at the request size", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "104857600"}, []string{"below 104857600"}},
+		{"record bound not a number", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "1MiB"}, []string{"MSGX_KAFKA_MAX_MESSAGE_BYTES"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,14 +176,15 @@ func TestEnvName(t *testing.T) {
 // configuration.
 func TestSizeBoundsAtTheirLimits(t *testing.T) {
 	for _, env := range []map[string]string{
-		{"MSGX_CODEC_MAX_BYTES": "16777216", "MSGX_CODEC_MAX_TEXT": "16777216"},
-		{"MSGX_CODEC_MAX_BYTES": "65536", "MSGX_CODEC_MAX_TEXT": "1"},
+		{"MSGX_CODEC_MAX_BYTES": "16777216", "MSGX_CODEC_MAX_TEXT": "16777216", "MSGX_KAFKA_MAX_MESSAGE_BYTES": "104857599"},
+		{"MSGX_CODEC_MAX_BYTES": "65536", "MSGX_CODEC_MAX_TEXT": "1", "MSGX_KAFKA_MAX_MESSAGE_BYTES": "1024"},
 	} {
 		c, err := Load(lookup(env))
 		if err != nil {
 			t.Fatalf("%v refused: %v", env, err)
 		}
-		got := map[string]int{"MSGX_CODEC_MAX_BYTES": c.CodecMaxBytes, "MSGX_CODEC_MAX_TEXT": c.CodecMaxText}
+		got := map[string]int{"MSGX_CODEC_MAX_BYTES": c.CodecMaxBytes, "MSGX_CODEC_MAX_TEXT": c.CodecMaxText,
+			"MSGX_KAFKA_MAX_MESSAGE_BYTES": c.KafkaMaxMessageBytes}
 		for k, v := range env {
 			if strconv.Itoa(got[k]) != v {
 				t.Errorf("%s=%s read as %d", k, v, got[k])

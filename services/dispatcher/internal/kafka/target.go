@@ -56,6 +56,8 @@ func (t Target) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
 			errs[i] = fmt.Errorf("%w: %w", delivery.ErrNotAttempted, err)
 		case errors.Is(err, ErrCommit):
 			errs[i] = delivery.LaneFailure("commit", err)
+		case errors.Is(err, ErrRecordTooLarge):
+			errs[i] = delivery.Refusal(err)
 		}
 	}
 	return errs
