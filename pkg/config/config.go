@@ -56,12 +56,18 @@ type Config struct {
 	Shadow bool
 	// MarkerStatus is written to CMINMSGS_STATUS with the processed marker (seed 000 Q7).
 	MarkerStatus string
-	// CodecMaxBytes and CodecMaxDepth bound what the SIS decoder accepts.
+	// CodecMaxBytes, CodecMaxDepth and CodecMaxText bound what the SIS decoder accepts: the
+	// message, its nesting and each value (element text, attribute) in bytes.
 	CodecMaxBytes int
 	CodecMaxDepth int
+	CodecMaxText  int
 	// Kafka topics for the two outbox targets.
 	TopicMsg  string
 	TopicSchd string
+	// KafkaMaxMessageBytes is the largest record batch the brokers accept (their
+	// message.max.bytes): the dispatcher refuses a record that cannot fit in one, instead of
+	// sending it and retrying the broker's refusal.
+	KafkaMaxMessageBytes int
 	// KafkaTransactionalID is the dispatcher's transactional id prefix, the same for every
 	// instance: each term's producer fences the previous holder's.
 	KafkaTransactionalID string
@@ -211,10 +217,12 @@ func params() []param {
 		{key: "airport.operation-day-cutover", def: "0s", set: dur(func(c *Config) *time.Duration { return &c.OperationDayCutover })},
 		{key: "shadow", def: "false", set: boolean(func(c *Config) *bool { return &c.Shadow })},
 		{key: "backfill.marker-status", def: "PROCESSED", set: str(func(c *Config) *string { return &c.MarkerStatus })},
-		{key: "codec.max-bytes", def: "33554432", set: num(func(c *Config) *int { return &c.CodecMaxBytes })},
+		{key: "codec.max-bytes", def: "8388608", set: num(func(c *Config) *int { return &c.CodecMaxBytes })},
 		{key: "codec.max-depth", def: "64", set: num(func(c *Config) *int { return &c.CodecMaxDepth })},
+		{key: "codec.max-text", def: "4096", set: num(func(c *Config) *int { return &c.CodecMaxText })},
 		{key: "kafka.topic-msg", def: "msgx.flight.msg", set: str(func(c *Config) *string { return &c.TopicMsg })},
 		{key: "kafka.topic-schd", def: "msgx.flight.schd", set: str(func(c *Config) *string { return &c.TopicSchd })},
+		{key: "kafka.max-message-bytes", def: "1048588", set: num(func(c *Config) *int { return &c.KafkaMaxMessageBytes })},
 		{key: "kafka.transactional-id", def: "msgx-dispatcher", set: str(func(c *Config) *string { return &c.KafkaTransactionalID })},
 		{key: "outbound.sndr", def: "OMMS", set: str(func(c *Config) *string { return &c.OutboundSender })},
 		{key: "shutdown-timeout", def: "20s", set: dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
@@ -341,8 +349,8 @@ func (c Config) validate() []error {
 		{"pipeline.claim-batch", p.ClaimBatch}, {"pipeline.max-attempts", p.MaxAttempts},
 		{"pipeline.backfill-batch", p.BackfillBatch}, {"pipeline.backfill-max-attempts", p.BackfillMaxAttempts},
 		{"schd.flush-limit", c.Schd.FlushLimit}, {"codec.max-bytes", c.CodecMaxBytes},
-		{"codec.max-depth", c.CodecMaxDepth}, {"http.max-body", c.HTTPMaxBody},
-		{"dispatcher.batch", c.DispatcherBatch},
+		{"codec.max-depth", c.CodecMaxDepth}, {"codec.max-text", c.CodecMaxText}, {"http.max-body", c.HTTPMaxBody},
+		{"dispatcher.batch", c.DispatcherBatch}, {"kafka.max-message-bytes", c.KafkaMaxMessageBytes},
 	}
 	for _, i := range ints {
 		if i.v <= 0 {
@@ -383,6 +391,21 @@ func (c Config) validate() []error {
 		errs = append(errs, fmt.Errorf("inbox.timeout (%s) and redis.timeout (%s) must stay under 8s: longer calls would outlive the leader lease of the lock connection",
 			c.InboxTimeout, c.RedisTimeout))
 	}
+	// The inbox column CMINMSGS_CLOB_MSG is MEDIUMTEXT: no message is larger than 16 MiB, and a
+	// bound far below a schedule's size would dead-letter every schedule.
+	if m := c.CodecMaxBytes; m > 0 && (m < MinCodecMaxBytes || m > MaxCodecMaxBytes) {
+		errs = append(errs, fmt.Errorf("codec.max-bytes must be between %d (64 KiB) and %d (16 MiB, the inbox column), got %d",
+			MinCodecMaxBytes, MaxCodecMaxBytes, m))
+	}
+	if c.CodecMaxText > 0 && c.CodecMaxBytes > 0 && c.CodecMaxText > c.CodecMaxBytes {
+		errs = append(errs, fmt.Errorf("codec.max-text (%d) must not exceed codec.max-bytes (%d)", c.CodecMaxText, c.CodecMaxBytes))
+	}
+	// A record batch needs room for its header and the record's; sarama refuses a limit of its
+	// request size (100 MiB) or more.
+	if m := c.KafkaMaxMessageBytes; m > 0 && (m < MinKafkaMaxMessageBytes || m >= MaxKafkaMaxMessageBytes) {
+		errs = append(errs, fmt.Errorf("kafka.max-message-bytes must be at least %d and below %d (100 MiB), got %d",
+			MinKafkaMaxMessageBytes, MaxKafkaMaxMessageBytes, m))
+	}
 	if c.OperationDayCutover < 0 || c.OperationDayCutover >= 24*time.Hour {
 		errs = append(errs, fmt.Errorf("airport.operation-day-cutover must be within a day, got %s", c.OperationDayCutover))
 	}
@@ -393,6 +416,14 @@ func (c Config) validate() []error {
 	}
 	return errs
 }
+
+// The bounds codec.max-bytes and kafka.max-message-bytes are checked against at start-up.
+const (
+	MinCodecMaxBytes        = 64 << 10
+	MaxCodecMaxBytes        = 16 << 20
+	MinKafkaMaxMessageBytes = 1 << 10
+	MaxKafkaMaxMessageBytes = 100 << 20
+)
 
 // BackoffAfter returns the wait after the given failed attempt (1-based), capped (seed 004 §4).
 func (p Pipeline) BackoffAfter(attempt int) time.Duration {

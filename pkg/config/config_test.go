@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,12 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"pipeline.backfill-batch", p.BackfillBatch, 200},
 		{"pipeline.backfill-max-attempts", p.BackfillMaxAttempts, 20},
 		{"schd.flush-limit", c.Schd.FlushLimit, 500},
+		// Chosen (docs/codec.md §6): four times a generated 2,000-flight schedule, and a value
+		// bound far above any SIS field.
+		{"codec.max-bytes", c.CodecMaxBytes, 8 << 20},
+		{"codec.max-text", c.CodecMaxText, 4 << 10},
+		// The broker's own default message.max.bytes.
+		{"kafka.max-message-bytes", c.KafkaMaxMessageBytes, 1048588},
 	}
 	for _, i := range ints {
 		if i.got != i.want {
@@ -115,6 +122,14 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 		{"proc retention below a day", map[string]string{"MSGX_PIPELINE_PROC_RETENTION": "12h"}, []string{"pipeline.proc-retention must be between 1d and 7d"}},
 		{"proc retention above a week", map[string]string{"MSGX_PIPELINE_PROC_RETENTION": "8d"}, []string{"pipeline.proc-retention must be between 1d and 7d"}},
 		{"one topic for both lanes", map[string]string{"MSGX_KAFKA_TOPIC_SCHD": "msgx.flight.msg"}, []string{"kafka.topic-msg and kafka.topic-schd must differ"}},
+		{"message bound above the inbox column", map[string]string{"MSGX_CODEC_MAX_BYTES": "33554432"}, []string{"codec.max-bytes must be between 65536 (64 KiB) and 16777216"}},
+		{"message bound below a schedule", map[string]string{"MSGX_CODEC_MAX_BYTES": "8"}, []string{"codec.max-bytes must be between"}},
+		{"text bound not positive", map[string]string{"MSGX_CODEC_MAX_TEXT": "0"}, []string{"codec.max-text must be positive"}},
+		{"text bound above the message bound", map[string]string{"MSGX_CODEC_MAX_BYTES": "65536", "MSGX_CODEC_MAX_TEXT": "65537"},
+			[]string{"codec.max-text (65537) must not exceed codec.max-bytes (65536)"}},
+		{"record bound below a header", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "100"}, []string{"kafka.max-message-bytes must be at least 1024"}},
+		{"record bound at the request size", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "104857600"}, []string{"below 104857600"}},
+		{"record bound not a number", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "1MiB"}, []string{"MSGX_KAFKA_MAX_MESSAGE_BYTES"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,5 +169,26 @@ func TestBackoffAfter(t *testing.T) {
 func TestEnvName(t *testing.T) {
 	if got := EnvName("pipeline.poll-interval"); got != "MSGX_PIPELINE_POLL_INTERVAL" {
 		t.Errorf("EnvName = %s", got)
+	}
+}
+
+// TestSizeBoundsAtTheirLimits: the edges of the start-up checks are accepted and reach the
+// configuration.
+func TestSizeBoundsAtTheirLimits(t *testing.T) {
+	for _, env := range []map[string]string{
+		{"MSGX_CODEC_MAX_BYTES": "16777216", "MSGX_CODEC_MAX_TEXT": "16777216", "MSGX_KAFKA_MAX_MESSAGE_BYTES": "104857599"},
+		{"MSGX_CODEC_MAX_BYTES": "65536", "MSGX_CODEC_MAX_TEXT": "1", "MSGX_KAFKA_MAX_MESSAGE_BYTES": "1024"},
+	} {
+		c, err := Load(lookup(env))
+		if err != nil {
+			t.Fatalf("%v refused: %v", env, err)
+		}
+		got := map[string]int{"MSGX_CODEC_MAX_BYTES": c.CodecMaxBytes, "MSGX_CODEC_MAX_TEXT": c.CodecMaxText,
+			"MSGX_KAFKA_MAX_MESSAGE_BYTES": c.KafkaMaxMessageBytes}
+		for k, v := range env {
+			if strconv.Itoa(got[k]) != v {
+				t.Errorf("%s=%s read as %d", k, v, got[k])
+			}
+		}
 	}
 }

@@ -191,6 +191,20 @@ func Fail(ctx context.Context, q db.Executor, e Event, reason string, next time.
 	return state == "DEAD", nil
 }
 
+// Refuse makes an event DEAD at once, counting the attempt, with reason as its last_error: its
+// target refused it for itself (a record larger than the broker accepts), so no retry could
+// deliver it. It reports whether the event is now DEAD; a KAFKA:schd row replaced during the
+// send is left alone (false), and its new state is judged when it is sent.
+func Refuse(ctx context.Context, q db.Executor, e Event, reason string, now time.Time) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE msg_event SET attempts = attempts + 1, last_error = $3, updated_at = $4,
+		next_attempt_at = NULL, state = 'DEAD'
+		WHERE event_id = $1 AND state_version = $2 AND state = 'PENDING'`, e.ID, e.Version, reason, now)
+	if err != nil {
+		return false, fmt.Errorf("refuse event %d: %w", e.ID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // Requeue puts a DEAD event back to PENDING with its attempts reset, so that the dispatcher
 // sends it again and, for KAFKA:msg, releases the FLID it was blocking. It is the operator's
 // answer to a dead letter; it returns db.ErrNotFound when the event is not DEAD.

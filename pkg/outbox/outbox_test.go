@@ -166,3 +166,44 @@ func TestMarkSentConditional(t *testing.T) {
 		t.Fatalf("sent_at = %v, %v", sentAt, err)
 	}
 }
+
+// TestRefuse: a refused event is DEAD at once, whatever its attempts, with the reason and one
+// attempt counted; a KAFKA:schd row replaced during the send is left to its new state.
+func TestRefuse(t *testing.T) {
+	t.Parallel()
+	d := pgtest.New(t)
+	ctx := t.Context()
+	add(t, d, ev(outbox.TargetMsg, "F1", 1), ev(outbox.TargetSchd, "F2", 1))
+	msg, err := outbox.Pending(ctx, d.Pool, outbox.TargetMsg, 10, now)
+	if err != nil || len(msg) != 1 {
+		t.Fatalf("pending msg = %v, %v", msg, err)
+	}
+	if dead, err := outbox.Refuse(ctx, d.Pool, msg[0], "too large", now); err != nil || !dead {
+		t.Fatalf("Refuse = %v, %v; want DEAD", dead, err)
+	}
+	var state, lastError string
+	var attempts int
+	var next *time.Time
+	if err := d.Pool.QueryRow(ctx, `SELECT state, attempts, last_error, next_attempt_at FROM msg_event WHERE event_id = $1`,
+		msg[0].ID).Scan(&state, &attempts, &lastError, &next); err != nil {
+		t.Fatal(err)
+	}
+	if state != "DEAD" || attempts != 1 || lastError != "too large" || next != nil {
+		t.Errorf("refused event: %s, %d attempts, %q, next %v", state, attempts, lastError, next)
+	}
+	if dead, err := outbox.Refuse(ctx, d.Pool, msg[0], "again", now); err != nil || dead {
+		t.Errorf("Refuse of a DEAD event = %v, %v; want false, untouched", dead, err)
+	}
+
+	schd, err := outbox.Pending(ctx, d.Pool, outbox.TargetSchd, 10, now)
+	if err != nil || len(schd) != 1 {
+		t.Fatalf("pending schd = %v, %v", schd, err)
+	}
+	add(t, d, ev(outbox.TargetSchd, "F2", 2)) // replaced while the old state was being sent
+	if dead, err := outbox.Refuse(ctx, d.Pool, schd[0], "too large", now); err != nil || dead {
+		t.Fatalf("Refuse of a replaced state = %v, %v; want false", dead, err)
+	}
+	if again, err := outbox.Pending(ctx, d.Pool, outbox.TargetSchd, 10, now); err != nil || len(again) != 1 || again[0].Version != 2 {
+		t.Errorf("after the refusal of the replaced state, pending = %v, %v; want version 2", again, err)
+	}
+}

@@ -10,19 +10,30 @@ import (
 
 // Options bound and localise decoding. The zero value is usable.
 type Options struct {
-	MaxBytes int            // default 32 MiB when 0 (or negative)
-	MaxDepth int            // default 64 when 0 (or negative)
-	Zone     *time.Location // airport zone; DefaultZone (UTC+8, Asia/Shanghai) when nil
-	// MaxElements bounds the number of elements (default 1,000,000 when 0 or negative). Memory
-	// grows with the element count, not only with the byte count: 32 MiB of "<a/>" would be
-	// eight million elements.
+	// MaxBytes bounds the message (default 8 MiB when 0 or negative): a generated 2,000-flight
+	// SCHD DNLD is about 1.8 MB, so the default admits four times that.
+	MaxBytes int
+	MaxDepth int // default 64 when 0 (or negative)
+	// MaxText bounds every value: each element's text and each attribute's value, trimmed, in
+	// bytes (default 4 KiB when 0 or negative). The longest SIS fields (remarks) are a few
+	// hundred characters; a longer value would be stored, projected and published as it is.
+	MaxText int
+	Zone    *time.Location // airport zone; DefaultZone (UTC+8, Asia/Shanghai) when nil
+	// MaxElements bounds the number of elements and attributes together (default one per 16
+	// bytes of MaxBytes, at least 4,096, when 0 or negative: 524,288 at 8 MiB). Memory grows
+	// with that count, not only with the byte count: 8 MiB of "<a/>" would be two million
+	// elements, while SIS averages about 18 bytes per element.
 	MaxElements int
 }
 
 const (
-	defaultMaxBytes    = 32 << 20
-	defaultMaxDepth    = 64
-	defaultMaxElements = 1_000_000
+	defaultMaxBytes = 8 << 20
+	defaultMaxDepth = 64
+	defaultMaxText  = 4 << 10
+	// bytesPerElement derives the default element bound from MaxBytes; minElements keeps it
+	// usable when MaxBytes is small.
+	bytesPerElement = 16
+	minElements     = 4096
 )
 
 func (o Options) withDefaults() Options {
@@ -32,8 +43,11 @@ func (o Options) withDefaults() Options {
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = defaultMaxDepth
 	}
+	if o.MaxText <= 0 {
+		o.MaxText = defaultMaxText
+	}
 	if o.MaxElements <= 0 {
-		o.MaxElements = defaultMaxElements
+		o.MaxElements = max(o.MaxBytes/bytesPerElement, minElements)
 	}
 	if o.Zone == nil {
 		o.Zone = DefaultZone()
@@ -50,7 +64,7 @@ func (o Options) withDefaults() Options {
 func Decode(text string, opts Options) (*Message, error) {
 	o := opts.withDefaults()
 	if len(text) > o.MaxBytes {
-		return nil, malformed("/", fmt.Sprintf("message is %d bytes, over the limit of %d", len(text), o.MaxBytes), nil)
+		return nil, malformed("/", fmt.Sprintf("message is %d bytes, over the limit of %d (codec.max-bytes)", len(text), o.MaxBytes), nil)
 	}
 	if !utf8.ValidString(text) {
 		return nil, malformed("/", fmt.Sprintf("invalid UTF-8 at byte offset %d", invalidUTF8At(text)), nil)
@@ -58,7 +72,7 @@ func Decode(text string, opts Options) (*Message, error) {
 	// A byte-order mark may survive a charset conversion upstream; encoding/xml would read it as
 	// text before the root element.
 	text = strings.TrimPrefix(text, "\ufeff")
-	t, err := parseTree(text, limits{maxDepth: o.MaxDepth, maxElements: o.MaxElements})
+	t, err := parseTree(text, limits{maxDepth: o.MaxDepth, maxNodes: o.MaxElements, maxText: o.MaxText})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +112,7 @@ func (d *decoder) codec(path, reason string, cause error) {
 	}
 }
 
-func (d *decoder) node(i int32) *node { return &d.t.nodes[i] }
+func (d *decoder) node(i int32) *node { return d.t.at(i) }
 
 func (d *decoder) message() (*Message, *DecodeError) {
 	root := d.node(0)

@@ -127,10 +127,14 @@ func TestLimits(t *testing.T) {
 		_, err := Decode(msg, Options{MaxBytes: len(msg) - 1})
 		wantError(t, err, Malformed, "/", "over the limit")
 	})
-	t.Run("default size is 32 MiB", func(t *testing.T) {
-		big := flopText("REMC", "<REMC>"+strings.Repeat("x", 32<<20)+"</REMC>")
+	t.Run("default size is 8 MiB", func(t *testing.T) {
+		// A generated 2,000-flight schedule (about 1.8 MB) is well inside it.
+		if _, err := Decode(genSchedule(2000), Options{}); err != nil {
+			t.Fatalf("a 2,000-flight schedule: %v", err)
+		}
+		big := flopText("REMC", "<REMC>"+strings.Repeat("x", 8<<20)+"</REMC>")
 		_, err := Decode(big, Options{})
-		wantError(t, err, Malformed, "/", "over the limit of 33554432")
+		wantError(t, err, Malformed, "/", "over the limit of 8388608")
 	})
 	t.Run("depth", func(t *testing.T) {
 		deep := flopText("ESTT", `<SRVT>`+strings.Repeat("<A>", 3)+strings.Repeat("</A>", 3)+`</SRVT>`) // MSG FLOP SRVT A A A = 6
@@ -153,6 +157,146 @@ func TestLimits(t *testing.T) {
 		_, err := Decode(many, Options{MaxElements: 18})
 		wantError(t, err, Malformed, "/MSG/FLOP", "more than 18 elements")
 	})
+	t.Run("attributes count as elements", func(t *testing.T) {
+		many := flopText("ESTT", `<SRVT a="1" b="2"/>`) // 10 elements + 2 attributes
+		if _, err := Decode(many, Options{MaxElements: 12}); err != nil {
+			t.Fatalf("at the limit: %v", err)
+		}
+		_, err := Decode(many, Options{MaxElements: 11})
+		wantError(t, err, Malformed, "/MSG/FLOP", "more than 11 elements and attributes")
+	})
+	t.Run("default elements follow the size", func(t *testing.T) {
+		// 600,000 elements in 2.4 MB: within 8 MiB, over one element per 16 bytes of it.
+		flood := flopText("ESTT", strings.Repeat("<X/>", 600_000))
+		_, err := Decode(flood, Options{})
+		wantError(t, err, Malformed, "/MSG/FLOP", "more than 524288 elements")
+		if _, err := Decode(flopText("ESTT", strings.Repeat("<X/>", 100)), Options{MaxBytes: 64}); err == nil ||
+			!strings.Contains(err.Error(), "over the limit of 64") {
+			t.Fatalf("a small MaxBytes: %v", err)
+		}
+	})
+	t.Run("text", func(t *testing.T) {
+		at := flopText("REMC", "<REMC>  "+strings.Repeat("中", 10)+"\n</REMC>") // 30 bytes once trimmed
+		if _, err := Decode(at, Options{MaxText: 30}); err != nil {
+			t.Fatalf("at the limit: %v", err)
+		}
+		_, err := Decode(at, Options{MaxText: 29})
+		wantError(t, err, Malformed, "/MSG/FLOP/REMC", "the text of REMC is 30 bytes, over the limit of 29")
+	})
+	t.Run("default text is 4 KiB", func(t *testing.T) {
+		if _, err := Decode(flopText("REMC", "<REMC>"+strings.Repeat("x", 4096)+"</REMC>"), Options{}); err != nil {
+			t.Fatalf("at the limit: %v", err)
+		}
+		_, err := Decode(flopText("REMC", "<REMC>"+strings.Repeat("x", 4097)+"</REMC>"), Options{})
+		wantError(t, err, Malformed, "/MSG/FLOP/REMC", "4097 bytes, over the limit of 4096")
+	})
+}
+
+// TestTextLimitNamesTheField pins where an over-long value is reported: the decoder's own path
+// for that field, whatever part of the message it is in, supported or not.
+func TestTextLimitNamesTheField(t *testing.T) {
+	long := strings.Repeat("x", 65)
+	tests := []struct {
+		name, text, path, reason string
+	}{
+		{"scalar", flopText("REMC", "<REMC>"+long+"</REMC>"), "/MSG/FLOP/REMC", "the text of REMC is 65 bytes"},
+		{"text split by comments", flopText("REMC", "<REMC>"+long[:40]+"<!-- -->"+long[40:]+"</REMC>"), "/MSG/FLOP/REMC", "65 bytes"},
+		{"entities count as resolved", flopText("REMC", "<REMC>"+strings.Repeat("&amp;", 65)+"</REMC>"), "/MSG/FLOP/REMC", "65 bytes"},
+		{"META field", strings.Replace(flopText("ESTT", "<ESTT/>"), "<SNDR>AODB</SNDR>", "<SNDR>"+long+"</SNDR>", 1), "/MSG/META/SNDR", "SNDR"},
+		{"collection item child", flopText("GTDT", `<GTDT GTNO="1"><GATE>A1</GATE></GTDT><GTDT GTNO="2"><GATE>`+long+`</GATE></GTDT>`), "/MSG/FLOP/GTDT[2]/GATE", "GATE"},
+		{"only item", flopText("GTDT", `<GTDT GTNO="1"><GATE>`+long+`</GATE></GTDT>`), "/MSG/FLOP/GTDT[1]/GATE", "GATE"},
+		{"sequence attribute", flopText("GTDT", `<GTDT GTNO="`+long+`"/>`), "/MSG/FLOP/GTDT[1]/@GTNO", "attribute GTNO is 65 bytes"},
+		{"DELY text", flopText("DELY", `<DELY CODE="1">`+long+`</DELY>`), "/MSG/FLOP/DELY[1]", "DELY"},
+		{"scalar attribute", flopText("FDIV", `<FDIV DDES="`+long+`">x</FDIV>`), "/MSG/FLOP/FDIV/@DDES", "attribute DDES"},
+		{"text in a container", flopText("ESTT", long+"<ESTT/>"), "/MSG/FLOP", "the text of FLOP"},
+		{"raw SRVT content", flopText("ESTT", "<SRVT><OPER>"+long+"</OPER></SRVT>"), "/MSG/FLOP/SRVT/OPER", "OPER"},
+		{"repeated scalar", flopText("ESTT", "<ESTT/><ESTT>"+long+"</ESTT>"), "/MSG/FLOP/ESTT[2]", "ESTT"},
+		{"schedule record", strings.Replace(mustRead(t, "schd/DNLD.xml"), "<FLNO>", "<REMC>"+long+"</REMC><FLNO>", 1), "/MSG/SCHD/FLTR[1]/REMC", "REMC"},
+		{"reference record", `<MSG><META><SNDR>AODB</SNDR><SEQN>1</SEQN><DTTM>20240315083000</DTTM><TYPE>GLST</TYPE><STYP>ADD</STYP></META>` +
+			`<GLST><GCOD>G1</GCOD></GLST><GLST><GCOD>G2</GCOD><GDES>` + long + `</GDES></GLST></MSG>`, "/MSG/GLST[2]/GDES", "GDES"},
+		{"unsupported kind", strings.Replace(flopText("EGSR", "<EGSR>"+long+"</EGSR>"), "<TYPE>FLOP</TYPE>", "<TYPE>ZZZZ</TYPE>", 1), "/MSG/FLOP/EGSR", "EGSR"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(tc.text, Options{MaxText: 64})
+			wantError(t, err, Malformed, tc.path, tc.reason)
+		})
+	}
+}
+
+// TestCollectionLimits: seed 003 §11.3's 条数上限 per flight record, each at its limit and one
+// over, in a FLOP and in a schedule record.
+func TestCollectionLimits(t *testing.T) {
+	tests := []struct {
+		tag, seq string
+		limit    int
+	}{
+		{"GTDT", "GTNO", 99}, {"CKDT", "CKNO", 99}, {"CLDT", "CLNO", 99}, {"CHDT", "CHNO", 99},
+		{"CHOT", "CSNO", 99}, {"ABTM", "ASNO", 99}, {"PSDT", "PSNO", 9}, {"ROUT", "RTNO", 6},
+		{"ERUT", "RTNO", 7}, {"DELY", "CODE", 99},
+	}
+	items := func(tag, seq string, n int) string {
+		var b strings.Builder
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(&b, `<%s %s="%d"/>`, tag, seq, i)
+		}
+		return b.String()
+	}
+	for _, tc := range tests {
+		t.Run(tc.tag, func(t *testing.T) {
+			if got := CollectionLimit(tc.tag); got != tc.limit {
+				t.Fatalf("CollectionLimit(%s) = %d, want %d", tc.tag, got, tc.limit)
+			}
+			// ERUT travels in a ROUT message; every other tag is its own STYP.
+			styp := strings.Replace(tc.tag, "ERUT", "ROUT", 1)
+			m, err := Decode(flopText(styp, items(tc.tag, tc.seq, tc.limit)), Options{})
+			if err != nil {
+				t.Fatalf("at the limit: %v", err)
+			}
+			if n := len(m.Body.(*Flop).Record.Collections[tc.tag].Items); n != tc.limit {
+				t.Fatalf("%d items decoded, want %d", n, tc.limit)
+			}
+			_, err = Decode(flopText(styp, items(tc.tag, tc.seq, tc.limit+1)), Options{})
+			wantError(t, err, Malformed, fmt.Sprintf("/MSG/FLOP/%s[%d]", tc.tag, tc.limit+1),
+				fmt.Sprintf("more than %d %s elements", tc.limit, tc.tag))
+			// Items of one collection count together wherever they are in the record.
+			split := items(tc.tag, tc.seq, tc.limit) + "<ESTT/>" + items(tc.tag, tc.seq, 1)
+			_, err = Decode(flopText(styp, split), Options{})
+			wantError(t, err, Malformed, fmt.Sprintf("/MSG/FLOP/%s[%d]", tc.tag, tc.limit+1), "more than")
+		})
+	}
+	t.Run("ROUT and ERUT count apart", func(t *testing.T) {
+		if _, err := Decode(flopText("ROUT", items("ROUT", "RTNO", 6)+items("ERUT", "RTNO", 7)), Options{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("per schedule record", func(t *testing.T) {
+		over := strings.Replace(mustRead(t, "schd/DNLD.xml"), "</FLTR>", items("PSDT", "PSNO", 10)+"</FLTR>", 2)
+		_, err := Decode(over, Options{})
+		wantError(t, err, Malformed, "/MSG/SCHD/FLTR[1]/PSDT[10]", "more than 9 PSDT")
+	})
+	t.Run("a flood is refused at the first item too many", func(t *testing.T) {
+		// The issue's message: 300,000 gates in one FLOP (2.1 MB, under every size bound).
+		flood := flopText("GTDT", strings.Repeat(`<GTDT/>`, 300_000))
+		_, err := Decode(flood, Options{})
+		wantError(t, err, Malformed, "/MSG/FLOP/GTDT[100]", "more than 99 GTDT elements")
+	})
+	t.Run("not collections", func(t *testing.T) {
+		for _, tag := range []string{"SRVT", "VIPF", "ESTT", "FLTR"} {
+			if got := CollectionLimit(tag); got != 0 {
+				t.Errorf("CollectionLimit(%s) = %d, want 0 (unbounded by the seed or not a collection)", tag, got)
+			}
+		}
+	})
+}
+
+func mustRead(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
 }
 
 func wantError(t *testing.T, err error, class ErrorClass, path, reason string) {
@@ -243,7 +387,7 @@ func TestTextPiecesAreLinear(t *testing.T) {
 	const pieces = 400_000
 	text := flopText("REMC", "<REMC>"+strings.Repeat("a<!---->", pieces)+"</REMC>")
 	start := time.Now()
-	m, err := Decode(text, Options{})
+	m, err := Decode(text, Options{MaxText: pieces})
 	if err != nil {
 		t.Fatal(err)
 	}

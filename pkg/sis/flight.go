@@ -28,6 +28,26 @@ func collectionSeq(tag string) (string, bool) {
 	return "", false
 }
 
+// CollectionLimit returns the most elements one flight record may carry of collection tag, or 0
+// when tag is not a bounded collection. The figures are seed 003 §11.3's column 条数上限 (from
+// the SIS interface specification): GTDT CKDT CLDT CHDT CHOT ABTM 99, PSDT 9, ROUT 6, ERUT 7.
+// DELY has none there ("—"); it gets 99 like the allocation collections, since an unbounded
+// list from one message becomes as many rows and one ever larger event. SRVT and VIPF are
+// unbounded by the seed and are kept raw, not as collections.
+func CollectionLimit(tag string) int {
+	switch tag {
+	case "GTDT", "CKDT", "CLDT", "CHDT", "CHOT", "ABTM", "DELY":
+		return 99
+	case "PSDT":
+		return 9
+	case "ROUT":
+		return 6
+	case "ERUT":
+		return 7
+	}
+	return 0
+}
+
 // IsTimeTag reports whether a flight tag (scalar, collection child or DELY attribute) carries a
 // body time. The set comes from the samples: every one of these holds ddMMMyyHHmm there (SCAT and
 // SCDT also HHmm in seasonal routes). FTSS is deliberately absent although seed 003 groups it
@@ -69,7 +89,9 @@ func (d *decoder) flight(i int32, path string) (FlightRecord, *DecodeError) {
 		children++
 	}
 	rec := FlightRecord{
-		Scalars:     make(map[string]Field, children),
+		// A record has a few dozen scalars; a hint of one per child would let a flood of
+		// repeated elements reserve a map sized for all of them.
+		Scalars:     make(map[string]Field, min(children, 64)),
 		Collections: make(map[string]*Collection),
 		Raw:         make(map[string][]string),
 		Order:       make([]string, 0, children),
@@ -112,6 +134,12 @@ func (d *decoder) flight(i int32, path string) (FlightRecord, *DecodeError) {
 			if col == nil {
 				col = &Collection{}
 				rec.Collections[tag] = col
+			}
+			// Over the SIS limit the message breaks its contract: MALFORMED, found at the first
+			// element too many, before any more items are built.
+			if limit := CollectionLimit(tag); len(col.Items) == limit {
+				return rec, malformed(indexed(path, tag, limit+1),
+					fmt.Sprintf("more than %d %s elements in one flight (the SIS limit, seed 003 §11.3)", limit, tag), nil)
 			}
 			col.Items = append(col.Items, d.item(c, tag, seq, path, len(col.Items)+1))
 			continue

@@ -35,7 +35,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(`<MSG><META/></MSG>`)
 	f.Add(`<a:MSG xmlns:a="x"><META></META></a:MSG>`)
 	f.Fuzz(func(t *testing.T, text string) {
-		opts := Options{MaxBytes: 1 << 20, MaxDepth: 32, MaxElements: 20000}
+		opts := Options{MaxBytes: 1 << 20, MaxDepth: 32, MaxElements: 20000, MaxText: 64}
 		m, err := Decode(text, opts)
 		m2, err2 := Decode(text, opts)
 		if err != nil {
@@ -65,11 +65,13 @@ func FuzzDecode(f *testing.F) {
 			if b.Record.FLID == "" {
 				t.Fatal("FLOP without FLID decoded")
 			}
+			checkBounded(t, b.Record, opts.MaxText)
 		case *Schd:
 			for _, r := range b.Records {
 				if r.FLID == "" {
 					t.Fatal("FLTR without FLID decoded")
 				}
+				checkBounded(t, r, opts.MaxText)
 			}
 		case *RefData:
 			for _, r := range b.Records {
@@ -82,6 +84,33 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("not deterministic: %+v / %v", m2, err2)
 		}
 	})
+}
+
+// checkBounded fails when a decoded flight record holds a value longer than maxText or a
+// collection over its SIS limit: whatever decodes must be within the bounds.
+func checkBounded(t *testing.T, r FlightRecord, maxText int) {
+	t.Helper()
+	long := func(where string, f Field) {
+		if len(f.Value) > maxText {
+			t.Fatalf("%s is %d bytes, over MaxText %d", where, len(f.Value), maxText)
+		}
+	}
+	long("FLID", Field{Value: r.FLID})
+	long("FFID", r.FFID)
+	for tag, f := range r.Scalars {
+		long(tag, f)
+	}
+	for tag, c := range r.Collections {
+		if limit := CollectionLimit(tag); len(c.Items) > limit {
+			t.Fatalf("%s has %d items, over its limit %d", tag, len(c.Items), limit)
+		}
+		for _, it := range c.Items {
+			long(tag+" sequence", Field{Value: it.Seq})
+			for k, f := range it.Fields {
+				long(tag+"/"+k, f)
+			}
+		}
+	}
 }
 
 // FuzzBytesToText: no input panics, and whatever is accepted is valid UTF-8.

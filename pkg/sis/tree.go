@@ -5,32 +5,65 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
-// node is one element. Nodes live in one slice (tree.nodes) and link by index, so a 2,000-flight
-// schedule costs a few slice growths instead of a heap object per element.
+// node is one element. Nodes live in chunks (tree.chunks) and link by index, so a 2,000-flight
+// schedule costs a few chunk allocations instead of a heap object per element, and the store
+// never copies itself to grow: a flood of elements costs its nodes once, not the five times over
+// that a slice regrown by append would allocate.
 type node struct {
 	name  string
 	attrs []xml.Attr
 	// text is the element's own character data. Leading white-space-only chunks are dropped:
 	// values are trimmed anyway, and containers then carry no text at all.
 	text string
-	// first/last child and next sibling; -1 for none. int32 keeps a node at 80 bytes; the
-	// element limit keeps indices far below 2^31.
+	// first/last child and next sibling; -1 for none. int32 keeps indices small; the element
+	// limit keeps them far below 2^31.
 	first, last, next int32
 	// innerStart/innerEnd delimit the element's content in the source, for raw capture.
 	innerStart, innerEnd int
 }
 
+// chunkBits sizes the node store's chunks: 1,024 nodes, about 90 KB.
+const (
+	chunkBits = 10
+	chunkSize = 1 << chunkBits
+	chunkMask = chunkSize - 1
+)
+
 type tree struct {
-	src   string
-	nodes []node // nodes[0] is the root element
+	src string
+	// chunks hold the nodes: node i is chunks[i>>chunkBits][i&chunkMask]; node 0 is the root
+	// element. Every chunk but the first is allocated whole; the first grows with the message,
+	// so a small FLOP stays small.
+	chunks [][]node
+	count  int
+}
+
+func (t *tree) at(i int32) *node { return &t.chunks[i>>chunkBits][i&chunkMask] }
+
+func (t *tree) add(n node, firstChunk int) int32 {
+	idx := int32(t.count)
+	c := int(idx >> chunkBits)
+	if c == len(t.chunks) {
+		capacity := chunkSize
+		if c == 0 {
+			capacity = firstChunk
+		}
+		t.chunks = append(t.chunks, make([]node, 0, capacity))
+	}
+	t.chunks[c] = append(t.chunks[c], n)
+	t.count++
+	return idx
 }
 
 type limits struct {
-	maxDepth    int
-	maxElements int
+	maxDepth int
+	// maxNodes bounds elements and attributes together: each costs memory of the same order.
+	maxNodes int
+	maxText  int
 }
 
 // parseTree reads src with encoding/xml in strict mode into a tree, enforcing the limits. It
@@ -44,26 +77,16 @@ func parseTree(src string, lim limits) (*tree, error) {
 	// that no longer exist, so the reader is passed through untouched.
 	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
 
-	t := &tree{src: src, nodes: make([]node, 0, estimateElements(src, lim.maxElements))}
+	t := &tree{src: src}
+	firstChunk := estimateElements(src)
 	stack := make([]int32, 0, 16)
 	// Text split by comments, CDATA or child elements arrives in pieces; appending pieces to a
 	// string would copy quadratically ("a<!---->" repeated), so an element's second piece moves
 	// its text into a builder that is flushed when the element ends.
 	pieces := map[int32]*strings.Builder{}
 	rootClosed := false
-	prev := 0 // offset where the next token starts
-
-	path := func() string {
-		if len(stack) == 0 {
-			return "/"
-		}
-		var b strings.Builder
-		for _, i := range stack {
-			b.WriteByte('/')
-			b.WriteString(t.nodes[i].name)
-		}
-		return b.String()
-	}
+	prev := 0  // offset where the next token starts
+	nodes := 0 // elements and attributes so far
 
 	for {
 		tok, err := d.RawToken()
@@ -71,7 +94,7 @@ func parseTree(src string, lim limits) (*tree, error) {
 			break
 		}
 		if err != nil {
-			return nil, malformed(path(), "not well-formed XML: "+err.Error(), err)
+			return nil, malformed(t.pathOf(stack), "not well-formed XML: "+err.Error(), err)
 		}
 		switch tk := tok.(type) {
 		case xml.StartElement:
@@ -79,30 +102,36 @@ func parseTree(src string, lim limits) (*tree, error) {
 				return nil, malformed("/", fmt.Sprintf("element <%s> after the root element", qname(tk.Name)), nil)
 			}
 			if len(stack) >= lim.maxDepth {
-				return nil, malformed(path(), fmt.Sprintf("nesting deeper than %d elements", lim.maxDepth), nil)
+				return nil, malformed(t.pathOf(stack), fmt.Sprintf("nesting deeper than %d elements", lim.maxDepth), nil)
 			}
-			if len(t.nodes) >= lim.maxElements {
-				return nil, malformed(path(), fmt.Sprintf("more than %d elements", lim.maxElements), nil)
+			// Counted before the attributes are looked at: a start tag with a million
+			// attributes must not reach the duplicate check's map.
+			if nodes += 1 + len(tk.Attr); nodes > lim.maxNodes {
+				return nil, malformed(t.pathOf(stack), fmt.Sprintf("more than %d elements and attributes", lim.maxNodes), nil)
 			}
-			if dup := duplicateAttr(tk.Attr); dup != "" {
-				return nil, malformed(path()+"/"+qname(tk.Name), "attribute "+dup+" appears twice", nil)
-			}
-			idx := int32(len(t.nodes))
-			t.nodes = append(t.nodes, node{
+			idx := t.add(node{
 				name: qname(tk.Name), attrs: tk.Attr,
 				first: -1, last: -1, next: -1,
 				innerStart: int(d.InputOffset()),
-			})
+			}, firstChunk)
 			if len(stack) > 0 {
-				p := &t.nodes[stack[len(stack)-1]]
+				p := t.at(stack[len(stack)-1])
 				if p.last >= 0 {
-					t.nodes[p.last].next = idx
+					t.at(p.last).next = idx
 				} else {
 					p.first = idx
 				}
 				p.last = idx
 			}
 			stack = append(stack, idx)
+			if dup := duplicateAttr(tk.Attr); dup != "" {
+				return nil, malformed(t.pathOf(stack), "attribute "+dup+" appears twice", nil)
+			}
+			for _, a := range tk.Attr {
+				if n := len(trim(a.Value)); n > lim.maxText {
+					return nil, malformed(t.pathOf(stack)+"/@"+qname(a.Name), textTooLong("attribute "+qname(a.Name), n, lim.maxText), nil)
+				}
+			}
 		case xml.EndElement:
 			// RawToken does not pair tags (Token would, but also resolves namespaces we do not use).
 			if len(stack) == 0 {
@@ -116,13 +145,17 @@ func parseTree(src string, lim limits) (*tree, error) {
 				return nil, malformed("/", fmt.Sprintf("unexpected end tag </%s>", qname(tk.Name)), nil)
 			}
 			top := stack[len(stack)-1]
-			if name := qname(tk.Name); name != t.nodes[top].name {
-				return nil, malformed(path(), fmt.Sprintf("element <%s> closed by </%s>", t.nodes[top].name, name), nil)
+			n := t.at(top)
+			if name := qname(tk.Name); name != n.name {
+				return nil, malformed(t.pathOf(stack), fmt.Sprintf("element <%s> closed by </%s>", n.name, name), nil)
 			}
-			t.nodes[top].innerEnd = prev
+			n.innerEnd = prev
 			if b, ok := pieces[top]; ok {
-				t.nodes[top].text = b.String()
+				n.text = b.String()
 				delete(pieces, top)
+			}
+			if l := len(trim(n.text)); l > lim.maxText {
+				return nil, malformed(t.pathOf(stack), textTooLong("the text of "+n.name, l, lim.maxText), nil)
 			}
 			stack = stack[:len(stack)-1]
 			rootClosed = len(stack) == 0
@@ -134,7 +167,7 @@ func parseTree(src string, lim limits) (*tree, error) {
 				break
 			}
 			top := stack[len(stack)-1]
-			n := &t.nodes[top]
+			n := t.at(top)
 			if b, ok := pieces[top]; ok {
 				b.Write(tk)
 				break
@@ -157,26 +190,75 @@ func parseTree(src string, lim limits) (*tree, error) {
 			b.Write(tk)
 			pieces[top] = b
 		case xml.Directive:
-			return nil, malformed(path(), "DOCTYPE, ENTITY and other <!...> declarations are not accepted", nil)
+			return nil, malformed(t.pathOf(stack), "DOCTYPE, ENTITY and other <!...> declarations are not accepted", nil)
 		case xml.Comment, xml.ProcInst:
 			// Comments carry nothing; the declaration's encoding is neutralised by CharsetReader.
 		}
 		prev = int(d.InputOffset())
 	}
 	if len(stack) > 0 {
-		return nil, malformed(path(), "not well-formed XML: unexpected end of input", io.ErrUnexpectedEOF)
+		return nil, malformed(t.pathOf(stack), "not well-formed XML: unexpected end of input", io.ErrUnexpectedEOF)
 	}
-	if len(t.nodes) == 0 {
+	if t.count == 0 {
 		return nil, malformed("/", "no root element", nil)
 	}
 	return t, nil
 }
 
-// estimateElements sizes the node slice so a large schedule does not regrow it repeatedly:
-// SIS averages about 18 bytes per element. The reservation is capped so that a hostile input
-// cannot make the decoder reserve memory ahead of the elements it really has.
-func estimateElements(src string, maxElements int) int {
-	return min(len(src)/16+1, maxElements, 1<<18)
+func textTooLong(what string, n, limit int) string {
+	return fmt.Sprintf("%s is %d bytes, over the limit of %d bytes per value (codec.max-text)", what, n, limit)
+}
+
+// pathOf names the innermost element of stack the way the decoder's paths do, so a limit found
+// while reading points at the same place a rule found later would: an element is indexed
+// (1-based) when it is the second or later of its name among its siblings, and always when it
+// is one the decoder always indexes (a flight collection item, a FLTR, a reference or RSTA
+// record under MSG). Only errors call it: it walks the siblings seen so far.
+func (t *tree) pathOf(stack []int32) string {
+	if len(stack) == 0 {
+		return "/"
+	}
+	var b strings.Builder
+	for depth, i := range stack {
+		n := t.at(i)
+		b.WriteByte('/')
+		b.WriteString(n.name)
+		if depth == 0 {
+			continue
+		}
+		k := 0
+		for c := t.at(stack[depth-1]).first; c >= 0; c = t.at(c).next {
+			if t.at(c).name == n.name {
+				k++
+			}
+			if c == i {
+				break
+			}
+		}
+		if k > 1 || alwaysIndexed(n.name, depth) {
+			b.WriteString("[" + strconv.Itoa(k) + "]")
+		}
+	}
+	return b.String()
+}
+
+// alwaysIndexed reports whether the decoder's paths index an element of this name at this depth
+// (the root is depth 0) even when it is the only one.
+func alwaysIndexed(name string, depth int) bool {
+	if name == "FLTR" {
+		return true
+	}
+	if depth == 1 {
+		return RefKeyTag(name) != "" || name == "RSTA"
+	}
+	_, collection := collectionSeq(name)
+	return collection
+}
+
+// estimateElements sizes the first chunk of the node store: SIS averages about 18 bytes per
+// element, and a small message should not reserve a whole chunk.
+func estimateElements(src string) int {
+	return min(len(src)/16+1, chunkSize)
 }
 
 // duplicateAttr returns the name of an attribute given twice (a well-formedness error that
@@ -235,11 +317,11 @@ func trim(s string) string {
 
 func isSpaceByte(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-func (t *tree) hasChildren(i int32) bool { return t.nodes[i].first >= 0 }
+func (t *tree) hasChildren(i int32) bool { return t.at(i).first >= 0 }
 
 // inner returns the element's content exactly as sent, trimmed.
 func (t *tree) inner(i int32) string {
-	n := &t.nodes[i]
+	n := t.at(i)
 	if n.innerEnd < n.innerStart {
 		return ""
 	}

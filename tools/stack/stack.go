@@ -134,6 +134,20 @@ func (s *Stack) Running(name string) bool {
 	}
 }
 
+// PID returns the process id of the named process while it runs, else 0: a process that was
+// restarted has another one.
+func (s *Stack) PID(name string) int {
+	if !s.Running(name) {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.procs[name]; ok {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
 // Stop sends SIGTERM and waits up to timeout, then kills.
 func (s *Stack) Stop(name string, timeout time.Duration) {
 	s.mu.Lock()

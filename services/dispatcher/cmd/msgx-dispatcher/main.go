@@ -19,7 +19,7 @@ func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config
 	// Start-up fails here when the brokers cannot serve an idempotent producer: no fallback.
 	// The transactional producers are made per term, under the role's lock (delivery.Fencer).
-	producer, err := kafka.New(cfg.KafkaBrokers, "msgx-dispatcher-"+cfg.Instance, cfg.KafkaTransactionalID)
+	producer, err := kafka.New(cfg.KafkaBrokers, "msgx-dispatcher-"+cfg.Instance, cfg.KafkaTransactionalID, cfg.KafkaMaxMessageBytes)
 	if err != nil {
 		return err
 	}

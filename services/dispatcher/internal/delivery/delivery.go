@@ -52,6 +52,15 @@ var ErrNotAttempted = errors.New("delivery: not attempted")
 // coordinator can never make them DEAD; the lane backs off instead.
 var ErrLaneFailed = errors.New("delivery: the lane failed")
 
+// ErrRefused marks an event its target refuses for itself before sending it (a record larger
+// than the broker accepts): no retry can deliver it, and retrying would only spend the event's
+// attempts and the lane's sends on a certain refusal. The event goes DEAD at once with the reason,
+// the dead letter an operator requeues once the cause is gone (docs/dispatcher.md).
+var ErrRefused = errors.New("delivery: refused by the target")
+
+// Refusal wraps err as the target's refusal of the event (ErrRefused).
+func Refusal(err error) error { return fmt.Errorf("%w: %w", ErrRefused, err) }
+
 // laneError is a lane failure with its reason, the label of msgx_dispatcher_lane_failures_total.
 type laneError struct {
 	reason string
@@ -328,17 +337,19 @@ func (d *Dispatcher) pending(ctx context.Context, s Session, lane Lane) ([]outbo
 
 // send delivers events (at most one per FLID) and records each outcome: SENT for the
 // acknowledged ones, a counted attempt with backoff (or DEAD) for those that failed on their own
-// account. Events that were only aborted along with a failing one (ErrNotAttempted) are sent
+// account, DEAD at once for those the sink refused. Events that were only aborted along with a failing one (ErrNotAttempted) are sent
 // again at once without it, up to retriesPerWave times; any still left wait, uncounted, for the
 // next round. It returns how many it marked SENT and the FLIDs whose event was not sent.
 func (d *Dispatcher) send(ctx context.Context, s Session, lane Lane, events []outbox.Event) (int, map[string]bool, error) {
 	failed := map[string]bool{}
 	marked := 0
 	for try := 0; ; try++ {
-		m, own, skipped, err := d.attempt(ctx, s, lane, events)
+		m, own, refused, skipped, err := d.attempt(ctx, s, lane, events)
 		marked += m
-		for _, e := range own {
-			failed[e.PartitionKey] = true
+		for _, group := range [][]outbox.Event{own, refused} {
+			for _, e := range group {
+				failed[e.PartitionKey] = true
+			}
 		}
 		if err != nil || len(skipped) == 0 || len(own) == 0 || try == retriesPerWave {
 			for _, e := range skipped {
@@ -411,8 +422,9 @@ func (d *Dispatcher) fence(ctx context.Context, s Session, lane Lane) (sinkErr, 
 }
 
 // attempt makes one Deliver call and records its outcome. It returns how many events it marked
-// SENT, the events that failed on their own account (counted) and those not attempted.
-func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events []outbox.Event) (marked int, own, skipped []outbox.Event, err error) {
+// SENT, the events that failed on their own account (counted), those the sink refused (DEAD)
+// and those not attempted.
+func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events []outbox.Event) (marked int, own, refused, skipped []outbox.Event, err error) {
 	out := make([]Outgoing, len(events))
 	spans := make([]trace.Span, len(events))
 	for i, e := range events {
@@ -431,7 +443,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 			sp.RecordError(err)
 			sp.End()
 		}
-		return 0, nil, events, err
+		return 0, nil, nil, events, err
 	}
 	var errs []error
 	start := d.clock.Now()
@@ -458,6 +470,9 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		switch {
 		case errs[i] == nil:
 			acked = append(acked, e)
+		case errors.Is(errs[i], ErrRefused):
+			// Decided before any send, so a stop does not make it any less final.
+			refused = append(refused, e)
 		case stopping:
 			skipped = append(skipped, e)
 		case errors.Is(errs[i], ErrLaneFailed):
@@ -485,6 +500,19 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 			return err
 		}
 		for i, e := range events {
+			if errors.Is(errs[i], ErrRefused) {
+				dead, err := outbox.Refuse(mctx, conn, e, errs[i].Error(), now)
+				if err != nil {
+					return err
+				}
+				if dead {
+					d.metrics.refused.WithLabelValues(lane.Target).Inc()
+					d.metrics.dead.WithLabelValues(lane.Target).Inc()
+					d.logger.Error("event refused by its target; DEAD at once, not retried", "event_id", e.ID,
+						"target", lane.Target, "flid", e.PartitionKey, "err", errs[i])
+				}
+				continue
+			}
 			if errs[i] == nil || stopping || errors.Is(errs[i], ErrNotAttempted) || errors.Is(errs[i], ErrLaneFailed) ||
 				errors.Is(errs[i], ErrUnavailable) {
 				continue
@@ -521,6 +549,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		}
 		d.laneFailed(lane, reason, laneErr)
 	case len(acked) > 0 || len(own) > 0:
+		// Not a refusal: that is the sink's own verdict, no answer of the target's.
 		d.laneOK(lane)
 	}
 	if abortErr != nil && laneErr == nil && len(own) == 0 && len(acked) == 0 {
@@ -530,12 +559,12 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		d.logger.Warn("send aborted; no event charged", "target", lane.Target, "events", len(events), "err", abortErr)
 	}
 	if err != nil {
-		return marked, own, skipped, fmt.Errorf("record %s delivery: %w", lane.Target, err)
+		return marked, own, refused, skipped, fmt.Errorf("record %s delivery: %w", lane.Target, err)
 	}
 	if stopping {
-		return marked, own, skipped, context.Cause(ctx)
+		return marked, own, refused, skipped, context.Cause(ctx)
 	}
-	return marked, own, skipped, nil
+	return marked, own, refused, skipped, nil
 }
 
 func (d *Dispatcher) runStats(ctx context.Context, s Session) error {
@@ -574,6 +603,7 @@ func (d *Dispatcher) observe(ctx context.Context, s Session) error {
 
 type metrics struct {
 	laneFailures *prometheus.CounterVec
+	refused      *prometheus.CounterVec
 	aborted      *prometheus.CounterVec
 	unavailable  *prometheus.CounterVec
 	sent         *prometheus.CounterVec
@@ -590,6 +620,8 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 		laneFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_lane_failures_total",
 			Help: "Failures of a target as a whole (reason fence or commit): no event charged, the lane backed off."},
 			[]string{"target", "reason"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_refused_total",
+			Help: "Events the target refused before sending (a record over kafka.max-message-bytes): DEAD at once."}, []string{"target"}),
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_aborted_total",
 			Help: "Send calls aborted without any event failing on its own account or being acknowledged."}, []string{"target"}),
 		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_unavailable_total",
@@ -611,7 +643,7 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_oldest_pending_seconds",
 			Help: "Age of the oldest PENDING event per target."}, []string{"target"}),
 	}
-	reg.MustRegister(m.laneFailures, m.aborted, m.unavailable, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest)
+	reg.MustRegister(m.laneFailures, m.refused, m.aborted, m.unavailable, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest)
 	for _, l := range lanes {
 		// Present from the start, so that an alert on a rate sees zero rather than nothing.
 		m.sent.WithLabelValues(l.Target)
@@ -619,6 +651,7 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 		m.dead.WithLabelValues(l.Target)
 		m.aborted.WithLabelValues(l.Target)
 		m.unavailable.WithLabelValues(l.Target)
+		m.refused.WithLabelValues(l.Target)
 		for _, reason := range []string{"fence", "commit"} {
 			m.laneFailures.WithLabelValues(l.Target, reason)
 		}

@@ -107,7 +107,7 @@ func flidsOn(t testing.TB, prefix string, p int32, want bool, n int) []string {
 
 func newProducer(t testing.TB, addr string) *kafka.Producer {
 	t.Helper()
-	p, err := kafka.New([]string{addr}, "msgx-dispatcher-test", kafka.DefaultTransactionalID)
+	p, err := kafka.New([]string{addr}, "msgx-dispatcher-test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes)
 	if err != nil {
 		t.Fatalf("producer: %v", err)
 	}

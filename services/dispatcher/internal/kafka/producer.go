@@ -48,6 +48,22 @@ var ErrFenceBusy = errors.New("kafka: an earlier fence of the topic is still run
 // runs on its own bound rather than on what is left of the send deadline.
 const commitTimeout = 5 * time.Second
 
+// ErrRecordTooLarge is the outcome of a record that does not fit in a record batch of the
+// brokers' message.max.bytes: the broker would refuse it every time, so it is never handed to
+// sarama (where its refusal would also fail the transaction of every record sent with it).
+var ErrRecordTooLarge = errors.New("kafka: record larger than the brokers accept")
+
+// DefaultMaxMessageBytes is Kafka's default message.max.bytes: 1 MiB plus the log overhead.
+const DefaultMaxMessageBytes = 1048588
+
+// Kafka counts a record batch's size with the 12-byte log overhead (offset and length) in front
+// of the 49 bytes of the v2 batch header that sarama counts (Kafka's LOG_OVERHEAD and
+// RECORD_BATCH_OVERHEAD).
+const (
+	logOverhead         = 12
+	recordBatchOverhead = logOverhead + 49
+)
+
 // ErrNotFenced is returned for every record of a Publish that found no producer of this term
 // for the topic: Fence must run first.
 var ErrNotFenced = errors.New("kafka: no fenced producer for the topic in this term")
@@ -66,9 +82,16 @@ const DefaultTransactionalID = "msgx-dispatcher"
 
 // Config returns the sarama configuration of the producer contract. The network bounds are
 // short so that a fence, which runs while the role's lock connection waits, ends well inside
-// the lock connection's idle timeout.
-func Config(clientID string) *sarama.Config {
+// the lock connection's idle timeout. maxMessageBytes is the brokers' message.max.bytes
+// (DefaultMaxMessageBytes when 0 or negative): sarama's own batch bound is set from it, so that
+// no batch it builds of records that fit one by one is larger than the broker accepts.
+func Config(clientID string, maxMessageBytes int) *sarama.Config {
+	if maxMessageBytes <= 0 {
+		maxMessageBytes = DefaultMaxMessageBytes
+	}
 	c := sarama.NewConfig()
+	// sarama counts a batch without the log overhead.
+	c.Producer.MaxMessageBytes = maxMessageBytes - logOverhead
 	c.ClientID = clientID
 	c.Version = sarama.V2_8_0_0
 	c.Producer.Idempotent = true
@@ -106,6 +129,8 @@ type Producer struct {
 	brokers []string
 	cfg     *sarama.Config
 	txnID   string
+	// maxBatch is the brokers' message.max.bytes, from cfg.Producer.MaxMessageBytes.
+	maxBatch int
 
 	mu        sync.Mutex
 	sessions  map[string]*session
@@ -151,12 +176,13 @@ type answer struct {
 // a transactional id, and the probe is closed again): start-up fails without it, there is no
 // fallback. The transactional producers are made per term by Fence, never here, so a standby
 // starting up does not fence the active instance. txnID is the transactional id prefix, the same
-// for every instance (default DefaultTransactionalID).
-func New(brokers []string, clientID, txnID string) (*Producer, error) {
+// for every instance (default DefaultTransactionalID); maxMessageBytes is the brokers'
+// message.max.bytes (Config).
+func New(brokers []string, clientID, txnID string, maxMessageBytes int) (*Producer, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("kafka: no brokers configured (MSGX_KAFKA_BROKERS)")
 	}
-	return NewWithConfig(brokers, Config(clientID), txnID)
+	return NewWithConfig(brokers, Config(clientID, maxMessageBytes), txnID)
 }
 
 // NewWithConfig is New with a given sarama configuration; it refuses one that breaks the
@@ -173,8 +199,8 @@ func NewWithConfig(brokers []string, cfg *sarama.Config, txnID string) (*Produce
 		return nil, fmt.Errorf("kafka idempotent producer on %v: %w", brokers, err)
 	}
 	_ = probe.Close()
-	return &Producer{brokers: brokers, cfg: cfg, txnID: txnID, sessions: map[string]*session{},
-		fencing: map[string]chan struct{}{}}, nil
+	return &Producer{brokers: brokers, cfg: cfg, txnID: txnID, maxBatch: cfg.Producer.MaxMessageBytes + logOverhead,
+		sessions: map[string]*session{}, fencing: map[string]chan struct{}{}}, nil
 }
 
 func checkContract(c *sarama.Config) error {
@@ -301,10 +327,49 @@ func (p *Producer) Release(topic string) {
 // Publish sends the records, all of one topic, in one transaction and returns one error per
 // record: nil = committed (acknowledged by all in-sync replicas, visible to read_committed
 // consumers). Otherwise nothing of the call is visible, and each record's error says why: its
-// own broker error, ErrNoAnswer, ErrAborted (not its fault) or ErrNotFenced. After a failure
-// the topic's producer is released; the caller fences again before the next call. The caller
-// puts at most one record per ordering key in a call.
+// own broker error, ErrNoAnswer, ErrAborted (not its fault), ErrNotFenced, or ErrRecordTooLarge
+// for a record refused before sending (the others of the call are sent without it). After a
+// failure the topic's producer is released; the caller fences again before the next call. The
+// caller puts at most one record per ordering key in a call.
 func (p *Producer) Publish(ctx context.Context, records []Record) []error {
+	errs := make([]error, len(records))
+	var fit []Record
+	var at []int
+	for i, r := range records {
+		if n := BatchBytes(r); n > p.maxBatch {
+			errs[i] = fmt.Errorf("%w: a record batch of it alone is %d bytes (key %s, value %d bytes), over the %d of kafka.max-message-bytes",
+				ErrRecordTooLarge, n, r.Key, len(r.Value), p.maxBatch)
+			continue
+		}
+		fit = append(fit, r)
+		at = append(at, i)
+	}
+	for j, err := range p.publish(ctx, fit) {
+		errs[at[j]] = err
+	}
+	return errs
+}
+
+// BatchBytes is the size of a record batch holding only r, as the broker counts it against
+// message.max.bytes; it may exceed the exact figure by a few dozen bytes (sarama's bound on the
+// record's varints), never fall short of it.
+func BatchBytes(r Record) int { return recordBatchOverhead + message(r, nil).ByteSize(2) }
+
+func message(r Record, t *ticket) *sarama.ProducerMessage {
+	m := &sarama.ProducerMessage{Topic: r.Topic, Key: sarama.StringEncoder(r.Key)}
+	if t != nil {
+		m.Metadata = t
+	}
+	if r.Value != nil {
+		m.Value = sarama.ByteEncoder(r.Value)
+	}
+	for _, h := range r.Headers {
+		m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(h[0]), Value: []byte(h[1])})
+	}
+	return m
+}
+
+func (p *Producer) publish(ctx context.Context, records []Record) []error {
 	errs := make([]error, len(records))
 	if len(records) == 0 {
 		return errs
@@ -354,13 +419,7 @@ func (p *Producer) transaction(ctx context.Context, s *session, records []Record
 			break
 		}
 		t := &ticket{done: make(chan answer, 1)}
-		m := &sarama.ProducerMessage{Topic: r.Topic, Key: sarama.StringEncoder(r.Key), Metadata: t}
-		if r.Value != nil {
-			m.Value = sarama.ByteEncoder(r.Value)
-		}
-		for _, h := range r.Headers {
-			m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(h[0]), Value: []byte(h[1])})
-		}
+		m := message(r, t)
 		select {
 		case s.ap.Input() <- m:
 			tickets[i] = t

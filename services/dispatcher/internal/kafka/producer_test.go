@@ -3,6 +3,8 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +41,7 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 		v := kversion.V2_8_0()
 		v.SetMaxKeyVersion(int16(kmsg.InitProducerID), -1)
 		_, addr := cluster(t, kfake.MaxVersions(v))
-		if p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID); err == nil {
+		if p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes); err == nil {
 			_ = p.Close(time.Second)
 			t.Fatal("producer started against a broker without InitProducerID")
 		}
@@ -54,7 +56,7 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 			resp.ProducerID, resp.ProducerEpoch = -1, -1
 			return resp, nil, true
 		})
-		if p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID); err == nil {
+		if p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes); err == nil {
 			_ = p.Close(time.Second)
 			t.Fatal("producer started although the broker refused InitProducerID")
 		}
@@ -62,7 +64,7 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 	t.Run("idempotence available", func(t *testing.T) {
 		t.Parallel()
 		_, addr := cluster(t)
-		p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID)
+		p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,14 +84,14 @@ func TestContract(t *testing.T) {
 		"protocol below 2.8": func(c *sarama.Config) { c.Version = sarama.V2_7_0_0 },
 	}
 	for name, breakIt := range breakers {
-		c := kafka.Config("test")
+		c := kafka.Config("test", kafka.DefaultMaxMessageBytes)
 		breakIt(c)
 		if p, err := kafka.NewWithConfig([]string{"127.0.0.1:1"}, c, kafka.DefaultTransactionalID); err == nil {
 			_ = p.Close(time.Second)
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	c := kafka.Config("test")
+	c := kafka.Config("test", kafka.DefaultMaxMessageBytes)
 	if !c.Producer.Idempotent || c.Producer.RequiredAcks != sarama.WaitForAll || c.Net.MaxOpenRequests != 1 ||
 		c.Producer.Retry.Max < 1 || !c.Version.IsAtLeast(sarama.V2_8_0_0) {
 		t.Fatalf("Config breaks the contract: %+v", c.Producer)
@@ -124,7 +126,7 @@ func rec(key, value string) kafka.Record {
 
 func fenced(t *testing.T, addr, clientID string) *kafka.Producer {
 	t.Helper()
-	p, err := kafka.New([]string{addr}, clientID, kafka.DefaultTransactionalID)
+	p, err := kafka.New([]string{addr}, clientID, kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +289,52 @@ func TestPublishAfterCancelSendsNothing(t *testing.T) {
 	}
 	if got := readCommitted(t, addr, 1); len(got) != 1 || got[0] != "sent" {
 		t.Fatalf("topic holds %q, want only the record sent while fenced", got)
+	}
+}
+
+// TestRecordOverTheBrokerLimitIsRefusedBeforeSending: a record whose batch would exceed the
+// brokers' message.max.bytes is refused with ErrRecordTooLarge and never handed to sarama, so
+// the other records of the call still commit; one that fits exactly goes through; and records
+// that fit one by one are never batched into more than the broker takes.
+func TestRecordOverTheBrokerLimitIsRefusedBeforeSending(t *testing.T) {
+	t.Parallel()
+	const limit = 2048
+	_, addr := cluster(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(limit)}))
+	p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(10 * time.Second) })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := p.Fence(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	sized := func(key string, batch int) kafka.Record {
+		r := kafka.Record{Topic: topic, Key: key, Value: []byte{}}
+		r.Value = []byte(strings.Repeat("x", batch-kafka.BatchBytes(r)))
+		if got := kafka.BatchBytes(r); got != batch {
+			t.Fatalf("BatchBytes = %d, want %d", got, batch)
+		}
+		return r
+	}
+	fits, over := sized("FIT", limit), sized("OVER", limit+1)
+	errs := publish(t, p, 30*time.Second, over, fits, rec("OK", "ok"))
+	if !errors.Is(errs[0], kafka.ErrRecordTooLarge) || !strings.Contains(errs[0].Error(), "2049 bytes") {
+		t.Fatalf("record over the limit: %v, want ErrRecordTooLarge naming its size", errs[0])
+	}
+	if errs[1] != nil || errs[2] != nil {
+		t.Fatalf("the records that fit: %v, %v; want both committed", errs[1], errs[2])
+	}
+	// Three records of 60% of the limit on the one partition: sarama must put each in its own
+	// batch; with its default bound (1 MiB) it would send one batch the broker refuses.
+	errs = publish(t, p, 30*time.Second, sized("A", limit*6/10), sized("B", limit*6/10), sized("C", limit*6/10))
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("record %d of 60%%: %v", i, err)
+		}
+	}
+	if got := readCommitted(t, addr, 5); len(got) != 5 || got[0] != string(fits.Value) || got[1] != "ok" {
+		t.Fatalf("topic holds %d records, want the one that fits exactly, ok and the three of 60%%", len(got))
 	}
 }

@@ -59,6 +59,8 @@ func (t Target) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
 			errs[i] = fmt.Errorf("%w: %w", delivery.ErrNotAttempted, err)
 		case errors.Is(err, ErrCommit):
 			errs[i] = delivery.LaneFailure("commit", err)
+		case errors.Is(err, ErrRecordTooLarge):
+			errs[i] = delivery.Refusal(err)
 		case unavailable(err):
 			// The partition's leader is away or does not answer: an outage of the broker, which
 			// says nothing about the event (docs/architecture.md).

@@ -31,8 +31,9 @@ func run(ctx context.Context, b *service.Base) error {
 	proj := projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout)
 
 	p := pump.New(pump.Config{
-		Pipeline:           cfg.Pipeline,
-		Codec:              sis.Options{MaxBytes: cfg.CodecMaxBytes, MaxDepth: cfg.CodecMaxDepth, Zone: cfg.AirportZone},
+		Pipeline: cfg.Pipeline,
+		Codec: sis.Options{MaxBytes: cfg.CodecMaxBytes, MaxDepth: cfg.CodecMaxDepth, MaxText: cfg.CodecMaxText,
+			Zone: cfg.AirportZone},
 		IdentityDayBounded: cfg.IdentityIncludeDayBoundary,
 	}, in, proj, processor.Route(flight.DayRule{Zone: cfg.AirportZone, Cutover: cfg.OperationDayCutover},
 		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger)),
