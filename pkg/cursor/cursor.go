@@ -19,6 +19,11 @@ type Cursor struct {
 	SeededAt  *time.Time
 	SeedMode  *string
 	SeedValue *int64
+	// Violation is the upstream contract violation that stops W; nil when none stands.
+	Violation *Violation
+	// MarkerSince is since when the inbox's processed markers are msgexchange's own; nil
+	// until ingest's first round outside shadow mode (contract.go).
+	MarkerSince *time.Time
 }
 
 // Load reads the cursor.
@@ -31,10 +36,17 @@ func LoadForUpdate(ctx context.Context, q db.Executor) (Cursor, error) {
 
 func load(ctx context.Context, q db.Executor, lock string) (Cursor, error) {
 	var c Cursor
-	err := q.QueryRow(ctx, `SELECT w, hole_since, seeded_at, seed_mode, seed_value FROM inbox_cursor WHERE id = 1`+lock).
-		Scan(&c.W, &c.HoleSince, &c.SeededAt, &c.SeedMode, &c.SeedValue)
+	var kind, detail *string
+	var since *time.Time
+	err := q.QueryRow(ctx, `SELECT w, hole_since, seeded_at, seed_mode, seed_value,
+			violation_kind, violation_since, violation_detail, marker_since
+		FROM inbox_cursor WHERE id = 1`+lock).
+		Scan(&c.W, &c.HoleSince, &c.SeededAt, &c.SeedMode, &c.SeedValue, &kind, &since, &detail, &c.MarkerSince)
 	if err != nil {
 		return c, fmt.Errorf("load inbox cursor: %w", err)
+	}
+	if kind != nil && since != nil && detail != nil { // all or none (CHECK inbox_cursor_violation)
+		c.Violation = &Violation{Kind: *kind, Since: *since, Detail: *detail}
 	}
 	return c, nil
 }

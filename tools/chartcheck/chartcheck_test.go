@@ -67,6 +67,7 @@ var wantAlerts = []string{
 	"MsgxLateArrivalDetected",     // late arrival detected
 	"MsgxIngestHoleStuck",         // hole stuck past pipeline.max-commit-delay
 	"MsgxIngestWatermarkLag",      // watermark lag
+	"MsgxIngestContractViolation", // the inbox broke the ID or marker contract (issue #15)
 	"MsgxBackfillAbandoned",       // backfill abandoned
 	"MsgxBackfillRetriesExceeded", // pipeline.backfill-max-attempts (alert only)
 	"MsgxDispatcherDead",          // dispatcher DEAD
@@ -677,6 +678,10 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 	}
 	if e := exprs["MsgxDispatcherOldestPending"]; !strings.Contains(e, "msgx_dispatcher_oldest_pending_seconds{") || !strings.HasSuffix(e, "> 300") {
 		t.Errorf("MsgxDispatcherOldestPending %q: want msgx_dispatcher_oldest_pending_seconds above 300s", e)
+	}
+	// One series per kind, firing at once: the violation is persisted until resolved.
+	if e := exprs["MsgxIngestContractViolation"]; !strings.HasPrefix(e, "max by (kind) (msgx_ingest_contract_violation{") || !strings.HasSuffix(e, ") > 0") {
+		t.Errorf("MsgxIngestContractViolation %q: want max by (kind) of msgx_ingest_contract_violation above 0", e)
 	}
 	if e := exprs["MsgxIngestHoleStuck"]; !strings.HasSuffix(e, "> "+r.maxCommitDelaySeconds) {
 		t.Errorf("MsgxIngestHoleStuck %q: threshold must be pipeline.max-commit-delay = %ss", e, r.maxCommitDelaySeconds)

@@ -371,6 +371,68 @@ func (SeedMode) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{5}
 }
 
+// ContractResolution is how an operator resolves a contract violation. After a PostgreSQL
+// restore seed 003 §9.2 accepts duplicates but never re-runs business blindly: SKIP_MARKED
+// keeps the lost timeline's processed rows from running again, RESUME runs them again by an
+// explicit decision.
+type ContractResolution int32
+
+const (
+	ContractResolution_CONTRACT_RESOLUTION_UNSPECIFIED ContractResolution = 0
+	// Clear the violation; discovery goes on from W. For "inbox-behind-watermark" it is refused
+	// while the inbox's largest ID is below W: the database team must first set the inbox's
+	// AUTO_INCREMENT above W, and the first row written after that proves it. For
+	// "marked-above-watermark" the marked rows above W are enqueued and processed again, their
+	// business run a second time (for example to re-apply flight changes the restore lost).
+	ContractResolution_CONTRACT_RESOLUTION_RESUME ContractResolution = 1
+	// "marked-above-watermark" only: W moves over the run of rows directly above it that carry
+	// the processed marker, up to through, at most 50000 rows per call; they are not enqueued
+	// (they were processed in the lost timeline). The run ends before the first unmarked row,
+	// which discovery then enqueues as usual; a later marked row stops W again.
+	ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED ContractResolution = 2
+)
+
+// Enum value maps for ContractResolution.
+var (
+	ContractResolution_name = map[int32]string{
+		0: "CONTRACT_RESOLUTION_UNSPECIFIED",
+		1: "CONTRACT_RESOLUTION_RESUME",
+		2: "CONTRACT_RESOLUTION_SKIP_MARKED",
+	}
+	ContractResolution_value = map[string]int32{
+		"CONTRACT_RESOLUTION_UNSPECIFIED": 0,
+		"CONTRACT_RESOLUTION_RESUME":      1,
+		"CONTRACT_RESOLUTION_SKIP_MARKED": 2,
+	}
+)
+
+func (x ContractResolution) Enum() *ContractResolution {
+	p := new(ContractResolution)
+	*p = x
+	return p
+}
+
+func (x ContractResolution) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ContractResolution) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_control_proto_enumTypes[6].Descriptor()
+}
+
+func (ContractResolution) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_control_proto_enumTypes[6]
+}
+
+func (x ContractResolution) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ContractResolution.Descriptor instead.
+func (ContractResolution) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{6}
+}
+
 type GetStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2578,6 +2640,222 @@ func (x *SeedCutoverResponse) GetInboxMaxId() int64 {
 	return 0
 }
 
+type ResolveContractViolationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The standing violation's kind: "inbox-behind-watermark" or "marked-above-watermark".
+	Kind       string             `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Resolution ContractResolution `protobuf:"varint,2,opt,name=resolution,proto3,enum=msgx.control.v1.ContractResolution" json:"resolution,omitempty"`
+	// SKIP_MARKED: the last inbox ID that may be skipped; every row up to it must carry the
+	// marker, or nothing is skipped. 0: up to the end of the run of marked rows above W.
+	Through int64 `protobuf:"varint,3,opt,name=through,proto3" json:"through,omitempty"`
+	// Report what would be done without changing anything.
+	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Why (a ticket, an incident): written to the audit log with the call.
+	Comment string `protobuf:"bytes,5,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Optional: the standing violation's since (GetStatus, or a dry run's resolved.since). When
+	// set, the call is refused unless that is the violation standing, so a repeated call (a
+	// retry after UNAVAILABLE) never resolves a newer one, such as the next marked row.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveContractViolationRequest) Reset() {
+	*x = ResolveContractViolationRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveContractViolationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveContractViolationRequest) ProtoMessage() {}
+
+func (x *ResolveContractViolationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveContractViolationRequest.ProtoReflect.Descriptor instead.
+func (*ResolveContractViolationRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ResolveContractViolationRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResolveContractViolationRequest) GetResolution() ContractResolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return ContractResolution_CONTRACT_RESOLUTION_UNSPECIFIED
+}
+
+func (x *ResolveContractViolationRequest) GetThrough() int64 {
+	if x != nil {
+		return x.Through
+	}
+	return 0
+}
+
+func (x *ResolveContractViolationRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ResolveContractViolationRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+func (x *ResolveContractViolationRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+type ResolveContractViolationResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	DryRun bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// The violation that was resolved (or would be), as it stood.
+	Resolved   *ContractViolation `protobuf:"bytes,2,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	Resolution ContractResolution `protobuf:"varint,3,opt,name=resolution,proto3,enum=msgx.control.v1.ContractResolution" json:"resolution,omitempty"`
+	// W before and after the resolution.
+	WatermarkBefore int64 `protobuf:"varint,4,opt,name=watermark_before,json=watermarkBefore,proto3" json:"watermark_before,omitempty"`
+	Watermark       int64 `protobuf:"varint,5,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	// SKIP_MARKED: the rows W passed without enqueueing them.
+	Skipped int64 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// SKIP_MARKED: the first row above the new W without a marker, where the run ended; 0 when
+	// the rows read held none.
+	FirstUnmarkedId int64 `protobuf:"varint,7,opt,name=first_unmarked_id,json=firstUnmarkedId,proto3" json:"first_unmarked_id,omitempty"`
+	// SKIP_MARKED: the run filled one call and may go on; discovery stops again at the next
+	// marked row, and the same call skips the rest.
+	More bool `protobuf:"varint,8,opt,name=more,proto3" json:"more,omitempty"`
+	// The inbox's largest ID as read for the decision.
+	InboxMaxId    int64                  `protobuf:"varint,9,opt,name=inbox_max_id,json=inboxMaxId,proto3" json:"inbox_max_id,omitempty"`
+	ResolvedAt    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=resolved_at,json=resolvedAt,proto3" json:"resolved_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveContractViolationResponse) Reset() {
+	*x = ResolveContractViolationResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveContractViolationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveContractViolationResponse) ProtoMessage() {}
+
+func (x *ResolveContractViolationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveContractViolationResponse.ProtoReflect.Descriptor instead.
+func (*ResolveContractViolationResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ResolveContractViolationResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ResolveContractViolationResponse) GetResolved() *ContractViolation {
+	if x != nil {
+		return x.Resolved
+	}
+	return nil
+}
+
+func (x *ResolveContractViolationResponse) GetResolution() ContractResolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return ContractResolution_CONTRACT_RESOLUTION_UNSPECIFIED
+}
+
+func (x *ResolveContractViolationResponse) GetWatermarkBefore() int64 {
+	if x != nil {
+		return x.WatermarkBefore
+	}
+	return 0
+}
+
+func (x *ResolveContractViolationResponse) GetWatermark() int64 {
+	if x != nil {
+		return x.Watermark
+	}
+	return 0
+}
+
+func (x *ResolveContractViolationResponse) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *ResolveContractViolationResponse) GetFirstUnmarkedId() int64 {
+	if x != nil {
+		return x.FirstUnmarkedId
+	}
+	return 0
+}
+
+func (x *ResolveContractViolationResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *ResolveContractViolationResponse) GetInboxMaxId() int64 {
+	if x != nil {
+		return x.InboxMaxId
+	}
+	return 0
+}
+
+func (x *ResolveContractViolationResponse) GetResolvedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResolvedAt
+	}
+	return nil
+}
+
 // Message is one proc_state row. Unset timestamps and strings are NULL in the row.
 type Message struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2613,7 +2891,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2903,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2916,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Message) GetMsgId() int64 {
@@ -2991,7 +3269,32 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\finbox_min_id\x18\x04 \x01(\x03R\n" +
 	"inboxMinId\x12 \n" +
 	"\finbox_max_id\x18\x05 \x01(\x03R\n" +
-	"inboxMaxId\"\xc9\b\n" +
+	"inboxMaxId\"\xf9\x01\n" +
+	"\x1fResolveContractViolationRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12C\n" +
+	"\n" +
+	"resolution\x18\x02 \x01(\x0e2#.msgx.control.v1.ContractResolutionR\n" +
+	"resolution\x12\x18\n" +
+	"\athrough\x18\x03 \x01(\x03R\athrough\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acomment\x18\x05 \x01(\tR\acomment\x120\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xc2\x03\n" +
+	" ResolveContractViolationResponse\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12>\n" +
+	"\bresolved\x18\x02 \x01(\v2\".msgx.control.v1.ContractViolationR\bresolved\x12C\n" +
+	"\n" +
+	"resolution\x18\x03 \x01(\x0e2#.msgx.control.v1.ContractResolutionR\n" +
+	"resolution\x12)\n" +
+	"\x10watermark_before\x18\x04 \x01(\x03R\x0fwatermarkBefore\x12\x1c\n" +
+	"\twatermark\x18\x05 \x01(\x03R\twatermark\x12\x18\n" +
+	"\askipped\x18\x06 \x01(\x03R\askipped\x12*\n" +
+	"\x11first_unmarked_id\x18\a \x01(\x03R\x0ffirstUnmarkedId\x12\x12\n" +
+	"\x04more\x18\b \x01(\bR\x04more\x12 \n" +
+	"\finbox_max_id\x18\t \x01(\x03R\n" +
+	"inboxMaxId\x12;\n" +
+	"\vresolved_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"resolvedAt\"\xc9\b\n" +
 	"\aMessage\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\x05state\x12<\n" +
@@ -3059,7 +3362,11 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\rSEED_MODE_MIN\x10\x01\x12\x12\n" +
 	"\x0eSEED_MODE_ZERO\x10\x02\x12\x11\n" +
 	"\rSEED_MODE_MAX\x10\x03\x12\x10\n" +
-	"\fSEED_MODE_ID\x10\x042\xf7\x04\n" +
+	"\fSEED_MODE_ID\x10\x04*~\n" +
+	"\x12ContractResolution\x12#\n" +
+	"\x1fCONTRACT_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aCONTRACT_RESOLUTION_RESUME\x10\x01\x12#\n" +
+	"\x1fCONTRACT_RESOLUTION_SKIP_MARKED\x10\x022\xf8\x05\n" +
 	"\x0eControlService\x12W\n" +
 	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\n" +
@@ -3068,7 +3375,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x06Replay\x12\x1e.msgx.control.v1.ReplayRequest\x1a\x1f.msgx.control.v1.ReplayResponse\x12I\n" +
 	"\x06Reopen\x12\x1e.msgx.control.v1.ReopenRequest\x1a\x1f.msgx.control.v1.ReopenResponse\x12X\n" +
 	"\vSeedCutover\x12#.msgx.control.v1.SeedCutoverRequest\x1a$.msgx.control.v1.SeedCutoverResponse\x12^\n" +
-	"\rRequeueEvents\x12%.msgx.control.v1.RequeueEventsRequest\x1a&.msgx.control.v1.RequeueEventsResponseBDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
+	"\rRequeueEvents\x12%.msgx.control.v1.RequeueEventsRequest\x1a&.msgx.control.v1.RequeueEventsResponse\x12\x7f\n" +
+	"\x18ResolveContractViolation\x120.msgx.control.v1.ResolveContractViolationRequest\x1a1.msgx.control.v1.ResolveContractViolationResponseBDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_control_proto_rawDescOnce sync.Once
@@ -3082,123 +3390,133 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 	return file_msgx_control_v1_control_proto_rawDescData
 }
 
-var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_msgx_control_v1_control_proto_goTypes = []any{
-	(MessageState)(0),             // 0: msgx.control.v1.MessageState
-	(ErrorClass)(0),               // 1: msgx.control.v1.ErrorClass
-	(AbandonReason)(0),            // 2: msgx.control.v1.AbandonReason
-	(RawStatus)(0),                // 3: msgx.control.v1.RawStatus
-	(EventState)(0),               // 4: msgx.control.v1.EventState
-	(SeedMode)(0),                 // 5: msgx.control.v1.SeedMode
-	(*GetStatusRequest)(nil),      // 6: msgx.control.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 7: msgx.control.v1.GetStatusResponse
-	(*RoleStatus)(nil),            // 8: msgx.control.v1.RoleStatus
-	(*Blocked)(nil),               // 9: msgx.control.v1.Blocked
-	(*Discovery)(nil),             // 10: msgx.control.v1.Discovery
-	(*ContractViolation)(nil),     // 11: msgx.control.v1.ContractViolation
-	(*Backlog)(nil),               // 12: msgx.control.v1.Backlog
-	(*StateCount)(nil),            // 13: msgx.control.v1.StateCount
-	(*ErrorClassCount)(nil),       // 14: msgx.control.v1.ErrorClassCount
-	(*Backfill)(nil),              // 15: msgx.control.v1.Backfill
-	(*AbandonedCount)(nil),        // 16: msgx.control.v1.AbandonedCount
-	(*OutboxTarget)(nil),          // 17: msgx.control.v1.OutboxTarget
-	(*GetMessageRequest)(nil),     // 18: msgx.control.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),    // 19: msgx.control.v1.GetMessageResponse
-	(*Event)(nil),                 // 20: msgx.control.v1.Event
-	(*IdRange)(nil),               // 21: msgx.control.v1.IdRange
-	(*ListMessagesRequest)(nil),   // 22: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),  // 23: msgx.control.v1.ListMessagesResponse
-	(*ReplayRequest)(nil),         // 24: msgx.control.v1.ReplayRequest
-	(*ReplayResponse)(nil),        // 25: msgx.control.v1.ReplayResponse
-	(*ReopenRequest)(nil),         // 26: msgx.control.v1.ReopenRequest
-	(*ReopenResponse)(nil),        // 27: msgx.control.v1.ReopenResponse
-	(*RequeueEventsRequest)(nil),  // 28: msgx.control.v1.RequeueEventsRequest
-	(*RequeueEventsResponse)(nil), // 29: msgx.control.v1.RequeueEventsResponse
-	(*DeadEvent)(nil),             // 30: msgx.control.v1.DeadEvent
-	(*SeedCutoverRequest)(nil),    // 31: msgx.control.v1.SeedCutoverRequest
-	(*SeedCutoverResponse)(nil),   // 32: msgx.control.v1.SeedCutoverResponse
-	(*Message)(nil),               // 33: msgx.control.v1.Message
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
+	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
+	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
+	(AbandonReason)(0),                       // 2: msgx.control.v1.AbandonReason
+	(RawStatus)(0),                           // 3: msgx.control.v1.RawStatus
+	(EventState)(0),                          // 4: msgx.control.v1.EventState
+	(SeedMode)(0),                            // 5: msgx.control.v1.SeedMode
+	(ContractResolution)(0),                  // 6: msgx.control.v1.ContractResolution
+	(*GetStatusRequest)(nil),                 // 7: msgx.control.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),                // 8: msgx.control.v1.GetStatusResponse
+	(*RoleStatus)(nil),                       // 9: msgx.control.v1.RoleStatus
+	(*Blocked)(nil),                          // 10: msgx.control.v1.Blocked
+	(*Discovery)(nil),                        // 11: msgx.control.v1.Discovery
+	(*ContractViolation)(nil),                // 12: msgx.control.v1.ContractViolation
+	(*Backlog)(nil),                          // 13: msgx.control.v1.Backlog
+	(*StateCount)(nil),                       // 14: msgx.control.v1.StateCount
+	(*ErrorClassCount)(nil),                  // 15: msgx.control.v1.ErrorClassCount
+	(*Backfill)(nil),                         // 16: msgx.control.v1.Backfill
+	(*AbandonedCount)(nil),                   // 17: msgx.control.v1.AbandonedCount
+	(*OutboxTarget)(nil),                     // 18: msgx.control.v1.OutboxTarget
+	(*GetMessageRequest)(nil),                // 19: msgx.control.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),               // 20: msgx.control.v1.GetMessageResponse
+	(*Event)(nil),                            // 21: msgx.control.v1.Event
+	(*IdRange)(nil),                          // 22: msgx.control.v1.IdRange
+	(*ListMessagesRequest)(nil),              // 23: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),             // 24: msgx.control.v1.ListMessagesResponse
+	(*ReplayRequest)(nil),                    // 25: msgx.control.v1.ReplayRequest
+	(*ReplayResponse)(nil),                   // 26: msgx.control.v1.ReplayResponse
+	(*ReopenRequest)(nil),                    // 27: msgx.control.v1.ReopenRequest
+	(*ReopenResponse)(nil),                   // 28: msgx.control.v1.ReopenResponse
+	(*RequeueEventsRequest)(nil),             // 29: msgx.control.v1.RequeueEventsRequest
+	(*RequeueEventsResponse)(nil),            // 30: msgx.control.v1.RequeueEventsResponse
+	(*DeadEvent)(nil),                        // 31: msgx.control.v1.DeadEvent
+	(*SeedCutoverRequest)(nil),               // 32: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),              // 33: msgx.control.v1.SeedCutoverResponse
+	(*ResolveContractViolationRequest)(nil),  // 34: msgx.control.v1.ResolveContractViolationRequest
+	(*ResolveContractViolationResponse)(nil), // 35: msgx.control.v1.ResolveContractViolationResponse
+	(*Message)(nil),                          // 36: msgx.control.v1.Message
+	(*timestamppb.Timestamp)(nil),            // 37: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 38: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	34, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
-	8,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
-	10, // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
-	12, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
-	13, // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
-	14, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
-	15, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
-	17, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	34, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	34, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
-	9,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	34, // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	35, // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	34, // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	35, // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	34, // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
-	11, // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	34, // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	35, // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	35, // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	37, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	9,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
+	11, // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
+	13, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
+	14, // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
+	15, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
+	16, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
+	18, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
+	37, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	37, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	10, // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
+	37, // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	38, // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	37, // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	38, // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	37, // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	12, // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
+	37, // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	38, // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	38, // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,  // 20: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,  // 21: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
-	16, // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
+	17, // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,  // 23: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	35, // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	33, // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	38, // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	36, // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	3,  // 26: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
-	20, // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
+	21, // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
 	4,  // 28: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	34, // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	34, // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	34, // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	34, // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	37, // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	37, // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	37, // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	37, // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
 	0,  // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
 	1,  // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	21, // 35: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	33, // 36: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	22, // 35: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	36, // 36: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
 	1,  // 37: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	21, // 38: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	22, // 38: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
 	2,  // 39: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	30, // 40: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	34, // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	31, // 40: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	37, // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
 	5,  // 42: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
 	5,  // 43: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	34, // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
-	0,  // 45: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,  // 46: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	34, // 47: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	34, // 48: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	34, // 49: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	34, // 50: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	34, // 51: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	34, // 52: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	34, // 53: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	34, // 54: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,  // 55: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	34, // 56: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	6,  // 57: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	18, // 58: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	22, // 59: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	24, // 60: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	26, // 61: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	31, // 62: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	28, // 63: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	7,  // 64: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	19, // 65: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	23, // 66: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	25, // 67: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	27, // 68: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	32, // 69: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	29, // 70: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	64, // [64:71] is the sub-list for method output_type
-	57, // [57:64] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	37, // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	6,  // 45: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
+	37, // 46: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	12, // 47: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
+	6,  // 48: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
+	37, // 49: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	0,  // 50: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,  // 51: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	37, // 52: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	37, // 53: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	37, // 54: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	37, // 55: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	37, // 56: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	37, // 57: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	37, // 58: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	37, // 59: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,  // 60: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	37, // 61: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	7,  // 62: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	19, // 63: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	23, // 64: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	25, // 65: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	27, // 66: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	32, // 67: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	29, // 68: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	34, // 69: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	8,  // 70: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	20, // 71: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	24, // 72: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	26, // 73: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	28, // 74: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	33, // 75: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	30, // 76: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	35, // 77: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	70, // [70:78] is the sub-list for method output_type
+	62, // [62:70] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -3212,8 +3530,8 @@ func file_msgx_control_v1_control_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   28,
+			NumEnums:      7,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

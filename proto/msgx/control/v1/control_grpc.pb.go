@@ -26,13 +26,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControlService_GetStatus_FullMethodName     = "/msgx.control.v1.ControlService/GetStatus"
-	ControlService_GetMessage_FullMethodName    = "/msgx.control.v1.ControlService/GetMessage"
-	ControlService_ListMessages_FullMethodName  = "/msgx.control.v1.ControlService/ListMessages"
-	ControlService_Replay_FullMethodName        = "/msgx.control.v1.ControlService/Replay"
-	ControlService_Reopen_FullMethodName        = "/msgx.control.v1.ControlService/Reopen"
-	ControlService_SeedCutover_FullMethodName   = "/msgx.control.v1.ControlService/SeedCutover"
-	ControlService_RequeueEvents_FullMethodName = "/msgx.control.v1.ControlService/RequeueEvents"
+	ControlService_GetStatus_FullMethodName                = "/msgx.control.v1.ControlService/GetStatus"
+	ControlService_GetMessage_FullMethodName               = "/msgx.control.v1.ControlService/GetMessage"
+	ControlService_ListMessages_FullMethodName             = "/msgx.control.v1.ControlService/ListMessages"
+	ControlService_Replay_FullMethodName                   = "/msgx.control.v1.ControlService/Replay"
+	ControlService_Reopen_FullMethodName                   = "/msgx.control.v1.ControlService/Reopen"
+	ControlService_SeedCutover_FullMethodName              = "/msgx.control.v1.ControlService/SeedCutover"
+	ControlService_RequeueEvents_FullMethodName            = "/msgx.control.v1.ControlService/RequeueEvents"
+	ControlService_ResolveContractViolation_FullMethodName = "/msgx.control.v1.ControlService/ResolveContractViolation"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -75,6 +76,13 @@ type ControlServiceClient interface {
 	// until it is requeued; the FLID then resumes in order. With dry_run it lists the DEAD
 	// events the selection matches and changes nothing.
 	RequeueEvents(ctx context.Context, in *RequeueEventsRequest, opts ...grpc.CallOption) (*RequeueEventsResponse, error)
+	// ResolveContractViolation is the operator's way out of an upstream contract violation that
+	// stopped discovery (GetStatus discovery.contract_violation; docs/operations.md, Runbook).
+	// kind must name the standing violation. RESUME clears it and discovery goes on from W;
+	// SKIP_MARKED moves W over the marked rows directly above it without enqueueing them. Refused
+	// with FAILED_PRECONDITION when no violation of that kind stands or the resolution does not
+	// fit what the inbox holds now. With dry_run it reports what it would do and changes nothing.
+	ResolveContractViolation(ctx context.Context, in *ResolveContractViolationRequest, opts ...grpc.CallOption) (*ResolveContractViolationResponse, error)
 }
 
 type controlServiceClient struct {
@@ -155,6 +163,16 @@ func (c *controlServiceClient) RequeueEvents(ctx context.Context, in *RequeueEve
 	return out, nil
 }
 
+func (c *controlServiceClient) ResolveContractViolation(ctx context.Context, in *ResolveContractViolationRequest, opts ...grpc.CallOption) (*ResolveContractViolationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveContractViolationResponse)
+	err := c.cc.Invoke(ctx, ControlService_ResolveContractViolation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -195,6 +213,13 @@ type ControlServiceServer interface {
 	// until it is requeued; the FLID then resumes in order. With dry_run it lists the DEAD
 	// events the selection matches and changes nothing.
 	RequeueEvents(context.Context, *RequeueEventsRequest) (*RequeueEventsResponse, error)
+	// ResolveContractViolation is the operator's way out of an upstream contract violation that
+	// stopped discovery (GetStatus discovery.contract_violation; docs/operations.md, Runbook).
+	// kind must name the standing violation. RESUME clears it and discovery goes on from W;
+	// SKIP_MARKED moves W over the marked rows directly above it without enqueueing them. Refused
+	// with FAILED_PRECONDITION when no violation of that kind stands or the resolution does not
+	// fit what the inbox holds now. With dry_run it reports what it would do and changes nothing.
+	ResolveContractViolation(context.Context, *ResolveContractViolationRequest) (*ResolveContractViolationResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -225,6 +250,9 @@ func (UnimplementedControlServiceServer) SeedCutover(context.Context, *SeedCutov
 }
 func (UnimplementedControlServiceServer) RequeueEvents(context.Context, *RequeueEventsRequest) (*RequeueEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequeueEvents not implemented")
+}
+func (UnimplementedControlServiceServer) ResolveContractViolation(context.Context, *ResolveContractViolationRequest) (*ResolveContractViolationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveContractViolation not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -373,6 +401,24 @@ func _ControlService_RequeueEvents_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_ResolveContractViolation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveContractViolationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).ResolveContractViolation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_ResolveContractViolation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).ResolveContractViolation(ctx, req.(*ResolveContractViolationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -407,6 +453,10 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequeueEvents",
 			Handler:    _ControlService_RequeueEvents_Handler,
+		},
+		{
+			MethodName: "ResolveContractViolation",
+			Handler:    _ControlService_ResolveContractViolation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -174,6 +174,39 @@ func (r *RequeueEventsRequest) Validate() error {
 	return errors.Join(errs...)
 }
 
+// The contract violation kinds, as Discovery.contract_violation.kind spells them.
+const (
+	KindInboxBehindWatermark = "inbox-behind-watermark"
+	KindMarkedAboveWatermark = "marked-above-watermark"
+)
+
+// Validate checks the request: a known kind and resolution, and through only for SKIP_MARKED
+// of marked-above-watermark.
+func (r *ResolveContractViolationRequest) Validate() error {
+	var errs []error
+	kind := r.GetKind()
+	if kind != KindInboxBehindWatermark && kind != KindMarkedAboveWatermark {
+		errs = append(errs, fmt.Errorf("kind must be %q or %q (GetStatus discovery.contract_violation.kind), got %q",
+			KindInboxBehindWatermark, KindMarkedAboveWatermark, kind))
+	}
+	switch res := r.GetResolution(); {
+	case res == ContractResolution_CONTRACT_RESOLUTION_UNSPECIFIED:
+		errs = append(errs, errors.New("resolution is required: CONTRACT_RESOLUTION_RESUME or CONTRACT_RESOLUTION_SKIP_MARKED"))
+	case knownEnum("resolution", res) != nil:
+		errs = append(errs, knownEnum("resolution", res))
+	case res == ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED && kind == KindInboxBehindWatermark:
+		errs = append(errs, fmt.Errorf("SKIP_MARKED resolves only %s; %s is resolved by RESUME once the inbox is fixed",
+			KindMarkedAboveWatermark, KindInboxBehindWatermark))
+	case res != ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED && r.GetThrough() != 0:
+		errs = append(errs, fmt.Errorf("through is only for SKIP_MARKED, got %d with %s", r.GetThrough(), res))
+	}
+	if r.GetThrough() < 0 {
+		errs = append(errs, fmt.Errorf("through must be an inbox ID or 0 (the end of the marked run), got %d", r.GetThrough()))
+	}
+	errs = append(errs, validComment(r.GetComment()))
+	return errors.Join(errs...)
+}
+
 func validIDs(ids []int64) error {
 	if len(ids) > MaxSelectedIDs {
 		return fmt.Errorf("msg_ids has %d IDs, at most %d: select a range instead", len(ids), MaxSelectedIDs)

@@ -175,6 +175,12 @@ func TestMsgxctl(t *testing.T) {
 			t.Errorf("second seeding: exit %d (want %d): %s", code, ctl.ExitCode(codes.FailedPrecondition), errOut)
 		}
 	})
+	t.Run("resolve-contract-violation with nothing standing", func(t *testing.T) {
+		_, errOut, code := msgxctl(t, env, "resolve-contract-violation", "--kind", "inbox-behind-watermark", "--resolution", "resume", "--dry-run")
+		if code != ctl.ExitCode(codes.FailedPrecondition) || !strings.Contains(errOut, "no contract violation") {
+			t.Errorf("exit %d (want %d): %s", code, ctl.ExitCode(codes.FailedPrecondition), errOut)
+		}
+	})
 	t.Run("exit codes", func(t *testing.T) {
 		cases := []struct {
 			name string

@@ -359,6 +359,11 @@ func TestStandbyRefusesMutations(t *testing.T) {
 			_, err := second.client.SeedCutover(ctx, &controlv1.SeedCutoverRequest{Mode: controlv1.SeedMode_SEED_MODE_ZERO})
 			return err
 		},
+		"ResolveContractViolation dry run": func() error {
+			_, err := second.client.ResolveContractViolation(ctx, &controlv1.ResolveContractViolationRequest{
+				Kind: controlv1.KindInboxBehindWatermark, Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, DryRun: true})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := call()

@@ -54,6 +54,7 @@ type Inbox interface {
 	MinID(ctx context.Context) (int64, error)
 	MaxID(ctx context.Context) (int64, error)
 	IDsBetween(ctx context.Context, first, last int64) ([]int64, error)
+	MarkStates(ctx context.Context, after, through int64, limit int) ([]inbox.MarkState, error)
 }
 
 // Config configures a Service.
@@ -145,7 +146,9 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 		d.InboxError = im.err.Error()
 	} else {
 		d.InboxMaxId = &im.id
-		lag := max(im.id-cur.W, 0)
+		// Never clamped: a negative lag is the inbox behind W (a contract violation), which a
+		// 0 would show as "caught up".
+		lag := im.id - cur.W
 		d.Lag = &lag
 	}
 	return &controlv1.GetStatusResponse{

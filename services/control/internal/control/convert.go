@@ -115,7 +115,15 @@ func discovery(c cursor.Cursor, h cursor.HoleStats, now time.Time) *controlv1.Di
 	if c.SeedValue != nil {
 		d.SeedValue = *c.SeedValue
 	}
+	d.ContractViolation = contractViolation(c.Violation)
 	return d
+}
+
+func contractViolation(v *cursor.Violation) *controlv1.ContractViolation {
+	if v == nil {
+		return nil
+	}
+	return &controlv1.ContractViolation{Kind: v.Kind, Since: timestamp(v.Since), Detail: v.Detail}
 }
 
 func backlog(s queue.Statistics) *controlv1.Backlog {

@@ -1,9 +1,11 @@
 package control
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -114,5 +116,21 @@ func TestRoleStatusBlocked(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The API's violation kinds are the cursor's words (validation checks the API's, ingest
+// records the cursor's), and every resolution of the API has an action.
+func TestContractWordsAgree(t *testing.T) {
+	t.Parallel()
+	if got, want := []string{controlv1.KindInboxBehindWatermark, controlv1.KindMarkedAboveWatermark}, cursor.Kinds(); !slices.Equal(got, want) {
+		t.Errorf("API kinds %v, cursor kinds %v", got, want)
+	}
+	values := controlv1.ContractResolution_CONTRACT_RESOLUTION_UNSPECIFIED.Descriptor().Values()
+	for i := range values.Len() {
+		v := controlv1.ContractResolution(values.Get(i).Number())
+		if _, ok := resolutions[v]; ok == (v == controlv1.ContractResolution_CONTRACT_RESOLUTION_UNSPECIFIED) {
+			t.Errorf("resolution %s: mapped %v", v, ok)
+		}
 	}
 }

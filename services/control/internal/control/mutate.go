@@ -148,14 +148,14 @@ func (s *Service) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 // writeStatus maps the error of a mutating call: a standby answers UNAVAILABLE naming the
-// active instance; a refused seeding or an empty inbox is FAILED_PRECONDITION (the system's
-// state, not the request, is wrong); a lost lock is UNAVAILABLE (retry on the new holder);
+// active instance; a refused seeding, an empty inbox or a refused contract resolution is
+// FAILED_PRECONDITION (the system's state, not the request, is wrong); a lost lock is UNAVAILABLE (retry on the new holder);
 // a lock wait that timed out is ABORTED (a concurrent gate holder: try again).
 func (s *Service) writeStatus(ctx context.Context, op string, err error) error {
 	switch {
 	case errors.Is(err, ErrStandby):
 		return s.standby(ctx, op)
-	case errors.Is(err, cursor.ErrSeedRefused), errors.Is(err, cursor.ErrInboxEmpty):
+	case errors.Is(err, cursor.ErrSeedRefused), errors.Is(err, cursor.ErrInboxEmpty), errors.Is(err, cursor.ErrResolveRefused):
 		return status.Errorf(codes.FailedPrecondition, "%s: %v", op, err)
 	case errors.Is(err, leader.ErrLost):
 		return status.Errorf(codes.Unavailable, "%s: this instance lost the control role during the call; nothing was committed: %v", op, err)

@@ -38,6 +38,7 @@ func run(ctx context.Context, b *service.Base) error {
 		LateDetectPeriod:   p.LateDetectPeriod,
 		LateWatchRetention: cmp.Or(p.LateWatchRetention, p.OverdueBackfill),
 		Seed:               seed,
+		Shadow:             b.Config.Shadow,
 	}, in, b.Clock, b.Logger, b.Telemetry, b.Registry)
 	elector := b.Elector()
 	actors := []service.Actor{func(ctx context.Context) error {

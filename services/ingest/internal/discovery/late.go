@@ -18,15 +18,26 @@ import (
 // could otherwise lose. Each page of found rows is recorded in inbox_late and enqueued in one
 // transaction on the lock connection; a row recorded before is not counted again. The inbox
 // is read outside any transaction, one bounded query per page. It returns how many late rows
-// were enqueued.
+// were enqueued; none while a contract violation stands.
 func (p *Poller) Reconcile(ctx context.Context, txer Txer) (int64, error) {
 	now := p.clock.Now()
 	var holes []cursor.Hole
+	var standing bool
 	if err := txer.Tx(ctx, func(tx pgx.Tx) error {
-		var err error
+		cur, err := cursor.Load(ctx, tx)
+		if err != nil {
+			return err
+		}
+		// Nothing is enqueued while a contract violation stands: after an inbox reset the
+		// rows in the released holes may be new messages under reused IDs. They wait with
+		// everything else for the operator's resolution; the holes stay watched, so they
+		// are found once it is resolved.
+		if standing = cur.Violation != nil; standing {
+			return nil
+		}
 		holes, err = cursor.WatchedHoles(ctx, tx, now.Add(-p.cfg.LateWatchRetention))
 		return err
-	}); err != nil {
+	}); err != nil || standing {
 		return 0, err
 	}
 	p.metrics.watchedHoles.Set(float64(len(holes)))

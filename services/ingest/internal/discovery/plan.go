@@ -54,3 +54,23 @@ func (p *Plan) extend(rows []inbox.Row, i int) int {
 	}
 	return i
 }
+
+// stopBefore cuts the plan before the existing row id, which may not be enqueued (a contract
+// violation, contract.go): W stops at id-1 and only the rows below it are enqueued. A hole
+// released beyond the cut is not released, and no hole clock runs, since the row at W+1 then
+// exists. A plan whose W is already below id is returned as it is.
+func (p Plan) stopBefore(id int64) Plan {
+	if id > p.W {
+		return p
+	}
+	out := Plan{W: id - 1}
+	for _, r := range p.Enqueue {
+		if r.ID < id {
+			out.Enqueue = append(out.Enqueue, r)
+		}
+	}
+	if p.Released != nil && p.Released[1] < id {
+		out.Released = p.Released
+	}
+	return out
+}

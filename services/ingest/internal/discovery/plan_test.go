@@ -74,3 +74,33 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanStopBefore(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	released := &[2]int64{13, 14}
+	full := Plan{W: 16, Enqueue: rowsOf(11, 12, 15, 16), Released: released, HoleSince: &t0}
+	tests := []struct {
+		name         string
+		id           int64
+		wantW        int64
+		wantEnqueue  []int64
+		wantReleased *[2]int64
+		wantHole     bool
+	}{
+		{name: "beyond the plan: unchanged", id: 20, wantW: 16, wantEnqueue: []int64{11, 12, 15, 16}, wantReleased: released, wantHole: true},
+		{name: "after the released hole", id: 16, wantW: 15, wantEnqueue: []int64{11, 12, 15}, wantReleased: released},
+		{name: "right after the released hole", id: 15, wantW: 14, wantEnqueue: []int64{11, 12}, wantReleased: released},
+		{name: "before the released hole", id: 12, wantW: 11, wantEnqueue: []int64{11}},
+		{name: "the first row", id: 11, wantW: 10, wantEnqueue: []int64{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := full.stopBefore(tt.id)
+			if got.W != tt.wantW || !slices.Equal(ids(got.Enqueue), tt.wantEnqueue) || (got.HoleSince != nil) != tt.wantHole ||
+				(got.Released == nil) != (tt.wantReleased == nil) || (got.Released != nil && *got.Released != *tt.wantReleased) {
+				t.Errorf("stopBefore(%d) = W %d enqueue %v released %v hole %v; want W %d enqueue %v released %v hole %v",
+					tt.id, got.W, ids(got.Enqueue), got.Released, got.HoleSince, tt.wantW, tt.wantEnqueue, tt.wantReleased, tt.wantHole)
+			}
+		})
+	}
+}

@@ -38,6 +38,9 @@ type Config struct {
 	// Seed is the configured cutover seed (pipeline.cutover-watermark); nil when seeding is
 	// left to the operator.
 	Seed *cursor.Seed
+	// Shadow is shadow mode: the inbox's processed markers are written by the system being
+	// replaced, so a marker above W says nothing about our own timeline and is not checked.
+	Shadow bool
 }
 
 // Poller runs discovery rounds.
@@ -56,6 +59,9 @@ type Poller struct {
 	waitingSeed bool
 	// lateDue is when the next late-arrival lookup is due (zero: at the first chance).
 	lateDue time.Time
+	// standing is the violation this process last logged as standing, so a stop is logged
+	// once per process rather than every round; cleared when a round finds it resolved.
+	standing *cursor.Violation
 }
 
 // New builds a poller and registers its metrics.
@@ -68,6 +74,9 @@ func New(cfg Config, in *inbox.Inbox, clk clock.Clock, logger *slog.Logger, tel 
 func (p *Poller) Run(ctx context.Context, tx Txer) error {
 	t := time.NewTicker(p.cfg.PollInterval)
 	defer t.Stop()
+	// A standby judges nothing: once this term ends the new holder reports the violation, and a
+	// 1 left here would keep alerting after an operator resolved it.
+	defer p.showViolation(nil)
 	for {
 		more, err := p.Round(ctx, tx)
 		if err != nil && ctx.Err() == nil {
@@ -95,7 +104,8 @@ func (p *Poller) Run(ctx context.Context, tx Txer) error {
 // Round runs one discovery round and reports whether the batch was full (more rows may wait).
 // The inbox is read outside any PostgreSQL transaction, so a slow inbox never holds the lock
 // connection idle in a transaction; the writes then run in one transaction that first checks
-// the cursor did not move meanwhile.
+// the cursor did not move meanwhile. While a contract violation stands the round reads and
+// writes nothing but the lag: W stays until an operator resolves it (contract.go).
 func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 	start := p.clock.Now()
 	defer func() { p.metrics.roundDuration.Observe(p.clock.Now().Sub(start).Seconds()) }()
@@ -112,6 +122,16 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 	}); err != nil {
 		return false, err
 	}
+	p.showViolation(cur.Violation)
+	if cur.Violation != nil {
+		p.stillStanding(ctx, cur)
+		return false, nil
+	}
+	if p.standing != nil {
+		// This process saw it standing, and it is gone: an operator resolved it.
+		p.logger.Info("contract violation resolved; discovery resumes from the watermark", "kind", p.standing.Kind, "w", cur.W)
+		p.standing = nil
+	}
 	rows, err := p.inbox.After(ctx, cur.W, p.cfg.ClaimBatch)
 	if err != nil {
 		// An unreadable inbox is an infrastructure failure, never "no new messages".
@@ -120,14 +140,21 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 	}
 	now := p.clock.Now()
 	pl := plan(cur.W, cur.HoleSince, rows, now, p.cfg.MaxCommitDelay)
+	pl, violation, err := p.checkContract(ctx, cur, rows, pl, now)
+	if err != nil {
+		p.metrics.readErrors.Inc()
+		return false, err
+	}
 	var inserted int64
 	err = txer.Tx(ctx, func(tx pgx.Tx) error {
 		again, err := cursor.LoadForUpdate(ctx, tx)
 		if err != nil {
 			return err
 		}
-		if again.W != cur.W || !sameTime(again.HoleSince, cur.HoleSince) || !sameTime(again.SeededAt, cur.SeededAt) {
-			// Only a cutover seeding can do this while this instance holds the role.
+		if again.W != cur.W || !sameTime(again.HoleSince, cur.HoleSince) || !sameTime(again.SeededAt, cur.SeededAt) ||
+			again.Violation != nil || !sameTime(again.MarkerSince, cur.MarkerSince) {
+			// Only a cutover seeding can do this while this instance holds the role: control's
+			// contract resolutions need a standing violation, and this round saw none.
 			return fmt.Errorf("cursor changed during the round (W %d → %d); the round is retried", cur.W, again.W)
 		}
 		msgs := make([]queue.NewMessage, len(pl.Enqueue))
@@ -142,12 +169,29 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 				return err
 			}
 		}
+		if violation != nil {
+			if err := cursor.RecordViolation(ctx, tx, *violation); err != nil {
+				return err
+			}
+		}
+		if cur.MarkerSince == nil && !p.cfg.Shadow {
+			if err := cursor.StartMarkerWatch(ctx, tx, now); err != nil {
+				return err
+			}
+		}
 		return cursor.Save(ctx, tx, pl.W, pl.HoleSince, now)
 	})
 	if err != nil {
 		return false, err
 	}
 	p.observe(ctx, cur, pl, inserted, now)
+	if violation != nil {
+		p.showViolation(violation)
+		p.standing = violation
+		p.logger.Error("upstream contract violation: discovery stops advancing the watermark until an operator resolves it (docs/operations.md)",
+			"kind", violation.Kind, "w", pl.W, "detail", violation.Detail)
+		return false, nil
+	}
 	return len(rows) == p.cfg.ClaimBatch && pl.W > cur.W, nil
 }
 
@@ -180,8 +224,14 @@ func (p *Poller) observe(ctx context.Context, prev cursor.Cursor, pl Plan, inser
 	if inserted > 0 {
 		p.logger.Debug("enqueued", "rows", inserted, "w", pl.W)
 	}
+	p.observeLag(ctx, pl.W)
+}
+
+// observeLag sets the lag behind the inbox's largest ID, never clamped: it is negative while
+// the inbox is behind W.
+func (p *Poller) observeLag(ctx context.Context, w int64) {
 	if max, err := p.inbox.MaxID(ctx); err == nil {
-		p.metrics.lag.Set(float64(max - pl.W))
+		p.metrics.lag.Set(float64(max - w))
 	}
 }
 
@@ -196,6 +246,7 @@ type metrics struct {
 	lateDetected   prometheus.Counter
 	lateEnqueued   prometheus.Counter
 	watchedHoles   prometheus.Gauge
+	violation      *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -220,9 +271,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Released holes still looked up for late arrivals (released within the watch retention)."}),
 		roundDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgx_ingest_round_duration_seconds",
 			Help: "Duration of one discovery round.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
+		violation: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_ingest_contract_violation",
+			Help: "1 while an upstream contract violation of this kind stops the watermark (until an operator resolves it), 0 otherwise."},
+			[]string{"kind"}),
+	}
+	// Every kind from the start, so an alert on 1 never waits for a series to appear.
+	for _, k := range cursor.Kinds() {
+		m.violation.WithLabelValues(k).Set(0)
 	}
 	reg.MustRegister(m.watermark, m.lag, m.holeAge, m.permanentHoles, m.enqueued, m.readErrors, m.roundDuration,
-		m.lateDetected, m.lateEnqueued, m.watchedHoles)
+		m.lateDetected, m.lateEnqueued, m.watchedHoles, m.violation)
 	return m
 }
 

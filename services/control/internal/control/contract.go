@@ -1,0 +1,78 @@
+package control
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/msgexchange/msgexchange/pkg/cursor"
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+)
+
+// resolutions maps the API's resolutions to the cursor's actions.
+var resolutions = map[controlv1.ContractResolution]cursor.Action{
+	controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME:      cursor.ActionResume,
+	controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED: cursor.ActionSkipMarked,
+}
+
+// ResolveContractViolation implements ControlService.ResolveContractViolation through
+// cursor.ReadResolution and cursor.Resolve. The cursor is read first, then the inbox, outside
+// the transaction (the lock connection must not wait on MySQL); the write re-checks that
+// neither W nor the violation changed meanwhile.
+func (s *Service) ResolveContractViolation(ctx context.Context, req *controlv1.ResolveContractViolationRequest) (*controlv1.ResolveContractViolationResponse, error) {
+	const op = "resolve contract violation"
+	action, ok := resolutions[req.GetResolution()]
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "resolution %s is not supported", req.GetResolution())
+	}
+	// Refused by a standby before the inbox is read: only the active instance decides, and
+	// its answer (or refusal) is the one the operator needs.
+	if !s.cfg.Elector.Active() {
+		return nil, s.standby(ctx, op)
+	}
+	r := cursor.Resolution{Kind: req.GetKind(), Action: action, Through: req.GetThrough()}
+	if req.GetSince() != nil {
+		since := req.GetSince().AsTime()
+		r.Since = &since
+	}
+	cur, err := cursor.Load(ctx, s.cfg.DB)
+	if err != nil {
+		return nil, toStatus(ctx, op, err)
+	}
+	view, err := cursor.ReadResolution(ctx, s.cfg.Inbox, cur, r)
+	switch {
+	case err == nil:
+	case errors.Is(err, cursor.ErrResolveRefused):
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: %v", op, err)
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	default:
+		// Only the inbox is read here: unreachable, nothing decided.
+		return nil, status.Errorf(codes.Unavailable, "%s: %v", op, err)
+	}
+	now := s.cfg.Clock.Now()
+	var res cursor.Resolved
+	err = s.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		res, err = cursor.Resolve(ctx, tx, r, view, req.GetDryRun(), now)
+		return err
+	})
+	if err != nil {
+		return nil, s.writeStatus(ctx, op, err)
+	}
+	return &controlv1.ResolveContractViolationResponse{
+		DryRun:          req.GetDryRun(),
+		Resolved:        contractViolation(cur.Violation),
+		Resolution:      req.GetResolution(),
+		WatermarkBefore: res.Before,
+		Watermark:       res.W,
+		Skipped:         res.Skipped,
+		FirstUnmarkedId: res.FirstUnmarked,
+		More:            res.More,
+		InboxMaxId:      res.InboxMax,
+		ResolvedAt:      timestamp(now),
+	}, nil
+}
