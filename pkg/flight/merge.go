@@ -154,15 +154,7 @@ func ApplyADFT(cur *Flight, in Input, days DayRule) Decision {
 			next.Scalars[tag] = v.Value
 		}
 	}
-	for tag, c := range rec.Collections {
-		next.Collections[tag] = items(c, nil)
-	}
-	for tag := range rec.Raw {
-		if tag != "SRVT" && tag != "VIPF" {
-			ignored = append(ignored, tag)
-		}
-	}
-	keepRaw(&next, rec)
+	ignored = append(ignored, wholeRecordParts(&next, rec)...)
 	if next.OperationDay == nil {
 		if d, ok := days.day(next.Scalars["SODT"]); ok {
 			next.OperationDay = &d
@@ -189,6 +181,21 @@ func ApplyFDEL(cur *Flight, in Input) Decision {
 	next := prev.Clone()
 	next.State = Deleted
 	return finish(prev, next, in)
+}
+
+// wholeRecordParts stores what a schedule record (ADFT or a snapshot's) carries whole: its
+// collections as sent and its raw SRVT and VIPF. It returns the raw elements it ignored.
+func wholeRecordParts(next *Flight, rec sis.FlightRecord) (ignored []string) {
+	for tag, c := range rec.Collections {
+		next.Collections[tag] = items(c, nil)
+	}
+	for tag := range rec.Raw {
+		if tag != "SRVT" && tag != "VIPF" {
+			ignored = append(ignored, tag)
+		}
+	}
+	keepRaw(next, rec)
+	return ignored
 }
 
 // keepRaw stores SRVT and VIPF as sent (seed 003 §11.3: presence and raw content only). Other

@@ -351,15 +351,7 @@ func snapshotState(cur *Flight, rec sis.FlightRecord, day time.Time) (Flight, []
 	fret(&next, rec)
 	turnaround(&next, rec)
 	// Collections are stored as sent, ROUT too (the 4-point cut is FLOP ROUT's, as for ADFT).
-	for tag, c := range rec.Collections {
-		next.Collections[tag] = items(c, nil)
-	}
-	for tag := range rec.Raw {
-		if tag != "SRVT" && tag != "VIPF" {
-			ignored = append(ignored, tag)
-		}
-	}
-	keepRaw(&next, rec)
+	ignored = append(ignored, wholeRecordParts(&next, rec)...)
 	slices.Sort(ignored)
 	return next, ignored
 }
