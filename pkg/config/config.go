@@ -45,6 +45,8 @@ type Config struct {
 
 	Pipeline Pipeline
 	Schd     Schd
+	// Consistency is the Redis projection's consistency sentinel (docs/redis.md).
+	Consistency Consistency
 
 	IdentityIncludeDayBoundary bool
 	// AirportZone is the zone of every SIS time (seed 000 §6).
@@ -131,6 +133,15 @@ type Schd struct {
 	QuietPeriod      time.Duration
 }
 
+// Consistency holds the msgx.consistency-check.* parameters.
+type Consistency struct {
+	OnStartup   bool
+	SampleRatio float64
+	// FullBelow: a start-up check compares every flight while there are fewer than this many.
+	FullBelow int
+	Period    time.Duration
+}
+
 // param binds one key to its default and its field.
 type param struct {
 	key string
@@ -205,6 +216,17 @@ func params() []param {
 		{key: "flight.history-retention", def: "3d", set: dur(func(c *Config) *time.Duration { return &c.Schd.HistoryRetention })},
 		{key: "flight.quiet-period", def: "2d", set: dur(func(c *Config) *time.Duration { return &c.Schd.QuietPeriod })},
 
+		{key: "consistency-check.on-startup", def: "true", set: boolean(func(c *Config) *bool { return &c.Consistency.OnStartup })},
+		{key: "consistency-check.daily-sample-ratio", def: "0.01", set: func(c *Config, v string) error {
+			r, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || r <= 0 || r > 1 {
+				return fmt.Errorf("not a ratio in (0, 1]")
+			}
+			c.Consistency.SampleRatio = r
+			return nil
+		}},
+		{key: "consistency-check.full-below", def: "50000", set: num(func(c *Config) *int { return &c.Consistency.FullBelow })},
+		{key: "consistency-check.period", def: "24h", set: dur(func(c *Config) *time.Duration { return &c.Consistency.Period })},
 		{key: "identity.include-day-boundary", def: "false", set: boolean(func(c *Config) *bool { return &c.IdentityIncludeDayBoundary })},
 		{key: "airport.time-zone", def: "Asia/Shanghai", set: func(c *Config, v string) error {
 			loc, err := time.LoadLocation(v)
@@ -328,6 +350,7 @@ func (c Config) validate() []error {
 		"pipeline.head-age-alert": p.HeadAgeAlert, "pipeline.event-retention": p.EventRetention,
 		"pipeline.proc-retention": p.ProcRetention, "schd.flush-period": c.Schd.FlushPeriod,
 		"schd.snap-log-retention": c.Schd.SnapLogRetention, "shutdown-timeout": c.ShutdownTimeout,
+		"consistency-check.period": c.Consistency.Period,
 		"pipeline.req-retention": p.ReqRetention, "flight.history-retention": c.Schd.HistoryRetention, "flight.quiet-period": c.Schd.QuietPeriod,
 		"inbox.timeout": c.InboxTimeout, "redis.timeout": c.RedisTimeout,
 		"kafka.send-timeout": c.KafkaSendTimeout,

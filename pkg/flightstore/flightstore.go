@@ -309,3 +309,48 @@ func LockPipelineTx(ctx context.Context, tx pgx.Tx) error {
 	}
 	return nil
 }
+
+// LoadPublished reads one flight as it is published (its Kafka KAFKA:schd value and Redis
+// document): a master with the MAFL of its children. nil when the FLID is unknown.
+func LoadPublished(ctx context.Context, q db.Executor, flid string) (*flight.Flight, error) {
+	cur, err := Load(ctx, q, flid, false)
+	if err != nil || cur == nil || flight.IsChild(*cur) {
+		return cur, err
+	}
+	children, err := Children(ctx, q, flid)
+	if err != nil {
+		return nil, err
+	}
+	p := flight.Published(*cur, children)
+	return &p, nil
+}
+
+// SampleFLIDs returns, in FLID order after after, up to limit FLIDs of the current state
+// (ACTIVE and DELETED), each kept with probability ratio (all of them at ratio ≥ 1): the pages
+// of a consistency check.
+func SampleFLIDs(ctx context.Context, q db.Executor, after string, ratio float64, limit int) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT flid FROM flight_schd WHERE flid > $1 AND ($2 >= 1 OR random() < $2)
+		ORDER BY flid LIMIT $3`, after, ratio, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sample flights after %q: %w", after, err)
+	}
+	flids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("sample flights after %q: %w", after, err)
+	}
+	return flids, nil
+}
+
+// Unknown returns those of flids that have no row in the current state.
+func Unknown(ctx context.Context, q db.Executor, flids []string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT f FROM unnest($1::text[]) AS f
+		WHERE NOT EXISTS (SELECT 1 FROM flight_schd WHERE flid = f)`, flids)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d flights: %w", len(flids), err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("look up %d flights: %w", len(flids), err)
+	}
+	return out, nil
+}

@@ -74,6 +74,7 @@ var wantAlerts = []string{
 	"MsgxDispatcherOldestPending", // delivery stalled (docs/dispatcher.md)
 	"MsgxPumpBlocked",             // an outage holds the pump (docs/architecture.md)
 	"MsgxBackfillBlocked",         // an outage holds the backfill
+	"MsgxProjectionDrift",         // the consistency sentinel keeps finding drift
 	"MsgxRoleNoActiveInstance",    // a role with no active instance
 }
 

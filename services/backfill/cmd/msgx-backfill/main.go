@@ -1,5 +1,6 @@
 // Command msgx-backfill writes the processed markers back to the shared inbox and runs the
-// retention sweeps (proc_state, msg_event, schd_snap_log, req_track, flight history).
+// retention sweeps (proc_state, msg_event, schd_snap_log, req_track, flight history) and the
+// Redis projection's consistency sentinel.
 package main
 
 import (
@@ -10,9 +11,11 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/maintenance"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/marker"
+	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
 )
 
 func main() { os.Exit(service.Main("backfill", run)) }
@@ -50,13 +53,20 @@ func run(ctx context.Context, b *service.Base) error {
 			Zone:        cfg.AirportZone,
 		},
 	}, forget, b.Clock, b.Logger, b.Registry)
+	sentry := sentinel.New(sentinel.Config{
+		OnStartup:   cfg.Consistency.OnStartup,
+		SampleRatio: cfg.Consistency.SampleRatio,
+		FullBelow:   cfg.Consistency.FullBelow,
+		Period:      cfg.Consistency.Period,
+	}, projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout), b.Clock, b.Logger, b.Registry)
 	elector := b.Elector()
 	return b.Run(ctx, func(ctx context.Context) error {
 		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
-			// Both share the lock connection, one short transaction at a time.
+			// All share the lock connection, one short transaction at a time.
 			g, ctx := errgroup.WithContext(ctx)
 			g.Go(func() error { return sweeper.Run(ctx, s) })
 			g.Go(func() error { return cleaner.Run(ctx, s) })
+			g.Go(func() error { return sentry.Run(ctx, s) })
 			return g.Wait()
 		})
 	})

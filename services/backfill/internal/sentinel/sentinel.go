@@ -1,0 +1,325 @@
+// Package sentinel checks that the Redis projection still matches PostgreSQL, the authority,
+// and repairs what drifted (docs/redis.md, "Consistency sentinel"): keys deleted or flushed,
+// documents corrupted, version entries lowered or raised, keys of flights PostgreSQL does not
+// have.
+//
+// It runs in the backfill role, beside the history sweep, the other writer of the projection
+// besides the pump: a process of its own, so the pump's critical path carries none of it. Each
+// page of flights is compared and repaired inside one short transaction holding the pipeline
+// lock, which the pump holds across its own projection writes; so a repair never races a newer
+// write of the pump, and the pump waits for at most one page.
+package sentinel
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/flight"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/projection"
+)
+
+// Session runs transactions on the backfill role's lock connection (leader.Session).
+type Session interface {
+	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
+}
+
+// Projection is what the sentinel reads and repairs in Redis (projection.Projection).
+type Projection interface {
+	Observe(ctx context.Context, flids []string) ([]projection.Observed, error)
+	Repair(ctx context.Context, flights []flight.Flight, gone []string) error
+	ScanDocs(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error)
+	ScanVersions(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error)
+}
+
+// Config is what the sentinel needs. Zero values mean the defaults.
+type Config struct {
+	// OnStartup runs a check when the role is taken (consistency-check.on-startup).
+	OnStartup bool
+	// SampleRatio is the share of flights a periodic check compares
+	// (consistency-check.daily-sample-ratio, default 0.01).
+	SampleRatio float64
+	// FullBelow: a start-up check compares every flight while the current state holds fewer
+	// than this many, SampleRatio of them otherwise (consistency-check.full-below, 50,000).
+	FullBelow int
+	// Period between periodic checks (consistency-check.period, 24h).
+	Period time.Duration
+	// Page is how many flights one locked transaction compares (default 100).
+	Page int
+}
+
+func (c Config) withDefaults() Config {
+	c.SampleRatio = cmp.Or(c.SampleRatio, 0.01)
+	c.FullBelow = cmp.Or(c.FullBelow, 50_000)
+	c.Period = cmp.Or(c.Period, 24*time.Hour)
+	c.Page = cmp.Or(c.Page, 100)
+	return c
+}
+
+// Result is what one check found and repaired.
+type Result struct {
+	Checked  int
+	Drift    map[projection.Drift]int
+	Repaired int
+}
+
+// Found is the number of drifted flights.
+func (r Result) Found() int {
+	n := 0
+	for _, v := range r.Drift {
+		n += v
+	}
+	return n
+}
+
+// Sentinel runs the checks.
+type Sentinel struct {
+	cfg     Config
+	proj    Projection
+	clock   clock.Clock
+	logger  *slog.Logger
+	metrics *metrics
+	// streak counts the consecutive checks that found drift, for the alert.
+	streak int
+}
+
+// New builds a sentinel and registers its metrics.
+func New(cfg Config, proj Projection, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Sentinel {
+	return &Sentinel{cfg: cfg.withDefaults(), proj: proj, clock: clk, logger: logger, metrics: newMetrics(reg)}
+}
+
+// Run checks at start-up (when configured) and then every period, until ctx ends. A failed
+// check (Redis or PostgreSQL not answering) is logged and tried again at the next period: it
+// decides nothing.
+func (s *Sentinel) Run(ctx context.Context, sess Session) error {
+	if s.cfg.OnStartup {
+		s.runOnce(ctx, sess, s.startupRatio(ctx, sess))
+	}
+	t := time.NewTicker(s.cfg.Period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			s.runOnce(ctx, sess, s.cfg.SampleRatio)
+		}
+	}
+}
+
+func (s *Sentinel) runOnce(ctx context.Context, sess Session, ratio float64) {
+	res, err := s.Check(ctx, sess, ratio)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.logger.Error("projection consistency check failed; tried again at the next period", "err", err)
+		}
+		return
+	}
+	level := slog.LevelInfo
+	if res.Found() > 0 {
+		level = slog.LevelWarn
+	}
+	s.logger.Log(ctx, level, "projection consistency check done", "ratio", ratio, "checked", res.Checked,
+		"missing", res.Drift[projection.Missing], "stale", res.Drift[projection.Stale],
+		"content", res.Drift[projection.Content], "extra", res.Drift[projection.Extra], "repaired", res.Repaired)
+}
+
+// startupRatio is 1 for a current state small enough to compare whole, the sample ratio
+// otherwise.
+func (s *Sentinel) startupRatio(ctx context.Context, sess Session) float64 {
+	var n int
+	err := sess.Tx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT count(*) FROM flight_schd`).Scan(&n)
+	})
+	if err != nil || n >= s.cfg.FullBelow {
+		return s.cfg.SampleRatio
+	}
+	return 1
+}
+
+// Check compares ratio of the current state's flights (all of them at 1) with Redis, then looks
+// for keys of FLIDs PostgreSQL does not have, and repairs every drift it finds.
+func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Result, error) {
+	res := Result{Drift: map[projection.Drift]int{}}
+	after := ""
+	for {
+		var page []string
+		err := sess.Tx(ctx, func(tx pgx.Tx) error {
+			var err error
+			if page, err = flightstore.SampleFLIDs(ctx, tx, after, ratio, s.cfg.Page); err != nil || len(page) == 0 {
+				return err
+			}
+			return s.comparePage(ctx, tx, page, &res)
+		})
+		if err != nil {
+			return res, err
+		}
+		if len(page) < s.cfg.Page {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	if err := s.extras(ctx, sess, &res); err != nil {
+		return res, err
+	}
+	s.observe(res)
+	return res, nil
+}
+
+// comparePage compares and repairs one page under the pipeline lock, in tx.
+func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result) error {
+	if err := flightstore.LockPipelineTx(ctx, tx); err != nil {
+		return err
+	}
+	want := make([]flight.Flight, 0, len(flids))
+	for _, flid := range flids {
+		f, err := flightstore.LoadPublished(ctx, tx, flid)
+		if err != nil {
+			return err
+		}
+		if f != nil { // archived since the page was read: the sweep removed its projection
+			want = append(want, *f)
+		}
+	}
+	got, err := s.proj.Observe(ctx, flightIDs(want))
+	if err != nil {
+		return err
+	}
+	var fix []flight.Flight
+	for i, f := range want {
+		if d := projection.Compare(f, got[i]); d != "" {
+			res.Drift[d]++
+			s.metrics.drift.WithLabelValues(string(d)).Inc()
+			s.logger.Warn("projection drifted from PostgreSQL; rewritten from PostgreSQL", "flid", f.FLID, "kind", d,
+				"version", f.Version, "redis_version", got[i].Version)
+			fix = append(fix, f)
+		}
+	}
+	res.Checked += len(want)
+	if err := s.proj.Repair(ctx, fix, nil); err != nil {
+		return err
+	}
+	res.Repaired += len(fix)
+	s.metrics.repaired.Add(float64(len(fix)))
+	return nil
+}
+
+// extras scans Redis for documents and version entries of FLIDs that PostgreSQL does not have
+// and removes them, re-checking each page under the pipeline lock.
+func (s *Sentinel) extras(ctx context.Context, sess Session, res *Result) error {
+	seen := map[string]bool{}
+	for _, scan := range []func(context.Context, uint64, int64) ([]string, uint64, error){s.proj.ScanDocs, s.proj.ScanVersions} {
+		var cursor uint64
+		for {
+			flids, next, err := scan(ctx, cursor, int64(s.cfg.Page))
+			if err != nil {
+				return err
+			}
+			var fresh []string
+			for _, f := range flids {
+				if !seen[f] {
+					seen[f] = true
+					fresh = append(fresh, f)
+				}
+			}
+			if len(fresh) > 0 {
+				if err := sess.Tx(ctx, func(tx pgx.Tx) error { return s.removeUnknown(ctx, tx, fresh, res) }); err != nil {
+					return err
+				}
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+	}
+	return nil
+}
+
+func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string, res *Result) error {
+	unknown, err := flightstore.Unknown(ctx, tx, flids)
+	if err != nil || len(unknown) == 0 {
+		return err
+	}
+	// Under the lock, so a flight the pump is creating right now is not taken for an extra.
+	if err := flightstore.LockPipelineTx(ctx, tx); err != nil {
+		return err
+	}
+	if unknown, err = flightstore.Unknown(ctx, tx, unknown); err != nil || len(unknown) == 0 {
+		return err
+	}
+	for _, flid := range unknown {
+		s.logger.Warn("projection has keys of a flight PostgreSQL does not have; removed", "flid", flid, "kind", projection.Extra)
+	}
+	if err := s.proj.Repair(ctx, nil, unknown); err != nil {
+		return err
+	}
+	res.Drift[projection.Extra] += len(unknown)
+	s.metrics.drift.WithLabelValues(string(projection.Extra)).Add(float64(len(unknown)))
+	res.Repaired += len(unknown)
+	s.metrics.repaired.Add(float64(len(unknown)))
+	return nil
+}
+
+func (s *Sentinel) observe(res Result) {
+	if res.Found() > 0 {
+		s.streak++
+	} else {
+		s.streak = 0
+	}
+	s.metrics.lastRun.Set(float64(s.clock.Now().Unix()))
+	s.metrics.lastChecked.Set(float64(res.Checked))
+	s.metrics.lastFound.Set(float64(res.Found()))
+	s.metrics.streak.Set(float64(s.streak))
+}
+
+func flightIDs(fs []flight.Flight) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.FLID
+	}
+	return out
+}
+
+type metrics struct {
+	drift       *prometheus.CounterVec
+	repaired    prometheus.Counter
+	lastRun     prometheus.Gauge
+	lastChecked prometheus.Gauge
+	lastFound   prometheus.Gauge
+	streak      prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		drift: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_projection_drift_total",
+			Help: "Flights whose Redis projection differed from PostgreSQL, by kind (missing, stale, content, extra)."}, []string{"kind"}),
+		repaired: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_projection_repaired_total",
+			Help: "Projection entries rewritten from PostgreSQL or removed by the consistency sentinel."}),
+		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_projection_check_last_run_timestamp_seconds",
+			Help: "When the last consistency check ended (Unix time)."}),
+		lastChecked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_projection_check_last_checked",
+			Help: "Flights the last consistency check compared."}),
+		lastFound: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_projection_check_last_drift",
+			Help: "Drifted flights the last consistency check found (and repaired)."}),
+		streak: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_projection_check_drift_streak",
+			Help: "Consecutive consistency checks that found drift; alert at 2."}),
+	}
+	for _, k := range projection.Kinds() {
+		m.drift.WithLabelValues(string(k))
+	}
+	reg.MustRegister(m.drift, m.repaired, m.lastRun, m.lastChecked, m.lastFound, m.streak)
+	return m
+}
+
+// String renders a result for logs and errors.
+func (r Result) String() string {
+	return fmt.Sprintf("checked %d, drift %v, repaired %d", r.Checked, r.Drift, r.Repaired)
+}
