@@ -351,7 +351,7 @@ func (c Config) validate() []error {
 		"pipeline.proc-retention": p.ProcRetention, "schd.flush-period": c.Schd.FlushPeriod,
 		"schd.snap-log-retention": c.Schd.SnapLogRetention, "shutdown-timeout": c.ShutdownTimeout,
 		"consistency-check.period": c.Consistency.Period,
-		"pipeline.req-retention": p.ReqRetention, "flight.history-retention": c.Schd.HistoryRetention, "flight.quiet-period": c.Schd.QuietPeriod,
+		"pipeline.req-retention":   p.ReqRetention, "flight.history-retention": c.Schd.HistoryRetention, "flight.quiet-period": c.Schd.QuietPeriod,
 		"inbox.timeout": c.InboxTimeout, "redis.timeout": c.RedisTimeout,
 		"kafka.send-timeout": c.KafkaSendTimeout,
 	}
