@@ -26,13 +26,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControlService_GetStatus_FullMethodName     = "/msgx.control.v1.ControlService/GetStatus"
-	ControlService_GetMessage_FullMethodName    = "/msgx.control.v1.ControlService/GetMessage"
-	ControlService_ListMessages_FullMethodName  = "/msgx.control.v1.ControlService/ListMessages"
-	ControlService_Replay_FullMethodName        = "/msgx.control.v1.ControlService/Replay"
-	ControlService_Reopen_FullMethodName        = "/msgx.control.v1.ControlService/Reopen"
-	ControlService_SeedCutover_FullMethodName   = "/msgx.control.v1.ControlService/SeedCutover"
-	ControlService_RequeueEvents_FullMethodName = "/msgx.control.v1.ControlService/RequeueEvents"
+	ControlService_GetStatus_FullMethodName         = "/msgx.control.v1.ControlService/GetStatus"
+	ControlService_GetMessage_FullMethodName        = "/msgx.control.v1.ControlService/GetMessage"
+	ControlService_ListMessages_FullMethodName      = "/msgx.control.v1.ControlService/ListMessages"
+	ControlService_Replay_FullMethodName            = "/msgx.control.v1.ControlService/Replay"
+	ControlService_Reopen_FullMethodName            = "/msgx.control.v1.ControlService/Reopen"
+	ControlService_SeedCutover_FullMethodName       = "/msgx.control.v1.ControlService/SeedCutover"
+	ControlService_RequeueEvents_FullMethodName     = "/msgx.control.v1.ControlService/RequeueEvents"
+	ControlService_GetReference_FullMethodName      = "/msgx.control.v1.ControlService/GetReference"
+	ControlService_ListReference_FullMethodName     = "/msgx.control.v1.ControlService/ListReference"
+	ControlService_GetResourceStatus_FullMethodName = "/msgx.control.v1.ControlService/GetResourceStatus"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -60,7 +63,9 @@ type ControlServiceClient interface {
 	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
-	// INFRA, EXHAUSTED) back to PENDING with their attempts reset, and wakes the pump. MALFORMED
+	// INFRA, EXHAUSTED), and SKIPPED(UNSUPPORTED) messages (how rows a kind left before it became
+	// supported are brought in, DECISIONS 13), back to PENDING with their attempts reset, and
+	// wakes the pump. MALFORMED
 	// messages are never replayed: they are reported back as ignored. Replay processes the
 	// current state; it does not restore the historical order (seed 003 §9.1).
 	Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error)
@@ -75,6 +80,15 @@ type ControlServiceClient interface {
 	// until it is requeued; the FLID then resumes in order. With dry_run it lists the DEAD
 	// events the selection matches and changes nothing.
 	RequeueEvents(ctx context.Context, in *RequeueEventsRequest, opts ...grpc.CallOption) (*RequeueEventsResponse, error)
+	// GetReference returns one reference record (seed 003 §13) as admin-api reads it from the
+	// ref_effective view. NOT_FOUND when the category has no such key.
+	GetReference(ctx context.Context, in *GetReferenceRequest, opts ...grpc.CallOption) (*GetReferenceResponse, error)
+	// ListReference lists one category's records in key order, a page at a time.
+	ListReference(ctx context.Context, in *ListReferenceRequest, opts ...grpc.CallOption) (*ListReferenceResponse, error)
+	// GetResourceStatus returns a resource's availability (RSTA, seed 003 §13.4) at an instant,
+	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
+	// inside a disable's window or after an open disable until a later status takes effect.
+	GetResourceStatus(ctx context.Context, in *GetResourceStatusRequest, opts ...grpc.CallOption) (*GetResourceStatusResponse, error)
 }
 
 type controlServiceClient struct {
@@ -155,6 +169,36 @@ func (c *controlServiceClient) RequeueEvents(ctx context.Context, in *RequeueEve
 	return out, nil
 }
 
+func (c *controlServiceClient) GetReference(ctx context.Context, in *GetReferenceRequest, opts ...grpc.CallOption) (*GetReferenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReferenceResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetReference_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) ListReference(ctx context.Context, in *ListReferenceRequest, opts ...grpc.CallOption) (*ListReferenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReferenceResponse)
+	err := c.cc.Invoke(ctx, ControlService_ListReference_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) GetResourceStatus(ctx context.Context, in *GetResourceStatusRequest, opts ...grpc.CallOption) (*GetResourceStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResourceStatusResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetResourceStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -180,7 +224,9 @@ type ControlServiceServer interface {
 	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
-	// INFRA, EXHAUSTED) back to PENDING with their attempts reset, and wakes the pump. MALFORMED
+	// INFRA, EXHAUSTED), and SKIPPED(UNSUPPORTED) messages (how rows a kind left before it became
+	// supported are brought in, DECISIONS 13), back to PENDING with their attempts reset, and
+	// wakes the pump. MALFORMED
 	// messages are never replayed: they are reported back as ignored. Replay processes the
 	// current state; it does not restore the historical order (seed 003 §9.1).
 	Replay(context.Context, *ReplayRequest) (*ReplayResponse, error)
@@ -195,6 +241,15 @@ type ControlServiceServer interface {
 	// until it is requeued; the FLID then resumes in order. With dry_run it lists the DEAD
 	// events the selection matches and changes nothing.
 	RequeueEvents(context.Context, *RequeueEventsRequest) (*RequeueEventsResponse, error)
+	// GetReference returns one reference record (seed 003 §13) as admin-api reads it from the
+	// ref_effective view. NOT_FOUND when the category has no such key.
+	GetReference(context.Context, *GetReferenceRequest) (*GetReferenceResponse, error)
+	// ListReference lists one category's records in key order, a page at a time.
+	ListReference(context.Context, *ListReferenceRequest) (*ListReferenceResponse, error)
+	// GetResourceStatus returns a resource's availability (RSTA, seed 003 §13.4) at an instant,
+	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
+	// inside a disable's window or after an open disable until a later status takes effect.
+	GetResourceStatus(context.Context, *GetResourceStatusRequest) (*GetResourceStatusResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -225,6 +280,15 @@ func (UnimplementedControlServiceServer) SeedCutover(context.Context, *SeedCutov
 }
 func (UnimplementedControlServiceServer) RequeueEvents(context.Context, *RequeueEventsRequest) (*RequeueEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequeueEvents not implemented")
+}
+func (UnimplementedControlServiceServer) GetReference(context.Context, *GetReferenceRequest) (*GetReferenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReference not implemented")
+}
+func (UnimplementedControlServiceServer) ListReference(context.Context, *ListReferenceRequest) (*ListReferenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReference not implemented")
+}
+func (UnimplementedControlServiceServer) GetResourceStatus(context.Context, *GetResourceStatusRequest) (*GetResourceStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetResourceStatus not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -373,6 +437,60 @@ func _ControlService_RequeueEvents_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_GetReference_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetReferenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetReference(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetReference_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetReference(ctx, req.(*GetReferenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_ListReference_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReferenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).ListReference(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_ListReference_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).ListReference(ctx, req.(*ListReferenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_GetResourceStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetResourceStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetResourceStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetResourceStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetResourceStatus(ctx, req.(*GetResourceStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -407,6 +525,18 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequeueEvents",
 			Handler:    _ControlService_RequeueEvents_Handler,
+		},
+		{
+			MethodName: "GetReference",
+			Handler:    _ControlService_GetReference_Handler,
+		},
+		{
+			MethodName: "ListReference",
+			Handler:    _ControlService_ListReference_Handler,
+		},
+		{
+			MethodName: "GetResourceStatus",
+			Handler:    _ControlService_GetResourceStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -9,12 +9,15 @@ import (
 func TestMutating(t *testing.T) {
 	t.Parallel()
 	for method, want := range map[string]bool{
-		"/msgx.control.v1.ControlService/GetStatus":    false,
-		"/msgx.control.v1.ControlService/GetMessage":   false,
-		"/msgx.control.v1.ControlService/ListMessages": false,
-		"/msgx.control.v1.ControlService/Replay":       true,
-		"/msgx.control.v1.ControlService/Reopen":       true,
-		"/msgx.control.v1.ControlService/SeedCutover":  true,
+		"/msgx.control.v1.ControlService/GetStatus":         false,
+		"/msgx.control.v1.ControlService/GetMessage":        false,
+		"/msgx.control.v1.ControlService/ListMessages":      false,
+		"/msgx.control.v1.ControlService/GetReference":      false,
+		"/msgx.control.v1.ControlService/ListReference":     false,
+		"/msgx.control.v1.ControlService/GetResourceStatus": false,
+		"/msgx.control.v1.ControlService/Replay":            true,
+		"/msgx.control.v1.ControlService/Reopen":            true,
+		"/msgx.control.v1.ControlService/SeedCutover":       true,
 		// Not in the registry: treated as mutating until declared a read.
 		"/msgx.control.v1.ControlService/Unknown": true,
 	} {
