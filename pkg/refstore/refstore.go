@@ -92,7 +92,9 @@ func Replace(ctx context.Context, tx pgx.Tx, rtype string, recs []Record, src So
 	if err != nil {
 		return 0, err
 	}
-	tag, err := tx.Exec(ctx, `DELETE FROM ref_master WHERE rtype = $1 AND rkey <> ALL($2::text[])`, rtype, keys)
+	// NOT IN over a subquery is a hashed anti-join; rkey <> ALL(array) would compare every
+	// stored key with every batch key (an ARPT download holds thousands).
+	tag, err := tx.Exec(ctx, `DELETE FROM ref_master WHERE rtype = $1 AND rkey NOT IN (SELECT unnest($2::text[]))`, rtype, keys)
 	if err != nil {
 		return 0, fmt.Errorf("ref %s: remove records absent from the batch: %w", rtype, err)
 	}
