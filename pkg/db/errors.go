@@ -17,6 +17,7 @@ const (
 	tooManyConnections  = "53300"
 	serializationFail   = "40001"
 	deadlockDetected    = "40P01"
+	insufficientPriv    = "42501"
 )
 
 func code(err error) string {
@@ -29,6 +30,10 @@ func code(err error) string {
 
 // IsUniqueViolation reports a unique or primary-key conflict.
 func IsUniqueViolation(err error) bool { return code(err) == uniqueViolation }
+
+// IsInsufficientPrivilege reports a statement the role is not allowed to run (the read-only
+// msgx_reader writing, say).
+func IsInsufficientPrivilege(err error) bool { return code(err) == insufficientPriv }
 
 // IsLockTimeout reports a lock wait that gave up (lock_timeout or NOWAIT).
 func IsLockTimeout(err error) bool { return code(err) == lockNotAvailable }

@@ -16,6 +16,9 @@ import (
 // Replayable lists the error classes an operator may replay (seed 004 §1.1, seed 000 §9):
 // failures a codec fix, a new processor or repaired infrastructure can cure, and exhaustion
 // after review. MALFORMED (the message itself is illegal) and PROTOCOL are never replayed.
+// UNSUPPORTED is replayed in state SKIPPED too (DECISIONS 13): that is how the rows a kind left
+// before it became supported are brought in; other SKIPPED rows (duplicates, the flight rules'
+// skips) are final.
 func Replayable() []ErrorClass { return []ErrorClass{CodecError, Unsupported, Infra, Exhausted} }
 
 // IsReplayable reports whether class is in the replay whitelist.
@@ -43,7 +46,7 @@ type ReplayRequest struct {
 // before.
 type Replayed struct {
 	MsgID    int64
-	State    State // FAILED or DEAD
+	State    State // FAILED or DEAD, or SKIPPED for UNSUPPORTED
 	Class    ErrorClass
 	Attempts int
 	// Marked says the processed marker had already been written to the inbox row. It stays
@@ -78,7 +81,8 @@ var ErrReplayNoFilter = errors.New("replay needs msg_ids, an error class or an i
 
 const defaultReplayLimit = 1000
 
-// Replay puts the selected FAILED and DEAD messages of a replayable class back to PENDING
+// Replay puts the selected FAILED and DEAD messages of a replayable class, and the SKIPPED
+// UNSUPPORTED ones, back to PENDING
 // (seed 003 §9.1): attempts 0, next_attempt_at NULL, error class and last error kept for
 // audit, identity kept (so the message is not a duplicate of itself), processing_started_at
 // kept (the first attempt's start). The terminal fields go back to what an unfinished row
@@ -120,7 +124,7 @@ func Replay(ctx context.Context, b db.Beginner, req ReplayRequest, now time.Time
 			applied_at IS NOT NULL
 		FROM proc_state
 		WHERE ` + selected + `
-		  AND state IN ('FAILED', 'DEAD') AND error_class = ANY($5)
+		  AND ` + replayableRow + `
 		ORDER BY msg_id LIMIT $6`
 	args := []any{ids, string(req.Class), req.FromID, req.ToID, classes, limit + 1}
 
@@ -167,12 +171,15 @@ func Replay(ctx context.Context, b db.Beginner, req ReplayRequest, now time.Time
 	return res, nil
 }
 
+// replayableRow is the whitelist as a predicate ($5 = Replayable()).
+const replayableRow = `((state IN ('FAILED', 'DEAD') AND error_class = ANY($5)) OR (state = 'SKIPPED' AND error_class = 'UNSUPPORTED'))`
+
 // replayIgnored fills in what the selection matched but replay left alone. It only reads: the
 // rows it reports are not changed by the replay, so they need no lock.
 func replayIgnored(ctx context.Context, tx pgx.Tx, res *ReplayResult, ids []int64, selected string, args []any) error {
 	rows, err := tx.Query(ctx, `SELECT msg_id, coalesce(error_class, '') = 'MALFORMED' FROM proc_state
 		WHERE `+selected+`
-		  AND NOT (state IN ('FAILED', 'DEAD') AND error_class = ANY($5))
+		  AND NOT `+replayableRow+`
 		  AND ($1::bigint[] IS NOT NULL OR state IN ('FAILED', 'DEAD'))
 		ORDER BY msg_id LIMIT 10000`, args...)
 	if err != nil {

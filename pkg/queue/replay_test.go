@@ -58,29 +58,33 @@ func TestReplay(t *testing.T) {
 		replayRow(t, db, 6, queue.Failed, queue.CodecError, false)
 		replayRow(t, db, 7, queue.Skipped, queue.Unsupported, false)
 		replayRow(t, db, 8, queue.Dead, queue.Exhausted, false)
+		replayRow(t, db, 9, queue.Skipped, "", false) // a duplicate: final
 		return db
 	}
 
 	t.Run("by ids: whitelist, MALFORMED ignored and reported, the rest reported", func(t *testing.T) {
 		t.Parallel()
 		db := setup(t)
-		res, err := queue.Replay(t.Context(), db.Pool, queue.ReplayRequest{MsgIDs: []int64{1, 2, 3, 4, 5, 7, 99}}, replayNow)
+		res, err := queue.Replay(t.Context(), db.Pool, queue.ReplayRequest{MsgIDs: []int64{1, 2, 3, 4, 5, 7, 9, 99}}, replayNow)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ids(res.Replayed); !slices.Equal(got, []int64{1, 2}) {
-			t.Errorf("replayed %v, want [1 2]", got)
+		if got := ids(res.Replayed); !slices.Equal(got, []int64{1, 2, 7}) {
+			t.Errorf("replayed %v, want [1 2 7] (SKIPPED(UNSUPPORTED) included, DECISIONS 13)", got)
 		}
 		if !slices.Equal(res.Malformed, []int64{3}) {
 			t.Errorf("malformed %v, want [3]", res.Malformed)
 		}
-		if !slices.Equal(res.NotReplayable, []int64{4, 5, 7, 99}) {
-			t.Errorf("not replayable %v, want [4 5 7 99]", res.NotReplayable)
+		if !slices.Equal(res.NotReplayable, []int64{4, 5, 9, 99}) {
+			t.Errorf("not replayable %v, want [4 5 9 99]", res.NotReplayable)
+		}
+		if r := res.Replayed[2]; r.State != queue.Skipped || r.Class != queue.Unsupported {
+			t.Errorf("replayed[2] = %+v, want the SKIPPED(UNSUPPORTED) row", r)
 		}
 		if !res.Replayed[0].Marked || res.Replayed[0].State != queue.Dead || res.Replayed[0].Class != queue.Exhausted {
 			t.Errorf("replayed[0] = %+v, want the DEAD(EXHAUSTED) row reported as already marked", res.Replayed[0])
 		}
-		for _, id := range []int64{1, 2} {
+		for _, id := range []int64{1, 2, 7} {
 			m, err := queue.Get(t.Context(), db.Pool, id)
 			if err != nil {
 				t.Fatal(err)
@@ -98,7 +102,7 @@ func TestReplay(t *testing.T) {
 				t.Errorf("%d: started %v updated %v", id, m.ProcessingStartedAt, m.UpdatedAt)
 			}
 		}
-		for _, id := range []int64{3, 4, 5, 7} {
+		for _, id := range []int64{3, 4, 5, 9} {
 			if m, _ := queue.Get(t.Context(), db.Pool, id); m.State == queue.Pending {
 				t.Errorf("%d was replayed", id)
 			}
@@ -114,6 +118,13 @@ func TestReplay(t *testing.T) {
 		}
 		if got := ids(res.Replayed); !slices.Equal(got, []int64{1, 8}) {
 			t.Errorf("replayed %v, want [1 8]", got)
+		}
+		res, err = queue.Replay(t.Context(), db.Pool, queue.ReplayRequest{Class: queue.Unsupported}, replayNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(res.Replayed); !slices.Equal(got, []int64{7}) {
+			t.Errorf("UNSUPPORTED replayed %v, want the SKIPPED row [7]", got)
 		}
 		res, err = queue.Replay(t.Context(), db.Pool, queue.ReplayRequest{Class: queue.Malformed}, replayNow)
 		if err != nil {
@@ -141,8 +152,8 @@ func TestReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ids(res.Replayed); !slices.Equal(got, []int64{8}) || res.More {
-			t.Errorf("second round replayed %v more %v, want [8]", got, res.More)
+		if got := ids(res.Replayed); !slices.Equal(got, []int64{7, 8}) || res.More {
+			t.Errorf("second round replayed %v more %v, want [7 8]", got, res.More)
 		}
 	})
 

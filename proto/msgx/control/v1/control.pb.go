@@ -1876,7 +1876,7 @@ type ReplayRequest struct {
 	// The selectors: these messages, the messages of this error class, the messages in this ID
 	// range. At least one is required (nothing replays everything by accident); when several are
 	// given a message must match all of them. Only FAILED and DEAD messages of a replayable
-	// class are replayed.
+	// class, and SKIPPED(UNSUPPORTED) messages, are replayed.
 	MsgIds     []int64    `protobuf:"varint,1,rep,packed,name=msg_ids,json=msgIds,proto3" json:"msg_ids,omitempty"`
 	ErrorClass ErrorClass `protobuf:"varint,2,opt,name=error_class,json=errorClass,proto3,enum=msgx.control.v1.ErrorClass" json:"error_class,omitempty"`
 	Range      *IdRange   `protobuf:"bytes,3,opt,name=range,proto3" json:"range,omitempty"`
@@ -1962,8 +1962,9 @@ type ReplayResponse struct {
 	// MALFORMED messages the selection matched: never replayed.
 	IgnoredMalformed int64   `protobuf:"varint,4,opt,name=ignored_malformed,json=ignoredMalformed,proto3" json:"ignored_malformed,omitempty"`
 	MalformedIds     []int64 `protobuf:"varint,5,rep,packed,name=malformed_ids,json=malformedIds,proto3" json:"malformed_ids,omitempty"`
-	// Selected by ID but not replayable: unknown, not FAILED or DEAD, or of a class outside the
-	// whitelist (PROTOCOL, or none); for class and range selections, FAILED and DEAD messages
+	// Selected by ID but not replayable: unknown, not FAILED or DEAD (nor SKIPPED(UNSUPPORTED)),
+	// or of a class outside the whitelist (PROTOCOL, or none); for class and range selections,
+	// FAILED and DEAD messages
 	// outside the whitelist.
 	NotReplayableIds []int64 `protobuf:"varint,6,rep,packed,name=not_replayable_ids,json=notReplayableIds,proto3" json:"not_replayable_ids,omitempty"`
 	// The selection matched more messages than one call handles (10000): call again for the rest.
@@ -3066,6 +3067,554 @@ func (x *Message) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type GetReferenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The category (COUL ARPT AIRL AIRC REGN ORGN FLTL TLST GLST SLST CLST BLST CHLT) and the
+	// record's key (the value of the category's key tag, e.g. GCOD for GLST).
+	Rtype         string `protobuf:"bytes,1,opt,name=rtype,proto3" json:"rtype,omitempty"`
+	Rkey          string `protobuf:"bytes,2,opt,name=rkey,proto3" json:"rkey,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReferenceRequest) Reset() {
+	*x = GetReferenceRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReferenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReferenceRequest) ProtoMessage() {}
+
+func (x *GetReferenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReferenceRequest.ProtoReflect.Descriptor instead.
+func (*GetReferenceRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GetReferenceRequest) GetRtype() string {
+	if x != nil {
+		return x.Rtype
+	}
+	return ""
+}
+
+func (x *GetReferenceRequest) GetRkey() string {
+	if x != nil {
+		return x.Rkey
+	}
+	return ""
+}
+
+type GetReferenceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reference     *Reference             `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReferenceResponse) Reset() {
+	*x = GetReferenceResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReferenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReferenceResponse) ProtoMessage() {}
+
+func (x *GetReferenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReferenceResponse.ProtoReflect.Descriptor instead.
+func (*GetReferenceResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetReferenceResponse) GetReference() *Reference {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+type ListReferenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The category, as in GetReferenceRequest.
+	Rtype string `protobuf:"bytes,1,opt,name=rtype,proto3" json:"rtype,omitempty"`
+	// At most this many records per page: default 100, at most 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page for the same rtype; empty for the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReferenceRequest) Reset() {
+	*x = ListReferenceRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReferenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReferenceRequest) ProtoMessage() {}
+
+func (x *ListReferenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReferenceRequest.ProtoReflect.Descriptor instead.
+func (*ListReferenceRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListReferenceRequest) GetRtype() string {
+	if x != nil {
+		return x.Rtype
+	}
+	return ""
+}
+
+func (x *ListReferenceRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListReferenceRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListReferenceResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	References []*Reference           `protobuf:"bytes,1,rep,name=references,proto3" json:"references,omitempty"`
+	// Pass as page_token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReferenceResponse) Reset() {
+	*x = ListReferenceResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReferenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReferenceResponse) ProtoMessage() {}
+
+func (x *ListReferenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReferenceResponse.ProtoReflect.Descriptor instead.
+func (*ListReferenceResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListReferenceResponse) GetReferences() []*Reference {
+	if x != nil {
+		return x.References
+	}
+	return nil
+}
+
+func (x *ListReferenceResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// Reference is one ref_master record (docs/reference-data.md).
+type Reference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rtype string                 `protobuf:"bytes,1,opt,name=rtype,proto3" json:"rtype,omitempty"`
+	Rkey  string                 `protobuf:"bytes,2,opt,name=rkey,proto3" json:"rkey,omitempty"`
+	// The record by SIS tag name as JSON: a single child is its text, a repeatable child an
+	// array in input order, an empty element "" (data not available).
+	PayloadJson string `protobuf:"bytes,3,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	// The message that wrote the record, its batch (the message's identity) and when.
+	SourceMsgId int64                  `protobuf:"varint,4,opt,name=source_msg_id,json=sourceMsgId,proto3" json:"source_msg_id,omitempty"`
+	Batch       string                 `protobuf:"bytes,5,opt,name=batch,proto3" json:"batch,omitempty"`
+	RefreshedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=refreshed_at,json=refreshedAt,proto3" json:"refreshed_at,omitempty"`
+	// The category's last full publication (DNLD/RESP); unset when there has been none.
+	CategoryPublishedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=category_published_at,json=categoryPublishedAt,proto3" json:"category_published_at,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Reference) Reset() {
+	*x = Reference{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reference) ProtoMessage() {}
+
+func (x *Reference) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reference.ProtoReflect.Descriptor instead.
+func (*Reference) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Reference) GetRtype() string {
+	if x != nil {
+		return x.Rtype
+	}
+	return ""
+}
+
+func (x *Reference) GetRkey() string {
+	if x != nil {
+		return x.Rkey
+	}
+	return ""
+}
+
+func (x *Reference) GetPayloadJson() string {
+	if x != nil {
+		return x.PayloadJson
+	}
+	return ""
+}
+
+func (x *Reference) GetSourceMsgId() int64 {
+	if x != nil {
+		return x.SourceMsgId
+	}
+	return 0
+}
+
+func (x *Reference) GetBatch() string {
+	if x != nil {
+		return x.Batch
+	}
+	return ""
+}
+
+func (x *Reference) GetRefreshedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RefreshedAt
+	}
+	return nil
+}
+
+func (x *Reference) GetCategoryPublishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CategoryPublishedAt
+	}
+	return nil
+}
+
+type GetResourceStatusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// BELT, CNTR, GATE or STND, and the resource's ID.
+	Rtyp string `protobuf:"bytes,1,opt,name=rtyp,proto3" json:"rtyp,omitempty"`
+	Rsid string `protobuf:"bytes,2,opt,name=rsid,proto3" json:"rsid,omitempty"`
+	// The instant asked about; now (the serving instance's clock) when unset.
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResourceStatusRequest) Reset() {
+	*x = GetResourceStatusRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResourceStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResourceStatusRequest) ProtoMessage() {}
+
+func (x *GetResourceStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResourceStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetResourceStatusRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetResourceStatusRequest) GetRtyp() string {
+	if x != nil {
+		return x.Rtyp
+	}
+	return ""
+}
+
+func (x *GetResourceStatusRequest) GetRsid() string {
+	if x != nil {
+		return x.Rsid
+	}
+	return ""
+}
+
+func (x *GetResourceStatusRequest) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+type GetResourceStatusResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Rtyp      string                 `protobuf:"bytes,1,opt,name=rtyp,proto3" json:"rtyp,omitempty"`
+	Rsid      string                 `protobuf:"bytes,2,opt,name=rsid,proto3" json:"rsid,omitempty"`
+	At        *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	Available bool                   `protobuf:"varint,4,opt,name=available,proto3" json:"available,omitempty"`
+	// Whether any status event of the resource exists; a resource never mentioned is available.
+	Known bool `protobuf:"varint,5,opt,name=known,proto3" json:"known,omitempty"`
+	// The status event in force at that instant; unset when none has taken effect (available by
+	// default).
+	Governing     *ResourceEvent `protobuf:"bytes,6,opt,name=governing,proto3" json:"governing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResourceStatusResponse) Reset() {
+	*x = GetResourceStatusResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResourceStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResourceStatusResponse) ProtoMessage() {}
+
+func (x *GetResourceStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResourceStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetResourceStatusResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetResourceStatusResponse) GetRtyp() string {
+	if x != nil {
+		return x.Rtyp
+	}
+	return ""
+}
+
+func (x *GetResourceStatusResponse) GetRsid() string {
+	if x != nil {
+		return x.Rsid
+	}
+	return ""
+}
+
+func (x *GetResourceStatusResponse) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *GetResourceStatusResponse) GetAvailable() bool {
+	if x != nil {
+		return x.Available
+	}
+	return false
+}
+
+func (x *GetResourceStatusResponse) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *GetResourceStatusResponse) GetGoverning() *ResourceEvent {
+	if x != nil {
+		return x.Governing
+	}
+	return nil
+}
+
+// ResourceEvent is one RSTA record as kept in ref_resource_event.
+type ResourceEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// E (available) or D (disabled).
+	Stat string `protobuf:"bytes,1,opt,name=stat,proto3" json:"stat,omitempty"`
+	// When it takes effect (STRT, or the message's DTTM without one) and a disable's end (ENDT;
+	// unset: until a later event takes effect).
+	EffectiveFrom *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=effective_from,json=effectiveFrom,proto3" json:"effective_from,omitempty"`
+	EndsAt        *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=ends_at,json=endsAt,proto3" json:"ends_at,omitempty"`
+	SourceMsgId   int64                  `protobuf:"varint,4,opt,name=source_msg_id,json=sourceMsgId,proto3" json:"source_msg_id,omitempty"`
+	Batch         string                 `protobuf:"bytes,5,opt,name=batch,proto3" json:"batch,omitempty"`
+	ReceivedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceEvent) Reset() {
+	*x = ResourceEvent{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceEvent) ProtoMessage() {}
+
+func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceEvent.ProtoReflect.Descriptor instead.
+func (*ResourceEvent) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ResourceEvent) GetStat() string {
+	if x != nil {
+		return x.Stat
+	}
+	return ""
+}
+
+func (x *ResourceEvent) GetEffectiveFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EffectiveFrom
+	}
+	return nil
+}
+
+func (x *ResourceEvent) GetEndsAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndsAt
+	}
+	return nil
+}
+
+func (x *ResourceEvent) GetSourceMsgId() int64 {
+	if x != nil {
+		return x.SourceMsgId
+	}
+	return 0
+}
+
+func (x *ResourceEvent) GetBatch() string {
+	if x != nil {
+		return x.Batch
+	}
+	return ""
+}
+
+func (x *ResourceEvent) GetReceivedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return nil
+}
+
 var File_msgx_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_control_proto_rawDesc = "" +
@@ -3325,7 +3874,49 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vtrace_state\x18\x14 \x01(\tR\n" +
 	"traceState\x129\n" +
 	"\n" +
-	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt*\xb2\x01\n" +
+	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"?\n" +
+	"\x13GetReferenceRequest\x12\x14\n" +
+	"\x05rtype\x18\x01 \x01(\tR\x05rtype\x12\x12\n" +
+	"\x04rkey\x18\x02 \x01(\tR\x04rkey\"P\n" +
+	"\x14GetReferenceResponse\x128\n" +
+	"\treference\x18\x01 \x01(\v2\x1a.msgx.control.v1.ReferenceR\treference\"h\n" +
+	"\x14ListReferenceRequest\x12\x14\n" +
+	"\x05rtype\x18\x01 \x01(\tR\x05rtype\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"{\n" +
+	"\x15ListReferenceResponse\x12:\n" +
+	"\n" +
+	"references\x18\x01 \x03(\v2\x1a.msgx.control.v1.ReferenceR\n" +
+	"references\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa1\x02\n" +
+	"\tReference\x12\x14\n" +
+	"\x05rtype\x18\x01 \x01(\tR\x05rtype\x12\x12\n" +
+	"\x04rkey\x18\x02 \x01(\tR\x04rkey\x12!\n" +
+	"\fpayload_json\x18\x03 \x01(\tR\vpayloadJson\x12\"\n" +
+	"\rsource_msg_id\x18\x04 \x01(\x03R\vsourceMsgId\x12\x14\n" +
+	"\x05batch\x18\x05 \x01(\tR\x05batch\x12=\n" +
+	"\frefreshed_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\x12N\n" +
+	"\x15category_published_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x13categoryPublishedAt\"n\n" +
+	"\x18GetResourceStatusRequest\x12\x12\n" +
+	"\x04rtyp\x18\x01 \x01(\tR\x04rtyp\x12\x12\n" +
+	"\x04rsid\x18\x02 \x01(\tR\x04rsid\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe1\x01\n" +
+	"\x19GetResourceStatusResponse\x12\x12\n" +
+	"\x04rtyp\x18\x01 \x01(\tR\x04rtyp\x12\x12\n" +
+	"\x04rsid\x18\x02 \x01(\tR\x04rsid\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1c\n" +
+	"\tavailable\x18\x04 \x01(\bR\tavailable\x12\x14\n" +
+	"\x05known\x18\x05 \x01(\bR\x05known\x12<\n" +
+	"\tgoverning\x18\x06 \x01(\v2\x1e.msgx.control.v1.ResourceEventR\tgoverning\"\x92\x02\n" +
+	"\rResourceEvent\x12\x12\n" +
+	"\x04stat\x18\x01 \x01(\tR\x04stat\x12A\n" +
+	"\x0eeffective_from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveFrom\x123\n" +
+	"\aends_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06endsAt\x12\"\n" +
+	"\rsource_msg_id\x18\x04 \x01(\x03R\vsourceMsgId\x12\x14\n" +
+	"\x05batch\x18\x05 \x01(\tR\x05batch\x12;\n" +
+	"\vreceived_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"receivedAt*\xb2\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x18\n" +
@@ -3366,7 +3957,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x12ContractResolution\x12#\n" +
 	"\x1fCONTRACT_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aCONTRACT_RESOLUTION_RESUME\x10\x01\x12#\n" +
-	"\x1fCONTRACT_RESOLUTION_SKIP_MARKED\x10\x022\xf8\x05\n" +
+	"\x1fCONTRACT_RESOLUTION_SKIP_MARKED\x10\x022\xb0\b\n" +
 	"\x0eControlService\x12W\n" +
 	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\n" +
@@ -3376,7 +3967,10 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x06Reopen\x12\x1e.msgx.control.v1.ReopenRequest\x1a\x1f.msgx.control.v1.ReopenResponse\x12X\n" +
 	"\vSeedCutover\x12#.msgx.control.v1.SeedCutoverRequest\x1a$.msgx.control.v1.SeedCutoverResponse\x12^\n" +
 	"\rRequeueEvents\x12%.msgx.control.v1.RequeueEventsRequest\x1a&.msgx.control.v1.RequeueEventsResponse\x12\x7f\n" +
-	"\x18ResolveContractViolation\x120.msgx.control.v1.ResolveContractViolationRequest\x1a1.msgx.control.v1.ResolveContractViolationResponseBDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
+	"\x18ResolveContractViolation\x120.msgx.control.v1.ResolveContractViolationRequest\x1a1.msgx.control.v1.ResolveContractViolationResponse\x12`\n" +
+	"\fGetReference\x12$.msgx.control.v1.GetReferenceRequest\x1a%.msgx.control.v1.GetReferenceResponse\"\x03\x90\x02\x01\x12c\n" +
+	"\rListReference\x12%.msgx.control.v1.ListReferenceRequest\x1a&.msgx.control.v1.ListReferenceResponse\"\x03\x90\x02\x01\x12o\n" +
+	"\x11GetResourceStatus\x12).msgx.control.v1.GetResourceStatusRequest\x1a*.msgx.control.v1.GetResourceStatusResponse\"\x03\x90\x02\x01BDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_control_proto_rawDescOnce sync.Once
@@ -3391,7 +3985,7 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
@@ -3430,11 +4024,19 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(*ResolveContractViolationRequest)(nil),  // 34: msgx.control.v1.ResolveContractViolationRequest
 	(*ResolveContractViolationResponse)(nil), // 35: msgx.control.v1.ResolveContractViolationResponse
 	(*Message)(nil),                          // 36: msgx.control.v1.Message
-	(*timestamppb.Timestamp)(nil),            // 37: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),              // 38: google.protobuf.Duration
+	(*GetReferenceRequest)(nil),              // 37: msgx.control.v1.GetReferenceRequest
+	(*GetReferenceResponse)(nil),             // 38: msgx.control.v1.GetReferenceResponse
+	(*ListReferenceRequest)(nil),             // 39: msgx.control.v1.ListReferenceRequest
+	(*ListReferenceResponse)(nil),            // 40: msgx.control.v1.ListReferenceResponse
+	(*Reference)(nil),                        // 41: msgx.control.v1.Reference
+	(*GetResourceStatusRequest)(nil),         // 42: msgx.control.v1.GetResourceStatusRequest
+	(*GetResourceStatusResponse)(nil),        // 43: msgx.control.v1.GetResourceStatusResponse
+	(*ResourceEvent)(nil),                    // 44: msgx.control.v1.ResourceEvent
+	(*timestamppb.Timestamp)(nil),            // 45: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 46: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	37, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	45, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
 	9,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
 	11, // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
 	13, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
@@ -3442,31 +4044,31 @@ var file_msgx_control_v1_control_proto_depIdxs = []int32{
 	15, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
 	16, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
 	18, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	37, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	37, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	45, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	45, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
 	10, // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	37, // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	38, // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	37, // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	38, // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	37, // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	45, // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	46, // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	45, // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	46, // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	45, // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
 	12, // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	37, // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	38, // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	38, // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	45, // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	46, // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	46, // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,  // 20: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,  // 21: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
 	17, // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,  // 23: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	38, // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	46, // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
 	36, // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	3,  // 26: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
 	21, // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
 	4,  // 28: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	37, // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	37, // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	37, // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	37, // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	45, // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	45, // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	45, // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
 	0,  // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
 	1,  // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
 	22, // 35: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
@@ -3475,48 +4077,64 @@ var file_msgx_control_v1_control_proto_depIdxs = []int32{
 	22, // 38: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
 	2,  // 39: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
 	31, // 40: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	37, // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	45, // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
 	5,  // 42: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
 	5,  // 43: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	37, // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	45, // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
 	6,  // 45: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
-	37, // 46: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	45, // 46: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
 	12, // 47: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
 	6,  // 48: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
-	37, // 49: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	45, // 49: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
 	0,  // 50: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
 	1,  // 51: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	37, // 52: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	37, // 53: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	37, // 54: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	37, // 55: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	37, // 56: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	37, // 57: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	37, // 58: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	37, // 59: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	45, // 52: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	45, // 53: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	45, // 54: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	45, // 55: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	45, // 56: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	45, // 57: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	45, // 58: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	45, // 59: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
 	2,  // 60: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	37, // 61: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 62: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	19, // 63: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	23, // 64: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	25, // 65: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	27, // 66: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	32, // 67: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	29, // 68: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	34, // 69: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	8,  // 70: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	20, // 71: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	24, // 72: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	26, // 73: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	28, // 74: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	33, // 75: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	30, // 76: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	35, // 77: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	70, // [70:78] is the sub-list for method output_type
-	62, // [62:70] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	45, // 61: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 62: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
+	41, // 63: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
+	45, // 64: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
+	45, // 65: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
+	45, // 66: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
+	45, // 67: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
+	44, // 68: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
+	45, // 69: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
+	45, // 70: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
+	45, // 71: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
+	7,  // 72: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	19, // 73: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	23, // 74: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	25, // 75: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	27, // 76: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	32, // 77: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	29, // 78: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	34, // 79: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	37, // 80: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	39, // 81: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	42, // 82: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	8,  // 83: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	20, // 84: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	24, // 85: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	26, // 86: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	28, // 87: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	33, // 88: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	30, // 89: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	35, // 90: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	38, // 91: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	40, // 92: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	43, // 93: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	83, // [83:94] is the sub-list for method output_type
+	72, // [72:83] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -3531,7 +4149,7 @@ func file_msgx_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   30,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

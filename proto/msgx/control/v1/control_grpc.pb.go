@@ -34,6 +34,9 @@ const (
 	ControlService_SeedCutover_FullMethodName              = "/msgx.control.v1.ControlService/SeedCutover"
 	ControlService_RequeueEvents_FullMethodName            = "/msgx.control.v1.ControlService/RequeueEvents"
 	ControlService_ResolveContractViolation_FullMethodName = "/msgx.control.v1.ControlService/ResolveContractViolation"
+	ControlService_GetReference_FullMethodName             = "/msgx.control.v1.ControlService/GetReference"
+	ControlService_ListReference_FullMethodName            = "/msgx.control.v1.ControlService/ListReference"
+	ControlService_GetResourceStatus_FullMethodName        = "/msgx.control.v1.ControlService/GetResourceStatus"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -61,7 +64,9 @@ type ControlServiceClient interface {
 	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
-	// INFRA, EXHAUSTED) back to PENDING with their attempts reset, and wakes the pump. MALFORMED
+	// INFRA, EXHAUSTED), and SKIPPED(UNSUPPORTED) messages (how rows a kind left before it became
+	// supported are brought in, DECISIONS 13), back to PENDING with their attempts reset, and
+	// wakes the pump. MALFORMED
 	// messages are never replayed: they are reported back as ignored. Replay processes the
 	// current state; it does not restore the historical order (seed 003 §9.1).
 	Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error)
@@ -83,6 +88,15 @@ type ControlServiceClient interface {
 	// with FAILED_PRECONDITION when no violation of that kind stands or the resolution does not
 	// fit what the inbox holds now. With dry_run it reports what it would do and changes nothing.
 	ResolveContractViolation(ctx context.Context, in *ResolveContractViolationRequest, opts ...grpc.CallOption) (*ResolveContractViolationResponse, error)
+	// GetReference returns one reference record (seed 003 §13) as admin-api reads it from the
+	// ref_effective view. NOT_FOUND when the category has no such key.
+	GetReference(ctx context.Context, in *GetReferenceRequest, opts ...grpc.CallOption) (*GetReferenceResponse, error)
+	// ListReference lists one category's records in key order, a page at a time.
+	ListReference(ctx context.Context, in *ListReferenceRequest, opts ...grpc.CallOption) (*ListReferenceResponse, error)
+	// GetResourceStatus returns a resource's availability (RSTA, seed 003 §13.4) at an instant,
+	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
+	// inside a disable's window or after an open disable until a later status takes effect.
+	GetResourceStatus(ctx context.Context, in *GetResourceStatusRequest, opts ...grpc.CallOption) (*GetResourceStatusResponse, error)
 }
 
 type controlServiceClient struct {
@@ -173,6 +187,36 @@ func (c *controlServiceClient) ResolveContractViolation(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *controlServiceClient) GetReference(ctx context.Context, in *GetReferenceRequest, opts ...grpc.CallOption) (*GetReferenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReferenceResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetReference_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) ListReference(ctx context.Context, in *ListReferenceRequest, opts ...grpc.CallOption) (*ListReferenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReferenceResponse)
+	err := c.cc.Invoke(ctx, ControlService_ListReference_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) GetResourceStatus(ctx context.Context, in *GetResourceStatusRequest, opts ...grpc.CallOption) (*GetResourceStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResourceStatusResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetResourceStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -198,7 +242,9 @@ type ControlServiceServer interface {
 	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
-	// INFRA, EXHAUSTED) back to PENDING with their attempts reset, and wakes the pump. MALFORMED
+	// INFRA, EXHAUSTED), and SKIPPED(UNSUPPORTED) messages (how rows a kind left before it became
+	// supported are brought in, DECISIONS 13), back to PENDING with their attempts reset, and
+	// wakes the pump. MALFORMED
 	// messages are never replayed: they are reported back as ignored. Replay processes the
 	// current state; it does not restore the historical order (seed 003 §9.1).
 	Replay(context.Context, *ReplayRequest) (*ReplayResponse, error)
@@ -220,6 +266,15 @@ type ControlServiceServer interface {
 	// with FAILED_PRECONDITION when no violation of that kind stands or the resolution does not
 	// fit what the inbox holds now. With dry_run it reports what it would do and changes nothing.
 	ResolveContractViolation(context.Context, *ResolveContractViolationRequest) (*ResolveContractViolationResponse, error)
+	// GetReference returns one reference record (seed 003 §13) as admin-api reads it from the
+	// ref_effective view. NOT_FOUND when the category has no such key.
+	GetReference(context.Context, *GetReferenceRequest) (*GetReferenceResponse, error)
+	// ListReference lists one category's records in key order, a page at a time.
+	ListReference(context.Context, *ListReferenceRequest) (*ListReferenceResponse, error)
+	// GetResourceStatus returns a resource's availability (RSTA, seed 003 §13.4) at an instant,
+	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
+	// inside a disable's window or after an open disable until a later status takes effect.
+	GetResourceStatus(context.Context, *GetResourceStatusRequest) (*GetResourceStatusResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -253,6 +308,15 @@ func (UnimplementedControlServiceServer) RequeueEvents(context.Context, *Requeue
 }
 func (UnimplementedControlServiceServer) ResolveContractViolation(context.Context, *ResolveContractViolationRequest) (*ResolveContractViolationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveContractViolation not implemented")
+}
+func (UnimplementedControlServiceServer) GetReference(context.Context, *GetReferenceRequest) (*GetReferenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReference not implemented")
+}
+func (UnimplementedControlServiceServer) ListReference(context.Context, *ListReferenceRequest) (*ListReferenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReference not implemented")
+}
+func (UnimplementedControlServiceServer) GetResourceStatus(context.Context, *GetResourceStatusRequest) (*GetResourceStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetResourceStatus not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -419,6 +483,60 @@ func _ControlService_ResolveContractViolation_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_GetReference_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetReferenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetReference(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetReference_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetReference(ctx, req.(*GetReferenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_ListReference_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReferenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).ListReference(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_ListReference_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).ListReference(ctx, req.(*ListReferenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_GetResourceStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetResourceStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetResourceStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetResourceStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetResourceStatus(ctx, req.(*GetResourceStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -457,6 +575,18 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveContractViolation",
 			Handler:    _ControlService_ResolveContractViolation_Handler,
+		},
+		{
+			MethodName: "GetReference",
+			Handler:    _ControlService_GetReference_Handler,
+		},
+		{
+			MethodName: "ListReference",
+			Handler:    _ControlService_ListReference_Handler,
+		},
+		{
+			MethodName: "GetResourceStatus",
+			Handler:    _ControlService_GetResourceStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

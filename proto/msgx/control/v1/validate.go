@@ -8,6 +8,7 @@ package controlv1
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -205,6 +206,58 @@ func (r *ResolveContractViolationRequest) Validate() error {
 	}
 	errs = append(errs, validComment(r.GetComment()))
 	return errors.Join(errs...)
+}
+
+// ReferenceCategories are the 13 reference categories of seed 003 §13.2 (pkg/reference owns
+// the rules; the API only refuses names that cannot be one).
+var ReferenceCategories = []string{"COUL", "ARPT", "AIRL", "AIRC", "REGN", "ORGN", "FLTL", "TLST", "GLST", "SLST", "CLST", "BLST", "CHLT"}
+
+// ResourceTypes are the RSTA resource types (seed 003 §13.4).
+var ResourceTypes = []string{"BELT", "CNTR", "GATE", "STND"}
+
+// MaxKeyLen bounds a reference key or resource ID in a request.
+const MaxKeyLen = 200
+
+// Validate checks the request: a category and a key.
+func (r *GetReferenceRequest) Validate() error {
+	return errors.Join(validCategory(r.GetRtype()), validKey("rkey", r.GetRkey()))
+}
+
+// Validate checks the request: a category and a bounded page.
+func (r *ListReferenceRequest) Validate() error {
+	var errs []error
+	errs = append(errs, validCategory(r.GetRtype()))
+	if n := r.GetPageSize(); n < 0 || n > MaxPageSize {
+		errs = append(errs, fmt.Errorf("page_size must be between 0 (default %d) and %d, got %d", DefaultPageSize, MaxPageSize, n))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the request: a resource type and an ID.
+func (r *GetResourceStatusRequest) Validate() error {
+	var errs []error
+	if !slices.Contains(ResourceTypes, r.GetRtyp()) {
+		errs = append(errs, fmt.Errorf("rtyp must be one of %v, got %q", ResourceTypes, r.GetRtyp()))
+	}
+	errs = append(errs, validKey("rsid", r.GetRsid()))
+	if r.At != nil {
+		errs = append(errs, r.GetAt().CheckValid())
+	}
+	return errors.Join(errs...)
+}
+
+func validCategory(rtype string) error {
+	if !slices.Contains(ReferenceCategories, rtype) {
+		return fmt.Errorf("rtype must be one of %v, got %q", ReferenceCategories, rtype)
+	}
+	return nil
+}
+
+func validKey(name, v string) error {
+	if v == "" || len(v) > MaxKeyLen {
+		return fmt.Errorf("%s must be 1 to %d bytes, got %d", name, MaxKeyLen, len(v))
+	}
+	return nil
 }
 
 func validIDs(ids []int64) error {

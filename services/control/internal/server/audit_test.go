@@ -16,6 +16,9 @@ func TestMutating(t *testing.T) {
 		"/msgx.control.v1.ControlService/Reopen":                   true,
 		"/msgx.control.v1.ControlService/SeedCutover":              true,
 		"/msgx.control.v1.ControlService/ResolveContractViolation": true,
+		"/msgx.control.v1.ControlService/GetReference":             false,
+		"/msgx.control.v1.ControlService/ListReference":            false,
+		"/msgx.control.v1.ControlService/GetResourceStatus":        false,
 		// Not in the registry: treated as mutating until declared a read.
 		"/msgx.control.v1.ControlService/Unknown": true,
 	} {

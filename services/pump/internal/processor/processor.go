@@ -34,6 +34,7 @@ func WithLogger(l *slog.Logger) Option {
 // Route is the one place that dispatches on the message kind (seed 003 §5.2 step 4).
 func Route(days flight.DayRule, opts ...Option) pump.Router {
 	flights := NewFlights(days, opts...)
+	refs := NewReference(days.Zone, flights.logger, nil)
 	return func(m *sis.Message) (pump.Processor, string) {
 		switch b := m.Body.(type) {
 		case *sis.Flop:
@@ -43,10 +44,8 @@ func Route(days flight.DayRule, opts ...Option) pump.Router {
 				return flights, ""
 			}
 			return nil, "SCHD-" + b.STYP + " has no processor in this version"
-		case *sis.RefData:
-			return nil, b.Category + "-" + b.STYP + " has no processor in this version"
-		case *sis.ResourceStatus:
-			return nil, "RSTA-" + b.STYP + " has no processor in this version"
+		case *sis.RefData, *sis.ResourceStatus:
+			return refs, ""
 		case *sis.Unsupported:
 			return nil, b.Reason
 		default:

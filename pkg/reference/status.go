@@ -1,0 +1,105 @@
+package reference
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/msgexchange/msgexchange/pkg/sis"
+)
+
+// Event is one resource status event (RSTA, §13.4) as it is kept.
+type Event struct {
+	RTYP, RSID, STAT string
+	// STRT and ENDT as sent ("" when absent), for audit.
+	STRT, ENDT string
+	// From is when the event takes effect: STRT, or the message's DTTM (the time upstream
+	// issued it) when it carries no start.
+	From time.Time
+	// End is when a disable is over (ENDT); nil means until a later event takes effect.
+	End *time.Time
+	// MsgID and Ordinal (the record's position in its message, from 1) order the events as
+	// upstream sent them.
+	MsgID   int64
+	Ordinal int
+}
+
+// After reports whether e was sent after o.
+func (e Event) After(o Event) bool {
+	return e.MsgID > o.MsgID || (e.MsgID == o.MsgID && e.Ordinal > o.Ordinal)
+}
+
+// Events checks an RSTA message and returns its events, or why it is refused (DEAD(PROTOCOL)):
+// a DNLD is exactly one status update, a RESP's declared RECS (when given) matches its records;
+// a re-enable carries only a start, and a disable's end comes after its start. Times are read
+// in zone (the codec has checked their format).
+func Events(rs *sis.ResourceStatus, msgID int64, issued time.Time, zone *time.Location) ([]Event, string) {
+	switch {
+	case rs.STYP == "DNLD" && len(rs.Records) != 1:
+		return nil, fmt.Sprintf("RSTA-DNLD is one status update, got %d records", len(rs.Records))
+	case rs.RECS != sis.RECSAbsent && rs.RECS != len(rs.Records):
+		return nil, fmt.Sprintf("RSTA-%s declares RECS %d but carries %d records", rs.STYP, rs.RECS, len(rs.Records))
+	case len(rs.Records) == 0:
+		return nil, fmt.Sprintf("RSTA-%s carries no record", rs.STYP)
+	}
+	out := make([]Event, 0, len(rs.Records))
+	for i, r := range rs.Records {
+		e := Event{RTYP: r.RTYP, RSID: r.RSID, STAT: r.STAT, STRT: r.Start.Value, ENDT: r.End.Value,
+			From: issued, MsgID: msgID, Ordinal: i + 1}
+		where := fmt.Sprintf("RSTA record %d (%s %s)", i+1, r.RTYP, r.RSID)
+		if r.Start.Value != "" {
+			t, err := sis.ParseTime(r.Start.Value, zone)
+			if err != nil {
+				return nil, fmt.Sprintf("%s: STRT: %v", where, err)
+			}
+			e.From = t
+		}
+		if r.End.Value != "" {
+			if r.STAT == "E" {
+				return nil, where + ": a re-enable carries only a start, not ENDT (seed 003 §13.4)"
+			}
+			t, err := sis.ParseTime(r.End.Value, zone)
+			if err != nil {
+				return nil, fmt.Sprintf("%s: ENDT: %v", where, err)
+			}
+			if !t.After(e.From) {
+				return nil, fmt.Sprintf("%s: ENDT %s is not after the start %s: the window is empty", where, r.End.Value,
+					e.From.In(zone).Format("02Jan06 15:04"))
+			}
+			e.End = &t
+		}
+		out = append(out, e)
+	}
+	return out, ""
+}
+
+// Availability is a resource's status at one instant.
+type Availability struct {
+	Available bool
+	// Governing is the event that decides it; nil when no event has taken effect yet (the
+	// resource is available by default).
+	Governing *Event
+}
+
+// AvailableAt evaluates a resource's events at t (§13.4): a resource is available by default;
+// the event in force is the last one sent among those that have taken effect (From ≤ t), so a
+// later event that starts in the future leaves the earlier one in force until it starts; a
+// disable is unavailable in [From, End) and available again after End without any new
+// message, and without End until a later event takes effect. The SQL function
+// ref_resource_availability_at implements the same rule for the read model.
+func AvailableAt(events []Event, t time.Time) Availability {
+	var gov *Event
+	for i := range events {
+		e := &events[i]
+		if e.From.After(t) {
+			continue
+		}
+		if gov == nil || e.After(*gov) {
+			gov = e
+		}
+	}
+	if gov == nil {
+		return Availability{Available: true}
+	}
+	disabled := gov.STAT == "D" && (gov.End == nil || t.Before(*gov.End))
+	return Availability{Available: !disabled, Governing: gov}
+}
