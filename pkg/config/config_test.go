@@ -49,6 +49,7 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"pipeline.backfill-batch", p.BackfillBatch, 200},
 		{"pipeline.backfill-max-attempts", p.BackfillMaxAttempts, 20},
 		{"schd.flush-limit", c.Schd.FlushLimit, 500},
+		{"schd.batch-size", c.Schd.BatchSize, 200},
 	}
 	for _, i := range ints {
 		if i.got != i.want {
