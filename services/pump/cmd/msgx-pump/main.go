@@ -35,7 +35,7 @@ func run(ctx context.Context, b *service.Base) error {
 		Codec:              sis.Options{MaxBytes: cfg.CodecMaxBytes, MaxDepth: cfg.CodecMaxDepth, Zone: cfg.AirportZone},
 		IdentityDayBounded: cfg.IdentityIncludeDayBoundary,
 	}, in, proj, processor.Route(flight.DayRule{Zone: cfg.AirportZone, Cutover: cfg.OperationDayCutover},
-		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger)),
+		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger), processor.WithBatchSize(cfg.Schd.BatchSize)),
 		b.Clock, b.Logger, b.Telemetry, b.Registry)
 	listener := notify.New(cfg.PGDSN, b.Logger, queue.Channel)
 	elector := b.Elector()
