@@ -418,3 +418,56 @@ func TestScheduleProjectionFailureBetweenAndAfterBatches(t *testing.T) {
 		})
 	}
 }
+
+// failOnce wraps the schedule processor so the second batch fails once with an error of its
+// own (not a driver's: the message's attempt).
+type failOnce struct {
+	*processor.Schedule
+	failed atomic.Bool
+}
+
+func (f *failOnce) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
+	res, err := f.Schedule.Apply(ctx, tx, in)
+	if err == nil && len(res.Then) > 0 {
+		next := res.Then[0]
+		res.Then[0] = func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error) {
+			if f.failed.CompareAndSwap(false, true) {
+				return nil, errors.New("injected failure of the batch")
+			}
+			return next(ctx, tx)
+		}
+	}
+	return res, err
+}
+
+// A batch that fails on its own is the message's attempt, as a failed ① is: FAILED(INFRA) with
+// the step named, the first batch kept, and the retry finishes the package once.
+func TestScheduleFailedBatchIsAnAttempt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.session(t)
+	proc := &failOnce{Schedule: processor.NewSchedule(flight.DayRule{Zone: zone}, processor.WithBatchSize(1))}
+	p := e.newPump(t, options{route: routeTo{proc}.route})
+	id := e.add(t, e.dnld(snap("G1", day1, 8), snap("G2", day1, 9), snap("G3", day1, 10)))
+	tick(t, p, s)
+	m := e.get(t, id)
+	wantState(t, m, queue.Failed, queue.Infra)
+	if m.Attempts != 1 || !strings.HasPrefix(deref(m.LastError), "step 2 of 3: ") || m.AppliedAt != nil {
+		t.Fatalf("attempts %d, reason %q, applied %v; want 1, the step named, not applied", m.Attempts, deref(m.LastError), m.AppliedAt)
+	}
+	if n := e.count(t, `SELECT count(*) FROM flight_schd`); n != 1 || !e.pipelineLockFree(t) {
+		t.Fatalf("%d flights after the failed batch, want the first batch's 1; pipeline lock free: %v", n, e.pipelineLockFree(t))
+	}
+	e.clk.Advance(time.Minute)
+	tick(t, p, s)
+	wantState(t, e.get(t, id), queue.Succeeded, "")
+	if n, d := e.events(t, id), e.duplicateEvents(t, id); n != 3 || d != 0 {
+		t.Errorf("%d KAFKA:msg events (%d FLIDs twice), want 3", n, d)
+	}
+	for _, flid := range []string{"G1", "G2", "G3"} {
+		if r, _ := e.row(t, flid); r.version != 1 {
+			t.Errorf("%s version %d, want 1", flid, r.version)
+		}
+		e.wantProjectionCurrent(t, flid)
+	}
+}
