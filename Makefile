@@ -55,7 +55,7 @@ $(HELM_STAMP):
 bench:
 	go test -run '^$$' -bench . -benchmem -benchtime 1x ./tools/e2e/
 	go test -run '^$$' -bench . -benchmem ./pkg/sis/
-	go test -run '^$$' -bench FIFO -benchtime 1x ./services/pump/internal/pump/
+	go test -run '^$$' -bench 'FIFO|ScheduleDNLD' -benchtime 1x ./services/pump/internal/pump/
 	go test -run '^$$' -bench . -benchtime 1x ./services/dispatcher/...
 	go test -run '^$$' -bench . -benchtime 1x ./services/ingest/internal/discovery/
 	go test -run '^$$' -bench . -benchtime 1x ./services/pump/internal/processor/

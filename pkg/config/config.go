@@ -128,6 +128,9 @@ type Schd struct {
 	FlushPeriod      time.Duration
 	FlushLimit       int
 	SnapLogRetention time.Duration
+	// BatchSize bounds the changed flights a schedule snapshot (SCHD DNLD/RESP) writes per
+	// transaction; a code-share group is never split (docs/schedule.md).
+	BatchSize int
 	// HistoryRetention and QuietPeriod are the flight history sweep's rule (seed 003 §12.5).
 	HistoryRetention time.Duration
 	QuietPeriod      time.Duration
@@ -212,6 +215,7 @@ func params() []param {
 
 		{key: "schd.flush-period", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.Schd.FlushPeriod })},
 		{key: "schd.flush-limit", def: "500", set: num(func(c *Config) *int { return &c.Schd.FlushLimit })},
+		{key: "schd.batch-size", def: "200", set: num(func(c *Config) *int { return &c.Schd.BatchSize })},
 		{key: "schd.snap-log-retention", def: "90d", set: dur(func(c *Config) *time.Duration { return &c.Schd.SnapLogRetention })},
 		{key: "flight.history-retention", def: "3d", set: dur(func(c *Config) *time.Duration { return &c.Schd.HistoryRetention })},
 		{key: "flight.quiet-period", def: "2d", set: dur(func(c *Config) *time.Duration { return &c.Schd.QuietPeriod })},
@@ -371,7 +375,7 @@ func (c Config) validate() []error {
 	}{
 		{"pipeline.claim-batch", p.ClaimBatch}, {"pipeline.max-attempts", p.MaxAttempts},
 		{"pipeline.backfill-batch", p.BackfillBatch}, {"pipeline.backfill-max-attempts", p.BackfillMaxAttempts},
-		{"schd.flush-limit", c.Schd.FlushLimit}, {"codec.max-bytes", c.CodecMaxBytes},
+		{"schd.flush-limit", c.Schd.FlushLimit}, {"schd.batch-size", c.Schd.BatchSize}, {"codec.max-bytes", c.CodecMaxBytes},
 		{"codec.max-depth", c.CodecMaxDepth}, {"codec.max-text", c.CodecMaxText}, {"http.max-body", c.HTTPMaxBody},
 		{"dispatcher.batch", c.DispatcherBatch}, {"kafka.max-message-bytes", c.KafkaMaxMessageBytes},
 	}

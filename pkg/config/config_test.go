@@ -56,6 +56,7 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"codec.max-text", c.CodecMaxText, 4 << 10},
 		// The broker's own default message.max.bytes.
 		{"kafka.max-message-bytes", c.KafkaMaxMessageBytes, 1048588},
+		{"schd.batch-size", c.Schd.BatchSize, 200},
 	}
 	for _, i := range ints {
 		if i.got != i.want {

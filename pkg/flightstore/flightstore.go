@@ -168,22 +168,7 @@ func loadDetails(ctx context.Context, q db.Executor, f *flight.Flight) error {
 		if err := rows.Scan(&tag, &ordinal, &seq, &fields); err != nil {
 			return fmt.Errorf("scan details of %s: %w", f.FLID, err)
 		}
-		if raw, ok := strings.CutPrefix(tag, "RAW:"); ok {
-			if v := fields["TEXT"]; v != nil {
-				f.Raw[raw] = append(f.Raw[raw], *v)
-			}
-			continue
-		}
-		it := flight.Item{Fields: make(map[string]string, len(fields))}
-		if seq != nil {
-			it.Seq = *seq
-		}
-		for k, v := range fields {
-			if v != nil {
-				it.Fields[k] = *v
-			}
-		}
-		f.Collections[tag] = append(f.Collections[tag], it)
+		addDetail(f, tag, seq, fields)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load details of %s: %w", f.FLID, err)
@@ -195,6 +180,21 @@ func loadDetails(ctx context.Context, q db.Executor, f *flight.Flight) error {
 // table is rewritten for the FLID from the merged result (delete, then insert in order;
 // seed 003 §11.3).
 func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
+	// The row and its details go in one batch: one round trip per saved flight.
+	batch := &pgx.Batch{}
+	queueRow(batch, f)
+	for _, t := range detailTables() {
+		batch.Queue(`DELETE FROM `+t+` WHERE flid = $1`, f.FLID)
+	}
+	queueDetails(batch, f)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("save flight %s: %w", f.FLID, err)
+	}
+	return nil
+}
+
+// queueRow queues the upsert of the flight_schd row.
+func queueRow(batch *pgx.Batch, f flight.Flight) {
 	cols := []string{"flid", "state", "state_version", "operation_day", "last_msg_id", "created_at", "updated_at", "deleted_at", presentColumn}
 	var deletedAt *time.Time
 	if f.State == flight.Deleted {
@@ -223,22 +223,13 @@ func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 			set = append(set, c+" = excluded."+c)
 		}
 	}
-	// The row and its details go in one batch: one round trip per saved flight.
-	batch := &pgx.Batch{}
 	batch.Queue(`INSERT INTO flight_schd (`+strings.Join(cols, ", ")+`) VALUES (`+strings.Join(ph, ", ")+`)
 		ON CONFLICT (flid) DO UPDATE SET `+strings.Join(set, ", "), args...)
-	return saveDetails(ctx, tx, f, batch)
 }
 
-func saveDetails(ctx context.Context, tx pgx.Tx, f flight.Flight, batch *pgx.Batch) error {
-	tables := map[string]bool{}
-	for _, c := range collections {
-		tables[c.table] = true
-	}
-	for _, t := range slices.Sorted(maps.Keys(tables)) {
-		batch.Queue(`DELETE FROM `+t+` WHERE flid = $1`, f.FLID)
-	}
-	batch.Queue(`DELETE FROM flight_raw_content WHERE flid = $1`, f.FLID)
+// queueDetails queues the inserts of every detail row, in order; the caller has queued the
+// deletion of the old ones before.
+func queueDetails(batch *pgx.Batch, f flight.Flight) {
 	for _, tag := range CollectionTags() {
 		c := collections[tag]
 		for i, it := range f.Collections[tag] {
@@ -268,10 +259,6 @@ func saveDetails(ctx context.Context, tx pgx.Tx, f flight.Flight, batch *pgx.Bat
 			batch.Queue(`INSERT INTO flight_raw_content (flid, tag, ordinal, content) VALUES ($1, $2, $3, $4)`, f.FLID, tag, i+1, content)
 		}
 	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("save flight %s: %w", f.FLID, err)
-	}
-	return nil
 }
 
 func nullable(s string) any {

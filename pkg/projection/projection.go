@@ -55,24 +55,75 @@ func FlightKey(prefix, flid string) string { return prefix + "flight:" + flid }
 func VersionKey(prefix string) string { return prefix + "flight-version" }
 
 // Write projects the given states. It reports how many were applied (an older version than
-// the stored one is skipped, not an error).
+// the stored one is skipped, not an error). The whole call is bounded by the timeout; several
+// states go in pipelines (a schedule snapshot projects thousands at once, and one round trip
+// each would keep the pump's lock connection idle for seconds).
 func (p *Projection) Write(ctx context.Context, flights []flight.Flight) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	applied := 0
-	for _, f := range flights {
-		doc := ""
-		if f.State != flight.Deleted {
-			doc = string(flight.Document(f))
-		}
-		n, err := casScript.Run(ctx, p.client, []string{FlightKey(p.prefix, f.FLID), VersionKey(p.prefix)},
-			f.FLID, f.Version, doc).Int()
+	if len(flights) == 1 {
+		f := flights[0]
+		n, err := casScript.Run(ctx, p.client, p.keys(f.FLID), p.args(f)...).Int()
 		if err != nil {
-			return applied, fmt.Errorf("project flight %s v%d: %w", f.FLID, f.Version, err)
+			return 0, fmt.Errorf("project flight %s v%d: %w", f.FLID, f.Version, err)
+		}
+		return n, nil
+	}
+	applied := 0
+	for i := 0; i < len(flights); i += pipelineSize {
+		part := flights[i:min(i+pipelineSize, len(flights))]
+		n, err := p.pipeline(ctx, part)
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// The server lost its script cache (a restart, SCRIPT FLUSH): load it and write the
+			// part again; every write is a CAS that accepts its own version a second time.
+			if err = casScript.Load(ctx, p.client).Err(); err == nil {
+				n, err = p.pipeline(ctx, part)
+			}
+		}
+		applied += n
+		if err != nil {
+			return applied, err
+		}
+	}
+	return applied, nil
+}
+
+// pipelineSize bounds the writes of one pipeline.
+const pipelineSize = 500
+
+// pipeline writes part in one round trip; the error is the first failed write's.
+func (p *Projection) pipeline(ctx context.Context, part []flight.Flight) (int, error) {
+	cmds := make([]*redis.Cmd, len(part))
+	_, err := p.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, f := range part {
+			cmds[i] = casScript.EvalSha(ctx, pipe, p.keys(f.FLID), p.args(f)...)
+		}
+		return nil
+	})
+	applied := 0
+	for i, c := range cmds {
+		n, cerr := c.Int()
+		if cerr != nil {
+			return applied, fmt.Errorf("project flight %s v%d: %w", part[i].FLID, part[i].Version, cerr)
 		}
 		applied += n
 	}
+	if err != nil {
+		return applied, fmt.Errorf("project %d flights: %w", len(part), err)
+	}
 	return applied, nil
+}
+
+func (p *Projection) keys(flid string) []string {
+	return []string{FlightKey(p.prefix, flid), VersionKey(p.prefix)}
+}
+
+func (p *Projection) args(f flight.Flight) []any {
+	doc := ""
+	if f.State != flight.Deleted {
+		doc = string(flight.Document(f))
+	}
+	return []any{f.FLID, f.Version, doc}
 }
 
 // Probe checks that Redis answers, within the projection's bound.

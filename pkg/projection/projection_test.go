@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -111,5 +112,39 @@ func TestWriteBounded(t *testing.T) {
 	cancel()
 	if _, err := p.Write(ctx, []flight.Flight{state("F1", 1, "A")}); err == nil {
 		t.Errorf("a cancelled write reported success")
+	}
+}
+
+// Many states in one call go in pipelines, each still judged by the CAS, and a server that
+// lost its script cache (SCRIPT FLUSH, a restart) gets the script again. On a server of the
+// test's own: the flush would touch every other user of the shared one.
+func TestWriteManyPipelined(t *testing.T) {
+	r := redistest.Own(t)
+	ctx := context.Background()
+	p := projection.New(r.Client, r.Prefix, 5*time.Second)
+	many := make([]flight.Flight, 1200) // more than two pipelines
+	for i := range many {
+		many[i] = state(fmt.Sprintf("F%04d", i), 2, "A")
+	}
+	if n, err := p.Write(ctx, many); err != nil || n != len(many) {
+		t.Fatalf("applied %d of %d: %v", n, len(many), err)
+	}
+	if err := r.Client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	many[0] = state("F0000", 1, "STALE")
+	many[1199] = state("F1199", 3, "B")
+	many[1199].State = flight.Deleted
+	if n, err := p.Write(ctx, many); err != nil || n != len(many)-1 {
+		t.Fatalf("after the flush applied %d of %d: %v", n, len(many)-1, err)
+	}
+	if estt, v, ok := stored(t, r, "F0000"); !ok || estt != "A" || v != 2 {
+		t.Errorf("F0000 = %s v%d %v, want the newer A v2 kept", estt, v, ok)
+	}
+	if _, _, ok := stored(t, r, "F1199"); ok {
+		t.Error("the deleted F1199 is still projected")
+	}
+	if _, v, ok := stored(t, r, "F0600"); !ok || v != 2 {
+		t.Errorf("F0600 = v%d %v", v, ok)
 	}
 }

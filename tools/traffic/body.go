@@ -110,22 +110,26 @@ func fltr(b *body, depth int, f Flight) {
 	b.leaf(d, "FLTY", f.FLTY)
 	b.leaf(d, "FLIN", f.FLIN)
 	rout(b, d, routeTimes(f.MVIN, f.SODT, f.Route))
-	for _, kv := range [][2]string{{"ACFT", f.ACFT}, {"RENO", f.RENO}, {"TRML", f.TRML}, {"STND", f.STND}} {
+	for _, kv := range [][2]string{{"ACFT", f.ACFT}, {"RENO", f.RENO}, {"TRML", f.TRML}, {"STND", f.STND}, {"MAID", f.MAID}} {
 		if kv[1] != "" {
 			b.leaf(d, kv[0], kv[1])
 		}
 	}
+	b.WriteString(f.Extra)
 	b.close(depth, "FLTR")
 }
 
 // rout writes ROUT elements numbered from 1.
-func rout(b *body, depth int, pts []routePoint) {
+func rout(b *body, depth int, pts []routePoint) { routeElements(b, depth, "ROUT", pts) }
+
+// routeElements writes route points (ROUT or ERUT) numbered from 1.
+func routeElements(b *body, depth int, name string, pts []routePoint) {
 	for i, p := range pts {
-		b.open(depth, "ROUT", "RTNO", strconv.Itoa(i+1))
+		b.open(depth, name, "RTNO", strconv.Itoa(i+1))
 		b.leaf(depth+1, "APCD", p.apcd)
 		b.timeLeaf(depth+1, "SCAT", p.scat)
 		b.timeLeaf(depth+1, "SCDT", p.scdt)
-		b.close(depth, "ROUT")
+		b.close(depth, name)
 	}
 }
 

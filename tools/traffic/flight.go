@@ -32,6 +32,12 @@ type Flight struct {
 	TRML  string // terminal at the home airport
 	STND  string // planned stand
 	Route []string
+	// MAID makes the flight a code-share child of the flight with that FLID (schedule records
+	// only; empty = not sent).
+	MAID string
+	// Extra is raw XML written verbatim at the end of the flight's FLTR (further schedule
+	// elements: turnaround, allocations); empty = none.
+	Extra string
 }
 
 // FFID is the functional flight id ALCD-FLNO-MVIN-SODT-FLIN that FLOP carries next to FLID.

@@ -18,30 +18,60 @@ import (
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
 
-// Option configures the router.
-type Option func(*Flights)
+// Option configures the router and its processors.
+type Option func(*settings)
+
+type settings struct {
+	reg       prometheus.Registerer
+	logger    *slog.Logger
+	batchSize int
+}
+
+func newSettings(opts []Option) settings {
+	st := settings{logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(&st)
+	}
+	return st
+}
 
 // WithMetrics registers the flight domain's metrics (msgx_flight_skipped_total).
 func WithMetrics(reg prometheus.Registerer) Option {
-	return func(f *Flights) { reg.MustRegister(f.skipped) }
+	return func(s *settings) { s.reg = reg }
 }
 
-// WithLogger sets where ignored tags are reported.
+// WithLogger sets where ignored tags and a snapshot's code-share orphans are reported.
 func WithLogger(l *slog.Logger) Option {
-	return func(f *Flights) { f.logger = l }
+	return func(s *settings) { s.logger = l }
+}
+
+// WithBatchSize sets schd.batch-size: the changed flights a schedule snapshot writes per
+// transaction (0 = flight.DefaultBatchSize).
+func WithBatchSize(n int) Option {
+	return func(s *settings) { s.batchSize = n }
 }
 
 // Route is the one place that dispatches on the message kind (seed 003 §5.2 step 4).
 func Route(days flight.DayRule, opts ...Option) pump.Router {
 	flights := NewFlights(days, opts...)
+	schedule := NewSchedule(days, opts...)
 	refs := NewReference(days.Zone, flights.logger, nil)
 	return func(m *sis.Message) (pump.Processor, string) {
 		switch b := m.Body.(type) {
 		case *sis.Flop:
 			return flights, ""
 		case *sis.Schd:
-			if b.STYP == "ADFT" {
+			switch b.STYP {
+			case "ADFT":
 				return flights, ""
+			case "DNLD":
+				return schedule, ""
+			case "RESP":
+				// A RESP replaces the days of the request it answers, and only an open request
+				// may be answered (G-RESP-GUARD): without the request tracking it can be neither
+				// scoped nor guarded, and applying it unguarded could delete a day's flights on
+				// a stale answer.
+				return nil, "SCHD-RESP needs the request it answers (G-RESP-GUARD), not matched in this version"
 			}
 			return nil, "SCHD-" + b.STYP + " has no processor in this version"
 		case *sis.RefData, *sis.ResourceStatus:
@@ -64,14 +94,15 @@ type Flights struct {
 
 // NewFlights returns the flight processor.
 func NewFlights(days flight.DayRule, opts ...Option) *Flights {
+	st := newSettings(opts)
 	f := &Flights{
 		days:   days,
-		logger: slog.New(slog.DiscardHandler),
+		logger: st.logger,
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_flight_skipped_total",
 			Help: "Flight messages skipped by the domain rules, by reason (unknown-flight, deleted-flight)."}, []string{"reason"}),
 	}
-	for _, o := range opts {
-		o(f)
+	if st.reg != nil {
+		st.reg.MustRegister(f.skipped)
 	}
 	return f
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 // BenchmarkFIFO measures the pump on a FLOP backlog (20k messages by default, or
@@ -161,4 +162,66 @@ func (e *env) bulkAdd(b testing.TB, xmls []string) int64 {
 	}
 	e.pg.Exec(b, `UPDATE inbox_cursor SET w = greatest(w, $1)`, ids[len(ids)-1])
 	return ids[0]
+}
+
+// BenchmarkScheduleDNLD measures one 2 000-flight SCHD DNLD (a generated day, about 1 KB per
+// record, 1.9 MB) through the whole pump on the real servers, from the inbox row to SUCCEEDED:
+// inbox read, decode, the whole-package check, the bulk load, the plan, every batch with its
+// events and projection, ③. The day already holds 2 200 flights: the package changes all 2 000
+// records and deletes the 200 it omits (11 batches of schd.batch-size 200). The same package
+// once more, every flight unchanged (only projected), is measured too. In the same run the
+// single-connection commit rate of BenchmarkFIFO is measured as the anchor, and the ratio of
+// flights/s to it printed. Run with -benchtime 1x.
+func BenchmarkScheduleDNLD(b *testing.B) {
+	const records, omitted = 2000, 200
+	for b.Loop() {
+		b.StopTimer()
+		e := newEnv(b)
+		e.clkReal()
+		s := e.session(b)
+		p := e.newPump(b, options{quiet: true})
+		day := time.Date(2026, 3, 2, 0, 0, 0, 0, zone)
+		stored := traffic.Schedule(42, day, records+omitted)
+		e.bulkAdd(b, []string{e.dnld(stored...)})
+		drain(b, p, s, e)
+		next := make([]traffic.Flight, records)
+		for i, f := range stored[:records] {
+			f.RENO = fmt.Sprintf("B%04d", i) // every record a real change
+			next[i] = f
+		}
+		text := e.dnld(next...)
+		id := e.bulkAdd(b, []string{text})
+		b.StartTimer()
+
+		began := time.Now()
+		tick(b, p, s)
+		changed := time.Since(began)
+
+		b.StopTimer()
+		if m := e.get(b, id); m.State != queue.Succeeded {
+			b.Fatalf("the DNLD is %s: %s", m.State, deref(m.LastError))
+		}
+		if n := e.events(b, id); n != records+omitted {
+			b.Fatalf("%d KAFKA:msg events, want %d", n, records+omitted)
+		}
+		again := e.bulkAdd(b, []string{e.dnld(next...)})
+		began = time.Now()
+		tick(b, p, s)
+		unchanged := time.Since(began)
+		if m := e.get(b, again); m.State != queue.Succeeded || e.events(b, again) != 0 {
+			b.Fatalf("the same DNLD again is %s with %d events", m.State, e.events(b, again))
+		}
+		commits := commitRate(b, e, 2000)
+		rate := float64(records+omitted) / changed.Seconds()
+		b.ReportMetric(changed.Seconds(), "s/package")
+		b.ReportMetric(rate, "flights/s")
+		b.ReportMetric(unchanged.Seconds(), "s/unchanged-package")
+		b.ReportMetric(commits, "pg-commits/s")
+		b.ReportMetric(rate/commits, "flights-per-commit")
+		b.Logf("DNLD: %d records (%.1f MB), %d changed + %d deleted in %s = %.0f flights/s; the same package unchanged in %s; "+
+			"one connection commits %.0f three-statement transactions/s; ratio %.2f",
+			records, float64(len(text))/1e6, records, omitted, changed.Round(time.Millisecond), rate,
+			unchanged.Round(time.Millisecond), commits, rate/commits)
+		b.StartTimer()
+	}
 }

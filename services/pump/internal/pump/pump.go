@@ -57,7 +57,22 @@ type Result struct {
 	Protocol string
 	// Project lists the full states to write to the Redis projection after the commit.
 	Project []flight.Flight
+	// Then are the further transactions of a message too large for one (a schedule snapshot's
+	// batches, docs/schedule.md). Each runs in its own transaction after the previous one
+	// committed and its states were projected; applied_at is recorded with the last, and only
+	// then is the message finished. A failure between two leaves the earlier ones committed
+	// and the message unfinished: its re-run decides the whole message again, so every step
+	// must find what an earlier run committed and write nothing of it twice.
+	Then []Step
+	// Trail, when set, is called once the message ended as decided (SUCCEEDED, or the Protocol
+	// or Skip outcome), on the lock connection and outside every business transaction; a
+	// failure is logged, never the message's (seed 003 §9.2: a crash may lose a trail row).
+	Trail func(ctx context.Context, q db.Executor) error
 }
+
+// Step is one further transaction of a message (Result.Then): it writes in tx and returns the
+// states to project once tx committed.
+type Step func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error)
 
 // Processor runs step ① of seed 003 §5.2 in tx, which holds the pipeline lock: it loads the
 // current state, decides with the pure domain rules and writes the new state with its outbox
@@ -399,7 +414,7 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 		// ① committed in an earlier run: its change and events are in place, and the flights
 		// may have moved on since (a replay comes after newer messages). Only ② and ③ are left.
 		span.SetAttributes(attribute.Bool("reproject", true))
-		return p.business(ctx, s, in, func(tx pgx.Tx) (Result, error) {
+		return p.reproject(ctx, s, in, func(tx pgx.Tx) (Result, error) {
 			r, ok := proc.(Reprojector)
 			if !ok {
 				return Result{}, nil // nothing this processor can re-project
@@ -411,15 +426,7 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 	if proc == nil {
 		return outcome{state: queue.Skipped, class: queue.Unsupported, reason: "unsupported: " + why}
 	}
-	return p.business(ctx, s, in, func(tx pgx.Tx) (Result, error) {
-		res, err := proc.Apply(ctx, tx, in)
-		if err == nil && res.Protocol == "" && res.Skip == "" {
-			// Recorded with the change it marks: a re-run after this commit must not apply the
-			// message again.
-			err = queue.MarkApplied(ctx, tx, in.MsgID, in.Now)
-		}
-		return res, err
-	})
+	return p.business(ctx, s, in, func(tx pgx.Tx) (Result, error) { return proc.Apply(ctx, tx, in) })
 }
 
 // errStoredRaw marks a failure to read the kept raw text (a PostgreSQL call, not the inbox).
@@ -445,46 +452,81 @@ func (p *Pump) storedRaw(ctx context.Context, s Session, msgID int64, missing er
 }
 
 // business runs the three steps of a business success under the pipeline lock, which spans
-// the Redis write (seed 003 §5.3): ① flight changes and events in one transaction (apply), ②
-// the projection, ③ SUCCEEDED with the backfill intent in one statement. For a message whose
-// ① committed earlier, apply only reads the states to re-project.
+// the Redis write (seed 003 §5.3): ① flight changes and events in one transaction (apply),
+// with applied_at, ② the projection, ③ SUCCEEDED with the backfill intent in one statement. A
+// message with further steps (Result.Then) repeats ① and ② per step, and applied_at goes with
+// the last one.
 func (p *Pump) business(ctx context.Context, s Session, in Input, apply func(tx pgx.Tx) (Result, error)) outcome {
+	return p.run(ctx, s, in, apply, true)
+}
+
+// reproject runs ② and ③ for a message whose ① committed earlier: apply only reads the states
+// to re-project.
+func (p *Pump) reproject(ctx context.Context, s Session, in Input, apply func(tx pgx.Tx) (Result, error)) outcome {
+	return p.run(ctx, s, in, apply, false)
+}
+
+func (p *Pump) run(ctx context.Context, s Session, in Input, apply func(tx pgx.Tx) (Result, error), mark bool) outcome {
 	var o outcome
 	err := s.Do(ctx, func(conn *pgx.Conn) error {
 		return p.withPipelineLock(ctx, conn, func() error {
 			var res Result
-			if err := db.WithTx(ctx, conn, func(tx pgx.Tx) error {
+			failure, err := p.transaction(ctx, conn, "business transaction", func(tx pgx.Tx) error {
 				var err error
 				res, err = apply(tx)
-				if err == nil && (res.Protocol != "" || res.Skip != "") {
+				switch {
+				case err != nil:
+					return err
+				case res.Protocol != "" || res.Skip != "":
 					// A rejection or a skip leaves no half-applied message behind (seed 003 §5.2:
 					// "不落半包"), whatever the processor did in the transaction.
 					return errNoChange
-				}
-				return err
-			}); err != nil && !errors.Is(err, errNoChange) {
-				if errors.Is(err, queue.ErrNotUnfinished) {
-					return err // replayed or finished by someone else meanwhile: ① rolled back
-				}
-				o = failedCall(outage.Postgres, db.Classify(err), "business transaction: "+err.Error(), err)
-				if conn.IsClosed() {
-					return err // the session is gone: Do reports leader.ErrLost
+				case mark && len(res.Then) == 0:
+					// Recorded with the change it marks: a re-run after this commit must not
+					// apply the message again.
+					return queue.MarkApplied(ctx, tx, in.MsgID, in.Now)
 				}
 				return nil
+			})
+			if failure != nil {
+				o = *failure
+				return err
 			}
 			switch {
 			case res.Protocol != "":
 				o = outcome{state: queue.Dead, class: queue.Protocol, reason: res.Protocol}
+				p.trail(ctx, conn, in, res)
 				return nil
 			case res.Skip != "":
 				o = outcome{state: queue.Skipped, reason: res.Skip}
+				p.trail(ctx, conn, in, res)
 				return nil
 			}
-			if len(res.Project) > 0 {
-				if _, err := p.project.Write(ctx, res.Project); err != nil {
-					// The domain change is committed (applied_at with it); the message stays
-					// unfinished and its re-run only re-projects the current state (seed 003 §9.2).
-					o = failedCall(outage.Redis, projection.Classify(err), "redis projection: "+err.Error(), err)
+			if failure := p.projectStates(ctx, res.Project, ""); failure != nil {
+				o = *failure
+				return nil
+			}
+			for i, step := range res.Then {
+				// Each step is its own transaction, committed and projected before the next: a
+				// failure here leaves the steps before it in place, and the re-run finds them.
+				label := fmt.Sprintf("step %d of %d", i+2, len(res.Then)+1)
+				var states []flight.Flight
+				failure, err := p.transaction(ctx, conn, label, func(tx pgx.Tx) error {
+					var err error
+					if states, err = step(ctx, tx); err != nil {
+						return err
+					}
+					if mark && i == len(res.Then)-1 {
+						return queue.MarkApplied(ctx, tx, in.MsgID, in.Now)
+					}
+					return nil
+				})
+				if failure != nil {
+					o = *failure
+					return err
+				}
+				if failure := p.projectStates(ctx, states, label+": "); failure != nil {
+					o = *failure
 					return nil
 				}
 			}
@@ -493,6 +535,7 @@ func (p *Pump) business(ctx context.Context, s Session, in Input, apply func(tx 
 				return err
 			}
 			o = outcome{state: queue.Succeeded, recorded: true}
+			p.trail(ctx, conn, in, res)
 			return nil
 		})
 	})
@@ -503,6 +546,51 @@ func (p *Pump) business(ctx context.Context, s Session, in Input, apply func(tx 
 		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
 	}
 	return o
+}
+
+// transaction runs fn in one transaction on conn. A failure is returned as the message's
+// FAILED outcome, classified for the outage rule, together with the error to end the locked
+// section with: the error itself when the message is no longer unfinished (someone else got
+// there first; fn rolled back) or when the session is gone (Do reports leader.ErrLost), nil
+// otherwise. errNoChange is no failure: fn decided to write nothing.
+func (p *Pump) transaction(ctx context.Context, conn *pgx.Conn, label string, fn func(tx pgx.Tx) error) (*outcome, error) {
+	err := db.WithTx(ctx, conn, fn)
+	switch {
+	case err == nil, errors.Is(err, errNoChange):
+		return nil, nil
+	case errors.Is(err, queue.ErrNotUnfinished):
+		return &outcome{gone: true}, err
+	}
+	o := failedCall(outage.Postgres, db.Classify(err), label+": "+err.Error(), err)
+	if conn.IsClosed() {
+		return &o, err
+	}
+	return &o, nil
+}
+
+// projectStates writes committed states to Redis (②). A failure leaves the message unfinished
+// with its committed transactions in place; its re-run projects the current state (seed 003
+// §9.2).
+func (p *Pump) projectStates(ctx context.Context, states []flight.Flight, label string) *outcome {
+	if len(states) == 0 {
+		return nil
+	}
+	if _, err := p.project.Write(ctx, states); err != nil {
+		o := failedCall(outage.Redis, projection.Classify(err), label+"redis projection: "+err.Error(), err)
+		return &o
+	}
+	return nil
+}
+
+// trail appends the processor's trail of a message that ended as decided. It is not part of
+// the outcome: a failure is logged and the message keeps its state.
+func (p *Pump) trail(ctx context.Context, conn *pgx.Conn, in Input, res Result) {
+	if res.Trail == nil {
+		return
+	}
+	if err := res.Trail(ctx, conn); err != nil {
+		p.logger.Warn("trail not appended", "msg_id", in.MsgID, "err", err)
+	}
 }
 
 // errNoChange rolls back step ① when the processor decided a skip or a protocol rejection.

@@ -1,0 +1,244 @@
+package flightstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flight"
+)
+
+// The bulk reads and writes of a schedule snapshot (seed 003 §7.1): a package of thousands of
+// flights is loaded and written in a fixed number of round trips, not two per flight. None of
+// them locks rows: the caller holds the pipeline lock, which every writer of the flight tables
+// (the pump, the history sweep) takes, and a snapshot's batches are separate transactions, so
+// a row lock would not outlive the first of them anyway.
+
+// rowColumns is the select list of a flight_schd row, in the order scanRow reads it.
+var rowColumns = func() string {
+	cols := []string{"flid", "state", "state_version", "operation_day", "last_msg_id", "created_at", "updated_at", presentColumn}
+	for _, s := range Scalars {
+		cols = append(cols, strings.ToLower(s))
+	}
+	return strings.Join(cols, ", ")
+}()
+
+// scanRow reads one row of rowColumns into a flight without its details.
+func scanRow(row pgx.CollectableRow) (flight.Flight, error) {
+	f := flight.New("")
+	vals := make([]*string, len(Scalars))
+	var lastMsg *int64
+	var present []string
+	dest := []any{&f.FLID, &f.State, &f.Version, &f.OperationDay, &lastMsg, &f.CreatedAt, &f.UpdatedAt, &present}
+	for i := range vals {
+		dest = append(dest, &vals[i])
+	}
+	if err := row.Scan(dest...); err != nil {
+		return flight.Flight{}, err
+	}
+	if lastMsg != nil {
+		f.LastMsgID = *lastMsg
+	}
+	for i, v := range vals {
+		if v != nil {
+			f.Scalars[Scalars[i]] = *v
+		}
+	}
+	for _, tag := range present {
+		f.Collections[tag] = []flight.Item{}
+	}
+	return f, nil
+}
+
+// loadWhere loads the full states of the flight_schd rows matching where ($1 is arg), with
+// their details in one more round trip, ordered by FLID.
+func loadWhere(ctx context.Context, q db.Executor, what, where string, arg any) ([]flight.Flight, error) {
+	rows, err := q.Query(ctx, `SELECT `+rowColumns+` FROM flight_schd WHERE `+where+` ORDER BY flid`, arg)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, scanRow)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", what, err)
+	}
+	if err := loadDetailsMany(ctx, q, out); err != nil {
+		return nil, fmt.Errorf("load %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// LoadMany reads the full states of the given FLIDs (DELETED ones included), ordered by FLID;
+// unknown FLIDs are absent from the result.
+func LoadMany(ctx context.Context, q db.Executor, flids []string) ([]flight.Flight, error) {
+	if len(flids) == 0 {
+		return nil, nil
+	}
+	return loadWhere(ctx, q, fmt.Sprintf("%d flights", len(flids)), `flid = ANY($1)`, flids)
+}
+
+// LoadDays reads the full states of every flight of the given operation days (dates; DELETED
+// ones included), ordered by FLID: the flights a schedule snapshot of those days replaces.
+func LoadDays(ctx context.Context, q db.Executor, days []time.Time) ([]flight.Flight, error) {
+	if len(days) == 0 {
+		return nil, nil
+	}
+	dates := make([]string, len(days))
+	for i, d := range days {
+		dates[i] = d.Format(time.DateOnly)
+	}
+	return loadWhere(ctx, q, "the flights of "+strings.Join(dates, ","), `operation_day = ANY($1::date[])`, dates)
+}
+
+// ChildrenOfMany reads the full states of every flight whose MAID names one of masters
+// (DELETED ones included, a self-reference excluded), ordered by FLID.
+func ChildrenOfMany(ctx context.Context, q db.Executor, masters []string) ([]flight.Flight, error) {
+	if len(masters) == 0 {
+		return nil, nil
+	}
+	return loadWhere(ctx, q, fmt.Sprintf("the children of %d flights", len(masters)), `maid = ANY($1) AND flid <> maid`, masters)
+}
+
+// detailManySQL is detailSQL for a set of FLIDs ($1, an array), with the FLID in front.
+var detailManySQL = func() string {
+	parts := make([]string, 0, len(collections)+1)
+	for _, tag := range CollectionTags() {
+		c := collections[tag]
+		seq := "NULL::text"
+		if c.seq != "" {
+			seq = c.seq
+		}
+		kv := make([]string, 0, 2*len(c.fields))
+		for _, fl := range c.fields {
+			kv = append(kv, "'"+fl+"'", strings.ToLower(fl))
+		}
+		where := "flid = ANY($1)"
+		if c.kind != "" {
+			where += " AND route_kind = '" + c.kind + "'"
+		}
+		parts = append(parts, `SELECT flid, '`+tag+`' AS tag, ordinal, `+seq+`, jsonb_build_object(`+strings.Join(kv, ", ")+`) FROM `+
+			c.table+` WHERE `+where)
+	}
+	parts = append(parts, `SELECT flid, 'RAW:' || tag, ordinal, NULL::text, jsonb_build_object('TEXT', content) FROM flight_raw_content WHERE flid = ANY($1)`)
+	return strings.Join(parts, " UNION ALL ") + " ORDER BY 1, 2, 3"
+}()
+
+func loadDetailsMany(ctx context.Context, q db.Executor, flights []flight.Flight) error {
+	if len(flights) == 0 {
+		return nil
+	}
+	byFLID := make(map[string]*flight.Flight, len(flights))
+	flids := make([]string, len(flights))
+	for i := range flights {
+		byFLID[flights[i].FLID] = &flights[i]
+		flids[i] = flights[i].FLID
+	}
+	rows, err := q.Query(ctx, detailManySQL, flids)
+	if err != nil {
+		return fmt.Errorf("details: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var flid, tag string
+		var ordinal int
+		var seq *string
+		var fields map[string]*string
+		if err := rows.Scan(&flid, &tag, &ordinal, &seq, &fields); err != nil {
+			return fmt.Errorf("scan details: %w", err)
+		}
+		f := byFLID[flid]
+		if f == nil {
+			return fmt.Errorf("details: row for %s, which was not loaded", flid)
+		}
+		addDetail(f, tag, seq, fields)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("details: %w", err)
+	}
+	return nil
+}
+
+// addDetail adds one detail row, as detailSQL and detailManySQL return it, to its flight.
+func addDetail(f *flight.Flight, tag string, seq *string, fields map[string]*string) {
+	if raw, ok := strings.CutPrefix(tag, "RAW:"); ok {
+		if v := fields["TEXT"]; v != nil {
+			f.Raw[raw] = append(f.Raw[raw], *v)
+		}
+		return
+	}
+	it := flight.Item{Fields: make(map[string]string, len(fields))}
+	if seq != nil {
+		it.Seq = *seq
+	}
+	for k, v := range fields {
+		if v != nil {
+			it.Fields[k] = *v
+		}
+	}
+	f.Collections[tag] = append(f.Collections[tag], it)
+}
+
+// VersionFloors is VersionFloor for many FLIDs in one round trip: only FLIDs that were ever
+// archived are in the result.
+func VersionFloors(ctx context.Context, q db.Executor, flids []string) (map[string]int64, error) {
+	out := map[string]int64{}
+	if len(flids) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `SELECT flid, max(state_version) + 1 FROM flight_history WHERE flid = ANY($1) GROUP BY flid`, flids)
+	if err != nil {
+		return nil, fmt.Errorf("version floors of %d flights: %w", len(flids), err)
+	}
+	var flid string
+	var floor int64
+	if _, err := pgx.ForEachRow(rows, []any{&flid, &floor}, func() error { out[flid] = floor; return nil }); err != nil {
+		return nil, fmt.Errorf("version floors of %d flights: %w", len(flids), err)
+	}
+	return out, nil
+}
+
+// SaveMany writes the full states of several flights, as Save does for one, in one round
+// trip: the rows are upserted, every detail table is cleared for all of them with one
+// statement per table, and the details are inserted in order.
+func SaveMany(ctx context.Context, tx pgx.Tx, flights []flight.Flight) error {
+	if len(flights) == 0 {
+		return nil
+	}
+	batch := &pgx.Batch{}
+	flids := make([]string, len(flights))
+	seen := make(map[string]bool, len(flights))
+	for i, f := range flights {
+		if seen[f.FLID] {
+			// the deletes run before every insert: a second state would add to the first's details
+			return errors.New("save flights: " + f.FLID + " given twice")
+		}
+		seen[f.FLID] = true
+		flids[i] = f.FLID
+		queueRow(batch, f)
+	}
+	for _, t := range detailTables() {
+		batch.Queue(`DELETE FROM `+t+` WHERE flid = ANY($1)`, flids)
+	}
+	for _, f := range flights {
+		queueDetails(batch, f)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("save %d flights: %w", len(flights), err)
+	}
+	return nil
+}
+
+// detailTables lists every table holding a flight's details, sorted.
+func detailTables() []string {
+	tables := map[string]bool{"flight_raw_content": true}
+	for _, c := range collections {
+		tables[c.table] = true
+	}
+	return slices.Sorted(maps.Keys(tables))
+}

@@ -1,0 +1,138 @@
+package flightstore_test
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flight"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
+)
+
+func flidsOf(fs []flight.Flight) string {
+	ids := make([]string, len(fs))
+	for i, f := range fs {
+		ids[i] = f.FLID
+	}
+	return strings.Join(ids, " ")
+}
+
+// The bulk reads give exactly what Load gives flight by flight, details included, and
+// SaveMany writes what Save writes, replacing the details of every flight it is given.
+func TestBulkLoadAndSaveMatchOneByOne(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	other := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	a, b, c, x := rich("A"), rich("B"), rich("C"), rich("X")
+	c.Scalars["MAID"] = "A"
+	x.OperationDay = &other
+	x.Scalars["MAID"] = "X" // a self-reference is nobody's child
+	x.State = flight.Deleted
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, b, c, x}) }); err != nil {
+		t.Fatal(err)
+	}
+	check := func(got []flight.Flight, want string) {
+		t.Helper()
+		if flidsOf(got) != want {
+			t.Fatalf("loaded %q, want %q", flidsOf(got), want)
+		}
+		for _, g := range got {
+			one, err := flightstore.Load(ctx, d.Pool, g.FLID, false)
+			if err != nil || one == nil {
+				t.Fatalf("load %s: %v", g.FLID, err)
+			}
+			if !reflect.DeepEqual(g, *one) {
+				t.Errorf("bulk %s\n got %+v\nwant %+v", g.FLID, g, *one)
+			}
+		}
+	}
+	got, err := flightstore.LoadMany(ctx, d.Pool, []string{"X", "A", "nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(got, "A X")
+	got, err = flightstore.LoadDays(ctx, d.Pool, []time.Time{*a.OperationDay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(got, "A B C")
+	got, err = flightstore.ChildrenOfMany(ctx, d.Pool, []string{"A", "B", "X"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(got, "C")
+
+	// A second SaveMany replaces every detail row of each flight (none is added twice).
+	a.Collections["GTDT"] = []flight.Item{item("3", "GATE", "C9")}
+	delete(b.Collections, "ROUT")
+	b.Raw = map[string][]string{}
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, b}) }); err != nil {
+		t.Fatal(err)
+	}
+	got, err = flightstore.LoadMany(ctx, d.Pool, []string{"A", "B"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !flight.SameContent(got[0], a) || !flight.SameContent(got[1], b) {
+		t.Errorf("after the second save\n got %+v\nwant %+v %+v", got, a, b)
+	}
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, a}) }); err == nil {
+		t.Error("a FLID given twice was saved")
+	}
+}
+
+func TestVersionFloors(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	d.Exec(t, `INSERT INTO flight_history (flid, state_version, state, archived_at, snapshot) VALUES
+		('H', 3, 'ACTIVE', now(), '{}'), ('H', 5, 'DELETED', now(), '{}'), ('J', 1, 'ACTIVE', now(), '{}')`)
+	got, err := flightstore.VersionFloors(ctx, d.Pool, []string{"H", "J", "NEVER"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int64{"H": 6, "J": 2}; !reflect.DeepEqual(got, want) {
+		t.Errorf("floors %v, want %v", got, want)
+	}
+	for id, floor := range got {
+		if one, err := flightstore.VersionFloor(ctx, d.Pool, id); err != nil || one != floor {
+			t.Errorf("VersionFloor(%s) = %d %v, bulk %d", id, one, err, floor)
+		}
+	}
+}
+
+// The trail row keeps the counts and the exact days; a refusal before the days were known
+// has no scope at all.
+func TestAppendSnapLog(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	n := func(v int) *int { return &v }
+	at := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	days := []time.Time{time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC)}
+	if err := flightstore.AppendSnapLog(ctx, d.Pool, flightstore.SnapLog{MsgID: 7, STYP: "DNLD", Records: 3, Applied: n(2), Deleted: n(1),
+		Unchanged: n(0), Batches: n(1), Scope: days, Outcome: flightstore.SnapApplied, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := flightstore.AppendSnapLog(ctx, d.Pool, flightstore.SnapLog{MsgID: 8, STYP: "DNLD", Records: 2,
+		Outcome: flightstore.SnapRefused, Reason: "recs-mismatch: x", At: at}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := d.Pool.Query(ctx, `SELECT concat_ws(' ', msg_id, recs, applied, deleted, unchanged, batches, scope_start, scope_end,
+		array_to_string(scope_days, ','), outcome, reason) FROM schd_snap_log ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "7 3 2 1 0 1 2026-03-01 2026-03-03 2026-03-01,2026-03-03 APPLIED|8 2 REFUSED recs-mismatch: x"
+	if strings.Join(got, "|") != want {
+		t.Errorf("trail %q, want %q", strings.Join(got, "|"), want)
+	}
+}

@@ -1,0 +1,341 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flight"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+)
+
+// Schedule applies SCHD DNLD snapshots (seed 003 §7.1, §12.1; DECISIONS 12): the package
+// replaces the operation days it covers. The rules are flight.ValidatePackage and
+// flight.PlanSnapshot; this coordinator loads what they decide on in bulk, writes the plan in
+// batches (pump.Result.Then) and appends the schedule trail. docs/schedule.md describes it.
+type Schedule struct {
+	days      flight.DayRule
+	batchSize int
+	logger    *slog.Logger
+}
+
+// NewSchedule returns the schedule snapshot processor.
+func NewSchedule(days flight.DayRule, opts ...Option) *Schedule {
+	st := newSettings(opts)
+	return &Schedule{days: days, batchSize: st.batchSize, logger: st.logger}
+}
+
+// Apply implements pump.Processor for a DNLD: the whole-package check before anything is read,
+// then the shared snapshot path with the records' own days as the scope.
+func (s *Schedule) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
+	b, ok := in.Message.Body.(*sis.Schd)
+	if !ok {
+		return pump.Result{}, fmt.Errorf("schedule processor got %T", in.Message.Body)
+	}
+	pkg, refusal := flight.ValidatePackage(b, s.days)
+	if refusal != nil {
+		return s.refuse(in, b.STYP, len(b.Records), flight.Scope{}, *refusal), nil
+	}
+	if pkg.STYP() != "DNLD" {
+		// A RESP is scoped by its request and guarded by it (G-RESP-GUARD); the router does not
+		// send one here until the request tracking gives both.
+		return pump.Result{}, fmt.Errorf("schedule processor: SCHD-%s needs its request's range", pkg.STYP())
+	}
+	scope, err := pkg.Scope(nil)
+	if err != nil {
+		return pump.Result{}, err
+	}
+	return s.apply(ctx, tx, in, pkg, scope)
+}
+
+// apply is the part DNLD and RESP share once the scope is known: load, plan, and the first
+// batch in tx; the other batches as the pump's further steps. On a refusal nothing is written.
+func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flight.Package, scope flight.Scope) (pump.Result, error) {
+	sin, err := s.load(ctx, tx, in, pkg, scope)
+	if err != nil {
+		return pump.Result{}, err
+	}
+	plan, refusal := flight.PlanSnapshot(sin)
+	if refusal != nil {
+		return s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, *refusal), nil
+	}
+	s.report(in, plan)
+	batches := plan.Batches(s.batchSize)
+	trail := trailOf(in, pkg, plan, len(batches))
+	res := pump.Result{Trail: func(ctx context.Context, q db.Executor) error { return flightstore.AppendSnapLog(ctx, q, trail) }}
+	if len(batches) == 0 {
+		return res, nil // an empty DNLD covers no day: nothing to write or project
+	}
+	if res.Project, err = s.write(ctx, tx, in, batches[0]); err != nil {
+		return pump.Result{}, err
+	}
+	for _, b := range batches[1:] {
+		res.Then = append(res.Then, func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error) { return s.write(ctx, tx, in, b) })
+	}
+	return res, nil
+}
+
+// load reads, in the caller's transaction, everything PlanSnapshot decides on
+// (flight.SnapshotInput.Stored): the flights of the scope days, DELETED ones included, the
+// package's FLIDs whatever their day, the masters Package.Masters names, the children of all of
+// those, and the version floors of the package FLIDs that are not stored. Each is one bulk
+// read, so the round trips do not grow with the package.
+func (s *Schedule) load(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flight.Package, scope flight.Scope) (flight.SnapshotInput, error) {
+	sin := flight.SnapshotInput{MsgID: in.MsgID, Now: in.Now, Package: pkg, Scope: scope}
+	stored, err := flightstore.LoadDays(ctx, tx, scope.Days())
+	if err != nil {
+		return sin, err
+	}
+	have := make(map[string]bool, len(stored))
+	add := func(fs []flight.Flight) {
+		for _, f := range fs {
+			if !have[f.FLID] {
+				have[f.FLID] = true
+				stored = append(stored, f)
+			}
+		}
+	}
+	for _, f := range stored {
+		have[f.FLID] = true
+	}
+	var missing []string
+	for _, r := range pkg.Records() {
+		if !have[r.Record.FLID] {
+			missing = append(missing, r.Record.FLID)
+		}
+	}
+	others, err := flightstore.LoadMany(ctx, tx, missing)
+	if err != nil {
+		return sin, err
+	}
+	add(others)
+	masters, err := flightstore.LoadMany(ctx, tx, pkg.Masters(stored))
+	if err != nil {
+		return sin, err
+	}
+	add(masters)
+	ids := make([]string, 0, len(stored))
+	for _, f := range stored {
+		ids = append(ids, f.FLID)
+	}
+	children, err := flightstore.ChildrenOfMany(ctx, tx, ids)
+	if err != nil {
+		return sin, err
+	}
+	add(children)
+	var absent []string
+	for _, id := range missing {
+		if !have[id] {
+			absent = append(absent, id)
+		}
+	}
+	// A FLID the history sweep archived starts above its tombstone, as for ADFT.
+	if sin.VersionFloors, err = flightstore.VersionFloors(ctx, tx, absent); err != nil {
+		return sin, err
+	}
+	sin.Stored = stored
+	return sin, nil
+}
+
+// write saves one batch's changed flights and adds their events (KAFKA:msg and KAFKA:schd per
+// change, tombstones for deletions) in tx, and returns every state of the batch to project.
+func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight.Batch) ([]flight.Flight, error) {
+	o := b.Outcome()
+	if err := flightstore.SaveMany(ctx, tx, o.Writes); err != nil {
+		return nil, err
+	}
+	if err := outbox.Add(ctx, tx, newEvents(in, o.Events), in.Now); err != nil {
+		return nil, err
+	}
+	return o.Project, nil
+}
+
+// newEvents are the rules' events as outbox rows of the message.
+func newEvents(in pump.Input, events []flight.Event) []outbox.NewEvent {
+	out := make([]outbox.NewEvent, len(events))
+	for i, e := range events {
+		out[i] = outbox.NewEvent{Target: e.Target, PartitionKey: e.FLID, Type: e.Type, Version: e.Version,
+			Payload: e.Payload, MsgID: in.MsgID, Trace: in.Trace}
+	}
+	return out
+}
+
+// refuse is the DEAD(PROTOCOL) outcome of a whole-package refusal, with its trail row.
+func (s *Schedule) refuse(in pump.Input, styp string, records int, scope flight.Scope, r flight.Refusal) pump.Result {
+	trail := flightstore.SnapLog{MsgID: in.MsgID, STYP: styp, Records: records, Scope: scope.Days(),
+		Outcome: flightstore.SnapRefused, Reason: r.String(), At: in.Now}
+	return pump.Result{Protocol: r.String(), Trail: func(ctx context.Context, q db.Executor) error {
+		return flightstore.AppendSnapLog(ctx, q, trail)
+	}}
+}
+
+// report logs what the plan keeps that the operator may want to know: records that stay
+// code-share children of a master the package deletes, and tags that are not flight state.
+// One line each per package, not per record: a package has thousands.
+func (s *Schedule) report(in pump.Input, plan flight.Plan) {
+	if len(plan.Orphans) > 0 {
+		s.logger.Warn("schedule snapshot keeps code-share children of masters it deletes", "msg_id", in.MsgID,
+			"children", len(plan.Orphans), "flids", first(plan.Orphans, 20))
+	}
+	var tags []string
+	records := 0
+	for _, f := range plan.Flights {
+		if len(f.Decision.Ignored) > 0 {
+			records++
+			tags = append(tags, f.Decision.Ignored...)
+		}
+	}
+	if records > 0 {
+		slices.Sort(tags)
+		s.logger.Info("tags that are not flight state were not merged", "msg_id", in.MsgID, "styp", in.Message.Meta.STYP,
+			"records", records, "ignored", slices.Compact(tags))
+	}
+}
+
+func first(ids []string, n int) []string { return ids[:min(len(ids), n)] }
+
+// trailOf is the trail row of an applied package: what this run wrote. A re-run after a crash
+// between batches counts as unchanged what the earlier run committed.
+func trailOf(in pump.Input, pkg flight.Package, plan flight.Plan, batches int) flightstore.SnapLog {
+	var applied, deleted, unchanged int
+	for _, f := range plan.Flights {
+		switch {
+		case !f.Decision.Changed:
+			unchanged++
+		case f.Decision.Next.State == flight.Deleted:
+			deleted++
+		default:
+			applied++
+		}
+	}
+	return flightstore.SnapLog{MsgID: in.MsgID, STYP: pkg.STYP(), Records: len(pkg.Records()),
+		Applied: &applied, Deleted: &deleted, Unchanged: &unchanged, Batches: &batches,
+		Scope: plan.Scope.Days(), Outcome: flightstore.SnapApplied, At: in.Now}
+}
+
+// Reproject implements pump.Reprojector for a package whose last batch committed: the current
+// states of its records' FLIDs, of every flight its events name (deletions, cascades, masters
+// whose MAFL it moved) and of the deleted flights of its scope days, with the masters of the
+// children among them (MAFL derived) and the deleted children of a deleted master, as they are
+// now and deciding nothing. The only write is the trail row (seed 003 §7.1 step 1).
+func (s *Schedule) Reproject(ctx context.Context, tx pgx.Tx, in pump.Input) ([]flight.Flight, error) {
+	b, ok := in.Message.Body.(*sis.Schd)
+	if !ok {
+		return nil, fmt.Errorf("schedule processor got %T", in.Message.Body)
+	}
+	var scope flight.Scope
+	if pkg, refusal := flight.ValidatePackage(b, s.days); refusal == nil && pkg.STYP() == "DNLD" {
+		var err error
+		if scope, err = pkg.Scope(nil); err != nil {
+			return nil, err
+		}
+	}
+	days, err := flightstore.LoadDays(ctx, tx, scope.Days())
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, r := range b.Records {
+		want[r.FLID] = true
+	}
+	events, err := outbox.ByMessage(ctx, tx, in.MsgID)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		want[e.PartitionKey] = true
+	}
+	byFLID := map[string]flight.Flight{}
+	for _, f := range days {
+		if f.State == flight.Deleted || want[f.FLID] {
+			byFLID[f.FLID] = f
+		}
+	}
+	if err := loadInto(ctx, tx, byFLID, keysNotIn(want, byFLID)); err != nil {
+		return nil, err
+	}
+	masters := map[string]bool{}
+	for _, f := range byFLID {
+		if flight.IsChild(f) {
+			masters[f.Scalars["MAID"]] = true
+		}
+	}
+	if err := loadInto(ctx, tx, byFLID, keysNotIn(masters, byFLID)); err != nil {
+		return nil, err
+	}
+	var parents []string
+	for id, f := range byFLID {
+		if !flight.IsChild(f) {
+			parents = append(parents, id)
+		}
+	}
+	slices.Sort(parents)
+	children, err := flightstore.ChildrenOfMany(ctx, tx, parents)
+	if err != nil {
+		return nil, err
+	}
+	childrenOf := map[string][]flight.Flight{}
+	for _, c := range children {
+		childrenOf[c.Scalars["MAID"]] = append(childrenOf[c.Scalars["MAID"]], c)
+	}
+	out := make([]flight.Flight, 0, len(byFLID))
+	seen := map[string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(byFLID)) {
+		f := byFLID[id]
+		seen[id] = true
+		if flight.IsChild(f) {
+			out = append(out, f)
+			continue
+		}
+		out = append(out, flight.Published(f, childrenOf[id]))
+	}
+	for _, id := range parents {
+		if byFLID[id].State != flight.Deleted {
+			continue
+		}
+		for _, c := range childrenOf[id] {
+			if c.State == flight.Deleted && !seen[c.FLID] {
+				seen[c.FLID] = true
+				out = append(out, c)
+			}
+		}
+	}
+	trail := flightstore.SnapLog{MsgID: in.MsgID, STYP: b.STYP, Records: len(b.Records), Scope: scope.Days(),
+		Outcome: flightstore.SnapReprojected, At: in.Now}
+	if err := flightstore.AppendSnapLog(ctx, tx, trail); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// loadInto adds the stored states of flids to byFLID (unknown FLIDs have nothing to add: a
+// FLID moved to history meanwhile has no projection left either).
+func loadInto(ctx context.Context, tx pgx.Tx, byFLID map[string]flight.Flight, flids []string) error {
+	fs, err := flightstore.LoadMany(ctx, tx, flids)
+	if err != nil {
+		return err
+	}
+	for _, f := range fs {
+		byFLID[f.FLID] = f
+	}
+	return nil
+}
+
+func keysNotIn(set map[string]bool, have map[string]flight.Flight) []string {
+	var out []string
+	for id := range set {
+		if _, ok := have[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
