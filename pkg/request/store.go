@@ -159,9 +159,11 @@ func PendingForSend(ctx context.Context, q db.Executor, limit int) ([]Request, e
 
 // MarkAttempted records, before the COUTMSGS insert, that one is about to be tried: a later
 // try of a request that carries it looks for the row first (FindOutbound), because the insert
-// may have committed without the dispatcher learning it.
+// may have committed without the dispatcher learning it. The first try's time is kept, so the
+// look-up covers every insert ever tried for the request.
 func MarkAttempted(ctx context.Context, q db.Executor, id int64, now time.Time) error {
-	tag, err := q.Exec(ctx, `UPDATE req_track SET attempted_at = $2, updated_at = $2 WHERE req_id = $1 AND state = 'PENDING'`, id, now)
+	tag, err := q.Exec(ctx, `UPDATE req_track SET attempted_at = coalesce(attempted_at, $2), updated_at = $2
+		WHERE req_id = $1 AND state = 'PENDING'`, id, now)
 	if err != nil {
 		return fmt.Errorf("mark request %d attempted: %w", id, err)
 	}
