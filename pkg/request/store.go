@@ -332,3 +332,16 @@ func DeleteClosed(ctx context.Context, q db.Executor, cutoff time.Time, limit in
 	}
 	return tag.RowsAffected(), nil
 }
+
+// OpenIDs returns the open (PENDING, SENT) requests of this type and scope: the ones a
+// registration would expire, for a dry run.
+func OpenIDs(ctx context.Context, q db.Executor, typ, scope string) ([]int64, error) {
+	rows, err := q.Query(ctx, `SELECT req_id FROM req_track WHERE req_type = $1 AND scope = $2 AND state IN ('PENDING', 'SENT') ORDER BY req_id`, typ, scope)
+	if err == nil {
+		var ids []int64
+		if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err == nil {
+			return ids, nil
+		}
+	}
+	return nil, fmt.Errorf("open %s %s: %w", typ, scope, err)
+}
