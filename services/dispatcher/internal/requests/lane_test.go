@@ -3,7 +3,6 @@ package requests
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/request"
@@ -80,7 +80,7 @@ func setup(t *testing.T) *fixture {
 
 func (f *fixture) lane(t *testing.T, shadow bool) (*Lane, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
-	logger := slog.New(slog.NewJSONHandler(io.MultiWriter(t.Output()), nil))
+	logger := slog.New(slog.NewJSONHandler(t.Output(), nil))
 	return New(Config{Period: 50 * time.Millisecond, Timeout: 30 * time.Minute, Shadow: shadow,
 		Backoff: []time.Duration{time.Second}, BackoffCap: time.Second}, f.out, f.clock, logger, reg), reg
 }
@@ -310,5 +310,105 @@ func TestRequestExpiredWhileBeingWrittenStaysExpired(t *testing.T) {
 	}
 	if got := f.get(t, newer.ID); got.State != request.StateSent || len(f.rows(t)) != 2 {
 		t.Errorf("newer request = %s, rows %d", got.State, len(f.rows(t)))
+	}
+}
+
+// TestDeposedDispatcherCannotMarkAndTheNextTermRecovers runs the lane under a real elector:
+// the term's lock connection is terminated between the COUTMSGS insert and SENT (a crash or a
+// cut network), so the deposed term cannot mark the request; the next term finds the row and
+// marks it with that ID, without a second insert.
+func TestDeposedDispatcherCannotMarkAndTheNextTermRecovers(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	r := f.register(t, request.ReferenceSpec("SLST", ""))
+	logger := slog.New(slog.NewJSONHandler(t.Output(), nil))
+	run := func(name string, l *Lane) (pid chan uint32, done chan error, cancel context.CancelFunc) {
+		el := leader.New(leader.Config{DSN: f.pg.DSN, Role: "dispatcher", Instance: name, Logger: logger,
+			RetryInterval: 50 * time.Millisecond, CheckInterval: time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		pid, done = make(chan uint32, 1), make(chan error, 1)
+		go func() {
+			done <- el.Run(ctx, func(ctx context.Context, s *leader.Session) error {
+				pid <- s.PID()
+				return l.Run(ctx, s)
+			})
+		}()
+		return pid, done, cancel
+	}
+
+	first, _ := f.lane(t, false)
+	inserted := make(chan int64, 1)
+	release := make(chan struct{})
+	first.afterInsert = func(ctx context.Context, _ request.Request, id int64) error {
+		inserted <- id
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	pid, done, cancel := run("dispatcher-a", first)
+	defer cancel()
+	backend := <-pid
+	var coutID int64
+	select {
+	case coutID = <-inserted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first term never inserted")
+	}
+	if _, err := f.pg.Pool.Exec(t.Context(), `SELECT pg_terminate_backend($1)`, backend); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the deposed term did not stop")
+	}
+	if got := f.get(t, r.ID); got.State != request.StatePending {
+		t.Fatalf("the deposed term marked the request %s", got.State)
+	}
+
+	second, _ := f.lane(t, false)
+	_, done2, cancel2 := run("dispatcher-b", second)
+	defer func() {
+		cancel2()
+		<-done2
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for f.get(t, r.ID).State != request.StateSent {
+		if time.Now().After(deadline) {
+			t.Fatal("the next term did not mark the request SENT")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := f.get(t, r.ID); *got.CoutmsgsID != coutID {
+		t.Errorf("SENT with coutmsgs %d, want the first term's row %d", *got.CoutmsgsID, coutID)
+	}
+	if rows := f.rows(t); len(rows) != 1 {
+		t.Errorf("COUTMSGS holds %d rows, want 1", len(rows))
+	}
+}
+
+// TestRunBacksOffAfterARefusal: a write the server refuses is retried at the backoff, not on
+// every poll.
+func TestRunBacksOffAfterARefusal(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	err := pgx.BeginFunc(t.Context(), f.pg.Pool, func(tx pgx.Tx) error {
+		_, err := request.Register(t.Context(), tx, request.ReferenceSpec("FLTL", ""), request.Outbound{
+			Encoder: sis.Encoder{Sender: "OMMS"}, RoutingID: strings.Repeat("R", 30)}, t0)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := f.lane(t, false) // polls every 50ms, backs off 1s
+	ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
+	defer cancel()
+	_ = l.Run(ctx, f.s)
+	if n := testutil.ToFloat64(l.metrics.failures); n != 1 {
+		t.Errorf("%v refused writes in 700ms, want 1 (the next one waits 1s)", n)
 	}
 }
