@@ -47,6 +47,8 @@ type Config struct {
 	Schd     Schd
 	// Consistency is the Redis projection's consistency sentinel (docs/redis.md).
 	Consistency Consistency
+	// Requests are the upstream requests (RQFD, RQRD) and their lifecycle.
+	Requests Requests
 
 	IdentityIncludeDayBoundary bool
 	// AirportZone is the zone of every SIS time (seed 000 §6).
@@ -143,6 +145,19 @@ type Consistency struct {
 	// FullBelow: a start-up check compares every flight while there are fewer than this many.
 	FullBelow int
 	Period    time.Duration
+}
+
+// Requests holds the upstream request parameters (req.*, outbound.routing-id and the daily
+// schedule request; docs/control.md, "Upstream requests").
+type Requests struct {
+	// Timeout is how long a SENT request waits for its answer before it is EXPIRED (req.timeout).
+	Timeout time.Duration
+	// RoutingID is COUTMSGS.ROUTINGID of the requests written (outbound.routing-id).
+	RoutingID string
+	// Daily registers the next day's RQFD every day at DailyAt (a time of day, airport time)
+	// from the active control instance (schd.daily-request-at; off when empty).
+	Daily   bool
+	DailyAt time.Duration
 }
 
 // param binds one key to its default and its field.
@@ -251,6 +266,21 @@ func params() []param {
 		{key: "kafka.max-message-bytes", def: "1048588", set: num(func(c *Config) *int { return &c.KafkaMaxMessageBytes })},
 		{key: "kafka.transactional-id", def: "msgx-dispatcher", set: str(func(c *Config) *string { return &c.KafkaTransactionalID })},
 		{key: "outbound.sndr", def: "OMMS", set: str(func(c *Config) *string { return &c.OutboundSender })},
+		{key: "outbound.routing-id", def: "AODB", set: str(func(c *Config) *string { return &c.Requests.RoutingID })},
+		{key: "req.timeout", def: "30m", set: dur(func(c *Config) *time.Duration { return &c.Requests.Timeout })},
+		{key: "schd.daily-request-at", def: "", set: func(c *Config, v string) error {
+			c.Requests.Daily, c.Requests.DailyAt = false, 0
+			v = strings.TrimSpace(v)
+			if v == "" {
+				return nil
+			}
+			at, err := time.Parse("15:04", v)
+			if err != nil || len(v) != 5 {
+				return fmt.Errorf("want HH:MM (airport time, 00:00 to 23:59) or empty for off")
+			}
+			c.Requests.Daily, c.Requests.DailyAt = true, time.Duration(at.Hour())*time.Hour+time.Duration(at.Minute())*time.Minute
+			return nil
+		}},
 		{key: "shutdown-timeout", def: "20s", set: dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 		{key: "inbox.timeout", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.InboxTimeout })},
 		{key: "redis.timeout", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
@@ -357,7 +387,7 @@ func (c Config) validate() []error {
 		"consistency-check.period": c.Consistency.Period,
 		"pipeline.req-retention":   p.ReqRetention, "flight.history-retention": c.Schd.HistoryRetention, "flight.quiet-period": c.Schd.QuietPeriod,
 		"inbox.timeout": c.InboxTimeout, "redis.timeout": c.RedisTimeout,
-		"kafka.send-timeout": c.KafkaSendTimeout,
+		"kafka.send-timeout": c.KafkaSendTimeout, "req.timeout": c.Requests.Timeout,
 	}
 	keys := make([]string, 0, len(positive))
 	for k := range positive {
@@ -432,6 +462,10 @@ func (c Config) validate() []error {
 	if m := c.KafkaMaxMessageBytes; m > 0 && (m < MinKafkaMaxMessageBytes || m >= MaxKafkaMaxMessageBytes) {
 		errs = append(errs, fmt.Errorf("kafka.max-message-bytes must be at least %d and below %d (100 MiB), got %d",
 			MinKafkaMaxMessageBytes, MaxKafkaMaxMessageBytes, m))
+	}
+	// ROUTINGID is VARCHAR(23) NOT NULL in the legacy COUTMSGS.
+	if r := c.Requests.RoutingID; r == "" || len(r) > 23 {
+		errs = append(errs, fmt.Errorf("outbound.routing-id must be 1 to 23 characters (COUTMSGS.ROUTINGID), got %q", r))
 	}
 	if c.OperationDayCutover < 0 || c.OperationDayCutover >= 24*time.Hour {
 		errs = append(errs, fmt.Errorf("airport.operation-day-cutover must be within a day, got %s", c.OperationDayCutover))

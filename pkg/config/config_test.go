@@ -35,6 +35,7 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"pipeline.proc-retention", p.ProcRetention, 24 * time.Hour},
 		{"schd.flush-period", c.Schd.FlushPeriod, 3 * time.Second},
 		{"schd.snap-log-retention", c.Schd.SnapLogRetention, 90 * 24 * time.Hour},
+		{"req.timeout", c.Requests.Timeout, 30 * time.Minute},
 	}
 	for _, d := range durations {
 		if d.got != d.want {
@@ -74,6 +75,9 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 	}
 	if c.IdentityIncludeDayBoundary || p.CutoverWatermark != "" || c.Shadow {
 		t.Errorf("identity day boundary %v, cutover %q, shadow %v: want off, unset, off", c.IdentityIncludeDayBoundary, p.CutoverWatermark, c.Shadow)
+	}
+	if c.Requests.Daily || c.Requests.RoutingID != "AODB" {
+		t.Errorf("daily request %v, routing id %q: want off, AODB", c.Requests.Daily, c.Requests.RoutingID)
 	}
 	if c.AirportZone.String() != "Asia/Shanghai" {
 		t.Errorf("airport zone = %s, want Asia/Shanghai", c.AirportZone)
@@ -130,6 +134,10 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 			[]string{"codec.max-text (65537) must not exceed codec.max-bytes (65536)"}},
 		{"record bound below a header", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "100"}, []string{"kafka.max-message-bytes must be at least 1024"}},
 		{"record bound at the request size", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "104857600"}, []string{"below 104857600"}},
+		{"daily request not a time of day", map[string]string{"MSGX_SCHD_DAILY_REQUEST_AT": "3am"}, []string{"MSGX_SCHD_DAILY_REQUEST_AT", "HH:MM"}},
+		{"daily request past midnight", map[string]string{"MSGX_SCHD_DAILY_REQUEST_AT": "24:00"}, []string{"HH:MM"}},
+		{"routing id longer than the column", map[string]string{"MSGX_OUTBOUND_ROUTING_ID": "ABCDEFGHIJKLMNOPQRSTUVWX"}, []string{"outbound.routing-id must be 1 to 23"}},
+		{"request timeout not positive", map[string]string{"MSGX_REQ_TIMEOUT": "0s"}, []string{"req.timeout must be positive"}},
 		{"record bound not a number", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "1MiB"}, []string{"MSGX_KAFKA_MAX_MESSAGE_BYTES"}},
 	}
 	for _, tt := range tests {
@@ -144,6 +152,16 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestDailyRequestAt(t *testing.T) {
+	c, err := Load(lookup(map[string]string{"MSGX_SCHD_DAILY_REQUEST_AT": "03:30"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Requests.Daily || c.Requests.DailyAt != 3*time.Hour+30*time.Minute {
+		t.Errorf("daily %v at %s, want on at 3h30m", c.Requests.Daily, c.Requests.DailyAt)
 	}
 }
 

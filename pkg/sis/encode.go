@@ -51,6 +51,24 @@ func (e Encoder) EncodeRQRD(seqn int, dttm time.Time, category string) string {
 	return b.String()
 }
 
+// EncodeRQRDResource writes the resource-status request: STYP=RSTA and RTYP the resource type
+// (BELT, CNTR, GATE or STND). The answer is RSTA with STYP=RESP for that type (seed 003 §13:
+// the RTYP is part of the match).
+func (e Encoder) EncodeRQRDResource(seqn int, dttm time.Time, rtyp string) string {
+	var b strings.Builder
+	e.open(&b, seqn, dttm, "RQRD", "RSTA")
+	b.WriteString("\t<RQRD>\n")
+	element(&b, "\t\t", "RTYP", rtyp)
+	b.WriteString("\t</RQRD>\n</MSG>\n")
+	return b.String()
+}
+
+// FormatBodyTime writes t as a SIS body time, ddMMMyyHHmm in the zone t carries (the caller
+// gives it in the airport zone), e.g. 01MAR260000.
+func FormatBodyTime(t time.Time) string {
+	return strings.ToUpper(t.Format("02Jan061504"))
+}
+
 // open writes the declaration, the MSG start tag (with the schema attributes the legacy
 // envelope carries) and META.
 func (e Encoder) open(b *strings.Builder, seqn int, dttm time.Time, typ, styp string) {

@@ -65,6 +65,21 @@ func TestEncoder(t *testing.T) {
 		t.Errorf("RQFD body %+v", m.Body)
 	}
 
+	rsta := e.EncodeRQRDResource(8, dttm, "GATE")
+	m, err = Decode(rsta, Options{Zone: shanghai})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Meta.TYPE != "RQRD" || m.Meta.STYP != "RSTA" || !reflect.DeepEqual(m.Body, &RQRD{RTYP: "GATE"}) {
+		t.Errorf("RSTA request decodes as %+v %+v", m.Meta, m.Body)
+	}
+	if got := FormatBodyTime(time.Date(2026, 3, 1, 23, 59, 0, 0, shanghai)); got != "01MAR262359" {
+		t.Errorf("FormatBodyTime = %q, want 01MAR262359", got)
+	}
+	if _, err := ParseTime(FormatBodyTime(time.Date(2026, 12, 9, 0, 0, 0, 0, shanghai)), shanghai); err != nil {
+		t.Errorf("FormatBodyTime does not parse back: %v", err)
+	}
+
 	rqrd := Encoder{Sender: "A&B", Zone: time.UTC}.EncodeRQRD(5, dttm, "GLST")
 	m, err = Decode(rqrd, Options{})
 	if err != nil {

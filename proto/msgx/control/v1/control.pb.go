@@ -433,6 +433,119 @@ func (ContractResolution) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{6}
 }
 
+// RequestState mirrors req_track.state.
+type RequestState int32
+
+const (
+	RequestState_REQUEST_STATE_UNSPECIFIED RequestState = 0
+	// Registered; not yet in COUTMSGS.
+	RequestState_REQUEST_STATE_PENDING RequestState = 1
+	// Written to COUTMSGS (coutmsgs_id); waiting for the answer.
+	RequestState_REQUEST_STATE_SENT RequestState = 2
+	// Answered: the answer (answer_msg_id) was applied.
+	RequestState_REQUEST_STATE_DONE RequestState = 3
+	// Unanswered past req.timeout, or superseded by a newer request of the same scope.
+	RequestState_REQUEST_STATE_EXPIRED RequestState = 4
+)
+
+// Enum value maps for RequestState.
+var (
+	RequestState_name = map[int32]string{
+		0: "REQUEST_STATE_UNSPECIFIED",
+		1: "REQUEST_STATE_PENDING",
+		2: "REQUEST_STATE_SENT",
+		3: "REQUEST_STATE_DONE",
+		4: "REQUEST_STATE_EXPIRED",
+	}
+	RequestState_value = map[string]int32{
+		"REQUEST_STATE_UNSPECIFIED": 0,
+		"REQUEST_STATE_PENDING":     1,
+		"REQUEST_STATE_SENT":        2,
+		"REQUEST_STATE_DONE":        3,
+		"REQUEST_STATE_EXPIRED":     4,
+	}
+)
+
+func (x RequestState) Enum() *RequestState {
+	p := new(RequestState)
+	*p = x
+	return p
+}
+
+func (x RequestState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RequestState) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_control_proto_enumTypes[7].Descriptor()
+}
+
+func (RequestState) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_control_proto_enumTypes[7]
+}
+
+func (x RequestState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RequestState.Descriptor instead.
+func (RequestState) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{7}
+}
+
+// RequestType mirrors req_track.req_type.
+type RequestType int32
+
+const (
+	RequestType_REQUEST_TYPE_UNSPECIFIED RequestType = 0
+	// Flight data (a schedule) for a range of operation days; answered by SCHD RESP.
+	RequestType_REQUEST_TYPE_RQFD RequestType = 1
+	// Reference data of one category, or resource status of one type; answered by that
+	// category's RESP.
+	RequestType_REQUEST_TYPE_RQRD RequestType = 2
+)
+
+// Enum value maps for RequestType.
+var (
+	RequestType_name = map[int32]string{
+		0: "REQUEST_TYPE_UNSPECIFIED",
+		1: "REQUEST_TYPE_RQFD",
+		2: "REQUEST_TYPE_RQRD",
+	}
+	RequestType_value = map[string]int32{
+		"REQUEST_TYPE_UNSPECIFIED": 0,
+		"REQUEST_TYPE_RQFD":        1,
+		"REQUEST_TYPE_RQRD":        2,
+	}
+)
+
+func (x RequestType) Enum() *RequestType {
+	p := new(RequestType)
+	*p = x
+	return p
+}
+
+func (x RequestType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RequestType) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_control_proto_enumTypes[8].Descriptor()
+}
+
+func (RequestType) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_control_proto_enumTypes[8]
+}
+
+func (x RequestType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RequestType.Descriptor instead.
+func (RequestType) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{8}
+}
+
 type GetStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3615,6 +3728,577 @@ func (x *ResourceEvent) GetReceivedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type RequestScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation days requested, airport time, YYYY-MM-DD, inclusive: from_day <= to_day,
+	// at most 7 days.
+	FromDay string `protobuf:"bytes,1,opt,name=from_day,json=fromDay,proto3" json:"from_day,omitempty"`
+	ToDay   string `protobuf:"bytes,2,opt,name=to_day,json=toDay,proto3" json:"to_day,omitempty"`
+	// Report what would be registered (and which open request expired) without writing.
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Why (a ticket, an incident): written to the audit log with the call.
+	Comment       string `protobuf:"bytes,4,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestScheduleRequest) Reset() {
+	*x = RequestScheduleRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestScheduleRequest) ProtoMessage() {}
+
+func (x *RequestScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestScheduleRequest.ProtoReflect.Descriptor instead.
+func (*RequestScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RequestScheduleRequest) GetFromDay() string {
+	if x != nil {
+		return x.FromDay
+	}
+	return ""
+}
+
+func (x *RequestScheduleRequest) GetToDay() string {
+	if x != nil {
+		return x.ToDay
+	}
+	return ""
+}
+
+func (x *RequestScheduleRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RequestScheduleRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type RequestScheduleResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	DryRun bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// The registered request (in a dry run: as it would be, without req_id and SEQN).
+	Request *UpstreamRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The older open request of the same scope that the registration expired (or would).
+	ExpiredIds    []int64 `protobuf:"varint,3,rep,packed,name=expired_ids,json=expiredIds,proto3" json:"expired_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestScheduleResponse) Reset() {
+	*x = RequestScheduleResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestScheduleResponse) ProtoMessage() {}
+
+func (x *RequestScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestScheduleResponse.ProtoReflect.Descriptor instead.
+func (*RequestScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RequestScheduleResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RequestScheduleResponse) GetRequest() *UpstreamRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *RequestScheduleResponse) GetExpiredIds() []int64 {
+	if x != nil {
+		return x.ExpiredIds
+	}
+	return nil
+}
+
+type RequestReferenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of COUL ARPT AIRL AIRC REGN ORGN FLTL TLST GLST SLST CLST CHLT BLST, or RSTA.
+	Category string `protobuf:"bytes,1,opt,name=category,proto3" json:"category,omitempty"`
+	// RSTA only: BELT, CNTR, GATE or STND.
+	Rtyp string `protobuf:"bytes,2,opt,name=rtyp,proto3" json:"rtyp,omitempty"`
+	// Report what would be registered (and which open request expired) without writing.
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Why (a ticket, an incident): written to the audit log with the call.
+	Comment       string `protobuf:"bytes,4,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestReferenceRequest) Reset() {
+	*x = RequestReferenceRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestReferenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestReferenceRequest) ProtoMessage() {}
+
+func (x *RequestReferenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestReferenceRequest.ProtoReflect.Descriptor instead.
+func (*RequestReferenceRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RequestReferenceRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *RequestReferenceRequest) GetRtyp() string {
+	if x != nil {
+		return x.Rtyp
+	}
+	return ""
+}
+
+func (x *RequestReferenceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RequestReferenceRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type RequestReferenceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DryRun        bool                   `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	Request       *UpstreamRequest       `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	ExpiredIds    []int64                `protobuf:"varint,3,rep,packed,name=expired_ids,json=expiredIds,proto3" json:"expired_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestReferenceResponse) Reset() {
+	*x = RequestReferenceResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestReferenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestReferenceResponse) ProtoMessage() {}
+
+func (x *RequestReferenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestReferenceResponse.ProtoReflect.Descriptor instead.
+func (*RequestReferenceResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RequestReferenceResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RequestReferenceResponse) GetRequest() *UpstreamRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *RequestReferenceResponse) GetExpiredIds() []int64 {
+	if x != nil {
+		return x.ExpiredIds
+	}
+	return nil
+}
+
+type ListRequestsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Filters; unset means any.
+	State RequestState `protobuf:"varint,1,opt,name=state,proto3,enum=msgx.control.v1.RequestState" json:"state,omitempty"`
+	Type  RequestType  `protobuf:"varint,2,opt,name=type,proto3,enum=msgx.control.v1.RequestType" json:"type,omitempty"`
+	// 1-1000, default 100.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page (with the same filters).
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRequestsRequest) Reset() {
+	*x = ListRequestsRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRequestsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRequestsRequest) ProtoMessage() {}
+
+func (x *ListRequestsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRequestsRequest.ProtoReflect.Descriptor instead.
+func (*ListRequestsRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListRequestsRequest) GetState() RequestState {
+	if x != nil {
+		return x.State
+	}
+	return RequestState_REQUEST_STATE_UNSPECIFIED
+}
+
+func (x *ListRequestsRequest) GetType() RequestType {
+	if x != nil {
+		return x.Type
+	}
+	return RequestType_REQUEST_TYPE_UNSPECIFIED
+}
+
+func (x *ListRequestsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRequestsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListRequestsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Requests []*UpstreamRequest     `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// Set when more requests match: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRequestsResponse) Reset() {
+	*x = ListRequestsResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRequestsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRequestsResponse) ProtoMessage() {}
+
+func (x *ListRequestsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRequestsResponse.ProtoReflect.Descriptor instead.
+func (*ListRequestsResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListRequestsResponse) GetRequests() []*UpstreamRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *ListRequestsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpstreamRequest is one req_track row. Unset timestamps are NULL in the row.
+type UpstreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	ReqId int64                  `protobuf:"varint,1,opt,name=req_id,json=reqId,proto3" json:"req_id,omitempty"`
+	Type  RequestType            `protobuf:"varint,2,opt,name=type,proto3,enum=msgx.control.v1.RequestType" json:"type,omitempty"`
+	// NONE for RQFD, the category for RQRD (RSTA for resource status).
+	Styp string `protobuf:"bytes,3,opt,name=styp,proto3" json:"styp,omitempty"`
+	// One open request per type and scope: "2026-03-01..2026-03-02", "GLST", "RSTA:GATE".
+	Scope string `protobuf:"bytes,4,opt,name=scope,proto3" json:"scope,omitempty"`
+	// RQFD: the operation days, YYYY-MM-DD.
+	FromDay string `protobuf:"bytes,5,opt,name=from_day,json=fromDay,proto3" json:"from_day,omitempty"`
+	ToDay   string `protobuf:"bytes,6,opt,name=to_day,json=toDay,proto3" json:"to_day,omitempty"`
+	// RSTA: the resource type.
+	Rtyp  string       `protobuf:"bytes,7,opt,name=rtyp,proto3" json:"rtyp,omitempty"`
+	State RequestState `protobuf:"varint,8,opt,name=state,proto3,enum=msgx.control.v1.RequestState" json:"state,omitempty"`
+	// The SEQN the message carries (6 digits, wrapping after 999999).
+	Seqn string `protobuf:"bytes,9,opt,name=seqn,proto3" json:"seqn,omitempty"`
+	// COUTMSGS.ROUTINGID and the COUTMSGS_ID once SENT.
+	RoutingId  string `protobuf:"bytes,10,opt,name=routing_id,json=routingId,proto3" json:"routing_id,omitempty"`
+	CoutmsgsId int64  `protobuf:"varint,11,opt,name=coutmsgs_id,json=coutmsgsId,proto3" json:"coutmsgs_id,omitempty"`
+	// The inbox message that answered it (DONE).
+	AnswerMsgId int64                  `protobuf:"varint,12,opt,name=answer_msg_id,json=answerMsgId,proto3" json:"answer_msg_id,omitempty"`
+	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	SentAt      *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	DoneAt      *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=done_at,json=doneAt,proto3" json:"done_at,omitempty"`
+	ExpiredAt   *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=expired_at,json=expiredAt,proto3" json:"expired_at,omitempty"`
+	// The request XML as written to COUTMSGS (fixed at registration).
+	Payload       string `protobuf:"bytes,17,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpstreamRequest) Reset() {
+	*x = UpstreamRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpstreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpstreamRequest) ProtoMessage() {}
+
+func (x *UpstreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpstreamRequest.ProtoReflect.Descriptor instead.
+func (*UpstreamRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *UpstreamRequest) GetReqId() int64 {
+	if x != nil {
+		return x.ReqId
+	}
+	return 0
+}
+
+func (x *UpstreamRequest) GetType() RequestType {
+	if x != nil {
+		return x.Type
+	}
+	return RequestType_REQUEST_TYPE_UNSPECIFIED
+}
+
+func (x *UpstreamRequest) GetStyp() string {
+	if x != nil {
+		return x.Styp
+	}
+	return ""
+}
+
+func (x *UpstreamRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *UpstreamRequest) GetFromDay() string {
+	if x != nil {
+		return x.FromDay
+	}
+	return ""
+}
+
+func (x *UpstreamRequest) GetToDay() string {
+	if x != nil {
+		return x.ToDay
+	}
+	return ""
+}
+
+func (x *UpstreamRequest) GetRtyp() string {
+	if x != nil {
+		return x.Rtyp
+	}
+	return ""
+}
+
+func (x *UpstreamRequest) GetState() RequestState {
+	if x != nil {
+		return x.State
+	}
+	return RequestState_REQUEST_STATE_UNSPECIFIED
+}
+
+func (x *UpstreamRequest) GetSeqn() string {
+	if x != nil {
+		return x.Seqn
+	}
+	return ""
+}
+
+func (x *UpstreamRequest) GetRoutingId() string {
+	if x != nil {
+		return x.RoutingId
+	}
+	return ""
+}
+
+func (x *UpstreamRequest) GetCoutmsgsId() int64 {
+	if x != nil {
+		return x.CoutmsgsId
+	}
+	return 0
+}
+
+func (x *UpstreamRequest) GetAnswerMsgId() int64 {
+	if x != nil {
+		return x.AnswerMsgId
+	}
+	return 0
+}
+
+func (x *UpstreamRequest) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *UpstreamRequest) GetSentAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SentAt
+	}
+	return nil
+}
+
+func (x *UpstreamRequest) GetDoneAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DoneAt
+	}
+	return nil
+}
+
+func (x *UpstreamRequest) GetExpiredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiredAt
+	}
+	return nil
+}
+
+func (x *UpstreamRequest) GetPayload() string {
+	if x != nil {
+		return x.Payload
+	}
+	return ""
+}
+
 var File_msgx_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_control_proto_rawDesc = "" +
@@ -3916,7 +4600,59 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\rsource_msg_id\x18\x04 \x01(\x03R\vsourceMsgId\x12\x14\n" +
 	"\x05batch\x18\x05 \x01(\tR\x05batch\x12;\n" +
 	"\vreceived_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"receivedAt*\xb2\x01\n" +
+	"receivedAt\"}\n" +
+	"\x16RequestScheduleRequest\x12\x19\n" +
+	"\bfrom_day\x18\x01 \x01(\tR\afromDay\x12\x15\n" +
+	"\x06to_day\x18\x02 \x01(\tR\x05toDay\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acomment\x18\x04 \x01(\tR\acomment\"\x8f\x01\n" +
+	"\x17RequestScheduleResponse\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12:\n" +
+	"\arequest\x18\x02 \x01(\v2 .msgx.control.v1.UpstreamRequestR\arequest\x12\x1f\n" +
+	"\vexpired_ids\x18\x03 \x03(\x03R\n" +
+	"expiredIds\"|\n" +
+	"\x17RequestReferenceRequest\x12\x1a\n" +
+	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x12\n" +
+	"\x04rtyp\x18\x02 \x01(\tR\x04rtyp\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acomment\x18\x04 \x01(\tR\acomment\"\x90\x01\n" +
+	"\x18RequestReferenceResponse\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12:\n" +
+	"\arequest\x18\x02 \x01(\v2 .msgx.control.v1.UpstreamRequestR\arequest\x12\x1f\n" +
+	"\vexpired_ids\x18\x03 \x03(\x03R\n" +
+	"expiredIds\"\xb8\x01\n" +
+	"\x13ListRequestsRequest\x123\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1d.msgx.control.v1.RequestStateR\x05state\x120\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1c.msgx.control.v1.RequestTypeR\x04type\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"|\n" +
+	"\x14ListRequestsResponse\x12<\n" +
+	"\brequests\x18\x01 \x03(\v2 .msgx.control.v1.UpstreamRequestR\brequests\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf1\x04\n" +
+	"\x0fUpstreamRequest\x12\x15\n" +
+	"\x06req_id\x18\x01 \x01(\x03R\x05reqId\x120\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1c.msgx.control.v1.RequestTypeR\x04type\x12\x12\n" +
+	"\x04styp\x18\x03 \x01(\tR\x04styp\x12\x14\n" +
+	"\x05scope\x18\x04 \x01(\tR\x05scope\x12\x19\n" +
+	"\bfrom_day\x18\x05 \x01(\tR\afromDay\x12\x15\n" +
+	"\x06to_day\x18\x06 \x01(\tR\x05toDay\x12\x12\n" +
+	"\x04rtyp\x18\a \x01(\tR\x04rtyp\x123\n" +
+	"\x05state\x18\b \x01(\x0e2\x1d.msgx.control.v1.RequestStateR\x05state\x12\x12\n" +
+	"\x04seqn\x18\t \x01(\tR\x04seqn\x12\x1d\n" +
+	"\n" +
+	"routing_id\x18\n" +
+	" \x01(\tR\troutingId\x12\x1f\n" +
+	"\vcoutmsgs_id\x18\v \x01(\x03R\n" +
+	"coutmsgsId\x12\"\n" +
+	"\ranswer_msg_id\x18\f \x01(\x03R\vanswerMsgId\x129\n" +
+	"\n" +
+	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x123\n" +
+	"\asent_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x123\n" +
+	"\adone_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\x06doneAt\x129\n" +
+	"\n" +
+	"expired_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\texpiredAt\x12\x18\n" +
+	"\apayload\x18\x11 \x01(\tR\apayload*\xb2\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x18\n" +
@@ -3957,7 +4693,18 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x12ContractResolution\x12#\n" +
 	"\x1fCONTRACT_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aCONTRACT_RESOLUTION_RESUME\x10\x01\x12#\n" +
-	"\x1fCONTRACT_RESOLUTION_SKIP_MARKED\x10\x022\xb0\b\n" +
+	"\x1fCONTRACT_RESOLUTION_SKIP_MARKED\x10\x02*\x93\x01\n" +
+	"\fRequestState\x12\x1d\n" +
+	"\x19REQUEST_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15REQUEST_STATE_PENDING\x10\x01\x12\x16\n" +
+	"\x12REQUEST_STATE_SENT\x10\x02\x12\x16\n" +
+	"\x12REQUEST_STATE_DONE\x10\x03\x12\x19\n" +
+	"\x15REQUEST_STATE_EXPIRED\x10\x04*Y\n" +
+	"\vRequestType\x12\x1c\n" +
+	"\x18REQUEST_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11REQUEST_TYPE_RQFD\x10\x01\x12\x15\n" +
+	"\x11REQUEST_TYPE_RQRD\x10\x022\xe1\n" +
+	"\n" +
 	"\x0eControlService\x12W\n" +
 	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\n" +
@@ -3970,7 +4717,10 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x18ResolveContractViolation\x120.msgx.control.v1.ResolveContractViolationRequest\x1a1.msgx.control.v1.ResolveContractViolationResponse\x12`\n" +
 	"\fGetReference\x12$.msgx.control.v1.GetReferenceRequest\x1a%.msgx.control.v1.GetReferenceResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\rListReference\x12%.msgx.control.v1.ListReferenceRequest\x1a&.msgx.control.v1.ListReferenceResponse\"\x03\x90\x02\x01\x12o\n" +
-	"\x11GetResourceStatus\x12).msgx.control.v1.GetResourceStatusRequest\x1a*.msgx.control.v1.GetResourceStatusResponse\"\x03\x90\x02\x01BDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
+	"\x11GetResourceStatus\x12).msgx.control.v1.GetResourceStatusRequest\x1a*.msgx.control.v1.GetResourceStatusResponse\"\x03\x90\x02\x01\x12d\n" +
+	"\x0fRequestSchedule\x12'.msgx.control.v1.RequestScheduleRequest\x1a(.msgx.control.v1.RequestScheduleResponse\x12g\n" +
+	"\x10RequestReference\x12(.msgx.control.v1.RequestReferenceRequest\x1a).msgx.control.v1.RequestReferenceResponse\x12`\n" +
+	"\fListRequests\x12$.msgx.control.v1.ListRequestsRequest\x1a%.msgx.control.v1.ListRequestsResponse\"\x03\x90\x02\x01BDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_control_proto_rawDescOnce sync.Once
@@ -3984,8 +4734,8 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 	return file_msgx_control_v1_control_proto_rawDescData
 }
 
-var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
@@ -3994,147 +4744,173 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(EventState)(0),                          // 4: msgx.control.v1.EventState
 	(SeedMode)(0),                            // 5: msgx.control.v1.SeedMode
 	(ContractResolution)(0),                  // 6: msgx.control.v1.ContractResolution
-	(*GetStatusRequest)(nil),                 // 7: msgx.control.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),                // 8: msgx.control.v1.GetStatusResponse
-	(*RoleStatus)(nil),                       // 9: msgx.control.v1.RoleStatus
-	(*Blocked)(nil),                          // 10: msgx.control.v1.Blocked
-	(*Discovery)(nil),                        // 11: msgx.control.v1.Discovery
-	(*ContractViolation)(nil),                // 12: msgx.control.v1.ContractViolation
-	(*Backlog)(nil),                          // 13: msgx.control.v1.Backlog
-	(*StateCount)(nil),                       // 14: msgx.control.v1.StateCount
-	(*ErrorClassCount)(nil),                  // 15: msgx.control.v1.ErrorClassCount
-	(*Backfill)(nil),                         // 16: msgx.control.v1.Backfill
-	(*AbandonedCount)(nil),                   // 17: msgx.control.v1.AbandonedCount
-	(*OutboxTarget)(nil),                     // 18: msgx.control.v1.OutboxTarget
-	(*GetMessageRequest)(nil),                // 19: msgx.control.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),               // 20: msgx.control.v1.GetMessageResponse
-	(*Event)(nil),                            // 21: msgx.control.v1.Event
-	(*IdRange)(nil),                          // 22: msgx.control.v1.IdRange
-	(*ListMessagesRequest)(nil),              // 23: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),             // 24: msgx.control.v1.ListMessagesResponse
-	(*ReplayRequest)(nil),                    // 25: msgx.control.v1.ReplayRequest
-	(*ReplayResponse)(nil),                   // 26: msgx.control.v1.ReplayResponse
-	(*ReopenRequest)(nil),                    // 27: msgx.control.v1.ReopenRequest
-	(*ReopenResponse)(nil),                   // 28: msgx.control.v1.ReopenResponse
-	(*RequeueEventsRequest)(nil),             // 29: msgx.control.v1.RequeueEventsRequest
-	(*RequeueEventsResponse)(nil),            // 30: msgx.control.v1.RequeueEventsResponse
-	(*DeadEvent)(nil),                        // 31: msgx.control.v1.DeadEvent
-	(*SeedCutoverRequest)(nil),               // 32: msgx.control.v1.SeedCutoverRequest
-	(*SeedCutoverResponse)(nil),              // 33: msgx.control.v1.SeedCutoverResponse
-	(*ResolveContractViolationRequest)(nil),  // 34: msgx.control.v1.ResolveContractViolationRequest
-	(*ResolveContractViolationResponse)(nil), // 35: msgx.control.v1.ResolveContractViolationResponse
-	(*Message)(nil),                          // 36: msgx.control.v1.Message
-	(*GetReferenceRequest)(nil),              // 37: msgx.control.v1.GetReferenceRequest
-	(*GetReferenceResponse)(nil),             // 38: msgx.control.v1.GetReferenceResponse
-	(*ListReferenceRequest)(nil),             // 39: msgx.control.v1.ListReferenceRequest
-	(*ListReferenceResponse)(nil),            // 40: msgx.control.v1.ListReferenceResponse
-	(*Reference)(nil),                        // 41: msgx.control.v1.Reference
-	(*GetResourceStatusRequest)(nil),         // 42: msgx.control.v1.GetResourceStatusRequest
-	(*GetResourceStatusResponse)(nil),        // 43: msgx.control.v1.GetResourceStatusResponse
-	(*ResourceEvent)(nil),                    // 44: msgx.control.v1.ResourceEvent
-	(*timestamppb.Timestamp)(nil),            // 45: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),              // 46: google.protobuf.Duration
+	(RequestState)(0),                        // 7: msgx.control.v1.RequestState
+	(RequestType)(0),                         // 8: msgx.control.v1.RequestType
+	(*GetStatusRequest)(nil),                 // 9: msgx.control.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),                // 10: msgx.control.v1.GetStatusResponse
+	(*RoleStatus)(nil),                       // 11: msgx.control.v1.RoleStatus
+	(*Blocked)(nil),                          // 12: msgx.control.v1.Blocked
+	(*Discovery)(nil),                        // 13: msgx.control.v1.Discovery
+	(*ContractViolation)(nil),                // 14: msgx.control.v1.ContractViolation
+	(*Backlog)(nil),                          // 15: msgx.control.v1.Backlog
+	(*StateCount)(nil),                       // 16: msgx.control.v1.StateCount
+	(*ErrorClassCount)(nil),                  // 17: msgx.control.v1.ErrorClassCount
+	(*Backfill)(nil),                         // 18: msgx.control.v1.Backfill
+	(*AbandonedCount)(nil),                   // 19: msgx.control.v1.AbandonedCount
+	(*OutboxTarget)(nil),                     // 20: msgx.control.v1.OutboxTarget
+	(*GetMessageRequest)(nil),                // 21: msgx.control.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),               // 22: msgx.control.v1.GetMessageResponse
+	(*Event)(nil),                            // 23: msgx.control.v1.Event
+	(*IdRange)(nil),                          // 24: msgx.control.v1.IdRange
+	(*ListMessagesRequest)(nil),              // 25: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),             // 26: msgx.control.v1.ListMessagesResponse
+	(*ReplayRequest)(nil),                    // 27: msgx.control.v1.ReplayRequest
+	(*ReplayResponse)(nil),                   // 28: msgx.control.v1.ReplayResponse
+	(*ReopenRequest)(nil),                    // 29: msgx.control.v1.ReopenRequest
+	(*ReopenResponse)(nil),                   // 30: msgx.control.v1.ReopenResponse
+	(*RequeueEventsRequest)(nil),             // 31: msgx.control.v1.RequeueEventsRequest
+	(*RequeueEventsResponse)(nil),            // 32: msgx.control.v1.RequeueEventsResponse
+	(*DeadEvent)(nil),                        // 33: msgx.control.v1.DeadEvent
+	(*SeedCutoverRequest)(nil),               // 34: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),              // 35: msgx.control.v1.SeedCutoverResponse
+	(*ResolveContractViolationRequest)(nil),  // 36: msgx.control.v1.ResolveContractViolationRequest
+	(*ResolveContractViolationResponse)(nil), // 37: msgx.control.v1.ResolveContractViolationResponse
+	(*Message)(nil),                          // 38: msgx.control.v1.Message
+	(*GetReferenceRequest)(nil),              // 39: msgx.control.v1.GetReferenceRequest
+	(*GetReferenceResponse)(nil),             // 40: msgx.control.v1.GetReferenceResponse
+	(*ListReferenceRequest)(nil),             // 41: msgx.control.v1.ListReferenceRequest
+	(*ListReferenceResponse)(nil),            // 42: msgx.control.v1.ListReferenceResponse
+	(*Reference)(nil),                        // 43: msgx.control.v1.Reference
+	(*GetResourceStatusRequest)(nil),         // 44: msgx.control.v1.GetResourceStatusRequest
+	(*GetResourceStatusResponse)(nil),        // 45: msgx.control.v1.GetResourceStatusResponse
+	(*ResourceEvent)(nil),                    // 46: msgx.control.v1.ResourceEvent
+	(*RequestScheduleRequest)(nil),           // 47: msgx.control.v1.RequestScheduleRequest
+	(*RequestScheduleResponse)(nil),          // 48: msgx.control.v1.RequestScheduleResponse
+	(*RequestReferenceRequest)(nil),          // 49: msgx.control.v1.RequestReferenceRequest
+	(*RequestReferenceResponse)(nil),         // 50: msgx.control.v1.RequestReferenceResponse
+	(*ListRequestsRequest)(nil),              // 51: msgx.control.v1.ListRequestsRequest
+	(*ListRequestsResponse)(nil),             // 52: msgx.control.v1.ListRequestsResponse
+	(*UpstreamRequest)(nil),                  // 53: msgx.control.v1.UpstreamRequest
+	(*timestamppb.Timestamp)(nil),            // 54: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 55: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	45, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
-	9,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
-	11, // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
-	13, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
-	14, // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
-	15, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
-	16, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
-	18, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	45, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	45, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
-	10, // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	45, // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	46, // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	45, // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	46, // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	45, // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
-	12, // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	45, // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	46, // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	46, // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	54, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	11, // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
+	13, // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
+	15, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
+	16, // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
+	17, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
+	18, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
+	20, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
+	54, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	54, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	12, // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
+	54, // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	55, // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	54, // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	55, // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	54, // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	14, // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
+	54, // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	55, // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	55, // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,  // 20: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,  // 21: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
-	17, // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
+	19, // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,  // 23: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	46, // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	36, // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	55, // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	38, // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	3,  // 26: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
-	21, // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
+	23, // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
 	4,  // 28: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	45, // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	45, // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	45, // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	54, // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	54, // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	54, // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	54, // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
 	0,  // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
 	1,  // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	22, // 35: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	36, // 36: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	24, // 35: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	38, // 36: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
 	1,  // 37: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	22, // 38: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	24, // 38: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
 	2,  // 39: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	31, // 40: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	45, // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	33, // 40: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	54, // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
 	5,  // 42: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
 	5,  // 43: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	45, // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	54, // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
 	6,  // 45: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
-	45, // 46: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
-	12, // 47: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
+	54, // 46: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	14, // 47: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
 	6,  // 48: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
-	45, // 49: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	54, // 49: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
 	0,  // 50: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
 	1,  // 51: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	45, // 52: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	45, // 53: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	45, // 54: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	45, // 55: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	45, // 56: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	45, // 57: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	45, // 58: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	45, // 59: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	54, // 52: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	54, // 53: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	54, // 54: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	54, // 55: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	54, // 56: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	54, // 57: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	54, // 58: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	54, // 59: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
 	2,  // 60: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	45, // 61: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	41, // 62: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
-	41, // 63: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
-	45, // 64: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
-	45, // 65: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
-	45, // 66: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
-	45, // 67: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
-	44, // 68: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
-	45, // 69: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
-	45, // 70: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
-	45, // 71: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
-	7,  // 72: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	19, // 73: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	23, // 74: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	25, // 75: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	27, // 76: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	32, // 77: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	29, // 78: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	34, // 79: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	37, // 80: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	39, // 81: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	42, // 82: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	8,  // 83: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	20, // 84: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	24, // 85: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	26, // 86: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	28, // 87: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	33, // 88: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	30, // 89: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	35, // 90: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	38, // 91: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	40, // 92: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	43, // 93: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	83, // [83:94] is the sub-list for method output_type
-	72, // [72:83] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	54, // 61: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	43, // 62: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
+	43, // 63: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
+	54, // 64: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
+	54, // 65: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
+	54, // 66: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
+	54, // 67: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
+	46, // 68: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
+	54, // 69: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
+	54, // 70: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
+	54, // 71: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
+	53, // 72: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	53, // 73: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	7,  // 74: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
+	8,  // 75: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
+	53, // 76: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
+	8,  // 77: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
+	7,  // 78: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
+	54, // 79: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
+	54, // 80: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
+	54, // 81: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
+	54, // 82: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
+	9,  // 83: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	21, // 84: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	25, // 85: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	27, // 86: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	29, // 87: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	34, // 88: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	31, // 89: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	36, // 90: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	39, // 91: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	41, // 92: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	44, // 93: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	47, // 94: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	49, // 95: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	51, // 96: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	10, // 97: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	22, // 98: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	26, // 99: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	28, // 100: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	30, // 101: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	35, // 102: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	32, // 103: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	37, // 104: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	40, // 105: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	42, // 106: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	45, // 107: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	48, // 108: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	50, // 109: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	52, // 110: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	97, // [97:111] is the sub-list for method output_type
+	83, // [83:97] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -4148,8 +4924,8 @@ func file_msgx_control_v1_control_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   38,
+			NumEnums:      9,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,9 @@ const (
 	ControlService_GetReference_FullMethodName             = "/msgx.control.v1.ControlService/GetReference"
 	ControlService_ListReference_FullMethodName            = "/msgx.control.v1.ControlService/ListReference"
 	ControlService_GetResourceStatus_FullMethodName        = "/msgx.control.v1.ControlService/GetResourceStatus"
+	ControlService_RequestSchedule_FullMethodName          = "/msgx.control.v1.ControlService/RequestSchedule"
+	ControlService_RequestReference_FullMethodName         = "/msgx.control.v1.ControlService/RequestReference"
+	ControlService_ListRequests_FullMethodName             = "/msgx.control.v1.ControlService/ListRequests"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -97,6 +100,13 @@ type ControlServiceClient interface {
 	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
 	// inside a disable's window or after an open disable until a later status takes effect.
 	GetResourceStatus(ctx context.Context, in *GetResourceStatusRequest, opts ...grpc.CallOption) (*GetResourceStatusResponse, error)
+	// RequestSchedule registers an RQFD for the operation days from_day..to_day (at most 7).
+	RequestSchedule(ctx context.Context, in *RequestScheduleRequest, opts ...grpc.CallOption) (*RequestScheduleResponse, error)
+	// RequestReference registers an RQRD for one reference category, or for RSTA with the
+	// resource type rtyp.
+	RequestReference(ctx context.Context, in *RequestReferenceRequest, opts ...grpc.CallOption) (*RequestReferenceResponse, error)
+	// ListRequests lists req_track rows in req_id order, filtered, a page at a time.
+	ListRequests(ctx context.Context, in *ListRequestsRequest, opts ...grpc.CallOption) (*ListRequestsResponse, error)
 }
 
 type controlServiceClient struct {
@@ -217,6 +227,36 @@ func (c *controlServiceClient) GetResourceStatus(ctx context.Context, in *GetRes
 	return out, nil
 }
 
+func (c *controlServiceClient) RequestSchedule(ctx context.Context, in *RequestScheduleRequest, opts ...grpc.CallOption) (*RequestScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestScheduleResponse)
+	err := c.cc.Invoke(ctx, ControlService_RequestSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) RequestReference(ctx context.Context, in *RequestReferenceRequest, opts ...grpc.CallOption) (*RequestReferenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestReferenceResponse)
+	err := c.cc.Invoke(ctx, ControlService_RequestReference_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) ListRequests(ctx context.Context, in *ListRequestsRequest, opts ...grpc.CallOption) (*ListRequestsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRequestsResponse)
+	err := c.cc.Invoke(ctx, ControlService_ListRequests_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -275,6 +315,13 @@ type ControlServiceServer interface {
 	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
 	// inside a disable's window or after an open disable until a later status takes effect.
 	GetResourceStatus(context.Context, *GetResourceStatusRequest) (*GetResourceStatusResponse, error)
+	// RequestSchedule registers an RQFD for the operation days from_day..to_day (at most 7).
+	RequestSchedule(context.Context, *RequestScheduleRequest) (*RequestScheduleResponse, error)
+	// RequestReference registers an RQRD for one reference category, or for RSTA with the
+	// resource type rtyp.
+	RequestReference(context.Context, *RequestReferenceRequest) (*RequestReferenceResponse, error)
+	// ListRequests lists req_track rows in req_id order, filtered, a page at a time.
+	ListRequests(context.Context, *ListRequestsRequest) (*ListRequestsResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -317,6 +364,15 @@ func (UnimplementedControlServiceServer) ListReference(context.Context, *ListRef
 }
 func (UnimplementedControlServiceServer) GetResourceStatus(context.Context, *GetResourceStatusRequest) (*GetResourceStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetResourceStatus not implemented")
+}
+func (UnimplementedControlServiceServer) RequestSchedule(context.Context, *RequestScheduleRequest) (*RequestScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequestSchedule not implemented")
+}
+func (UnimplementedControlServiceServer) RequestReference(context.Context, *RequestReferenceRequest) (*RequestReferenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequestReference not implemented")
+}
+func (UnimplementedControlServiceServer) ListRequests(context.Context, *ListRequestsRequest) (*ListRequestsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRequests not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -537,6 +593,60 @@ func _ControlService_GetResourceStatus_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_RequestSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequestScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).RequestSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_RequestSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).RequestSchedule(ctx, req.(*RequestScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_RequestReference_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequestReferenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).RequestReference(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_RequestReference_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).RequestReference(ctx, req.(*RequestReferenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_ListRequests_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRequestsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).ListRequests(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_ListRequests_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).ListRequests(ctx, req.(*ListRequestsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -587,6 +697,18 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetResourceStatus",
 			Handler:    _ControlService_GetResourceStatus_Handler,
+		},
+		{
+			MethodName: "RequestSchedule",
+			Handler:    _ControlService_RequestSchedule_Handler,
+		},
+		{
+			MethodName: "RequestReference",
+			Handler:    _ControlService_RequestReference_Handler,
+		},
+		{
+			MethodName: "ListRequests",
+			Handler:    _ControlService_ListRequests_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

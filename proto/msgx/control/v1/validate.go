@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -295,4 +297,65 @@ func knownEnum(field string, e interface {
 		return fmt.Errorf("%s: %s is not a valid value", field, e.String())
 	}
 	return nil
+}
+
+// Upstream requests. The same rules are checked again where the request is registered
+// (pkg/request), which this module does not import.
+const (
+	// MaxRequestDays bounds the operation days of one RequestSchedule.
+	MaxRequestDays = 7
+)
+
+// Validate checks the request: two days, in order, at most MaxRequestDays.
+func (r *RequestScheduleRequest) Validate() error {
+	var errs []error
+	from, errFrom := time.Parse(time.DateOnly, r.GetFromDay())
+	to, errTo := time.Parse(time.DateOnly, r.GetToDay())
+	if errFrom != nil {
+		errs = append(errs, fmt.Errorf("from_day must be a day as YYYY-MM-DD (airport time), got %q", r.GetFromDay()))
+	}
+	if errTo != nil {
+		errs = append(errs, fmt.Errorf("to_day must be a day as YYYY-MM-DD (airport time), got %q", r.GetToDay()))
+	}
+	if errFrom == nil && errTo == nil {
+		switch n := int(to.Sub(from).Hours()/24) + 1; {
+		case to.Before(from):
+			errs = append(errs, fmt.Errorf("from_day %s is after to_day %s", r.GetFromDay(), r.GetToDay()))
+		case n > MaxRequestDays:
+			errs = append(errs, fmt.Errorf("%d days requested, at most %d per request: split the range", n, MaxRequestDays))
+		}
+	}
+	errs = append(errs, validComment(r.GetComment()))
+	return errors.Join(errs...)
+}
+
+// Validate checks the request: a reference category, or RSTA with a resource type.
+func (r *RequestReferenceRequest) Validate() error {
+	var errs []error
+	switch c, t := r.GetCategory(), r.GetRtyp(); {
+	case c == "RSTA" && !slices.Contains(ResourceTypes, t):
+		errs = append(errs, fmt.Errorf("rtyp must be one of %s for RSTA, got %q", strings.Join(ResourceTypes, " "), t))
+	case c == "RSTA":
+	case !slices.Contains(ReferenceCategories, c):
+		errs = append(errs, fmt.Errorf("category must be one of %s or RSTA, got %q", strings.Join(ReferenceCategories, " "), c))
+	case t != "":
+		errs = append(errs, fmt.Errorf("rtyp is only for RSTA, got %q with %s", t, c))
+	}
+	errs = append(errs, validComment(r.GetComment()))
+	return errors.Join(errs...)
+}
+
+// Validate checks the request.
+func (r *ListRequestsRequest) Validate() error {
+	var errs []error
+	if n := r.GetPageSize(); n < 0 || n > MaxPageSize {
+		errs = append(errs, fmt.Errorf("page_size must be between 0 (default %d) and %d, got %d", DefaultPageSize, MaxPageSize, n))
+	}
+	if s := r.GetState(); s != RequestState_REQUEST_STATE_UNSPECIFIED {
+		errs = append(errs, knownEnum("state", s))
+	}
+	if t := r.GetType(); t != RequestType_REQUEST_TYPE_UNSPECIFIED {
+		errs = append(errs, knownEnum("type", t))
+	}
+	return errors.Join(errs...)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/request"
 )
 
 // Session gives exclusive use of the backfill role's lock connection (leader.Session): every
@@ -97,7 +98,7 @@ func New(cfg Config, forget Forgetter, clk clock.Clock, logger *slog.Logger, reg
 		{name: "proc_state", retention: cfg.ProcRetention, delete: queue.DeleteFinished},
 		{name: "msg_event", retention: cfg.EventRetention, delete: outbox.DeleteSent},
 		{name: "schd_snap_log", retention: cfg.SnapLogRetention, delete: flightstore.DeleteSnapLog},
-		{name: "req_track", retention: cfg.ReqRetention, delete: deleteClosedRequests},
+		{name: "req_track", retention: cfg.ReqRetention, delete: request.DeleteClosed},
 	}
 	for _, j := range append(c.jobs, job{name: historyJob}) {
 		c.metrics.deleted.WithLabelValues(j.name)
@@ -192,22 +193,6 @@ func (c *Cleaner) bound(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("bound maintenance transaction: %w", err)
 	}
 	return nil
-}
-
-// deleteClosedRequests deletes up to limit req_track rows closed (DONE or EXPIRED) before
-// cutoff. Open requests are never touched. The SQL lives here because no shared package owns
-// the req_track family yet; it moves there when one does.
-func deleteClosedRequests(ctx context.Context, q db.Executor, cutoff time.Time, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, `WITH c AS MATERIALIZED (
-			SELECT req_id FROM req_track
-			WHERE state IN ('DONE', 'EXPIRED') AND coalesce(done_at, expired_at, updated_at) < $1
-			ORDER BY req_id LIMIT $2 FOR UPDATE SKIP LOCKED)
-		DELETE FROM req_track r USING c WHERE r.req_id = c.req_id
-		  AND r.state IN ('DONE', 'EXPIRED') AND coalesce(r.done_at, r.expired_at, r.updated_at) < $1`, cutoff, limit)
-	if err != nil {
-		return 0, fmt.Errorf("delete closed requests: %w", err)
-	}
-	return tag.RowsAffected(), nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -152,8 +152,8 @@ func TestRunOnceDeletesExactlyTheEligibleRows(t *testing.T) {
 		if i == 3 {
 			at = now.Add(-day)
 		}
-		b.pg.Exec(t, `INSERT INTO req_track (req_id, req_type, req_styp, sndr, state, created_at, done_at, expired_at, updated_at)
-			VALUES ($1, 'RQFD', 'DNLD', $2, $3, $4, CASE WHEN $3 = 'DONE' THEN $4::timestamptz END,
+		b.pg.Exec(t, `INSERT INTO req_track (req_id, req_type, req_styp, scope, sndr, state, coutmsgs_id, created_at, sent_at, done_at, expired_at, updated_at)
+			VALUES ($1, 'RQRD', 'GLST', $2, 'OMMS', $3, $1, $4, $4, CASE WHEN $3 = 'DONE' THEN $4::timestamptz END,
 				CASE WHEN $3 = 'EXPIRED' THEN $4::timestamptz END, $4)`, i+1, fmt.Sprint("S", i), st, at)
 	}
 	// flights: PAST_A (actual time), PAST_D (deleted: its FDEL already sent the tombstone), BUSY.

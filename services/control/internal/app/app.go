@@ -10,7 +10,9 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/service"
+	"github.com/msgexchange/msgexchange/pkg/sis"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/control"
 	"github.com/msgexchange/msgexchange/services/control/internal/server"
@@ -22,6 +24,7 @@ type App struct {
 	server  *server.Server
 	elector *leader.Elector
 	term    *control.Term
+	svc     *control.Service
 	inbox   *inbox.Inbox
 	ln      net.Listener
 }
@@ -51,6 +54,10 @@ func New(b *service.Base) (*App, error) {
 		Elector:  term,
 		Writer:   term,
 		Inbox:    in,
+		Outbound: request.Outbound{
+			Encoder:   sis.Encoder{Sender: b.Config.OutboundSender, Zone: b.Config.AirportZone},
+			RoutingID: b.Config.Requests.RoutingID,
+		},
 	})
 	if err != nil {
 		_ = in.Close()
@@ -73,7 +80,7 @@ func New(b *service.Base) (*App, error) {
 		return nil, err
 	}
 	controlv1.RegisterControlServiceServer(srv.Registrar(), svc)
-	return &App{b: b, server: srv, elector: elector, term: term, inbox: in}, nil
+	return &App{b: b, server: srv, elector: elector, term: term, svc: svc, inbox: in}, nil
 }
 
 // Listen opens the gRPC listener ahead of Run and returns its address (tests listen on
@@ -103,13 +110,18 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 // holdRole keeps this instance a candidate for the control role. Reads are served by every
-// instance, so the term has no work loop: it lends its session to the mutating calls (replay,
-// reopen, cutover seeding), which run fenced on the lock connection, and takes it back when the
-// term ends.
+// instance; the term lends its session to the mutating calls (replay, reopen, cutover
+// seeding, requests), which run fenced on the lock connection, and takes it back when the term
+// ends. With schd.daily-request-at set, the term also runs the daily schedule request, so
+// exactly the active instance registers it.
 func (a *App) holdRole(ctx context.Context) error {
 	return a.elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
 		a.term.Hold(s)
 		defer a.term.Release()
+		if r := a.b.Config.Requests; r.Daily {
+			return a.svc.RunDaily(ctx, control.DailyConfig{At: r.DailyAt, Zone: a.b.Config.AirportZone},
+				a.b.Logger.With("component", "daily-request"))
+		}
 		<-ctx.Done()
 		return nil
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/request"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -65,6 +66,9 @@ type Config struct {
 	Elector  Elector
 	Writer   Writer
 	Inbox    Inbox
+	// Outbound is how registered requests are encoded and addressed (outbound.sndr, the
+	// airport zone, outbound.routing-id).
+	Outbound request.Outbound
 	// WriteTimeout bounds each statement of a mutating call (statement_timeout; lock waits get
 	// less). It stays well under the lock connection's lease (10 s) so a slow write cannot
 	// cost the control role. Default 5s.

@@ -1,16 +1,20 @@
-// Command msgx-dispatcher delivers the outbox to Kafka.
+// Command msgx-dispatcher delivers the outbox to Kafka and the upstream requests to COUTMSGS.
 package main
 
 import (
 	"context"
 	"os"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
+	"github.com/msgexchange/msgexchange/services/dispatcher/internal/requests"
 )
 
 func main() { os.Exit(service.Main("dispatcher", run)) }
@@ -38,9 +42,28 @@ func run(ctx context.Context, b *service.Base) error {
 				Sink: kafka.Target{Producer: producer, Topic: cfg.TopicSchd, NullTombstones: true}},
 		},
 	}, b.Clock, b.Logger, b.Telemetry, b.Registry)
+	// The shared MySQL is only written by the requests lane; the pool connects lazily, so an
+	// unreachable MySQL delays the requests and nothing else.
+	out, err := inbox.Open(cfg.MySQLDSN, cfg.InboxTimeout)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = out.Close() }()
+	lane := requests.New(requests.Config{
+		Period:     cfg.Pipeline.PollInterval,
+		Timeout:    cfg.Requests.Timeout,
+		Shadow:     cfg.Shadow,
+		Backoff:    cfg.Pipeline.Backoff,
+		BackoffCap: cfg.Pipeline.BackoffCap,
+	}, out, b.Clock, b.Logger, b.Registry)
 	listener := notify.New(cfg.PGDSN, b.Logger, outbox.Channel)
 	elector := b.Elector()
 	return b.Run(ctx, listener.Run, func(ctx context.Context) error {
-		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error { return d.Run(ctx, s, listener.C()) })
+		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
+			g, gctx := errgroup.WithContext(ctx)
+			g.Go(func() error { return d.Run(gctx, s, listener.C()) })
+			g.Go(func() error { return lane.Run(gctx, s) })
+			return g.Wait()
+		})
 	})
 }

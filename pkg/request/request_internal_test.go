@@ -1,0 +1,89 @@
+package request
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestSpecValidateAndScope(t *testing.T) {
+	d := func(s string) time.Time {
+		v, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tests := []struct {
+		name  string
+		spec  Spec
+		scope string // "" = invalid
+	}{
+		{"one day", ScheduleSpec(d("2026-03-01"), d("2026-03-01")), "2026-03-01..2026-03-01"},
+		{"seven days", ScheduleSpec(d("2026-03-01"), d("2026-03-07")), "2026-03-01..2026-03-07"},
+		{"eight days", ScheduleSpec(d("2026-03-01"), d("2026-03-08")), ""},
+		{"reversed", ScheduleSpec(d("2026-03-02"), d("2026-03-01")), ""},
+		{"no days", Spec{Type: TypeRQFD}, ""},
+		{"category", ReferenceSpec("GLST", ""), "GLST"},
+		{"category with rtyp", ReferenceSpec("GLST", "GATE"), ""},
+		{"unknown category", ReferenceSpec("XXXX", ""), ""},
+		{"resource status", ReferenceSpec("RSTA", "GATE"), "RSTA:GATE"},
+		{"resource status without type", ReferenceSpec("RSTA", ""), ""},
+		{"resource status unknown type", ReferenceSpec("RSTA", "DOOR"), ""},
+		{"unknown type", Spec{Type: "EROR"}, ""},
+	}
+	for _, tc := range tests {
+		err := tc.spec.Validate()
+		switch {
+		case tc.scope == "" && !errors.Is(err, ErrInvalid):
+			t.Errorf("%s: Validate = %v, want ErrInvalid", tc.name, err)
+		case tc.scope != "" && err != nil:
+			t.Errorf("%s: Validate = %v", tc.name, err)
+		case tc.scope != "" && tc.spec.Scope() != tc.scope:
+			t.Errorf("%s: Scope = %q, want %q", tc.name, tc.spec.Scope(), tc.scope)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	timeout := 30 * time.Minute
+	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
+	sent := func(id int64, ago time.Duration) Request {
+		return Request{ID: id, State: StateSent, SentAt: at(-ago)}
+	}
+	pending := Request{ID: 9, State: StatePending}
+	expired := &Request{ID: 1, State: StateExpired, SentAt: at(-2 * time.Hour)}
+	tests := []struct {
+		name    string
+		open    []Request
+		expired *Request
+		dttm    time.Time
+		want    int64 // request ID, or 0 with skip
+		skip    string
+	}{
+		{"nothing asked", nil, nil, now, 0, SkipNoOpenRequest},
+		{"answers the sent request", []Request{sent(5, 10*time.Minute)}, nil, now.Add(-5 * time.Minute), 5, ""},
+		{"DTTM within the skew before sent_at", []Request{sent(5, 10*time.Minute)}, nil, now.Add(-11 * time.Minute), 5, ""},
+		{"DTTM beyond the skew before sent_at", []Request{sent(5, 10*time.Minute)}, nil, now.Add(-13 * time.Minute), 0, SkipOlderThanRequest},
+		{"sent exactly timeout ago", []Request{sent(5, 30*time.Minute)}, nil, now, 0, SkipRequestExpired},
+		{"sent just under timeout ago", []Request{sent(5, 30*time.Minute-time.Second)}, nil, now, 5, ""},
+		{"only pending", []Request{pending}, nil, now, 0, SkipOlderThanRequest},
+		{"late answer to an expired request", nil, expired, now, 0, SkipRequestExpired},
+		{"answer older than the expired one too", nil, expired, now.Add(-3 * time.Hour), 0, SkipOlderThanRequest},
+		{"expired one superseded by a pending one", []Request{pending}, expired, now.Add(-time.Hour), 0, SkipRequestExpired},
+		{"oldest fitting of two overlapping", []Request{sent(3, 20*time.Minute), sent(4, 10*time.Minute)}, nil, now, 3, ""},
+		{"the older one timed out, the newer fits", []Request{sent(3, 31*time.Minute), sent(4, 10*time.Minute)}, nil, now.Add(-5 * time.Minute), 4, ""},
+		{"open one timed out, the other too old", []Request{sent(3, 40*time.Minute), sent(4, 5*time.Minute)}, nil, now.Add(-20 * time.Minute), 0, SkipRequestExpired},
+	}
+	for _, tc := range tests {
+		i, skip := decide(tc.open, tc.expired, Answer{DTTM: tc.dttm}, now, timeout)
+		var got int64
+		if i >= 0 {
+			got = tc.open[i].ID
+		}
+		if got != tc.want || skip != tc.skip {
+			t.Errorf("%s: decide = request %d skip %q, want %d %q", tc.name, got, skip, tc.want, tc.skip)
+		}
+	}
+}

@@ -1,0 +1,295 @@
+// Package requests is the dispatcher's third lane: it writes the upstream requests control
+// registered (req_track PENDING; RQFD, RQRD) into the shared MySQL COUTMSGS table, marks them
+// SENT with the COUTMSGS_ID once the insert committed, and expires the ones left unanswered
+// past req.timeout (seed 003 §7.2, docs/dispatcher.md "COUTMSGS: upstream requests").
+//
+// It runs under the dispatcher's role like the Kafka lanes: every req_track write is on the
+// role's lock connection, so a deposed dispatcher cannot mark anything; and COUTMSGS receives
+// DML only.
+package requests
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/outage"
+	"github.com/msgexchange/msgexchange/pkg/request"
+)
+
+// Target is the lane's name in logs and metrics, spelled like the outbox targets.
+const Target = "COUTMSGS"
+
+// Session gives exclusive use of the dispatcher role's lock connection (leader.Session).
+type Session interface {
+	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
+}
+
+// Outbox is what the lane needs of the shared MySQL (inbox.Inbox): the COUTMSGS insert, the
+// look-up that keeps a retry from writing a request twice, and a probe that tells an outage
+// from a failed statement.
+type Outbox interface {
+	InsertOutbound(ctx context.Context, routingID, text string, now time.Time) (int64, error)
+	FindOutbound(ctx context.Context, routingID, text string, since time.Time) (int64, bool, error)
+	Probe(ctx context.Context) error
+}
+
+// Config is what the lane needs of the configuration.
+type Config struct {
+	// Period is how often a round runs (pipeline.poll-interval).
+	Period time.Duration
+	// Timeout is req.timeout: a SENT request unanswered this long becomes EXPIRED.
+	Timeout time.Duration
+	// Shadow forbids writing COUTMSGS: the lane does nothing.
+	Shadow bool
+	// Backoff and BackoffCap pace the rounds after a COUTMSGS write the server refused for
+	// itself (pipeline.backoff, pipeline.backoff-cap).
+	Backoff    []time.Duration
+	BackoffCap time.Duration
+	// Batch bounds the requests one round writes; default 100.
+	Batch int
+	// DBTimeout bounds each req_track statement on the lock connection; default 5s.
+	DBTimeout time.Duration
+}
+
+// Lane writes the requests to COUTMSGS.
+type Lane struct {
+	cfg     Config
+	out     Outbox
+	clock   clock.Clock
+	logger  *slog.Logger
+	metrics *metrics
+	blocked outage.Tracker
+	// failures counts the rounds in a row that ended on a refused COUTMSGS write.
+	failures int
+	// afterInsert runs between a committed COUTMSGS insert and MarkSent: the crash window the
+	// tests stop the lane in.
+	afterInsert func(ctx context.Context, req request.Request, coutmsgsID int64) error
+}
+
+// errOutage ends a round: the shared MySQL does not answer, which is no request's failure.
+var errOutage = errors.New("requests: shared MySQL outage")
+
+// New builds the lane and registers its metrics.
+func New(cfg Config, out Outbox, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Lane {
+	cfg.Period = cmp.Or(cfg.Period, time.Second)
+	cfg.Timeout = cmp.Or(cfg.Timeout, 30*time.Minute)
+	cfg.Batch = cmp.Or(cfg.Batch, 100)
+	cfg.DBTimeout = cmp.Or(cfg.DBTimeout, 5*time.Second)
+	l := &Lane{cfg: cfg, out: out, clock: clk, logger: logger.With("target", Target), metrics: newMetrics(reg)}
+	reg.MustRegister(l.blocked.Gauges("msgx_dispatcher_requests_blocked_seconds",
+		"How long the COUTMSGS lane has been waiting for the shared MySQL to answer, charging no request (0 when not blocked).",
+		clk.Now, outage.Inbox)...)
+	if cfg.Shadow {
+		l.logger.Warn("SHADOW MODE: no upstream request is written to COUTMSGS; registered requests stay PENDING")
+	}
+	return l
+}
+
+// Run runs a round at once and then every period until ctx ends.
+func (l *Lane) Run(ctx context.Context, s Session) error {
+	for {
+		_, err := l.Round(ctx, s)
+		wait := l.cfg.Period
+		switch {
+		case err != nil && ctx.Err() != nil:
+		case errors.Is(err, errOutage):
+		case err != nil:
+			l.failures++
+			wait = max(wait, l.backoff(l.failures))
+			l.logger.Error("request round failed", "err", err, "failures_in_a_row", l.failures, "next_in", wait)
+		default:
+			l.failures = 0
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Round writes the PENDING requests in req_id order and then expires the unanswered SENT ones.
+// It returns how many requests became SENT. A shared-MySQL outage ends the round with errOutage
+// before anything more is written and charges nothing: the requests stay PENDING in their
+// order, and the next rounds probe before they go on.
+func (l *Lane) Round(ctx context.Context, s Session) (sent int, err error) {
+	if l.cfg.Shadow {
+		return 0, nil
+	}
+	if cur := l.blocked.Current(); cur != nil && !l.probeBlocked(ctx, cur) {
+		return 0, errOutage
+	}
+	var pending []request.Request
+	if err := l.do(ctx, s, func(conn *pgx.Conn, ctx context.Context) error {
+		var err error
+		pending, err = request.PendingForSend(ctx, conn, l.cfg.Batch)
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	for _, r := range pending {
+		ok, err := l.send(ctx, s, r)
+		if err != nil {
+			return sent, err
+		}
+		if ok {
+			sent++
+		}
+	}
+	var expired []int64
+	if err := l.do(ctx, s, func(conn *pgx.Conn, ctx context.Context) error {
+		var err error
+		expired, err = request.Expire(ctx, conn, l.clock.Now(), l.cfg.Timeout)
+		return err
+	}); err != nil {
+		return sent, err
+	}
+	for _, id := range expired {
+		l.metrics.expired.Inc()
+		l.logger.Warn("request unanswered past req.timeout: EXPIRED; a late answer will be skipped", "req_id", id, "timeout", l.cfg.Timeout)
+	}
+	return sent, nil
+}
+
+// send writes one request to COUTMSGS unless an earlier try already did, then marks it SENT.
+// ok is false when the request was no longer PENDING (a newer registration expired it).
+func (l *Lane) send(ctx context.Context, s Session, r request.Request) (ok bool, err error) {
+	log := l.logger.With("req_id", r.ID, "req_type", r.Type, "scope", r.Scope)
+	var coutID int64
+	found := false
+	if r.AttemptedAt != nil {
+		// An earlier try began an insert whose outcome is unknown (a crash, a lost term, an
+		// unanswered statement): the row may be there, and must not be written twice.
+		coutID, found, err = l.out.FindOutbound(ctx, r.RoutingID, r.Payload, *r.AttemptedAt)
+		if err != nil {
+			return false, l.mysqlFailure(ctx, r, "look up", err)
+		}
+		if found {
+			l.metrics.recovered.Inc()
+			log.Warn("request found in COUTMSGS from an earlier try; marking it SENT without writing it again", "coutmsgs_id", coutID)
+		}
+	}
+	if !found {
+		err := l.do(ctx, s, func(conn *pgx.Conn, ctx context.Context) error {
+			return request.MarkAttempted(ctx, conn, r.ID, l.clock.Now())
+		})
+		if errors.Is(err, request.ErrNotPending) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		coutID, err = l.out.InsertOutbound(ctx, r.RoutingID, r.Payload, l.clock.Now())
+		if err != nil {
+			return false, l.mysqlFailure(ctx, r, "insert", err)
+		}
+		if l.afterInsert != nil {
+			if err := l.afterInsert(ctx, r, coutID); err != nil {
+				return false, err
+			}
+		}
+	}
+	err = l.do(ctx, s, func(conn *pgx.Conn, ctx context.Context) error {
+		return request.MarkSent(ctx, conn, r.ID, coutID, l.clock.Now())
+	})
+	if errors.Is(err, request.ErrNotPending) {
+		// The row stays in COUTMSGS (the outbound promise ends at the mailbox, seed 003 §7.2);
+		// its answer, if any, is matched against the newer request.
+		log.Warn("request was expired by a newer registration while its COUTMSGS row was written", "coutmsgs_id", coutID)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	l.metrics.sent.Inc()
+	log.Info("request written to COUTMSGS: SENT", "coutmsgs_id", coutID, "seqn", r.SEQN)
+	return true, nil
+}
+
+// mysqlFailure classifies a failed COUTMSGS statement: an outage blocks the lane and charges
+// nothing; anything else is the statement's own failure, and the lane backs off.
+func (l *Lane) mysqlFailure(ctx context.Context, r request.Request, op string, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	verdict := inbox.Classify(err)
+	if verdict == outage.Down || (verdict == outage.Unsure && l.out.Probe(ctx) != nil) {
+		if _, first := l.blocked.Begin(outage.Inbox, 0, err.Error(), l.clock.Now()); first {
+			l.logger.Error("shared MySQL does not answer: COUTMSGS lane pauses, no request is charged",
+				"req_id", r.ID, "op", op, "err", err)
+		}
+		return fmt.Errorf("%w: %s request %d: %w", errOutage, op, r.ID, err)
+	}
+	l.metrics.failures.Inc()
+	return fmt.Errorf("%s request %d in COUTMSGS: %w", op, r.ID, err)
+}
+
+// probeBlocked probes the shared MySQL during an outage and reports whether it answers again.
+func (l *Lane) probeBlocked(ctx context.Context, cur *outage.State) bool {
+	if err := l.out.Probe(ctx); err != nil {
+		if ctx.Err() == nil {
+			l.blocked.ProbeFailed(err)
+		}
+		return false
+	}
+	l.blocked.End()
+	l.logger.Info("shared MySQL answers again: COUTMSGS lane resumes", "blocked_for", l.clock.Now().Sub(cur.Since), "probes", cur.Probes)
+	return true
+}
+
+// do runs fn on the lock connection with its statement bounded: a timeout cancels the query
+// and keeps the lock. A PostgreSQL outage there ends the term (leader.ErrLost); the next term
+// starts from req_track as it was committed.
+func (l *Lane) do(ctx context.Context, s Session, fn func(conn *pgx.Conn, ctx context.Context) error) error {
+	return s.Do(ctx, func(conn *pgx.Conn) error {
+		ctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
+		defer cancel()
+		err := fn(conn, ctx)
+		if err != nil && db.Classify(err) != outage.Attempt && ctx.Err() == nil {
+			return fmt.Errorf("req_track (PostgreSQL %s): %w", db.Classify(err), err)
+		}
+		return err
+	})
+}
+
+func (l *Lane) backoff(n int) time.Duration {
+	if len(l.cfg.Backoff) == 0 {
+		return l.cfg.Period
+	}
+	d := l.cfg.Backoff[min(n, len(l.cfg.Backoff))-1]
+	if l.cfg.BackoffCap > 0 {
+		d = min(d, l.cfg.BackoffCap)
+	}
+	return d
+}
+
+type metrics struct {
+	sent, expired, recovered, failures prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_dispatcher_requests_sent_total",
+			Help: "Upstream requests written to COUTMSGS and marked SENT."}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_dispatcher_requests_expired_total",
+			Help: "SENT requests that went unanswered past req.timeout and became EXPIRED."}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_dispatcher_requests_recovered_total",
+			Help: "Requests found already in COUTMSGS after an interrupted try, marked SENT without a second insert."}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_dispatcher_requests_failures_total",
+			Help: "COUTMSGS statements the server refused for themselves (not outages); the lane backs off."}),
+	}
+	reg.MustRegister(m.sent, m.expired, m.recovered, m.failures)
+	return m
+}
