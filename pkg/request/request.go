@@ -168,7 +168,7 @@ type Answer struct {
 	// (and RSTA) RESP.
 	Type string
 	// RQFD: the operation days the RESP covers, inclusive. A request matches when its range
-	// covers them all.
+	// covers them all; both zero (an empty RESP) match any range.
 	From, To time.Time
 	// RQRD: the scope, as Spec.Scope spells it (the category; "RSTA:<rtyp>").
 	Scope string

@@ -220,11 +220,17 @@ func MatchOpen(ctx context.Context, q db.Executor, a Answer, now time.Time, time
 	args := []any{a.Type}
 	switch a.Type {
 	case TypeRQFD:
-		if a.From.IsZero() || a.To.IsZero() || a.To.Before(a.From) {
+		switch {
+		case a.From.IsZero() && a.To.IsZero():
+			// An empty RESP names no day of its own: it answers the request sent first,
+			// whatever its range (its days then have no flight left).
+			where = `true`
+		case a.From.IsZero() || a.To.IsZero() || a.To.Before(a.From):
 			return Match{}, fmt.Errorf("%w: an RQFD answer needs its days (from %v, to %v)", ErrInvalid, a.From, a.To)
+		default:
+			where = `from_day <= $2 AND to_day >= $3`
+			args = append(args, day(a.From), day(a.To))
 		}
-		where = `from_day <= $2 AND to_day >= $3`
-		args = append(args, day(a.From), day(a.To))
 	case TypeRQRD:
 		where = `scope = $2`
 		args = append(args, a.Scope)
@@ -266,6 +272,16 @@ func Done(ctx context.Context, q db.Executor, id, answerMsgID int64, now time.Ti
 		return fmt.Errorf("close request %d: %w", id, ErrNotOpen)
 	}
 	return nil
+}
+
+// AnsweredBy returns the requests the inbox message msgID answered (closed DONE), in req_id
+// order: the re-run of an applied RESP re-projects the days of its request.
+func AnsweredBy(ctx context.Context, q db.Executor, msgID int64) ([]Request, error) {
+	out, err := scanAll(q.Query(ctx, `SELECT `+columns+` FROM req_track WHERE answer_msg_id = $1 ORDER BY req_id`, msgID))
+	if err != nil {
+		return nil, fmt.Errorf("requests answered by %d: %w", msgID, err)
+	}
+	return out, nil
 }
 
 // Filter selects requests for List; empty fields select any.

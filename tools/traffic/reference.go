@@ -181,3 +181,12 @@ func season(day time.Time) (name string, from, to time.Time) {
 		return "Winter", winter, lastSunday(y+1, time.March).AddDate(0, 0, -1)
 	}
 }
+
+// GLSTRESP is a GLST RESP carrying the gates, the answer to an RQRD of GLST.
+func GLSTRESP(seqn int64, dttm time.Time, gates ...string) string {
+	recs := make([]refRecord, len(gates))
+	for i, g := range gates {
+		recs[i] = refRecord{category: "GLST", fields: fields("GCOD", g, "GTNM", "Gate "+g, "GCAT", "D", "GTML", "T1")}
+	}
+	return envelope("AODB", seqn, dttm, "GLST", "RESP", refBody(recs...))
+}

@@ -3,6 +3,7 @@ package traffic
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -71,4 +72,10 @@ func Schedule(seed int64, day time.Time, n int) []Flight {
 		out[i] = f
 	}
 	return out
+}
+
+// RESP is the SCHD RESP answering an RQFD with these flights: the same package as DNLD, scoped
+// by the request it answers.
+func RESP(seqn int64, dttm time.Time, flights []Flight) string {
+	return strings.Replace(DNLD(seqn, dttm, flights), "<STYP>DNLD</STYP>", "<STYP>RESP</STYP>", 1)
 }

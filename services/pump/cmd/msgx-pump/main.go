@@ -36,7 +36,8 @@ func run(ctx context.Context, b *service.Base) error {
 			Zone: cfg.AirportZone},
 		IdentityDayBounded: cfg.IdentityIncludeDayBoundary,
 	}, in, proj, processor.Route(flight.DayRule{Zone: cfg.AirportZone, Cutover: cfg.OperationDayCutover},
-		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger), processor.WithBatchSize(cfg.Schd.BatchSize)),
+		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger), processor.WithBatchSize(cfg.Schd.BatchSize),
+		processor.WithRequests(cfg.Requests.Timeout)),
 		b.Clock, b.Logger, b.Telemetry, b.Registry)
 	listener := notify.New(cfg.PGDSN, b.Logger, queue.Channel)
 	elector := b.Elector()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,12 +26,17 @@ type settings struct {
 	reg       prometheus.Registerer
 	logger    *slog.Logger
 	batchSize int
+	// requests is the RESP guard; nil leaves every RESP unapplied.
+	requests *Requests
 }
 
 func newSettings(opts []Option) settings {
 	st := settings{logger: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(&st)
+	}
+	if st.requests != nil {
+		st.requests.Logger = st.logger
 	}
 	return st
 }
@@ -51,11 +57,22 @@ func WithBatchSize(n int) Option {
 	return func(s *settings) { s.batchSize = n }
 }
 
+// WithRequests sets the RESP guard (req.timeout): a SCHD or reference RESP is applied only when
+// it answers an open request of this system, which it then closes.
+func WithRequests(timeout time.Duration) Option {
+	return func(s *settings) { s.requests = &Requests{Timeout: timeout} }
+}
+
 // Route is the one place that dispatches on the message kind (seed 003 §5.2 step 4).
 func Route(days flight.DayRule, opts ...Option) pump.Router {
 	flights := NewFlights(days, opts...)
 	schedule := NewSchedule(days, opts...)
-	refs := NewReference(days.Zone, flights.logger, nil)
+	st := newSettings(opts)
+	var guard RequestGuard
+	if st.requests != nil {
+		guard = st.requests
+	}
+	refs := NewReference(days.Zone, flights.logger, guard)
 	return func(m *sis.Message) (pump.Processor, string) {
 		switch b := m.Body.(type) {
 		case *sis.Flop:
@@ -68,10 +85,13 @@ func Route(days flight.DayRule, opts ...Option) pump.Router {
 				return schedule, ""
 			case "RESP":
 				// A RESP replaces the days of the request it answers, and only an open request
-				// may be answered (G-RESP-GUARD): without the request tracking it can be neither
-				// scoped nor guarded, and applying it unguarded could delete a day's flights on
-				// a stale answer.
-				return nil, "SCHD-RESP needs the request it answers (G-RESP-GUARD), not matched in this version"
+				// may be answered (G-RESP-GUARD): without the guard it can be neither scoped nor
+				// guarded, and applying it unguarded could delete a day's flights on a stale
+				// answer.
+				if st.requests == nil {
+					return nil, "SCHD-RESP needs the request it answers (G-RESP-GUARD), not matched here"
+				}
+				return schedule, ""
 			}
 			return nil, "SCHD-" + b.STYP + " has no processor in this version"
 		case *sis.RefData, *sis.ResourceStatus:

@@ -13,6 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
@@ -25,12 +26,14 @@ type Schedule struct {
 	days      flight.DayRule
 	batchSize int
 	logger    *slog.Logger
+	// guard gates a RESP (G-RESP-GUARD); without it a RESP is not applied.
+	guard *Requests
 }
 
 // NewSchedule returns the schedule snapshot processor.
 func NewSchedule(days flight.DayRule, opts ...Option) *Schedule {
 	st := newSettings(opts)
-	return &Schedule{days: days, batchSize: st.batchSize, logger: st.logger}
+	return &Schedule{days: days, batchSize: st.batchSize, logger: st.logger, guard: st.requests}
 }
 
 // Apply implements pump.Processor for a DNLD: the whole-package check before anything is read,
@@ -44,21 +47,52 @@ func (s *Schedule) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Re
 	if refusal != nil {
 		return s.refuse(in, b.STYP, len(b.Records), flight.Scope{}, *refusal), nil
 	}
-	if pkg.STYP() != "DNLD" {
-		// A RESP is scoped by its request and guarded by it (G-RESP-GUARD); the router does not
-		// send one here until the request tracking gives both.
-		return pump.Result{}, fmt.Errorf("schedule processor: SCHD-%s needs its request's range", pkg.STYP())
+	if pkg.STYP() == "RESP" {
+		return s.applyRESP(ctx, tx, in, pkg)
 	}
 	scope, err := pkg.Scope(nil)
 	if err != nil {
 		return pump.Result{}, err
 	}
-	return s.apply(ctx, tx, in, pkg, scope)
+	return s.apply(ctx, tx, in, pkg, scope, nil)
+}
+
+// applyRESP applies a RESP only when it answers an open RQFD whose range covers its records'
+// days and that was sent before it (G-RESP-GUARD); its scope is that request's range, and the
+// request becomes DONE in the transaction of the last batch, with applied_at. An unmatched RESP
+// is SKIPPED with the guard's reason and changes nothing.
+func (s *Schedule) applyRESP(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flight.Package) (pump.Result, error) {
+	if s.guard == nil {
+		return pump.Result{}, fmt.Errorf("schedule processor: a RESP needs the request guard")
+	}
+	a := request.Answer{Type: request.TypeRQFD, DTTM: in.Message.Meta.DTTM}
+	for _, r := range pkg.Records() {
+		if a.From.IsZero() || r.Day.Before(a.From) {
+			a.From = r.Day
+		}
+		if r.Day.After(a.To) {
+			a.To = r.Day
+		}
+	}
+	matched, skip, err := s.guard.match(ctx, tx, in, []request.Answer{a})
+	if err != nil || skip != "" {
+		return pump.Result{Skip: skip}, err
+	}
+	req := matched[0]
+	scope, err := pkg.Scope(&flight.DayRange{First: *req.From, Last: *req.To})
+	if err != nil {
+		return pump.Result{}, err
+	}
+	return s.apply(ctx, tx, in, pkg, scope, func(ctx context.Context, tx pgx.Tx) error { return s.guard.done(ctx, tx, in, matched) })
 }
 
 // apply is the part DNLD and RESP share once the scope is known: load, plan, and the first
 // batch in tx; the other batches as the pump's further steps. On a refusal nothing is written.
-func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flight.Package, scope flight.Scope) (pump.Result, error) {
+//
+// last, when set, runs in the transaction of the last batch (the one that records applied_at):
+// a RESP closes its request there, once the whole package is committed.
+func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flight.Package, scope flight.Scope,
+	last func(ctx context.Context, tx pgx.Tx) error) (pump.Result, error) {
 	sin, err := s.load(ctx, tx, in, pkg, scope)
 	if err != nil {
 		return pump.Result{}, err
@@ -71,16 +105,42 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 	batches := plan.Batches(s.batchSize)
 	trail := trailOf(in, pkg, plan, len(batches))
 	res := pump.Result{Trail: func(ctx context.Context, q db.Executor) error { return flightstore.AppendSnapLog(ctx, q, trail) }}
+	if last == nil {
+		last = func(context.Context, pgx.Tx) error { return nil }
+	}
 	if len(batches) == 0 {
-		return res, nil // an empty DNLD covers no day: nothing to write or project
+		// An empty DNLD covers no day; a RESP whose days are already as it says writes nothing.
+		return res, last(ctx, tx)
 	}
 	if res.Project, err = s.write(ctx, tx, in, batches[0]); err != nil {
 		return pump.Result{}, err
 	}
-	for _, b := range batches[1:] {
-		res.Then = append(res.Then, func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error) { return s.write(ctx, tx, in, b) })
+	if len(batches) == 1 {
+		return res, last(ctx, tx)
+	}
+	for i, b := range batches[1:] {
+		res.Then = append(res.Then, func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error) {
+			states, err := s.write(ctx, tx, in, b)
+			if err == nil && i == len(batches)-2 {
+				err = last(ctx, tx)
+			}
+			return states, err
+		})
 	}
 	return res, nil
+}
+
+// scopeOfApplied is the scope an applied package had: a DNLD's own days, a RESP's the range of
+// the request it closed (none when it closed none).
+func (s *Schedule) scopeOfApplied(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flight.Package) (flight.Scope, error) {
+	if pkg.STYP() != "RESP" {
+		return pkg.Scope(nil)
+	}
+	reqs, err := request.AnsweredBy(ctx, tx, in.MsgID)
+	if err != nil || len(reqs) == 0 || reqs[0].From == nil || reqs[0].To == nil {
+		return flight.Scope{}, err
+	}
+	return pkg.Scope(&flight.DayRange{First: *reqs[0].From, Last: *reqs[0].To})
 }
 
 // load reads, in the caller's transaction, everything PlanSnapshot decides on
@@ -232,9 +292,9 @@ func (s *Schedule) Reproject(ctx context.Context, tx pgx.Tx, in pump.Input) ([]f
 		return nil, fmt.Errorf("schedule processor got %T", in.Message.Body)
 	}
 	var scope flight.Scope
-	if pkg, refusal := flight.ValidatePackage(b, s.days); refusal == nil && pkg.STYP() == "DNLD" {
+	if pkg, refusal := flight.ValidatePackage(b, s.days); refusal == nil {
 		var err error
-		if scope, err = pkg.Scope(nil); err != nil {
+		if scope, err = s.scopeOfApplied(ctx, tx, in, pkg); err != nil {
 			return nil, err
 		}
 	}
