@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 // TestRequestReachesCOUTMSGS runs the production binaries: a schedule request registered
@@ -70,5 +73,92 @@ func TestRequestReachesCOUTMSGS(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("COUTMSGS holds %d rows, want 1", n)
+	}
+}
+
+// TestScheduleRequestRoundTrip is the request's whole path through the five binaries: a DNLD
+// creates a day's flights; RequestSchedule registers an RQFD for that day, which the dispatcher
+// writes to COUTMSGS; AODB's SCHD RESP omitting one flight arrives in the inbox; the pump
+// applies it as the answer (the omitted flight deleted with its tombstone on Kafka) and the
+// request is DONE.
+func TestScheduleRequestRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	e.startAll(t)
+	e.waitAllRolesActive(t)
+	conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := controlv1.NewControlServiceClient(conn)
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+e.token)
+
+	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	flights := []traffic.Flight{}
+	for i, flid := range []string{"RT1", "RT2", "RT3"} {
+		flights = append(flights, traffic.Flight{FLID: flid, ALCD: "CA", FLNO: fmt.Sprintf("CA%d", 1800+i), MVIN: "D",
+			SODT: day.Add(time.Duration(9+i) * time.Hour), FLTY: "W", FLIN: "D", ACFT: "33L", Route: []string{"PEK", "SHA"}})
+	}
+	now := time.Now()
+	dnld := e.my.InsertInbox(t, traffic.DNLD(1, now, flights), &now)
+	waitFor(t, 60*time.Second, "the DNLD", func() (bool, string) {
+		f := e.facts(t, dnld)
+		return f.terminal && f.delivered, f.String()
+	})
+
+	resp, err := client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: "2026-03-02", ToDay: "2026-03-02", Comment: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetRequest().GetReqId()
+	state := func() *controlv1.UpstreamRequest {
+		list, err := client.ListRequests(ctx, &controlv1.ListRequestsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range list.GetRequests() {
+			if r.GetReqId() == id {
+				return r
+			}
+		}
+		t.Fatalf("request %d not listed", id)
+		return nil
+	}
+	waitFor(t, 30*time.Second, "the RQFD in COUTMSGS", func() (bool, string) {
+		r := state()
+		return r.GetState() == controlv1.RequestState_REQUEST_STATE_SENT, r.String()
+	})
+	var text string
+	if err := e.my.Admin.QueryRowContext(t.Context(), `SELECT COUTMSGS_CLOB_MSG FROM coutmsgs WHERE COUTMSGS_ID = ?`,
+		state().GetCoutmsgsId()).Scan(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "<TYPE>RQFD</TYPE>") || !strings.Contains(text, "<STDB>02MAR26") {
+		t.Fatalf("COUTMSGS holds %q, want the RQFD for 2 March", text)
+	}
+
+	now = time.Now()
+	answer := e.my.InsertInbox(t, traffic.RESP(2, now, flights[:2]), &now)
+	waitFor(t, 60*time.Second, "the answer's five facts", func() (bool, string) {
+		f := e.facts(t, answer)
+		return f.terminal && f.marked && f.delivered, f.String()
+	})
+	if f := e.facts(t, answer); f.state != "SUCCEEDED" {
+		t.Fatalf("the answer ended %s", f.state)
+	}
+	if r := state(); r.GetState() != controlv1.RequestState_REQUEST_STATE_DONE || r.GetAnswerMsgId() != answer {
+		t.Errorf("request after the answer: %s", r)
+	}
+	var st string
+	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT state FROM flight_schd WHERE flid = 'RT3'`).Scan(&st); err != nil || st != "DELETED" {
+		t.Errorf("RT3, omitted by the answer: %s %v", st, err)
+	}
+	var tomb int64
+	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT event_id FROM msg_event WHERE msg_id = $1 AND target = 'KAFKA:schd'
+		AND partition_key = 'RT3' AND event_type = 'TOMBSTONE'`, answer).Scan(&tomb); err != nil {
+		t.Fatalf("no KAFKA:schd tombstone for RT3: %v", err)
+	}
+	if !e.records.has(tomb) {
+		t.Error("the tombstone never reached Kafka")
 	}
 }
