@@ -3,7 +3,6 @@ package traffic
 import (
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -11,6 +10,11 @@ import (
 // flights, one FLTR per flight in the given order. A snapshot replaces (DECISIONS 12): a
 // field a flight leaves empty is not sent, and the receiver clears it.
 func DNLD(seqn int64, dttm time.Time, flights []Flight) string {
+	return snapshot("AODB", seqn, dttm, "DNLD", flights)
+}
+
+// snapshot renders a SCHD DNLD or RESP from sndr.
+func snapshot(sndr string, seqn int64, dttm time.Time, styp string, flights []Flight) string {
 	var b body
 	b.open(1, "SCHD")
 	b.leaf(2, "RECS", strconv.Itoa(len(flights)))
@@ -18,7 +22,7 @@ func DNLD(seqn int64, dttm time.Time, flights []Flight) string {
 		fltr(&b, 2, f)
 	}
 	b.close(1, "SCHD")
-	return envelope("AODB", seqn, dttm, "SCHD", "DNLD", b.String())
+	return envelope(sndr, seqn, dttm, "SCHD", styp, b.String())
 }
 
 // Schedule draws the n flights of one operation day (in the airport zone) as Day schedules
@@ -77,5 +81,5 @@ func Schedule(seed int64, day time.Time, n int) []Flight {
 // RESP is the SCHD RESP answering an RQFD with these flights: the same package as DNLD, scoped
 // by the request it answers.
 func RESP(seqn int64, dttm time.Time, flights []Flight) string {
-	return strings.Replace(DNLD(seqn, dttm, flights), "<STYP>DNLD</STYP>", "<STYP>RESP</STYP>", 1)
+	return snapshot("AODB", seqn, dttm, "RESP", flights)
 }

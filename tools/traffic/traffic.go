@@ -22,6 +22,7 @@ type Kind string
 // The kinds of generated message.
 const (
 	KindSchedule    Kind = "schedule"    // SCHD STYP=ADFT, one flight
+	KindSnapshot    Kind = "snapshot"    // SCHD STYP=DNLD, the whole day's schedule (Options.Snapshot)
 	KindFLOP        Kind = "flop"        // FLOP with a whitelisted STYP (seed 003 §12.2)
 	KindFDEL        Kind = "fdel"        // FLOP STYP=FDEL
 	KindReference   Kind = "reference"   // reference data ADD/UPD (seed 003 §13)
@@ -72,6 +73,9 @@ type Options struct {
 	Duplicates int
 	// Sender is META SNDR. Default "AODB".
 	Sender string
+	// Snapshot publishes the day's schedule as one SCHD DNLD at 00:00, the daily snapshot, instead
+	// of one ADFT per flight.
+	Snapshot bool
 	// StartSEQN is the first SEQN. Default 1. Loading several days into one inbox needs
 	// disjoint SEQN ranges, since the identity SNDR|TYPE|STYP|SEQN has no day boundary by
 	// default (identity.include-day-boundary=false).
@@ -100,6 +104,23 @@ func (o Options) withDefaults() Options {
 		o.StartSEQN = 1
 	}
 	return o
+}
+
+// DayFlights is the day's schedule as Day publishes it (before the day's changes): what AODB
+// answers a schedule request for that day with.
+func DayFlights(opts Options) []Flight {
+	o := opts.withDefaults()
+	r := rand.New(rand.NewPCG(uint64(o.Seed), pcgStream))
+	y, m, d := o.Day.Date()
+	return publishedFlights(schedule(r, time.Date(y, m, d, 0, 0, 0, 0, airportZone), o.Flights))
+}
+
+func publishedFlights(plans []*plan) []Flight {
+	out := make([]Flight, len(plans))
+	for i, p := range plans {
+		out[i] = p.Flight
+	}
+	return out
 }
 
 // item is a message before it has its SEQN and DTTM.
@@ -134,13 +155,19 @@ func Day(opts Options) []Message {
 	n := len(plans)
 
 	items := make([]item, 0, n*12)
-	for i, p := range plans {
-		f := p.Flight // the schedule as published, before the day's changes mutate the plan
-		items = append(items, item{
-			at: day.Add(time.Duration(i) * adftWindow / time.Duration(n)), kind: KindSchedule, want: Succeeded,
-			flid: f.FLID, typ: "SCHD", styp: "ADFT",
-			render: func(sndr string, seqn int64, dttm time.Time) string { return adft(sndr, seqn, dttm, f) },
-		})
+	if o.Snapshot {
+		published := publishedFlights(plans)
+		items = append(items, item{at: day, kind: KindSnapshot, want: Succeeded, typ: "SCHD", styp: "DNLD",
+			render: func(sndr string, seqn int64, dttm time.Time) string { return snapshot(sndr, seqn, dttm, "DNLD", published) }})
+	} else {
+		for i, p := range plans {
+			f := p.Flight // the schedule as published, before the day's changes mutate the plan
+			items = append(items, item{
+				at: day.Add(time.Duration(i) * adftWindow / time.Duration(n)), kind: KindSchedule, want: Succeeded,
+				flid: f.FLID, typ: "SCHD", styp: "ADFT",
+				render: func(sndr string, seqn int64, dttm time.Time) string { return adft(sndr, seqn, dttm, f) },
+			})
+		}
 	}
 	nADFT := len(items)
 

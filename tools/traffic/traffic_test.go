@@ -618,3 +618,27 @@ func BenchmarkDay(b *testing.B) {
 		})
 	}
 }
+
+// With Snapshot the day's schedule is one SCHD DNLD first, carrying every flight of the day
+// that DayFlights returns, and no ADFT.
+func TestSnapshotDay(t *testing.T) {
+	opts := Options{Flights: 40, Seed: 7, Day: time.Date(2026, 3, 1, 0, 0, 0, 0, airportZone), Snapshot: true}
+	msgs := Day(opts)
+	if msgs[0].Kind != KindSnapshot || msgs[0].STYP != "DNLD" || msgs[0].Want != Succeeded {
+		t.Fatalf("first message %s %s-%s, want the DNLD", msgs[0].Kind, msgs[0].TYPE, msgs[0].STYP)
+	}
+	for _, m := range msgs {
+		if m.Kind == KindSchedule {
+			t.Fatal("an ADFT in a snapshot day")
+		}
+	}
+	flights := DayFlights(opts)
+	if len(flights) != 40 || !strings.Contains(msgs[0].XML, "<RECS>40</RECS>") {
+		t.Fatalf("%d flights, DNLD %q", len(flights), msgs[0].XML[:200])
+	}
+	for _, f := range flights {
+		if !strings.Contains(msgs[0].XML, "<FLID>"+f.FLID+"</FLID>") {
+			t.Errorf("flight %s missing from the DNLD", f.FLID)
+		}
+	}
+}

@@ -1,8 +1,9 @@
 // Command msgx-demo runs the whole system locally: it prepares a fresh PostgreSQL database, a
 // fresh inbox database on MariaDB/MySQL and a Redis prefix, starts a dev Kafka broker unless
 // MSGX_KAFKA_BROKERS names one, migrates, starts the five services, loads a generated day of
-// SIS traffic into cminmsgs, shows progress while it drains, prints a summary and stops
-// everything it started.
+// SIS traffic into cminmsgs — the day's schedule snapshot (SCHD DNLD) first, then one schedule
+// request to AODB and its answer, then the day's updates — shows progress while it drains,
+// prints a summary and stops everything it started.
 package main
 
 import (
@@ -26,8 +27,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/msgexchange/msgexchange/migrations"
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/tools/stack"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
@@ -145,18 +150,35 @@ func run() error {
 		}
 	}
 
-	msgs := traffic.Day(traffic.Options{Flights: o.flights, Seed: o.seed})
+	dayOpts := traffic.Options{Flights: o.flights, Seed: o.seed, Snapshot: true}
+	msgs := traffic.Day(dayOpts)
 	step(fmt.Sprintf("loading a generated day of SIS traffic: %d messages for %d flights", len(msgs), o.flights))
 	start := time.Now()
-	ids := make([]int64, len(msgs))
-	for i, m := range msgs {
+	insert := func(text string) (int64, error) {
 		res, err := inboxDB.ExecContext(ctx, `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
-			VALUES (?, ?, 'VALID')`, m.XML, time.Now())
+			VALUES (?, ?, 'VALID')`, text, time.Now())
 		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	}
+	ids := make([]int64, len(msgs))
+	// The day's snapshot first; then the request round trip, so that AODB's answer confirms
+	// the snapshot before the day's updates arrive.
+	if ids[0], err = insert(msgs[0].XML); err != nil {
+		return fmt.Errorf("insert the snapshot: %w", err)
+	}
+	answer, err := requestRoundTrip(ctx, grpcAddr, "demo", dayOpts, insert)
+	if err != nil {
+		return err
+	}
+	for i := 1; i < len(msgs); i++ {
+		if ids[i], err = insert(msgs[i].XML); err != nil {
 			return fmt.Errorf("insert message %d: %w", i, err)
 		}
-		ids[i], _ = res.LastInsertId()
 	}
+	msgs = append(msgs, traffic.Message{Kind: "answer", XML: "", Want: traffic.Succeeded})
+	ids = append(ids, answer)
 
 	pool, err := pgxpool.New(ctx, pgDSN)
 	if err != nil {
@@ -170,7 +192,7 @@ func run() error {
 		if p, err = readProgress(ctx, pool, inboxDB); err != nil {
 			return err
 		}
-		done := p.inbox == int64(len(msgs)) && p.terminal == p.inbox && p.marked == p.inbox && p.pending == 0
+		done := p.inbox == int64(len(ids)) && p.terminal == p.inbox && p.marked == p.inbox && p.pending == 0
 		if done || time.Since(shown) >= 2*time.Second {
 			fmt.Printf("  %6.1fs  inbox %d · enqueued %d · terminal %d · marked %d · events sent %d, pending %d\n",
 				time.Since(start).Seconds(), p.inbox, p.enqueued, p.terminal, p.marked, p.sent, p.pending)
@@ -256,6 +278,9 @@ func summary(ctx context.Context, pool *pgxpool.Pool, msgs []traffic.Message, id
 	for _, k := range keys {
 		fmt.Printf("  %-24s%d\n", k, counts[k])
 	}
+	if err := scheduleAndRequests(ctx, pool); err != nil {
+		return err
+	}
 	fmt.Printf("  events published        %d\n", p.sent)
 	fmt.Printf("  markers written         %d\n", p.marked)
 	fmt.Printf("  non-terminal rows       %d\n", p.enqueued-p.terminal)
@@ -265,6 +290,76 @@ func summary(ctx context.Context, pool *pgxpool.Pool, msgs []traffic.Message, id
 		fmt.Printf("  %d rows ended differently from what the generator expects of the finished system:\n%s\n", len(mismatches), strings.Join(mismatches, "\n"))
 	}
 	return nil
+}
+
+// scheduleAndRequests prints the schedule messages and the upstream requests by outcome.
+func scheduleAndRequests(ctx context.Context, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `SELECT 'SCHD-' || msg_styp || ' ' || state || coalesce('(' || error_class || ')', ''), count(*)
+		FROM proc_state WHERE msg_type = 'SCHD' GROUP BY 1
+		UNION ALL SELECT 'request ' || req_type || ' ' || state, count(*) FROM req_track GROUP BY 1 ORDER BY 1`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			return err
+		}
+		fmt.Printf("  %-24s%d\n", k, n)
+	}
+	return rows.Err()
+}
+
+// requestRoundTrip asks AODB for the day's schedule through control (RequestSchedule), waits
+// until the dispatcher has written the RQFD to COUTMSGS, and inserts AODB's answer, a SCHD
+// RESP of the day's flights, into the inbox. It returns the answer's inbox ID.
+func requestRoundTrip(ctx context.Context, addr, token string, day traffic.Options, insert func(string) (int64, error)) (int64, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	client := controlv1.NewControlServiceClient(conn)
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	d := time.Now().In(airportZone()).Format(time.DateOnly)
+	deadline := time.Now().Add(time.Minute)
+	var id int64
+	for id == 0 {
+		resp, err := client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: d, ToDay: d, Comment: "msgx-demo"})
+		switch {
+		case err == nil:
+			id = resp.GetRequest().GetReqId()
+		case time.Now().After(deadline):
+			return 0, fmt.Errorf("RequestSchedule: %w", err)
+		default:
+			time.Sleep(200 * time.Millisecond) // control still starting, or not yet holding its role
+		}
+	}
+	for {
+		list, err := client.ListRequests(ctx, &controlv1.ListRequestsRequest{State: controlv1.RequestState_REQUEST_STATE_SENT})
+		if err != nil {
+			return 0, fmt.Errorf("ListRequests: %w", err)
+		}
+		for _, r := range list.GetRequests() {
+			if r.GetReqId() == id {
+				step(fmt.Sprintf("schedule request %d for %s written to COUTMSGS (row %d); AODB answers with a SCHD RESP", id, d, r.GetCoutmsgsId()))
+				return insert(traffic.RESP(1, time.Now(), traffic.DayFlights(day)))
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("request %d not written to COUTMSGS within a minute", id)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func airportZone() *time.Location {
+	if z, err := time.LoadLocation("Asia/Shanghai"); err == nil {
+		return z
+	}
+	return time.FixedZone("CST", 8*3600)
 }
 
 func step(s string) { fmt.Println("==> " + s) }
