@@ -158,7 +158,9 @@ func Day(opts Options) []Message {
 	if o.Snapshot {
 		published := publishedFlights(plans)
 		items = append(items, item{at: day, kind: KindSnapshot, want: Succeeded, typ: "SCHD", styp: "DNLD",
-			render: func(sndr string, seqn int64, dttm time.Time) string { return snapshot(sndr, seqn, dttm, "DNLD", published) }})
+			render: func(sndr string, seqn int64, dttm time.Time) string {
+				return snapshot(sndr, seqn, dttm, "DNLD", published)
+			}})
 	} else {
 		for i, p := range plans {
 			f := p.Flight // the schedule as published, before the day's changes mutate the plan
