@@ -36,8 +36,8 @@ type RESPScope struct {
 type Reference struct {
 	zone   *time.Location
 	logger *slog.Logger
-	// guard gates every RESP. Nil until request tracking exists: a RESP is then applied like a
-	// DNLD (docs/reference-data.md).
+	// guard gates every RESP (processor.Requests in msgx-pump: WithRequests). Without one, as in
+	// tests of the category rules alone, a RESP is applied like a DNLD.
 	guard RequestGuard
 }
 
@@ -173,8 +173,8 @@ func (r *Reference) status(ctx context.Context, tx pgx.Tx, in pump.Input, rs *si
 	return pump.Result{}, refstore.AddEvents(ctx, tx, fresh, sis.Identity(in.Message.Meta, false), in.Now)
 }
 
-// admit is the RESP request guard's one call (G-RESP-GUARD). Without a guard (request tracking
-// is another issue) every RESP is admitted and applied like a DNLD.
+// admit is the RESP request guard's one call (G-RESP-GUARD). Without a guard every RESP is
+// admitted and applied like a DNLD.
 func (r *Reference) admit(ctx context.Context, tx pgx.Tx, in pump.Input, scope RESPScope) (string, error) {
 	if in.Message.Meta.STYP != "RESP" || r.guard == nil {
 		return "", nil
