@@ -106,28 +106,7 @@ func ChildrenOfMany(ctx context.Context, q db.Executor, masters []string) ([]fli
 }
 
 // detailManySQL is detailSQL for a set of FLIDs ($1, an array), with the FLID in front.
-var detailManySQL = func() string {
-	parts := make([]string, 0, len(collections)+1)
-	for _, tag := range CollectionTags() {
-		c := collections[tag]
-		seq := "NULL::text"
-		if c.seq != "" {
-			seq = c.seq
-		}
-		kv := make([]string, 0, 2*len(c.fields))
-		for _, fl := range c.fields {
-			kv = append(kv, "'"+fl+"'", strings.ToLower(fl))
-		}
-		where := "flid = ANY($1)"
-		if c.kind != "" {
-			where += " AND route_kind = '" + c.kind + "'"
-		}
-		parts = append(parts, `SELECT flid, '`+tag+`' AS tag, ordinal, `+seq+`, jsonb_build_object(`+strings.Join(kv, ", ")+`) FROM `+
-			c.table+` WHERE `+where)
-	}
-	parts = append(parts, `SELECT flid, 'RAW:' || tag, ordinal, NULL::text, jsonb_build_object('TEXT', content) FROM flight_raw_content WHERE flid = ANY($1)`)
-	return strings.Join(parts, " UNION ALL ") + " ORDER BY 1, 2, 3"
-}()
+var detailManySQL = detailQuery("flid, ", "flid = ANY($1)")
 
 func loadDetailsMany(ctx context.Context, q db.Executor, flights []flight.Flight) error {
 	if len(flights) == 0 {

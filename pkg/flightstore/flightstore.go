@@ -131,7 +131,11 @@ func Children(ctx context.Context, q db.Executor, master string) ([]flight.Fligh
 
 // detailSQL reads every detail row of one flight in one round trip: each collection row and
 // each raw entry as (tag, ordinal, sequence, fields as JSON), in stored order.
-var detailSQL = func() string {
+var detailSQL = detailQuery("", "flid = $1")
+
+// detailQuery is the detail read for the FLIDs that match, each row led by lead (a column list
+// ending in a comma, or nothing).
+func detailQuery(lead, match string) string {
 	parts := make([]string, 0, len(collections)+1)
 	for _, tag := range CollectionTags() {
 		c := collections[tag]
@@ -143,16 +147,20 @@ var detailSQL = func() string {
 		for _, fl := range c.fields {
 			kv = append(kv, "'"+fl+"'", strings.ToLower(fl))
 		}
-		where := "flid = $1"
+		where := match
 		if c.kind != "" {
 			where += " AND route_kind = '" + c.kind + "'"
 		}
-		parts = append(parts, `SELECT '`+tag+`' AS tag, ordinal, `+seq+`, jsonb_build_object(`+strings.Join(kv, ", ")+`) FROM `+
+		parts = append(parts, `SELECT `+lead+`'`+tag+`' AS tag, ordinal, `+seq+`, jsonb_build_object(`+strings.Join(kv, ", ")+`) FROM `+
 			c.table+` WHERE `+where)
 	}
-	parts = append(parts, `SELECT 'RAW:' || tag, ordinal, NULL::text, jsonb_build_object('TEXT', content) FROM flight_raw_content WHERE flid = $1`)
-	return strings.Join(parts, " UNION ALL ") + " ORDER BY 1, 2"
-}()
+	parts = append(parts, `SELECT `+lead+`'RAW:' || tag, ordinal, NULL::text, jsonb_build_object('TEXT', content) FROM flight_raw_content WHERE `+match)
+	order := " ORDER BY 1, 2"
+	if lead != "" {
+		order += ", 3"
+	}
+	return strings.Join(parts, " UNION ALL ") + order
+}
 
 func loadDetails(ctx context.Context, q db.Executor, f *flight.Flight) error {
 	rows, err := q.Query(ctx, detailSQL, f.FLID)

@@ -33,17 +33,11 @@ func (s *Service) ListMessages(ctx context.Context, req *controlv1.ListMessagesR
 	if r := req.GetRange(); r != nil {
 		f.FirstID, f.LastID = r.GetFirst(), r.GetLast()
 	}
-	if tok := req.GetPageToken(); tok != "" {
-		after, err := decodePageToken(tok)
-		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		f.After = after
+	after, size, err := page(req.GetPageToken(), req.GetPageSize())
+	if err != nil {
+		return nil, err
 	}
-	size := int(req.GetPageSize())
-	if size == 0 {
-		size = controlv1.DefaultPageSize
-	}
+	f.After = after
 	// One row more than the page tells whether another page exists without a count query.
 	msgs, err := queue.List(ctx, s.cfg.DB, f, size+1)
 	if err != nil {
@@ -58,6 +52,21 @@ func (s *Service) ListMessages(ctx context.Context, req *controlv1.ListMessagesR
 		resp.Messages = append(resp.Messages, message(m))
 	}
 	return resp, nil
+}
+
+// page reads a list call's page: the ID after which it starts (0 for the first page) and its
+// size (controlv1.DefaultPageSize when unset); a token this service did not make is
+// INVALID_ARGUMENT.
+func page(token string, size int32) (after int64, n int, err error) {
+	if token != "" {
+		if after, err = decodePageToken(token); err != nil {
+			return 0, 0, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	if n = int(size); n == 0 {
+		n = controlv1.DefaultPageSize
+	}
+	return after, n, nil
 }
 
 func encodePageToken(after int64) string {

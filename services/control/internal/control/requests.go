@@ -92,17 +92,11 @@ func (s *Service) ListRequests(ctx context.Context, req *controlv1.ListRequestsR
 	if t := req.GetType(); t != controlv1.RequestType_REQUEST_TYPE_UNSPECIFIED {
 		f.Type = strings.TrimPrefix(t.String(), requestTypePrefix)
 	}
-	if tok := req.GetPageToken(); tok != "" {
-		after, err := decodePageToken(tok)
-		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		f.After = after
+	after, size, err := page(req.GetPageToken(), req.GetPageSize())
+	if err != nil {
+		return nil, err
 	}
-	size := int(req.GetPageSize())
-	if size == 0 {
-		size = controlv1.DefaultPageSize
-	}
+	f.After = after
 	rows, err := request.List(ctx, s.cfg.DB, f, size+1)
 	if err != nil {
 		return nil, toStatus(ctx, "list requests", err)
