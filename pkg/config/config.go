@@ -6,6 +6,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -118,8 +119,8 @@ type Pipeline struct {
 	ProcRetention       time.Duration
 	// ReqRetention is how long closed (DONE, EXPIRED) req_track rows are kept.
 	ReqRetention time.Duration
-	// LateWatchRetention is how long a released hole is watched for late arrivals; 0 means
-	// OverdueBackfill (R).
+	// LateWatchRetention is how long a released hole is watched for late arrivals; unset in the
+	// configuration, it is OverdueBackfill (R).
 	LateWatchRetention time.Duration
 	// CutoverWatermark is empty (seeding is explicit) or min, zero, max or an inbox ID.
 	CutoverWatermark string
@@ -354,6 +355,8 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if len(errs) == 0 {
 		errs = append(errs, c.validate()...)
 	}
+	// Resolved here, so that no service repeats the rule: unset means R.
+	c.Pipeline.LateWatchRetention = cmp.Or(c.Pipeline.LateWatchRetention, c.Pipeline.OverdueBackfill)
 	if c.Instance == "" {
 		host, _ := os.Hostname()
 		c.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())

@@ -211,3 +211,21 @@ func TestSizeBoundsAtTheirLimits(t *testing.T) {
 		}
 	}
 }
+
+// An unset pipeline.late-watch-retention is R, resolved once here for every service.
+func TestLateWatchRetentionDefaultsToR(t *testing.T) {
+	c, err := Load(lookup(map[string]string{"MSGX_PIPELINE_OVERDUE_BACKFILL": "10d"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pipeline.LateWatchRetention != 10*24*time.Hour {
+		t.Errorf("late-watch-retention %s, want R (10d)", c.Pipeline.LateWatchRetention)
+	}
+	c, err = Load(lookup(map[string]string{"MSGX_PIPELINE_LATE_WATCH_RETENTION": "2d"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pipeline.LateWatchRetention != 2*24*time.Hour {
+		t.Errorf("late-watch-retention %s, want the 2d set", c.Pipeline.LateWatchRetention)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,6 +24,9 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
+// rollbackTimeout bounds the rollback after a failed or abandoned transaction.
+const rollbackTimeout = 5 * time.Second
+
 // ErrNotFound is returned by stores when the row asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
@@ -37,7 +41,13 @@ func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() {
+		// Also reached when fn panics, so the connection is left outside a transaction. Bounded:
+		// a server that stopped answering must not hold a stopping service.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
 	if err := fn(tx); err != nil {
 		return err
 	}

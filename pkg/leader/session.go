@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
 // Session is one held term: the lock connection, valid until the work function returns.
@@ -61,38 +63,11 @@ func (s *Session) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error {
 	return err
 }
 
-// Tx runs fn in a transaction on the lock connection, under Do. It commits when fn returns nil
-// and rolls back otherwise. Unlike pgx.BeginFunc, the rollback does not use ctx: a rollback
-// that fails on a cancelled ctx would make pgx close the connection, and with it the lock.
+// Tx runs fn in a transaction on the lock connection, under Do, with db.WithTx's rules: it
+// commits when fn returns nil and rolls back otherwise, and never commits on an ended ctx nor
+// rolls back on it (either would make pgx close the connection, and with it the lock).
 func (s *Session) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return s.Do(ctx, func(conn *pgx.Conn) error {
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return fmt.Errorf("leader: begin: %w", err)
-		}
-		done := false
-		defer func() {
-			if done {
-				return
-			}
-			// Also reached when fn panics, so the connection is left outside a transaction.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cleanTimeout)
-			defer cancel()
-			_ = tx.Rollback(rctx)
-		}()
-		if err := fn(tx); err != nil {
-			return err
-		}
-		// pgx closes the connection when COMMIT fails on a cancelled ctx; roll back instead.
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		done = true
-		if err := tx.Commit(ctx); err != nil {
-			return fmt.Errorf("leader: commit: %w", err)
-		}
-		return nil
-	})
+	return s.Do(ctx, func(conn *pgx.Conn) error { return db.WithTx(ctx, conn, fn) })
 }
 
 // end marks the session ended, so that a goroutine the work left behind cannot use the

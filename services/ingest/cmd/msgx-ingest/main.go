@@ -3,7 +3,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -36,7 +35,7 @@ func run(ctx context.Context, b *service.Base) error {
 		ClaimBatch:         p.ClaimBatch,
 		MaxCommitDelay:     p.MaxCommitDelay,
 		LateDetectPeriod:   p.LateDetectPeriod,
-		LateWatchRetention: cmp.Or(p.LateWatchRetention, p.OverdueBackfill),
+		LateWatchRetention: p.LateWatchRetention,
 		Seed:               seed,
 		Shadow:             b.Config.Shadow,
 	}, in, b.Clock, b.Logger, b.Telemetry, b.Registry)

@@ -19,7 +19,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/services/ingest/internal/netfault"
+	"github.com/msgexchange/msgexchange/services/ingest/internal/netfaulttest"
 )
 
 const token = "compat-test-token"
@@ -28,7 +28,7 @@ var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
 type env struct {
 	my    *mysqltest.DB
-	proxy *netfault.Proxy
+	proxy *netfaulttest.Proxy
 	h     *Handler
 	srv   *httptest.Server
 }
@@ -40,7 +40,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.proxy = netfault.New(t, dsn.Addr)
+	e.proxy = netfaulttest.New(t, dsn.Addr)
 	dsn.Addr = e.proxy.Addr()
 	in, err := inbox.Open(dsn.FormatDSN(), 3*time.Second)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
-	"github.com/msgexchange/msgexchange/services/ingest/internal/netfault"
+	"github.com/msgexchange/msgexchange/services/ingest/internal/netfaulttest"
 )
 
 // poolTxer runs the round's transactions on the test pool (leader.Session in production).
@@ -38,7 +38,7 @@ type env struct {
 	t     *testing.T
 	pg    *pgtest.DB
 	my    *mysqltest.DB
-	proxy *netfault.Proxy
+	proxy *netfaulttest.Proxy
 	in    *inbox.Inbox
 	clk   *clock.Mutable
 	logs  *logBuffer
@@ -56,7 +56,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.proxy = netfault.New(t, cfg.Addr)
+	e.proxy = netfaulttest.New(t, cfg.Addr)
 	cfg.Addr = e.proxy.Addr()
 	if e.in, err = inbox.Open(cfg.FormatDSN(), 3*time.Second); err != nil {
 		t.Fatal(err)

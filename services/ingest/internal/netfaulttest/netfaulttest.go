@@ -1,8 +1,8 @@
-// Package netfault is a TCP proxy for tests that can cut the network to a real server and
+// Package netfaulttest is a TCP proxy for tests that can cut the network to a real server and
 // bring it back: the server stays up and untouched, while everything that talks to it through
 // the proxy sees real connection failures (reset connections, refused sessions), which a
 // running MariaDB cannot be made to produce on demand.
-package netfault
+package netfaulttest
 
 import (
 	"io"
