@@ -276,35 +276,6 @@ func nullable(s string) any {
 	return s
 }
 
-// pipelineLockKey is the PIPELINE_LOCK of seed 003 §5.3: it serialises the pump's processing
-// step with the flight history sweep, the only other writer of the flight tables.
-const pipelineLockKey int64 = 0x6d736778_00000001 // "msgx" + 1
-
-// LockPipeline takes the pipeline lock for the caller's session until UnlockPipeline; the
-// pump holds it across its whole processing step, Redis write included.
-func LockPipeline(ctx context.Context, q db.Executor) error {
-	if _, err := q.Exec(ctx, `SELECT pg_advisory_lock($1)`, pipelineLockKey); err != nil {
-		return fmt.Errorf("pipeline lock: %w", err)
-	}
-	return nil
-}
-
-// UnlockPipeline releases the session's pipeline lock.
-func UnlockPipeline(ctx context.Context, q db.Executor) error {
-	if _, err := q.Exec(ctx, `SELECT pg_advisory_unlock($1)`, pipelineLockKey); err != nil {
-		return fmt.Errorf("pipeline unlock: %w", err)
-	}
-	return nil
-}
-
-// LockPipelineTx takes the pipeline lock for the caller's transaction (the history sweep).
-func LockPipelineTx(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, pipelineLockKey); err != nil {
-		return fmt.Errorf("pipeline lock: %w", err)
-	}
-	return nil
-}
-
 // LoadPublished reads one flight as it is published (its Kafka KAFKA:schd value and Redis
 // document): a master with the MAFL of its children. nil when the FLID is unknown.
 func LoadPublished(ctx context.Context, q db.Executor, flid string) (*flight.Flight, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 )
 
@@ -72,7 +73,7 @@ func archive(t *testing.T, pg *pgtest.DB, p flightstore.HistoryPolicy, flid stri
 	t.Helper()
 	var out []flight.Flight
 	err := db.WithTx(t.Context(), pg.Pool, func(tx pgx.Tx) error {
-		if err := flightstore.LockPipelineTx(t.Context(), tx); err != nil {
+		if err := leader.LockPipelineTx(t.Context(), tx); err != nil {
 			return err
 		}
 		var err error

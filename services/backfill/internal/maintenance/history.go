@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 )
 
@@ -70,7 +71,7 @@ func (c *Cleaner) archive(ctx context.Context, sess Session, flid string) (moved
 		if err := c.bound(ctx, tx); err != nil {
 			return err
 		}
-		if err := flightstore.LockPipelineTx(ctx, tx); err != nil {
+		if err := leader.LockPipelineTx(ctx, tx); err != nil {
 			c.metrics.failed.WithLabelValues("lock").Inc()
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
@@ -203,7 +204,7 @@ func TestHistorySweepYieldsToThePump(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pump.Close(context.Background())
-	if err := flightstore.LockPipeline(ctx, pump); err != nil {
+	if err := leader.LockPipeline(ctx, pump); err != nil {
 		t.Fatal(err)
 	}
 	c.RunOnce(ctx, b.sess)
@@ -213,7 +214,7 @@ func TestHistorySweepYieldsToThePump(t *testing.T) {
 	if got := b.list(t, `SELECT flid FROM flight_history`); got != "" {
 		t.Fatalf("history written while the move failed: %q", got)
 	}
-	if err := flightstore.UnlockPipeline(ctx, pump); err != nil {
+	if err := leader.UnlockPipeline(ctx, pump); err != nil {
 		t.Fatal(err)
 	}
 	c.RunOnce(ctx, b.sess)

@@ -23,6 +23,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 )
 
@@ -175,7 +176,7 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 
 // comparePage compares and repairs one page under the pipeline lock, in tx.
 func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result) error {
-	if err := flightstore.LockPipelineTx(ctx, tx); err != nil {
+	if err := leader.LockPipelineTx(ctx, tx); err != nil {
 		return err
 	}
 	want := make([]flight.Flight, 0, len(flids))
@@ -249,7 +250,7 @@ func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string,
 		return err
 	}
 	// Under the lock, so a flight the pump is creating right now is not taken for an extra.
-	if err := flightstore.LockPipelineTx(ctx, tx); err != nil {
+	if err := leader.LockPipelineTx(ctx, tx); err != nil {
 		return err
 	}
 	if unknown, err = flightstore.Unknown(ctx, tx, unknown); err != nil || len(unknown) == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
@@ -198,7 +199,7 @@ func TestCheckWaitsForThePumpAndKeepsItsNewerVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pump.Close(context.Background())
-	if err := flightstore.LockPipeline(t.Context(), pump); err != nil {
+	if err := leader.LockPipeline(t.Context(), pump); err != nil {
 		t.Fatal(err)
 	}
 	// The pump's domain transaction committed version 2; its projection write is still to come.
@@ -220,7 +221,7 @@ func TestCheckWaitsForThePumpAndKeepsItsNewerVersion(t *testing.T) {
 	if _, err := e.proj.Write(t.Context(), []flight.Flight{*p}); err != nil {
 		t.Fatal(err)
 	}
-	if err := flightstore.UnlockPipeline(t.Context(), pump); err != nil {
+	if err := leader.UnlockPipeline(t.Context(), pump); err != nil {
 		t.Fatal(err)
 	}
 	res := <-done

@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/sis"
@@ -186,7 +187,7 @@ func (e *env) sweep(t *testing.T, flid string) []flight.Flight {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	if err := flightstore.LockPipelineTx(t.Context(), tx); err != nil {
+	if err := leader.LockPipelineTx(t.Context(), tx); err != nil {
 		t.Fatal(err)
 	}
 	g, err := flightstore.Archive(t.Context(), tx, pol, flid, e.now())

@@ -24,7 +24,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
@@ -605,13 +604,13 @@ func (p *Pump) withPipelineLock(ctx context.Context, conn *pgx.Conn, fn func() e
 	release := func() error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.RecordTimeout)
 		defer cancel()
-		if uerr := flightstore.UnlockPipeline(rctx, conn); uerr != nil {
+		if uerr := leader.UnlockPipeline(rctx, conn); uerr != nil {
 			_ = conn.Close(rctx)
 			return fmt.Errorf("pipeline lock not released, lock connection closed: %w", uerr)
 		}
 		return nil
 	}
-	if err := flightstore.LockPipeline(ctx, conn); err != nil {
+	if err := leader.LockPipeline(ctx, conn); err != nil {
 		if !conn.IsClosed() {
 			err = errors.Join(err, release())
 		}

@@ -1,0 +1,41 @@
+package leader
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+)
+
+// pipelineLockKey is the PIPELINE_LOCK of seed 003 §5.3: it serialises the pump's processing
+// step with the other writers of the flight tables and of their Redis projection (the history
+// sweep and the consistency sentinel). It is no role lock: a role's holder takes it for one
+// step at a time.
+const pipelineLockKey int64 = 0x6d736778_00000001 // "msgx" + 1
+
+// LockPipeline takes the pipeline lock for the caller's session until UnlockPipeline; the
+// pump holds it across its whole processing step, Redis write included.
+func LockPipeline(ctx context.Context, q db.Executor) error {
+	if _, err := q.Exec(ctx, `SELECT pg_advisory_lock($1)`, pipelineLockKey); err != nil {
+		return fmt.Errorf("pipeline lock: %w", err)
+	}
+	return nil
+}
+
+// UnlockPipeline releases the session's pipeline lock.
+func UnlockPipeline(ctx context.Context, q db.Executor) error {
+	if _, err := q.Exec(ctx, `SELECT pg_advisory_unlock($1)`, pipelineLockKey); err != nil {
+		return fmt.Errorf("pipeline unlock: %w", err)
+	}
+	return nil
+}
+
+// LockPipelineTx takes the pipeline lock for the caller's transaction (the history sweep, the consistency sentinel).
+func LockPipelineTx(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, pipelineLockKey); err != nil {
+		return fmt.Errorf("pipeline lock: %w", err)
+	}
+	return nil
+}
