@@ -55,9 +55,9 @@ func IsConnectionError(err error) bool {
 	}
 	switch c := code(err); {
 	case c == "":
-	case c[:2] == "08", c[:3] == "57P", c == tooManyConnections, c == readOnlyTransaction:
-		// 08: connection exception; 57P01–57P05: admin or crash shutdown, cannot connect now,
-		// idle session timeout.
+	case c[:2] == "08", c[:2] == "28", c[:3] == "57P", c == tooManyConnections, c == readOnlyTransaction:
+		// 08: connection exception; 28: the role or its password refused; 57P01–57P05: admin or
+		// crash shutdown, cannot connect now, idle session timeout.
 		return true
 	default:
 		return false

@@ -40,6 +40,7 @@ func TestClassify(t *testing.T) {
 		{"statement timeout (real)", timeout, outage.Unsure, false},
 		{"division by zero (real)", divide, outage.Attempt, false},
 		{"admin shutdown", state("57P01"), outage.Down, true},
+		{"password refused", state("28P01"), outage.Down, true},
 		{"connection failure", state("08006"), outage.Down, true},
 		{"read-only standby", state("25006"), outage.Down, true},
 		{"too many connections", state("53300"), outage.Down, true},

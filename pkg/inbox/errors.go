@@ -38,6 +38,8 @@ var down = map[uint16]bool{
 	1290: true, // running with --read-only
 	1836: true, // read-only mode
 	1927: true, // connection was killed (MariaDB)
+	1044: true, // access denied to the database (a grant revoked, an account changed)
+	1045: true, // access denied for the user (its password changed, the account locked)
 }
 
 // Server errors about waiting, not about the statement: a lock held by someone else or a

@@ -43,6 +43,7 @@ func TestClassify(t *testing.T) {
 		{"read-only after failover", server(1290), outage.Down},
 		{"shutdown", server(1053), outage.Down},
 		{"connection killed", server(1927), outage.Down},
+		{"account refused", server(1045), outage.Down},
 		{"lock wait timeout", server(1205), outage.Unsure},
 		{"statement timeout", server(1969), outage.Unsure},
 		{"data too long", server(1406), outage.Attempt},

@@ -60,6 +60,8 @@ func TestClassify(t *testing.T) {
 		{"read-only replica", reply("READONLY You can't write against a read only replica."), outage.Down},
 		{"out of memory", reply("OOM command not allowed when used memory > 'maxmemory'."), outage.Down},
 		{"closed client", redis.ErrClosed, outage.Down},
+		{"user disabled", reply("WRONGPASS invalid username-password pair or user is disabled."), outage.Down},
+		{"no auth", reply("NOAUTH Authentication required."), outage.Down},
 		{"script error", reply("ERR user_script:1: Script attempted to access nonexistent global variable"), outage.Attempt},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -136,9 +136,12 @@ func (p *Projection) Probe(ctx context.Context) error {
 	return nil
 }
 
-// Replies with which Redis says it cannot serve now: loading its data, a replica after a
-// failover, a busy script, a full memory. They are outages of Redis, not of a write.
-var downReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "OOM"}
+// Replies with which Redis says it cannot serve this client now: loading its data, a replica
+// after a failover, a busy script, a full memory, or credentials it no longer accepts (a
+// disabled or changed ACL user). They are outages of Redis, the same for every write, not
+// failures of one.
+var downReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "OOM",
+	"WRONGPASS", "NOAUTH", "NOPERM"}
 
 // Classify tells an outage of Redis from a failure of the write itself.
 func Classify(err error) outage.Verdict {
