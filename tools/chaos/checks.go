@@ -654,6 +654,10 @@ func checkFaults(ev evidence) Check {
 			problems = append(problems, fmt.Sprintf("%s never injected", longKind(l.dep)))
 		case t.down < l.dur-100*time.Millisecond:
 			problems = append(problems, fmt.Sprintf("%s lasted %s, planned %s", longKind(l.dep), t.down.Round(time.Millisecond), l.dur))
+		case t.work == 0:
+			// An outage that found nothing to do charged nothing whatever the code does: it
+			// cannot pass for a check of it.
+			problems = append(problems, fmt.Sprintf("%s met no work: nothing was waiting on %s before it ended", longKind(l.dep), l.dep))
 		}
 	}
 	c.Pass = len(problems) == 0

@@ -59,7 +59,7 @@ func TestLongOutageExceedsTheBudget(t *testing.T) {
 	if RetryBudget() != 31*time.Second {
 		t.Fatalf("retry budget %s, want 31s with the default backoff 1,2,4,8,16s", RetryBudget())
 	}
-	want := map[Dep]time.Duration{DepInbox: 61 * time.Second, DepRedis: 51 * time.Second, DepPG: 36 * time.Second, DepKafka: 36 * time.Second}
+	want := map[Dep]time.Duration{DepInbox: 66 * time.Second, DepRedis: 56 * time.Second, DepPG: 41 * time.Second, DepKafka: 41 * time.Second}
 	for d, w := range want {
 		if got := LongOutage(d); got != w {
 			t.Errorf("long outage of %s = %s, want %s", d, got, w)
@@ -93,6 +93,16 @@ func TestPlanLong(t *testing.T) {
 	}
 	if slots, _ := planLong(r, time.Minute, nil); len(slots) != 0 {
 		t.Errorf("no long outages asked, %d planned", len(slots))
+	}
+}
+
+func TestLoadSpanCoversTheLongOutages(t *testing.T) {
+	if got := loadSpan(4*time.Minute, nil); got != 3*time.Minute {
+		t.Errorf("without long outages the load spans %s, want three quarters of the window", got)
+	}
+	long := []longSlot{{dep: DepRedis, at: 3 * time.Minute, dur: 51 * time.Second}}
+	if got := loadSpan(4*time.Minute, long); got < 3*time.Minute+51*time.Second || got > 4*time.Minute {
+		t.Errorf("the load spans %s: the outage ending at 3m51s would meet no traffic", got)
 	}
 }
 
@@ -237,10 +247,10 @@ func TestCheckFaults(t *testing.T) {
 	ev := healthy()
 	ev.faults = map[Kind]*tally{}
 	for _, k := range ShortKinds {
-		ev.faults[k] = &tally{n: 1}
+		ev.faults[k] = &tally{n: 1, work: -1}
 	}
 	ev.long = []longSlot{{dep: DepKafka, dur: LongOutage(DepKafka)}}
-	ev.faults[longKind(DepKafka)] = &tally{n: 1, down: LongOutage(DepKafka)}
+	ev.faults[longKind(DepKafka)] = &tally{n: 1, down: LongOutage(DepKafka), work: 3}
 	if c := checkFaults(ev); !c.Pass {
 		t.Fatalf("every fault injected: %s", c.Detail)
 	}
@@ -248,9 +258,35 @@ func TestCheckFaults(t *testing.T) {
 	if c := checkFaults(ev); c.Pass || !strings.Contains(c.Detail, "lasted") {
 		t.Errorf("a long outage cut short passed: %s", c.Detail)
 	}
+	ev.faults[longKind(DepKafka)].down = LongOutage(DepKafka)
+	ev.faults[longKind(DepKafka)].work = 0
+	if c := checkFaults(ev); c.Pass || !strings.Contains(c.Detail, "met no work") {
+		t.Errorf("a long outage of an idle stack passed: %s", c.Detail)
+	}
+	ev.faults[longKind(DepKafka)].work = 7
 	delete(ev.faults, RedisPause)
 	ev.faults[longKind(DepKafka)].down = LongOutage(DepKafka)
 	if c := checkFaults(ev); c.Pass {
 		t.Error("a run without a Redis pause passed")
+	}
+}
+
+func TestLongOutageSparesThePump(t *testing.T) {
+	in := &injector{counts: map[Kind]*tally{}, long: map[Dep]bool{}}
+	for _, k := range ShortKinds {
+		if in.blocked(k) {
+			t.Errorf("%s blocked with no outage on", k)
+		}
+	}
+	in.setLong(DepRedis, true)
+	for k, want := range map[Kind]bool{RedisPause: true, PGTerminate: true, KillService: false, InboxLock: false} {
+		if got := in.blocked(k); got != want {
+			t.Errorf("during the Redis outage %s blocked = %v, want %v", k, got, want)
+		}
+	}
+	in.setLong(DepRedis, false)
+	in.setLong(DepKafka, true)
+	if !in.blocked(BrokerBounce) || in.blocked(PGTerminate) {
+		t.Error("during the broker outage only the broker's own faults are held back")
 	}
 }

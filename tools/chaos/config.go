@@ -191,8 +191,9 @@ func RetryBudget() time.Duration {
 	return sum
 }
 
-// longMargin is how much longer than the budget a long outage lasts.
-const longMargin = 5 * time.Second
+// longMargin is how much longer than the budget a long outage lasts: a restarted pump's
+// election, the first attempt's set-up and a loaded machine's scheduling come out of it.
+const longMargin = 10 * time.Second
 
 // LongOutage is how long the long outage of dep lasts: longer than the time the pump needs
 // to spend every attempt on one message while dep is down, which is the retry budget plus,

@@ -53,17 +53,21 @@ type tally struct {
 	down      time.Duration // total time the thing was down, paused or locked
 	targets   map[string]int
 	lastErr   error
+	// work is, for a long outage, the most that was waiting on the dependency as it began or
+	// shortly before it ended (unfinished messages for the inbox and Redis, pending events
+	// for the broker); -1 where nothing is sampled.
+	work int
 }
 
 // injector applies faults to the chaos stack and restores them.
 type injector struct {
-	start    time.Time
 	logf     func(format string, args ...any)
 	services []string
 	sup      *supervisor
 	restart  func(name string) error // starts a service or the broker again (and waits for the broker)
 	stop     func(name string, crash bool)
 
+	pg       *pgxpool.Pool // the services' database, as the harness
 	pgAdmin  *pgxpool.Pool // the maintenance database of the services' server
 	pgDB     string        // the services' database
 	lockDB   *sql.DB       // admin on the inbox database, no idle connections (a closed connection releases its table lock)
@@ -83,7 +87,7 @@ func (in *injector) count(k Kind) *tally {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.counts[k] == nil {
-		in.counts[k] = &tally{targets: map[string]int{}}
+		in.counts[k] = &tally{targets: map[string]int{}, work: -1}
 	}
 	return in.counts[k]
 }
@@ -118,9 +122,17 @@ func (in *injector) setLong(d Dep, on bool) {
 	in.long[d] = on
 }
 
+// pumpSpared reports whether a long outage that the pump meets is on: the inbox or Redis.
+// Then the pump is left alone. An interrupted attempt is not counted (docs/pump.md), so a
+// kill or a terminated lock connection would stretch the pump's budget past the outage.
+func (in *injector) pumpSpared() bool { return in.inLong(DepInbox) || in.inLong(DepRedis) }
+
 // blocked reports whether k cannot run now.
 func (in *injector) blocked(k Kind) bool {
 	if d, ok := dependsOn[k]; ok && in.inLong(d) {
+		return true
+	}
+	if k == PGTerminate && in.pumpSpared() {
 		return true
 	}
 	if k == RedisPause {
@@ -193,10 +205,16 @@ func (in *injector) next(r *rand.Rand, todo *[]Kind) (Kind, bool) {
 func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 	switch k {
 	case KillService:
-		svc := in.services[r.IntN(len(in.services))]
+		pool := in.services
+		if in.pumpSpared() {
+			pool = slices.DeleteFunc(slices.Clone(pool), func(s string) bool { return s == "pump" })
+		}
+		svc := pool[r.IntN(len(pool))]
 		down := between(r, 200*time.Millisecond, 3*time.Second)
+		if !in.sup.hold(svc) {
+			return // a long outage has it down already
+		}
 		in.logf("kill -9 %s, restarted after %s", svc, down.Round(time.Millisecond))
-		in.sup.hold(svc)
 		in.stop(svc, true)
 		sleep(ctx, down)
 		err := in.restart(svc)
@@ -231,7 +249,9 @@ func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 			how = "SIGKILL"
 		}
 		in.logf("broker stopped (%s), restarted after %s", how, down.Round(time.Millisecond))
-		in.sup.hold(brokerName)
+		if !in.sup.hold(brokerName) {
+			return
+		}
 		in.stop(brokerName, crash)
 		sleep(ctx, down)
 		err := in.restart(brokerName)
@@ -240,7 +260,7 @@ func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 	case InboxLock:
 		d := between(r, time.Second, 4*time.Second)
 		in.logf("LOCK TABLES cminmsgs WRITE for %s", d.Round(time.Millisecond))
-		held, err := in.lockInbox(ctx, d)
+		held, err := in.lockInbox(ctx, d, "", nil)
 		in.record(k, "", 0, held, err)
 	}
 }
@@ -254,10 +274,32 @@ func (in *injector) outage(ctx context.Context, r *rand.Rand, dep Dep, d time.Du
 	var err error
 	switch dep {
 	case DepInbox:
-		in.logf("long outage of the inbox: LOCK TABLES cminmsgs WRITE for %s", d)
-		var held time.Duration
-		held, err = in.lockInbox(ctx, d)
-		in.record(k, "", 0, held, err)
+		// LOCK TABLES stops upstream's inserts and ingest's reads as well as the pump's. A
+		// pump that had just drained its queue would sit the outage out idle and prove
+		// nothing, so the pump is killed until ingest has enqueued work, and restarted into
+		// the locked inbox with a head to read.
+		in.logf("long outage of the inbox: pump killed until work is queued, then LOCK TABLES cminmsgs WRITE for %s", d)
+		// A short kill holds the pump for at most a few seconds.
+		held := in.sup.holdWait("pump", 10*time.Second)
+		if held {
+			in.stop("pump", true)
+			in.awaitWork(ctx, 20*time.Second)
+		}
+		restart := func() {
+			if !held {
+				return
+			}
+			held = false
+			if err := in.restart("pump"); err != nil {
+				in.logf("restarting the pump into the locked inbox FAILED: %v", err)
+			}
+			in.sup.release("pump")
+		}
+		var locked time.Duration
+		locked, err = in.lockInbox(ctx, d, dep, restart)
+		restart() // the lock failed before it ran: the pump comes back all the same
+		in.logf("%s over after %s", k, locked.Round(time.Millisecond))
+		in.record(k, "", 1, locked, err)
 		return
 	case DepRedis:
 		in.logf("long outage of Redis: user %s off and its connections killed for %s", in.redisACL, d)
@@ -274,14 +316,74 @@ func (in *injector) outage(ctx context.Context, r *rand.Rand, dep Dep, d time.Du
 			how = "SIGKILL"
 		}
 		in.logf("long outage of the broker: stopped (%s) for %s", how, d)
+		// Under brokerMu no short fault holds the broker.
 		in.sup.hold(brokerName)
 		in.stop(brokerName, crash)
-		sleep(ctx, d)
+		in.waitOut(ctx, dep, d)
 		err = in.restart(brokerName)
 		in.sup.release(brokerName)
 	}
 	in.logf("%s over after %s", k, time.Since(began).Round(time.Millisecond))
 	in.record(k, "", 1, time.Since(began), err)
+}
+
+// sampleBefore is how long before a long outage ends the harness looks at the work waiting.
+const sampleBefore = 2 * time.Second
+
+// waitOut waits d (or until ctx ends) and records, as it begins and shortly before the end,
+// the work waiting on dep: the faults check wants every long outage to have met messages, not
+// an idle stack. Work queued before an outage can be gone by its end (a message the outage
+// made DEAD), work that arrives during it is not there at its start: the larger count counts.
+func (in *injector) waitOut(ctx context.Context, dep Dep, d time.Duration) {
+	in.sampleWork(ctx, dep)
+	if d > sampleBefore && sleep(ctx, d-sampleBefore) {
+		in.sampleWork(ctx, dep)
+		d = sampleBefore
+	}
+	sleep(ctx, d)
+}
+
+// sampleWork counts what waits on dep: unfinished messages for the inbox and Redis, pending
+// events for the broker. PostgreSQL is itself what the count needs, and is not sampled.
+func (in *injector) sampleWork(ctx context.Context, dep Dep) {
+	q := `SELECT count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED')`
+	switch dep {
+	case DepKafka:
+		q = `SELECT count(*) FROM msg_event WHERE state = 'PENDING'`
+	case DepPG:
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+	defer cancel()
+	var n int
+	if err := in.pg.QueryRow(ctx, q).Scan(&n); err != nil {
+		in.logf("counting the work waiting on %s: %v", dep, err)
+		return
+	}
+	t := in.count(longKind(dep))
+	in.mu.Lock()
+	t.work = max(t.work, n)
+	in.mu.Unlock()
+	in.logf("%s: %d waiting", longKind(dep), n)
+}
+
+// awaitWork waits, at most d, until the queue holds a few unfinished messages.
+func (in *injector) awaitWork(ctx context.Context, d time.Duration) {
+	const want = 3
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		qctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+		var n int
+		err := in.pg.QueryRow(qctx, `SELECT count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED')`).Scan(&n)
+		cancel()
+		if err == nil && n >= want {
+			return
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return
+		}
+	}
+	in.logf("fewer than %d messages queued after %s; the inbox outage starts anyway", want, d)
 }
 
 // restoreTimeout bounds every statement that undoes a fault; it runs under
@@ -366,8 +468,9 @@ func (in *injector) killMySQL(ctx context.Context) (int, error) {
 
 // lockInbox holds LOCK TABLES cminmsgs WRITE on its own session for d and returns how long
 // the lock was held. Every other session's statement on the table waits meanwhile, as on an
-// inbox whose table is locked by a DBA's maintenance.
-func (in *injector) lockInbox(ctx context.Context, d time.Duration) (time.Duration, error) {
+// inbox whose table is locked by a DBA's maintenance. locked runs once the lock is held; for
+// a long outage (dep set) the work waiting is sampled before the end.
+func (in *injector) lockInbox(ctx context.Context, d time.Duration, dep Dep, locked func()) (time.Duration, error) {
 	cctx, cancel := context.WithTimeout(ctx, restoreTimeout)
 	conn, err := in.lockDB.Conn(cctx)
 	cancel()
@@ -388,7 +491,14 @@ func (in *injector) lockInbox(ctx context.Context, d time.Duration) (time.Durati
 		return 0, err
 	}
 	began := time.Now()
-	sleep(ctx, d)
+	if locked != nil {
+		locked()
+	}
+	if dep != "" {
+		in.waitOut(ctx, dep, d)
+	} else {
+		sleep(ctx, d)
+	}
 	rctx, rcancel := restoreCtx(ctx)
 	defer rcancel()
 	if _, err := conn.ExecContext(rctx, "UNLOCK TABLES"); err != nil {
@@ -414,7 +524,13 @@ func (in *injector) redisOff(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	end := time.Now().Add(d)
+	in.sampleWork(ctx, DepRedis)
+	sampled := false
 	for time.Now().Before(end) {
+		if !sampled && time.Until(end) <= sampleBefore {
+			in.sampleWork(ctx, DepRedis)
+			sampled = true
+		}
 		kctx, cancel := context.WithTimeout(ctx, restoreTimeout)
 		err := in.redis.Do(kctx, "CLIENT", "KILL", "USER", in.redisACL).Err()
 		cancel()

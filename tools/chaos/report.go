@@ -83,7 +83,14 @@ func (in *injector) summary() []FaultLine {
 			}
 			d = append(d, fmt.Sprintf("%s down in all", t.down.Round(100*time.Millisecond)))
 		default:
-			d = append(d, fmt.Sprintf("%s", t.down.Round(100*time.Millisecond)))
+			d = append(d, t.down.Round(100*time.Millisecond).String())
+			switch {
+			case t.work < 0:
+			case strings.HasSuffix(string(k), string(DepKafka)):
+				d = append(d, fmt.Sprintf("up to %d events pending", t.work))
+			default:
+				d = append(d, fmt.Sprintf("up to %d messages waiting", t.work))
+			}
 		}
 		if t.lastErr != nil {
 			d = append(d, "last failure: "+short(t.lastErr.Error()))

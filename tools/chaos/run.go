@@ -136,9 +136,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	msgs := traffic.Day(traffic.Options{Flights: cfg.Flights, Seed: cfg.Seed})
 	long, window := planLong(r, cfg.Window, cfg.Long)
 	rep.Window, rep.Long = window, long
-	// The inserts are spread over three quarters of the window, so the traffic drains while
-	// the faults go on, and the last rows still meet some.
-	plan := planLoad(r, msgs, cfg.Holes, cfg.LateCommits, cfg.LateMax, window*3/4)
+	plan := planLoad(r, msgs, cfg.Holes, cfg.LateCommits, cfg.LateMax, loadSpan(window, long))
 	h.logf("seed %d: %d messages for %d flights, %d rolled-back inserts, %d late commits, window %s, long outages %s",
 		cfg.Seed, len(msgs), cfg.Flights, len(plan.holes), len(plan.late), window, describeLong(long))
 
@@ -233,6 +231,17 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	rep.Total = time.Since(began)
 	rep.Print(out)
 	return rep, nil
+}
+
+// loadSpan is how long the inserts are spread over: at least three quarters of the window,
+// so that the traffic drains while short faults go on, and past the end of the last long
+// outage, so that every long outage meets traffic (an outage of an idle stack proves nothing).
+func loadSpan(window time.Duration, long []longSlot) time.Duration {
+	span := window * 3 / 4
+	if n := len(long); n > 0 {
+		span = max(span, long[n-1].at+long[n-1].dur+sampleBefore)
+	}
+	return min(span, window)
 }
 
 func describeLong(long []longSlot) string {
@@ -383,7 +392,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	h.st = stack.New(h.cfg.Bin, env, h.logFile)
 	h.sup = newSupervisor(h.st, append([]string{brokerName}, services...), h.startProc)
 	h.inj = &injector{logf: h.logf, services: services, sup: h.sup, restart: h.restartProc, stop: h.stopProc,
-		pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
+		pg: h.pg, pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
 		redis: h.redis, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
 	return nil
 }

@@ -80,12 +80,29 @@ func (s *supervisor) check(name string) {
 	}
 }
 
-// hold stops the supervisor from restarting name until release.
-func (s *supervisor) hold(name string) {
+// hold stops the supervisor from restarting name until release. It reports false, and holds
+// nothing, when another fault holds name already: two faults never take turns on one process.
+func (s *supervisor) hold(name string) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[name] {
+		return false
+	}
 	s.held[name] = true
 	delete(s.exitAt, name)
-	s.mu.Unlock()
+	return true
+}
+
+// holdWait is hold, retried while another fault holds name, for at most d.
+func (s *supervisor) holdWait(name string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !s.hold(name) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true
 }
 
 func (s *supervisor) release(name string) {
