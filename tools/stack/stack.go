@@ -100,8 +100,14 @@ func (s *Stack) StartBinary(name, binary string, args []string, extraEnv ...stri
 func (s *Stack) start(name, binary string, args, extraEnv []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.procs[name]; ok {
-		return fmt.Errorf("%s already running", name)
+	if p, ok := s.procs[name]; ok {
+		select {
+		case <-p.done:
+			// It exited on its own: starting it again replaces it, as a supervisor restarts
+			// a crashed process.
+		default:
+			return fmt.Errorf("%s already running", name)
+		}
 	}
 	cmd := exec.Command(filepath.Join(s.bin, binary), args...)
 	cmd.Env = append(append(os.Environ(), s.env...), extraEnv...)
@@ -146,6 +152,23 @@ func (s *Stack) PID(name string) int {
 		return p.cmd.Process.Pid
 	}
 	return 0
+}
+
+// Exited reports whether the named process was started and has exited on its own (not through
+// Stop or Kill), and its exit code (-1 when a signal ended it).
+func (s *Stack) Exited(name string) (code int, exited bool) {
+	s.mu.Lock()
+	p, ok := s.procs[name]
+	s.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode(), true
+	default:
+		return 0, false
+	}
 }
 
 // Stop sends SIGTERM and waits up to timeout, then kills.

@@ -1,11 +1,14 @@
 // Command msgx-devkafka runs a one-broker, in-memory server that speaks the Kafka wire protocol
 // (franz-go's kfake), so that `make demo` and the end-to-end tests can run the dispatcher against
 // a real Kafka client connection on a machine that has no Kafka. It is a development tool only:
-// records live in memory and vanish when it stops. docker-compose and production use real Kafka.
+// records live in memory and vanish when it stops, unless -data-dir names a directory: then the
+// broker keeps its log, producer and transaction state there and a restart on the same directory
+// resumes it (the chaos harness stops and restarts the broker under running services).
+// docker-compose and production use real Kafka.
 //
 // Usage:
 //
-//	msgx-devkafka [-addr 127.0.0.1:9092] [-topics msgx.flight.msg,msgx.flight.schd] [-partitions 3]
+//	msgx-devkafka [-addr 127.0.0.1:9092] [-topics msgx.flight.msg,msgx.flight.schd] [-partitions 3] [-data-dir DIR]
 //
 // Once the broker accepts connections it prints exactly one line on stdout,
 // "msgx-devkafka listening on <host:port>", which scripts wait for; it runs until SIGINT or SIGTERM.
@@ -47,6 +50,7 @@ type options struct {
 	topics     []string
 	partitions int
 	logLevel   kfake.LogLevel
+	dataDir    string
 }
 
 // run starts the broker, announces it on stdout and serves until ctx is done. It is main without
@@ -77,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	topics := fs.String("topics", "msgx.flight.msg,msgx.flight.schd", "comma-separated topics to create at start")
 	partitions := fs.Int("partitions", 3, "partitions of every created topic, seeded or auto-created")
 	level := fs.String("log-level", "warn", "broker log level on stderr: none, error, warn, info, debug")
+	dataDir := fs.String("data-dir", "", "keep the broker's records and state in this directory across restarts (empty: in memory)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -84,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
-	o := options{addr: *addr, partitions: *partitions}
+	o := options{addr: *addr, partitions: *partitions, dataDir: *dataDir}
 	if err := checkAddr(o.addr); err != nil {
 		return options{}, err
 	}
@@ -165,7 +170,7 @@ func start(o options, logOut io.Writer) (*kfake.Cluster, string, error) {
 		handedOut = true
 		return ln, nil
 	}
-	cluster, err := kfake.NewCluster(
+	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.ListenFn(listen),
 		kfake.ClusterID("msgx-devkafka"),
@@ -176,7 +181,15 @@ func start(o options, logOut io.Writer) (*kfake.Cluster, string, error) {
 		kfake.DefaultNumPartitions(o.partitions),
 		kfake.AllowAutoTopicCreation(),
 		kfake.WithLogger(kfake.BasicLogger(logOut, o.logLevel)),
-	)
+	}
+	if o.dataDir != "" {
+		// Every batch is written to the directory as it is accepted (the page cache keeps it
+		// across a killed process; only a machine crash could lose the tail), and a stop saves
+		// the rest. A restart on the same directory reloads it and aborts the transactions a
+		// killed broker left open, as a real broker's recovery does.
+		opts = append(opts, kfake.DataDir(o.dataDir))
+	}
+	cluster, err := kfake.NewCluster(opts...)
 	if err != nil {
 		_ = ln.Close() // kfake closes only the listeners it finished setting up
 		return nil, "", fmt.Errorf("start broker: %w", err)

@@ -1,0 +1,292 @@
+package chaos
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msgexchange/msgexchange/tools/traffic"
+)
+
+// The checks must be able to fail: each is fed a clean state and then the same state with
+// one defect of the kind it exists to catch.
+
+func recs(ids ...int64) []received {
+	out := make([]received, len(ids))
+	for i, id := range ids {
+		out[i] = received{eventID: id, version: id}
+	}
+	return out
+}
+
+func TestOrderProblem(t *testing.T) {
+	want := []int64{1, 2, 3}
+	for _, ok := range [][]int64{{1, 2, 3}, {1, 2, 1, 2, 3}, {1, 1, 2, 3, 3}} {
+		if p := orderProblem(want, recs(ok...)); p != "" {
+			t.Errorf("arrival %v: %s, want in order (redeliveries of seen ids are at least once)", ok, p)
+		}
+	}
+	bad := map[string][]int64{"reordered": {1, 3, 2}, "gap": {1, 3}, "unknown": {1, 2, 3, 9}, "nothing": nil}
+	for name, got := range bad {
+		if p := orderProblem(want, recs(got...)); p == "" {
+			t.Errorf("%s arrival %v passed", name, got)
+		}
+	}
+}
+
+func TestOutageReason(t *testing.T) {
+	outage := []string{
+		"read inbox: read inbox row 512: context deadline exceeded",
+		"redis projection: WRONGPASS invalid username-password pair or user is disabled.",
+		"redis projection: dial tcp 127.0.0.1:6379: i/o timeout",
+		"begin: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)",
+	}
+	for _, r := range outage {
+		if !outageReason(r) {
+			t.Errorf("%q is an outage", r)
+		}
+	}
+	for _, r := range []string{"duplicate-of:12", "codec: unknown STYP", "panic: index out of range [3]"} {
+		if outageReason(r) {
+			t.Errorf("%q is not an outage", r)
+		}
+	}
+}
+
+func TestLongOutageExceedsTheBudget(t *testing.T) {
+	if RetryBudget() != 31*time.Second {
+		t.Fatalf("retry budget %s, want 31s with the default backoff 1,2,4,8,16s", RetryBudget())
+	}
+	want := map[Dep]time.Duration{DepInbox: 66 * time.Second, DepRedis: 56 * time.Second, DepPG: 41 * time.Second, DepKafka: 41 * time.Second}
+	for d, w := range want {
+		if got := LongOutage(d); got != w {
+			t.Errorf("long outage of %s = %s, want %s", d, got, w)
+		}
+	}
+}
+
+func TestPlanLong(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	slots, window := planLong(r, time.Minute, AllDeps)
+	var total time.Duration
+	for _, s := range slots {
+		total += s.dur
+	}
+	if window != total+5*minGap {
+		t.Errorf("a minute cannot hold every long outage: window %s, want it grown to %s", window, total+5*minGap)
+	}
+	slots, window = planLong(r, 10*time.Minute, AllDeps)
+	if window != 10*time.Minute || len(slots) != len(AllDeps) {
+		t.Fatalf("window %s with %d slots", window, len(slots))
+	}
+	end := time.Duration(0)
+	for _, s := range slots {
+		if s.at < end+minGap {
+			t.Errorf("%s starts at %s, %s after the previous outage ended", s.dep, s.at, s.at-end)
+		}
+		end = s.at + s.dur
+	}
+	if window-end < minGap {
+		t.Errorf("the last outage ends %s before the window", window-end)
+	}
+	if slots, _ := planLong(r, time.Minute, nil); len(slots) != 0 {
+		t.Errorf("no long outages asked, %d planned", len(slots))
+	}
+}
+
+func TestLoadSpanCoversTheLongOutages(t *testing.T) {
+	if got := loadSpan(4*time.Minute, nil); got != 3*time.Minute {
+		t.Errorf("without long outages the load spans %s, want three quarters of the window", got)
+	}
+	long := []longSlot{{dep: DepRedis, at: 3 * time.Minute, dur: 51 * time.Second}}
+	if got := loadSpan(4*time.Minute, long); got < 3*time.Minute+51*time.Second || got > 4*time.Minute {
+		t.Errorf("the load spans %s: the outage ending at 3m51s would meet no traffic", got)
+	}
+}
+
+func TestPlanLoad(t *testing.T) {
+	msgs := traffic.Day(traffic.Options{Flights: 20, Seed: 3})
+	p := planLoad(rand.New(rand.NewPCG(5, 6)), msgs, 4, 7, 1500*time.Millisecond, time.Minute)
+	if len(p.holes) != 4 || len(p.late) != 7 {
+		t.Fatalf("%d holes and %d late commits, want 4 and 7", len(p.holes), len(p.late))
+	}
+	limit := len(msgs) * 9 / 10
+	for i := range p.holes {
+		if i < 1 || i >= limit {
+			t.Errorf("hole before message %d: a hole needs a row before and a committed row after it", i)
+		}
+	}
+	for i, d := range p.late {
+		if i >= limit || d < 300*time.Millisecond || d > 1500*time.Millisecond {
+			t.Errorf("late commit of message %d held %s", i, d)
+		}
+	}
+}
+
+func TestParseDepsAndEnv(t *testing.T) {
+	for in, want := range map[string][]Dep{"all": AllDeps, "none": nil, "pg, kafka,pg": {DepPG, DepKafka}} {
+		got, err := ParseDeps(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("ParseDeps(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseDeps("inbox,mongo"); err == nil {
+		t.Error("an unknown dependency was accepted")
+	}
+	c, err := FromEnv(func(string) string { return "" })
+	if err != nil || c.Window != DefaultWindow || !slices.Equal(c.Long, DefaultLong) {
+		t.Errorf("defaults: window %s, long %v, err %v", c.Window, c.Long, err)
+	}
+	env := map[string]string{EnvDuration: "5m", EnvLong: "all", EnvSeed: "42", EnvFlights: "30"}
+	c, err = FromEnv(func(k string) string { return env[k] })
+	if err != nil || c.Window != 5*time.Minute || !slices.Equal(c.Long, AllDeps) || c.Seed != 42 || c.Flights != 30 {
+		t.Errorf("from the environment: %+v, %v", c, err)
+	}
+	for k, v := range map[string]string{EnvDuration: "5s", EnvSeed: "x", EnvFlights: "0", EnvLong: "disk"} {
+		if _, err := FromEnv(func(key string) string { return map[string]string{k: v}[key] }); err == nil {
+			t.Errorf("%s=%s accepted", k, v)
+		}
+	}
+	c = Defaults(time.Minute)
+	c.Bin, c.LogDir = "bin", "logs"
+	c.LateMax = c.MaxCommitDelay
+	if err := c.validate(); err == nil {
+		t.Error("a late commit as long as max-commit-delay was accepted: it would be a late arrival")
+	}
+}
+
+// healthy is a small consistent run: two messages of flight F1, the second a duplicate of the
+// first, delivered in order, with one rolled-back insert at ID 2.
+func healthy() evidence {
+	snap := func() *snapshot {
+		return &snapshot{
+			outcomes: map[int64]outcome{
+				1: {State: "SUCCEEDED", Identity: "AODB|FLOP|ESTT|1", Marked: true},
+				3: {State: "SKIPPED", Reason: "duplicate-of:1", Marked: true},
+			},
+			tables: map[string][]string{"flight_schd": {`{"flid": "F1", "estt": "x"}`}},
+			events: []event{
+				{ID: 10, FLID: "F1", Target: "KAFKA:msg", Type: "UPSERT", Version: 1, MsgID: 1, State: "SENT"},
+				{ID: 11, FLID: "F1", Target: "KAFKA:schd", Type: "UPSERT", Version: 1, MsgID: 1, State: "SENT"},
+			},
+			redis: map[string]string{"flight:F1": `{"FLID":"F1"}`},
+			holes: [][2]int64{{2, 2}},
+		}
+	}
+	return evidence{
+		chaos: snap(), clean: snap(),
+		inbox: inboxState{ids: []int64{1, 3}},
+		load:  &loadResult{ids: []int64{1, 3}, rolledBack: []int64{2}},
+		msg:   map[string][]received{"F1": recs(10)},
+		schd:  map[string][]received{"F1": recs(11)},
+	}
+}
+
+func TestChecksPassAHealthyRun(t *testing.T) {
+	for _, c := range runChecks(healthy())[:6] {
+		if !c.Pass {
+			t.Errorf("%s failed a healthy run: %s", c.Name, c.Detail)
+		}
+	}
+}
+
+func TestChecksFailTheirDefect(t *testing.T) {
+	defects := []struct {
+		check string
+		spoil func(*evidence)
+	}{
+		{CheckEnqueued, func(e *evidence) { delete(e.chaos.outcomes, 3) }},
+		{CheckEnqueued, func(e *evidence) { e.chaos.holes = nil }},
+		{CheckEnqueued, func(e *evidence) { e.chaos.late = []int64{3} }},
+		{CheckTerminal, func(e *evidence) { e.chaos.outcomes[3] = outcome{State: "FAILED", Reason: "read inbox: timeout"} }},
+		{CheckTerminal, func(e *evidence) { e.inbox.unmarked = []int64{1} }},
+		{CheckExhausted, func(e *evidence) {
+			e.chaos.outcomes[1] = outcome{State: "DEAD", Class: "EXHAUSTED", Reason: "redis projection: context deadline exceeded", Marked: true}
+		}},
+		{CheckDouble, func(e *evidence) {
+			e.chaos.events = append(e.chaos.events, event{ID: 12, FLID: "F1", Target: "KAFKA:msg", Version: 2, MsgID: 1, State: "SENT"})
+		}},
+		{CheckDouble, func(e *evidence) {
+			e.chaos.outcomes[3] = outcome{State: "SUCCEEDED", Identity: "AODB|FLOP|ESTT|1x", Marked: true}
+		}},
+		{CheckKafkaOrder, func(e *evidence) { e.msg["F1"] = nil }},
+		{CheckKafkaOrder, func(e *evidence) { e.chaos.events[0].State = "DEAD" }},
+		{CheckKafkaOrder, func(e *evidence) { e.schd["F1"] = append(recs(11), received{eventID: 7, version: 0}) }},
+		{CheckClean, func(e *evidence) { e.chaos.tables["flight_schd"] = []string{`{"flid": "F1", "estt": "y"}`} }},
+		{CheckClean, func(e *evidence) { e.chaos.redis["flight:F1"] = `{"FLID":"F1","ESTT":"y"}` }},
+		{CheckClean, func(e *evidence) { e.chaos.events[0].Payload = `{"CHANGED": ["ESTT"]}` }},
+		{CheckClean, func(e *evidence) { e.chaos.outcomes[3] = outcome{State: "DEAD", Class: "EXHAUSTED", Marked: true} }},
+	}
+	for _, d := range defects {
+		ev := healthy()
+		d.spoil(&ev)
+		for _, c := range runChecks(ev) {
+			if c.Name == d.check && c.Pass {
+				t.Errorf("%s passed a run with its defect: %s", c.Name, c.Detail)
+			}
+		}
+	}
+}
+
+func TestDiffRowsNamesTheColumn(t *testing.T) {
+	a := []string{`{"flid": "F1", "estt": "x", "stnd": "1"}`, `{"flid": "F2"}`}
+	b := []string{`{"flid": "F1", "estt": "y", "stnd": "1"}`, `{"flid": "F3"}`}
+	got := diffRows([]string{"flid"}, a, b)
+	want := []string{"flid=F1: estt chaos x, clean y", "flid=F2 only in the chaos run", "flid=F3 only in the clean run"}
+	if !slices.Equal(got, want) {
+		t.Errorf("diff = %q, want %q", got, want)
+	}
+	if d := diffRows([]string{"flid"}, a, a); len(d) != 0 {
+		t.Errorf("equal rows differ: %q", d)
+	}
+}
+
+func TestCheckFaults(t *testing.T) {
+	ev := healthy()
+	ev.faults = map[Kind]*tally{}
+	for _, k := range ShortKinds {
+		ev.faults[k] = &tally{n: 1, work: -1}
+	}
+	ev.long = []longSlot{{dep: DepKafka, dur: LongOutage(DepKafka)}}
+	ev.faults[longKind(DepKafka)] = &tally{n: 1, down: LongOutage(DepKafka), work: 3}
+	if c := checkFaults(ev); !c.Pass {
+		t.Fatalf("every fault injected: %s", c.Detail)
+	}
+	ev.faults[longKind(DepKafka)].down = 10 * time.Second
+	if c := checkFaults(ev); c.Pass || !strings.Contains(c.Detail, "lasted") {
+		t.Errorf("a long outage cut short passed: %s", c.Detail)
+	}
+	ev.faults[longKind(DepKafka)].down = LongOutage(DepKafka)
+	ev.faults[longKind(DepKafka)].work = 0
+	if c := checkFaults(ev); c.Pass || !strings.Contains(c.Detail, "met no work") {
+		t.Errorf("a long outage of an idle stack passed: %s", c.Detail)
+	}
+	ev.faults[longKind(DepKafka)].work = 7
+	delete(ev.faults, RedisPause)
+	ev.faults[longKind(DepKafka)].down = LongOutage(DepKafka)
+	if c := checkFaults(ev); c.Pass {
+		t.Error("a run without a Redis pause passed")
+	}
+}
+
+func TestLongOutageSparesThePump(t *testing.T) {
+	in := &injector{counts: map[Kind]*tally{}, long: map[Dep]bool{}}
+	for _, k := range ShortKinds {
+		if in.blocked(k) {
+			t.Errorf("%s blocked with no outage on", k)
+		}
+	}
+	in.setLong(DepRedis, true)
+	for k, want := range map[Kind]bool{RedisPause: true, PGTerminate: true, KillService: false, InboxLock: false} {
+		if got := in.blocked(k); got != want {
+			t.Errorf("during the Redis outage %s blocked = %v, want %v", k, got, want)
+		}
+	}
+	in.setLong(DepRedis, false)
+	in.setLong(DepKafka, true)
+	if !in.blocked(BrokerBounce) || in.blocked(PGTerminate) {
+		t.Error("during the broker outage only the broker's own faults are held back")
+	}
+}

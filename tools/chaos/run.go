@@ -1,0 +1,601 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/msgexchange/msgexchange/tools/stack"
+	"github.com/msgexchange/msgexchange/tools/traffic"
+)
+
+// Target is one set of real dependencies a stack runs on: its own PostgreSQL database, inbox
+// database and Redis key prefix (pgtest, mysqltest and redistest give a test such a set).
+type Target struct {
+	PGDSN           string // the stack's database, with a role that may ALTER DATABASE and terminate backends
+	PGAdminDSN      string // another database of the same server (maintenance), for the PostgreSQL faults
+	MySQLAdminDSN   string // an account on the inbox database that may LOCK TABLES and KILL sessions
+	MySQLServiceDSN string // the restricted account the services use
+	RedisURL        string // the server, with a user that may CLIENT PAUSE and manage ACL users
+	RedisPrefix     string // every key of the stack goes under it
+}
+
+// harnessApp is the application_name of the harness's own PostgreSQL connections, which the
+// pg_terminate_backend fault spares (the long PostgreSQL outage does not).
+const harnessApp = "msgx-chaos"
+
+// brokerName is the broker's name in the stack.
+const brokerName = "devkafka"
+
+// services are the five roles the chaos stack runs and the kill fault picks from.
+var services = stack.Services
+
+// longSlot is a planned long outage, at an offset from the window's start.
+type longSlot struct {
+	dep     Dep
+	at, dur time.Duration
+}
+
+// minGap is the least time before, between and after the long outages, so that the stack
+// recovers from one before the next.
+const minGap = 8 * time.Second
+
+// planLong places the long outages in the window in a seeded order with equal gaps, growing
+// the window when they do not fit.
+func planLong(r *mrand.Rand, window time.Duration, deps []Dep) ([]longSlot, time.Duration) {
+	order := append([]Dep(nil), deps...)
+	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	var total time.Duration
+	for _, d := range order {
+		total += LongOutage(d)
+	}
+	gaps := time.Duration(len(order) + 1)
+	if window < total+gaps*minGap {
+		window = total + gaps*minGap
+	}
+	gap := (window - total) / gaps
+	var slots []longSlot
+	at := gap
+	for _, d := range order {
+		slots = append(slots, longSlot{dep: d, at: at, dur: LongOutage(d)})
+		at += LongOutage(d) + gap
+	}
+	return slots, window
+}
+
+// harness holds the connections and processes of one run.
+type harness struct {
+	cfg   Config
+	out   io.Writer
+	outMu sync.Mutex
+	start time.Time // the window's start; log lines are stamped from it
+
+	logFile *os.File
+	pg      *pgxpool.Pool // the stack's database, as the harness (spared by pg_terminate_backend)
+	pgAdmin *pgxpool.Pool
+	pgDB    string
+	inbox   *sql.DB // admin on the inbox database: checks, KILL
+	loader  *sql.DB // admin on the inbox database: upstream's inserts
+	lockDB  *sql.DB // admin, no idle connections: LOCK TABLES
+	myUser  string
+	redis   *redis.Client
+	aclUser string
+
+	brokerAddr string
+	brokerDir  string
+	st         *stack.Stack
+	sup        *supervisor
+	rec        *recorder
+	inj        *injector
+}
+
+func (h *harness) logf(format string, args ...any) {
+	line := fmt.Sprintf("%7.1fs  ", time.Since(h.start).Seconds()) + fmt.Sprintf(format, args...)
+	h.outMu.Lock()
+	defer h.outMu.Unlock()
+	fmt.Fprintln(h.out, line)
+	if h.logFile != nil {
+		fmt.Fprintln(h.logFile, "[chaos] "+line)
+	}
+}
+
+// Run runs one chaos run on chaos and its fault-free reference on clean, prints the summary
+// to out and returns the report. An error means the run could not be carried out; a failed
+// check is in the report.
+func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	r := mrand.New(mrand.NewPCG(uint64(cfg.Seed), 0x4348414f53)) // "CHAOS"
+	h := &harness{cfg: cfg, out: out, start: time.Now()}
+	defer h.close()
+	if err := h.open(ctx, chaos); err != nil {
+		return nil, err
+	}
+	rep := &Report{Seed: cfg.Seed, LogDir: cfg.LogDir, Planned: cfg.Window}
+
+	msgs := traffic.Day(traffic.Options{Flights: cfg.Flights, Seed: cfg.Seed})
+	long, window := planLong(r, cfg.Window, cfg.Long)
+	rep.Window, rep.Long = window, long
+	plan := planLoad(r, msgs, cfg.Holes, cfg.LateCommits, cfg.LateMax, loadSpan(window, long))
+	h.logf("seed %d: %d messages for %d flights, %d rolled-back inserts, %d late commits, window %s, long outages %s",
+		cfg.Seed, len(msgs), cfg.Flights, len(plan.holes), len(plan.late), window, describeLong(long))
+
+	if err := h.startStack(ctx); err != nil {
+		return nil, err
+	}
+	rep.Setup = time.Since(began)
+
+	// The window.
+	h.start = time.Now()
+	sctx, stopSup := context.WithCancel(ctx)
+	defer stopSup()
+	go h.sup.run(sctx)
+	loadDone := make(chan *loadResult, 1)
+	go func() { loadDone <- load(ctx, h.loader, plan) }()
+	wctx, endWindow := context.WithTimeout(ctx, window)
+	defer endWindow()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); h.progressLoop(wctx) }()
+	go func() {
+		defer wg.Done()
+		lr := mrand.New(mrand.NewPCG(uint64(cfg.Seed), 1))
+		for _, s := range long {
+			if !sleep(wctx, time.Until(h.start.Add(s.at))) {
+				return
+			}
+			h.inj.outage(ctx, lr, s.dep, s.dur)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		h.inj.shortFaults(wctx, mrand.New(mrand.NewPCG(uint64(cfg.Seed), 2)))
+	}()
+	wg.Wait()
+	rep.WindowTook = time.Since(h.start)
+	h.logf("window over: faults stop")
+
+	// Drain: the loader finishes, every row becomes terminal, marked and delivered.
+	drainStart := time.Now()
+	var lr *loadResult
+	select {
+	case lr = <-loadDone:
+	case <-time.After(cfg.DrainTimeout):
+		return nil, errors.New("the loader did not finish within the drain timeout")
+	}
+	if lr.err != nil {
+		return nil, fmt.Errorf("loading the traffic: %w", lr.err)
+	}
+	rep.Messages, rep.RolledBack, rep.Late = len(lr.ids), len(lr.rolledBack), len(lr.late)
+	for _, l := range lr.late {
+		rep.LateMax = max(rep.LateMax, l.held)
+	}
+	rep.Drained = h.drain(ctx)
+	rep.Drain = time.Since(drainStart)
+	stopSup()
+	h.st.StopAll(10 * time.Second)
+	rep.SelfExits, rep.SelfExitLines = h.sup.selfExits()
+
+	snapCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	chaosSnap, err := takeSnapshot(snapCtx, h.pg, h.redis, chaos.RedisPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("chaos state: %w", err)
+	}
+	inbox, err := readInbox(snapCtx, h.inbox)
+	if err != nil {
+		return nil, err
+	}
+	msg, schd, records, foreign := h.rec.snapshot()
+	rep.Records = records
+
+	// The reference: the same inbox rows, same IDs, through a fault-free ingest and pump.
+	cleanStart := time.Now()
+	cleanSnap, err := h.cleanRun(ctx, clean)
+	if err != nil {
+		return nil, fmt.Errorf("clean run: %w", err)
+	}
+	rep.Clean = time.Since(cleanStart)
+
+	rep.Outcomes = map[string]int{}
+	for _, o := range chaosSnap.outcomes {
+		k := o.State
+		if o.Class != "" && o.State != "SUCCEEDED" {
+			k += "(" + o.Class + ")"
+		}
+		rep.Outcomes[k]++
+	}
+	rep.Faults = h.inj.summary()
+	rep.Checks = runChecks(evidence{chaos: chaosSnap, clean: cleanSnap, inbox: inbox, load: lr, msg: msg, schd: schd,
+		foreign: foreign, faults: h.inj.counts, long: long})
+	rep.Total = time.Since(began)
+	rep.Print(out)
+	return rep, nil
+}
+
+// loadSpan is how long the inserts are spread over: at least three quarters of the window,
+// so that the traffic drains while short faults go on, and past the end of the last long
+// outage, so that every long outage meets traffic (an outage of an idle stack proves nothing).
+func loadSpan(window time.Duration, long []longSlot) time.Duration {
+	span := window * 3 / 4
+	if n := len(long); n > 0 {
+		span = max(span, long[n-1].at+long[n-1].dur+sampleBefore)
+	}
+	return min(span, window)
+}
+
+func describeLong(long []longSlot) string {
+	if len(long) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, l := range long {
+		parts = append(parts, fmt.Sprintf("%s %s at %s", l.dep, l.dur, l.at.Round(time.Second)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// open connects the harness to the chaos target's servers and creates the services' Redis
+// user.
+func (h *harness) open(ctx context.Context, t Target) error {
+	var err error
+	if h.logFile, err = os.Create(filepath.Join(h.cfg.LogDir, "chaos.log")); err != nil {
+		return err
+	}
+	pcfg, err := pgxpool.ParseConfig(t.PGDSN)
+	if err != nil {
+		return fmt.Errorf("pg dsn: %w", err)
+	}
+	h.pgDB = pcfg.ConnConfig.Database
+	pcfg.MaxConns = 3
+	pcfg.ConnConfig.RuntimeParams["application_name"] = harnessApp
+	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if h.pg, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return err
+	}
+	acfg, err := pgxpool.ParseConfig(t.PGAdminDSN)
+	if err != nil {
+		return fmt.Errorf("pg admin dsn: %w", err)
+	}
+	if acfg.ConnConfig.Database == h.pgDB {
+		return fmt.Errorf("the PostgreSQL admin DSN must name another database than the stack's %s: the long outage closes that one", h.pgDB)
+	}
+	acfg.MaxConns = 2
+	acfg.ConnConfig.RuntimeParams["application_name"] = harnessApp
+	acfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if h.pgAdmin, err = pgxpool.NewWithConfig(ctx, acfg); err != nil {
+		return err
+	}
+
+	mcfg, err := mysql.ParseDSN(t.MySQLAdminDSN)
+	if err != nil {
+		return fmt.Errorf("mysql admin dsn: %w", err)
+	}
+	scfg, err := mysql.ParseDSN(t.MySQLServiceDSN)
+	if err != nil {
+		return fmt.Errorf("mysql service dsn: %w", err)
+	}
+	if scfg.User == mcfg.User {
+		return errors.New("the services' MySQL account must differ from the admin's: the KILL fault ends the services' sessions")
+	}
+	h.myUser = scfg.User
+	open := func(params map[string]string, maxOpen, maxIdle int) (*sql.DB, error) {
+		c := mcfg.Clone()
+		c.ParseTime = true
+		c.Timeout = 5 * time.Second
+		if c.Params == nil {
+			c.Params = map[string]string{}
+		}
+		for k, v := range params {
+			c.Params[k] = v
+		}
+		conn, err := mysql.NewConnector(c)
+		if err != nil {
+			return nil, err
+		}
+		db := sql.OpenDB(conn)
+		db.SetMaxOpenConns(maxOpen)
+		db.SetMaxIdleConns(maxIdle)
+		return db, nil
+	}
+	if h.inbox, err = open(nil, 3, 3); err != nil {
+		return err
+	}
+	// Upstream's inserts wait behind a locked table like any session; bounded above the
+	// longest inbox outage so that a lock left behind cannot hang the loader for a day.
+	if h.loader, err = open(map[string]string{"lock_wait_timeout": "150"}, 6, 6); err != nil {
+		return err
+	}
+	if h.lockDB, err = open(nil, 2, 0); err != nil {
+		return err
+	}
+	if err := h.inbox.PingContext(ctx); err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+
+	ropts, err := redis.ParseURL(t.RedisURL)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
+	}
+	ropts.PoolSize = 3
+	h.redis = redis.NewClient(ropts)
+	sweepACLUsers(ctx, h.redis)
+	// The services get their own Redis user, limited to their prefix: switching it off is an
+	// outage of Redis for the services alone, where a long CLIENT PAUSE would stop every
+	// client of the shared server.
+	pass := randomHex(16)
+	h.aclUser = fmt.Sprintf("%s%d-%d", aclPrefix, time.Now().Unix(), os.Getpid())
+	if err := h.redis.Do(ctx, "ACL", "SETUSER", h.aclUser, "reset", "on", ">"+pass, "~"+t.RedisPrefix+"*", "&*", "+@all", "-@dangerous").Err(); err != nil {
+		return fmt.Errorf("redis: create the services' user: %w", err)
+	}
+	u, err := url.Parse(t.RedisURL)
+	if err != nil {
+		return err
+	}
+	u.User = url.UserPassword(h.aclUser, pass)
+	serviceRedis := u.String()
+
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	h.brokerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	h.brokerDir = filepath.Join(h.cfg.LogDir, "kafka")
+	grpcPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	env := []string{
+		"MSGX_PG_DSN=" + t.PGDSN,
+		"MSGX_MYSQL_DSN=" + t.MySQLServiceDSN,
+		"MSGX_REDIS_URL=" + serviceRedis,
+		"MSGX_REDIS_PREFIX=" + t.RedisPrefix,
+		"MSGX_KAFKA_BROKERS=" + h.brokerAddr,
+		"MSGX_ADMIN_ADDR=127.0.0.1:0",
+		"MSGX_HTTP_ADDR=127.0.0.1:0",
+		"MSGX_GRPC_ADDR=127.0.0.1:" + strconv.Itoa(grpcPort),
+		"MSGX_CONTROL_TOKEN=chaos-token",
+		"MSGX_PIPELINE_POLL_INTERVAL=100ms",
+		"MSGX_PIPELINE_BACKFILL_PERIOD=500ms",
+		"MSGX_SCHD_FLUSH_PERIOD=200ms",
+		"MSGX_PIPELINE_MAX_COMMIT_DELAY=" + h.cfg.MaxCommitDelay.String(),
+		// A late arrival would void the clean-run comparison: look for them often, so that
+		// one is found and enqueued (and the check names it) before the drain ends.
+		"MSGX_PIPELINE_LATE_DETECT_PERIOD=2s",
+		// After an inbox outage the markers that failed back off; the default (30 s doubling
+		// to 15 min) would outlast any bounded drain.
+		"MSGX_PIPELINE_BACKFILL_BACKOFF=1s",
+		"MSGX_PIPELINE_BACKFILL_BACKOFF_CAP=5s",
+		"MSGX_SHUTDOWN_TIMEOUT=5s",
+		"MSGX_LOG_LEVEL=info",
+	}
+	h.st = stack.New(h.cfg.Bin, env, h.logFile)
+	h.sup = newSupervisor(h.st, append([]string{brokerName}, services...), h.startProc)
+	h.inj = &injector{logf: h.logf, services: services, sup: h.sup, restart: h.restartProc, stop: h.stopProc,
+		pg: h.pg, pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
+		redis: h.redis, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
+	return nil
+}
+
+// aclPrefix names the harness's Redis users; staleACL is how old one must be before a run
+// deletes it (left by a run that died before its cleanup).
+const (
+	aclPrefix = "msgx-chaos-"
+	staleACL  = 3 * time.Hour
+)
+
+func sweepACLUsers(ctx context.Context, rdb *redis.Client) {
+	users, err := rdb.Do(ctx, "ACL", "USERS").StringSlice()
+	if err != nil {
+		return
+	}
+	cutoff := time.Now().Add(-staleACL).Unix()
+	for _, u := range users {
+		rest, ok := strings.CutPrefix(u, aclPrefix)
+		if !ok {
+			continue
+		}
+		stamp, _, _ := strings.Cut(rest, "-")
+		if ts, err := strconv.ParseInt(stamp, 10, 64); err == nil && ts < cutoff {
+			_ = rdb.Do(ctx, "ACL", "DELUSER", u).Err()
+		}
+	}
+}
+
+func (h *harness) brokerArgs() []string {
+	return []string{"-addr", h.brokerAddr, "-data-dir", h.brokerDir, "-log-level", "warn"}
+}
+
+// startProc starts a process of the stack; the broker also waits until it accepts
+// connections.
+func (h *harness) startProc(name string) error {
+	if name != brokerName {
+		return h.st.Start(name, nil)
+	}
+	if err := h.st.StartBinary(brokerName, "msgx-devkafka", h.brokerArgs()); err != nil {
+		return err
+	}
+	return waitTCP(h.brokerAddr, 15*time.Second)
+}
+
+func (h *harness) restartProc(name string) error { return h.startProc(name) }
+
+func (h *harness) stopProc(name string, crash bool) {
+	if crash {
+		h.st.Kill(name)
+		return
+	}
+	h.st.Stop(name, 10*time.Second)
+}
+
+// startStack starts the broker, the consumer and the five services and waits until every
+// role has an active holder.
+func (h *harness) startStack(ctx context.Context) error {
+	if err := h.startProc(brokerName); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	var err error
+	if h.rec, err = startRecorder(h.brokerAddr); err != nil {
+		return err
+	}
+	for _, s := range services {
+		if err := h.startProc(s); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var n int
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := h.pg.QueryRow(qctx, `SELECT count(DISTINCT h.role) FROM role_holder h
+			JOIN pg_locks l ON l.pid = h.backend_pid AND l.locktype = 'advisory' AND l.granted`).Scan(&n)
+		cancel()
+		if err == nil && n == len(services) {
+			return nil
+		}
+		for _, s := range services {
+			if code, exited := h.st.Exited(s); exited {
+				return fmt.Errorf("%s exited with %d before the run started (logs: %s)", s, code, h.logFile.Name())
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d roles active after 90s (err %v; logs: %s)", n, len(services), err, h.logFile.Name())
+		}
+		if !sleep(ctx, 300*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// progressLoop prints the pipeline's progress every ten seconds.
+func (h *harness) progressLoop(ctx context.Context) {
+	for sleep(ctx, 10*time.Second) {
+		h.printProgress(ctx)
+	}
+}
+
+func (h *harness) printProgress(ctx context.Context) {
+	p, err := readProgress(ctx, h.pg, h.inbox)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.logf("progress unavailable: %v", short(err.Error()))
+		}
+		return
+	}
+	h.logf("%s · received %d", p, h.rec.count())
+}
+
+// drain waits, bounded by DrainTimeout, until every inbox row is terminal and marked (or
+// abandoned, which the checks report), no event is pending and the consumer received every
+// sent one. It reports whether that happened.
+func (h *harness) drain(ctx context.Context) bool {
+	deadline := time.Now().Add(h.cfg.DrainTimeout)
+	last := time.Now()
+	for {
+		p, err := readProgress(ctx, h.pg, h.inbox)
+		if err == nil && p.enqueued == p.inbox && p.terminal == p.inbox && p.backfilled+p.abandoned == p.inbox &&
+			p.marked+p.abandoned == p.inbox && p.pending == 0 {
+			sent, err := sentEvents(ctx, h.pg)
+			if err == nil && len(h.rec.missing(sent)) == 0 {
+				h.logf("drained: %s · received %d", p, h.rec.count())
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			h.logf("NOT drained after %s: %s (err %v)", h.cfg.DrainTimeout, p, err)
+			return false
+		}
+		if time.Since(last) >= 10*time.Second {
+			h.printProgress(ctx)
+			last = time.Now()
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return false
+		}
+	}
+}
+
+// close stops what the run started and removes the services' Redis user. Every fault
+// restores itself; this is the last line for a run cut short.
+func (h *harness) close() {
+	if h.st != nil {
+		h.st.StopAll(10 * time.Second)
+	}
+	if h.rec != nil {
+		h.rec.close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	defer cancel()
+	if h.pgAdmin != nil && h.pgDB != "" {
+		_, _ = h.pgAdmin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{h.pgDB}.Sanitize()+" WITH ALLOW_CONNECTIONS true")
+	}
+	if h.redis != nil {
+		if h.aclUser != "" {
+			_ = h.redis.Do(ctx, "ACL", "DELUSER", h.aclUser).Err()
+		}
+		_ = h.redis.Close()
+	}
+	for _, db := range []*sql.DB{h.inbox, h.loader, h.lockDB} {
+		if db != nil {
+			_ = db.Close()
+		}
+	}
+	if h.pg != nil {
+		h.pg.Close()
+	}
+	if h.pgAdmin != nil {
+		h.pgAdmin.Close()
+	}
+	if h.logFile != nil {
+		_ = h.logFile.Close()
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitTCP(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nothing listening on %s after %s: %w", addr, d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
+}
