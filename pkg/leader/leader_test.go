@@ -451,10 +451,13 @@ func TestHolderNeverStacksLocks(t *testing.T) {
 	start(t, e, func(ctx context.Context, s *leader.Session) error {
 		tm := &term{pid: s.PID()}
 		if first {
-			first = false
 			select {
 			case <-unlockNow:
+				first = false
 			case <-ctx.Done():
+				// Lost before the test unlocked (a check that timed out on a loaded machine):
+				// the next term does the unlocking, so the test never waits for a term that
+				// will not end.
 				return nil
 			}
 			// Unlock until PostgreSQL says nothing is left: one lock call per term means the
