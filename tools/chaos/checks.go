@@ -35,6 +35,7 @@ type evidence struct {
 	load         *loadResult
 	msg, schd    map[string][]received
 	foreign      int
+	kafkaState   []string // partitions whose consumer position or stable offset does not add up
 	faults       map[Kind]*tally
 	long         []longSlot
 }
@@ -451,6 +452,9 @@ func checkKafkaOrder(ev evidence) Check {
 	}
 	if ev.foreign > 0 {
 		problems = append(problems, fmt.Sprintf("%d records without an msgx-event-id header", ev.foreign))
+	}
+	if len(problems) > 0 && len(ev.kafkaState) > 0 {
+		problems = append(problems, "broker: "+strings.Join(ev.kafkaState, "; "))
 	}
 	c.Pass = len(problems) == 0
 	if c.Pass {

@@ -25,7 +25,7 @@ const (
 	PGTerminate  Kind = "pg_terminate_backend" // every backend of the services' database
 	MySQLKill    Kind = "mysql KILL"           // every session of the services' MySQL account
 	RedisPause   Kind = "redis CLIENT PAUSE"   // CLIENT PAUSE <ms> ALL, short: it pauses every client of the server
-	BrokerBounce Kind = "broker stop/start"    // the broker process stopped (SIGTERM or SIGKILL) and restarted
+	BrokerBounce Kind = "broker stop/start"    // the broker process stopped and restarted on its data
 	InboxLock    Kind = "inbox LOCK TABLES"    // another session holding LOCK TABLES cminmsgs WRITE
 )
 
@@ -242,21 +242,16 @@ func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 			return
 		}
 		defer in.brokerMu.Unlock()
-		crash := r.IntN(2) == 0
 		down := between(r, time.Second, 5*time.Second)
-		how := "SIGTERM"
-		if crash {
-			how = "SIGKILL"
-		}
-		in.logf("broker stopped (%s), restarted after %s", how, down.Round(time.Millisecond))
+		in.logf("broker stopped (SIGTERM), restarted after %s", down.Round(time.Millisecond))
 		if !in.sup.hold(brokerName) {
 			return
 		}
-		in.stop(brokerName, crash)
+		in.stop(brokerName, false)
 		sleep(ctx, down)
 		err := in.restart(brokerName)
 		in.sup.release(brokerName)
-		in.record(k, how, 1, down, err)
+		in.record(k, "", 1, down, err)
 	case InboxLock:
 		d := between(r, time.Second, 4*time.Second)
 		in.logf("LOCK TABLES cminmsgs WRITE for %s", d.Round(time.Millisecond))
@@ -266,7 +261,7 @@ func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 }
 
 // outage keeps dep down for d (or until ctx ends) and brings it back.
-func (in *injector) outage(ctx context.Context, r *rand.Rand, dep Dep, d time.Duration) {
+func (in *injector) outage(ctx context.Context, dep Dep, d time.Duration) {
 	k := longKind(dep)
 	in.setLong(dep, true)
 	defer in.setLong(dep, false)
@@ -310,15 +305,10 @@ func (in *injector) outage(ctx context.Context, r *rand.Rand, dep Dep, d time.Du
 	case DepKafka:
 		in.brokerMu.Lock()
 		defer in.brokerMu.Unlock()
-		crash := r.IntN(2) == 0
-		how := "SIGTERM"
-		if crash {
-			how = "SIGKILL"
-		}
-		in.logf("long outage of the broker: stopped (%s) for %s", how, d)
+		in.logf("long outage of the broker: stopped (SIGTERM) for %s", d)
 		// Under brokerMu no short fault holds the broker.
 		in.sup.hold(brokerName)
-		in.stop(brokerName, crash)
+		in.stop(brokerName, false)
 		in.waitOut(ctx, dep, d)
 		err = in.restart(brokerName)
 		in.sup.release(brokerName)

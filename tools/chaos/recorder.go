@@ -2,10 +2,16 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The topics of the stack (the services' defaults).
@@ -34,6 +40,10 @@ type recorder struct {
 	// foreign counts records without a msgx-event-id header: nothing but the dispatcher
 	// writes these topics, so any is a finding.
 	foreign int
+	// next is the offset after the last record read, per topic and partition; fetchErr the
+	// last fetch error. Both explain a consumer that stopped receiving (diagnose).
+	next     map[string]map[int32]int64
+	fetchErr map[string]map[int32]error
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -48,6 +58,7 @@ func startRecorder(broker string) (*recorder, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &recorder{msg: map[string][]received{}, schd: map[string][]received{}, seen: map[int64]int{},
+		next: map[string]map[int32]int64{}, fetchErr: map[string]map[int32]error{},
 		cancel: cancel, done: make(chan struct{}), cl: cl}
 	go func() {
 		defer close(r.done)
@@ -63,7 +74,17 @@ func startRecorder(broker string) (*recorder, error) {
 func (r *recorder) add(fetches kgo.Fetches) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	fetches.EachError(func(topic string, p int32, err error) {
+		if r.fetchErr[topic] == nil {
+			r.fetchErr[topic] = map[int32]error{}
+		}
+		r.fetchErr[topic][p] = err
+	})
 	fetches.EachRecord(func(rec *kgo.Record) {
+		if r.next[rec.Topic] == nil {
+			r.next[rec.Topic] = map[int32]int64{}
+		}
+		r.next[rec.Topic][rec.Partition] = max(r.next[rec.Topic][rec.Partition], rec.Offset+1)
 		var got received
 		var hasID bool
 		for _, h := range rec.Headers {
@@ -116,6 +137,88 @@ func (r *recorder) snapshot() (msg, schd map[string][]received, records, foreign
 		schd[k] = append([]received(nil), v...)
 	}
 	return msg, schd, r.records, r.foreign
+}
+
+// diagnose compares, per partition, where the consumer is with the broker's last stable
+// offset and high watermark, and returns a line for each partition that does not add up: a
+// consumer behind the last stable offset, or a last stable offset behind the high watermark
+// (an open transaction holds every read_committed consumer there).
+func (r *recorder) diagnose(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	meta := kmsg.NewPtrMetadataRequest()
+	for _, t := range []string{topicMsg, topicSchd} {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(t)
+		meta.Topics = append(meta.Topics, mt)
+	}
+	mresp, err := meta.RequestWith(ctx, r.cl)
+	if err != nil {
+		return []string{"broker metadata: " + err.Error()}
+	}
+	// offsets asks for the end of every partition, at the last stable offset (read_committed)
+	// or at the high watermark.
+	offsets := func(isolation int8) (map[string]map[int32]int64, error) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = isolation
+		for _, mt := range mresp.Topics {
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = *mt.Topic
+			for _, mp := range mt.Partitions {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition = mp.Partition
+				rp.Timestamp = -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, r.cl)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]map[int32]int64{}
+		for _, t := range resp.Topics {
+			out[t.Topic] = map[int32]int64{}
+			for _, p := range t.Partitions {
+				out[t.Topic][p.Partition] = p.Offset
+			}
+		}
+		return out, nil
+	}
+	lso, err := offsets(1)
+	if err != nil {
+		return []string{"last stable offsets: " + err.Error()}
+	}
+	hwm, err := offsets(0)
+	if err != nil {
+		return []string{"high watermarks: " + err.Error()}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, t := range slices.Sorted(maps.Keys(lso)) {
+		for _, p := range slices.Sorted(maps.Keys(lso[t])) {
+			at, stable, high := r.next[t][p], lso[t][p], hwm[t][p]
+			var notes []string
+			if stable < high {
+				notes = append(notes, fmt.Sprintf("last stable offset %d behind the high watermark %d: an open transaction holds read_committed consumers", stable, high))
+			}
+			// Control records (transaction markers) take offsets too, so a consumer that read
+			// everything can sit a marker or two below the last stable offset.
+			if at+2 < stable {
+				notes = append(notes, fmt.Sprintf("the consumer is at %d, the last stable offset %d", at, stable))
+			}
+			if len(notes) == 0 {
+				continue
+			}
+			line := fmt.Sprintf("%s/%d: %s", t, p, strings.Join(notes, "; "))
+			if err := r.fetchErr[t][p]; err != nil {
+				line += "; last fetch error: " + err.Error()
+			}
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func (r *recorder) count() int {

@@ -159,12 +159,11 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	go func() { defer wg.Done(); h.progressLoop(wctx) }()
 	go func() {
 		defer wg.Done()
-		lr := mrand.New(mrand.NewPCG(uint64(cfg.Seed), 1))
 		for _, s := range long {
 			if !sleep(wctx, time.Until(h.start.Add(s.at))) {
 				return
 			}
-			h.inj.outage(ctx, lr, s.dep, s.dur)
+			h.inj.outage(ctx, s.dep, s.dur)
 		}
 	}()
 	go func() {
@@ -192,6 +191,8 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	}
 	rep.Drained = h.drain(ctx)
 	rep.Drain = time.Since(drainStart)
+	// Asked while the broker still runs; the Kafka check shows it when it fails.
+	kafkaState := h.rec.diagnose(ctx)
 	stopSup()
 	h.st.StopAll(10 * time.Second)
 	rep.SelfExits, rep.SelfExitLines = h.sup.selfExits()
@@ -227,7 +228,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	}
 	rep.Faults = h.inj.summary()
 	rep.Checks = runChecks(evidence{chaos: chaosSnap, clean: cleanSnap, inbox: inbox, load: lr, msg: msg, schd: schd,
-		foreign: foreign, faults: h.inj.counts, long: long})
+		foreign: foreign, kafkaState: kafkaState, faults: h.inj.counts, long: long})
 	rep.Total = time.Since(began)
 	rep.Print(out)
 	return rep, nil
@@ -426,6 +427,22 @@ func (h *harness) brokerArgs() []string {
 	return []string{"-addr", h.brokerAddr, "-data-dir", h.brokerDir, "-log-level", "warn"}
 }
 
+// stopProc stops a process of the stack: SIGKILL (a crash) or SIGTERM. The broker is only
+// ever stopped with SIGTERM. kfake recovers from a killed process with its records but not
+// always with its transaction state: a chaos run once found a record of a fenced producer
+// epoch with neither commit nor abort marker after a crash restart, which held the partition's
+// last stable offset, and so every read_committed consumer, for good. Real Kafka aborts that
+// transaction when the epoch is bumped; the dev broker's crash recovery is not what this run
+// tests. The services are killed with SIGKILL, a dispatcher in the middle of a transaction
+// included.
+func (h *harness) stopProc(name string, crash bool) {
+	if crash && name != brokerName {
+		h.st.Kill(name)
+		return
+	}
+	h.st.Stop(name, 10*time.Second)
+}
+
 // startProc starts a process of the stack; the broker also waits until it accepts
 // connections.
 func (h *harness) startProc(name string) error {
@@ -439,14 +456,6 @@ func (h *harness) startProc(name string) error {
 }
 
 func (h *harness) restartProc(name string) error { return h.startProc(name) }
-
-func (h *harness) stopProc(name string, crash bool) {
-	if crash {
-		h.st.Kill(name)
-		return
-	}
-	h.st.Stop(name, 10*time.Second)
-}
 
 // startStack starts the broker, the consumer and the five services and waits until every
 // role has an active holder.

@@ -1,0 +1,73 @@
+package chaos
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestDiagnoseNamesAHangingTransaction: a transaction left open holds read_committed
+// consumers at its first record; diagnose must say so, and say nothing once it is over.
+func TestDiagnoseNamesAHangingTransaction(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topicMsg, topicSchd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	addr := cluster.ListenAddrs()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	rec, err := startRecorder(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("diagnose-test"), kgo.DefaultProduceTopic(topicMsg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	send := func(id string) {
+		t.Helper()
+		r := &kgo.Record{Key: []byte("F1"), Value: []byte("x"), Headers: []kgo.RecordHeader{{Key: "msgx-event-id", Value: []byte(id)}}}
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	send("1")
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	for rec.count() < 1 && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := rec.diagnose(ctx); len(d) != 0 {
+		t.Fatalf("a consumer that read everything: %q", d)
+	}
+
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	send("2")
+	d := rec.diagnose(ctx)
+	if len(d) != 1 || !strings.Contains(d[0], topicMsg+"/0") || !strings.Contains(d[0], "open transaction") {
+		t.Fatalf("an open transaction: %q", d)
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	for rec.count() < 2 && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := rec.diagnose(ctx); len(d) != 0 {
+		t.Fatalf("after the commit: %q", d)
+	}
+}
