@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/db"
@@ -402,4 +403,50 @@ func plainCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// Redis not answering fails the step, not the job: the error is recorded on the job, which
+// stays RUNNING, and the next run goes on from the cursor and clears it.
+func TestRebuildOutageIsNotTheJobsFault(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2)
+	e.save(t, mk("O1", 1, nil), mk("O2", 1, nil), mk("O3", 1, nil))
+	if err := e.rd.Client.FlushDB(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	id := e.request(t, rebuild.Spec{}).ID
+	if _, _, err := e.s.Step(t.Context(), e.sess); err != nil { // started
+		t.Fatal(err)
+	}
+	// The service's client options: the call's deadline bounds the wait (pkg/service).
+	opts, err := redis.ParseURL(e.rd.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ContextTimeoutEnabled, opts.MaxRetries = true, -1
+	client := redis.NewClient(opts)
+	defer client.Close()
+	s := sentinel.New(sentinel.Config{Page: 2}, projection.New(client, e.rd.Prefix, 500*time.Millisecond), clock.NewMutable(t0),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	// Every client waits 2s, longer than the projection's timeout.
+	if err := e.rd.Client.Do(t.Context(), "CLIENT", "PAUSE", "2000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunJobs(t.Context(), e.sess); err == nil {
+		t.Fatal("a rebuild step succeeded while Redis did not answer")
+	}
+	j, err := rebuild.Get(t.Context(), e.pg.Pool, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != rebuild.StateRunning || j.Error == "" || j.Done != 0 {
+		t.Fatalf("after the failed step: %+v", j)
+	}
+	if err := e.rd.Client.Ping(t.Context()).Err(); err != nil { // answered once the pause ends
+		t.Fatal(err)
+	}
+	j = e.runJob(t, s, id)
+	if j.Error != "" || j.Done != 3 || j.Counts != (rebuild.Counts{Missing: 3, Repaired: 3}) {
+		t.Fatalf("after Redis came back: %+v", j)
+	}
 }
