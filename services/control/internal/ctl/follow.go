@@ -28,6 +28,12 @@ var followers = map[protoreflect.Name]follower{
 // pollInterval is how often a follower asks for the job's progress.
 var pollInterval = time.Second
 
+// terminal reports whether w is a terminal, where progress is redrawn in place.
+var terminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
 // followRebuild polls GetProjectionRebuild and redraws the progress (flights done of total and
 // the drift counts) until the rebuild ends, then prints the rebuild as get-projection-rebuild
 // does. On a terminal the progress line is redrawn in place; otherwise (a pipe, a log) a plain
@@ -41,10 +47,7 @@ func followRebuild(ctx context.Context, o *options, resp proto.Message, stdout, 
 			job.GetRebuildId(), rebuildState(job), job.GetRequestedBy(), scopeText(job))
 	}
 	get := Service().Methods().ByName("GetProjectionRebuild")
-	tty := false
-	if f, ok := stdout.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
+	tty := terminal(stdout)
 	last := ""
 	for {
 		if o.output == "table" {
