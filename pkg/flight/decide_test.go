@@ -310,3 +310,15 @@ func TestDocumentGolden(t *testing.T) {
 		t.Error("SRVT must not be published")
 	}
 }
+
+// The document of a state held in memory (nanoseconds) and of the same state read back from
+// PostgreSQL (microseconds) are the same bytes: the consistency check compares exactly these.
+func TestDocumentSameAfterPostgreSQLPrecision(t *testing.T) {
+	f := base()
+	f.UpdatedAt = time.Date(2026, 11, 30, 8, 0, 0, 123456789, time.UTC)
+	stored := f
+	stored.UpdatedAt = f.UpdatedAt.Truncate(time.Microsecond)
+	if a, b := flight.Document(f), flight.Document(stored); string(a) != string(b) {
+		t.Errorf("in memory %s\nread back %s", a, b)
+	}
+}

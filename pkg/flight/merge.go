@@ -336,11 +336,13 @@ var seqAttr = map[string]string{
 // Document is the full published state of a flight (KAFKA:schd and the Redis projection): keys
 // are SIS tag names; collections are arrays of objects in stored order; a master with
 // code-share children carries MAFL; SRVT and VIPF are not published. encoding/json sorts map
-// keys, so one state always gives the same bytes.
+// keys, so one state always gives the same bytes. UPDATED_AT is cut to the microsecond that
+// PostgreSQL keeps: the state the pump holds in memory and the same state read back (the
+// consistency check, a rebuild) must give the same bytes.
 func Document(f Flight) []byte {
 	doc := map[string]any{
 		"FLID": f.FLID, "STATE": f.State, "STATE_VERSION": f.Version,
-		"UPDATED_AT": f.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		"UPDATED_AT": f.UpdatedAt.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano),
 	}
 	if f.OperationDay != nil {
 		doc["OPERATION_DAY"] = f.OperationDay.Format(time.DateOnly)

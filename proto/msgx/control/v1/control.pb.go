@@ -546,6 +546,66 @@ func (RequestType) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{8}
 }
 
+// RebuildState mirrors projection_rebuild.state.
+type RebuildState int32
+
+const (
+	RebuildState_REBUILD_STATE_UNSPECIFIED RebuildState = 0
+	// Requested; the backfill role picks it up within a poll interval.
+	RebuildState_REBUILD_STATE_PENDING RebuildState = 1
+	// Being executed, or waiting for the backfill role to come back (error says why).
+	RebuildState_REBUILD_STATE_RUNNING RebuildState = 2
+	// Every flight of the scope compared, and repaired unless a dry run.
+	RebuildState_REBUILD_STATE_DONE RebuildState = 3
+	// Stopped by CancelProjectionRebuild.
+	RebuildState_REBUILD_STATE_CANCELLED RebuildState = 4
+)
+
+// Enum value maps for RebuildState.
+var (
+	RebuildState_name = map[int32]string{
+		0: "REBUILD_STATE_UNSPECIFIED",
+		1: "REBUILD_STATE_PENDING",
+		2: "REBUILD_STATE_RUNNING",
+		3: "REBUILD_STATE_DONE",
+		4: "REBUILD_STATE_CANCELLED",
+	}
+	RebuildState_value = map[string]int32{
+		"REBUILD_STATE_UNSPECIFIED": 0,
+		"REBUILD_STATE_PENDING":     1,
+		"REBUILD_STATE_RUNNING":     2,
+		"REBUILD_STATE_DONE":        3,
+		"REBUILD_STATE_CANCELLED":   4,
+	}
+)
+
+func (x RebuildState) Enum() *RebuildState {
+	p := new(RebuildState)
+	*p = x
+	return p
+}
+
+func (x RebuildState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RebuildState) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_control_proto_enumTypes[9].Descriptor()
+}
+
+func (RebuildState) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_control_proto_enumTypes[9]
+}
+
+func (x RebuildState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RebuildState.Descriptor instead.
+func (RebuildState) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{9}
+}
+
 type GetStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -4299,6 +4359,639 @@ func (x *UpstreamRequest) GetPayload() string {
 	return ""
 }
 
+type RebuildProjectionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The whole projection: every flight of the current state, and a scan of Redis for keys of
+	// flights PostgreSQL does not have. Exactly one of all and flid.
+	All bool `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`
+	// Only these flights (at most 10000; repeat the flag or separate with commas).
+	Flid []string `protobuf:"bytes,2,rep,name=flid,proto3" json:"flid,omitempty"`
+	// Count the drift and change nothing (the on-demand consistency check).
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Why (a ticket, an incident): written to the audit log and kept with the rebuild.
+	Comment       string `protobuf:"bytes,4,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildProjectionRequest) Reset() {
+	*x = RebuildProjectionRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildProjectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildProjectionRequest) ProtoMessage() {}
+
+func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
+func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RebuildProjectionRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *RebuildProjectionRequest) GetFlid() []string {
+	if x != nil {
+		return x.Flid
+	}
+	return nil
+}
+
+func (x *RebuildProjectionRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RebuildProjectionRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type RebuildProjectionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The requested rebuild, or the one already pending or running.
+	Rebuild *ProjectionRebuild `protobuf:"bytes,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	// Set when a rebuild was pending or running already: nothing new was requested, and rebuild
+	// is that one (its scope and dry_run may differ from the request's).
+	AlreadyRunning bool `protobuf:"varint,2,opt,name=already_running,json=alreadyRunning,proto3" json:"already_running,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RebuildProjectionResponse) Reset() {
+	*x = RebuildProjectionResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildProjectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildProjectionResponse) ProtoMessage() {}
+
+func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
+func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RebuildProjectionResponse) GetRebuild() *ProjectionRebuild {
+	if x != nil {
+		return x.Rebuild
+	}
+	return nil
+}
+
+func (x *RebuildProjectionResponse) GetAlreadyRunning() bool {
+	if x != nil {
+		return x.AlreadyRunning
+	}
+	return false
+}
+
+type GetProjectionRebuildRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RebuildId     int64                  `protobuf:"varint,1,opt,name=rebuild_id,json=rebuildId,proto3" json:"rebuild_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectionRebuildRequest) Reset() {
+	*x = GetProjectionRebuildRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectionRebuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectionRebuildRequest) ProtoMessage() {}
+
+func (x *GetProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectionRebuildRequest.ProtoReflect.Descriptor instead.
+func (*GetProjectionRebuildRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *GetProjectionRebuildRequest) GetRebuildId() int64 {
+	if x != nil {
+		return x.RebuildId
+	}
+	return 0
+}
+
+type GetProjectionRebuildResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rebuild       *ProjectionRebuild     `protobuf:"bytes,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectionRebuildResponse) Reset() {
+	*x = GetProjectionRebuildResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectionRebuildResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectionRebuildResponse) ProtoMessage() {}
+
+func (x *GetProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectionRebuildResponse.ProtoReflect.Descriptor instead.
+func (*GetProjectionRebuildResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *GetProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
+	if x != nil {
+		return x.Rebuild
+	}
+	return nil
+}
+
+type ListProjectionRebuildsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-1000, default 100.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectionRebuildsRequest) Reset() {
+	*x = ListProjectionRebuildsRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectionRebuildsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectionRebuildsRequest) ProtoMessage() {}
+
+func (x *ListProjectionRebuildsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectionRebuildsRequest.ProtoReflect.Descriptor instead.
+func (*ListProjectionRebuildsRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListProjectionRebuildsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListProjectionRebuildsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListProjectionRebuildsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Rebuilds []*ProjectionRebuild   `protobuf:"bytes,1,rep,name=rebuilds,proto3" json:"rebuilds,omitempty"`
+	// Set when older rebuilds exist: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectionRebuildsResponse) Reset() {
+	*x = ListProjectionRebuildsResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectionRebuildsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectionRebuildsResponse) ProtoMessage() {}
+
+func (x *ListProjectionRebuildsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectionRebuildsResponse.ProtoReflect.Descriptor instead.
+func (*ListProjectionRebuildsResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ListProjectionRebuildsResponse) GetRebuilds() []*ProjectionRebuild {
+	if x != nil {
+		return x.Rebuilds
+	}
+	return nil
+}
+
+func (x *ListProjectionRebuildsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type CancelProjectionRebuildRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RebuildId int64                  `protobuf:"varint,1,opt,name=rebuild_id,json=rebuildId,proto3" json:"rebuild_id,omitempty"`
+	// Why: written to the audit log with the call.
+	Comment       string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelProjectionRebuildRequest) Reset() {
+	*x = CancelProjectionRebuildRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelProjectionRebuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelProjectionRebuildRequest) ProtoMessage() {}
+
+func (x *CancelProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelProjectionRebuildRequest.ProtoReflect.Descriptor instead.
+func (*CancelProjectionRebuildRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *CancelProjectionRebuildRequest) GetRebuildId() int64 {
+	if x != nil {
+		return x.RebuildId
+	}
+	return 0
+}
+
+func (x *CancelProjectionRebuildRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type CancelProjectionRebuildResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rebuild       *ProjectionRebuild     `protobuf:"bytes,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelProjectionRebuildResponse) Reset() {
+	*x = CancelProjectionRebuildResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelProjectionRebuildResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelProjectionRebuildResponse) ProtoMessage() {}
+
+func (x *CancelProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelProjectionRebuildResponse.ProtoReflect.Descriptor instead.
+func (*CancelProjectionRebuildResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *CancelProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
+	if x != nil {
+		return x.Rebuild
+	}
+	return nil
+}
+
+// ProjectionRebuild is one projection_rebuild row.
+type ProjectionRebuild struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RebuildId int64                  `protobuf:"varint,1,opt,name=rebuild_id,json=rebuildId,proto3" json:"rebuild_id,omitempty"`
+	// Empty with all set.
+	All    bool         `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	Flid   []string     `protobuf:"bytes,3,rep,name=flid,proto3" json:"flid,omitempty"`
+	DryRun bool         `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	State  RebuildState `protobuf:"varint,5,opt,name=state,proto3,enum=msgx.control.v1.RebuildState" json:"state,omitempty"`
+	// FLIGHTS (comparing the flights), then, for all, EXTRA_DOCS and EXTRA_VERSIONS (scanning
+	// Redis for keys of flights PostgreSQL does not have).
+	Phase string `protobuf:"bytes,6,opt,name=phase,proto3" json:"phase,omitempty"`
+	// Flights compared so far, of total (the flights in the current state when it started).
+	Done  int64 `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
+	Total int64 `protobuf:"varint,8,opt,name=total,proto3" json:"total,omitempty"`
+	// Drifted flights found, by kind (docs/redis.md), and how many were repaired (0 in a dry
+	// run).
+	Missing  int64 `protobuf:"varint,9,opt,name=missing,proto3" json:"missing,omitempty"`
+	Stale    int64 `protobuf:"varint,10,opt,name=stale,proto3" json:"stale,omitempty"`
+	Content  int64 `protobuf:"varint,11,opt,name=content,proto3" json:"content,omitempty"`
+	Extra    int64 `protobuf:"varint,12,opt,name=extra,proto3" json:"extra,omitempty"`
+	Repaired int64 `protobuf:"varint,13,opt,name=repaired,proto3" json:"repaired,omitempty"`
+	// Who asked (the token's fingerprint or the client certificate's subject) and why.
+	RequestedBy     string `protobuf:"bytes,14,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	Comment         string `protobuf:"bytes,15,opt,name=comment,proto3" json:"comment,omitempty"`
+	CancelRequested bool   `protobuf:"varint,16,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	// The last failure of a step (Redis or PostgreSQL not answering); the step is tried again.
+	Error         string                 `protobuf:"bytes,17,opt,name=error,proto3" json:"error,omitempty"`
+	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectionRebuild) Reset() {
+	*x = ProjectionRebuild{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectionRebuild) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectionRebuild) ProtoMessage() {}
+
+func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectionRebuild.ProtoReflect.Descriptor instead.
+func (*ProjectionRebuild) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ProjectionRebuild) GetRebuildId() int64 {
+	if x != nil {
+		return x.RebuildId
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *ProjectionRebuild) GetFlid() []string {
+	if x != nil {
+		return x.Flid
+	}
+	return nil
+}
+
+func (x *ProjectionRebuild) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ProjectionRebuild) GetState() RebuildState {
+	if x != nil {
+		return x.State
+	}
+	return RebuildState_REBUILD_STATE_UNSPECIFIED
+}
+
+func (x *ProjectionRebuild) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetDone() int64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetMissing() int64 {
+	if x != nil {
+		return x.Missing
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetStale() int64 {
+	if x != nil {
+		return x.Stale
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetContent() int64 {
+	if x != nil {
+		return x.Content
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetExtra() int64 {
+	if x != nil {
+		return x.Extra
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetRepaired() int64 {
+	if x != nil {
+		return x.Repaired
+	}
+	return 0
+}
+
+func (x *ProjectionRebuild) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
+func (x *ProjectionRebuild) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *ProjectionRebuild) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *ProjectionRebuild) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *ProjectionRebuild) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
 var File_msgx_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_control_proto_rawDesc = "" +
@@ -4652,7 +5345,60 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\adone_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\x06doneAt\x129\n" +
 	"\n" +
 	"expired_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\texpiredAt\x12\x18\n" +
-	"\apayload\x18\x11 \x01(\tR\apayload*\xb2\x01\n" +
+	"\apayload\x18\x11 \x01(\tR\apayload\"s\n" +
+	"\x18RebuildProjectionRequest\x12\x10\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
+	"\x04flid\x18\x02 \x03(\tR\x04flid\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\acomment\x18\x04 \x01(\tR\acomment\"\x82\x01\n" +
+	"\x19RebuildProjectionResponse\x12<\n" +
+	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\x12'\n" +
+	"\x0falready_running\x18\x02 \x01(\bR\x0ealreadyRunning\"<\n" +
+	"\x1bGetProjectionRebuildRequest\x12\x1d\n" +
+	"\n" +
+	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\"\\\n" +
+	"\x1cGetProjectionRebuildResponse\x12<\n" +
+	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\"[\n" +
+	"\x1dListProjectionRebuildsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x88\x01\n" +
+	"\x1eListProjectionRebuildsResponse\x12>\n" +
+	"\brebuilds\x18\x01 \x03(\v2\".msgx.control.v1.ProjectionRebuildR\brebuilds\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Y\n" +
+	"\x1eCancelProjectionRebuildRequest\x12\x1d\n" +
+	"\n" +
+	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x18\n" +
+	"\acomment\x18\x02 \x01(\tR\acomment\"_\n" +
+	"\x1fCancelProjectionRebuildResponse\x12<\n" +
+	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\"\xd2\x05\n" +
+	"\x11ProjectionRebuild\x12\x1d\n" +
+	"\n" +
+	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\x12\x12\n" +
+	"\x04flid\x18\x03 \x03(\tR\x04flid\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x123\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x1d.msgx.control.v1.RebuildStateR\x05state\x12\x14\n" +
+	"\x05phase\x18\x06 \x01(\tR\x05phase\x12\x12\n" +
+	"\x04done\x18\a \x01(\x03R\x04done\x12\x14\n" +
+	"\x05total\x18\b \x01(\x03R\x05total\x12\x18\n" +
+	"\amissing\x18\t \x01(\x03R\amissing\x12\x14\n" +
+	"\x05stale\x18\n" +
+	" \x01(\x03R\x05stale\x12\x18\n" +
+	"\acontent\x18\v \x01(\x03R\acontent\x12\x14\n" +
+	"\x05extra\x18\f \x01(\x03R\x05extra\x12\x1a\n" +
+	"\brepaired\x18\r \x01(\x03R\brepaired\x12!\n" +
+	"\frequested_by\x18\x0e \x01(\tR\vrequestedBy\x12\x18\n" +
+	"\acomment\x18\x0f \x01(\tR\acomment\x12)\n" +
+	"\x10cancel_requested\x18\x10 \x01(\bR\x0fcancelRequested\x12\x14\n" +
+	"\x05error\x18\x11 \x01(\tR\x05error\x12=\n" +
+	"\frequested_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x129\n" +
+	"\n" +
+	"started_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt*\xb2\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x18\n" +
@@ -4703,8 +5449,13 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vRequestType\x12\x1c\n" +
 	"\x18REQUEST_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REQUEST_TYPE_RQFD\x10\x01\x12\x15\n" +
-	"\x11REQUEST_TYPE_RQRD\x10\x022\xe1\n" +
-	"\n" +
+	"\x11REQUEST_TYPE_RQRD\x10\x02*\x98\x01\n" +
+	"\fRebuildState\x12\x1d\n" +
+	"\x19REBUILD_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15REBUILD_STATE_PENDING\x10\x01\x12\x19\n" +
+	"\x15REBUILD_STATE_RUNNING\x10\x02\x12\x16\n" +
+	"\x12REBUILD_STATE_DONE\x10\x03\x12\x1b\n" +
+	"\x17REBUILD_STATE_CANCELLED\x10\x042\xc5\x0e\n" +
 	"\x0eControlService\x12W\n" +
 	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\n" +
@@ -4720,7 +5471,11 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x11GetResourceStatus\x12).msgx.control.v1.GetResourceStatusRequest\x1a*.msgx.control.v1.GetResourceStatusResponse\"\x03\x90\x02\x01\x12d\n" +
 	"\x0fRequestSchedule\x12'.msgx.control.v1.RequestScheduleRequest\x1a(.msgx.control.v1.RequestScheduleResponse\x12g\n" +
 	"\x10RequestReference\x12(.msgx.control.v1.RequestReferenceRequest\x1a).msgx.control.v1.RequestReferenceResponse\x12`\n" +
-	"\fListRequests\x12$.msgx.control.v1.ListRequestsRequest\x1a%.msgx.control.v1.ListRequestsResponse\"\x03\x90\x02\x01BDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
+	"\fListRequests\x12$.msgx.control.v1.ListRequestsRequest\x1a%.msgx.control.v1.ListRequestsResponse\"\x03\x90\x02\x01\x12j\n" +
+	"\x11RebuildProjection\x12).msgx.control.v1.RebuildProjectionRequest\x1a*.msgx.control.v1.RebuildProjectionResponse\x12x\n" +
+	"\x14GetProjectionRebuild\x12,.msgx.control.v1.GetProjectionRebuildRequest\x1a-.msgx.control.v1.GetProjectionRebuildResponse\"\x03\x90\x02\x01\x12~\n" +
+	"\x16ListProjectionRebuilds\x12..msgx.control.v1.ListProjectionRebuildsRequest\x1a/.msgx.control.v1.ListProjectionRebuildsResponse\"\x03\x90\x02\x01\x12|\n" +
+	"\x17CancelProjectionRebuild\x12/.msgx.control.v1.CancelProjectionRebuildRequest\x1a0.msgx.control.v1.CancelProjectionRebuildResponseBDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_control_proto_rawDescOnce sync.Once
@@ -4734,8 +5489,8 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 	return file_msgx_control_v1_control_proto_rawDescData
 }
 
-var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
@@ -4746,171 +5501,198 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(ContractResolution)(0),                  // 6: msgx.control.v1.ContractResolution
 	(RequestState)(0),                        // 7: msgx.control.v1.RequestState
 	(RequestType)(0),                         // 8: msgx.control.v1.RequestType
-	(*GetStatusRequest)(nil),                 // 9: msgx.control.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),                // 10: msgx.control.v1.GetStatusResponse
-	(*RoleStatus)(nil),                       // 11: msgx.control.v1.RoleStatus
-	(*Blocked)(nil),                          // 12: msgx.control.v1.Blocked
-	(*Discovery)(nil),                        // 13: msgx.control.v1.Discovery
-	(*ContractViolation)(nil),                // 14: msgx.control.v1.ContractViolation
-	(*Backlog)(nil),                          // 15: msgx.control.v1.Backlog
-	(*StateCount)(nil),                       // 16: msgx.control.v1.StateCount
-	(*ErrorClassCount)(nil),                  // 17: msgx.control.v1.ErrorClassCount
-	(*Backfill)(nil),                         // 18: msgx.control.v1.Backfill
-	(*AbandonedCount)(nil),                   // 19: msgx.control.v1.AbandonedCount
-	(*OutboxTarget)(nil),                     // 20: msgx.control.v1.OutboxTarget
-	(*GetMessageRequest)(nil),                // 21: msgx.control.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),               // 22: msgx.control.v1.GetMessageResponse
-	(*Event)(nil),                            // 23: msgx.control.v1.Event
-	(*IdRange)(nil),                          // 24: msgx.control.v1.IdRange
-	(*ListMessagesRequest)(nil),              // 25: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),             // 26: msgx.control.v1.ListMessagesResponse
-	(*ReplayRequest)(nil),                    // 27: msgx.control.v1.ReplayRequest
-	(*ReplayResponse)(nil),                   // 28: msgx.control.v1.ReplayResponse
-	(*ReopenRequest)(nil),                    // 29: msgx.control.v1.ReopenRequest
-	(*ReopenResponse)(nil),                   // 30: msgx.control.v1.ReopenResponse
-	(*RequeueEventsRequest)(nil),             // 31: msgx.control.v1.RequeueEventsRequest
-	(*RequeueEventsResponse)(nil),            // 32: msgx.control.v1.RequeueEventsResponse
-	(*DeadEvent)(nil),                        // 33: msgx.control.v1.DeadEvent
-	(*SeedCutoverRequest)(nil),               // 34: msgx.control.v1.SeedCutoverRequest
-	(*SeedCutoverResponse)(nil),              // 35: msgx.control.v1.SeedCutoverResponse
-	(*ResolveContractViolationRequest)(nil),  // 36: msgx.control.v1.ResolveContractViolationRequest
-	(*ResolveContractViolationResponse)(nil), // 37: msgx.control.v1.ResolveContractViolationResponse
-	(*Message)(nil),                          // 38: msgx.control.v1.Message
-	(*GetReferenceRequest)(nil),              // 39: msgx.control.v1.GetReferenceRequest
-	(*GetReferenceResponse)(nil),             // 40: msgx.control.v1.GetReferenceResponse
-	(*ListReferenceRequest)(nil),             // 41: msgx.control.v1.ListReferenceRequest
-	(*ListReferenceResponse)(nil),            // 42: msgx.control.v1.ListReferenceResponse
-	(*Reference)(nil),                        // 43: msgx.control.v1.Reference
-	(*GetResourceStatusRequest)(nil),         // 44: msgx.control.v1.GetResourceStatusRequest
-	(*GetResourceStatusResponse)(nil),        // 45: msgx.control.v1.GetResourceStatusResponse
-	(*ResourceEvent)(nil),                    // 46: msgx.control.v1.ResourceEvent
-	(*RequestScheduleRequest)(nil),           // 47: msgx.control.v1.RequestScheduleRequest
-	(*RequestScheduleResponse)(nil),          // 48: msgx.control.v1.RequestScheduleResponse
-	(*RequestReferenceRequest)(nil),          // 49: msgx.control.v1.RequestReferenceRequest
-	(*RequestReferenceResponse)(nil),         // 50: msgx.control.v1.RequestReferenceResponse
-	(*ListRequestsRequest)(nil),              // 51: msgx.control.v1.ListRequestsRequest
-	(*ListRequestsResponse)(nil),             // 52: msgx.control.v1.ListRequestsResponse
-	(*UpstreamRequest)(nil),                  // 53: msgx.control.v1.UpstreamRequest
-	(*timestamppb.Timestamp)(nil),            // 54: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),              // 55: google.protobuf.Duration
+	(RebuildState)(0),                        // 9: msgx.control.v1.RebuildState
+	(*GetStatusRequest)(nil),                 // 10: msgx.control.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),                // 11: msgx.control.v1.GetStatusResponse
+	(*RoleStatus)(nil),                       // 12: msgx.control.v1.RoleStatus
+	(*Blocked)(nil),                          // 13: msgx.control.v1.Blocked
+	(*Discovery)(nil),                        // 14: msgx.control.v1.Discovery
+	(*ContractViolation)(nil),                // 15: msgx.control.v1.ContractViolation
+	(*Backlog)(nil),                          // 16: msgx.control.v1.Backlog
+	(*StateCount)(nil),                       // 17: msgx.control.v1.StateCount
+	(*ErrorClassCount)(nil),                  // 18: msgx.control.v1.ErrorClassCount
+	(*Backfill)(nil),                         // 19: msgx.control.v1.Backfill
+	(*AbandonedCount)(nil),                   // 20: msgx.control.v1.AbandonedCount
+	(*OutboxTarget)(nil),                     // 21: msgx.control.v1.OutboxTarget
+	(*GetMessageRequest)(nil),                // 22: msgx.control.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),               // 23: msgx.control.v1.GetMessageResponse
+	(*Event)(nil),                            // 24: msgx.control.v1.Event
+	(*IdRange)(nil),                          // 25: msgx.control.v1.IdRange
+	(*ListMessagesRequest)(nil),              // 26: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),             // 27: msgx.control.v1.ListMessagesResponse
+	(*ReplayRequest)(nil),                    // 28: msgx.control.v1.ReplayRequest
+	(*ReplayResponse)(nil),                   // 29: msgx.control.v1.ReplayResponse
+	(*ReopenRequest)(nil),                    // 30: msgx.control.v1.ReopenRequest
+	(*ReopenResponse)(nil),                   // 31: msgx.control.v1.ReopenResponse
+	(*RequeueEventsRequest)(nil),             // 32: msgx.control.v1.RequeueEventsRequest
+	(*RequeueEventsResponse)(nil),            // 33: msgx.control.v1.RequeueEventsResponse
+	(*DeadEvent)(nil),                        // 34: msgx.control.v1.DeadEvent
+	(*SeedCutoverRequest)(nil),               // 35: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),              // 36: msgx.control.v1.SeedCutoverResponse
+	(*ResolveContractViolationRequest)(nil),  // 37: msgx.control.v1.ResolveContractViolationRequest
+	(*ResolveContractViolationResponse)(nil), // 38: msgx.control.v1.ResolveContractViolationResponse
+	(*Message)(nil),                          // 39: msgx.control.v1.Message
+	(*GetReferenceRequest)(nil),              // 40: msgx.control.v1.GetReferenceRequest
+	(*GetReferenceResponse)(nil),             // 41: msgx.control.v1.GetReferenceResponse
+	(*ListReferenceRequest)(nil),             // 42: msgx.control.v1.ListReferenceRequest
+	(*ListReferenceResponse)(nil),            // 43: msgx.control.v1.ListReferenceResponse
+	(*Reference)(nil),                        // 44: msgx.control.v1.Reference
+	(*GetResourceStatusRequest)(nil),         // 45: msgx.control.v1.GetResourceStatusRequest
+	(*GetResourceStatusResponse)(nil),        // 46: msgx.control.v1.GetResourceStatusResponse
+	(*ResourceEvent)(nil),                    // 47: msgx.control.v1.ResourceEvent
+	(*RequestScheduleRequest)(nil),           // 48: msgx.control.v1.RequestScheduleRequest
+	(*RequestScheduleResponse)(nil),          // 49: msgx.control.v1.RequestScheduleResponse
+	(*RequestReferenceRequest)(nil),          // 50: msgx.control.v1.RequestReferenceRequest
+	(*RequestReferenceResponse)(nil),         // 51: msgx.control.v1.RequestReferenceResponse
+	(*ListRequestsRequest)(nil),              // 52: msgx.control.v1.ListRequestsRequest
+	(*ListRequestsResponse)(nil),             // 53: msgx.control.v1.ListRequestsResponse
+	(*UpstreamRequest)(nil),                  // 54: msgx.control.v1.UpstreamRequest
+	(*RebuildProjectionRequest)(nil),         // 55: msgx.control.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),        // 56: msgx.control.v1.RebuildProjectionResponse
+	(*GetProjectionRebuildRequest)(nil),      // 57: msgx.control.v1.GetProjectionRebuildRequest
+	(*GetProjectionRebuildResponse)(nil),     // 58: msgx.control.v1.GetProjectionRebuildResponse
+	(*ListProjectionRebuildsRequest)(nil),    // 59: msgx.control.v1.ListProjectionRebuildsRequest
+	(*ListProjectionRebuildsResponse)(nil),   // 60: msgx.control.v1.ListProjectionRebuildsResponse
+	(*CancelProjectionRebuildRequest)(nil),   // 61: msgx.control.v1.CancelProjectionRebuildRequest
+	(*CancelProjectionRebuildResponse)(nil),  // 62: msgx.control.v1.CancelProjectionRebuildResponse
+	(*ProjectionRebuild)(nil),                // 63: msgx.control.v1.ProjectionRebuild
+	(*timestamppb.Timestamp)(nil),            // 64: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 65: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	54, // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
-	11, // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
-	13, // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
-	15, // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
-	16, // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
-	17, // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
-	18, // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
-	20, // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	54, // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	54, // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
-	12, // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	54, // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	55, // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	54, // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	55, // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	54, // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
-	14, // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	54, // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	55, // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	55, // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
-	0,  // 20: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
-	1,  // 21: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
-	19, // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
-	2,  // 23: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	55, // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	38, // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
-	3,  // 26: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
-	23, // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
-	4,  // 28: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	54, // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	54, // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	54, // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	54, // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
-	0,  // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
-	1,  // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	24, // 35: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	38, // 36: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
-	1,  // 37: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	24, // 38: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
-	2,  // 39: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	33, // 40: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	54, // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
-	5,  // 42: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
-	5,  // 43: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	54, // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
-	6,  // 45: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
-	54, // 46: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
-	14, // 47: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
-	6,  // 48: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
-	54, // 49: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
-	0,  // 50: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,  // 51: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	54, // 52: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	54, // 53: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	54, // 54: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	54, // 55: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	54, // 56: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	54, // 57: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	54, // 58: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	54, // 59: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,  // 60: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	54, // 61: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	43, // 62: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
-	43, // 63: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
-	54, // 64: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
-	54, // 65: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
-	54, // 66: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
-	54, // 67: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
-	46, // 68: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
-	54, // 69: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
-	54, // 70: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
-	54, // 71: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
-	53, // 72: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	53, // 73: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	7,  // 74: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
-	8,  // 75: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
-	53, // 76: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
-	8,  // 77: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
-	7,  // 78: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
-	54, // 79: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
-	54, // 80: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
-	54, // 81: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
-	54, // 82: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
-	9,  // 83: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	21, // 84: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	25, // 85: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	27, // 86: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	29, // 87: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	34, // 88: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	31, // 89: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	36, // 90: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	39, // 91: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	41, // 92: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	44, // 93: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	47, // 94: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
-	49, // 95: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
-	51, // 96: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
-	10, // 97: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	22, // 98: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	26, // 99: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	28, // 100: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	30, // 101: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	35, // 102: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	32, // 103: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	37, // 104: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	40, // 105: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	42, // 106: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	45, // 107: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	48, // 108: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
-	50, // 109: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
-	52, // 110: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
-	97, // [97:111] is the sub-list for method output_type
-	83, // [83:97] is the sub-list for method input_type
-	83, // [83:83] is the sub-list for extension type_name
-	83, // [83:83] is the sub-list for extension extendee
-	0,  // [0:83] is the sub-list for field type_name
+	64,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	12,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
+	14,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
+	16,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
+	17,  // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
+	18,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
+	19,  // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
+	21,  // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
+	64,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	64,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	13,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
+	64,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	65,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	64,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	65,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	64,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	15,  // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
+	64,  // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	65,  // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	65,  // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	0,   // 20: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
+	1,   // 21: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
+	20,  // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
+	2,   // 23: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
+	65,  // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	39,  // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	3,   // 26: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
+	24,  // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
+	4,   // 28: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
+	64,  // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	64,  // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	64,  // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	64,  // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	0,   // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,   // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	25,  // 35: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	39,  // 36: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	1,   // 37: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	25,  // 38: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	2,   // 39: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
+	34,  // 40: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	64,  // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	5,   // 42: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
+	5,   // 43: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
+	64,  // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	6,   // 45: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
+	64,  // 46: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	15,  // 47: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
+	6,   // 48: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
+	64,  // 49: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	0,   // 50: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,   // 51: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	64,  // 52: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	64,  // 53: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	64,  // 54: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	64,  // 55: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	64,  // 56: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	64,  // 57: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	64,  // 58: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	64,  // 59: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,   // 60: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	64,  // 61: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	44,  // 62: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
+	44,  // 63: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
+	64,  // 64: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
+	64,  // 65: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
+	64,  // 66: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
+	64,  // 67: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
+	47,  // 68: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
+	64,  // 69: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
+	64,  // 70: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
+	64,  // 71: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
+	54,  // 72: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	54,  // 73: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	7,   // 74: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
+	8,   // 75: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
+	54,  // 76: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
+	8,   // 77: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
+	7,   // 78: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
+	64,  // 79: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
+	64,  // 80: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
+	64,  // 81: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
+	64,  // 82: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
+	63,  // 83: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	63,  // 84: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	63,  // 85: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
+	63,  // 86: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	9,   // 87: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
+	64,  // 88: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	64,  // 89: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
+	64,  // 90: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
+	64,  // 91: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
+	10,  // 92: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	22,  // 93: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	26,  // 94: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	28,  // 95: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	30,  // 96: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	35,  // 97: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	32,  // 98: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	37,  // 99: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	40,  // 100: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	42,  // 101: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	45,  // 102: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	48,  // 103: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	50,  // 104: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	52,  // 105: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	55,  // 106: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	57,  // 107: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
+	59,  // 108: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
+	61,  // 109: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
+	11,  // 110: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	23,  // 111: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	27,  // 112: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	29,  // 113: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	31,  // 114: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	36,  // 115: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	33,  // 116: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	38,  // 117: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	41,  // 118: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	43,  // 119: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	46,  // 120: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	49,  // 121: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	51,  // 122: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	53,  // 123: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	56,  // 124: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	58,  // 125: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
+	60,  // 126: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
+	62,  // 127: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
+	110, // [110:128] is the sub-list for method output_type
+	92,  // [92:110] is the sub-list for method input_type
+	92,  // [92:92] is the sub-list for extension type_name
+	92,  // [92:92] is the sub-list for extension extendee
+	0,   // [0:92] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -4924,8 +5706,8 @@ func file_msgx_control_v1_control_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   45,
+			NumEnums:      10,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,10 @@ const (
 	ControlService_RequestSchedule_FullMethodName          = "/msgx.control.v1.ControlService/RequestSchedule"
 	ControlService_RequestReference_FullMethodName         = "/msgx.control.v1.ControlService/RequestReference"
 	ControlService_ListRequests_FullMethodName             = "/msgx.control.v1.ControlService/ListRequests"
+	ControlService_RebuildProjection_FullMethodName        = "/msgx.control.v1.ControlService/RebuildProjection"
+	ControlService_GetProjectionRebuild_FullMethodName     = "/msgx.control.v1.ControlService/GetProjectionRebuild"
+	ControlService_ListProjectionRebuilds_FullMethodName   = "/msgx.control.v1.ControlService/ListProjectionRebuilds"
+	ControlService_CancelProjectionRebuild_FullMethodName  = "/msgx.control.v1.ControlService/CancelProjectionRebuild"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -107,6 +111,17 @@ type ControlServiceClient interface {
 	RequestReference(ctx context.Context, in *RequestReferenceRequest, opts ...grpc.CallOption) (*RequestReferenceResponse, error)
 	// ListRequests lists req_track rows in req_id order, filtered, a page at a time.
 	ListRequests(ctx context.Context, in *ListRequestsRequest, opts ...grpc.CallOption) (*ListRequestsResponse, error)
+	// RebuildProjection requests a rebuild. One runs at a time: while one is pending or running,
+	// the call returns that one with already_running set and requests nothing.
+	RebuildProjection(ctx context.Context, in *RebuildProjectionRequest, opts ...grpc.CallOption) (*RebuildProjectionResponse, error)
+	// GetProjectionRebuild returns one rebuild with its progress and counts (msgxctl
+	// rebuild-projection polls it). NOT_FOUND for an unknown rebuild_id.
+	GetProjectionRebuild(ctx context.Context, in *GetProjectionRebuildRequest, opts ...grpc.CallOption) (*GetProjectionRebuildResponse, error)
+	// ListProjectionRebuilds lists rebuilds, newest first, a page at a time.
+	ListProjectionRebuilds(ctx context.Context, in *ListProjectionRebuildsRequest, opts ...grpc.CallOption) (*ListProjectionRebuildsResponse, error)
+	// CancelProjectionRebuild stops a rebuild: a pending one at once, a running one after the
+	// page it is on. What it repaired stays repaired. FAILED_PRECONDITION when it already ended.
+	CancelProjectionRebuild(ctx context.Context, in *CancelProjectionRebuildRequest, opts ...grpc.CallOption) (*CancelProjectionRebuildResponse, error)
 }
 
 type controlServiceClient struct {
@@ -257,6 +272,46 @@ func (c *controlServiceClient) ListRequests(ctx context.Context, in *ListRequest
 	return out, nil
 }
 
+func (c *controlServiceClient) RebuildProjection(ctx context.Context, in *RebuildProjectionRequest, opts ...grpc.CallOption) (*RebuildProjectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebuildProjectionResponse)
+	err := c.cc.Invoke(ctx, ControlService_RebuildProjection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) GetProjectionRebuild(ctx context.Context, in *GetProjectionRebuildRequest, opts ...grpc.CallOption) (*GetProjectionRebuildResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetProjectionRebuildResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetProjectionRebuild_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) ListProjectionRebuilds(ctx context.Context, in *ListProjectionRebuildsRequest, opts ...grpc.CallOption) (*ListProjectionRebuildsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProjectionRebuildsResponse)
+	err := c.cc.Invoke(ctx, ControlService_ListProjectionRebuilds_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) CancelProjectionRebuild(ctx context.Context, in *CancelProjectionRebuildRequest, opts ...grpc.CallOption) (*CancelProjectionRebuildResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelProjectionRebuildResponse)
+	err := c.cc.Invoke(ctx, ControlService_CancelProjectionRebuild_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -322,6 +377,17 @@ type ControlServiceServer interface {
 	RequestReference(context.Context, *RequestReferenceRequest) (*RequestReferenceResponse, error)
 	// ListRequests lists req_track rows in req_id order, filtered, a page at a time.
 	ListRequests(context.Context, *ListRequestsRequest) (*ListRequestsResponse, error)
+	// RebuildProjection requests a rebuild. One runs at a time: while one is pending or running,
+	// the call returns that one with already_running set and requests nothing.
+	RebuildProjection(context.Context, *RebuildProjectionRequest) (*RebuildProjectionResponse, error)
+	// GetProjectionRebuild returns one rebuild with its progress and counts (msgxctl
+	// rebuild-projection polls it). NOT_FOUND for an unknown rebuild_id.
+	GetProjectionRebuild(context.Context, *GetProjectionRebuildRequest) (*GetProjectionRebuildResponse, error)
+	// ListProjectionRebuilds lists rebuilds, newest first, a page at a time.
+	ListProjectionRebuilds(context.Context, *ListProjectionRebuildsRequest) (*ListProjectionRebuildsResponse, error)
+	// CancelProjectionRebuild stops a rebuild: a pending one at once, a running one after the
+	// page it is on. What it repaired stays repaired. FAILED_PRECONDITION when it already ended.
+	CancelProjectionRebuild(context.Context, *CancelProjectionRebuildRequest) (*CancelProjectionRebuildResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -373,6 +439,18 @@ func (UnimplementedControlServiceServer) RequestReference(context.Context, *Requ
 }
 func (UnimplementedControlServiceServer) ListRequests(context.Context, *ListRequestsRequest) (*ListRequestsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRequests not implemented")
+}
+func (UnimplementedControlServiceServer) RebuildProjection(context.Context, *RebuildProjectionRequest) (*RebuildProjectionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RebuildProjection not implemented")
+}
+func (UnimplementedControlServiceServer) GetProjectionRebuild(context.Context, *GetProjectionRebuildRequest) (*GetProjectionRebuildResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProjectionRebuild not implemented")
+}
+func (UnimplementedControlServiceServer) ListProjectionRebuilds(context.Context, *ListProjectionRebuildsRequest) (*ListProjectionRebuildsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProjectionRebuilds not implemented")
+}
+func (UnimplementedControlServiceServer) CancelProjectionRebuild(context.Context, *CancelProjectionRebuildRequest) (*CancelProjectionRebuildResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelProjectionRebuild not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -647,6 +725,78 @@ func _ControlService_ListRequests_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_RebuildProjection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebuildProjectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).RebuildProjection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_RebuildProjection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).RebuildProjection(ctx, req.(*RebuildProjectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_GetProjectionRebuild_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProjectionRebuildRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetProjectionRebuild(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetProjectionRebuild_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetProjectionRebuild(ctx, req.(*GetProjectionRebuildRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_ListProjectionRebuilds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProjectionRebuildsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).ListProjectionRebuilds(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_ListProjectionRebuilds_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).ListProjectionRebuilds(ctx, req.(*ListProjectionRebuildsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_CancelProjectionRebuild_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelProjectionRebuildRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).CancelProjectionRebuild(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_CancelProjectionRebuild_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).CancelProjectionRebuild(ctx, req.(*CancelProjectionRebuildRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -709,6 +859,22 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRequests",
 			Handler:    _ControlService_ListRequests_Handler,
+		},
+		{
+			MethodName: "RebuildProjection",
+			Handler:    _ControlService_RebuildProjection_Handler,
+		},
+		{
+			MethodName: "GetProjectionRebuild",
+			Handler:    _ControlService_GetProjectionRebuild_Handler,
+		},
+		{
+			MethodName: "ListProjectionRebuilds",
+			Handler:    _ControlService_ListProjectionRebuilds_Handler,
+		},
+		{
+			MethodName: "CancelProjectionRebuild",
+			Handler:    _ControlService_CancelProjectionRebuild_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -359,3 +359,54 @@ func (r *ListRequestsRequest) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// MaxRebuildFLIDs bounds the FLIDs of one RebuildProjection: a larger selection is the whole
+// projection (pkg/rebuild.MaxFLIDs).
+const MaxRebuildFLIDs = 10000
+
+// Validate checks the request: exactly one of all and flid.
+func (r *RebuildProjectionRequest) Validate() error {
+	var errs []error
+	switch n := len(r.GetFlid()); {
+	case r.GetAll() && n > 0:
+		errs = append(errs, errors.New("set all or flid, not both"))
+	case !r.GetAll() && n == 0:
+		errs = append(errs, errors.New("set all (the whole projection) or flid (some flights)"))
+	case n > MaxRebuildFLIDs:
+		errs = append(errs, fmt.Errorf("%d FLIDs, at most %d: rebuild all instead", n, MaxRebuildFLIDs))
+	}
+	for _, f := range r.GetFlid() {
+		if strings.TrimSpace(f) == "" {
+			errs = append(errs, errors.New("flid holds an empty FLID"))
+			break
+		}
+	}
+	errs = append(errs, validComment(r.GetComment()))
+	return errors.Join(errs...)
+}
+
+// Validate checks the request.
+func (r *GetProjectionRebuildRequest) Validate() error {
+	if r.GetRebuildId() <= 0 {
+		return fmt.Errorf("rebuild_id must be positive, got %d", r.GetRebuildId())
+	}
+	return nil
+}
+
+// Validate checks the request.
+func (r *ListProjectionRebuildsRequest) Validate() error {
+	if n := r.GetPageSize(); n < 0 || n > MaxPageSize {
+		return fmt.Errorf("page_size must be between 0 (default %d) and %d, got %d", DefaultPageSize, MaxPageSize, n)
+	}
+	return nil
+}
+
+// Validate checks the request.
+func (r *CancelProjectionRebuildRequest) Validate() error {
+	var errs []error
+	if r.GetRebuildId() <= 0 {
+		errs = append(errs, fmt.Errorf("rebuild_id must be positive, got %d", r.GetRebuildId()))
+	}
+	errs = append(errs, validComment(r.GetComment()))
+	return errors.Join(errs...)
+}

@@ -101,6 +101,15 @@ func TestValidate(t *testing.T) {
 			Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED, Through: -1}, "through must be"},
 		{"resolve long comment", &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
 			Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, Comment: long}, "comment"},
+		{"rebuild all", &controlv1.RebuildProjectionRequest{All: true, DryRun: true}, ""},
+		{"rebuild flids", &controlv1.RebuildProjectionRequest{Flid: []string{"F1", "F2"}}, ""},
+		{"rebuild nothing", &controlv1.RebuildProjectionRequest{}, "set all"},
+		{"rebuild both", &controlv1.RebuildProjectionRequest{All: true, Flid: []string{"F1"}}, "not both"},
+		{"rebuild empty flid", &controlv1.RebuildProjectionRequest{Flid: []string{" "}}, "empty FLID"},
+		{"rebuild too many", &controlv1.RebuildProjectionRequest{Flid: make([]string, controlv1.MaxRebuildFLIDs+1)}, "at most"},
+		{"get rebuild zero", &controlv1.GetProjectionRebuildRequest{}, "rebuild_id"},
+		{"cancel rebuild zero", &controlv1.CancelProjectionRebuildRequest{}, "rebuild_id"},
+		{"list rebuilds big page", &controlv1.ListProjectionRebuildsRequest{PageSize: 5000}, "page_size"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

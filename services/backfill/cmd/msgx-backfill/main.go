@@ -1,6 +1,6 @@
 // Command msgx-backfill writes the processed markers back to the shared inbox and runs the
 // retention sweeps (proc_state, msg_event, schd_snap_log, req_track, flight history) and the
-// Redis projection's consistency sentinel.
+// Redis projection's consistency sentinel, with the rebuilds the control API requests.
 package main
 
 import (
@@ -58,6 +58,7 @@ func run(ctx context.Context, b *service.Base) error {
 		SampleRatio: cfg.Consistency.SampleRatio,
 		FullBelow:   cfg.Consistency.FullBelow,
 		Period:      cfg.Consistency.Period,
+		JobPoll:     p.PollInterval,
 	}, projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout), b.Clock, b.Logger, b.Registry)
 	elector := b.Elector()
 	return b.Run(ctx, func(ctx context.Context) error {

@@ -7,7 +7,8 @@
 // besides the pump: a process of its own, so the pump's critical path carries none of it. Each
 // page of flights is compared and repaired inside one short transaction holding the pipeline
 // lock, which the pump holds across its own projection writes; so a repair never races a newer
-// write of the pump, and the pump waits for at most one page.
+// write of the pump, and the pump waits for at most one page. The on-demand checks and rebuilds
+// the control API requests (projection_rebuild) go through the same pages (rebuild.go).
 package sentinel
 
 import (
@@ -54,6 +55,9 @@ type Config struct {
 	Period time.Duration
 	// Page is how many flights one locked transaction compares (default 100).
 	Page int
+	// JobPoll is how often the role looks for a requested rebuild (pipeline.poll-interval,
+	// default 1s).
+	JobPoll time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -61,6 +65,7 @@ func (c Config) withDefaults() Config {
 	c.FullBelow = cmp.Or(c.FullBelow, 50_000)
 	c.Period = cmp.Or(c.Period, 24*time.Hour)
 	c.Page = cmp.Or(c.Page, 100)
+	c.JobPoll = cmp.Or(c.JobPoll, time.Second)
 	return c
 }
 
@@ -96,21 +101,29 @@ func New(cfg Config, proj Projection, clk clock.Clock, logger *slog.Logger, reg 
 	return &Sentinel{cfg: cfg.withDefaults(), proj: proj, clock: clk, logger: logger, metrics: newMetrics(reg)}
 }
 
-// Run checks at start-up (when configured) and then every period, until ctx ends. A failed
-// check (Redis or PostgreSQL not answering) is logged and tried again at the next period: it
-// decides nothing.
+// Run checks at start-up (when configured) and then every period, and executes the rebuilds
+// the control API requests, until ctx ends. A failed check (Redis or PostgreSQL not answering)
+// is logged and tried again at the next period: it decides nothing; a failed step of a rebuild
+// is recorded on the job and tried again at the next poll. One goroutine does all of it, so a
+// periodic check and a rebuild never overlap.
 func (s *Sentinel) Run(ctx context.Context, sess Session) error {
 	if s.cfg.OnStartup {
 		s.runOnce(ctx, sess, s.startupRatio(ctx, sess))
 	}
 	t := time.NewTicker(s.cfg.Period)
 	defer t.Stop()
+	jobs := time.NewTicker(s.cfg.JobPoll)
+	defer jobs.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 			s.runOnce(ctx, sess, s.cfg.SampleRatio)
+		case <-jobs.C:
+			if err := s.RunJobs(ctx, sess); err != nil && ctx.Err() == nil {
+				s.logger.Error("projection rebuild step failed; tried again at the next poll", "err", err)
+			}
 		}
 	}
 }
@@ -157,7 +170,7 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 			if page, err = flightstore.SampleFLIDs(ctx, tx, after, ratio, s.cfg.Page); err != nil || len(page) == 0 {
 				return err
 			}
-			return s.comparePage(ctx, tx, page, &res)
+			return s.comparePage(ctx, tx, page, &res, false)
 		})
 		if err != nil {
 			return res, err
@@ -174,8 +187,8 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 	return res, nil
 }
 
-// comparePage compares and repairs one page under the pipeline lock, in tx.
-func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result) error {
+// comparePage compares and repairs (unless dryRun) one page under the pipeline lock, in tx.
+func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result, dryRun bool) error {
 	if err := leader.LockPipelineTx(ctx, tx); err != nil {
 		return err
 	}
@@ -198,12 +211,15 @@ func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, r
 		if d := projection.Compare(f, got[i]); d != "" {
 			res.Drift[d]++
 			s.metrics.drift.WithLabelValues(string(d)).Inc()
-			s.logger.Warn("projection drifted from PostgreSQL; rewritten from PostgreSQL", "flid", f.FLID, "kind", d,
+			s.logger.Warn("projection drifted from PostgreSQL; "+fate(dryRun), "flid", f.FLID, "kind", d,
 				"version", f.Version, "redis_version", got[i].Version)
 			fix = append(fix, f)
 		}
 	}
 	res.Checked += len(want)
+	if dryRun {
+		return nil
+	}
 	if err := s.proj.Repair(ctx, fix, nil); err != nil {
 		return err
 	}
@@ -231,7 +247,7 @@ func (s *Sentinel) extras(ctx context.Context, sess Session, res *Result) error 
 				}
 			}
 			if len(fresh) > 0 {
-				if err := sess.Tx(ctx, func(tx pgx.Tx) error { return s.removeUnknown(ctx, tx, fresh, res) }); err != nil {
+				if err := sess.Tx(ctx, func(tx pgx.Tx) error { return s.removeUnknown(ctx, tx, fresh, res, false) }); err != nil {
 					return err
 				}
 			}
@@ -244,7 +260,9 @@ func (s *Sentinel) extras(ctx context.Context, sess Session, res *Result) error 
 	return nil
 }
 
-func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string, res *Result) error {
+// removeUnknown removes (unless dryRun) the keys of those of flids that PostgreSQL does not
+// have, in tx.
+func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string, res *Result, dryRun bool) error {
 	unknown, err := flightstore.Unknown(ctx, tx, flids)
 	if err != nil || len(unknown) == 0 {
 		return err
@@ -257,13 +275,16 @@ func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string,
 		return err
 	}
 	for _, flid := range unknown {
-		s.logger.Warn("projection has keys of a flight PostgreSQL does not have; removed", "flid", flid, "kind", projection.Extra)
+		s.logger.Warn("projection has keys of a flight PostgreSQL does not have; "+fate(dryRun), "flid", flid, "kind", projection.Extra)
+	}
+	res.Drift[projection.Extra] += len(unknown)
+	s.metrics.drift.WithLabelValues(string(projection.Extra)).Add(float64(len(unknown)))
+	if dryRun {
+		return nil
 	}
 	if err := s.proj.Repair(ctx, nil, unknown); err != nil {
 		return err
 	}
-	res.Drift[projection.Extra] += len(unknown)
-	s.metrics.drift.WithLabelValues(string(projection.Extra)).Add(float64(len(unknown)))
 	res.Repaired += len(unknown)
 	s.metrics.repaired.Add(float64(len(unknown)))
 	return nil
@@ -279,6 +300,13 @@ func (s *Sentinel) observe(res Result) {
 	s.metrics.lastChecked.Set(float64(res.Checked))
 	s.metrics.lastFound.Set(float64(res.Found()))
 	s.metrics.streak.Set(float64(s.streak))
+}
+
+func fate(dryRun bool) string {
+	if dryRun {
+		return "left as it is (dry run)"
+	}
+	return "repaired from PostgreSQL"
 }
 
 func flightIDs(fs []flight.Flight) []string {

@@ -54,6 +54,7 @@ func New(b *service.Base) (*App, error) {
 		Elector:  term,
 		Writer:   term,
 		Inbox:    in,
+		Caller:   server.CallerName,
 		Outbound: request.Outbound{
 			Encoder:   sis.Encoder{Sender: b.Config.OutboundSender, Zone: b.Config.AirportZone},
 			RoutingID: b.Config.Requests.RoutingID,

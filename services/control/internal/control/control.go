@@ -73,6 +73,9 @@ type Config struct {
 	// less). It stays well under the lock connection's lease (10 s) so a slow write cannot
 	// cost the control role. Default 5s.
 	WriteTimeout time.Duration
+	// Caller names who made a call (the token's fingerprint, the client certificate's
+	// subject), for the rows that keep it (projection_rebuild.requested_by); "unknown" when nil.
+	Caller func(ctx context.Context) string
 	// ReadTimeout bounds one status read in PostgreSQL (statement_timeout), so a slow status
 	// query from a dashboard cannot pile up on the database. Default 10s.
 	ReadTimeout time.Duration

@@ -185,6 +185,10 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 	flags := newRequestFlags(md.Input(), cmd.Flags(), root.PersistentFlags())
 	var requestJSON string
 	cmd.Flags().StringVar(&requestJSON, "request-json", "", "the whole request as JSON (protojson); flags given too override its fields")
+	follow, detach := followers[md.Name()], false
+	if follow != nil {
+		cmd.Flags().BoolVar(&detach, "detach", false, "return once the server accepted the call instead of following the job it started")
+	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		req, err := newMessage(md.Input())
 		if err != nil {
@@ -213,6 +217,9 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		}
 		if err := o.invoke(cmd.Context(), md, req, resp); err != nil {
 			return err
+		}
+		if follow != nil && !detach {
+			return follow(cmd.Context(), o, resp, stdout, cmd.ErrOrStderr())
 		}
 		return render(stdout, o.output, resp)
 	}

@@ -56,6 +56,8 @@ func TestFlagsBuildTheRequest(t *testing.T) {
 	}{
 		{method: "replay", args: []string{"--msg-ids", "1,2", "--msg-ids=3", "--dry-run"},
 			want: &controlv1.ReplayRequest{MsgIds: []int64{1, 2, 3}, DryRun: true}},
+		{method: "rebuild-projection", args: []string{"--flid", "F1,F2", "--flid", "F3", "--dry-run"},
+			want: &controlv1.RebuildProjectionRequest{Flid: []string{"F1", "F2", "F3"}, DryRun: true}},
 		{method: "replay", args: []string{"--error-class", "exhausted", "--comment", "INC 7"},
 			want: &controlv1.ReplayRequest{ErrorClass: controlv1.ErrorClass_ERROR_CLASS_EXHAUSTED, Comment: "INC 7"}},
 		{method: "replay", args: []string{"--error-class", "ERROR_CLASS_CODEC_ERROR", "--range.first", "5", "--range.last", "9"},

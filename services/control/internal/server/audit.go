@@ -52,6 +52,19 @@ func withCaller(ctx context.Context, token string) context.Context {
 	return context.WithValue(ctx, callerKey{}, c)
 }
 
+// CallerName is the caller in ctx as one string: the client certificate's subject when there is
+// one, else the token's fingerprint; empty without an authenticated caller.
+func CallerName(ctx context.Context) string {
+	c, ok := CallerFrom(ctx)
+	switch {
+	case !ok:
+		return ""
+	case c.CertSubject != "":
+		return c.CertSubject
+	}
+	return c.Token
+}
+
 func tokenFingerprint(sum [sha256.Size]byte) string { return "sha256:" + hex.EncodeToString(sum[:4]) }
 
 // Mutating reports whether a method changes the pipeline: every method of the given services

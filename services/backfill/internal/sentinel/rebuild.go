@@ -1,0 +1,222 @@
+package sentinel
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/rebuild"
+)
+
+// The on-demand checks and rebuilds (docs/redis.md, "Rebuild"): a job requested through the
+// control API (pkg/rebuild) is executed here one step at a time, each step one transaction on
+// the role's lock connection that locks the job row, does one page (compared and repaired under
+// the pipeline lock, as the periodic check does) and records the cursor and counts. A crash or a
+// failover loses at most the step in flight, which the next holder of the role does again: a
+// repair is a rewrite from PostgreSQL, so doing it twice changes nothing.
+
+// RunJobs executes the open job, if any, to its end. It returns when there is no open job, or
+// with the error of a step (recorded on the job, which the next call resumes).
+func (s *Sentinel) RunJobs(ctx context.Context, sess Session) error {
+	for {
+		id, more, err := s.Step(ctx, sess)
+		if err != nil {
+			if id != 0 && ctx.Err() == nil {
+				if nerr := sess.Tx(ctx, func(tx pgx.Tx) error { return rebuild.NoteError(ctx, tx, id, err, s.clock.Now()) }); nerr != nil {
+					s.logger.Warn("projection rebuild: could not record the step's error", "rebuild_id", id, "err", nerr)
+				}
+			}
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// Step does one step of the open job: it returns the job's ID (0 without an open job) and
+// whether the job goes on.
+func (s *Sentinel) Step(ctx context.Context, sess Session) (id int64, more bool, err error) {
+	err = sess.Tx(ctx, func(tx pgx.Tx) error {
+		job, err := rebuild.LockOpen(ctx, tx)
+		if err != nil || job == nil {
+			return err
+		}
+		id = job.ID
+		more, err = s.step(ctx, tx, job)
+		return err
+	})
+	if err != nil {
+		return id, false, fmt.Errorf("projection rebuild %d: %w", id, err)
+	}
+	return id, more, nil
+}
+
+func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool, error) {
+	now := s.clock.Now()
+	switch {
+	case job.CancelRequested:
+		s.logger.Info("projection rebuild cancelled", "rebuild_id", job.ID, "done", job.Done, "total", job.Total)
+		return false, rebuild.Finish(ctx, tx, job.ID, rebuild.StateCancelled, now)
+	case job.State == rebuild.StatePending:
+		total := int64(len(job.FLIDs))
+		if job.All() {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM flight_schd`).Scan(&total); err != nil {
+				return false, fmt.Errorf("count the flights: %w", err)
+			}
+		}
+		s.logger.Info("projection rebuild started", "rebuild_id", job.ID, "all", job.All(), "dry_run", job.DryRun,
+			"total", total, "requested_by", job.RequestedBy)
+		return true, rebuild.Start(ctx, tx, job.ID, total, now)
+	}
+	var (
+		res      = Result{Drift: map[projection.Drift]int{}}
+		next     rebuild.Progress
+		finished bool
+		err      error
+	)
+	switch job.Phase {
+	case rebuild.PhaseFlights:
+		next, finished, err = s.flightsStep(ctx, tx, job, &res)
+	case rebuild.PhaseExtraDocs, rebuild.PhaseExtraVersions:
+		next, finished, err = s.extrasStep(ctx, tx, job, &res)
+	default:
+		err = fmt.Errorf("unknown phase %q", job.Phase)
+	}
+	if err != nil {
+		return false, err
+	}
+	next.Counts = rebuild.Counts{Missing: int64(res.Drift[projection.Missing]), Stale: int64(res.Drift[projection.Stale]),
+		Content: int64(res.Drift[projection.Content]), Extra: int64(res.Drift[projection.Extra]), Repaired: int64(res.Repaired)}
+	if err := rebuild.Advance(ctx, tx, job.ID, next, now); err != nil {
+		return false, err
+	}
+	if !finished {
+		return true, nil
+	}
+	// The last step: the job's totals are this step's plus what the row holds.
+	c := job.Counts.Add(next.Counts)
+	s.logger.Info("projection rebuild done", "rebuild_id", job.ID, "dry_run", job.DryRun, "checked", job.Done+next.Done,
+		"missing", c.Missing, "stale", c.Stale, "content", c.Content, "extra", c.Extra, "repaired", c.Repaired)
+	s.observe(Result{Checked: int(job.Done + next.Done), Drift: map[projection.Drift]int{projection.Missing: int(c.Missing),
+		projection.Stale: int(c.Stale), projection.Content: int(c.Content), projection.Extra: int(c.Extra)}, Repaired: int(c.Repaired)})
+	return false, rebuild.Finish(ctx, tx, job.ID, rebuild.StateDone, now)
+}
+
+// flightsStep compares the next page of the job's flights. A FLID of a scoped job that
+// PostgreSQL does not have is an extra when Redis holds a key of it. finished reports that the
+// job has nothing left to do.
+func (s *Sentinel) flightsStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job, res *Result) (next rebuild.Progress, finished bool, err error) {
+	var page []string
+	if job.All() {
+		if page, err = flightstore.SampleFLIDs(ctx, tx, job.Cursor, 1, s.cfg.Page); err != nil {
+			return next, false, err
+		}
+	} else {
+		page = job.NextFLIDs(s.cfg.Page)
+	}
+	next = rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: job.Cursor, Done: int64(len(page))}
+	if len(page) > 0 {
+		next.Cursor = page[len(page)-1]
+		if err := s.comparePage(ctx, tx, page, res, job.DryRun); err != nil {
+			return next, false, err
+		}
+		if !job.All() {
+			if err := s.scopedExtras(ctx, tx, page, res, job.DryRun); err != nil {
+				return next, false, err
+			}
+		}
+	}
+	if len(page) < s.cfg.Page {
+		if !job.All() {
+			return next, true, nil
+		}
+		next.Phase, next.Cursor = rebuild.PhaseExtraDocs, "0"
+	}
+	return next, false, nil
+}
+
+// scopedExtras treats the FLIDs of page that PostgreSQL does not have but Redis has keys of as
+// extras (the comparison skipped them).
+func (s *Sentinel) scopedExtras(ctx context.Context, tx pgx.Tx, page []string, res *Result, dryRun bool) error {
+	unknown, err := flightstore.Unknown(ctx, tx, page)
+	if err != nil || len(unknown) == 0 {
+		return err
+	}
+	got, err := s.proj.Observe(ctx, unknown)
+	if err != nil {
+		return err
+	}
+	var present []string
+	for _, o := range got {
+		if o.Doc != nil || o.Version >= 0 {
+			present = append(present, o.FLID)
+		}
+	}
+	if len(present) == 0 {
+		return nil
+	}
+	return s.removeUnknown(ctx, tx, present, res, dryRun)
+}
+
+// extrasStep scans one page of the documents, then of the version hash, for keys of FLIDs
+// PostgreSQL does not have. The scan cursor is Redis's: a Redis restarted meanwhile may make the
+// rest of the scan miss keys, which the next check finds.
+func (s *Sentinel) extrasStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job, res *Result) (next rebuild.Progress, finished bool, err error) {
+	cursor, err := strconv.ParseUint(job.Cursor, 10, 64)
+	if err != nil {
+		return next, false, fmt.Errorf("scan cursor %q: %w", job.Cursor, err)
+	}
+	scan := s.proj.ScanDocs
+	if job.Phase == rebuild.PhaseExtraVersions {
+		scan = s.proj.ScanVersions
+	}
+	flids, nextCursor, err := scan(ctx, cursor, int64(s.cfg.Page))
+	if err != nil {
+		return next, false, err
+	}
+	if job.Phase == rebuild.PhaseExtraVersions {
+		// An unknown FLID that still has a document was counted by the document scan (a dry
+		// run leaves it there): count it once.
+		if flids, err = s.withoutDocs(ctx, tx, flids); err != nil {
+			return next, false, err
+		}
+	}
+	if len(flids) > 0 {
+		if err := s.removeUnknown(ctx, tx, flids, res, job.DryRun); err != nil {
+			return next, false, err
+		}
+	}
+	next = rebuild.Progress{Phase: job.Phase, Cursor: strconv.FormatUint(nextCursor, 10)}
+	switch {
+	case nextCursor != 0:
+		return next, false, nil
+	case job.Phase == rebuild.PhaseExtraDocs:
+		next.Phase, next.Cursor = rebuild.PhaseExtraVersions, "0"
+		return next, false, nil
+	}
+	return next, true, nil
+}
+
+// withoutDocs returns those of flids unknown to PostgreSQL that have no document in Redis.
+func (s *Sentinel) withoutDocs(ctx context.Context, tx pgx.Tx, flids []string) ([]string, error) {
+	unknown, err := flightstore.Unknown(ctx, tx, flids)
+	if err != nil || len(unknown) == 0 {
+		return nil, err
+	}
+	got, err := s.proj.Observe(ctx, unknown)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range got {
+		if o.Doc == nil {
+			out = append(out, o.FLID)
+		}
+	}
+	return out, nil
+}

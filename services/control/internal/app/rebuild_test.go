@@ -1,0 +1,178 @@
+package app_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/rebuild"
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
+)
+
+// RebuildProjection registers one job (audited, with who asked); a second call while it is open
+// gets it back; Get, List and Cancel answer for it.
+func TestProjectionRebuildRPCs(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	logs := &logBuffer{}
+	in := startWith(t, db, "control-rebuild", now, nil, logs)
+	waitActive(t, in)
+	ctx := withToken(callCtx(t), token)
+
+	first, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{Flid: []string{"F2", "F1", "F2"}, DryRun: true, Comment: "INC-16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := first.GetRebuild()
+	if first.GetAlreadyRunning() || r.GetState() != controlv1.RebuildState_REBUILD_STATE_PENDING || r.GetAll() ||
+		strings.Join(r.GetFlid(), ",") != "F1,F2" || !r.GetDryRun() || !strings.HasPrefix(r.GetRequestedBy(), "sha256:") {
+		t.Fatalf("first request: %v", first)
+	}
+	second, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.GetAlreadyRunning() || second.GetRebuild().GetRebuildId() != r.GetRebuildId() {
+		t.Fatalf("second request while the first is open: %v, want rebuild %d back", second, r.GetRebuildId())
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM projection_rebuild`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d rebuilds registered (%v), want 1", n, err)
+	}
+	var audited []string
+	for _, a := range logs.audits(t) {
+		audited = append(audited, a["method"].(string))
+	}
+	if strings.Count(strings.Join(audited, " "), "/RebuildProjection") != 2 {
+		t.Errorf("audit lines %v, want both RebuildProjection calls", audited)
+	}
+
+	got, err := in.client.GetProjectionRebuild(ctx, &controlv1.GetProjectionRebuildRequest{RebuildId: r.GetRebuildId()})
+	if err != nil || got.GetRebuild().GetComment() != "INC-16" {
+		t.Fatalf("get: %v, %v", got, err)
+	}
+	if _, err := in.client.GetProjectionRebuild(ctx, &controlv1.GetProjectionRebuildRequest{RebuildId: 999}); status.Code(err) != codes.NotFound {
+		t.Errorf("get of an unknown rebuild: %v, want NOT_FOUND", err)
+	}
+	if _, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("rebuild of nothing: %v, want INVALID_ARGUMENT", err)
+	}
+	c, err := in.client.CancelProjectionRebuild(ctx, &controlv1.CancelProjectionRebuildRequest{RebuildId: r.GetRebuildId()})
+	if err != nil || c.GetRebuild().GetState() != controlv1.RebuildState_REBUILD_STATE_CANCELLED {
+		t.Fatalf("cancel a pending rebuild: %v, %v", c, err)
+	}
+	if _, err := in.client.CancelProjectionRebuild(ctx, &controlv1.CancelProjectionRebuildRequest{RebuildId: r.GetRebuildId()}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("cancel an ended rebuild: %v, want FAILED_PRECONDITION", err)
+	}
+	third, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{All: true})
+	if err != nil || third.GetAlreadyRunning() || !third.GetRebuild().GetAll() {
+		t.Fatalf("request after the cancel: %v, %v", third, err)
+	}
+	list, err := in.client.ListProjectionRebuilds(ctx, &controlv1.ListProjectionRebuildsRequest{PageSize: 1})
+	if err != nil || len(list.GetRebuilds()) != 1 || list.GetRebuilds()[0].GetRebuildId() != third.GetRebuild().GetRebuildId() || list.GetNextPageToken() == "" {
+		t.Fatalf("list page 1: %v, %v", list, err)
+	}
+	list, err = in.client.ListProjectionRebuilds(ctx, &controlv1.ListProjectionRebuildsRequest{PageSize: 1, PageToken: list.GetNextPageToken()})
+	if err != nil || len(list.GetRebuilds()) != 1 || list.GetRebuilds()[0].GetRebuildId() != r.GetRebuildId() {
+		t.Fatalf("list page 2: %v, %v", list, err)
+	}
+}
+
+// msgxctl rebuild-projection follows the rebuild it started until it ends: on a pipe, one plain
+// line per change of progress, then the rebuild's fields. The backfill's steps are played here
+// through pkg/rebuild (the real executor runs in tools/e2e).
+func TestMsgxctlFollowsTheRebuild(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	in := startWith(t, db, "control-follow", now, nil, nil)
+	waitActive(t, in)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{ctl.EnvAddr + "=" + in.addr, ctl.EnvTokenFile + "=" + tokenFile}
+
+	go func() { // the backfill: start once the job is there, two steps, done
+		ctx := t.Context()
+		var open *rebuild.Job
+		for open == nil && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+			open, _ = rebuild.LockOpen(ctx, db.Pool)
+		}
+		if open == nil {
+			return
+		}
+		steps := []func() error{
+			func() error { return rebuild.Start(ctx, db.Pool, open.ID, 4, now) },
+			func() error {
+				return rebuild.Advance(ctx, db.Pool, open.ID, rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: "F2", Done: 2,
+					Counts: rebuild.Counts{Missing: 1, Repaired: 1}}, now)
+			},
+			func() error {
+				return rebuild.Advance(ctx, db.Pool, open.ID, rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: "F4", Done: 2,
+					Counts: rebuild.Counts{Stale: 1, Repaired: 1}}, now)
+			},
+			func() error { return rebuild.Finish(ctx, db.Pool, open.ID, rebuild.StateDone, now) },
+		}
+		for _, step := range steps {
+			time.Sleep(1500 * time.Millisecond) // longer than msgxctl's poll: each step is seen
+			if err := step(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	out, errOut, code := msgxctl(t, env, "rebuild-projection", "--flid", "F1,F2", "--flid", "F3", "--flid", "F4", "--comment", "INC-16")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"rebuild 1 PENDING: 0/0 flights",
+		"rebuild 1 RUNNING: 0/4 flights, phase FLIGHTS; drift missing 0 stale 0 content 0 extra 0; repaired 0",
+		"rebuild 1 RUNNING: 2/4 flights, phase FLIGHTS; drift missing 1 stale 0 content 0 extra 0; repaired 1",
+		"rebuild 1 RUNNING: 4/4 flights, phase FLIGHTS; drift missing 1 stale 1 content 0 extra 0; repaired 2",
+		"rebuild 1 DONE: 4/4 flights",
+	} {
+		if !strings.Contains(out, want+"") {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "rebuild.repaired") || strings.Contains(out, "\r") {
+		t.Errorf("want plain lines and then the rebuild's fields:\n%q", out)
+	}
+
+	// A second command while none is open starts a new one; -o json prints the final rebuild only.
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		open, err := rebuild.LockOpen(t.Context(), db.Pool)
+		if err == nil && open != nil {
+			_, _ = rebuild.Cancel(t.Context(), db.Pool, open.ID, now)
+		}
+	}()
+	out, errOut, code = msgxctl(t, env, "rebuild-projection", "--all", "--dry-run", "-o", "json")
+	if code != ctl.ExitCode(codes.Aborted) {
+		t.Fatalf("a cancelled rebuild: exit %d, want %d\n%s%s", code, ctl.ExitCode(codes.Aborted), out, errOut)
+	}
+	var final struct {
+		Rebuild struct {
+			State  string `json:"state"`
+			DryRun bool   `json:"dry_run"`
+		} `json:"rebuild"`
+	}
+	if err := json.Unmarshal([]byte(out), &final); err != nil || final.Rebuild.State != "REBUILD_STATE_CANCELLED" || !final.Rebuild.DryRun {
+		t.Fatalf("json output %q: %v", out, err)
+	}
+	if !strings.Contains(errOut, "cancelled") {
+		t.Errorf("stderr %q does not say the rebuild was cancelled", errOut)
+	}
+}
