@@ -47,8 +47,8 @@ func Add(ctx context.Context, q db.Executor, events []NewEvent, now time.Time) e
 	if len(events) == 0 {
 		return nil
 	}
-	if b, ok := q.(batcher); ok && len(events) > 2 {
-		// A schedule snapshot adds hundreds of events per transaction: one round trip for all.
+	if b, ok := q.(batcher); ok {
+		// One round trip for all, whether a FLOP's two events or a schedule snapshot's hundreds.
 		batch := &pgx.Batch{}
 		for _, e := range events {
 			sql, args, err := insertEvent(e, now)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
@@ -31,7 +32,8 @@ func BenchmarkFIFO(b *testing.B) {
 		b.StopTimer()
 		e := newEnv(b)
 		e.clkReal()
-		s := e.session(b)
+		trips := pgtest.NewRoundTrips()
+		s := e.tracedSession(b, trips)
 		p := e.newPump(b, options{quiet: true})
 		const flights = 200
 		var schedules []string
@@ -46,6 +48,7 @@ func BenchmarkFIFO(b *testing.B) {
 			flops[i] = e.remark(flid, fmt.Sprintf("REMARK %d", i))
 		}
 		first := e.bulkAdd(b, flops)
+		trips.Reset()
 		b.StartTimer()
 
 		began := time.Now()
@@ -56,6 +59,7 @@ func BenchmarkFIFO(b *testing.B) {
 		elapsed := time.Since(began)
 
 		b.StopTimer()
+		rt, st := trips.Counts()
 		var ok int
 		if err := e.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE msg_id >= $1 AND state = 'SUCCEEDED'`,
 			first).Scan(&ok); err != nil {
@@ -69,6 +73,10 @@ func BenchmarkFIFO(b *testing.B) {
 		b.ReportMetric(rate, "msgs/s")
 		b.ReportMetric(commits, "pg-commits/s")
 		b.ReportMetric(rate/commits, "msgs-per-commit")
+		b.ReportMetric(float64(rt)/float64(n), "pg-roundtrips/msg")
+		b.ReportMetric(float64(st)/float64(n), "pg-statements/msg")
+		b.Logf("FIFO: per message %.2f PostgreSQL round trips, %.2f statements; the most frequent:\n%s",
+			float64(rt)/float64(n), float64(st)/float64(n), strings.Join(trips.Top(25), "\n"))
 		b.Logf("FIFO: %d FLOPs in %s = %.0f msgs/s; one connection commits %.0f three-statement transactions/s; ratio %.3f",
 			n, elapsed.Round(time.Millisecond), rate, commits, rate/commits)
 		b.StartTimer()

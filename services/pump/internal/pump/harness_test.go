@@ -148,7 +148,18 @@ type connSession struct {
 
 func (e *env) session(t testing.TB) *connSession {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), e.pg.DSN)
+	return e.tracedSession(t, nil)
+}
+
+// tracedSession is session with a tracer on its connection (nil for none).
+func (e *env) tracedSession(t testing.TB, tracer pgx.QueryTracer) *connSession {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tracer = tracer
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
