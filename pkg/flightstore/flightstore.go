@@ -197,6 +197,10 @@ func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 	return nil
 }
 
+// QueueSave queues what Save writes for f into batch, for a caller that sends its other
+// writes of the same transaction in the same round trip.
+func QueueSave(batch *pgx.Batch, f flight.Flight) { queueSave(batch, []flight.Flight{f}) }
+
 // queueSave queues the writes of flights in a fixed number of statements, whatever their
 // count and their details: one upsert of their flight_schd rows, one statement clearing every
 // detail table for them, then one multi-row insert per detail table that has rows to write.

@@ -161,19 +161,22 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 			f.logger.Info("tags outside the STYP's rule were not merged", "msg_id", in.MsgID, "flid", rec.FLID,
 				"styp", in.Message.Meta.STYP, "ignored", o.Ignored)
 		}
+		// The record's writes and events in one round trip; the next record's load sees them.
+		batch := &pgx.Batch{}
 		for _, w := range o.Writes {
-			if err := flightstore.Save(ctx, tx, w); err != nil {
-				return pump.Result{}, err
-			}
+			flightstore.QueueSave(batch, w)
 		}
-		if len(o.Events) > 0 {
-			events := make([]outbox.NewEvent, len(o.Events))
-			for i, e := range o.Events {
-				events[i] = outbox.NewEvent{Target: e.Target, PartitionKey: e.FLID, Type: e.Type, Version: e.Version,
-					Payload: e.Payload, MsgID: in.MsgID, Trace: in.Trace}
-			}
-			if err := outbox.Add(ctx, tx, events, in.Now); err != nil {
-				return pump.Result{}, err
+		events := make([]outbox.NewEvent, len(o.Events))
+		for i, e := range o.Events {
+			events[i] = outbox.NewEvent{Target: e.Target, PartitionKey: e.FLID, Type: e.Type, Version: e.Version,
+				Payload: e.Payload, MsgID: in.MsgID, Trace: in.Trace}
+		}
+		if err := outbox.Queue(batch, events, in.Now); err != nil {
+			return pump.Result{}, err
+		}
+		if batch.Len() > 0 {
+			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+				return pump.Result{}, fmt.Errorf("write flight %s with %d events: %w", rec.FLID, len(events), err)
 			}
 		}
 		res.Project = append(res.Project, o.Project...)

@@ -117,7 +117,7 @@ func (e *env) newPump(t testing.TB, o options) *pump.Pump {
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	if o.raw == nil {
-		o.raw = e.inbox
+		o.raw = pump.NewReadAhead(e.inbox, slog.New(slog.DiscardHandler)) // as msgx-pump wires it
 	}
 	if o.proj == nil {
 		o.proj = e.proj
