@@ -222,7 +222,9 @@ func detailTables() []string {
 var (
 	lockTargetSQL   = `SELECT ` + rowColumns + ` FROM flight_schd WHERE flid = $1 FOR UPDATE`
 	lockChildrenSQL = `SELECT ` + rowColumns + ` FROM flight_schd WHERE maid = $1 AND flid <> $1 ORDER BY flid FOR UPDATE`
-	familyDetailSQL = detailQuery("flid, ", "(flid = $1 OR flid IN (SELECT flid FROM flight_schd WHERE maid = $1 AND flid <> $1))")
+	// The FLIDs as an array, not "flid = $1 OR flid IN (…)": PostgreSQL scans every detail
+	// table whole for the OR (EXPLAIN in docs/performance.md), and probes the key for ANY.
+	familyDetailSQL = detailQuery("flid, ", "flid = ANY(ARRAY(SELECT $1::text UNION ALL SELECT flid FROM flight_schd WHERE maid = $1 AND flid <> $1))")
 )
 
 // LoadLocked reads, locked, the full state of one flight and of its code-share children
