@@ -155,7 +155,8 @@ func BenchmarkScheduleDNLD(b *testing.B) {
 		b.StopTimer()
 		e := newEnv(b)
 		e.clkReal()
-		s := e.session(b)
+		trips := pgtest.NewRoundTrips()
+		s := e.tracedSession(b, trips)
 		p := e.newPump(b, options{quiet: true})
 		day := time.Date(2026, 3, 2, 0, 0, 0, 0, zone)
 		stored := traffic.Schedule(42, day, records+omitted)
@@ -168,11 +169,13 @@ func BenchmarkScheduleDNLD(b *testing.B) {
 		}
 		text := e.dnld(next...)
 		id := e.bulkAdd(b, []string{text})
+		trips.Reset()
 		b.StartTimer()
 
 		began := time.Now()
 		tick(b, p, s)
 		changed := time.Since(began)
+		rt, st := trips.Counts()
 
 		b.StopTimer()
 		if m := e.get(b, id); m.State != queue.Succeeded {
@@ -199,7 +202,11 @@ func BenchmarkScheduleDNLD(b *testing.B) {
 			benchreport.Figure{Bench: "dnld", Name: "changed-package-s", Value: changed.Seconds(), Unit: "s"},
 			benchreport.Figure{Bench: "dnld", Name: "unchanged-package-s", Value: unchanged.Seconds(), Unit: "s"},
 			benchreport.Figure{Bench: "dnld", Name: "flights-per-s", Value: rate, Unit: "flights/s"},
-			benchreport.Figure{Bench: "dnld", Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"})
+			benchreport.Figure{Bench: "dnld", Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"},
+			benchreport.Figure{Bench: "dnld", Name: "pg-roundtrips-per-package", Value: float64(rt)},
+			benchreport.Figure{Bench: "dnld", Name: "pg-statements-per-package", Value: float64(st)})
+		b.ReportMetric(float64(rt), "pg-roundtrips/package")
+		b.ReportMetric(float64(st), "pg-statements/package")
 		b.Logf("DNLD: %d records (%.1f MB), %d changed + %d deleted in %s = %.0f flights/s; the same package unchanged in %s; "+
 			"one connection commits %.0f three-statement transactions/s; ratio %.2f",
 			records, float64(len(text))/1e6, records, omitted, changed.Round(time.Millisecond), rate,
