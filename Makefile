@@ -51,14 +51,20 @@ $(HELM_STAMP):
 	GOBIN=$(CURDIR)/bin go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 	@touch $@
 
-## bench: throughput and latency benchmarks (figures are printed, never asserted)
+## bench: throughput and latency benchmarks (figures are printed, never asserted), then one
+## report of every target against the anchors measured in the same run (docs/performance.md).
+## MSGX_BENCH_BACKLOG=100000 makes the backlog bench the long RSS run.
+BENCH_FIGURES := $(CURDIR)/bin/bench-figures.jsonl
+bench: export MSGX_BENCH_REPORT = $(BENCH_FIGURES)
 bench:
-	go test -run '^$$' -bench . -benchmem -benchtime 1x ./tools/e2e/
+	@mkdir -p bin && rm -f $(BENCH_FIGURES)
+	go test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m ./tools/e2e/
 	go test -run '^$$' -bench . -benchmem ./pkg/sis/
 	go test -run '^$$' -bench 'FIFO|ScheduleDNLD' -benchtime 1x ./services/pump/internal/pump/
 	go test -run '^$$' -bench . -benchtime 1x ./services/dispatcher/...
 	go test -run '^$$' -bench . -benchtime 1x ./services/ingest/internal/discovery/
 	go test -run '^$$' -bench . -benchtime 1x ./services/pump/internal/processor/
+	@go run ./tools/cmd/msgx-benchreport $(BENCH_FIGURES)
 
 ## demo: the whole system end to end on this machine with a generated day of SIS traffic
 demo: build

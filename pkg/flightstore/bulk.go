@@ -122,6 +122,11 @@ func loadDetailsMany(ctx context.Context, q db.Executor, flights []flight.Flight
 	if err != nil {
 		return fmt.Errorf("details: %w", err)
 	}
+	return scanDetails(rows, byFLID)
+}
+
+// scanDetails adds the detail rows of detailQuery("flid, ", …) to their flights.
+func scanDetails(rows pgx.Rows, byFLID map[string]*flight.Flight) error {
 	defer rows.Close()
 	for rows.Next() {
 		var flid, tag string
@@ -183,30 +188,21 @@ func VersionFloors(ctx context.Context, q db.Executor, flids []string) (map[stri
 }
 
 // SaveMany writes the full states of several flights, as Save does for one, in one round
-// trip: the rows are upserted, every detail table is cleared for all of them with one
-// statement per table, and the details are inserted in order.
+// trip and the same few statements (queueSave).
 func SaveMany(ctx context.Context, tx pgx.Tx, flights []flight.Flight) error {
 	if len(flights) == 0 {
 		return nil
 	}
-	batch := &pgx.Batch{}
-	flids := make([]string, len(flights))
 	seen := make(map[string]bool, len(flights))
-	for i, f := range flights {
+	for _, f := range flights {
 		if seen[f.FLID] {
 			// the deletes run before every insert: a second state would add to the first's details
 			return errors.New("save flights: " + f.FLID + " given twice")
 		}
 		seen[f.FLID] = true
-		flids[i] = f.FLID
-		queueRow(batch, f)
 	}
-	for _, t := range detailTables() {
-		batch.Queue(`DELETE FROM `+t+` WHERE flid = ANY($1)`, flids)
-	}
-	for _, f := range flights {
-		queueDetails(batch, f)
-	}
+	batch := &pgx.Batch{}
+	queueSave(batch, flights)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("save %d flights: %w", len(flights), err)
 	}
@@ -220,4 +216,49 @@ func detailTables() []string {
 		tables[c.table] = true
 	}
 	return slices.Sorted(maps.Keys(tables))
+}
+
+// The three statements of LoadLocked, sent as one batch.
+var (
+	lockTargetSQL   = `SELECT ` + rowColumns + ` FROM flight_schd WHERE flid = $1 FOR UPDATE`
+	lockChildrenSQL = `SELECT ` + rowColumns + ` FROM flight_schd WHERE maid = $1 AND flid <> $1 ORDER BY flid FOR UPDATE`
+	// The FLIDs as an array, not "flid = $1 OR flid IN (…)": PostgreSQL scans every detail
+	// table whole for the OR (EXPLAIN in docs/performance.md), and probes the key for ANY.
+	familyDetailSQL = detailQuery("flid, ", "flid = ANY(ARRAY(SELECT $1::text UNION ALL SELECT flid FROM flight_schd WHERE maid = $1 AND flid <> $1))")
+)
+
+// LoadLocked reads, locked, the full state of one flight and of its code-share children
+// (every flight whose MAID is flid, deleted ones included, ordered by FLID), as Load with
+// forUpdate and Children do, in one round trip instead of two per flight plus one: the rows
+// are locked by the first two statements before the third reads their details, so the
+// details belong to the locked versions. cur is nil when the FLID is unknown.
+func LoadLocked(ctx context.Context, tx pgx.Tx, flid string) (cur *flight.Flight, children []flight.Flight, err error) {
+	batch := &pgx.Batch{}
+	var target []flight.Flight
+	batch.Queue(lockTargetSQL, flid).Query(func(rows pgx.Rows) error {
+		target, err = pgx.CollectRows(rows, scanRow)
+		return err
+	})
+	batch.Queue(lockChildrenSQL, flid).Query(func(rows pgx.Rows) error {
+		children, err = pgx.CollectRows(rows, scanRow)
+		return err
+	})
+	var family map[string]*flight.Flight
+	batch.Queue(familyDetailSQL, flid).Query(func(rows pgx.Rows) error {
+		family = make(map[string]*flight.Flight, len(target)+len(children))
+		for i := range target {
+			family[target[i].FLID] = &target[i]
+		}
+		for i := range children {
+			family[children[i].FLID] = &children[i]
+		}
+		return scanDetails(rows, family)
+	})
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, nil, fmt.Errorf("load flight %s with its children: %w", flid, err)
+	}
+	if len(target) == 0 {
+		return nil, children, nil
+	}
+	return &target[0], children, nil
 }

@@ -136,3 +136,60 @@ func TestAppendSnapLog(t *testing.T) {
 		t.Errorf("trail %q, want %q", strings.Join(got, "|"), want)
 	}
 }
+
+// LoadLocked gives what Load and Children give (details included) in one round trip, and
+// holds the locks: another transaction cannot take the target or a child meanwhile.
+func TestLoadLockedMatchesLoadAndChildren(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	a, b, c, x := rich("A"), rich("B"), rich("C"), rich("X")
+	b.Scalars["MAID"], c.Scalars["MAID"] = "A", "A"
+	c.State = flight.Deleted
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, b, c, x}) }); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	cur, children, err := flightstore.LoadLocked(ctx, tx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := flightstore.Load(ctx, d.Pool, "A", false)
+	if err != nil || one == nil {
+		t.Fatalf("load A: %v", err)
+	}
+	if cur == nil || !reflect.DeepEqual(*cur, *one) {
+		t.Fatalf("LoadLocked A\n got %+v\nwant %+v", cur, *one)
+	}
+	want, err := flightstore.Children(ctx, d.Pool, "X") // none
+	if err != nil || len(want) != 0 {
+		t.Fatalf("children of X: %v %v", want, err)
+	}
+	want, err = flightstore.Children(ctx, tx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flidsOf(children) != "B C" || !reflect.DeepEqual(children, want) {
+		t.Fatalf("LoadLocked children\n got %+v\nwant %+v", children, want)
+	}
+	for _, flid := range []string{"A", "C"} {
+		rows, err := d.Pool.Query(ctx, `SELECT flid FROM flight_schd WHERE flid = $1 FOR UPDATE SKIP LOCKED`, flid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		free, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(free) != 0 {
+			t.Errorf("%s is not locked by LoadLocked", flid)
+		}
+	}
+	none, kids, err := flightstore.LoadLocked(ctx, tx, "nope")
+	if err != nil || none != nil || len(kids) != 0 {
+		t.Fatalf("unknown FLID: %+v %v %v", none, kids, err)
+	}
+}

@@ -190,90 +190,240 @@ func loadDetails(ctx context.Context, q db.Executor, f *flight.Flight) error {
 func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 	// The row and its details go in one batch: one round trip per saved flight.
 	batch := &pgx.Batch{}
-	queueRow(batch, f)
-	for _, t := range detailTables() {
-		batch.Queue(`DELETE FROM `+t+` WHERE flid = $1`, f.FLID)
-	}
-	queueDetails(batch, f)
+	queueSave(batch, []flight.Flight{f})
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("save flight %s: %w", f.FLID, err)
 	}
 	return nil
 }
 
-// queueRow queues the upsert of the flight_schd row.
-func queueRow(batch *pgx.Batch, f flight.Flight) {
+// QueueSave queues what Save writes for f into batch, for a caller that sends its other
+// writes of the same transaction in the same round trip.
+func QueueSave(batch *pgx.Batch, f flight.Flight) { queueSave(batch, []flight.Flight{f}) }
+
+// queueSave queues the writes of flights in a fixed number of statements, whatever their
+// count and their details: one upsert of their flight_schd rows, one statement clearing every
+// detail table for them, then one multi-row insert per detail table that has rows to write.
+// Each statement costs the server a parse, a plan lookup and an execution, so the statement
+// count, not the row count, is what a single writer waits for. The caller makes the FLIDs
+// unique (an upsert cannot change a row twice).
+func queueSave(batch *pgx.Batch, flights []flight.Flight) {
+	queueRows(batch, flights)
+	flids := make([]string, len(flights))
+	for i, f := range flights {
+		flids[i] = f.FLID
+	}
+	batch.Queue(deleteDetailsSQL, flids)
+	queueDetails(batch, flights)
+}
+
+// rowWriteColumns are the flight_schd columns an upsert writes, in the order of its arrays.
+var rowWriteColumns = func() []string {
 	cols := []string{"flid", "state", "state_version", "operation_day", "last_msg_id", "created_at", "updated_at", "deleted_at", presentColumn}
-	var deletedAt *time.Time
-	if f.State == flight.Deleted {
-		t := f.UpdatedAt
-		deletedAt = &t
-	}
-	present := make([]string, 0, len(f.Collections))
-	for tag := range f.Collections {
-		present = append(present, tag)
-	}
-	slices.Sort(present)
-	args := []any{f.FLID, f.State, f.Version, f.OperationDay, f.LastMsgID, f.CreatedAt, f.UpdatedAt, deletedAt, present}
 	for _, s := range Scalars {
 		cols = append(cols, strings.ToLower(s))
-		if v, ok := f.Scalars[s]; ok {
-			args = append(args, v)
-		} else {
-			args = append(args, nil)
-		}
 	}
-	ph := make([]string, len(cols))
-	set := make([]string, 0, len(cols))
-	for i, c := range cols {
-		ph[i] = fmt.Sprintf("$%d", i+1)
+	return cols
+}()
+
+// upsertRowsSQL upserts the flight_schd rows given as one array per column. collections_present
+// travels as a comma-joined text (an array of arrays would be flattened by unnest); the tags
+// never contain a comma.
+var upsertRowsSQL = func() string {
+	types := []string{"text", "text", "bigint", "date", "bigint", "timestamptz", "timestamptz", "timestamptz", "text"}
+	ph := make([]string, len(rowWriteColumns))
+	sel := make([]string, len(rowWriteColumns))
+	set := make([]string, 0, len(rowWriteColumns))
+	for i, c := range rowWriteColumns {
+		typ := "text"
+		if i < len(types) {
+			typ = types[i]
+		}
+		ph[i] = fmt.Sprintf("$%d::%s[]", i+1, typ)
+		sel[i] = fmt.Sprintf("c%d", i+1)
+		if c == presentColumn {
+			sel[i] = fmt.Sprintf("string_to_array(c%d, ',')", i+1)
+		}
 		if c != "flid" && c != "created_at" {
 			set = append(set, c+" = excluded."+c)
 		}
 	}
-	batch.Queue(`INSERT INTO flight_schd (`+strings.Join(cols, ", ")+`) VALUES (`+strings.Join(ph, ", ")+`)
-		ON CONFLICT (flid) DO UPDATE SET `+strings.Join(set, ", "), args...)
+	alias := make([]string, len(rowWriteColumns))
+	for i := range alias {
+		alias[i] = fmt.Sprintf("c%d", i+1)
+	}
+	return `INSERT INTO flight_schd (` + strings.Join(rowWriteColumns, ", ") + `) SELECT ` + strings.Join(sel, ", ") +
+		` FROM unnest(` + strings.Join(ph, ", ") + `) AS r(` + strings.Join(alias, ", ") + `)
+		ON CONFLICT (flid) DO UPDATE SET ` + strings.Join(set, ", ")
+}()
+
+// queueRows queues the upsert of the flight_schd rows of flights.
+func queueRows(batch *pgx.Batch, flights []flight.Flight) {
+	n := len(flights)
+	flids, states, present := make([]string, n), make([]string, n), make([]string, n)
+	versions, lastMsgs := make([]int64, n), make([]int64, n)
+	days, deletedAt := make([]*time.Time, n), make([]*time.Time, n)
+	created, updated := make([]time.Time, n), make([]time.Time, n)
+	scalars := make([][]*string, len(Scalars))
+	for i := range scalars {
+		scalars[i] = make([]*string, n)
+	}
+	for i, f := range flights {
+		flids[i], states[i], versions[i], days[i], lastMsgs[i] = f.FLID, f.State, f.Version, f.OperationDay, f.LastMsgID
+		created[i], updated[i] = f.CreatedAt, f.UpdatedAt
+		if f.State == flight.Deleted {
+			t := f.UpdatedAt
+			deletedAt[i] = &t
+		}
+		tags := make([]string, 0, len(f.Collections))
+		for tag := range f.Collections {
+			tags = append(tags, tag)
+		}
+		slices.Sort(tags)
+		present[i] = strings.Join(tags, ",")
+		for j, sc := range Scalars {
+			if v, ok := f.Scalars[sc]; ok {
+				scalars[j][i] = &v
+			}
+		}
+	}
+	args := []any{flids, states, versions, days, lastMsgs, created, updated, deletedAt, present}
+	for _, col := range scalars {
+		args = append(args, col)
+	}
+	batch.Queue(upsertRowsSQL, args...)
 }
 
-// queueDetails queues the inserts of every detail row, in order; the caller has queued the
-// deletion of the old ones before.
-func queueDetails(batch *pgx.Batch, f flight.Flight) {
+// deleteDetailsSQL clears every detail table for the FLIDs in $1 in one statement.
+var deleteDetailsSQL = func() string {
+	tables := detailTables()
+	parts := make([]string, 0, len(tables))
+	for i, t := range tables[:len(tables)-1] {
+		parts = append(parts, fmt.Sprintf("d%d AS (DELETE FROM %s WHERE flid = ANY($1))", i, t))
+	}
+	return `WITH ` + strings.Join(parts, ", ") + ` DELETE FROM ` + tables[len(tables)-1] + ` WHERE flid = ANY($1)`
+}()
+
+// detailTable is the multi-row insert of one detail table: the statement and the columns it
+// takes, one array each.
+type detailTable struct {
+	sql  string
+	cols int
+}
+
+// detailInserts holds the insert of every detail table, by table.
+var detailInserts = func() map[string]detailTable {
+	out := map[string]detailTable{}
+	add := func(table string, cols []string) {
+		ph := make([]string, len(cols))
+		for i, c := range cols {
+			typ := "text"
+			if c == "ordinal" {
+				typ = "integer"
+			}
+			ph[i] = fmt.Sprintf("$%d::%s[]", i+1, typ)
+		}
+		out[table] = detailTable{sql: `INSERT INTO ` + table + ` (` + strings.Join(cols, ", ") + `) SELECT * FROM unnest(` +
+			strings.Join(ph, ", ") + `)`, cols: len(cols)}
+	}
 	for _, tag := range CollectionTags() {
 		c := collections[tag]
-		for i, it := range f.Collections[tag] {
-			cols := []string{"flid", "ordinal"}
-			args := []any{f.FLID, i + 1}
-			if c.kind != "" {
-				cols = append(cols, "route_kind")
-				args = append(args, c.kind)
+		if _, done := out[c.table]; done {
+			continue
+		}
+		add(c.table, detailColumns(c))
+	}
+	add("flight_raw_content", []string{"flid", "ordinal", "tag", "content"})
+	return out
+}()
+
+// detailColumns lists the columns a collection's rows are written with.
+func detailColumns(c collection) []string {
+	cols := []string{"flid", "ordinal"}
+	if c.kind != "" {
+		cols = append(cols, "route_kind")
+	}
+	if c.seq != "" {
+		cols = append(cols, c.seq)
+	}
+	for _, fl := range c.fields {
+		cols = append(cols, strings.ToLower(fl))
+	}
+	return cols
+}
+
+// queueDetails queues the inserts of every detail row of flights, one statement per table
+// that has rows, in stored order; the caller has queued the deletion of the old ones before.
+func queueDetails(batch *pgx.Batch, flights []flight.Flight) {
+	// columns per table: the ordinal column holds ints, every other one *string (NULL for an
+	// empty value)
+	type arrays struct {
+		ordinals []int32
+		text     [][]*string
+	}
+	tables := map[string]*arrays{}
+	get := func(table string) *arrays {
+		a := tables[table]
+		if a == nil {
+			a = &arrays{text: make([][]*string, detailInserts[table].cols-1)}
+			tables[table] = a
+		}
+		return a
+	}
+	str := func(s string) *string { return &s }
+	for _, f := range flights {
+		for _, tag := range CollectionTags() {
+			c := collections[tag]
+			if len(f.Collections[tag]) == 0 {
+				continue
 			}
-			if c.seq != "" {
-				cols = append(cols, c.seq)
-				args = append(args, nullable(it.Seq))
+			a := get(c.table)
+			for i, it := range f.Collections[tag] {
+				a.ordinals = append(a.ordinals, int32(i+1))
+				vals := []*string{str(f.FLID)}
+				if c.kind != "" {
+					vals = append(vals, str(c.kind))
+				}
+				if c.seq != "" {
+					vals = append(vals, nullable(it.Seq))
+				}
+				for _, fl := range c.fields {
+					vals = append(vals, nullable(it.Fields[fl]))
+				}
+				for n, v := range vals {
+					a.text[n] = append(a.text[n], v)
+				}
 			}
-			for _, fl := range c.fields {
-				cols = append(cols, strings.ToLower(fl))
-				args = append(args, nullable(it.Fields[fl]))
+		}
+		for _, tag := range slices.Sorted(maps.Keys(f.Raw)) {
+			if len(f.Raw[tag]) == 0 {
+				continue
 			}
-			ph := make([]string, len(cols))
-			for n := range cols {
-				ph[n] = fmt.Sprintf("$%d", n+1)
+			a := get("flight_raw_content")
+			for i, content := range f.Raw[tag] {
+				a.ordinals = append(a.ordinals, int32(i+1))
+				a.text[0] = append(a.text[0], str(f.FLID))
+				a.text[1] = append(a.text[1], str(tag))
+				a.text[2] = append(a.text[2], str(content))
 			}
-			batch.Queue(`INSERT INTO `+c.table+` (`+strings.Join(cols, ", ")+`) VALUES (`+strings.Join(ph, ", ")+`)`, args...)
 		}
 	}
-	for _, tag := range slices.Sorted(maps.Keys(f.Raw)) {
-		for i, content := range f.Raw[tag] {
-			batch.Queue(`INSERT INTO flight_raw_content (flid, tag, ordinal, content) VALUES ($1, $2, $3, $4)`, f.FLID, tag, i+1, content)
+	for _, table := range slices.Sorted(maps.Keys(tables)) {
+		a := tables[table]
+		// flid first, then the ordinal, then the rest in column order
+		args := []any{a.text[0], a.ordinals}
+		for _, col := range a.text[1:] {
+			args = append(args, col)
 		}
+		batch.Queue(detailInserts[table].sql, args...)
 	}
 }
 
-func nullable(s string) any {
+func nullable(s string) *string {
 	if s == "" {
 		return nil
 	}
-	return s
+	return &s
 }
 
 // LoadPublished reads one flight as it is published (its Kafka KAFKA:schd value and Redis

@@ -182,6 +182,33 @@ func (i *Inbox) Raw(ctx context.Context, id int64) (string, error) {
 	return text, nil
 }
 
+// RawAfter returns the text of the rows with an ID in (after, after+span], those up to
+// maxBytes long only, by ID: a read ahead of the rows the pump will ask Raw for next. A row
+// that is absent or longer is simply not in the result.
+func (i *Inbox) RawAfter(ctx context.Context, after int64, span int, maxBytes int) (map[int64]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	rows, err := i.db.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG FROM cminmsgs
+		WHERE CMINMSGS_ID > ? AND CMINMSGS_ID <= ? AND LENGTH(CMINMSGS_CLOB_MSG) <= ?`, after, after+int64(span), maxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read inbox rows after %d: %w", after, err)
+	}
+	defer func() { _ = rows.Close() }()
+	out := make(map[int64]string, span)
+	for rows.Next() {
+		var id int64
+		var text string
+		if err := rows.Scan(&id, &text); err != nil {
+			return nil, fmt.Errorf("read inbox rows after %d: %w", after, err)
+		}
+		out[id] = text
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read inbox rows after %d: %w", after, err)
+	}
+	return out, nil
+}
+
 // MarkResult is the outcome of writing a processed marker (seed 003 §6.2).
 type MarkResult int
 

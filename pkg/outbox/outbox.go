@@ -47,17 +47,12 @@ func Add(ctx context.Context, q db.Executor, events []NewEvent, now time.Time) e
 	if len(events) == 0 {
 		return nil
 	}
-	if b, ok := q.(batcher); ok && len(events) > 2 {
-		// A schedule snapshot adds hundreds of events per transaction: one round trip for all.
+	if b, ok := q.(batcher); ok {
+		// One round trip for all, whether a FLOP's two events or a schedule snapshot's hundreds.
 		batch := &pgx.Batch{}
-		for _, e := range events {
-			sql, args, err := insertEvent(e, now)
-			if err != nil {
-				return err
-			}
-			batch.Queue(sql, args...)
+		if err := Queue(batch, events, now); err != nil {
+			return err
 		}
-		batch.Queue(`SELECT pg_notify($1, '')`, Channel)
 		if err := b.SendBatch(ctx, batch).Close(); err != nil {
 			return fmt.Errorf("add %d events: %w", len(events), err)
 		}
@@ -75,6 +70,24 @@ func Add(ctx context.Context, q db.Executor, events []NewEvent, now time.Time) e
 	if _, err := q.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
 		return fmt.Errorf("notify dispatcher: %w", err)
 	}
+	return nil
+}
+
+// Queue queues what Add writes into batch, for a caller that sends its own writes with the
+// events in one round trip; the events are written when the batch is sent in the caller's
+// transaction, and the dispatcher is notified when it commits.
+func Queue(batch *pgx.Batch, events []NewEvent, now time.Time) error {
+	if len(events) == 0 {
+		return nil
+	}
+	for _, e := range events {
+		sql, args, err := insertEvent(e, now)
+		if err != nil {
+			return err
+		}
+		batch.Queue(sql, args...)
+	}
+	batch.Queue(`SELECT pg_notify($1, '')`, Channel)
 	return nil
 }
 

@@ -35,7 +35,7 @@ func run(ctx context.Context, b *service.Base) error {
 		Codec: sis.Options{MaxBytes: cfg.CodecMaxBytes, MaxDepth: cfg.CodecMaxDepth, MaxText: cfg.CodecMaxText,
 			Zone: cfg.AirportZone},
 		IdentityDayBounded: cfg.IdentityIncludeDayBoundary,
-	}, in, proj, processor.Route(flight.DayRule{Zone: cfg.AirportZone, Cutover: cfg.OperationDayCutover},
+	}, pump.NewReadAhead(in, b.Logger), proj, processor.Route(flight.DayRule{Zone: cfg.AirportZone, Cutover: cfg.OperationDayCutover},
 		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger), processor.WithBatchSize(cfg.Schd.BatchSize),
 		processor.WithRequests(cfg.Requests.Timeout)),
 		b.Clock, b.Logger, b.Telemetry, b.Registry)

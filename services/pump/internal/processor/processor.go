@@ -161,19 +161,22 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 			f.logger.Info("tags outside the STYP's rule were not merged", "msg_id", in.MsgID, "flid", rec.FLID,
 				"styp", in.Message.Meta.STYP, "ignored", o.Ignored)
 		}
+		// The record's writes and events in one round trip; the next record's load sees them.
+		batch := &pgx.Batch{}
 		for _, w := range o.Writes {
-			if err := flightstore.Save(ctx, tx, w); err != nil {
-				return pump.Result{}, err
-			}
+			flightstore.QueueSave(batch, w)
 		}
-		if len(o.Events) > 0 {
-			events := make([]outbox.NewEvent, len(o.Events))
-			for i, e := range o.Events {
-				events[i] = outbox.NewEvent{Target: e.Target, PartitionKey: e.FLID, Type: e.Type, Version: e.Version,
-					Payload: e.Payload, MsgID: in.MsgID, Trace: in.Trace}
-			}
-			if err := outbox.Add(ctx, tx, events, in.Now); err != nil {
-				return pump.Result{}, err
+		events := make([]outbox.NewEvent, len(o.Events))
+		for i, e := range o.Events {
+			events[i] = outbox.NewEvent{Target: e.Target, PartitionKey: e.FLID, Type: e.Type, Version: e.Version,
+				Payload: e.Payload, MsgID: in.MsgID, Trace: in.Trace}
+		}
+		if err := outbox.Queue(batch, events, in.Now); err != nil {
+			return pump.Result{}, err
+		}
+		if batch.Len() > 0 {
+			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+				return pump.Result{}, fmt.Errorf("write flight %s with %d events: %w", rec.FLID, len(events), err)
 			}
 		}
 		res.Project = append(res.Project, o.Project...)
@@ -247,7 +250,10 @@ func (f *Flights) Reproject(ctx context.Context, tx pgx.Tx, in pump.Input) ([]fl
 // their children (seed 003 §11.4: the MAFL and the write that produces it share one snapshot).
 func (f *Flights) load(ctx context.Context, tx pgx.Tx, kind flight.Kind, rec sis.FlightRecord, in *flight.Input) (*flight.Flight, flight.Group, error) {
 	g := flight.Group{Masters: map[string]flight.Flight{}, Siblings: map[string][]flight.Flight{}}
-	cur, err := flightstore.Load(ctx, tx, rec.FLID, true)
+	// The target and its children in one round trip: a FLOP of an unknown or deleted flight,
+	// which is skipped, reads its (absent or deleted) children for nothing, a rare waste next
+	// to two round trips saved on every message.
+	cur, children, err := flightstore.LoadLocked(ctx, tx, rec.FLID)
 	if err != nil {
 		return nil, g, err
 	}
@@ -261,9 +267,7 @@ func (f *Flights) load(ctx context.Context, tx pgx.Tx, kind flight.Kind, rec sis
 			return nil, g, err
 		}
 	}
-	if in.Children, err = flightstore.Children(ctx, tx, rec.FLID); err != nil {
-		return nil, g, err
-	}
+	in.Children = children
 	var masters []string
 	if cur != nil && flight.IsChild(*cur) {
 		masters = append(masters, cur.Scalars["MAID"])

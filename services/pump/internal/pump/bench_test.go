@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/msgexchange/msgexchange/pkg/benchreport"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
@@ -31,7 +31,8 @@ func BenchmarkFIFO(b *testing.B) {
 		b.StopTimer()
 		e := newEnv(b)
 		e.clkReal()
-		s := e.session(b)
+		trips := pgtest.NewRoundTrips()
+		s := e.tracedSession(b, trips)
 		p := e.newPump(b, options{quiet: true})
 		const flights = 200
 		var schedules []string
@@ -46,6 +47,7 @@ func BenchmarkFIFO(b *testing.B) {
 			flops[i] = e.remark(flid, fmt.Sprintf("REMARK %d", i))
 		}
 		first := e.bulkAdd(b, flops)
+		trips.Reset()
 		b.StartTimer()
 
 		began := time.Now()
@@ -56,6 +58,7 @@ func BenchmarkFIFO(b *testing.B) {
 		elapsed := time.Since(began)
 
 		b.StopTimer()
+		rt, st := trips.Counts()
 		var ok int
 		if err := e.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE msg_id >= $1 AND state = 'SUCCEEDED'`,
 			first).Scan(&ok); err != nil {
@@ -65,50 +68,24 @@ func BenchmarkFIFO(b *testing.B) {
 			b.Fatalf("%d of %d FLOPs SUCCEEDED", ok, n)
 		}
 		rate := float64(n) / elapsed.Seconds()
-		commits := commitRate(b, e, 2000)
+		commits := pgtest.CommitRate(b, e.pg.DSN, 2000)
 		b.ReportMetric(rate, "msgs/s")
 		b.ReportMetric(commits, "pg-commits/s")
 		b.ReportMetric(rate/commits, "msgs-per-commit")
+		b.ReportMetric(float64(rt)/float64(n), "pg-roundtrips/msg")
+		b.ReportMetric(float64(st)/float64(n), "pg-statements/msg")
+		benchreport.Add(b,
+			benchreport.Figure{Bench: "fifo", Name: "msgs-per-s", Value: rate, Unit: "msgs/s"},
+			benchreport.Figure{Bench: "fifo", Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"},
+			benchreport.Figure{Bench: "fifo", Name: "msgs-per-commit", Value: rate / commits},
+			benchreport.Figure{Bench: "fifo", Name: "pg-roundtrips-per-msg", Value: float64(rt) / float64(n)},
+			benchreport.Figure{Bench: "fifo", Name: "pg-statements-per-msg", Value: float64(st) / float64(n)})
+		b.Logf("FIFO: per message %.2f PostgreSQL round trips, %.2f statements; the most frequent:\n%s",
+			float64(rt)/float64(n), float64(st)/float64(n), strings.Join(trips.Top(25), "\n"))
 		b.Logf("FIFO: %d FLOPs in %s = %.0f msgs/s; one connection commits %.0f three-statement transactions/s; ratio %.3f",
 			n, elapsed.Round(time.Millisecond), rate, commits, rate/commits)
 		b.StartTimer()
 	}
-}
-
-// commitRate runs m transactions of three statements on one dedicated connection and returns
-// commits per second.
-func commitRate(b *testing.B, e *env, m int) float64 {
-	b.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, e.pg.DSN)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
-	if _, err := conn.Exec(ctx, `CREATE TABLE bench_state (id bigint PRIMARY KEY, v bigint NOT NULL);
-		CREATE TABLE bench_event (id bigserial PRIMARY KEY, state_id bigint NOT NULL, v bigint NOT NULL, payload jsonb);
-		INSERT INTO bench_state SELECT g, 0 FROM generate_series(1, 200) g`); err != nil {
-		b.Fatal(err)
-	}
-	began := time.Now()
-	for i := range m {
-		id := int64(i%200 + 1)
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			var v int64
-			if err := tx.QueryRow(ctx, `SELECT v FROM bench_state WHERE id = $1 FOR UPDATE`, id).Scan(&v); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `UPDATE bench_state SET v = $2 WHERE id = $1`, id, v+1); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO bench_event (state_id, v, payload) VALUES ($1, $2, '{"k": "v"}')`, id, v+1)
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	return float64(m) / time.Since(began).Seconds()
 }
 
 // bulkAdd inserts messages into the inbox with multi-row INSERTs, enqueues them and moves W
@@ -178,7 +155,8 @@ func BenchmarkScheduleDNLD(b *testing.B) {
 		b.StopTimer()
 		e := newEnv(b)
 		e.clkReal()
-		s := e.session(b)
+		trips := pgtest.NewRoundTrips()
+		s := e.tracedSession(b, trips)
 		p := e.newPump(b, options{quiet: true})
 		day := time.Date(2026, 3, 2, 0, 0, 0, 0, zone)
 		stored := traffic.Schedule(42, day, records+omitted)
@@ -191,11 +169,13 @@ func BenchmarkScheduleDNLD(b *testing.B) {
 		}
 		text := e.dnld(next...)
 		id := e.bulkAdd(b, []string{text})
+		trips.Reset()
 		b.StartTimer()
 
 		began := time.Now()
 		tick(b, p, s)
 		changed := time.Since(began)
+		rt, st := trips.Counts()
 
 		b.StopTimer()
 		if m := e.get(b, id); m.State != queue.Succeeded {
@@ -211,13 +191,22 @@ func BenchmarkScheduleDNLD(b *testing.B) {
 		if m := e.get(b, again); m.State != queue.Succeeded || e.events(b, again) != 0 {
 			b.Fatalf("the same DNLD again is %s with %d events", m.State, e.events(b, again))
 		}
-		commits := commitRate(b, e, 2000)
+		commits := pgtest.CommitRate(b, e.pg.DSN, 2000)
 		rate := float64(records+omitted) / changed.Seconds()
 		b.ReportMetric(changed.Seconds(), "s/package")
 		b.ReportMetric(rate, "flights/s")
 		b.ReportMetric(unchanged.Seconds(), "s/unchanged-package")
 		b.ReportMetric(commits, "pg-commits/s")
 		b.ReportMetric(rate/commits, "flights-per-commit")
+		benchreport.Add(b,
+			benchreport.Figure{Bench: "dnld", Name: "changed-package-s", Value: changed.Seconds(), Unit: "s"},
+			benchreport.Figure{Bench: "dnld", Name: "unchanged-package-s", Value: unchanged.Seconds(), Unit: "s"},
+			benchreport.Figure{Bench: "dnld", Name: "flights-per-s", Value: rate, Unit: "flights/s"},
+			benchreport.Figure{Bench: "dnld", Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"},
+			benchreport.Figure{Bench: "dnld", Name: "pg-roundtrips-per-package", Value: float64(rt)},
+			benchreport.Figure{Bench: "dnld", Name: "pg-statements-per-package", Value: float64(st)})
+		b.ReportMetric(float64(rt), "pg-roundtrips/package")
+		b.ReportMetric(float64(st), "pg-statements/package")
 		b.Logf("DNLD: %d records (%.1f MB), %d changed + %d deleted in %s = %.0f flights/s; the same package unchanged in %s; "+
 			"one connection commits %.0f three-statement transactions/s; ratio %.2f",
 			records, float64(len(text))/1e6, records, omitted, changed.Round(time.Millisecond), rate,

@@ -117,7 +117,7 @@ func (e *env) newPump(t testing.TB, o options) *pump.Pump {
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	if o.raw == nil {
-		o.raw = e.inbox
+		o.raw = pump.NewReadAhead(e.inbox, slog.New(slog.DiscardHandler)) // as msgx-pump wires it
 	}
 	if o.proj == nil {
 		o.proj = e.proj
@@ -148,7 +148,18 @@ type connSession struct {
 
 func (e *env) session(t testing.TB) *connSession {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), e.pg.DSN)
+	return e.tracedSession(t, nil)
+}
+
+// tracedSession is session with a tracer on its connection (nil for none).
+func (e *env) tracedSession(t testing.TB, tracer pgx.QueryTracer) *connSession {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(e.pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tracer = tracer
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,134 @@
+// Package benchreport gathers the figures of the benches run by `make bench` into one report
+// that sets each target of docs/performance.md against the anchor measured in the same run:
+// on a shared or loaded machine absolute timings move together with the anchor, ratios much
+// less. Benches append their figures to the file named by MSGX_BENCH_REPORT (nothing is
+// written when it is unset); msgx-benchreport prints the report. Nothing here is asserted:
+// a figure is information, never a test verdict.
+package benchreport
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// Env names the file the figures are appended to.
+const Env = "MSGX_BENCH_REPORT"
+
+// Figure is one measured value of one bench.
+type Figure struct {
+	Bench string  `json:"bench"`
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit,omitempty"`
+}
+
+var mu sync.Mutex
+
+// Add appends figures to the report file, if one is set. A failure to write is the bench's
+// failure: a report silently missing a figure would read as a target not measured.
+func Add(tb testing.TB, figures ...Figure) {
+	tb.Helper()
+	path := os.Getenv(Env)
+	if path == "" {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		tb.Fatalf("bench report: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	enc := json.NewEncoder(f)
+	for _, fig := range figures {
+		if err := enc.Encode(fig); err != nil {
+			tb.Fatalf("bench report: %v", err)
+		}
+	}
+}
+
+// Read reads the figures of a report file; a later figure of the same bench and name replaces
+// an earlier one.
+func Read(r io.Reader) (map[string]Figure, error) {
+	out := map[string]Figure{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var f Figure
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			return nil, fmt.Errorf("bench report line %q: %w", sc.Text(), err)
+		}
+		out[f.Bench+"/"+f.Name] = f
+	}
+	return out, sc.Err()
+}
+
+// target is one line of the report: measured over reference, against a limit.
+type target struct {
+	what       string
+	measured   string // bench/name
+	reference  string // bench/name; "" = the measured value against the limit itself
+	atMost     bool   // the ratio must stay at or under limit (else at or above)
+	limit      float64
+	limitLabel string
+}
+
+var targets = []target{
+	{"backlog drain (terminal) / single-connection commit rate", "backlog/drain-msgs-per-s", "backlog/anchor-commits-per-s", false, 0.30, "≥ 0.30"},
+	{"backlog settled (marked and sent) / drain", "backlog/settled-msgs-per-s", "backlog/drain-msgs-per-s", false, 0.90, "≥ 0.90"},
+	{"steady 50 msg/s, poll 1s: p50 / (poll/2 + 60 ms)", "steady-1s/p50-ms", "steady-1s/p50-target-ms", true, 1, "≤ 1"},
+	{"steady 50 msg/s, poll 1s: p99 / (poll + 150 ms)", "steady-1s/p99-ms", "steady-1s/p99-target-ms", true, 1, "≤ 1"},
+	{"steady 50 msg/s, poll 100ms: p50 / (poll/2 + 60 ms)", "steady-100ms/p50-ms", "steady-100ms/p50-target-ms", true, 1, "≤ 1"},
+	{"steady 50 msg/s, poll 100ms: p99 / (poll + 150 ms)", "steady-100ms/p99-ms", "steady-100ms/p99-target-ms", true, 1, "≤ 1"},
+	{"2,000-flight SCHD DNLD terminal, seconds", "dnld/changed-package-s", "", true, 3, "≤ 3 s"},
+	{"backlog: RSS growth after the first 10 % (largest of the five services)", "backlog/rss-growth-max", "", true, 1.20, "≤ 1.20"},
+}
+
+// Write prints the report: the anchors, every target with its ratio, then every figure.
+func Write(w io.Writer, figs map[string]Figure) {
+	fmt.Fprintln(w, "msgexchange bench report (ratios are measured in one run; nothing is asserted)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Targets")
+	for _, t := range targets {
+		m, ok := figs[t.measured]
+		if !ok {
+			fmt.Fprintf(w, "  %-72s  not measured in this run\n", t.what)
+			continue
+		}
+		ratio := m.Value
+		detail := fmt.Sprintf("%.4g %s", m.Value, m.Unit)
+		if t.reference != "" {
+			r, ok := figs[t.reference]
+			if !ok || r.Value == 0 {
+				fmt.Fprintf(w, "  %-72s  reference %s not measured\n", t.what, t.reference)
+				continue
+			}
+			ratio = m.Value / r.Value
+			detail = fmt.Sprintf("%.4g %s / %.4g %s", m.Value, m.Unit, r.Value, r.Unit)
+		}
+		met := ratio >= t.limit
+		if t.atMost {
+			met = ratio <= t.limit
+		}
+		verdict := "meets"
+		if !met {
+			verdict = "MISSES"
+		}
+		fmt.Fprintf(w, "  %-72s  %8.3f  (target %s, %s)  %s\n", t.what, ratio, t.limitLabel, verdict, detail)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Every figure")
+	keys := make([]string, 0, len(figs))
+	for k := range figs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %-48s %14.4g %s\n", k, figs[k].Value, figs[k].Unit)
+	}
+}

@@ -1,0 +1,65 @@
+package benchreport_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/msgexchange/msgexchange/pkg/benchreport"
+)
+
+// Figures appended by benches come back in one report, each target as its ratio against the
+// anchor of the same run, with the verdict; a target without its figures says so.
+func TestReportSetsTargetsAgainstTheirAnchors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "figures.jsonl")
+	t.Setenv(benchreport.Env, path)
+	benchreport.Add(t,
+		benchreport.Figure{Bench: "backlog", Name: "drain-msgs-per-s", Value: 100, Unit: "msgs/s"},
+		benchreport.Figure{Bench: "backlog", Name: "anchor-commits-per-s", Value: 1000, Unit: "commits/s"})
+	benchreport.Add(t,
+		benchreport.Figure{Bench: "backlog", Name: "settled-msgs-per-s", Value: 95, Unit: "msgs/s"},
+		benchreport.Figure{Bench: "dnld", Name: "changed-package-s", Value: 2.5, Unit: "s"},
+		benchreport.Figure{Bench: "dnld", Name: "changed-package-s", Value: 4, Unit: "s"}) // the later one counts
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	figs, err := benchreport.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	benchreport.Write(&out, figs)
+	report := out.String()
+	for _, want := range []struct{ target, line string }{
+		{"backlog drain (terminal) / single-connection commit rate", "0.100  (target ≥ 0.30, MISSES)"},
+		{"backlog settled (marked and sent) / drain", "0.950  (target ≥ 0.90, meets)"},
+		{"2,000-flight SCHD DNLD terminal, seconds", "4.000  (target ≤ 3 s, MISSES)"},
+		{"steady 50 msg/s, poll 1s: p50", "not measured in this run"},
+	} {
+		found := false
+		for _, l := range strings.Split(report, "\n") {
+			if strings.Contains(l, want.target) && strings.Contains(l, want.line) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("report has no line %q … %q:\n%s", want.target, want.line, report)
+		}
+	}
+}
+
+// Without MSGX_BENCH_REPORT nothing is written.
+func TestAddWithoutReportFileWritesNothing(t *testing.T) {
+	t.Setenv(benchreport.Env, "")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	benchreport.Add(t, benchreport.Figure{Bench: "x", Name: "y", Value: 1})
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("files written: %v %v", entries, err)
+	}
+}

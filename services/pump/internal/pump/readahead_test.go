@@ -1,0 +1,74 @@
+package pump_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+)
+
+// countingInbox counts the one-row reads and the range reads that reach the inbox.
+type countingInbox struct {
+	*inbox.Inbox
+	one, ranges atomic.Int64
+}
+
+func (c *countingInbox) Raw(ctx context.Context, id int64) (string, error) {
+	c.one.Add(1)
+	return c.Inbox.Raw(ctx, id)
+}
+
+func (c *countingInbox) RawAfter(ctx context.Context, after int64, span, maxBytes int) (map[int64]string, error) {
+	defer c.ranges.Add(1) // counted once answered
+	return c.Inbox.RawAfter(ctx, after, span, maxBytes)
+}
+
+// The read ahead gives exactly the texts the inbox gives, the ones after the first without a
+// read of their own; a row longer than its bound and a row that does not exist are read on
+// demand, with the inbox's own answer.
+func TestReadAheadServesTheNextRowsFromOneRead(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, e.my.InsertInbox(t, e.remark("4711", strings.Repeat("R", i+1)), nil))
+	}
+	large := e.my.InsertInbox(t, e.remark("4711", strings.Repeat("L", 70<<10)), nil)
+	in := &countingInbox{Inbox: e.inbox}
+	ra := pump.NewReadAhead(in, slog.New(slog.DiscardHandler))
+	read := func(id int64) string {
+		t.Helper()
+		got, err := ra.Raw(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := e.inbox.Raw(ctx, id)
+		if err != nil || got != want {
+			t.Fatalf("row %d: read ahead gave %q, the inbox %q (%v)", id, got, want, err)
+		}
+		return got
+	}
+	read(ids[0])
+	waitFor(t, 5*time.Second, "the read ahead", func() bool { return in.ranges.Load() >= 1 })
+	time.Sleep(100 * time.Millisecond) // the answer is kept just after it is counted
+	before := in.one.Load()
+	for _, id := range ids[1:] {
+		read(id)
+	}
+	if n := in.one.Load() - before; n != 0 {
+		t.Fatalf("%d rows read one by one after the read ahead, want 0", n)
+	}
+	read(large)
+	if n := in.one.Load() - before; n != 1 {
+		t.Fatalf("the row over the bound: %d reads, want 1", n)
+	}
+	if _, err := ra.Raw(ctx, large+1000); !errors.Is(err, inbox.ErrRowMissing) {
+		t.Fatalf("missing row: %v, want ErrRowMissing", err)
+	}
+}

@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msgexchange/msgexchange/pkg/benchreport"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/tools/stack"
+	"github.com/msgexchange/msgexchange/tools/traffic"
+)
+
+// The load benches of docs/performance.md. Each prints its figures and appends them to the
+// `make bench` report (pkg/benchreport), with the anchor measured on the same server in the
+// same run. Run with -benchtime 1x.
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// today's schedule of n flights, so the history sweep leaves them alone.
+func todaysFlights(n int) []traffic.Flight {
+	now := time.Now().In(airport)
+	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, airport)
+	return traffic.Schedule(11, day, n)
+}
+
+// remark is a FLOP REMC of f: a real change of one flight.
+func remark(seq int64, f traffic.Flight, text string) string {
+	return traffic.FLOP(seq, time.Now(), f.FLID, f.FFID(), "REMC", "    <REMC>"+text+"</REMC>\n")
+}
+
+// bulkInbox writes messages into the inbox with multi-row INSERTs (as upstream would, only
+// faster) and returns their IDs in order.
+func (e *env) bulkInbox(b testing.TB, xmls []string) []int64 {
+	b.Helper()
+	ctx := context.Background()
+	var before int64
+	if err := e.my.Admin.QueryRowContext(ctx, `SELECT coalesce(max(CMINMSGS_ID), 0) FROM cminmsgs`).Scan(&before); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for i := 0; i < len(xmls); i += 200 {
+		part := xmls[i:min(i+200, len(xmls))]
+		args := make([]any, 0, 2*len(part))
+		for _, x := range part {
+			args = append(args, x, now)
+		}
+		q := `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, 'VALID'),", len(part)), ",")
+		if _, err := e.my.Admin.ExecContext(ctx, q, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rows, err := e.my.Admin.QueryContext(ctx, `SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID`, before)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = rows.Close() }()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) != len(xmls) {
+		b.Fatalf("inserted %d inbox rows, read back %d", len(xmls), len(ids))
+	}
+	return ids
+}
+
+// progress counts, for the messages from first on, the terminal ones, the marked ones and the
+// events not yet sent.
+func (e *env) progress(b testing.TB, first int64) (terminal, marked, pending int) {
+	b.Helper()
+	ctx := context.Background()
+	if err := e.pg.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')) FROM proc_state
+		WHERE msg_id >= $1`, first).Scan(&terminal); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.pg.Pool.QueryRow(ctx, `SELECT count(*) FROM msg_event WHERE state = 'PENDING'`).Scan(&pending); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.my.Admin.QueryRowContext(ctx, `SELECT COUNT(CMINMSGS_DATE_PROCESSED) FROM cminmsgs WHERE CMINMSGS_ID >= ?`,
+		first).Scan(&marked); err != nil {
+		b.Fatal(err)
+	}
+	return terminal, marked, pending
+}
+
+// settle runs until every message from first on (n of them) is terminal, marked and sent.
+func (e *env) settle(b testing.TB, first int64, n int, limit time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		t, m, p := e.progress(b, first)
+		if t == n && m == n && p == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not settled after %s: %d of %d terminal, %d marked, %d events pending", limit, t, n, m, p)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// rss reads a process's resident set size in kB (0 when it cannot be read).
+func rss(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// BenchmarkBacklog drains a FLOP backlog (MSGX_BENCH_BACKLOG messages, 20 000 by default,
+// across 2 000 flights of today's schedule) through the five services: the rows are in the
+// inbox before the services start, so the figure is the pipeline's own pace, discovery
+// included. drain = messages terminal per second, settled = marked and every event sent. The
+// anchor (pgtest.CommitRate) runs first on the same server, with the services stopped. Every
+// second the resident set of each service is sampled: the growth is its largest RSS after the
+// first 10 % of the backlog over its RSS at 10 %. MSGX_BENCH_BACKLOG=100000 is the long RSS
+// run (opt-in: it takes minutes).
+func BenchmarkBacklog(b *testing.B) {
+	n := envInt("MSGX_BENCH_BACKLOG", 20000)
+	flights := envInt("MSGX_BENCH_FLIGHTS", 2000)
+	for b.Loop() {
+		b.StopTimer()
+		e := newEnv(b)
+		e.startAll(b)
+		day := todaysFlights(flights)
+		setup := e.bulkInbox(b, []string{traffic.DNLD(1, time.Now(), day)})
+		e.settle(b, setup[0], 1, 5*time.Minute)
+		for _, r := range stack.Services {
+			e.stack.Stop(r, 10*time.Second)
+		}
+		commits := pgtest.CommitRate(b, e.pg.DSN, 2000)
+		msgs := make([]string, n)
+		for i := range msgs {
+			msgs[i] = remark(int64(i+2), day[i%flights], fmt.Sprintf("REMARK %d", i))
+		}
+		ids := e.bulkInbox(b, msgs)
+		b.StartTimer()
+
+		began := time.Now()
+		e.startAll(b)
+		var drained, settled time.Duration
+		var at10 map[string]int64
+		peak := map[string]int64{}
+		deadline := began.Add(time.Duration(n)*50*time.Millisecond + 5*time.Minute)
+		next := began
+		for settled == 0 {
+			if time.Now().After(deadline) {
+				t, m, p := e.progress(b, ids[0])
+				b.Fatalf("backlog not settled: %d of %d terminal, %d marked, %d events pending", t, n, m, p)
+			}
+			t, m, p := e.progress(b, ids[0])
+			if now := time.Now(); !now.Before(next) {
+				next = now.Add(time.Second)
+				cur := map[string]int64{}
+				for _, r := range stack.Services {
+					cur[r] = rss(e.stack.PID(r))
+				}
+				switch {
+				case at10 == nil && t >= n/10:
+					at10 = cur
+				case at10 != nil:
+					for r, v := range cur {
+						peak[r] = max(peak[r], v)
+					}
+				}
+			}
+			if drained == 0 && t == n {
+				drained = time.Since(began)
+			}
+			if t == n && m == n && p == 0 {
+				settled = time.Since(began)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		b.StopTimer()
+		drain, settle := float64(n)/drained.Seconds(), float64(n)/settled.Seconds()
+		figs := []benchreport.Figure{
+			{Bench: "backlog", Name: "messages", Value: float64(n)},
+			{Bench: "backlog", Name: "drain-msgs-per-s", Value: drain, Unit: "msgs/s"},
+			{Bench: "backlog", Name: "settled-msgs-per-s", Value: settle, Unit: "msgs/s"},
+			{Bench: "backlog", Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"},
+		}
+		growth := 0.0
+		var rssLine []string
+		for _, r := range stack.Services {
+			if at10 == nil || at10[r] == 0 || peak[r] == 0 {
+				continue
+			}
+			g := float64(peak[r]) / float64(at10[r])
+			growth = max(growth, g)
+			figs = append(figs, benchreport.Figure{Bench: "backlog", Name: "rss-growth-" + r, Value: g})
+			rssLine = append(rssLine, fmt.Sprintf("%s %d→%d kB", r, at10[r], peak[r]))
+		}
+		if growth > 0 {
+			figs = append(figs, benchreport.Figure{Bench: "backlog", Name: "rss-growth-max", Value: growth})
+		}
+		benchreport.Add(b, figs...)
+		b.ReportMetric(drain, "drain-msgs/s")
+		b.ReportMetric(settle, "settled-msgs/s")
+		b.ReportMetric(commits, "pg-commits/s")
+		b.ReportMetric(drain/commits, "drain-per-commit")
+		b.Logf("backlog: %d FLOPs across %d flights terminal in %s (%.0f msgs/s), settled in %s (%.0f msgs/s); "+
+			"one connection commits %.0f/s: drain ratio %.3f, settled/drain %.3f; RSS at 10%% → peak: %s",
+			n, flights, drained.Round(time.Millisecond), drain, settled.Round(time.Millisecond), settle, commits,
+			drain/commits, settle/drain, strings.Join(rssLine, ", "))
+		b.StartTimer()
+	}
+}
+
+// BenchmarkSteady offers 50 FLOPs a second for MSGX_BENCH_STEADY seconds (20 by default) at
+// pipeline.poll-interval 1s and 100ms, and measures the latency from the inbox commit (the
+// insert returning) to the consumer receiving the message's first KAFKA:msg record, an upper
+// bound of the broker's acknowledgement. The targets: p50 ≤ poll/2 + 60 ms and
+// p99 ≤ poll + 150 ms (discovery polls the inbox, so half a poll on average is inherent).
+func BenchmarkSteady(b *testing.B) {
+	seconds := envInt("MSGX_BENCH_STEADY", 20)
+	for _, poll := range []time.Duration{time.Second, 100 * time.Millisecond} {
+		b.Run("poll="+poll.String(), func(b *testing.B) {
+			for b.Loop() {
+				steady(b, poll, seconds)
+			}
+		})
+	}
+}
+
+func steady(b *testing.B, poll time.Duration, seconds int) {
+	b.StopTimer()
+	e := newEnv(b)
+	for _, r := range stack.Services {
+		if err := e.stack.Start(r, nil, "MSGX_PIPELINE_POLL_INTERVAL="+poll.String()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const flights, rate = 200, 50
+	day := todaysFlights(flights)
+	setup := e.bulkInbox(b, []string{traffic.DNLD(1, time.Now(), day)})
+	e.settle(b, setup[0], 1, 5*time.Minute)
+	b.StartTimer()
+
+	n := seconds * rate
+	committed := make(map[int64]time.Time, n)
+	ids := make([]int64, 0, n)
+	tick := time.NewTicker(time.Second / rate)
+	began := time.Now()
+	for i := range n {
+		<-tick.C
+		id := e.my.InsertInbox(b, remark(int64(i+2), day[i%flights], fmt.Sprintf("STEADY %d", i)), nil)
+		committed[id] = time.Now()
+		ids = append(ids, id)
+	}
+	tick.Stop()
+	offered := float64(n) / time.Since(began).Seconds()
+	e.settle(b, ids[0], n, 5*time.Minute)
+	b.StopTimer()
+
+	ctx := context.Background()
+	rows, err := e.pg.Pool.Query(ctx, `SELECT msg_id, min(event_id) FROM msg_event WHERE target = 'KAFKA:msg' AND msg_id >= $1
+		GROUP BY msg_id`, ids[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	for rows.Next() {
+		var msgID, eventID int64
+		if err := rows.Scan(&msgID, &eventID); err != nil {
+			b.Fatal(err)
+		}
+		// the first second warms the connections and caches up; it is left out
+		if at, sent := e.records.receivedAt(eventID), committed[msgID]; !at.IsZero() && sent.After(began.Add(time.Second)) {
+			lat = append(lat, at.Sub(sent))
+		}
+	}
+	rows.Close()
+	if len(lat) == 0 {
+		b.Fatal("no latency sample")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	name := "steady-" + poll.String()
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	benchreport.Add(b,
+		benchreport.Figure{Bench: name, Name: "offered-msgs-per-s", Value: offered, Unit: "msgs/s"},
+		benchreport.Figure{Bench: name, Name: "p50-ms", Value: ms(p50), Unit: "ms"},
+		benchreport.Figure{Bench: name, Name: "p99-ms", Value: ms(p99), Unit: "ms"},
+		benchreport.Figure{Bench: name, Name: "p50-target-ms", Value: ms(poll/2 + 60*time.Millisecond), Unit: "ms"},
+		benchreport.Figure{Bench: name, Name: "p99-target-ms", Value: ms(poll + 150*time.Millisecond), Unit: "ms"})
+	b.ReportMetric(ms(p50), "p50-ms")
+	b.ReportMetric(ms(p99), "p99-ms")
+	b.Logf("steady at poll %s: %d FLOPs offered at %.1f msgs/s; inbox commit → first KAFKA:msg record: p50 %s, p99 %s "+
+		"(targets %s, %s; %d samples)", poll, n, offered, p50.Round(time.Millisecond), p99.Round(time.Millisecond),
+		poll/2+60*time.Millisecond, poll+150*time.Millisecond, len(lat))
+	b.StartTimer()
+}
