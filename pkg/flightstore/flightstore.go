@@ -320,3 +320,19 @@ func Unknown(ctx context.Context, q db.Executor, flids []string) ([]string, erro
 	}
 	return out, nil
 }
+
+// FLIDsByNumber returns the FLIDs of the current state with flight number flno (FLNO, as sent:
+// CA1501) on an operation day, in FLID order (index flight_schd_operation_day). A day is a few
+// thousand flights at most, so the flight number is a filter within it.
+func FLIDsByNumber(ctx context.Context, q db.Executor, flno string, day time.Time) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT flid FROM flight_schd WHERE operation_day = $2 AND flno = upper($1) ORDER BY flid`,
+		flno, day.Format(time.DateOnly))
+	if err != nil {
+		return nil, fmt.Errorf("flights %s on %s: %w", flno, day.Format(time.DateOnly), err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("flights %s on %s: %w", flno, day.Format(time.DateOnly), err)
+	}
+	return out, nil
+}

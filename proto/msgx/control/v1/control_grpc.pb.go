@@ -40,6 +40,7 @@ const (
 	ControlService_RequestSchedule_FullMethodName          = "/msgx.control.v1.ControlService/RequestSchedule"
 	ControlService_RequestReference_FullMethodName         = "/msgx.control.v1.ControlService/RequestReference"
 	ControlService_ListRequests_FullMethodName             = "/msgx.control.v1.ControlService/ListRequests"
+	ControlService_GetFlight_FullMethodName                = "/msgx.control.v1.ControlService/GetFlight"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -107,6 +108,10 @@ type ControlServiceClient interface {
 	RequestReference(ctx context.Context, in *RequestReferenceRequest, opts ...grpc.CallOption) (*RequestReferenceResponse, error)
 	// ListRequests lists req_track rows in req_id order, filtered, a page at a time.
 	ListRequests(ctx context.Context, in *ListRequestsRequest, opts ...grpc.CallOption) (*ListRequestsResponse, error)
+	// GetFlight returns one flight as PostgreSQL holds it (the authority) next to what the Redis
+	// projection holds, with the drift between the two, the flight's last messages and its
+	// outbox events. NOT_FOUND when neither store nor any message knows the FLID.
+	GetFlight(ctx context.Context, in *GetFlightRequest, opts ...grpc.CallOption) (*GetFlightResponse, error)
 }
 
 type controlServiceClient struct {
@@ -257,6 +262,16 @@ func (c *controlServiceClient) ListRequests(ctx context.Context, in *ListRequest
 	return out, nil
 }
 
+func (c *controlServiceClient) GetFlight(ctx context.Context, in *GetFlightRequest, opts ...grpc.CallOption) (*GetFlightResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFlightResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetFlight_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -322,6 +337,10 @@ type ControlServiceServer interface {
 	RequestReference(context.Context, *RequestReferenceRequest) (*RequestReferenceResponse, error)
 	// ListRequests lists req_track rows in req_id order, filtered, a page at a time.
 	ListRequests(context.Context, *ListRequestsRequest) (*ListRequestsResponse, error)
+	// GetFlight returns one flight as PostgreSQL holds it (the authority) next to what the Redis
+	// projection holds, with the drift between the two, the flight's last messages and its
+	// outbox events. NOT_FOUND when neither store nor any message knows the FLID.
+	GetFlight(context.Context, *GetFlightRequest) (*GetFlightResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -373,6 +392,9 @@ func (UnimplementedControlServiceServer) RequestReference(context.Context, *Requ
 }
 func (UnimplementedControlServiceServer) ListRequests(context.Context, *ListRequestsRequest) (*ListRequestsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRequests not implemented")
+}
+func (UnimplementedControlServiceServer) GetFlight(context.Context, *GetFlightRequest) (*GetFlightResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFlight not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -647,6 +669,24 @@ func _ControlService_ListRequests_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_GetFlight_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFlightRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetFlight(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetFlight_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetFlight(ctx, req.(*GetFlightRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -709,6 +749,10 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRequests",
 			Handler:    _ControlService_ListRequests_Handler,
+		},
+		{
+			MethodName: "GetFlight",
+			Handler:    _ControlService_GetFlight_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
