@@ -36,7 +36,7 @@ func (s *Service) GetFlight(ctx context.Context, req *controlv1.GetFlightRequest
 	)
 	err := s.read(ctx, func(tx pgx.Tx) error {
 		var err error
-		if f, err = flightstore.LoadPublished(ctx, tx, flid); err != nil {
+		if f, err = flightstore.ReadPublished(ctx, tx, flid); err != nil {
 			return err
 		}
 		if msgs, err = queue.List(ctx, tx, queue.Filter{FLIDs: []string{flid}, Newest: true}, limit); err != nil {
