@@ -278,7 +278,7 @@ func settle(prev, next Flight, in Input, prevChildren, nextChildren []Flight) De
 func Events(prev, next Flight, in Input, via string) []Event {
 	note := map[string]any{
 		"FLID": next.FLID, "STATE": next.State, "STATE_VERSION": next.Version, "MSG_ID": in.MsgID,
-		"STYP": in.STYP, "UPDATED_AT": next.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		"STYP": in.STYP, "UPDATED_AT": publishedTime(next.UpdatedAt),
 	}
 	if via != "" {
 		note["VIA"] = via
@@ -340,7 +340,7 @@ var seqAttr = map[string]string{
 func Document(f Flight) []byte {
 	doc := map[string]any{
 		"FLID": f.FLID, "STATE": f.State, "STATE_VERSION": f.Version,
-		"UPDATED_AT": f.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		"UPDATED_AT": publishedTime(f.UpdatedAt),
 	}
 	if f.OperationDay != nil {
 		doc["OPERATION_DAY"] = f.OperationDay.Format(time.DateOnly)
@@ -366,6 +366,14 @@ func Document(f Flight) []byte {
 		doc["MAFL"] = f.MAFL
 	}
 	return mustJSON(f.FLID, doc)
+}
+
+// publishedTime writes a time to the microsecond, what PostgreSQL keeps: the document the pump
+// builds from the state in memory and the one built again from the stored row must be the same
+// bytes, or every comparison of the projection with PostgreSQL (the consistency sentinel,
+// GetFlight) sees a content drift where there is none.
+func publishedTime(t time.Time) string {
+	return t.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
 }
 
 func mustJSON(flid string, v any) []byte {

@@ -238,9 +238,9 @@ const AttemptHistory = 10
 // historyCTEs append the attempt the statement records to proc_attempt when upd (the
 // statement's UPDATE … RETURNING msg_id) changed the row, and prune the message's history to
 // the last $8 attempts; $1 msg_id, $2 class, $3 error, $5 the attempt's start, $6 its end, $7
-// its outcome. A first attempt that ends the message is left out (keep = false in upd): the
-// proc_state row describes it on its own. The new row is not visible to the DELETE (one
-// snapshot), so the prune removes only older ones.
+// its outcome. Finish inserts from hist instead of upd, which leaves out a first attempt that
+// ends the message: the proc_state row describes it on its own. The new row is not visible to
+// the DELETE (one snapshot), so the prune removes only older ones.
 const historyCTEs = `,
 		prev AS (SELECT coalesce(max(attempt_no), 0) AS n FROM proc_attempt WHERE msg_id = $1),
 		ins AS (INSERT INTO proc_attempt (msg_id, attempt_no, started_at, ended_at, outcome, error_class, error)
