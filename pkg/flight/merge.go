@@ -278,7 +278,8 @@ func settle(prev, next Flight, in Input, prevChildren, nextChildren []Flight) De
 func Events(prev, next Flight, in Input, via string) []Event {
 	note := map[string]any{
 		"FLID": next.FLID, "STATE": next.State, "STATE_VERSION": next.Version, "MSG_ID": in.MsgID,
-		"STYP": in.STYP, "UPDATED_AT": publishedTime(next.UpdatedAt),
+		// To the microsecond, as Document: a consumer joining the two sees one time.
+		"STYP": in.STYP, "UPDATED_AT": next.UpdatedAt.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano),
 	}
 	if via != "" {
 		note["VIA"] = via
@@ -336,11 +337,13 @@ var seqAttr = map[string]string{
 // Document is the full published state of a flight (KAFKA:schd and the Redis projection): keys
 // are SIS tag names; collections are arrays of objects in stored order; a master with
 // code-share children carries MAFL; SRVT and VIPF are not published. encoding/json sorts map
-// keys, so one state always gives the same bytes.
+// keys, so one state always gives the same bytes. UPDATED_AT is cut to the microsecond that
+// PostgreSQL keeps: the state the pump holds in memory and the same state read back (the
+// consistency check, a rebuild) must give the same bytes.
 func Document(f Flight) []byte {
 	doc := map[string]any{
 		"FLID": f.FLID, "STATE": f.State, "STATE_VERSION": f.Version,
-		"UPDATED_AT": publishedTime(f.UpdatedAt),
+		"UPDATED_AT": f.UpdatedAt.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano),
 	}
 	if f.OperationDay != nil {
 		doc["OPERATION_DAY"] = f.OperationDay.Format(time.DateOnly)
@@ -366,14 +369,6 @@ func Document(f Flight) []byte {
 		doc["MAFL"] = f.MAFL
 	}
 	return mustJSON(f.FLID, doc)
-}
-
-// publishedTime writes a time to the microsecond, what PostgreSQL keeps: the document the pump
-// builds from the state in memory and the one built again from the stored row must be the same
-// bytes, or every comparison of the projection with PostgreSQL (the consistency sentinel,
-// GetFlight) sees a content drift where there is none.
-func publishedTime(t time.Time) string {
-	return t.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
 }
 
 func mustJSON(flid string, v any) []byte {
