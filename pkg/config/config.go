@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -97,6 +98,9 @@ type Config struct {
 	KafkaSendTimeout time.Duration
 	// DispatcherBatch bounds the KAFKA:msg events one dispatcher round reads.
 	DispatcherBatch int
+	// TracingUIURL is a trace's address in the tracing UI with {trace_id} where the ID goes
+	// (GetMessage's trace_url); empty for none.
+	TracingUIURL string
 }
 
 // Pipeline holds the msgx.pipeline.* parameters.
@@ -290,8 +294,24 @@ func params() []param {
 		{key: "http.max-body", def: "33554432", set: num(func(c *Config) *int { return &c.HTTPMaxBody })},
 		{key: "http.token", def: "", set: str(func(c *Config) *string { return &c.HTTPToken })},
 		{key: "http.insecure", def: "false", set: boolean(func(c *Config) *bool { return &c.HTTPInsecure })},
+		{key: "tracing.ui-url", def: "", set: func(c *Config, v string) error {
+			v = strings.TrimSpace(v)
+			if v == "" {
+				c.TracingUIURL = ""
+				return nil
+			}
+			u, err := url.Parse(strings.ReplaceAll(v, TraceIDPlaceholder, "0"))
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(v, TraceIDPlaceholder) {
+				return fmt.Errorf("want an http(s) URL with %s where the trace ID goes, e.g. http://jaeger:16686/trace/%s", TraceIDPlaceholder, TraceIDPlaceholder)
+			}
+			c.TracingUIURL = v
+			return nil
+		}},
 	}
 }
+
+// TraceIDPlaceholder is where tracing.ui-url takes the trace ID.
+const TraceIDPlaceholder = "{trace_id}"
 
 // EnvName is the environment variable that sets key.
 func EnvName(key string) string {

@@ -139,6 +139,8 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 		{"routing id longer than the column", map[string]string{"MSGX_OUTBOUND_ROUTING_ID": "ABCDEFGHIJKLMNOPQRSTUVWX"}, []string{"outbound.routing-id must be 1 to 23"}},
 		{"request timeout not positive", map[string]string{"MSGX_REQ_TIMEOUT": "0s"}, []string{"req.timeout must be positive"}},
 		{"record bound not a number", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "1MiB"}, []string{"MSGX_KAFKA_MAX_MESSAGE_BYTES"}},
+		{"trace link without its placeholder", map[string]string{"MSGX_TRACING_UI_URL": "http://jaeger:16686/trace/"}, []string{"MSGX_TRACING_UI_URL", "{trace_id}"}},
+		{"trace link not http", map[string]string{"MSGX_TRACING_UI_URL": "jaeger/{trace_id}"}, []string{"MSGX_TRACING_UI_URL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,6 +164,16 @@ func TestDailyRequestAt(t *testing.T) {
 	}
 	if !c.Requests.Daily || c.Requests.DailyAt != 3*time.Hour+30*time.Minute {
 		t.Errorf("daily %v at %s, want on at 3h30m", c.Requests.Daily, c.Requests.DailyAt)
+	}
+}
+
+func TestTracingUIURL(t *testing.T) {
+	c, err := Load(lookup(map[string]string{"MSGX_TRACING_UI_URL": " http://jaeger:16686/trace/{trace_id} "}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TracingUIURL != "http://jaeger:16686/trace/{trace_id}" {
+		t.Errorf("tracing.ui-url = %q", c.TracingUIURL)
 	}
 }
 

@@ -278,7 +278,8 @@ func settle(prev, next Flight, in Input, prevChildren, nextChildren []Flight) De
 func Events(prev, next Flight, in Input, via string) []Event {
 	note := map[string]any{
 		"FLID": next.FLID, "STATE": next.State, "STATE_VERSION": next.Version, "MSG_ID": in.MsgID,
-		"STYP": in.STYP, "UPDATED_AT": next.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		// To the microsecond, as Document: a consumer joining the two sees one time.
+		"STYP": in.STYP, "UPDATED_AT": next.UpdatedAt.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano),
 	}
 	if via != "" {
 		note["VIA"] = via

@@ -108,7 +108,11 @@ const presentColumn = "collections_present"
 // (deleted ones included), ordered by FLID: the MAFL of a master and the cascade of its
 // deletion are decided on them (seed 003 §11.4; the partial index on maid serves the lookup).
 func Children(ctx context.Context, q db.Executor, master string) ([]flight.Flight, error) {
-	rows, err := q.Query(ctx, `SELECT flid FROM flight_schd WHERE maid = $1 AND flid <> $1 ORDER BY flid FOR UPDATE`, master)
+	return children(ctx, q, master, " FOR UPDATE")
+}
+
+func children(ctx context.Context, q db.Executor, master, lock string) ([]flight.Flight, error) {
+	rows, err := q.Query(ctx, `SELECT flid FROM flight_schd WHERE maid = $1 AND flid <> $1 ORDER BY flid`+lock, master)
 	if err != nil {
 		return nil, fmt.Errorf("children of %s: %w", master, err)
 	}
@@ -429,15 +433,25 @@ func nullable(s string) *string {
 // LoadPublished reads one flight as it is published (its Kafka KAFKA:schd value and Redis
 // document): a master with the MAFL of its children. nil when the FLID is unknown.
 func LoadPublished(ctx context.Context, q db.Executor, flid string) (*flight.Flight, error) {
+	return published(ctx, q, flid, " FOR UPDATE")
+}
+
+// ReadPublished is LoadPublished without row locks, for a reader in a read-only snapshot (the
+// control service), which must neither wait for the pump nor make it wait.
+func ReadPublished(ctx context.Context, q db.Executor, flid string) (*flight.Flight, error) {
+	return published(ctx, q, flid, "")
+}
+
+func published(ctx context.Context, q db.Executor, flid, lock string) (*flight.Flight, error) {
 	cur, err := Load(ctx, q, flid, false)
 	if err != nil || cur == nil || flight.IsChild(*cur) {
 		return cur, err
 	}
-	children, err := Children(ctx, q, flid)
+	kids, err := children(ctx, q, flid, lock)
 	if err != nil {
 		return nil, err
 	}
-	p := flight.Published(*cur, children)
+	p := flight.Published(*cur, kids)
 	return &p, nil
 }
 
@@ -467,6 +481,22 @@ func Unknown(ctx context.Context, q db.Executor, flids []string) ([]string, erro
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("look up %d flights: %w", len(flids), err)
+	}
+	return out, nil
+}
+
+// FLIDsByNumber returns the FLIDs of the current state with flight number flno (FLNO, as sent:
+// CA1501) on an operation day, in FLID order (index flight_schd_operation_day). A day is a few
+// thousand flights at most, so the flight number is a filter within it.
+func FLIDsByNumber(ctx context.Context, q db.Executor, flno string, day time.Time) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT flid FROM flight_schd WHERE operation_day = $2 AND flno = upper($1) ORDER BY flid`,
+		flno, day.Format(time.DateOnly))
+	if err != nil {
+		return nil, fmt.Errorf("flights %s on %s: %w", flno, day.Format(time.DateOnly), err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("flights %s on %s: %w", flno, day.Format(time.DateOnly), err)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package flightstore_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,5 +122,34 @@ func TestChildren(t *testing.T) {
 	}
 	if len(got) != 2 || got[0].FLID != "C1" || got[1].FLID != "C2" || len(got[0].Collections["GTDT"]) != 2 {
 		t.Errorf("children = %+v", got)
+	}
+}
+
+func TestFLIDsByNumber(t *testing.T) {
+	d := pgtest.New(t)
+	other := rich("B")
+	other.Scalars["FLNO"] = "MU5101"
+	nextDay := rich("C")
+	day2 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	nextDay.OperationDay = &day2
+	save(t, d, rich("A2"), rich("A1"), other, nextDay)
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		flno string
+		day  time.Time
+		want []string
+	}{
+		{"CA101", day, []string{"A1", "A2"}},
+		{"ca101", day, []string{"A1", "A2"}},
+		{"CA101", day2, []string{"C"}},
+		{"MU5101", day2, nil},
+	} {
+		got, err := flightstore.FLIDsByNumber(t.Context(), d.Pool, tc.flno, tc.day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("FLIDsByNumber(%s, %s) = %v, want %v", tc.flno, tc.day.Format(time.DateOnly), got, tc.want)
+		}
 	}
 }

@@ -38,14 +38,32 @@ func ByMessage(ctx context.Context, q db.Executor, msgID int64) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events of message %d: %w", msgID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Row, error) {
-		var r Row
-		err := row.Scan(&r.ID, &r.Target, &r.PartitionKey, &r.Type, &r.Version, &r.State, &r.Attempts, &r.NextAttempt,
-			&r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.Payload, &r.TraceParent)
-		return r, err
-	})
+	out, err := pgx.CollectRows(rows, scanRow)
 	if err != nil {
 		return nil, fmt.Errorf("events of message %d: %w", msgID, err)
+	}
+	return out, nil
+}
+
+func scanRow(row pgx.CollectableRow) (Row, error) {
+	var r Row
+	err := row.Scan(&r.ID, &r.Target, &r.PartitionKey, &r.Type, &r.Version, &r.State, &r.Attempts, &r.NextAttempt,
+		&r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.Payload, &r.TraceParent)
+	return r, err
+}
+
+// ByKey returns the newest limit events keyed by one FLID (partition_key), newest first, in every
+// target and state (index msg_event_key, migration 00016).
+func ByKey(ctx context.Context, q db.Executor, flid string, limit int) ([]Row, error) {
+	rows, err := q.Query(ctx, `SELECT event_id, target, partition_key, event_type, state_version, state, attempts,
+		next_attempt_at, last_error, created_at, updated_at, sent_at, payload::text, trace_parent
+		FROM msg_event WHERE partition_key = $1 ORDER BY event_id DESC LIMIT $2`, flid, limit)
+	if err != nil {
+		return nil, fmt.Errorf("events of flight %s: %w", flid, err)
+	}
+	out, err := pgx.CollectRows(rows, scanRow)
+	if err != nil {
+		return nil, fmt.Errorf("events of flight %s: %w", flid, err)
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -23,10 +24,31 @@ type Filter struct {
 	// After continues a listing: only rows with msg_id > After (keyset pagination, so a page
 	// costs the same at any depth and rows enqueued meanwhile are not skipped).
 	After int64
+	// FLIDs keeps the messages about one of these flights: bound to the FLID (a FLOP), or
+	// having written an event keyed by it (a schedule names many flights).
+	FLIDs []string
+	// EnqueuedFrom and EnqueuedTo bound enqueued_at: From inclusive, To exclusive; nil is
+	// unbounded.
+	EnqueuedFrom, EnqueuedTo *time.Time
+	// Newest lists the newest rows first (msg_id descending); After is then not used.
+	Newest bool
 }
 
 // List returns up to limit rows matching f in msg_id order.
 func List(ctx context.Context, q db.Executor, f Filter, limit int) ([]Message, error) {
+	sql, args := listQuery(f, limit)
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list messages: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) { return scan(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list messages: %w", err)
+	}
+	return out, nil
+}
+
+func listQuery(f Filter, limit int) (string, []any) {
 	var where []string
 	args := []any{}
 	arg := func(v any) string {
@@ -56,21 +78,41 @@ func List(ctx context.Context, q db.Executor, f Filter, limit int) ([]Message, e
 	if f.Abandoned {
 		where = append(where, "backfill_abandoned_at IS NOT NULL")
 	}
-	if f.After > 0 {
+	if f.After > 0 && !f.Newest {
 		where = append(where, "msg_id > "+arg(f.After))
+	}
+	if len(f.FLIDs) > 0 {
+		// Both sides of the UNION are index scans (proc_state_flid, msg_event_key), so a
+		// flight's messages cost what the flight has, not what the tables hold.
+		flids := arg(f.FLIDs)
+		where = append(where, "msg_id IN (SELECT msg_id FROM proc_state WHERE flid = ANY("+flids+"::text[])"+
+			" UNION SELECT msg_id FROM msg_event WHERE partition_key = ANY("+flids+"::text[]) AND msg_id IS NOT NULL)")
+	}
+	if f.EnqueuedFrom != nil || f.EnqueuedTo != nil {
+		var win []string
+		if f.EnqueuedFrom != nil {
+			win = append(win, "enqueued_at >= "+arg(*f.EnqueuedFrom))
+		}
+		if f.EnqueuedTo != nil {
+			win = append(win, "enqueued_at < "+arg(*f.EnqueuedTo))
+		}
+		w := strings.Join(win, " AND ")
+		// The window's smallest and largest msg_id (an index-only scan of proc_state_enqueued)
+		// bound the msg_id scan: without them the planner walks msg_id order from the start and
+		// filters, reading every row older than the window. The bounds are exact, late
+		// arrivals included: every row in the window lies between them. "+ 0" keeps the
+		// planner from turning min/max into that same walk of the primary key.
+		where = append(where, w, "msg_id BETWEEN (SELECT min(msg_id + 0) FROM proc_state WHERE "+w+
+			") AND (SELECT max(msg_id + 0) FROM proc_state WHERE "+w+")")
 	}
 	sql := `SELECT ` + columns + ` FROM proc_state`
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
-	sql += " ORDER BY msg_id LIMIT " + arg(limit)
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list messages: %w", err)
+	order := " ORDER BY msg_id"
+	if f.Newest {
+		order += " DESC"
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Message, error) { return scan(row) })
-	if err != nil {
-		return nil, fmt.Errorf("list messages: %w", err)
-	}
-	return out, nil
+	sql += order + " LIMIT " + arg(limit)
+	return sql, args
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -110,18 +111,21 @@ type Message struct {
 	// AppliedAt is when the message's step ① (its flight changes and events) committed; a
 	// message run again after that only re-projects and finishes (MarkApplied).
 	AppliedAt *time.Time
+	// FLID is the flight the message is about, bound with its identity (a FLOP's FLID); nil
+	// for a message about no single flight (a schedule, reference data) or not decoded yet.
+	FLID *string
 }
 
 const columns = `msg_id, state, error_class, last_error, attempts, next_attempt_at, identity_key, msg_type, msg_styp,
 	received_at, enqueued_at, processing_started_at, finished_at, backfill_next_at, backfill_at, backfill_attempts,
-	backfill_abandoned_at, backfill_abandon_reason, trace_parent, trace_state, updated_at, applied_at`
+	backfill_abandoned_at, backfill_abandon_reason, trace_parent, trace_state, updated_at, applied_at, flid`
 
 func scan(row pgx.Row) (Message, error) {
 	var m Message
 	err := row.Scan(&m.MsgID, &m.State, &m.ErrorClass, &m.LastError, &m.Attempts, &m.NextAttemptAt, &m.IdentityKey,
 		&m.MsgType, &m.MsgStyp, &m.ReceivedAt, &m.EnqueuedAt, &m.ProcessingStartedAt, &m.FinishedAt, &m.BackfillNextAt,
 		&m.BackfillAt, &m.BackfillAttempts, &m.BackfillAbandonedAt, &m.BackfillReason, &m.TraceParent, &m.TraceState,
-		&m.UpdatedAt, &m.AppliedAt)
+		&m.UpdatedAt, &m.AppliedAt, &m.FLID)
 	return m, err
 }
 
@@ -156,6 +160,7 @@ func Get(ctx context.Context, q db.Executor, msgID int64) (Message, error) {
 type Binding struct {
 	MsgID           int64
 	Key, Type, Styp string // the business identity (sis.Identity) and the decoded TYPE, STYP
+	FLID            string // the flight the message is about; "" for none
 	Raw             string // the text the attempt decoded
 	Started, Now    time.Time
 }
@@ -187,11 +192,11 @@ func Bind(ctx context.Context, q db.Executor, b Binding) (holder int64, err erro
 		UPDATE proc_state SET msg_type = $3, msg_styp = $4,
 			processing_started_at = coalesce(processing_started_at, $5),
 			identity_key = CASE WHEN identity_key IS NULL AND NOT EXISTS (SELECT 1 FROM other) THEN $2 ELSE identity_key END,
-			updated_at = $6
+			flid = nullif($9, ''), updated_at = $6
 		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')
 		  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 		RETURNING CASE WHEN identity_key IS NULL THEN (SELECT min(msg_id) FROM other) ELSE msg_id END`,
-		msgID, key, typ, styp, started, now, compress(b.Raw), len(b.Raw)).Scan(&holder)
+		msgID, key, typ, styp, started, now, compress(b.Raw), len(b.Raw), b.FLID).Scan(&holder)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("bind identity of %d: %w", msgID, ErrNotUnfinished)
 	}
@@ -207,38 +212,67 @@ func Bind(ctx context.Context, q db.Executor, b Binding) (holder int64, err erro
 }
 
 // Fail counts a failed attempt and schedules the retry; the message stays the head. started
-// is the attempt's start, recorded only if no earlier attempt recorded one.
+// is the attempt's start, recorded only if no earlier attempt recorded one. The same statement
+// appends the attempt to the message's history (proc_attempt, the last AttemptHistory kept), so
+// the history and the count never disagree.
 func Fail(ctx context.Context, q db.Executor, msgID int64, class ErrorClass, reason string, next, started, now time.Time) error {
-	tag, err := q.Exec(ctx, `UPDATE proc_state SET state = 'FAILED', error_class = $2, last_error = $3,
-		attempts = attempts + 1, next_attempt_at = $4, processing_started_at = coalesce(processing_started_at, $5),
-		updated_at = $6
-		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, class, reason, next, started, now)
+	var n int
+	err := q.QueryRow(ctx, `WITH upd AS (UPDATE proc_state SET state = 'FAILED', error_class = $2, last_error = $3,
+			attempts = attempts + 1, next_attempt_at = $4, processing_started_at = coalesce(processing_started_at, $5),
+			updated_at = $6
+			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') RETURNING msg_id)`+historyCTEs+`
+		SELECT count(*) FROM upd`, msgID, class, reason, next, started, now, "FAILED", AttemptHistory).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("fail %d: %w", msgID, err)
 	}
-	if tag.RowsAffected() != 1 {
+	if n != 1 {
 		return fmt.Errorf("fail %d: %w", msgID, ErrNotUnfinished)
 	}
 	return nil
 }
 
+// AttemptHistory is how many attempts proc_attempt keeps per message: enough for every attempt
+// of pipeline.max-attempts and a replay or two, small enough to stay a few rows.
+const AttemptHistory = 10
+
+// historyCTEs append the attempt the statement records to proc_attempt when upd (the
+// statement's UPDATE … RETURNING msg_id) changed the row, and prune the message's history to
+// the last $8 attempts; $1 msg_id, $2 class, $3 error, $5 the attempt's start, $6 its end, $7
+// its outcome. Finish inserts from hist instead of upd, which leaves out a first attempt that
+// ends the message: the proc_state row describes it on its own. The new row is not visible to
+// the DELETE (one snapshot), so the prune removes only older ones.
+const historyCTEs = `,
+		prev AS (SELECT coalesce(max(attempt_no), 0) AS n FROM proc_attempt WHERE msg_id = $1),
+		ins AS (INSERT INTO proc_attempt (msg_id, attempt_no, started_at, ended_at, outcome, error_class, error)
+			SELECT upd.msg_id, prev.n + 1, $5, $6, $7, nullif($2, ''), nullif($3, '') FROM upd, prev),
+		pruned AS (DELETE FROM proc_attempt WHERE msg_id = $1 AND EXISTS (SELECT 1 FROM upd)
+			AND attempt_no <= (SELECT n FROM prev) + 1 - $8)`
+
 // Finish moves an unfinished message to a terminal state with its backfill intent in the same
 // statement (seed 003 §5.3: a terminal state and its backfill intent are written together).
 // class and reason may be empty (SUCCEEDED); an empty reason keeps the last error for audit.
-// started is the attempt's start, recorded only if no earlier attempt recorded one.
+// started is the attempt's start, recorded only if no earlier attempt recorded one. The attempt
+// joins the message's history when it has one (earlier attempts failed, or a replay ran it
+// again); a message that ends on its first attempt writes none.
 func Finish(ctx context.Context, q db.Executor, msgID int64, state State, class ErrorClass, reason string, started, now time.Time) error {
 	if !state.Terminal() {
 		return fmt.Errorf("finish %d: %s is not terminal", msgID, state)
 	}
-	tag, err := q.Exec(ctx, `UPDATE proc_state SET state = $2, error_class = nullif($3, ''),
-		last_error = coalesce(nullif($4, ''), last_error), next_attempt_at = NULL,
-		processing_started_at = coalesce(processing_started_at, $5),
-		finished_at = $6, backfill_next_at = $6, updated_at = $6
-		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, state, string(class), reason, started, now)
+	var n int
+	err := q.QueryRow(ctx, `WITH upd AS (UPDATE proc_state SET state = $7, error_class = nullif($2, ''),
+			last_error = coalesce(nullif($3, ''), last_error), next_attempt_at = $4,
+			processing_started_at = coalesce(processing_started_at, $5),
+			finished_at = $6, backfill_next_at = $6, updated_at = $6
+			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') RETURNING msg_id, attempts),
+		hist AS (SELECT upd.msg_id FROM upd WHERE upd.attempts > 0
+			OR EXISTS (SELECT 1 FROM proc_attempt WHERE msg_id = $1))`+
+		strings.Replace(historyCTEs, "FROM upd, prev", "FROM hist AS upd, prev", 1)+`
+		SELECT count(*) FROM upd`, msgID, string(class), reason, nil /* no retry */, started, now, string(state),
+		AttemptHistory).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("finish %d as %s: %w", msgID, state, err)
 	}
-	if tag.RowsAffected() != 1 {
+	if n != 1 {
 		return fmt.Errorf("finish %d as %s: %w", msgID, state, ErrNotUnfinished)
 	}
 	return nil
@@ -283,4 +317,31 @@ func Exhaust(ctx context.Context, q db.Executor, msgID int64, maxAttempts int, n
 		return false, fmt.Errorf("exhaust %d: %w", msgID, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// Attempt is one attempt of a message as proc_attempt keeps it.
+type Attempt struct {
+	No             int
+	Started, Ended time.Time
+	Outcome        State
+	ErrorClass     *ErrorClass
+	Error          *string
+}
+
+// Attempts returns the kept attempts of a message, oldest first (at most AttemptHistory).
+func Attempts(ctx context.Context, q db.Executor, msgID int64) ([]Attempt, error) {
+	rows, err := q.Query(ctx, `SELECT attempt_no, started_at, ended_at, outcome, error_class, error
+		FROM proc_attempt WHERE msg_id = $1 ORDER BY attempt_no`, msgID)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of %d: %w", msgID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		err := row.Scan(&a.No, &a.Started, &a.Ended, &a.Outcome, &a.ErrorClass, &a.Error)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempts of %d: %w", msgID, err)
+	}
+	return out, nil
 }

@@ -131,10 +131,19 @@ func Replay(ctx context.Context, b db.Beginner, req ReplayRequest, now time.Time
 	err := db.WithTx(ctx, b, func(tx pgx.Tx) error {
 		sql := candidates
 		if !req.DryRun {
+			// A message that ended on its first attempt has no history yet (its proc_state row
+			// described that attempt); h keeps it before the reset overwrites the row, reading
+			// the row as it was (one snapshot).
 			sql = `WITH c AS (` + candidates + ` FOR UPDATE),
+				chosen AS (SELECT msg_id FROM c ORDER BY msg_id LIMIT $6 - 1),
+				h AS (INSERT INTO proc_attempt (msg_id, attempt_no, started_at, ended_at, outcome, error_class, error)
+					SELECT p.msg_id, 1, coalesce(p.processing_started_at, p.finished_at), p.finished_at, p.state,
+						p.error_class, p.last_error
+					FROM proc_state p JOIN chosen USING (msg_id)
+					WHERE p.finished_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM proc_attempt a WHERE a.msg_id = p.msg_id)),
 				u AS (UPDATE proc_state p SET state = 'PENDING', attempts = 0, next_attempt_at = NULL,
 					finished_at = NULL, backfill_next_at = NULL, backfill_at = NULL, updated_at = $7
-					FROM (SELECT msg_id FROM c ORDER BY msg_id LIMIT $6 - 1) AS chosen
+					FROM chosen
 					WHERE p.msg_id = chosen.msg_id
 					RETURNING p.msg_id)
 				SELECT * FROM c ORDER BY msg_id`

@@ -114,6 +114,22 @@ func (b *Base) Inbox() (*inbox.Inbox, error) {
 // Redis connects to MSGX_REDIS_URL, adds it to the readiness checks, and closes it with the
 // Base.
 func (b *Base) Redis() (*redis.Client, error) {
+	rdb, err := b.RedisOptional()
+	if err != nil {
+		return nil, err
+	}
+	b.Admin.AddCheck("redis", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, b.Config.RedisTimeout)
+		defer cancel()
+		return rdb.Ping(ctx).Err()
+	})
+	return rdb, nil
+}
+
+// RedisOptional is Redis without the readiness check, for a service that only reports what
+// Redis holds (control): a Redis outage must not take it out of its Service, since that is when
+// operators need it.
+func (b *Base) RedisOptional() (*redis.Client, error) {
 	opts, err := redis.ParseURL(b.Config.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
@@ -126,11 +142,6 @@ func (b *Base) Redis() (*redis.Client, error) {
 	opts.WriteTimeout = min(cmp.Or(opts.WriteTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
 	opts.DialTimeout = min(cmp.Or(opts.DialTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
 	rdb := redis.NewClient(opts)
-	b.Admin.AddCheck("redis", func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, b.Config.RedisTimeout)
-		defer cancel()
-		return rdb.Ping(ctx).Err()
-	})
 	b.closers = append(b.closers, func() { _ = rdb.Close() })
 	return rdb, nil
 }

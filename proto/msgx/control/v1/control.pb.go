@@ -1617,7 +1617,18 @@ type GetMessageResponse struct {
 	// Where raw_xml comes from: "inbox" (the row as the inbox holds it now) or "kept" (the text
 	// the pump read and kept with the processing record, when the inbox row is gone or cannot be
 	// read). Empty when there is no raw_xml.
-	RawSource     string `protobuf:"bytes,6,opt,name=raw_source,json=rawSource,proto3" json:"raw_source,omitempty"`
+	RawSource string `protobuf:"bytes,6,opt,name=raw_source,json=rawSource,proto3" json:"raw_source,omitempty"`
+	// The five facts in order (in the inbox, enqueued, processing started, terminal, then marked
+	// and each event sent in the order they happened), each with its time and the time since the
+	// step before; a step not reached yet is listed without a time.
+	Timeline []*TimelineStep `protobuf:"bytes,7,rep,name=timeline,proto3" json:"timeline,omitempty"`
+	// Every attempt kept (the last 10), oldest first, with its outcome and error. A message that
+	// ended on its first attempt shows that one attempt, from the processing record.
+	Attempts []*Attempt `protobuf:"bytes,8,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	// The message's trace (from trace_parent) and its link in the tracing UI (tracing.ui-url with
+	// {trace_id} replaced); trace_url is empty when tracing.ui-url is not set.
+	TraceId       string `protobuf:"bytes,9,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceUrl      string `protobuf:"bytes,10,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1694,6 +1705,214 @@ func (x *GetMessageResponse) GetRawSource() string {
 	return ""
 }
 
+func (x *GetMessageResponse) GetTimeline() []*TimelineStep {
+	if x != nil {
+		return x.Timeline
+	}
+	return nil
+}
+
+func (x *GetMessageResponse) GetAttempts() []*Attempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *GetMessageResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *GetMessageResponse) GetTraceUrl() string {
+	if x != nil {
+		return x.TraceUrl
+	}
+	return ""
+}
+
+// TimelineStep is one fact of a message's life (docs/control.md, "Message timeline").
+type TimelineStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// in-inbox, enqueued, processing-started, terminal, marked, event-sent.
+	Step string `protobuf:"bytes,1,opt,name=step,proto3" json:"step,omitempty"`
+	// When it happened; unset when it has not (yet). in-inbox is the inbox's clock
+	// (CMINMSGS_DATE_RECEIVED), every other step ours.
+	At *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// at minus the time of the latest earlier step that happened; unset for the first step and
+	// for a step not reached. Negative when the inbox's clock runs ahead of ours.
+	SincePrevious *durationpb.Duration `protobuf:"bytes,3,opt,name=since_previous,json=sincePrevious,proto3" json:"since_previous,omitempty"`
+	// What happened, in words: the terminal state and class, the marker or its abandonment, the
+	// event's target and key.
+	Detail string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	// event-sent: the event.
+	EventId       int64 `protobuf:"varint,5,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimelineStep) Reset() {
+	*x = TimelineStep{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimelineStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimelineStep) ProtoMessage() {}
+
+func (x *TimelineStep) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimelineStep.ProtoReflect.Descriptor instead.
+func (*TimelineStep) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TimelineStep) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
+func (x *TimelineStep) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *TimelineStep) GetSincePrevious() *durationpb.Duration {
+	if x != nil {
+		return x.SincePrevious
+	}
+	return nil
+}
+
+func (x *TimelineStep) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *TimelineStep) GetEventId() int64 {
+	if x != nil {
+		return x.EventId
+	}
+	return 0
+}
+
+// Attempt is one processing attempt of a message (proc_attempt).
+type Attempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1, 2, … for the message, counted across replays.
+	Number    int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	EndedAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	Duration  *durationpb.Duration   `protobuf:"bytes,4,opt,name=duration,proto3" json:"duration,omitempty"`
+	// FAILED (retried), or the terminal state the attempt ended the message in.
+	Outcome       MessageState `protobuf:"varint,5,opt,name=outcome,proto3,enum=msgx.control.v1.MessageState" json:"outcome,omitempty"`
+	ErrorClass    ErrorClass   `protobuf:"varint,6,opt,name=error_class,json=errorClass,proto3,enum=msgx.control.v1.ErrorClass" json:"error_class,omitempty"`
+	Error         string       `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attempt) Reset() {
+	*x = Attempt{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attempt) ProtoMessage() {}
+
+func (x *Attempt) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
+func (*Attempt) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Attempt) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *Attempt) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *Attempt) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *Attempt) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+func (x *Attempt) GetOutcome() MessageState {
+	if x != nil {
+		return x.Outcome
+	}
+	return MessageState_MESSAGE_STATE_UNSPECIFIED
+}
+
+func (x *Attempt) GetErrorClass() ErrorClass {
+	if x != nil {
+		return x.ErrorClass
+	}
+	return ErrorClass_ERROR_CLASS_UNSPECIFIED
+}
+
+func (x *Attempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Event is one msg_event row (seed 003 §8).
 type Event struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -1721,7 +1940,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1952,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1965,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Event) GetEventId() int64 {
@@ -1858,7 +2077,7 @@ type IdRange struct {
 
 func (x *IdRange) Reset() {
 	*x = IdRange{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2089,7 @@ func (x *IdRange) String() string {
 func (*IdRange) ProtoMessage() {}
 
 func (x *IdRange) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2102,7 @@ func (x *IdRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdRange.ProtoReflect.Descriptor instead.
 func (*IdRange) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IdRange) GetFirst() int64 {
@@ -1914,14 +2133,26 @@ type ListMessagesRequest struct {
 	// At most this many messages per page: default 100, at most 1000.
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page, with the same filters; empty for the first page.
-	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only messages about this flight: bound to the FLID (a FLOP), or having written an event
+	// keyed by it (a schedule names many flights).
+	Flid string `protobuf:"bytes,7,opt,name=flid,proto3" json:"flid,omitempty"`
+	// Only messages about the flights with this flight number (FLNO, e.g. CA1501) on this
+	// operation day (YYYY-MM-DD, airport time), as the current flight state holds them; the two
+	// go together.
+	FlightNumber string `protobuf:"bytes,8,opt,name=flight_number,json=flightNumber,proto3" json:"flight_number,omitempty"`
+	OperationDay string `protobuf:"bytes,9,opt,name=operation_day,json=operationDay,proto3" json:"operation_day,omitempty"`
+	// Only messages enqueued at or after enqueued_from and before enqueued_to (either may be
+	// unset).
+	EnqueuedFrom  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=enqueued_from,json=enqueuedFrom,proto3" json:"enqueued_from,omitempty"`
+	EnqueuedTo    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=enqueued_to,json=enqueuedTo,proto3" json:"enqueued_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2164,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2177,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -1991,6 +2222,41 @@ func (x *ListMessagesRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListMessagesRequest) GetFlid() string {
+	if x != nil {
+		return x.Flid
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetFlightNumber() string {
+	if x != nil {
+		return x.FlightNumber
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetOperationDay() string {
+	if x != nil {
+		return x.OperationDay
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetEnqueuedFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnqueuedFrom
+	}
+	return nil
+}
+
+func (x *ListMessagesRequest) GetEnqueuedTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnqueuedTo
+	}
+	return nil
+}
+
 type ListMessagesResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Messages []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -2002,7 +2268,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2280,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2293,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2063,7 +2329,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2341,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2354,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplayRequest) GetMsgIds() []int64 {
@@ -2151,7 +2417,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2429,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2442,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReplayResponse) GetDryRun() bool {
@@ -2251,7 +2517,7 @@ type ReopenRequest struct {
 
 func (x *ReopenRequest) Reset() {
 	*x = ReopenRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2529,7 @@ func (x *ReopenRequest) String() string {
 func (*ReopenRequest) ProtoMessage() {}
 
 func (x *ReopenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2542,7 @@ func (x *ReopenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenRequest.ProtoReflect.Descriptor instead.
 func (*ReopenRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReopenRequest) GetMsgIds() []int64 {
@@ -2321,7 +2587,7 @@ type ReopenResponse struct {
 
 func (x *ReopenResponse) Reset() {
 	*x = ReopenResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2599,7 @@ func (x *ReopenResponse) String() string {
 func (*ReopenResponse) ProtoMessage() {}
 
 func (x *ReopenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2612,7 @@ func (x *ReopenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenResponse.ProtoReflect.Descriptor instead.
 func (*ReopenResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReopenResponse) GetDryRun() bool {
@@ -2400,7 +2666,7 @@ type RequeueEventsRequest struct {
 
 func (x *RequeueEventsRequest) Reset() {
 	*x = RequeueEventsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2678,7 @@ func (x *RequeueEventsRequest) String() string {
 func (*RequeueEventsRequest) ProtoMessage() {}
 
 func (x *RequeueEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2691,7 @@ func (x *RequeueEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueEventsRequest.ProtoReflect.Descriptor instead.
 func (*RequeueEventsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RequeueEventsRequest) GetEventIds() []int64 {
@@ -2495,7 +2761,7 @@ type RequeueEventsResponse struct {
 
 func (x *RequeueEventsResponse) Reset() {
 	*x = RequeueEventsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2773,7 @@ func (x *RequeueEventsResponse) String() string {
 func (*RequeueEventsResponse) ProtoMessage() {}
 
 func (x *RequeueEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2786,7 @@ func (x *RequeueEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueEventsResponse.ProtoReflect.Descriptor instead.
 func (*RequeueEventsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RequeueEventsResponse) GetDryRun() bool {
@@ -2582,7 +2848,7 @@ type DeadEvent struct {
 
 func (x *DeadEvent) Reset() {
 	*x = DeadEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2860,7 @@ func (x *DeadEvent) String() string {
 func (*DeadEvent) ProtoMessage() {}
 
 func (x *DeadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2873,7 @@ func (x *DeadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadEvent.ProtoReflect.Descriptor instead.
 func (*DeadEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeadEvent) GetEventId() int64 {
@@ -2686,7 +2952,7 @@ type SeedCutoverRequest struct {
 
 func (x *SeedCutoverRequest) Reset() {
 	*x = SeedCutoverRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2964,7 @@ func (x *SeedCutoverRequest) String() string {
 func (*SeedCutoverRequest) ProtoMessage() {}
 
 func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2977,7 @@ func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverRequest.ProtoReflect.Descriptor instead.
 func (*SeedCutoverRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SeedCutoverRequest) GetMode() SeedMode {
@@ -2751,7 +3017,7 @@ type SeedCutoverResponse struct {
 
 func (x *SeedCutoverResponse) Reset() {
 	*x = SeedCutoverResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +3029,7 @@ func (x *SeedCutoverResponse) String() string {
 func (*SeedCutoverResponse) ProtoMessage() {}
 
 func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +3042,7 @@ func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverResponse.ProtoReflect.Descriptor instead.
 func (*SeedCutoverResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SeedCutoverResponse) GetMode() SeedMode {
@@ -2836,7 +3102,7 @@ type ResolveContractViolationRequest struct {
 
 func (x *ResolveContractViolationRequest) Reset() {
 	*x = ResolveContractViolationRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +3114,7 @@ func (x *ResolveContractViolationRequest) String() string {
 func (*ResolveContractViolationRequest) ProtoMessage() {}
 
 func (x *ResolveContractViolationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +3127,7 @@ func (x *ResolveContractViolationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveContractViolationRequest.ProtoReflect.Descriptor instead.
 func (*ResolveContractViolationRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResolveContractViolationRequest) GetKind() string {
@@ -2932,7 +3198,7 @@ type ResolveContractViolationResponse struct {
 
 func (x *ResolveContractViolationResponse) Reset() {
 	*x = ResolveContractViolationResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3210,7 @@ func (x *ResolveContractViolationResponse) String() string {
 func (*ResolveContractViolationResponse) ProtoMessage() {}
 
 func (x *ResolveContractViolationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3223,7 @@ func (x *ResolveContractViolationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveContractViolationResponse.ProtoReflect.Descriptor instead.
 func (*ResolveContractViolationResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResolveContractViolationResponse) GetDryRun() bool {
@@ -3056,16 +3322,19 @@ type Message struct {
 	BackfillAbandonedAt   *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=backfill_abandoned_at,json=backfillAbandonedAt,proto3" json:"backfill_abandoned_at,omitempty"`
 	BackfillAbandonReason AbandonReason          `protobuf:"varint,18,opt,name=backfill_abandon_reason,json=backfillAbandonReason,proto3,enum=msgx.control.v1.AbandonReason" json:"backfill_abandon_reason,omitempty"`
 	// The W3C trace context stored with the message, to find its trace.
-	TraceParent   string                 `protobuf:"bytes,19,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
-	TraceState    string                 `protobuf:"bytes,20,opt,name=trace_state,json=traceState,proto3" json:"trace_state,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	TraceParent string                 `protobuf:"bytes,19,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	TraceState  string                 `protobuf:"bytes,20,opt,name=trace_state,json=traceState,proto3" json:"trace_state,omitempty"`
+	UpdatedAt   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The flight the message is about (a FLOP's FLID), bound with its identity; empty for a
+	// message about no single flight or not decoded yet.
+	Flid          string `protobuf:"bytes,22,opt,name=flid,proto3" json:"flid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3346,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3359,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Message) GetMsgId() int64 {
@@ -3240,6 +3509,13 @@ func (x *Message) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Message) GetFlid() string {
+	if x != nil {
+		return x.Flid
+	}
+	return ""
+}
+
 type GetReferenceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The category (COUL ARPT AIRL AIRC REGN ORGN FLTL TLST GLST SLST CLST BLST CHLT) and the
@@ -3252,7 +3528,7 @@ type GetReferenceRequest struct {
 
 func (x *GetReferenceRequest) Reset() {
 	*x = GetReferenceRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3264,7 +3540,7 @@ func (x *GetReferenceRequest) String() string {
 func (*GetReferenceRequest) ProtoMessage() {}
 
 func (x *GetReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3277,7 +3553,7 @@ func (x *GetReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReferenceRequest.ProtoReflect.Descriptor instead.
 func (*GetReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetReferenceRequest) GetRtype() string {
@@ -3303,7 +3579,7 @@ type GetReferenceResponse struct {
 
 func (x *GetReferenceResponse) Reset() {
 	*x = GetReferenceResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3315,7 +3591,7 @@ func (x *GetReferenceResponse) String() string {
 func (*GetReferenceResponse) ProtoMessage() {}
 
 func (x *GetReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3328,7 +3604,7 @@ func (x *GetReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReferenceResponse.ProtoReflect.Descriptor instead.
 func (*GetReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetReferenceResponse) GetReference() *Reference {
@@ -3352,7 +3628,7 @@ type ListReferenceRequest struct {
 
 func (x *ListReferenceRequest) Reset() {
 	*x = ListReferenceRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3640,7 @@ func (x *ListReferenceRequest) String() string {
 func (*ListReferenceRequest) ProtoMessage() {}
 
 func (x *ListReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3653,7 @@ func (x *ListReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReferenceRequest.ProtoReflect.Descriptor instead.
 func (*ListReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListReferenceRequest) GetRtype() string {
@@ -3412,7 +3688,7 @@ type ListReferenceResponse struct {
 
 func (x *ListReferenceResponse) Reset() {
 	*x = ListReferenceResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3424,7 +3700,7 @@ func (x *ListReferenceResponse) String() string {
 func (*ListReferenceResponse) ProtoMessage() {}
 
 func (x *ListReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3437,7 +3713,7 @@ func (x *ListReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReferenceResponse.ProtoReflect.Descriptor instead.
 func (*ListReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListReferenceResponse) GetReferences() []*Reference {
@@ -3474,7 +3750,7 @@ type Reference struct {
 
 func (x *Reference) Reset() {
 	*x = Reference{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3762,7 @@ func (x *Reference) String() string {
 func (*Reference) ProtoMessage() {}
 
 func (x *Reference) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3775,7 @@ func (x *Reference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reference.ProtoReflect.Descriptor instead.
 func (*Reference) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Reference) GetRtype() string {
@@ -3564,7 +3840,7 @@ type GetResourceStatusRequest struct {
 
 func (x *GetResourceStatusRequest) Reset() {
 	*x = GetResourceStatusRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3852,7 @@ func (x *GetResourceStatusRequest) String() string {
 func (*GetResourceStatusRequest) ProtoMessage() {}
 
 func (x *GetResourceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3865,7 @@ func (x *GetResourceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetResourceStatusRequest) GetRtyp() string {
@@ -3630,7 +3906,7 @@ type GetResourceStatusResponse struct {
 
 func (x *GetResourceStatusResponse) Reset() {
 	*x = GetResourceStatusResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3642,7 +3918,7 @@ func (x *GetResourceStatusResponse) String() string {
 func (*GetResourceStatusResponse) ProtoMessage() {}
 
 func (x *GetResourceStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3655,7 +3931,7 @@ func (x *GetResourceStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetResourceStatusResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetResourceStatusResponse) GetRtyp() string {
@@ -3718,7 +3994,7 @@ type ResourceEvent struct {
 
 func (x *ResourceEvent) Reset() {
 	*x = ResourceEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3730,7 +4006,7 @@ func (x *ResourceEvent) String() string {
 func (*ResourceEvent) ProtoMessage() {}
 
 func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3743,7 +4019,7 @@ func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceEvent.ProtoReflect.Descriptor instead.
 func (*ResourceEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResourceEvent) GetStat() string {
@@ -3804,7 +4080,7 @@ type RequestScheduleRequest struct {
 
 func (x *RequestScheduleRequest) Reset() {
 	*x = RequestScheduleRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +4092,7 @@ func (x *RequestScheduleRequest) String() string {
 func (*RequestScheduleRequest) ProtoMessage() {}
 
 func (x *RequestScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +4105,7 @@ func (x *RequestScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestScheduleRequest.ProtoReflect.Descriptor instead.
 func (*RequestScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RequestScheduleRequest) GetFromDay() string {
@@ -3873,7 +4149,7 @@ type RequestScheduleResponse struct {
 
 func (x *RequestScheduleResponse) Reset() {
 	*x = RequestScheduleResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3885,7 +4161,7 @@ func (x *RequestScheduleResponse) String() string {
 func (*RequestScheduleResponse) ProtoMessage() {}
 
 func (x *RequestScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3898,7 +4174,7 @@ func (x *RequestScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestScheduleResponse.ProtoReflect.Descriptor instead.
 func (*RequestScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RequestScheduleResponse) GetDryRun() bool {
@@ -3938,7 +4214,7 @@ type RequestReferenceRequest struct {
 
 func (x *RequestReferenceRequest) Reset() {
 	*x = RequestReferenceRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4226,7 @@ func (x *RequestReferenceRequest) String() string {
 func (*RequestReferenceRequest) ProtoMessage() {}
 
 func (x *RequestReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4239,7 @@ func (x *RequestReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReferenceRequest.ProtoReflect.Descriptor instead.
 func (*RequestReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RequestReferenceRequest) GetCategory() string {
@@ -4005,7 +4281,7 @@ type RequestReferenceResponse struct {
 
 func (x *RequestReferenceResponse) Reset() {
 	*x = RequestReferenceResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4017,7 +4293,7 @@ func (x *RequestReferenceResponse) String() string {
 func (*RequestReferenceResponse) ProtoMessage() {}
 
 func (x *RequestReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4030,7 +4306,7 @@ func (x *RequestReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReferenceResponse.ProtoReflect.Descriptor instead.
 func (*RequestReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RequestReferenceResponse) GetDryRun() bool {
@@ -4069,7 +4345,7 @@ type ListRequestsRequest struct {
 
 func (x *ListRequestsRequest) Reset() {
 	*x = ListRequestsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4081,7 +4357,7 @@ func (x *ListRequestsRequest) String() string {
 func (*ListRequestsRequest) ProtoMessage() {}
 
 func (x *ListRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4094,7 +4370,7 @@ func (x *ListRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListRequestsRequest) GetState() RequestState {
@@ -4136,7 +4412,7 @@ type ListRequestsResponse struct {
 
 func (x *ListRequestsResponse) Reset() {
 	*x = ListRequestsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4424,7 @@ func (x *ListRequestsResponse) String() string {
 func (*ListRequestsResponse) ProtoMessage() {}
 
 func (x *ListRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4437,7 @@ func (x *ListRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListRequestsResponse) GetRequests() []*UpstreamRequest {
@@ -4212,7 +4488,7 @@ type UpstreamRequest struct {
 
 func (x *UpstreamRequest) Reset() {
 	*x = UpstreamRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4224,7 +4500,7 @@ func (x *UpstreamRequest) String() string {
 func (*UpstreamRequest) ProtoMessage() {}
 
 func (x *UpstreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4237,7 +4513,7 @@ func (x *UpstreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamRequest.ProtoReflect.Descriptor instead.
 func (*UpstreamRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpstreamRequest) GetReqId() int64 {
@@ -4376,7 +4652,7 @@ type RebuildProjectionRequest struct {
 
 func (x *RebuildProjectionRequest) Reset() {
 	*x = RebuildProjectionRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4388,7 +4664,7 @@ func (x *RebuildProjectionRequest) String() string {
 func (*RebuildProjectionRequest) ProtoMessage() {}
 
 func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4401,7 +4677,7 @@ func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RebuildProjectionRequest) GetAll() bool {
@@ -4445,7 +4721,7 @@ type RebuildProjectionResponse struct {
 
 func (x *RebuildProjectionResponse) Reset() {
 	*x = RebuildProjectionResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4457,7 +4733,7 @@ func (x *RebuildProjectionResponse) String() string {
 func (*RebuildProjectionResponse) ProtoMessage() {}
 
 func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4470,7 +4746,7 @@ func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RebuildProjectionResponse) GetRebuild() *ProjectionRebuild {
@@ -4496,7 +4772,7 @@ type GetProjectionRebuildRequest struct {
 
 func (x *GetProjectionRebuildRequest) Reset() {
 	*x = GetProjectionRebuildRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4508,7 +4784,7 @@ func (x *GetProjectionRebuildRequest) String() string {
 func (*GetProjectionRebuildRequest) ProtoMessage() {}
 
 func (x *GetProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4521,7 +4797,7 @@ func (x *GetProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionRebuildRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectionRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetProjectionRebuildRequest) GetRebuildId() int64 {
@@ -4540,7 +4816,7 @@ type GetProjectionRebuildResponse struct {
 
 func (x *GetProjectionRebuildResponse) Reset() {
 	*x = GetProjectionRebuildResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4552,7 +4828,7 @@ func (x *GetProjectionRebuildResponse) String() string {
 func (*GetProjectionRebuildResponse) ProtoMessage() {}
 
 func (x *GetProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4565,7 +4841,7 @@ func (x *GetProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionRebuildResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectionRebuildResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
@@ -4587,7 +4863,7 @@ type ListProjectionRebuildsRequest struct {
 
 func (x *ListProjectionRebuildsRequest) Reset() {
 	*x = ListProjectionRebuildsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4599,7 +4875,7 @@ func (x *ListProjectionRebuildsRequest) String() string {
 func (*ListProjectionRebuildsRequest) ProtoMessage() {}
 
 func (x *ListProjectionRebuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4612,7 +4888,7 @@ func (x *ListProjectionRebuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectionRebuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectionRebuildsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListProjectionRebuildsRequest) GetPageSize() int32 {
@@ -4640,7 +4916,7 @@ type ListProjectionRebuildsResponse struct {
 
 func (x *ListProjectionRebuildsResponse) Reset() {
 	*x = ListProjectionRebuildsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4652,7 +4928,7 @@ func (x *ListProjectionRebuildsResponse) String() string {
 func (*ListProjectionRebuildsResponse) ProtoMessage() {}
 
 func (x *ListProjectionRebuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4665,7 +4941,7 @@ func (x *ListProjectionRebuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectionRebuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectionRebuildsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListProjectionRebuildsResponse) GetRebuilds() []*ProjectionRebuild {
@@ -4693,7 +4969,7 @@ type CancelProjectionRebuildRequest struct {
 
 func (x *CancelProjectionRebuildRequest) Reset() {
 	*x = CancelProjectionRebuildRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4705,7 +4981,7 @@ func (x *CancelProjectionRebuildRequest) String() string {
 func (*CancelProjectionRebuildRequest) ProtoMessage() {}
 
 func (x *CancelProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4718,7 +4994,7 @@ func (x *CancelProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectionRebuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelProjectionRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CancelProjectionRebuildRequest) GetRebuildId() int64 {
@@ -4744,7 +5020,7 @@ type CancelProjectionRebuildResponse struct {
 
 func (x *CancelProjectionRebuildResponse) Reset() {
 	*x = CancelProjectionRebuildResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4756,7 +5032,7 @@ func (x *CancelProjectionRebuildResponse) String() string {
 func (*CancelProjectionRebuildResponse) ProtoMessage() {}
 
 func (x *CancelProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4769,7 +5045,7 @@ func (x *CancelProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectionRebuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelProjectionRebuildResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{52}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CancelProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
@@ -4817,7 +5093,7 @@ type ProjectionRebuild struct {
 
 func (x *ProjectionRebuild) Reset() {
 	*x = ProjectionRebuild{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4829,7 +5105,7 @@ func (x *ProjectionRebuild) String() string {
 func (*ProjectionRebuild) ProtoMessage() {}
 
 func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4842,7 +5118,7 @@ func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectionRebuild.ProtoReflect.Descriptor instead.
 func (*ProjectionRebuild) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{53}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ProjectionRebuild) GetRebuildId() int64 {
@@ -4992,6 +5268,329 @@ func (x *ProjectionRebuild) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type GetFlightRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The FLID.
+	Flid string `protobuf:"bytes,1,opt,name=flid,proto3" json:"flid,omitempty"`
+	// How many of the flight's newest messages and events to return: default 20, at most 200.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFlightRequest) Reset() {
+	*x = GetFlightRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFlightRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFlightRequest) ProtoMessage() {}
+
+func (x *GetFlightRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFlightRequest.ProtoReflect.Descriptor instead.
+func (*GetFlightRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *GetFlightRequest) GetFlid() string {
+	if x != nil {
+		return x.Flid
+	}
+	return ""
+}
+
+func (x *GetFlightRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type GetFlightResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Flid  string                 `protobuf:"bytes,1,opt,name=flid,proto3" json:"flid,omitempty"`
+	// The authoritative state; unset when PostgreSQL's current state has no such flight (unknown,
+	// or moved to flight_history by the sweep).
+	Postgres *FlightState `protobuf:"bytes,2,opt,name=postgres,proto3" json:"postgres,omitempty"`
+	// What Redis holds for the FLID.
+	Redis *FlightProjection `protobuf:"bytes,3,opt,name=redis,proto3" json:"redis,omitempty"`
+	// The drift of the projection from PostgreSQL (pkg/projection's rule, as the consistency
+	// sentinel decides it): "" none, "missing", "stale", "content", "extra"; "unknown" when Redis
+	// could not be read (redis.error says why). A pump write between the two reads can show a
+	// drift for a moment: ask again.
+	Drift   string `protobuf:"bytes,4,opt,name=drift,proto3" json:"drift,omitempty"`
+	Drifted bool   `protobuf:"varint,5,opt,name=drifted,proto3" json:"drifted,omitempty"`
+	// The flight's newest messages (newest first) and its newest outbox events (newest first,
+	// every target and state).
+	Messages      []*Message `protobuf:"bytes,6,rep,name=messages,proto3" json:"messages,omitempty"`
+	Events        []*Event   `protobuf:"bytes,7,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFlightResponse) Reset() {
+	*x = GetFlightResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFlightResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFlightResponse) ProtoMessage() {}
+
+func (x *GetFlightResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFlightResponse.ProtoReflect.Descriptor instead.
+func (*GetFlightResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetFlightResponse) GetFlid() string {
+	if x != nil {
+		return x.Flid
+	}
+	return ""
+}
+
+func (x *GetFlightResponse) GetPostgres() *FlightState {
+	if x != nil {
+		return x.Postgres
+	}
+	return nil
+}
+
+func (x *GetFlightResponse) GetRedis() *FlightProjection {
+	if x != nil {
+		return x.Redis
+	}
+	return nil
+}
+
+func (x *GetFlightResponse) GetDrift() string {
+	if x != nil {
+		return x.Drift
+	}
+	return ""
+}
+
+func (x *GetFlightResponse) GetDrifted() bool {
+	if x != nil {
+		return x.Drifted
+	}
+	return false
+}
+
+func (x *GetFlightResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *GetFlightResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// FlightState is a flight_schd row as it is published.
+type FlightState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ACTIVE or DELETED.
+	State   string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Version int64  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// YYYY-MM-DD; empty when not known.
+	OperationDay string                 `protobuf:"bytes,3,opt,name=operation_day,json=operationDay,proto3" json:"operation_day,omitempty"`
+	FlightNumber string                 `protobuf:"bytes,4,opt,name=flight_number,json=flightNumber,proto3" json:"flight_number,omitempty"`
+	LastMsgId    int64                  `protobuf:"varint,5,opt,name=last_msg_id,json=lastMsgId,proto3" json:"last_msg_id,omitempty"`
+	CreatedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The document the projection must hold (empty for a deleted flight).
+	DocumentJson  string `protobuf:"bytes,8,opt,name=document_json,json=documentJson,proto3" json:"document_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlightState) Reset() {
+	*x = FlightState{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlightState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlightState) ProtoMessage() {}
+
+func (x *FlightState) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlightState.ProtoReflect.Descriptor instead.
+func (*FlightState) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *FlightState) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *FlightState) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *FlightState) GetOperationDay() string {
+	if x != nil {
+		return x.OperationDay
+	}
+	return ""
+}
+
+func (x *FlightState) GetFlightNumber() string {
+	if x != nil {
+		return x.FlightNumber
+	}
+	return ""
+}
+
+func (x *FlightState) GetLastMsgId() int64 {
+	if x != nil {
+		return x.LastMsgId
+	}
+	return 0
+}
+
+func (x *FlightState) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *FlightState) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *FlightState) GetDocumentJson() string {
+	if x != nil {
+		return x.DocumentJson
+	}
+	return ""
+}
+
+// FlightProjection is one FLID's keys in Redis.
+type FlightProjection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version entry; unset when absent.
+	Version *int64 `protobuf:"varint,1,opt,name=version,proto3,oneof" json:"version,omitempty"`
+	// The document; empty when absent.
+	DocumentJson string `protobuf:"bytes,2,opt,name=document_json,json=documentJson,proto3" json:"document_json,omitempty"`
+	// Why Redis could not be read; the rest of the answer is served.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlightProjection) Reset() {
+	*x = FlightProjection{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlightProjection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlightProjection) ProtoMessage() {}
+
+func (x *FlightProjection) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlightProjection.ProtoReflect.Descriptor instead.
+func (*FlightProjection) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *FlightProjection) GetVersion() int64 {
+	if x != nil && x.Version != nil {
+		return *x.Version
+	}
+	return 0
+}
+
+func (x *FlightProjection) GetDocumentJson() string {
+	if x != nil {
+		return x.DocumentJson
+	}
+	return ""
+}
+
+func (x *FlightProjection) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_msgx_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_control_proto_rawDesc = "" +
@@ -5087,7 +5686,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x04dead\x18\x03 \x01(\x03R\x04dead\x12G\n" +
 	"\x12oldest_pending_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10oldestPendingAge\"*\n" +
 	"\x11GetMessageRequest\x12\x15\n" +
-	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\x88\x02\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\xb1\x03\n" +
 	"\x12GetMessageResponse\x122\n" +
 	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\x12\x17\n" +
 	"\araw_xml\x18\x02 \x01(\tR\x06rawXml\x129\n" +
@@ -5096,7 +5695,28 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\traw_error\x18\x04 \x01(\tR\brawError\x12.\n" +
 	"\x06events\x18\x05 \x03(\v2\x16.msgx.control.v1.EventR\x06events\x12\x1d\n" +
 	"\n" +
-	"raw_source\x18\x06 \x01(\tR\trawSource\"\xc6\x04\n" +
+	"raw_source\x18\x06 \x01(\tR\trawSource\x129\n" +
+	"\btimeline\x18\a \x03(\v2\x1d.msgx.control.v1.TimelineStepR\btimeline\x124\n" +
+	"\battempts\x18\b \x03(\v2\x18.msgx.control.v1.AttemptR\battempts\x12\x19\n" +
+	"\btrace_id\x18\t \x01(\tR\atraceId\x12\x1b\n" +
+	"\ttrace_url\x18\n" +
+	" \x01(\tR\btraceUrl\"\xc3\x01\n" +
+	"\fTimelineStep\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\tR\x04step\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12@\n" +
+	"\x0esince_previous\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\rsincePrevious\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x19\n" +
+	"\bevent_id\x18\x05 \x01(\x03R\aeventId\"\xd7\x02\n" +
+	"\aAttempt\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x129\n" +
+	"\n" +
+	"started_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
+	"\bended_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x125\n" +
+	"\bduration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bduration\x127\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\aoutcome\x12<\n" +
+	"\verror_class\x18\x06 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
+	"errorClass\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"\xc6\x04\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12#\n" +
@@ -5119,7 +5739,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\ftrace_parent\x18\x0e \x01(\tR\vtraceParent\"3\n" +
 	"\aIdRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\x03R\x04last\"\x98\x02\n" +
+	"\x04last\x18\x02 \x01(\x03R\x04last\"\xf4\x03\n" +
 	"\x13ListMessagesRequest\x125\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x1d.msgx.control.v1.MessageStateR\x06states\x12@\n" +
 	"\rerror_classes\x18\x02 \x03(\x0e2\x1b.msgx.control.v1.ErrorClassR\ferrorClasses\x12.\n" +
@@ -5127,7 +5747,14 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\tabandoned\x18\x04 \x01(\bR\tabandoned\x12\x1b\n" +
 	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tR\tpageToken\"t\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04flid\x18\a \x01(\tR\x04flid\x12#\n" +
+	"\rflight_number\x18\b \x01(\tR\fflightNumber\x12#\n" +
+	"\roperation_day\x18\t \x01(\tR\foperationDay\x12?\n" +
+	"\renqueued_from\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\fenqueuedFrom\x12;\n" +
+	"\venqueued_to\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"enqueuedTo\"t\n" +
 	"\x14ListMessagesResponse\x124\n" +
 	"\bmessages\x18\x01 \x03(\v2\x18.msgx.control.v1.MessageR\bmessages\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc9\x01\n" +
@@ -5220,7 +5847,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"inboxMaxId\x12;\n" +
 	"\vresolved_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"resolvedAt\"\xc9\b\n" +
+	"resolvedAt\"\xdd\b\n" +
 	"\aMessage\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\x05state\x12<\n" +
@@ -5251,7 +5878,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vtrace_state\x18\x14 \x01(\tR\n" +
 	"traceState\x129\n" +
 	"\n" +
-	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"?\n" +
+	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x12\n" +
+	"\x04flid\x18\x16 \x01(\tR\x04flid\"?\n" +
 	"\x13GetReferenceRequest\x12\x14\n" +
 	"\x05rtype\x18\x01 \x01(\tR\x05rtype\x12\x12\n" +
 	"\x04rkey\x18\x02 \x01(\tR\x04rkey\"P\n" +
@@ -5398,7 +6026,35 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vfinished_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt*\xb2\x01\n" +
+	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"<\n" +
+	"\x10GetFlightRequest\x12\x12\n" +
+	"\x04flid\x18\x01 \x01(\tR\x04flid\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xb0\x02\n" +
+	"\x11GetFlightResponse\x12\x12\n" +
+	"\x04flid\x18\x01 \x01(\tR\x04flid\x128\n" +
+	"\bpostgres\x18\x02 \x01(\v2\x1c.msgx.control.v1.FlightStateR\bpostgres\x127\n" +
+	"\x05redis\x18\x03 \x01(\v2!.msgx.control.v1.FlightProjectionR\x05redis\x12\x14\n" +
+	"\x05drift\x18\x04 \x01(\tR\x05drift\x12\x18\n" +
+	"\adrifted\x18\x05 \x01(\bR\adrifted\x124\n" +
+	"\bmessages\x18\x06 \x03(\v2\x18.msgx.control.v1.MessageR\bmessages\x12.\n" +
+	"\x06events\x18\a \x03(\v2\x16.msgx.control.v1.EventR\x06events\"\xc2\x02\n" +
+	"\vFlightState\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12#\n" +
+	"\roperation_day\x18\x03 \x01(\tR\foperationDay\x12#\n" +
+	"\rflight_number\x18\x04 \x01(\tR\fflightNumber\x12\x1e\n" +
+	"\vlast_msg_id\x18\x05 \x01(\x03R\tlastMsgId\x129\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
+	"\rdocument_json\x18\b \x01(\tR\fdocumentJson\"x\n" +
+	"\x10FlightProjection\x12\x1d\n" +
+	"\aversion\x18\x01 \x01(\x03H\x00R\aversion\x88\x01\x01\x12#\n" +
+	"\rdocument_json\x18\x02 \x01(\tR\fdocumentJson\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05errorB\n" +
+	"\n" +
+	"\b_version*\xb2\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x18\n" +
@@ -5455,7 +6111,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x15REBUILD_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15REBUILD_STATE_RUNNING\x10\x02\x12\x16\n" +
 	"\x12REBUILD_STATE_DONE\x10\x03\x12\x1b\n" +
-	"\x17REBUILD_STATE_CANCELLED\x10\x042\xc5\x0e\n" +
+	"\x17REBUILD_STATE_CANCELLED\x10\x042\x9e\x0f\n" +
 	"\x0eControlService\x12W\n" +
 	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\n" +
@@ -5475,7 +6131,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x11RebuildProjection\x12).msgx.control.v1.RebuildProjectionRequest\x1a*.msgx.control.v1.RebuildProjectionResponse\x12x\n" +
 	"\x14GetProjectionRebuild\x12,.msgx.control.v1.GetProjectionRebuildRequest\x1a-.msgx.control.v1.GetProjectionRebuildResponse\"\x03\x90\x02\x01\x12~\n" +
 	"\x16ListProjectionRebuilds\x12..msgx.control.v1.ListProjectionRebuildsRequest\x1a/.msgx.control.v1.ListProjectionRebuildsResponse\"\x03\x90\x02\x01\x12|\n" +
-	"\x17CancelProjectionRebuild\x12/.msgx.control.v1.CancelProjectionRebuildRequest\x1a0.msgx.control.v1.CancelProjectionRebuildResponseBDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
+	"\x17CancelProjectionRebuild\x12/.msgx.control.v1.CancelProjectionRebuildRequest\x1a0.msgx.control.v1.CancelProjectionRebuildResponse\x12W\n" +
+	"\tGetFlight\x12!.msgx.control.v1.GetFlightRequest\x1a\".msgx.control.v1.GetFlightResponse\"\x03\x90\x02\x01BDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_control_proto_rawDescOnce sync.Once
@@ -5490,7 +6147,7 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
@@ -5516,51 +6173,57 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(*OutboxTarget)(nil),                     // 21: msgx.control.v1.OutboxTarget
 	(*GetMessageRequest)(nil),                // 22: msgx.control.v1.GetMessageRequest
 	(*GetMessageResponse)(nil),               // 23: msgx.control.v1.GetMessageResponse
-	(*Event)(nil),                            // 24: msgx.control.v1.Event
-	(*IdRange)(nil),                          // 25: msgx.control.v1.IdRange
-	(*ListMessagesRequest)(nil),              // 26: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),             // 27: msgx.control.v1.ListMessagesResponse
-	(*ReplayRequest)(nil),                    // 28: msgx.control.v1.ReplayRequest
-	(*ReplayResponse)(nil),                   // 29: msgx.control.v1.ReplayResponse
-	(*ReopenRequest)(nil),                    // 30: msgx.control.v1.ReopenRequest
-	(*ReopenResponse)(nil),                   // 31: msgx.control.v1.ReopenResponse
-	(*RequeueEventsRequest)(nil),             // 32: msgx.control.v1.RequeueEventsRequest
-	(*RequeueEventsResponse)(nil),            // 33: msgx.control.v1.RequeueEventsResponse
-	(*DeadEvent)(nil),                        // 34: msgx.control.v1.DeadEvent
-	(*SeedCutoverRequest)(nil),               // 35: msgx.control.v1.SeedCutoverRequest
-	(*SeedCutoverResponse)(nil),              // 36: msgx.control.v1.SeedCutoverResponse
-	(*ResolveContractViolationRequest)(nil),  // 37: msgx.control.v1.ResolveContractViolationRequest
-	(*ResolveContractViolationResponse)(nil), // 38: msgx.control.v1.ResolveContractViolationResponse
-	(*Message)(nil),                          // 39: msgx.control.v1.Message
-	(*GetReferenceRequest)(nil),              // 40: msgx.control.v1.GetReferenceRequest
-	(*GetReferenceResponse)(nil),             // 41: msgx.control.v1.GetReferenceResponse
-	(*ListReferenceRequest)(nil),             // 42: msgx.control.v1.ListReferenceRequest
-	(*ListReferenceResponse)(nil),            // 43: msgx.control.v1.ListReferenceResponse
-	(*Reference)(nil),                        // 44: msgx.control.v1.Reference
-	(*GetResourceStatusRequest)(nil),         // 45: msgx.control.v1.GetResourceStatusRequest
-	(*GetResourceStatusResponse)(nil),        // 46: msgx.control.v1.GetResourceStatusResponse
-	(*ResourceEvent)(nil),                    // 47: msgx.control.v1.ResourceEvent
-	(*RequestScheduleRequest)(nil),           // 48: msgx.control.v1.RequestScheduleRequest
-	(*RequestScheduleResponse)(nil),          // 49: msgx.control.v1.RequestScheduleResponse
-	(*RequestReferenceRequest)(nil),          // 50: msgx.control.v1.RequestReferenceRequest
-	(*RequestReferenceResponse)(nil),         // 51: msgx.control.v1.RequestReferenceResponse
-	(*ListRequestsRequest)(nil),              // 52: msgx.control.v1.ListRequestsRequest
-	(*ListRequestsResponse)(nil),             // 53: msgx.control.v1.ListRequestsResponse
-	(*UpstreamRequest)(nil),                  // 54: msgx.control.v1.UpstreamRequest
-	(*RebuildProjectionRequest)(nil),         // 55: msgx.control.v1.RebuildProjectionRequest
-	(*RebuildProjectionResponse)(nil),        // 56: msgx.control.v1.RebuildProjectionResponse
-	(*GetProjectionRebuildRequest)(nil),      // 57: msgx.control.v1.GetProjectionRebuildRequest
-	(*GetProjectionRebuildResponse)(nil),     // 58: msgx.control.v1.GetProjectionRebuildResponse
-	(*ListProjectionRebuildsRequest)(nil),    // 59: msgx.control.v1.ListProjectionRebuildsRequest
-	(*ListProjectionRebuildsResponse)(nil),   // 60: msgx.control.v1.ListProjectionRebuildsResponse
-	(*CancelProjectionRebuildRequest)(nil),   // 61: msgx.control.v1.CancelProjectionRebuildRequest
-	(*CancelProjectionRebuildResponse)(nil),  // 62: msgx.control.v1.CancelProjectionRebuildResponse
-	(*ProjectionRebuild)(nil),                // 63: msgx.control.v1.ProjectionRebuild
-	(*timestamppb.Timestamp)(nil),            // 64: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),              // 65: google.protobuf.Duration
+	(*TimelineStep)(nil),                     // 24: msgx.control.v1.TimelineStep
+	(*Attempt)(nil),                          // 25: msgx.control.v1.Attempt
+	(*Event)(nil),                            // 26: msgx.control.v1.Event
+	(*IdRange)(nil),                          // 27: msgx.control.v1.IdRange
+	(*ListMessagesRequest)(nil),              // 28: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),             // 29: msgx.control.v1.ListMessagesResponse
+	(*ReplayRequest)(nil),                    // 30: msgx.control.v1.ReplayRequest
+	(*ReplayResponse)(nil),                   // 31: msgx.control.v1.ReplayResponse
+	(*ReopenRequest)(nil),                    // 32: msgx.control.v1.ReopenRequest
+	(*ReopenResponse)(nil),                   // 33: msgx.control.v1.ReopenResponse
+	(*RequeueEventsRequest)(nil),             // 34: msgx.control.v1.RequeueEventsRequest
+	(*RequeueEventsResponse)(nil),            // 35: msgx.control.v1.RequeueEventsResponse
+	(*DeadEvent)(nil),                        // 36: msgx.control.v1.DeadEvent
+	(*SeedCutoverRequest)(nil),               // 37: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),              // 38: msgx.control.v1.SeedCutoverResponse
+	(*ResolveContractViolationRequest)(nil),  // 39: msgx.control.v1.ResolveContractViolationRequest
+	(*ResolveContractViolationResponse)(nil), // 40: msgx.control.v1.ResolveContractViolationResponse
+	(*Message)(nil),                          // 41: msgx.control.v1.Message
+	(*GetReferenceRequest)(nil),              // 42: msgx.control.v1.GetReferenceRequest
+	(*GetReferenceResponse)(nil),             // 43: msgx.control.v1.GetReferenceResponse
+	(*ListReferenceRequest)(nil),             // 44: msgx.control.v1.ListReferenceRequest
+	(*ListReferenceResponse)(nil),            // 45: msgx.control.v1.ListReferenceResponse
+	(*Reference)(nil),                        // 46: msgx.control.v1.Reference
+	(*GetResourceStatusRequest)(nil),         // 47: msgx.control.v1.GetResourceStatusRequest
+	(*GetResourceStatusResponse)(nil),        // 48: msgx.control.v1.GetResourceStatusResponse
+	(*ResourceEvent)(nil),                    // 49: msgx.control.v1.ResourceEvent
+	(*RequestScheduleRequest)(nil),           // 50: msgx.control.v1.RequestScheduleRequest
+	(*RequestScheduleResponse)(nil),          // 51: msgx.control.v1.RequestScheduleResponse
+	(*RequestReferenceRequest)(nil),          // 52: msgx.control.v1.RequestReferenceRequest
+	(*RequestReferenceResponse)(nil),         // 53: msgx.control.v1.RequestReferenceResponse
+	(*ListRequestsRequest)(nil),              // 54: msgx.control.v1.ListRequestsRequest
+	(*ListRequestsResponse)(nil),             // 55: msgx.control.v1.ListRequestsResponse
+	(*UpstreamRequest)(nil),                  // 56: msgx.control.v1.UpstreamRequest
+	(*RebuildProjectionRequest)(nil),         // 57: msgx.control.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),        // 58: msgx.control.v1.RebuildProjectionResponse
+	(*GetProjectionRebuildRequest)(nil),      // 59: msgx.control.v1.GetProjectionRebuildRequest
+	(*GetProjectionRebuildResponse)(nil),     // 60: msgx.control.v1.GetProjectionRebuildResponse
+	(*ListProjectionRebuildsRequest)(nil),    // 61: msgx.control.v1.ListProjectionRebuildsRequest
+	(*ListProjectionRebuildsResponse)(nil),   // 62: msgx.control.v1.ListProjectionRebuildsResponse
+	(*CancelProjectionRebuildRequest)(nil),   // 63: msgx.control.v1.CancelProjectionRebuildRequest
+	(*CancelProjectionRebuildResponse)(nil),  // 64: msgx.control.v1.CancelProjectionRebuildResponse
+	(*ProjectionRebuild)(nil),                // 65: msgx.control.v1.ProjectionRebuild
+	(*GetFlightRequest)(nil),                 // 66: msgx.control.v1.GetFlightRequest
+	(*GetFlightResponse)(nil),                // 67: msgx.control.v1.GetFlightResponse
+	(*FlightState)(nil),                      // 68: msgx.control.v1.FlightState
+	(*FlightProjection)(nil),                 // 69: msgx.control.v1.FlightProjection
+	(*timestamppb.Timestamp)(nil),            // 70: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 71: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	64,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	70,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
 	12,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
 	14,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
 	16,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
@@ -5568,131 +6231,150 @@ var file_msgx_control_v1_control_proto_depIdxs = []int32{
 	18,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
 	19,  // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
 	21,  // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	64,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	64,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	70,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	70,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
 	13,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	64,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	65,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	64,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	65,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	64,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	70,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	71,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	70,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	71,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	70,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
 	15,  // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	64,  // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	65,  // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	65,  // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	70,  // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	71,  // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	71,  // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,   // 20: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,   // 21: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
 	20,  // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,   // 23: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	65,  // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	39,  // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	71,  // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	41,  // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	3,   // 26: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
-	24,  // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
-	4,   // 28: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	64,  // 29: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	64,  // 30: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	64,  // 31: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	64,  // 32: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
-	0,   // 33: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
-	1,   // 34: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	25,  // 35: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	39,  // 36: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
-	1,   // 37: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	25,  // 38: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
-	2,   // 39: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	34,  // 40: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	64,  // 41: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
-	5,   // 42: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
-	5,   // 43: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	64,  // 44: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
-	6,   // 45: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
-	64,  // 46: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
-	15,  // 47: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
-	6,   // 48: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
-	64,  // 49: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
-	0,   // 50: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,   // 51: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	64,  // 52: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	64,  // 53: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	64,  // 54: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	64,  // 55: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	64,  // 56: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	64,  // 57: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	64,  // 58: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	64,  // 59: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,   // 60: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	64,  // 61: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	44,  // 62: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
-	44,  // 63: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
-	64,  // 64: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
-	64,  // 65: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
-	64,  // 66: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
-	64,  // 67: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
-	47,  // 68: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
-	64,  // 69: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
-	64,  // 70: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
-	64,  // 71: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
-	54,  // 72: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	54,  // 73: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	7,   // 74: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
-	8,   // 75: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
-	54,  // 76: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
-	8,   // 77: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
-	7,   // 78: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
-	64,  // 79: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
-	64,  // 80: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
-	64,  // 81: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
-	64,  // 82: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
-	63,  // 83: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	63,  // 84: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	63,  // 85: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
-	63,  // 86: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	9,   // 87: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
-	64,  // 88: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	64,  // 89: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
-	64,  // 90: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
-	64,  // 91: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
-	10,  // 92: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	22,  // 93: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	26,  // 94: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	28,  // 95: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	30,  // 96: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	35,  // 97: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	32,  // 98: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	37,  // 99: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	40,  // 100: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	42,  // 101: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	45,  // 102: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	48,  // 103: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
-	50,  // 104: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
-	52,  // 105: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
-	55,  // 106: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	57,  // 107: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
-	59,  // 108: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
-	61,  // 109: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
-	11,  // 110: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	23,  // 111: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	27,  // 112: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	29,  // 113: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	31,  // 114: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	36,  // 115: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	33,  // 116: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	38,  // 117: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	41,  // 118: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	43,  // 119: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	46,  // 120: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	49,  // 121: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
-	51,  // 122: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
-	53,  // 123: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
-	56,  // 124: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	58,  // 125: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
-	60,  // 126: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
-	62,  // 127: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
-	110, // [110:128] is the sub-list for method output_type
-	92,  // [92:110] is the sub-list for method input_type
-	92,  // [92:92] is the sub-list for extension type_name
-	92,  // [92:92] is the sub-list for extension extendee
-	0,   // [0:92] is the sub-list for field type_name
+	26,  // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
+	24,  // 28: msgx.control.v1.GetMessageResponse.timeline:type_name -> msgx.control.v1.TimelineStep
+	25,  // 29: msgx.control.v1.GetMessageResponse.attempts:type_name -> msgx.control.v1.Attempt
+	70,  // 30: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
+	71,  // 31: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
+	70,  // 32: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	70,  // 33: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
+	71,  // 34: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
+	0,   // 35: msgx.control.v1.Attempt.outcome:type_name -> msgx.control.v1.MessageState
+	1,   // 36: msgx.control.v1.Attempt.error_class:type_name -> msgx.control.v1.ErrorClass
+	4,   // 37: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
+	70,  // 38: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	70,  // 39: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	70,  // 40: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	70,  // 41: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	0,   // 42: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,   // 43: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	27,  // 44: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	70,  // 45: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
+	70,  // 46: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
+	41,  // 47: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	1,   // 48: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	27,  // 49: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	2,   // 50: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
+	36,  // 51: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	70,  // 52: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	5,   // 53: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
+	5,   // 54: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
+	70,  // 55: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	6,   // 56: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
+	70,  // 57: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	15,  // 58: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
+	6,   // 59: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
+	70,  // 60: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	0,   // 61: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,   // 62: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	70,  // 63: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	70,  // 64: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	70,  // 65: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	70,  // 66: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	70,  // 67: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	70,  // 68: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	70,  // 69: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	70,  // 70: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,   // 71: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	70,  // 72: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	46,  // 73: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
+	46,  // 74: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
+	70,  // 75: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
+	70,  // 76: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
+	70,  // 77: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
+	70,  // 78: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
+	49,  // 79: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
+	70,  // 80: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
+	70,  // 81: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
+	70,  // 82: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
+	56,  // 83: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	56,  // 84: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	7,   // 85: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
+	8,   // 86: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
+	56,  // 87: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
+	8,   // 88: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
+	7,   // 89: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
+	70,  // 90: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
+	70,  // 91: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
+	70,  // 92: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
+	70,  // 93: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
+	65,  // 94: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	65,  // 95: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	65,  // 96: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
+	65,  // 97: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	9,   // 98: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
+	70,  // 99: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	70,  // 100: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
+	70,  // 101: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
+	70,  // 102: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
+	68,  // 103: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
+	69,  // 104: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
+	41,  // 105: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
+	26,  // 106: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
+	70,  // 107: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
+	70,  // 108: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
+	10,  // 109: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	22,  // 110: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	28,  // 111: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	30,  // 112: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	32,  // 113: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	37,  // 114: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	34,  // 115: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	39,  // 116: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	42,  // 117: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	44,  // 118: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	47,  // 119: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	50,  // 120: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	52,  // 121: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	54,  // 122: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	57,  // 123: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	59,  // 124: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
+	61,  // 125: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
+	63,  // 126: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
+	66,  // 127: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	11,  // 128: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	23,  // 129: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	29,  // 130: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	31,  // 131: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	33,  // 132: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	38,  // 133: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	35,  // 134: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	40,  // 135: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	43,  // 136: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	45,  // 137: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	48,  // 138: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	51,  // 139: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	53,  // 140: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	55,  // 141: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	58,  // 142: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	60,  // 143: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
+	62,  // 144: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
+	64,  // 145: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
+	67,  // 146: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	128, // [128:147] is the sub-list for method output_type
+	109, // [109:128] is the sub-list for method input_type
+	109, // [109:109] is the sub-list for extension type_name
+	109, // [109:109] is the sub-list for extension extendee
+	0,   // [0:109] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -5701,13 +6383,14 @@ func file_msgx_control_v1_control_proto_init() {
 		return
 	}
 	file_msgx_control_v1_control_proto_msgTypes[4].OneofWrappers = []any{}
+	file_msgx_control_v1_control_proto_msgTypes[59].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   54,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,7 @@ const (
 	ControlService_GetProjectionRebuild_FullMethodName     = "/msgx.control.v1.ControlService/GetProjectionRebuild"
 	ControlService_ListProjectionRebuilds_FullMethodName   = "/msgx.control.v1.ControlService/ListProjectionRebuilds"
 	ControlService_CancelProjectionRebuild_FullMethodName  = "/msgx.control.v1.ControlService/CancelProjectionRebuild"
+	ControlService_GetFlight_FullMethodName                = "/msgx.control.v1.ControlService/GetFlight"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -122,6 +123,10 @@ type ControlServiceClient interface {
 	// CancelProjectionRebuild stops a rebuild: a pending one at once, a running one after the
 	// page it is on. What it repaired stays repaired. FAILED_PRECONDITION when it already ended.
 	CancelProjectionRebuild(ctx context.Context, in *CancelProjectionRebuildRequest, opts ...grpc.CallOption) (*CancelProjectionRebuildResponse, error)
+	// GetFlight returns one flight as PostgreSQL holds it (the authority) next to what the Redis
+	// projection holds, with the drift between the two, the flight's last messages and its
+	// outbox events. NOT_FOUND when neither store nor any message knows the FLID.
+	GetFlight(ctx context.Context, in *GetFlightRequest, opts ...grpc.CallOption) (*GetFlightResponse, error)
 }
 
 type controlServiceClient struct {
@@ -312,6 +317,16 @@ func (c *controlServiceClient) CancelProjectionRebuild(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *controlServiceClient) GetFlight(ctx context.Context, in *GetFlightRequest, opts ...grpc.CallOption) (*GetFlightResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFlightResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetFlight_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -388,6 +403,10 @@ type ControlServiceServer interface {
 	// CancelProjectionRebuild stops a rebuild: a pending one at once, a running one after the
 	// page it is on. What it repaired stays repaired. FAILED_PRECONDITION when it already ended.
 	CancelProjectionRebuild(context.Context, *CancelProjectionRebuildRequest) (*CancelProjectionRebuildResponse, error)
+	// GetFlight returns one flight as PostgreSQL holds it (the authority) next to what the Redis
+	// projection holds, with the drift between the two, the flight's last messages and its
+	// outbox events. NOT_FOUND when neither store nor any message knows the FLID.
+	GetFlight(context.Context, *GetFlightRequest) (*GetFlightResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -451,6 +470,9 @@ func (UnimplementedControlServiceServer) ListProjectionRebuilds(context.Context,
 }
 func (UnimplementedControlServiceServer) CancelProjectionRebuild(context.Context, *CancelProjectionRebuildRequest) (*CancelProjectionRebuildResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelProjectionRebuild not implemented")
+}
+func (UnimplementedControlServiceServer) GetFlight(context.Context, *GetFlightRequest) (*GetFlightResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFlight not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -797,6 +819,24 @@ func _ControlService_CancelProjectionRebuild_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_GetFlight_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFlightRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetFlight(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetFlight_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetFlight(ctx, req.(*GetFlightRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -875,6 +915,10 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelProjectionRebuild",
 			Handler:    _ControlService_CancelProjectionRebuild_Handler,
+		},
+		{
+			MethodName: "GetFlight",
+			Handler:    _ControlService_GetFlight_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -63,6 +63,38 @@ func (r *ListMessagesRequest) Validate() error {
 	if r.Range != nil {
 		errs = append(errs, validRange(r.GetRange()))
 	}
+	if r.GetFlid() != "" {
+		errs = append(errs, validKey("flid", r.GetFlid()))
+	}
+	if (r.GetFlightNumber() == "") != (r.GetOperationDay() == "") {
+		errs = append(errs, errors.New("flight_number and operation_day go together"))
+	} else if r.GetFlightNumber() != "" {
+		errs = append(errs, validKey("flight_number", r.GetFlightNumber()))
+		if _, err := time.Parse(time.DateOnly, r.GetOperationDay()); err != nil {
+			errs = append(errs, fmt.Errorf("operation_day must be YYYY-MM-DD, got %q", r.GetOperationDay()))
+		}
+	}
+	if r.EnqueuedFrom != nil && r.EnqueuedTo != nil && !r.GetEnqueuedFrom().AsTime().Before(r.GetEnqueuedTo().AsTime()) {
+		errs = append(errs, fmt.Errorf("enqueued_from %s must be before enqueued_to %s",
+			r.GetEnqueuedFrom().AsTime().Format(time.RFC3339), r.GetEnqueuedTo().AsTime().Format(time.RFC3339)))
+	}
+	return errors.Join(errs...)
+}
+
+// MaxFlightLimit bounds GetFlight's messages and events; DefaultFlightLimit is used when limit
+// is 0.
+const (
+	MaxFlightLimit     = 200
+	DefaultFlightLimit = 20
+)
+
+// Validate checks the request: a FLID and a bounded limit.
+func (r *GetFlightRequest) Validate() error {
+	var errs []error
+	errs = append(errs, validKey("flid", r.GetFlid()))
+	if n := r.GetLimit(); n < 0 || n > MaxFlightLimit {
+		errs = append(errs, fmt.Errorf("limit must be between 0 (default %d) and %d, got %d", DefaultFlightLimit, MaxFlightLimit, n))
+	}
 	return errors.Join(errs...)
 }
 

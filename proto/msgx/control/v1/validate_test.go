@@ -3,6 +3,9 @@ package controlv1_test
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -10,6 +13,7 @@ import (
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", controlv1.MaxCommentLen+1)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	many := make([]int64, controlv1.MaxSelectedIDs+1)
 	for i := range many {
 		many[i] = int64(i + 1)
@@ -30,6 +34,14 @@ func TestValidate(t *testing.T) {
 		{"list unspecified state", &controlv1.ListMessagesRequest{States: []controlv1.MessageState{0}}, "states"},
 		{"list unknown class", &controlv1.ListMessagesRequest{ErrorClasses: []controlv1.ErrorClass{42}}, "error_classes"},
 		{"list reversed range", &controlv1.ListMessagesRequest{Range: &controlv1.IdRange{First: 3, Last: 2}}, "range"},
+		{"list by flight", &controlv1.ListMessagesRequest{Flid: "2718281", FlightNumber: "CA1501", OperationDay: "2026-03-01",
+			EnqueuedFrom: timestamppb.New(t0), EnqueuedTo: timestamppb.New(t0.Add(time.Hour))}, ""},
+		{"list flight number without day", &controlv1.ListMessagesRequest{FlightNumber: "CA1501"}, "go together"},
+		{"list bad day", &controlv1.ListMessagesRequest{FlightNumber: "CA1501", OperationDay: "01.03.2026"}, "YYYY-MM-DD"},
+		{"list empty window", &controlv1.ListMessagesRequest{EnqueuedFrom: timestamppb.New(t0), EnqueuedTo: timestamppb.New(t0)}, "before"},
+		{"get flight", &controlv1.GetFlightRequest{Flid: "2718281", Limit: controlv1.MaxFlightLimit}, ""},
+		{"get flight without flid", &controlv1.GetFlightRequest{}, "flid"},
+		{"get flight limit too big", &controlv1.GetFlightRequest{Flid: "1", Limit: controlv1.MaxFlightLimit + 1}, "limit"},
 		{"replay ids", &controlv1.ReplayRequest{MsgIds: []int64{1, 2}}, ""},
 		{"replay class and range", &controlv1.ReplayRequest{ErrorClass: controlv1.ErrorClass_ERROR_CLASS_INFRA,
 			Range: &controlv1.IdRange{First: 1, Last: 9}}, ""},

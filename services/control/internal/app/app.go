@@ -10,6 +10,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/pkg/sis"
@@ -45,6 +46,13 @@ func New(b *service.Base) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Redis is read for GetFlight only, without a readiness check: a Redis outage must not take
+	// the operator's API away. The client connects lazily.
+	rdb, err := b.RedisOptional()
+	if err != nil {
+		_ = in.Close()
+		return nil, err
+	}
 	elector := b.Elector()
 	term := &control.Term{}
 	svc, err := control.New(control.Config{
@@ -59,6 +67,8 @@ func New(b *service.Base) (*App, error) {
 			Encoder:   sis.Encoder{Sender: b.Config.OutboundSender, Zone: b.Config.AirportZone},
 			RoutingID: b.Config.Requests.RoutingID,
 		},
+		Projection: projection.New(rdb, b.Config.RedisPrefix, b.Config.RedisTimeout),
+		TraceURL:   b.Config.TracingUIURL,
 	})
 	if err != nil {
 		_ = in.Close()

@@ -21,6 +21,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -79,6 +80,16 @@ type Config struct {
 	// ReadTimeout bounds one status read in PostgreSQL (statement_timeout), so a slow status
 	// query from a dashboard cannot pile up on the database. Default 10s.
 	ReadTimeout time.Duration
+	// Projection reads what Redis holds for a flight (GetFlight). Optional: without it GetFlight
+	// reports Redis as not read.
+	Projection Projection
+	// TraceURL is tracing.ui-url: a trace's link with config.TraceIDPlaceholder; empty for none.
+	TraceURL string
+}
+
+// Projection is what GetFlight reads of the Redis projection (projection.Projection).
+type Projection interface {
+	Observe(ctx context.Context, flids []string) ([]projection.Observed, error)
 }
 
 // Service is the ControlService implementation.
@@ -179,10 +190,14 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 	var (
 		m      queue.Message
 		events []outbox.Row
+		hist   []queue.Attempt
 	)
 	err := s.read(ctx, func(tx pgx.Tx) error {
 		var err error
 		if m, err = queue.Get(ctx, tx, req.GetMsgId()); err != nil {
+			return err
+		}
+		if hist, err = queue.Attempts(ctx, tx, req.GetMsgId()); err != nil {
 			return err
 		}
 		events, err = outbox.ByMessage(ctx, tx, req.GetMsgId())
@@ -191,7 +206,9 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 	if err != nil {
 		return nil, toStatus(ctx, "get message", err)
 	}
-	resp := &controlv1.GetMessageResponse{Message: message(m), Events: eventList(events)}
+	resp := &controlv1.GetMessageResponse{Message: message(m), Events: eventList(events),
+		Timeline: timeline(m, events), Attempts: attempts(m, hist)}
+	resp.TraceId, resp.TraceUrl = traceLink(str(m.TraceParent), s.cfg.TraceURL)
 	raw, err := s.cfg.Inbox.Raw(ctx, req.GetMsgId())
 	if err == nil {
 		resp.RawXml, resp.RawStatus, resp.RawSource = raw, controlv1.RawStatus_RAW_STATUS_OK, "inbox"

@@ -232,6 +232,7 @@ func message(m queue.Message) *controlv1.Message {
 		TraceParent:         str(m.TraceParent),
 		TraceState:          str(m.TraceState),
 		UpdatedAt:           timestamp(m.UpdatedAt),
+		Flid:                str(m.FLID),
 	}
 	if m.ErrorClass != nil {
 		out.ErrorClass = errorClass(*m.ErrorClass)

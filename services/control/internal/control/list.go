@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -33,11 +36,40 @@ func (s *Service) ListMessages(ctx context.Context, req *controlv1.ListMessagesR
 	if r := req.GetRange(); r != nil {
 		f.FirstID, f.LastID = r.GetFirst(), r.GetLast()
 	}
+	if req.EnqueuedFrom != nil {
+		t := req.GetEnqueuedFrom().AsTime()
+		f.EnqueuedFrom = &t
+	}
+	if req.EnqueuedTo != nil {
+		t := req.GetEnqueuedTo().AsTime()
+		f.EnqueuedTo = &t
+	}
 	after, size, err := page(req.GetPageToken(), req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
 	f.After = after
+	if flid := req.GetFlid(); flid != "" {
+		f.FLIDs = []string{flid}
+	}
+	if req.GetFlightNumber() != "" {
+		day, err := time.Parse(time.DateOnly, req.GetOperationDay())
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "operation_day: %v", err)
+		}
+		flids, err := flightstore.FLIDsByNumber(ctx, s.cfg.DB, req.GetFlightNumber(), day)
+		if err != nil {
+			return nil, toStatus(ctx, "list messages", err)
+		}
+		if f.FLIDs != nil {
+			// Both given: the FLID must be one of the flight number's.
+			flids = slices.DeleteFunc(flids, func(x string) bool { return x != req.GetFlid() })
+		}
+		if len(flids) == 0 {
+			return &controlv1.ListMessagesResponse{}, nil // no such flight that day: no messages
+		}
+		f.FLIDs = flids
+	}
 	// One row more than the page tells whether another page exists without a count query.
 	msgs, err := queue.List(ctx, s.cfg.DB, f, size+1)
 	if err != nil {

@@ -182,6 +182,11 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 			md.Parent().FullName(), md.Name(), kind, md.Input().FullName()),
 		Args: cobra.NoArgs,
 	}
+	arg, hasArg := positional[md.Name()]
+	if hasArg {
+		cmd.Use += " [" + arg + "]"
+		cmd.Args = cobra.MaximumNArgs(1)
+	}
 	flags := newRequestFlags(md.Input(), cmd.Flags(), root.PersistentFlags())
 	var requestJSON string
 	cmd.Flags().StringVar(&requestJSON, "request-json", "", "the whole request as JSON (protojson); flags given too override its fields")
@@ -189,7 +194,20 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 	if follow != nil {
 		cmd.Flags().BoolVar(&detach, "detach", false, "return once the server accepted the call instead of following the job it started")
 	}
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	var w watchFlags
+	if md.Name() == "GetStatus" {
+		cmd.Flags().BoolVarP(&w.on, "watch", "w", false, "redraw the status in place every --interval until interrupted (plain lines when stdout is not a terminal)")
+		cmd.Flags().DurationVar(&w.interval, "interval", 5*time.Second, "with --watch: how often to ask")
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 1 {
+			if cmd.Flags().Changed(arg) {
+				return usageErr("give the %s as an argument or as --%s, not both", arg, arg)
+			}
+			if err := cmd.Flags().Set(arg, args[0]); err != nil {
+				return usageErr("%s %q: %v", arg, args[0], err)
+			}
+		}
 		req, err := newMessage(md.Input())
 		if err != nil {
 			return localErr(err)
@@ -211,6 +229,12 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		if o.output != "table" && o.output != "json" {
 			return usageErr("-o must be table or json, got %q", o.output)
 		}
+		if w.on {
+			if w.interval < time.Second {
+				return usageErr("--interval must be at least 1s, got %s", w.interval)
+			}
+			return o.watch(cmd.Context(), md, req, stdout, w.interval)
+		}
 		resp, err := newMessage(md.Output())
 		if err != nil {
 			return localErr(err)
@@ -226,6 +250,10 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 	return cmd
 }
 
+// positional names the one field a command also takes as its argument: msgxctl get-message
+// 123 is msgxctl get-message --msg-id 123.
+var positional = map[protoreflect.Name]string{"GetMessage": "msg-id", "GetFlight": "flid"}
+
 // newMessage returns an empty message of the generated type registered for md.
 func newMessage(md protoreflect.MessageDescriptor) (proto.Message, error) {
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName())
@@ -237,20 +265,41 @@ func newMessage(md protoreflect.MessageDescriptor) (proto.Message, error) {
 
 // invoke makes the call on a new connection.
 func (o *options) invoke(ctx context.Context, md protoreflect.MethodDescriptor, req, resp proto.Message) error {
-	creds, err := o.credentials()
+	c, err := o.dial()
 	if err != nil {
 		return err
+	}
+	defer func() { _ = c.conn.Close() }()
+	return c.call(ctx, md, req, resp)
+}
+
+// client is a connection and the token its calls carry.
+type client struct {
+	conn    *grpc.ClientConn
+	token   string
+	timeout time.Duration
+}
+
+func (o *options) dial() (*client, error) {
+	creds, err := o.credentials()
+	if err != nil {
+		return nil, err
 	}
 	token, err := o.bearer()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conn, err := grpc.NewClient(o.addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
-		return usageErr("--addr %q: %v", o.addr, err)
+		return nil, usageErr("--addr %q: %v", o.addr, err)
 	}
-	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	return &client{conn: conn, token: token, timeout: o.timeout}, nil
+}
+
+// call makes one call, bounded by --timeout.
+func (c *client) call(ctx context.Context, md protoreflect.MethodDescriptor, req, resp proto.Message) error {
+	token, conn := c.token, c.conn
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
 // render writes a response as JSON (protojson with the .proto's field names and every field,
@@ -35,6 +37,12 @@ func render(w io.Writer, format string, m proto.Message) error {
 		_, err = out.WriteTo(w)
 		return wrapWrite(err)
 	}
+	switch resp := m.(type) {
+	case *controlv1.GetMessageResponse:
+		return wrapWrite(renderMessage(w, resp))
+	case *controlv1.GetFlightResponse:
+		return wrapWrite(renderFlight(w, resp))
+	}
 	return wrapWrite(renderTable(w, m.ProtoReflect()))
 }
 
@@ -53,6 +61,8 @@ type tableOut struct {
 	pairs    [][2]string
 	sections []section
 	blocks   [][2]string
+	// skip names top-level fields a view has printed already.
+	skip map[protoreflect.Name]bool
 }
 
 type section struct {
@@ -60,8 +70,11 @@ type section struct {
 	rows  []protoreflect.Message
 }
 
-func renderTable(w io.Writer, m protoreflect.Message) error {
-	var t tableOut
+func renderTable(w io.Writer, m protoreflect.Message, skip ...protoreflect.Name) error {
+	t := tableOut{skip: map[protoreflect.Name]bool{}}
+	for _, n := range skip {
+		t.skip[n] = true
+	}
 	t.walk(m, "")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, p := range t.pairs {
@@ -87,6 +100,9 @@ func (t *tableOut) walk(m protoreflect.Message, prefix string) {
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
+		if prefix == "" && t.skip[fd.Name()] {
+			continue
+		}
 		key := prefix + string(fd.Name())
 		switch {
 		case fd.IsMap():

@@ -19,6 +19,7 @@ func TestMutating(t *testing.T) {
 		"/msgx.control.v1.ControlService/GetReference":             false,
 		"/msgx.control.v1.ControlService/ListReference":            false,
 		"/msgx.control.v1.ControlService/GetResourceStatus":        false,
+		"/msgx.control.v1.ControlService/GetFlight":                false,
 		// Not in the registry: treated as mutating until declared a read.
 		"/msgx.control.v1.ControlService/Unknown": true,
 	} {

@@ -387,15 +387,17 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 		return failed(queue.CodecError, err.Error(), err)
 	}
 	span.SetAttributes(attribute.String("type", msg.Meta.TYPE), attribute.String("styp", msg.Meta.STYP))
+	var flid string
 	if f, ok := msg.Body.(*sis.Flop); ok {
-		span.SetAttributes(attribute.String("flid", f.Record.FLID))
+		flid = f.Record.FLID
+		span.SetAttributes(attribute.String("flid", flid))
 	}
 	identity := sis.Identity(msg.Meta, p.cfg.IdentityDayBounded)
 	var holder int64
 	err = s.Do(ctx, func(conn *pgx.Conn) error {
 		var err error
 		holder, err = queue.Bind(ctx, conn, queue.Binding{MsgID: head.MsgID, Key: identity, Type: msg.Meta.TYPE,
-			Styp: msg.Meta.STYP, Raw: raw, Started: started, Now: p.clock.Now()})
+			Styp: msg.Meta.STYP, FLID: flid, Raw: raw, Started: started, Now: p.clock.Now()})
 		return err
 	})
 	switch {
@@ -413,7 +415,7 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 		// ① committed in an earlier run: its change and events are in place, and the flights
 		// may have moved on since (a replay comes after newer messages). Only ② and ③ are left.
 		span.SetAttributes(attribute.Bool("reproject", true))
-		return p.reproject(ctx, s, in, func(tx pgx.Tx) (Result, error) {
+		return p.reproject(ctx, s, in, started, func(tx pgx.Tx) (Result, error) {
 			r, ok := proc.(Reprojector)
 			if !ok {
 				return Result{}, nil // nothing this processor can re-project
@@ -425,7 +427,7 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 	if proc == nil {
 		return outcome{state: queue.Skipped, class: queue.Unsupported, reason: "unsupported: " + why}
 	}
-	return p.business(ctx, s, in, func(tx pgx.Tx) (Result, error) { return proc.Apply(ctx, tx, in) })
+	return p.business(ctx, s, in, started, func(tx pgx.Tx) (Result, error) { return proc.Apply(ctx, tx, in) })
 }
 
 // errStoredRaw marks a failure to read the kept raw text (a PostgreSQL call, not the inbox).
@@ -455,17 +457,18 @@ func (p *Pump) storedRaw(ctx context.Context, s Session, msgID int64, missing er
 // with applied_at, ② the projection, ③ SUCCEEDED with the backfill intent in one statement. A
 // message with further steps (Result.Then) repeats ① and ② per step, and applied_at goes with
 // the last one.
-func (p *Pump) business(ctx context.Context, s Session, in Input, apply func(tx pgx.Tx) (Result, error)) outcome {
-	return p.run(ctx, s, in, apply, true)
+func (p *Pump) business(ctx context.Context, s Session, in Input, started time.Time, apply func(tx pgx.Tx) (Result, error)) outcome {
+	return p.run(ctx, s, in, started, apply, true)
 }
 
 // reproject runs ② and ③ for a message whose ① committed earlier: apply only reads the states
 // to re-project.
-func (p *Pump) reproject(ctx context.Context, s Session, in Input, apply func(tx pgx.Tx) (Result, error)) outcome {
-	return p.run(ctx, s, in, apply, false)
+func (p *Pump) reproject(ctx context.Context, s Session, in Input, started time.Time, apply func(tx pgx.Tx) (Result, error)) outcome {
+	return p.run(ctx, s, in, started, apply, false)
 }
 
-func (p *Pump) run(ctx context.Context, s Session, in Input, apply func(tx pgx.Tx) (Result, error), mark bool) outcome {
+// run's started is the attempt's start, for the attempt history.
+func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, apply func(tx pgx.Tx) (Result, error), mark bool) outcome {
 	var o outcome
 	err := s.Do(ctx, func(conn *pgx.Conn) error {
 		return p.withPipelineLock(ctx, conn, func() error {
@@ -530,7 +533,7 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, apply func(tx pgx.T
 				}
 			}
 			now := p.clock.Now()
-			if err := queue.Finish(ctx, conn, in.MsgID, queue.Succeeded, "", "", now, now); err != nil {
+			if err := queue.Finish(ctx, conn, in.MsgID, queue.Succeeded, "", "", started, now); err != nil {
 				return err
 			}
 			o = outcome{state: queue.Succeeded, recorded: true}

@@ -113,6 +113,28 @@ func TestHeadOfLineBlockingBackoffAndExhaustion(t *testing.T) {
 	}
 	tick(t, p, s)
 	wantState(t, e.get(t, behind), queue.Succeeded, "")
+
+	// The attempt history: each counted failure with its error, none for exhaustion (not an
+	// attempt), none for a message that succeeded at once; the FLOPs are bound to their flight.
+	hist, err := queue.Attempts(t.Context(), e.pg.Pool, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != e.cfg.Pipeline.MaxAttempts {
+		t.Fatalf("history of the head = %+v, want %d attempts", hist, e.cfg.Pipeline.MaxAttempts)
+	}
+	for i, a := range hist {
+		if a.No != i+1 || a.Outcome != queue.Failed || a.ErrorClass == nil || *a.ErrorClass != queue.CodecError ||
+			deref(a.Error) != lastError || a.Ended.Before(a.Started) {
+			t.Errorf("attempt %d = %+v", i+1, a)
+		}
+	}
+	if hist, err := queue.Attempts(t.Context(), e.pg.Pool, behind); err != nil || len(hist) != 0 {
+		t.Errorf("history of a first-time success = %+v, %v; want none", hist, err)
+	}
+	if got := e.get(t, behind); deref(got.FLID) != "1002" {
+		t.Errorf("flid of the FLOP = %q, want 1002", deref(got.FLID))
+	}
 }
 
 // Only discovered rows are claimed (seed 000 §11): a PENDING row above W waits.

@@ -1,0 +1,185 @@
+package ctl
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+)
+
+// The views below are the table output of the responses a person reads as a story rather than
+// as fields: a message's timeline and a flight's two stores side by side. Everything else the
+// response holds follows in the generic rendering, so no field is lost.
+
+// renderMessage prints a message's timeline and attempts, then the rest of the response.
+func renderMessage(w io.Writer, r *controlv1.GetMessageResponse) error {
+	m := r.GetMessage()
+	state := strings.TrimPrefix(m.GetState().String(), "MESSAGE_STATE_")
+	if c := m.GetErrorClass(); c != controlv1.ErrorClass_ERROR_CLASS_UNSPECIFIED {
+		state += "(" + strings.TrimPrefix(c.String(), "ERROR_CLASS_") + ")"
+	}
+	fmt.Fprintf(w, "message %d  %s", m.GetMsgId(), state)
+	if t := m.GetMsgType(); t != "" {
+		fmt.Fprintf(w, "  %s/%s", t, m.GetMsgStyp())
+	}
+	if f := m.GetFlid(); f != "" {
+		fmt.Fprintf(w, "  flight %s", f)
+	}
+	fmt.Fprintln(w)
+	switch {
+	case r.GetTraceUrl() != "":
+		fmt.Fprintf(w, "trace %s\n", r.GetTraceUrl())
+	case r.GetTraceId() != "":
+		fmt.Fprintf(w, "trace %s (set tracing.ui-url on control for a link)\n", r.GetTraceId())
+	}
+
+	fmt.Fprintln(w, "\ntimeline:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, s := range r.GetTimeline() {
+		at, since := "-", ""
+		if s.At != nil {
+			at = clock(s.GetAt())
+		}
+		if s.SincePrevious != nil {
+			since = "+" + short(s.GetSincePrevious())
+			if d := s.GetSincePrevious().AsDuration(); d < 0 {
+				since = short(s.GetSincePrevious())
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", at, since, s.GetStep(), s.GetDetail())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nattempts (%d):\n", len(r.GetAttempts()))
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, a := range r.GetAttempts() {
+		outcome := strings.TrimPrefix(a.GetOutcome().String(), "MESSAGE_STATE_")
+		if c := a.GetErrorClass(); c != controlv1.ErrorClass_ERROR_CLASS_UNSPECIFIED {
+			outcome += "(" + strings.TrimPrefix(c.String(), "ERROR_CLASS_") + ")"
+		}
+		fmt.Fprintf(tw, "  #%d\t%s\t%s\t%s\t%s\n", a.GetNumber(), clock(a.GetStartedAt()), short(a.GetDuration()), outcome,
+			strings.ReplaceAll(a.GetError(), "\n", `\n`))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return renderTable(w, r.ProtoReflect(), "timeline", "attempts", "trace_id", "trace_url")
+}
+
+// renderFlight prints a flight's PostgreSQL state and Redis projection field by field side by
+// side, marking the fields that differ, then its messages and events.
+func renderFlight(w io.Writer, r *controlv1.GetFlightResponse) error {
+	pg, rd := r.GetPostgres(), r.GetRedis()
+	drift := "none"
+	if r.GetDrifted() {
+		drift = strings.ToUpper(r.GetDrift())
+	}
+	fmt.Fprintf(w, "flight %s  drift %s\n", r.GetFlid(), drift)
+	if rd.GetError() != "" {
+		fmt.Fprintf(w, "redis could not be read: %s\n", rd.GetError())
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\t\tPOSTGRESQL\tREDIS")
+	pgVersion, rdVersion := "-", "-"
+	if pg != nil {
+		pgVersion = fmt.Sprint(pg.GetVersion())
+		fmt.Fprintf(tw, "\tstate\t%s\t\n", pg.GetState())
+		if pg.GetFlightNumber() != "" || pg.GetOperationDay() != "" {
+			fmt.Fprintf(tw, "\tflight\t%s on %s\t\n", cmp.Or(pg.GetFlightNumber(), "-"), cmp.Or(pg.GetOperationDay(), "-"))
+		}
+		fmt.Fprintf(tw, "\tlast message\t%d\t\n", pg.GetLastMsgId())
+		fmt.Fprintf(tw, "\tupdated\t%s\t\n", clock(pg.GetUpdatedAt()))
+	}
+	if rd.Version != nil {
+		rdVersion = fmt.Sprint(rd.GetVersion())
+	}
+	fmt.Fprintf(tw, "%s\tversion\t%s\t%s\n", differ(pgVersion != rdVersion), pgVersion, rdVersion)
+	left, right := fields(pg.GetDocumentJson()), fields(rd.GetDocumentJson())
+	keys := make([]string, 0, len(left)+len(right))
+	for k := range left {
+		keys = append(keys, k)
+	}
+	for k := range right {
+		if _, ok := left[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		l, lok := left[k]
+		rv, rok := right[k]
+		if !lok {
+			l = "-"
+		}
+		if !rok {
+			rv = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", differ(l != rv), k, l, rv)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return renderTable(w, r.ProtoReflect(), "flid", "postgres", "redis", "drift", "drifted")
+}
+
+func differ(b bool) string {
+	if b {
+		return "≠"
+	}
+	return ""
+}
+
+// fields splits a projection document into its top-level fields as compact JSON, for a
+// field-by-field comparison; a document that is not an object is one field "document".
+func fields(doc string) map[string]string {
+	out := map[string]string{}
+	if doc == "" {
+		return out
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(doc), &m); err != nil {
+		out["document"] = doc
+		return out
+	}
+	for k, v := range m {
+		var b bytes.Buffer
+		if err := json.Compact(&b, v); err != nil {
+			out[k] = string(v)
+			continue
+		}
+		out[k] = b.String()
+	}
+	return out
+}
+
+// clock prints a time for a person: UTC to the millisecond.
+func clock(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return "-"
+	}
+	return ts.AsTime().UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+// short prints a duration rounded to what a person compares: ms under a minute, s above.
+func short(d *durationpb.Duration) string {
+	v := d.AsDuration()
+	switch abs := max(v, -v); {
+	case abs < time.Second:
+		return v.Round(time.Millisecond).String()
+	case abs < time.Minute:
+		return v.Round(10 * time.Millisecond).String()
+	}
+	return v.Round(time.Second).String()
+}
