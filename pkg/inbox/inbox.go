@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/msgexchange/msgexchange/pkg/secret"
 )
 
 // ErrRowMissing means the inbox row does not exist (never written, or purged).
@@ -31,7 +33,7 @@ type Inbox struct {
 func Open(dsn string, timeout time.Duration) (*Inbox, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("inbox dsn: %w", err)
+		return nil, fmt.Errorf("inbox dsn: %w", secret.DSNError(dsn, err))
 	}
 	cfg.ParseTime = true
 	if cfg.Timeout == 0 {

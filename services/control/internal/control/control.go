@@ -73,9 +73,13 @@ type Config struct {
 	// less). It stays well under the lock connection's lease (10 s) so a slow write cannot
 	// cost the control role. Default 5s.
 	WriteTimeout time.Duration
-	// ReadTimeout bounds one status read in PostgreSQL (statement_timeout), so a slow status
-	// query from a dashboard cannot pile up on the database. Default 10s.
+	// ReadTimeout bounds every read statement in PostgreSQL (statement_timeout), so a slow
+	// read from a dashboard cannot pile up on the database (control.read-timeout). Default 5s.
 	ReadTimeout time.Duration
+	// PoolWait bounds how long a read waits for a free pool connection (control.pool-wait):
+	// past it the call is UNAVAILABLE at once instead of queueing behind slow reads until its
+	// deadline. Default 2s.
+	PoolWait time.Duration
 }
 
 // Service is the ControlService implementation.
@@ -90,7 +94,10 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("control: DB, Clock, Elector, Writer and Inbox are required")
 	}
 	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = 10 * time.Second
+		cfg.ReadTimeout = 5 * time.Second
+	}
+	if cfg.PoolWait <= 0 {
+		cfg.PoolWait = 2 * time.Second
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 5 * time.Second
@@ -216,10 +223,21 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 	return resp, nil
 }
 
-// read runs fn in a read-only REPEATABLE READ transaction bounded by ReadTimeout.
+// errPoolBusy is a read that found no free pool connection within PoolWait.
+var errPoolBusy = errors.New("no free database connection")
+
+// read runs fn in a read-only REPEATABLE READ transaction bounded by ReadTimeout; every read
+// of the API goes through it. Waiting for the pool connection is bounded by PoolWait (the
+// context of BeginTx covers the acquisition and the BEGIN only, not the transaction).
 func (s *Service) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.cfg.DB.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	bctx, cancel := context.WithTimeout(ctx, s.cfg.PoolWait)
+	tx, err := s.cfg.DB.BeginTx(bctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	waited := bctx.Err() != nil && ctx.Err() == nil
+	cancel()
 	if err != nil {
+		if waited {
+			return fmt.Errorf("begin read: %w within %s: %w", errPoolBusy, s.cfg.PoolWait, err)
+		}
 		return fmt.Errorf("begin read: %w", err)
 	}
 	// Read-only: rolling back loses nothing, and it runs even when ctx is already cancelled.
@@ -238,6 +256,8 @@ func toStatus(ctx context.Context, op string, err error) error {
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, errPoolBusy):
+		return status.Errorf(codes.Unavailable, "%s: database busy: %v", op, err)
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	case db.IsConnectionError(err), pgconn.SafeToRetry(err):
