@@ -325,7 +325,7 @@ func params() []param {
 		{key: "redis.timeout", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
 		{key: "kafka.send-timeout", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.KafkaSendTimeout })},
 		{key: "dispatcher.batch", def: "500", set: num(func(c *Config) *int { return &c.DispatcherBatch })},
-		{key: "http.max-body", def: "16777215", set: num(func(c *Config) *int { return &c.HTTPMaxBody })},
+		{key: "http.max-body", def: "16711680", set: num(func(c *Config) *int { return &c.HTTPMaxBody })},
 		{key: "http.max-in-flight", def: "4", set: num(func(c *Config) *int { return &c.HTTPMaxInFlight })},
 		{key: "http.tls-cert", def: "", set: str(func(c *Config) *string { return &c.HTTPTLSCert })},
 		{key: "http.tls-key", def: "", set: str(func(c *Config) *string { return &c.HTTPTLSKey })},

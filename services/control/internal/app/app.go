@@ -71,6 +71,9 @@ func New(b *service.Base) (*App, error) {
 		},
 		ReadTimeout: c.ControlReadTimeout,
 		PoolWait:    c.ControlPoolWait,
+		// Two pool connections stay free of reads: the readiness check and the fenced
+		// writes' fallbacks never queue behind a pile of slow reads.
+		MaxReads: max(1, c.PGMaxConns-2),
 	})
 	if err != nil {
 		_ = in.Close()

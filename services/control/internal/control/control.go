@@ -80,12 +80,17 @@ type Config struct {
 	// past it the call is UNAVAILABLE at once instead of queueing behind slow reads until its
 	// deadline. Default 2s.
 	PoolWait time.Duration
+	// MaxReads bounds the reads in flight. Kept below the pool's size, it leaves connections
+	// for the readiness check and the writes however many slow reads pile up, so /readyz
+	// stays true to the database rather than to a busy pool. Default 8.
+	MaxReads int
 }
 
 // Service is the ControlService implementation.
 type Service struct {
 	controlv1.UnimplementedControlServiceServer
-	cfg Config
+	cfg   Config
+	reads chan struct{}
 }
 
 // New returns the service.
@@ -231,6 +236,16 @@ var errPoolBusy = errors.New("no free database connection")
 // context of BeginTx covers the acquisition and the BEGIN only, not the transaction).
 func (s *Service) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	bctx, cancel := context.WithTimeout(ctx, s.cfg.PoolWait)
+	select {
+	case s.reads <- struct{}{}:
+		defer func() { <-s.reads }()
+	case <-bctx.Done():
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("begin read: %w within %s: %d reads in flight", errPoolBusy, s.cfg.PoolWait, s.cfg.MaxReads)
+	}
 	tx, err := s.cfg.DB.BeginTx(bctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	waited := bctx.Err() != nil && ctx.Err() == nil
 	cancel()
