@@ -120,4 +120,3 @@ type redacted struct {
 
 func (e *redacted) Error() string { return e.msg }
 func (e *redacted) Unwrap() error { return e.err }
-

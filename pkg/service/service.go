@@ -115,9 +115,6 @@ func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logge
 // Inbox opens the shared MySQL inbox with the configured call timeout, adds it to the
 // readiness checks, and closes it with the Base.
 func (b *Base) Inbox() (*inbox.Inbox, error) {
-	if b.Config.MySQLDSN == "" {
-		return nil, errors.New("no inbox connection: set " + config.EnvName("mysql-dsn") + " (or " + config.EnvName("mysql-dsn") + "_FILE)")
-	}
 	in, err := inbox.Open(b.Config.MySQLDSN, b.Config.InboxTimeout)
 	if err != nil {
 		return nil, err

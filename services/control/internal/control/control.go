@@ -107,7 +107,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 5 * time.Second
 	}
-	return &Service{cfg: cfg}, nil
+	if cfg.MaxReads <= 0 {
+		cfg.MaxReads = 8
+	}
+	return &Service{cfg: cfg, reads: make(chan struct{}, cfg.MaxReads)}, nil
 }
 
 // GetStatus implements ControlService.GetStatus.
