@@ -21,7 +21,8 @@ BEGIN
                 RETURN;
         END;
     END IF;
-    EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO msgx_app', current_database());
+    -- CONNECT on the database comes from PUBLIC's default; a deployment that revoked it
+    -- grants it with the login role.
     GRANT USAGE ON SCHEMA public TO msgx_app;
     GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO msgx_app;
     GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO msgx_app;
@@ -55,7 +56,6 @@ BEGIN
         REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM msgx_app;
         REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM msgx_app;
         REVOKE ALL ON SCHEMA public FROM msgx_app;
-        EXECUTE format('REVOKE ALL ON DATABASE %I FROM msgx_app', current_database());
     END IF;
 END
 $$;
