@@ -52,8 +52,12 @@ type Config struct {
 	TLS *tls.Config
 }
 
-// retryAfter is the Retry-After of a request refused because the entry is busy.
-const retryAfter = "1"
+// retryAfter is the Retry-After of a request refused because the entry is busy;
+// inboxRetryAfter that of one the inbox could not take (an outage lasts longer).
+const (
+	retryAfter      = "1"
+	inboxRetryAfter = "5"
+)
 
 // ErrNoToken means neither a token nor insecure mode is configured.
 var ErrNoToken = errors.New("compat HTTP needs http.token (or http.insecure=true for development)")
@@ -172,6 +176,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.logger.Warn("compat HTTP: inbox unreachable", "err", err)
+		w.Header().Set("Retry-After", inboxRetryAfter)
 		h.fail(w, http.StatusServiceUnavailable, "the inbox is unreachable; retry later")
 		return
 	}
