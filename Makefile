@@ -38,9 +38,9 @@ fmt-check:
 
 ## chart-check: helm lint --strict and helm template, with the default and production-like values
 chart-check: $(HELM_STAMP)
-	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) -f $(CHART)/ci/tokens-values.yaml
 	$(HELM) lint --strict $(CHART) -f $(CHART_PROD)
-	$(HELM) template msgx $(CHART) >/dev/null
+	$(HELM) template msgx $(CHART) -f $(CHART)/ci/tokens-values.yaml >/dev/null
 	$(HELM) template msgx $(CHART) -f $(CHART_PROD) >/dev/null
 
 ## helm: the pinned helm into bin/

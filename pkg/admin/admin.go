@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +26,9 @@ type Server struct {
 	logger *slog.Logger
 	mux    *http.ServeMux
 	checks map[string]Check
+
+	mu       sync.Mutex
+	lastFail string // the failures /readyz last logged, "" while ready
 }
 
 // New builds the server; register readiness checks with AddCheck before Run.
@@ -43,17 +48,39 @@ func (s *Server) AddCheck(name string, c Check) { s.checks[name] = c }
 // Handle mounts an extra handler (for a service's own diagnostics).
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
+// ready answers anonymous callers with "ready" or "not ready" and nothing more: the failing
+// dependency's error names users, databases and internal addresses. The details go to the log,
+// once per change (a probe every few seconds would repeat them), and GetStatus reports them.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	names := make([]string, 0, len(s.checks))
+	for name := range s.checks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	var failed []error
-	for name, c := range s.checks {
-		if err := c(ctx); err != nil {
+	for _, name := range names {
+		if err := s.checks[name](ctx); err != nil {
 			failed = append(failed, fmt.Errorf("%s: %w", name, err))
 		}
 	}
+	summary := ""
 	if len(failed) > 0 {
-		http.Error(w, errors.Join(failed...).Error(), http.StatusServiceUnavailable)
+		summary = errors.Join(failed...).Error()
+	}
+	s.mu.Lock()
+	changed := summary != s.lastFail
+	s.lastFail = summary
+	s.mu.Unlock()
+	switch {
+	case changed && summary != "":
+		s.logger.Warn("not ready", "failed", summary)
+	case changed:
+		s.logger.Info("ready again")
+	}
+	if summary != "" {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))
@@ -65,7 +92,10 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin listen %s: %w", s.addr, err)
 	}
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	// Every timeout set: a scraper or prober that stops reading, or an idle keep-alive
+	// connection, must not hold a goroutine and a socket forever.
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	s.logger.Info("admin endpoints listening", "addr", ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

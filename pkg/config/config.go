@@ -31,9 +31,15 @@ type Config struct {
 	AdminAddr    string
 	HTTPAddr     string
 	GRPCAddr     string
-	ControlToken string
-	// ControlTokenFile names a file holding the control token (a mounted secret).
-	ControlTokenFile string
+	// ControlToken is the control API's operator token (every RPC); ControlReaderToken the
+	// reader token (the reads only). The operator token kept the old single token's name, so a
+	// deployment that set only MSGX_CONTROL_TOKEN keeps full access.
+	ControlToken       string
+	ControlReaderToken string
+	// ControlOperatorSubjects and ControlReaderSubjects grant a role by the verified client
+	// certificate's subject (mTLS), in Go's RFC 2253 form ("CN=ops,O=Airport").
+	ControlOperatorSubjects []string
+	ControlReaderSubjects   []string
 	// ControlInsecure lets control start without a token (development only).
 	ControlInsecure bool
 	// ControlTLSCert and ControlTLSKey are PEM files that make control's gRPC listener serve
@@ -81,8 +87,24 @@ type Config struct {
 	OutboundSender string
 	// ShutdownTimeout bounds a graceful stop after SIGTERM.
 	ShutdownTimeout time.Duration
-	// HTTPMaxBody bounds the compat HTTP request body.
-	HTTPMaxBody int
+	// HTTPMaxBody bounds the compat HTTP request body; HTTPMaxInFlight the requests it serves
+	// at once (503 with Retry-After past it).
+	HTTPMaxBody     int
+	HTTPMaxInFlight int
+	// HTTPTLSCert and HTTPTLSKey make the compat entry serve HTTPS.
+	HTTPTLSCert string
+	HTTPTLSKey  string
+	// PGMaxConns is the size of a service's PostgreSQL pool (the leader's lock connection is
+	// not part of it).
+	PGMaxConns int
+	// ControlCallTimeout is the server-side deadline of every control RPC; ControlReadTimeout
+	// the statement timeout of its reads; ControlPoolWait how long a call waits for a free
+	// pool connection before it is refused as UNAVAILABLE.
+	ControlCallTimeout time.Duration
+	ControlReadTimeout time.Duration
+	ControlPoolWait    time.Duration
+	// SecretFiles records which secrets came from a file (key → path), for start-up logs.
+	SecretFiles map[string]string
 	// HTTPToken is the bearer token of ingest's compat HTTP entry; HTTPInsecure serves it
 	// without one (development only). With neither, the entry is not served.
 	HTTPToken    string
@@ -174,16 +196,32 @@ type param struct {
 
 func params() []param {
 	return []param{
-		{key: "pg-dsn", def: "postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable", set: str(func(c *Config) *string { return &c.PGDSN })},
-		{key: "mysql-dsn", def: "root@tcp(127.0.0.1:3306)/msgx_inbox?parseTime=true", set: str(func(c *Config) *string { return &c.MySQLDSN })},
-		{key: "redis-url", def: "redis://127.0.0.1:6379/0", set: str(func(c *Config) *string { return &c.RedisURL })},
+		// No default connection: a default would be a superuser on localhost, and a forgotten
+		// setting must stop the service with the variable's name instead.
+		{key: "pg-dsn", def: "", set: str(func(c *Config) *string { return &c.PGDSN })},
+		{key: "mysql-dsn", def: "", set: str(func(c *Config) *string { return &c.MySQLDSN })},
+		{key: "redis-url", def: "", set: str(func(c *Config) *string { return &c.RedisURL })},
+		{key: "pg.max-conns", def: "10", set: num(func(c *Config) *int { return &c.PGMaxConns })},
 		{key: "redis-prefix", def: "msgx:", set: str(func(c *Config) *string { return &c.RedisPrefix })},
 		{key: "kafka-brokers", def: "", set: func(c *Config, v string) error { c.KafkaBrokers = splitList(v); return nil }},
-		{key: "admin-addr", def: ":9090", set: str(func(c *Config) *string { return &c.AdminAddr })},
-		{key: "http-addr", def: ":8080", set: str(func(c *Config) *string { return &c.HTTPAddr })},
-		{key: "grpc-addr", def: ":9000", set: str(func(c *Config) *string { return &c.GRPCAddr })},
+		// Listeners default to loopback: reaching one from the network is a deployment's
+		// explicit choice (the chart binds admin to the pod IP).
+		{key: "admin-addr", def: "127.0.0.1:9090", set: str(func(c *Config) *string { return &c.AdminAddr })},
+		{key: "http-addr", def: "127.0.0.1:8080", set: str(func(c *Config) *string { return &c.HTTPAddr })},
+		{key: "grpc-addr", def: "127.0.0.1:9000", set: str(func(c *Config) *string { return &c.GRPCAddr })},
 		{key: "control-token", def: "", set: str(func(c *Config) *string { return &c.ControlToken })},
-		{key: "control-token-file", def: "", set: str(func(c *Config) *string { return &c.ControlTokenFile })},
+		{key: "control-reader-token", def: "", set: str(func(c *Config) *string { return &c.ControlReaderToken })},
+		{key: "control-operator-subjects", def: "", set: func(c *Config, v string) error {
+			c.ControlOperatorSubjects = splitSubjects(v)
+			return nil
+		}},
+		{key: "control-reader-subjects", def: "", set: func(c *Config, v string) error {
+			c.ControlReaderSubjects = splitSubjects(v)
+			return nil
+		}},
+		{key: "control.call-timeout", def: "10s", set: dur(func(c *Config) *time.Duration { return &c.ControlCallTimeout })},
+		{key: "control.read-timeout", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.ControlReadTimeout })},
+		{key: "control.pool-wait", def: "2s", set: dur(func(c *Config) *time.Duration { return &c.ControlPoolWait })},
 		{key: "control-insecure", def: "false", set: boolean(func(c *Config) *bool { return &c.ControlInsecure })},
 		{key: "control-tls-cert", def: "", set: str(func(c *Config) *string { return &c.ControlTLSCert })},
 		{key: "control-tls-key", def: "", set: str(func(c *Config) *string { return &c.ControlTLSKey })},
@@ -291,7 +329,10 @@ func params() []param {
 		{key: "redis.timeout", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
 		{key: "kafka.send-timeout", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.KafkaSendTimeout })},
 		{key: "dispatcher.batch", def: "500", set: num(func(c *Config) *int { return &c.DispatcherBatch })},
-		{key: "http.max-body", def: "33554432", set: num(func(c *Config) *int { return &c.HTTPMaxBody })},
+		{key: "http.max-body", def: "16711680", set: num(func(c *Config) *int { return &c.HTTPMaxBody })},
+		{key: "http.max-in-flight", def: "4", set: num(func(c *Config) *int { return &c.HTTPMaxInFlight })},
+		{key: "http.tls-cert", def: "", set: str(func(c *Config) *string { return &c.HTTPTLSCert })},
+		{key: "http.tls-key", def: "", set: str(func(c *Config) *string { return &c.HTTPTLSKey })},
 		{key: "http.token", def: "", set: str(func(c *Config) *string { return &c.HTTPToken })},
 		{key: "http.insecure", def: "false", set: boolean(func(c *Config) *bool { return &c.HTTPInsecure })},
 		{key: "tracing.ui-url", def: "", set: func(c *Config, v string) error {
@@ -313,6 +354,90 @@ func params() []param {
 // TraceIDPlaceholder is where tracing.ui-url takes the trace ID.
 const TraceIDPlaceholder = "{trace_id}"
 
+// secrets are the keys whose values are credentials. Each has a "<key>-file" twin
+// (MSGX_PG_DSN_FILE, ...) naming a file that holds the value, so that a mounted secret never
+// has to pass through the process environment or the pod spec.
+func secrets() []struct {
+	key   string
+	field func(*Config) *string
+} {
+	return []struct {
+		key   string
+		field func(*Config) *string
+	}{
+		{"pg-dsn", func(c *Config) *string { return &c.PGDSN }},
+		{"mysql-dsn", func(c *Config) *string { return &c.MySQLDSN }},
+		{"redis-url", func(c *Config) *string { return &c.RedisURL }},
+		{"control-token", func(c *Config) *string { return &c.ControlToken }},
+		{"control-reader-token", func(c *Config) *string { return &c.ControlReaderToken }},
+		{"http-token", func(c *Config) *string { return &c.HTTPToken }},
+	}
+}
+
+// fileParams are the "<key>-file" parameters of the secrets.
+func fileParams() []param {
+	var out []param
+	for _, sk := range secrets() {
+		key := sk.key + "-file"
+		if sk.key == "http-token" {
+			key = "http.token-file"
+		}
+		out = append(out, param{key: key, def: "", set: func(c *Config, v string) error {
+			if c.SecretFiles == nil {
+				c.SecretFiles = map[string]string{}
+			}
+			if v = strings.TrimSpace(v); v == "" {
+				delete(c.SecretFiles, sk.key)
+			} else {
+				c.SecretFiles[sk.key] = v
+			}
+			return nil
+		}})
+	}
+	return out
+}
+
+// readSecretFiles replaces each secret that names a file with the file's content, trimmed
+// (secrets written with echo or an editor end in a newline that is not part of them). A value
+// and a file for the same secret is refused as ambiguous.
+func (c *Config) readSecretFiles() []error {
+	var errs []error
+	for _, sk := range secrets() {
+		path, ok := c.SecretFiles[sk.key]
+		if !ok {
+			continue
+		}
+		env := EnvName(sk.key)
+		if *sk.field(c) != "" {
+			errs = append(errs, fmt.Errorf("both %s and %s_FILE are set: set only one", env, env))
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s_FILE: %w", env, err))
+			continue
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s_FILE: %s is empty", env, path))
+			continue
+		}
+		*sk.field(c) = v
+	}
+	return errs
+}
+
+// SecretValues are the configured credentials, for redacting them from logs.
+func (c Config) SecretValues() []string {
+	var out []string
+	for _, sk := range secrets() {
+		if v := *sk.field(&c); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // EnvName is the environment variable that sets key.
 func EnvName(key string) string {
 	return "MSGX_" + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(key))
@@ -321,7 +446,7 @@ func EnvName(key string) string {
 // Keys lists every parameter key with its default, sorted, for documentation and tests.
 func Keys() map[string]string {
 	out := map[string]string{}
-	for _, p := range params() {
+	for _, p := range append(params(), fileParams()...) {
 		out[p.key] = p.def
 	}
 	return out
@@ -337,7 +462,7 @@ func FromEnv() (Config, error) { return Load(os.LookupEnv) }
 func Load(lookup func(string) (string, bool)) (Config, error) {
 	var c Config
 	var errs []error
-	ps := params()
+	ps := append(params(), fileParams()...)
 	for _, p := range ps {
 		if err := p.set(&c, p.def); err != nil {
 			errs = append(errs, fmt.Errorf("default of %s: %w", p.key, err))
@@ -372,6 +497,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			}
 		}
 	}
+	errs = append(errs, c.readSecretFiles()...)
 	if len(errs) == 0 {
 		errs = append(errs, c.validate()...)
 	}
@@ -411,6 +537,8 @@ func (c Config) validate() []error {
 		"pipeline.req-retention":   p.ReqRetention, "flight.history-retention": c.Schd.HistoryRetention, "flight.quiet-period": c.Schd.QuietPeriod,
 		"inbox.timeout": c.InboxTimeout, "redis.timeout": c.RedisTimeout,
 		"kafka.send-timeout": c.KafkaSendTimeout, "req.timeout": c.Requests.Timeout,
+		"control.call-timeout": c.ControlCallTimeout, "control.read-timeout": c.ControlReadTimeout,
+		"control.pool-wait": c.ControlPoolWait,
 	}
 	keys := make([]string, 0, len(positive))
 	for k := range positive {
@@ -431,6 +559,7 @@ func (c Config) validate() []error {
 		{"schd.flush-limit", c.Schd.FlushLimit}, {"schd.batch-size", c.Schd.BatchSize}, {"codec.max-bytes", c.CodecMaxBytes},
 		{"codec.max-depth", c.CodecMaxDepth}, {"codec.max-text", c.CodecMaxText}, {"http.max-body", c.HTTPMaxBody},
 		{"dispatcher.batch", c.DispatcherBatch}, {"kafka.max-message-bytes", c.KafkaMaxMessageBytes},
+		{"http.max-in-flight", c.HTTPMaxInFlight}, {"pg.max-conns", c.PGMaxConns},
 	}
 	for _, i := range ints {
 		if i.v <= 0 {
@@ -476,6 +605,20 @@ func (c Config) validate() []error {
 	if m := c.CodecMaxBytes; m > 0 && (m < MinCodecMaxBytes || m > MaxCodecMaxBytes) {
 		errs = append(errs, fmt.Errorf("codec.max-bytes must be between %d (64 KiB) and %d (16 MiB, the inbox column), got %d",
 			MinCodecMaxBytes, MaxCodecMaxBytes, m))
+	}
+	// A body larger than the inbox column (or the server's default max_allowed_packet) can
+	// never be stored: accepting it would only turn into a retry that never succeeds.
+	if c.HTTPMaxBody > MaxCodecMaxBytes {
+		errs = append(errs, fmt.Errorf("http.max-body must not exceed %d (16 MiB, the inbox column), got %d", MaxCodecMaxBytes, c.HTTPMaxBody))
+	}
+	// The statement timeout and the pool wait must end before the call's own deadline, so a
+	// slow database answers UNAVAILABLE with its cause instead of a bare DEADLINE_EXCEEDED.
+	if c.ControlReadTimeout >= c.ControlCallTimeout || c.ControlPoolWait >= c.ControlCallTimeout {
+		errs = append(errs, fmt.Errorf("control.read-timeout (%s) and control.pool-wait (%s) must be shorter than control.call-timeout (%s)",
+			c.ControlReadTimeout, c.ControlPoolWait, c.ControlCallTimeout))
+	}
+	if (c.HTTPTLSCert == "") != (c.HTTPTLSKey == "") {
+		errs = append(errs, errors.New("set both http.tls-cert and http.tls-key, or neither"))
 	}
 	if c.CodecMaxText > 0 && c.CodecMaxBytes > 0 && c.CodecMaxText > c.CodecMaxBytes {
 		errs = append(errs, fmt.Errorf("codec.max-text (%d) must not exceed codec.max-bytes (%d)", c.CodecMaxText, c.CodecMaxBytes))
@@ -551,6 +694,17 @@ func readFile(path string) (map[string]string, error) {
 		out[strings.TrimPrefix(k, "msgx.")] = fmt.Sprint(v)
 	}
 	return out, nil
+}
+
+// splitSubjects splits a list of certificate subjects at ';': a subject itself holds commas.
+func splitSubjects(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func splitList(v string) []string {

@@ -241,3 +241,45 @@ func TestLateWatchRetentionDefaultsToR(t *testing.T) {
 		t.Errorf("late-watch-retention %s, want the 2d set", c.Pipeline.LateWatchRetention)
 	}
 }
+
+// Every secret may come from a file: trimmed, and refused when the value is set too, when the
+// file is missing or empty.
+func TestSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	dsn := write("pg", "postgres://msgx_app:pw@db/msgx\n")
+	tok := write("tok", "  http-token\n")
+	c, err := Load(lookup(map[string]string{
+		"MSGX_PG_DSN_FILE": dsn, "MSGX_HTTP_TOKEN_FILE": tok,
+		"MSGX_CONTROL_READER_TOKEN_FILE": write("rd", "reader\n"), "MSGX_REDIS_URL_FILE": write("rd2", "redis://:x@r/0"),
+		"MSGX_MYSQL_DSN_FILE": write("my", "u:p@tcp(h)/d"), "MSGX_CONTROL_TOKEN_FILE": write("op", "operator"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PGDSN != "postgres://msgx_app:pw@db/msgx" || c.HTTPToken != "http-token" || c.ControlReaderToken != "reader" ||
+		c.RedisURL != "redis://:x@r/0" || c.MySQLDSN != "u:p@tcp(h)/d" || c.ControlToken != "operator" {
+		t.Errorf("secrets from files: %+v", c)
+	}
+	if c.SecretFiles["pg-dsn"] != dsn {
+		t.Errorf("SecretFiles = %v", c.SecretFiles)
+	}
+	for name, env := range map[string]map[string]string{
+		"both":    {"MSGX_PG_DSN": "x", "MSGX_PG_DSN_FILE": dsn},
+		"missing": {"MSGX_HTTP_TOKEN_FILE": filepath.Join(dir, "nope")},
+		"empty":   {"MSGX_CONTROL_TOKEN_FILE": write("empty", "\n")},
+	} {
+		if _, err := Load(lookup(env)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := Load(lookup(map[string]string{"MSGX_HTTP_MAX_BODY": "33554432"})); err == nil {
+		t.Error("a compat body limit above the inbox column was accepted")
+	}
+}

@@ -70,3 +70,11 @@ func Classify(err error) outage.Verdict {
 	}
 	return outage.Attempt
 }
+
+// TooLarge reports whether err is a statement refused for its size: larger than the server's
+// max_allowed_packet (client- or server-side) or than the column. Retrying it can never
+// succeed.
+func TooLarge(err error) bool {
+	var me *mysql.MySQLError
+	return errors.Is(err, mysql.ErrPktTooLarge) || (errors.As(err, &me) && (me.Number == 1153 || me.Number == 1301 || me.Number == 1406))
+}

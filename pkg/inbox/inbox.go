@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/msgexchange/msgexchange/pkg/secret"
 )
 
 // ErrRowMissing means the inbox row does not exist (never written, or purged).
@@ -29,9 +31,12 @@ type Inbox struct {
 // Open connects to the shared MySQL. The DSN's loc names the zone the inbox DATETIME columns
 // are written in (the airport zone in production); parseTime must be on.
 func Open(dsn string, timeout time.Duration) (*Inbox, error) {
+	if dsn == "" {
+		return nil, errors.New("no inbox connection: set MSGX_MYSQL_DSN (or MSGX_MYSQL_DSN_FILE)")
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("inbox dsn: %w", err)
+		return nil, fmt.Errorf("inbox dsn: %w", secret.DSNError(dsn, err))
 	}
 	cfg.ParseTime = true
 	if cfg.Timeout == 0 {

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+
+	"github.com/msgexchange/msgexchange/pkg/secret"
 )
 
 // ErrLost is the cause of a work context cancelled because the lock is no longer held, and is
@@ -158,7 +160,7 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, s *Ses
 func (e *Elector) connConfig() (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(e.cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("leader: parse dsn: %w", err)
+		return nil, fmt.Errorf("leader: parse dsn: %w", secret.DSNError(e.cfg.DSN, err))
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout

@@ -4,12 +4,14 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/secret"
 )
 
 func pgxConfig(dsn string) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: parse dsn: %w", err)
+		return nil, fmt.Errorf("migrate: parse dsn: %w", secret.DSNError(dsn, err))
 	}
 	return cfg, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/logging"
+	"github.com/msgexchange/msgexchange/pkg/secret"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
@@ -53,7 +54,8 @@ func Main(role string, run func(ctx context.Context, b *Base) error) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	cfg, err := config.FromEnv()
-	logger := logging.New(os.Stdout, "msgx-"+role, cfg.LogLevel)
+	// The logger masks every configured credential, so no error below can print one.
+	logger := logging.New(os.Stdout, "msgx-"+role, cfg.LogLevel, cfg.SecretValues()...)
 	if err != nil {
 		logger.Error("configuration refused", "err", err)
 		return 2
@@ -80,9 +82,20 @@ func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	pool, err := pgxpool.New(ctx, cfg.PGDSN)
+	if cfg.PGDSN == "" {
+		return nil, errors.New("no PostgreSQL connection: set " + config.EnvName("pg-dsn") + " (or " + config.EnvName("pg-dsn") + "_FILE)")
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.PGDSN)
 	if err != nil {
-		return nil, fmt.Errorf("postgres pool: %w", err)
+		return nil, fmt.Errorf("postgres pool (%s): %w", config.EnvName("pg-dsn"), secret.DSNError(cfg.PGDSN, err))
+	}
+	// A fixed pool size (pg.max-conns) rather than pgx's CPU-count default, so a database's
+	// max_connections can be planned: five services, their standbys, plus one lock connection
+	// each.
+	pcfg.MaxConns = int32(cfg.PGMaxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres pool: %w", secret.DSNError(cfg.PGDSN, err))
 	}
 	b := &Base{
 		Role:      role,
@@ -130,9 +143,13 @@ func (b *Base) Redis() (*redis.Client, error) {
 // Redis holds (control): a Redis outage must not take it out of its Service, since that is when
 // operators need it.
 func (b *Base) RedisOptional() (*redis.Client, error) {
+	if b.Config.RedisURL == "" {
+		return nil, errors.New("no Redis connection: set " + config.EnvName("redis-url") + " (or " + config.EnvName("redis-url") + "_FILE)")
+	}
 	opts, err := redis.ParseURL(b.Config.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		// url.Parse quotes the whole URL, password included, in its error.
+		return nil, fmt.Errorf("redis url (%s): %w", config.EnvName("redis-url"), secret.DSNError(b.Config.RedisURL, err))
 	}
 	// go-redis honours context deadlines only when asked to, and its socket timeouts come from
 	// the URL: bound both by redis.timeout, so a Redis that stops answering never holds the

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ func TestRedisCallsAreBoundedByTheConfiguredTimeout(t *testing.T) {
 		}
 	}()
 	cfg := config.Default()
+	cfg.PGDSN = "postgres://nobody@127.0.0.1:1/none" // the pool connects lazily; never used here
 	cfg.RedisURL = "redis://" + ln.Addr().String() + "/0?read_timeout=30s"
 	cfg.RedisTimeout = 300 * time.Millisecond
 	b, err := New(t.Context(), "test", cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -50,5 +52,31 @@ func TestRedisCallsAreBoundedByTheConfiguredTimeout(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Redis call outlived the leader lease: redis.timeout does not bound it")
+	}
+}
+
+// A service without a connection string stops at start-up naming the variable: there is no
+// default that would connect somewhere (as a superuser) by accident.
+func TestMissingConnectionsNameTheVariable(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := New(t.Context(), "test", config.Default(), log); err == nil || !strings.Contains(err.Error(), "MSGX_PG_DSN") {
+		t.Errorf("New without a PostgreSQL DSN: %v, want an error naming MSGX_PG_DSN", err)
+	}
+	cfg := config.Default()
+	cfg.PGDSN = "postgres://nobody@127.0.0.1:1/none"
+	b, err := New(t.Context(), "test", cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Redis(); err == nil || !strings.Contains(err.Error(), "MSGX_REDIS_URL") {
+		t.Errorf("Redis without a URL: %v, want an error naming MSGX_REDIS_URL", err)
+	}
+	if _, err := b.Inbox(); err == nil || !strings.Contains(err.Error(), "MSGX_MYSQL_DSN") {
+		t.Errorf("Inbox without a DSN: %v, want an error naming MSGX_MYSQL_DSN", err)
+	}
+	b.Config.RedisURL = "redis://:S3cretRD@127.0.0.1:notaport/0"
+	if _, err := b.Redis(); err == nil || strings.Contains(err.Error(), "S3cretRD") {
+		t.Errorf("Redis with a bad URL: %v, want an error without the password", err)
 	}
 }

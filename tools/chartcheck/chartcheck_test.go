@@ -36,21 +36,27 @@ var roles = []string{"ingest", "pump", "dispatcher", "backfill", "control"}
 
 // chartManaged are the parameters the chart sets itself rather than from values.config, and why.
 var chartManaged = map[string]string{
-	"pg-dsn":             "from the connections Secret",
-	"mysql-dsn":          "from the connections Secret",
-	"redis-url":          "from the connections Secret",
-	"control-token":      "the token is a mounted file (control-token-file)",
-	"control-token-file": "the mounted tokens Secret",
-	"http.token":         "from the tokens Secret",
-	"control-tls-cert":   "a mounted TLS Secret (services.control.tls)",
-	"control-tls-key":    "a mounted TLS Secret (services.control.tls)",
-	"control-client-ca":  "a mounted CA Secret (services.control.tls)",
-	"admin-addr":         "fixed: the probes and the ServiceMonitor use port 9090",
-	"http-addr":          "fixed: the ingest Service targets port 8080",
-	"grpc-addr":          "fixed: the control Service targets port 9000",
-	"instance":           "the pod name",
-	"control-insecure":   "development only; the chart always provides a token",
-	"http.insecure":      "development only; the chart always provides a token",
+	"pg-dsn":                    "a mounted file (pg-dsn-file) of the connections Secret",
+	"mysql-dsn":                 "a mounted file (mysql-dsn-file) of the connections Secret",
+	"redis-url":                 "a mounted file (redis-url-file) of the connections Secret",
+	"pg-dsn-file":               "the mounted connections Secret",
+	"mysql-dsn-file":            "the mounted connections Secret",
+	"redis-url-file":            "the mounted connections Secret",
+	"control-token":             "the token is a mounted file (control-token-file)",
+	"control-token-file":        "the mounted tokens Secret",
+	"control-reader-token":      "the token is a mounted file (control-reader-token-file)",
+	"control-reader-token-file": "the mounted tokens Secret",
+	"http.token":                "a mounted file (http.token-file) of the tokens Secret",
+	"http.token-file":           "the mounted tokens Secret",
+	"control-tls-cert":          "a mounted TLS Secret (services.control.tls)",
+	"control-tls-key":           "a mounted TLS Secret (services.control.tls)",
+	"control-client-ca":         "a mounted CA Secret (services.control.tls)",
+	"admin-addr":                "fixed: the pod IP, port 9090 (the probes and the ServiceMonitor)",
+	"http-addr":                 "fixed: the ingest Service targets port 8080",
+	"grpc-addr":                 "fixed: the control Service targets port 9000",
+	"instance":                  "the pod name",
+	"control-insecure":          "development only; the chart always provides a token",
+	"http.insecure":             "development only; the chart always provides a token",
 }
 
 // chartDefaults are values.config defaults that differ from the programs' on purpose.
@@ -93,7 +99,7 @@ type rendering struct {
 
 var renderings = []rendering{
 	{
-		name: "defaults", release: "msgx", namespace: "default",
+		name: "defaults", release: "msgx", namespace: "default", values: []string{"ci/tokens-values.yaml"},
 		connectionsSecret: "msgx-msgexchange-connections", tokensSecret: "msgx-msgexchange-tokens",
 		headAgeSeconds: "600", maxCommitDelaySeconds: "300", gracePeriod: 30,
 	},
@@ -179,7 +185,7 @@ func TestSecondsHelper(t *testing.T) {
 	}{
 		{"10m", 600}, {"90s", 90}, {"1h30m", 5400}, {"30d", 30 * 86400}, {"1500ms", 1.5}, {"2h0m5s", 7205},
 	} {
-		out := run(t, helm, "template", "x", filepath.Join(root, chartDir), "--show-only", "templates/prometheusrule.yaml",
+		out := run(t, helm, "template", "x", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--show-only", "templates/prometheusrule.yaml",
 			"--set-string", "config.pipeline\\.head-age-alert="+c.in)
 		m := regexp.MustCompile(`msgx_pump_head_stuck_seconds\{[^}]*\}\) > ([0-9.e+]+)`).FindSubmatch(out)
 		if m == nil {
@@ -194,7 +200,7 @@ func TestSecondsHelper(t *testing.T) {
 			t.Errorf("the case %s disagrees with config.ParseDuration (%v, %v)", c.in, d, err)
 		}
 	}
-	cmd := exec.Command(helm, "template", "x", filepath.Join(root, chartDir), "--set-string", "config.pipeline\\.head-age-alert=ten minutes")
+	cmd := exec.Command(helm, "template", "x", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--set-string", "config.pipeline\\.head-age-alert=ten minutes")
 	if out, err := cmd.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("is not a duration")) {
 		t.Errorf("an invalid duration must fail the rendering; got err=%v\n%s", err, out)
 	}
@@ -391,33 +397,38 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 			ref := e.ValueFrom.SecretKeyRef
 			checkSecretRef(t, where+" "+e.Name, r, m, ref.Name, ref.Key)
 			env[e.Name] = "secret"
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			env[e.Name] = "pod-ip"
 		case e.ValueFrom.FieldRef != nil:
 			env[e.Name] = "pod-name"
 		default:
 			t.Errorf("%s: %s has an unexpected source %+v", where, e.Name, e.ValueFrom)
 		}
 	}
-	for _, k := range []string{"MSGX_PG_DSN", "MSGX_MYSQL_DSN", "MSGX_REDIS_URL"} {
-		if env[k] != "secret" {
-			t.Errorf("%s: %s must come from a Secret", where, k)
+	for k, key := range map[string]string{"MSGX_PG_DSN": "pg-dsn", "MSGX_MYSQL_DSN": "mysql-dsn", "MSGX_REDIS_URL": "redis-url"} {
+		if _, inEnv := env[k]; inEnv {
+			t.Errorf("%s: %s is in the environment; it must be a file mounted from a Secret (%s_FILE)", where, k, k)
 		}
+		checkSecretFile(t, r, m, where, pod, mounts, k+"_FILE", env[k+"_FILE"], key)
 	}
 	if env["MSGX_INSTANCE"] != "pod-name" {
 		t.Errorf("%s: MSGX_INSTANCE must be the pod name", where)
 	}
-	if env["MSGX_ADMIN_ADDR"] != ":9090" {
-		t.Errorf("%s: MSGX_ADMIN_ADDR = %q, want :9090 (probes and scraping)", where, env["MSGX_ADMIN_ADDR"])
+	if env["MSGX_ADMIN_ADDR"] != "[$(POD_IP)]:9090" || env["POD_IP"] != "pod-ip" {
+		t.Errorf("%s: MSGX_ADMIN_ADDR = %q, want [$(POD_IP)]:9090 with POD_IP the pod IP (probes and scraping only)", where, env["MSGX_ADMIN_ADDR"])
 	}
 	switch role {
 	case "ingest":
-		if env["MSGX_HTTP_ADDR"] != ":8080" || port(c.Ports, "http") != 8080 || env["MSGX_HTTP_TOKEN"] != "secret" {
-			t.Errorf("%s: compat HTTP must listen on :8080 with its token from a Secret", where)
+		if env["MSGX_HTTP_ADDR"] != ":8080" || port(c.Ports, "http") != 8080 {
+			t.Errorf("%s: compat HTTP must listen on :8080", where)
 		}
+		checkSecretFile(t, r, m, where, pod, mounts, "MSGX_HTTP_TOKEN_FILE", env["MSGX_HTTP_TOKEN_FILE"], "http-token")
 	case "control":
 		if env["MSGX_GRPC_ADDR"] != ":9000" || port(c.Ports, "grpc") != 9000 {
 			t.Errorf("%s: gRPC must listen on :9000", where)
 		}
-		checkTokenFile(t, r, m, where, pod, mounts, env["MSGX_CONTROL_TOKEN_FILE"])
+		checkSecretFile(t, r, m, where, pod, mounts, "MSGX_CONTROL_TOKEN_FILE", env["MSGX_CONTROL_TOKEN_FILE"], "control-token")
+		checkSecretFile(t, r, m, where, pod, mounts, "MSGX_CONTROL_READER_TOKEN_FILE", env["MSGX_CONTROL_READER_TOKEN_FILE"], "control-reader-token")
 	}
 
 	// What the chart renders must be a configuration the services accept.
@@ -428,7 +439,8 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 	}
 	lookup := func(k string) (string, bool) {
 		switch k {
-		case "MSGX_CONTROL_TOKEN_FILE", "MSGX_CONTROL_TLS_CERT", "MSGX_CONTROL_TLS_KEY", "MSGX_CONTROL_CLIENT_CA":
+		case "MSGX_CONTROL_TOKEN_FILE", "MSGX_CONTROL_READER_TOKEN_FILE", "MSGX_HTTP_TOKEN_FILE", "MSGX_PG_DSN_FILE",
+			"MSGX_MYSQL_DSN_FILE", "MSGX_REDIS_URL_FILE", "MSGX_CONTROL_TLS_CERT", "MSGX_CONTROL_TLS_KEY", "MSGX_CONTROL_CLIENT_CA":
 			// Paths inside the pod; checked above, not readable here.
 			return "", false
 		}
@@ -457,13 +469,13 @@ func checkRestricted(t *testing.T, where string, sc *corev1.SecurityContext) {
 	}
 }
 
-// checkTokenFile follows MSGX_CONTROL_TOKEN_FILE to the Secret key it is mounted from.
-func checkTokenFile(t *testing.T, r rendering, m *manifests, where string, pod corev1.PodSpec, mounts map[string]string, path string) {
+// checkSecretFile follows a _FILE variable to the Secret key it is mounted from.
+func checkSecretFile(t *testing.T, r rendering, m *manifests, where string, pod corev1.PodSpec, mounts map[string]string, envName, path, key string) {
 	t.Helper()
 	dir, file := filepath.Split(path)
 	volume, ok := mounts[filepath.Clean(dir)]
 	if path == "" || !ok {
-		t.Errorf("%s: MSGX_CONTROL_TOKEN_FILE %q is not in a mounted volume (%v)", where, path, mounts)
+		t.Errorf("%s: %s %q is not in a mounted volume (%v)", where, envName, path, mounts)
 		return
 	}
 	for _, v := range pod.Volumes {
@@ -471,16 +483,19 @@ func checkTokenFile(t *testing.T, r rendering, m *manifests, where string, pod c
 			continue
 		}
 		if v.Secret == nil {
-			t.Errorf("%s: the token volume %s is not a Secret", where, volume)
+			t.Errorf("%s: the volume %s of %s is not a Secret", where, volume, envName)
 			return
 		}
 		for _, item := range v.Secret.Items {
 			if item.Path == file {
-				checkSecretRef(t, where+" token file", r, m, v.Secret.SecretName, item.Key)
+				if item.Key != key {
+					t.Errorf("%s: %s is the Secret key %q, want %q", where, envName, item.Key, key)
+				}
+				checkSecretRef(t, where+" "+envName, r, m, v.Secret.SecretName, item.Key)
 				return
 			}
 		}
-		t.Errorf("%s: the token volume %s has no item %s", where, volume, file)
+		t.Errorf("%s: the volume %s has no item %s", where, volume, file)
 		return
 	}
 	t.Errorf("%s: no volume %s", where, volume)
@@ -512,7 +527,7 @@ func checkSecrets(t *testing.T, r rendering, m *manifests, fullname string) {
 		t.Errorf("Secret %s rendered=%v, want %v", r.connectionsSecret, rendered, own)
 	}
 	if s, ok := m.secrets[r.tokensSecret]; ok {
-		for _, k := range []string{"control-token", "http-token"} {
+		for _, k := range []string{"control-token", "control-reader-token", "http-token"} {
 			if len(s.Data[k]) < 32 {
 				t.Errorf("Secret %s: %s is %d bytes, want a generated token of at least 32", s.Name, k, len(s.Data[k]))
 			}
@@ -527,7 +542,7 @@ func checkSecrets(t *testing.T, r rendering, m *manifests, fullname string) {
 	}
 	if cm := m.configMaps[fullname+"-config"]; cm != nil {
 		for k := range cm.Data {
-			for _, secret := range []string{"MSGX_PG_DSN", "MSGX_MYSQL_DSN", "MSGX_REDIS_URL", "MSGX_CONTROL_TOKEN", "MSGX_HTTP_TOKEN"} {
+			for _, secret := range []string{"MSGX_PG_DSN", "MSGX_MYSQL_DSN", "MSGX_REDIS_URL", "MSGX_CONTROL_TOKEN", "MSGX_CONTROL_READER_TOKEN", "MSGX_HTTP_TOKEN"} {
 				if k == secret {
 					t.Errorf("ConfigMap %s holds %s, which belongs in a Secret", cm.Name, k)
 				}
@@ -589,11 +604,27 @@ func checkMigration(t *testing.T, r rendering, m *manifests, fullname string) {
 		t.Errorf("Job %s: runs %s %v %v, want msgx-control migrate", j.Name, c.Image, c.Command, c.Args)
 	}
 	checkRestricted(t, "Job "+j.Name, c.SecurityContext)
+	var ref *corev1.SecretKeySelector
 	for _, e := range c.Env {
-		if e.Name != "MSGX_PG_DSN" {
-			continue
+		if e.Name == "MSGX_PG_DSN_FILE" {
+			dir, file := filepath.Split(e.Value)
+			for _, vm := range c.VolumeMounts {
+				if filepath.Clean(vm.MountPath) != filepath.Clean(dir) {
+					continue
+				}
+				for _, v := range pod.Volumes {
+					if v.Name == vm.Name && v.Secret != nil {
+						for _, item := range v.Secret.Items {
+							if item.Path == file {
+								ref = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: v.Secret.SecretName}, Key: item.Key}
+							}
+						}
+					}
+				}
+			}
 		}
-		ref := e.ValueFrom.SecretKeyRef
+	}
+	if ref != nil {
 		// A pre-install hook runs before the release's Secrets exist: the DSN must come from an
 		// existing Secret or a hook Secret of a lower weight.
 		if ref.Name == r.connectionsSecret && r.connectionsSecret == fullname+"-connections" {
@@ -608,7 +639,7 @@ func checkMigration(t *testing.T, r rendering, m *manifests, fullname string) {
 		}
 		return
 	}
-	t.Errorf("Job %s: no MSGX_PG_DSN", j.Name)
+	t.Errorf("Job %s: no MSGX_PG_DSN_FILE mounted from a Secret", j.Name)
 }
 
 func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fullname string) {
@@ -823,4 +854,23 @@ func run(t *testing.T, name string, args ...string) []byte {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
 	}
 	return out
+}
+
+// Tokens are stable across renders: two `helm template` runs give the same Secrets, and a
+// render that would have to invent a token (no value, no existing Secret, no live cluster to
+// look one up in) fails naming the values to set, instead of rotating the tokens on every run.
+func TestTokensAreStableOrRefused(t *testing.T) {
+	root := repoRoot(t)
+	helm := helmBinary(t, root)
+	chart := filepath.Join(root, chartDir)
+	tokens := filepath.Join(chart, "ci/tokens-values.yaml")
+	first := run(t, helm, "template", "msgx", chart, "-f", tokens, "--show-only", "templates/secrets.yaml")
+	second := run(t, helm, "template", "msgx", chart, "-f", tokens, "--show-only", "templates/secrets.yaml")
+	if !bytes.Equal(first, second) {
+		t.Error("two renders of the same values give different Secrets")
+	}
+	out, err := exec.Command(helm, "template", "msgx", chart).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "tokens.controlToken") || !strings.Contains(string(out), "tokens.existingSecret") {
+		t.Errorf("a render without tokens: err %v, output %s; want a refusal naming tokens.controlToken and tokens.existingSecret", err, out)
+	}
 }

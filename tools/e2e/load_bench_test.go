@@ -115,19 +115,13 @@ func (e *env) settle(b testing.TB, first int64, n int, limit time.Duration) {
 	}
 }
 
-// rss reads a process's resident set size in kB (0 when it cannot be read).
-func rss(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// rssKiB is a process's resident set in KiB, 0 when it cannot be read (the sampler goes on).
+func rssKiB(pid int) int64 {
+	b, err := readRSS(pid)
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb
-		}
-	}
-	return 0
+	return b >> 10
 }
 
 // BenchmarkBacklog drains a FLOP backlog (MSGX_BENCH_BACKLOG messages, 20 000 by default,
@@ -176,7 +170,7 @@ func BenchmarkBacklog(b *testing.B) {
 				next = now.Add(time.Second)
 				cur := map[string]int64{}
 				for _, r := range stack.Services {
-					cur[r] = rss(e.stack.PID(r))
+					cur[r] = rssKiB(e.stack.PID(r))
 				}
 				switch {
 				case at10 == nil && t >= n/10:

@@ -112,23 +112,23 @@ namespace="{{ .Release.Namespace }}",job=~"{{ include "msgexchange.fullname" . }
 {{/* Environment shared by every container: (dict "root" $ "component" "pump"). */}}
 {{- define "msgexchange.env" -}}
 {{- $root := .root -}}
-- name: MSGX_PG_DSN
+# The connections are files mounted from their Secret (the connections volume), never values
+# in the environment, where /proc/<pid>/environ and `kubectl describe` would show them.
+- name: MSGX_PG_DSN_FILE
+  value: /etc/msgx/connections/pg-dsn
+- name: MSGX_MYSQL_DSN_FILE
+  value: /etc/msgx/connections/mysql-dsn
+- name: MSGX_REDIS_URL_FILE
+  value: /etc/msgx/connections/redis-url
+# The admin endpoints listen on the pod IP only: the kubelet's probes and Prometheus reach them
+# there, and nothing else in the pod's network namespace needs them (kubectl port-forward, which
+# connects to localhost, does not reach them: use the pod IP from inside the cluster).
+- name: POD_IP
   valueFrom:
-    secretKeyRef:
-      name: {{ include "msgexchange.connectionsSecret" $root }}
-      key: pg-dsn
-- name: MSGX_MYSQL_DSN
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "msgexchange.connectionsSecret" $root }}
-      key: mysql-dsn
-- name: MSGX_REDIS_URL
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "msgexchange.connectionsSecret" $root }}
-      key: redis-url
+    fieldRef:
+      fieldPath: status.podIP
 - name: MSGX_ADMIN_ADDR
-  value: ":9090"
+  value: "[$(POD_IP)]:9090"
 # The pod name: logs, metrics and the role_holder row name the instance.
 - name: MSGX_INSTANCE
   valueFrom:
@@ -144,4 +144,9 @@ namespace="{{ .Release.Namespace }}",job=~"{{ include "msgexchange.fullname" . }
 - name: {{ $k }}
   value: {{ $v | toString | quote }}
 {{- end }}
+{{- end -}}
+
+{{/* The checksum of the Secrets the chart renders: a rotated token or DSN restarts the pods. */}}
+{{- define "msgexchange.secretsChecksum" -}}
+{{- include (print .Template.BasePath "/secrets.yaml") . | sha256sum -}}
 {{- end -}}

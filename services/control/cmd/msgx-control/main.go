@@ -37,7 +37,7 @@ func subcommand(name string, args []string) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		cfg, _ := config.FromEnv() // migratecmd reports a refused configuration itself
-		logger := logging.New(os.Stdout, "msgx-control", cfg.LogLevel)
+		logger := logging.New(os.Stdout, "msgx-control", cfg.LogLevel, cfg.SecretValues()...)
 		return migratecmd.Run(ctx, args, config.FromEnv, logger, os.Stdout, os.Stderr)
 	default:
 		fmt.Fprintf(os.Stderr, "msgx-control: unknown subcommand %q\nusage: msgx-control [migrate [status]]\n", name)

@@ -7,6 +7,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
+
+	"github.com/msgexchange/msgexchange/pkg/config"
 
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
@@ -32,7 +35,15 @@ type App struct {
 
 // New builds the instance.
 func New(b *service.Base) (*App, error) {
-	authn, err := server.LoadAuth(b.Config.ControlToken, b.Config.ControlTokenFile, b.Config.ControlInsecure)
+	c := b.Config
+	authn, err := server.LoadAuth(server.AuthConfig{
+		OperatorToken:    c.ControlToken,
+		ReaderToken:      c.ControlReaderToken,
+		OperatorSubjects: c.ControlOperatorSubjects,
+		ReaderSubjects:   c.ControlReaderSubjects,
+		Insecure:         c.ControlInsecure,
+		Source:           credentialSource(c),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("control authentication: %w", err)
 	}
@@ -67,8 +78,13 @@ func New(b *service.Base) (*App, error) {
 			Encoder:   sis.Encoder{Sender: b.Config.OutboundSender, Zone: b.Config.AirportZone},
 			RoutingID: b.Config.Requests.RoutingID,
 		},
-		Projection: projection.New(rdb, b.Config.RedisPrefix, b.Config.RedisTimeout),
-		TraceURL:   b.Config.TracingUIURL,
+		Projection:  projection.New(rdb, b.Config.RedisPrefix, b.Config.RedisTimeout),
+		TraceURL:    b.Config.TracingUIURL,
+		ReadTimeout: c.ControlReadTimeout,
+		PoolWait:    c.ControlPoolWait,
+		// Two pool connections stay free of reads: the readiness check and the fenced
+		// writes' fallbacks never queue behind a pile of slow reads.
+		MaxReads: max(1, c.PGMaxConns-2),
 	})
 	if err != nil {
 		_ = in.Close()
@@ -85,6 +101,8 @@ func New(b *service.Base) (*App, error) {
 		Propagator:     b.Telemetry.Propagator,
 		// Half the shutdown budget: the rest is for the elector to resign and the pool to close.
 		StopTimeout: b.Config.ShutdownTimeout / 2,
+		CallTimeout: c.ControlCallTimeout,
+		Clock:       b.Clock,
 	})
 	if err != nil {
 		_ = in.Close()
@@ -92,6 +110,24 @@ func New(b *service.Base) (*App, error) {
 	}
 	controlv1.RegisterControlServiceServer(srv.Registrar(), svc)
 	return &App{b: b, server: srv, elector: elector, term: term, svc: svc, inbox: in}, nil
+}
+
+// credentialSource names where the control credentials came from, for the start-up log.
+func credentialSource(c config.Config) string {
+	var parts []string
+	for _, key := range []string{"control-token", "control-reader-token"} {
+		env := config.EnvName(key)
+		switch path, fromFile := c.SecretFiles[key]; {
+		case fromFile:
+			parts = append(parts, env+"_FILE="+path)
+		case key == "control-token" && c.ControlToken != "", key == "control-reader-token" && c.ControlReaderToken != "":
+			parts = append(parts, env)
+		}
+	}
+	if len(c.ControlOperatorSubjects)+len(c.ControlReaderSubjects) > 0 {
+		parts = append(parts, "control-operator-subjects/control-reader-subjects")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Listen opens the gRPC listener ahead of Run and returns its address (tests listen on

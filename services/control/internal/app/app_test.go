@@ -463,6 +463,8 @@ func TestStartRefusedWithoutToken(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
 	cfg.AdminAddr = "127.0.0.1:0"
+	cfg.PGDSN = "postgres://nobody@127.0.0.1:1/none"
+	cfg.MySQLDSN = "nobody@tcp(127.0.0.1:1)/none"
 	// No connection is made: the pool connects lazily and New fails first.
 	b, err := service.New(t.Context(), "control", cfg, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {

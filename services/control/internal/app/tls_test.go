@@ -241,3 +241,49 @@ func newApp(t *testing.T, db *pgtest.DB, edit func(*config.Config)) error {
 	_, err = app.New(b)
 	return err
 }
+
+// With mTLS, a listed certificate subject is a role without a token: the reader subject reads
+// and is refused the mutating calls, and the audit line names the role and the subject.
+func TestCertificateSubjectRoles(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	procRow(t, db, 1, "DEAD", "EXHAUSTED", time.Now())
+	f := newTLSFiles(t)
+	logs := &logBuffer{}
+	in := startWith(t, db, "control-subjects", time.Now(), func(cfg *config.Config) {
+		cfg.ControlTLSCert, cfg.ControlTLSKey, cfg.ControlClientCA = f.serverCert, f.serverKey, f.ca
+		cfg.ControlReaderSubjects = []string{"CN=operator-alice,O=airport ops"} // alice only reads here
+	}, logs)
+	reader := dial(t, in.addr, credentials.NewTLS(&tls.Config{RootCAs: f.caPool, Certificates: []tls.Certificate{f.client}}))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := reader.GetStatus(callCtx(t), &controlv1.GetStatusRequest{})
+		if err != nil {
+			t.Fatalf("GetStatus by a reader subject without a token: %v", err)
+		}
+		if st.GetServedByActive() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the instance never became active")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err := reader.Replay(callCtx(t), &controlv1.ReplayRequest{MsgIds: []int64{1}, DryRun: true, Comment: "x"})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Replay by a reader subject: %v, want PERMISSION_DENIED", err)
+	}
+	// The operator token on the same connection raises the caller to operator.
+	if _, err := reader.Replay(withToken(callCtx(t), token), &controlv1.ReplayRequest{MsgIds: []int64{1}, DryRun: true, Comment: "x"}); status.Code(err) == codes.PermissionDenied {
+		t.Errorf("Replay with the operator token: %v", err)
+	}
+	var roles []string
+	for _, a := range logs.audits(t) {
+		if c, ok := a["caller"].(map[string]any); ok && strings.Contains(c["cert_subject"].(string), "CN=operator-alice") {
+			roles = append(roles, c["role"].(string)+":"+a["code"].(string))
+		}
+	}
+	if strings.Join(roles, ",") != "reader:PermissionDenied,operator:OK" {
+		t.Errorf("audited roles = %v, want reader:PermissionDenied then operator:OK", roles)
+	}
+}

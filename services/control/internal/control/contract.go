@@ -38,7 +38,12 @@ func (s *Service) ResolveContractViolation(ctx context.Context, req *controlv1.R
 		since := req.GetSince().AsTime()
 		r.Since = &since
 	}
-	cur, err := cursor.Load(ctx, s.cfg.DB)
+	var cur cursor.Cursor
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		cur, err = cursor.Load(ctx, tx)
+		return err
+	})
 	if err != nil {
 		return nil, toStatus(ctx, op, err)
 	}

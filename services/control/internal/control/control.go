@@ -77,9 +77,17 @@ type Config struct {
 	// Caller names who made a call (the token's fingerprint, the client certificate's
 	// subject), for the rows that keep it (projection_rebuild.requested_by); "unknown" when nil.
 	Caller func(ctx context.Context) string
-	// ReadTimeout bounds one status read in PostgreSQL (statement_timeout), so a slow status
-	// query from a dashboard cannot pile up on the database. Default 10s.
+	// ReadTimeout bounds every read statement in PostgreSQL (statement_timeout), so a slow
+	// read from a dashboard cannot pile up on the database (control.read-timeout). Default 5s.
 	ReadTimeout time.Duration
+	// PoolWait bounds how long a read waits for a free pool connection (control.pool-wait):
+	// past it the call is UNAVAILABLE at once instead of queueing behind slow reads until its
+	// deadline. Default 2s.
+	PoolWait time.Duration
+	// MaxReads bounds the reads in flight. Kept below the pool's size, it leaves connections
+	// for the readiness check and the writes however many slow reads pile up, so /readyz
+	// stays true to the database rather than to a busy pool. Default 8.
+	MaxReads int
 	// Projection reads what Redis holds for a flight (GetFlight). Optional: without it GetFlight
 	// reports Redis as not read.
 	Projection Projection
@@ -95,7 +103,8 @@ type Projection interface {
 // Service is the ControlService implementation.
 type Service struct {
 	controlv1.UnimplementedControlServiceServer
-	cfg Config
+	cfg   Config
+	reads chan struct{}
 }
 
 // New returns the service.
@@ -104,12 +113,18 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("control: DB, Clock, Elector, Writer and Inbox are required")
 	}
 	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = 10 * time.Second
+		cfg.ReadTimeout = 5 * time.Second
+	}
+	if cfg.PoolWait <= 0 {
+		cfg.PoolWait = 2 * time.Second
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 5 * time.Second
 	}
-	return &Service{cfg: cfg}, nil
+	if cfg.MaxReads <= 0 {
+		cfg.MaxReads = 8
+	}
+	return &Service{cfg: cfg, reads: make(chan struct{}, cfg.MaxReads)}, nil
 }
 
 // GetStatus implements ControlService.GetStatus.
@@ -236,10 +251,31 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 	return resp, nil
 }
 
-// read runs fn in a read-only REPEATABLE READ transaction bounded by ReadTimeout.
+// errPoolBusy is a read that found no free pool connection within PoolWait.
+var errPoolBusy = errors.New("no free database connection")
+
+// read runs fn in a read-only REPEATABLE READ transaction bounded by ReadTimeout; every read
+// of the API goes through it. Waiting for the pool connection is bounded by PoolWait (the
+// context of BeginTx covers the acquisition and the BEGIN only, not the transaction).
 func (s *Service) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.cfg.DB.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	bctx, cancel := context.WithTimeout(ctx, s.cfg.PoolWait)
+	select {
+	case s.reads <- struct{}{}:
+		defer func() { <-s.reads }()
+	case <-bctx.Done():
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("begin read: %w within %s: %d reads in flight", errPoolBusy, s.cfg.PoolWait, s.cfg.MaxReads)
+	}
+	tx, err := s.cfg.DB.BeginTx(bctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	waited := bctx.Err() != nil && ctx.Err() == nil
+	cancel()
 	if err != nil {
+		if waited {
+			return fmt.Errorf("begin read: %w within %s: %w", errPoolBusy, s.cfg.PoolWait, err)
+		}
 		return fmt.Errorf("begin read: %w", err)
 	}
 	// Read-only: rolling back loses nothing, and it runs even when ctx is already cancelled.
@@ -258,6 +294,8 @@ func toStatus(ctx context.Context, op string, err error) error {
 	switch {
 	case errors.Is(err, db.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, errPoolBusy):
+		return status.Errorf(codes.Unavailable, "%s: database busy: %v", op, err)
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	case db.IsConnectionError(err), pgconn.SafeToRetry(err):

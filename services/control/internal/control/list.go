@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -71,7 +72,12 @@ func (s *Service) ListMessages(ctx context.Context, req *controlv1.ListMessagesR
 		f.FLIDs = flids
 	}
 	// One row more than the page tells whether another page exists without a count query.
-	msgs, err := queue.List(ctx, s.cfg.DB, f, size+1)
+	var msgs []queue.Message
+	err = s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		msgs, err = queue.List(ctx, tx, f, size+1)
+		return err
+	})
 	if err != nil {
 		return nil, toStatus(ctx, "list messages", err)
 	}

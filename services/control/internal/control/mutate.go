@@ -170,7 +170,12 @@ func (s *Service) writeStatus(ctx context.Context, op string, err error) error {
 // scripts.
 func (s *Service) standby(ctx context.Context, op string) error {
 	active, since := "", ""
-	if holders, err := leader.Holders(ctx, s.cfg.DB); err == nil {
+	var holders []leader.Holder
+	if err := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		holders, err = leader.Holders(ctx, tx)
+		return err
+	}); err == nil {
 		for _, h := range holders {
 			if h.Role == "control" && h.Active {
 				active, since = h.Instance, h.Since.UTC().Format("2006-01-02T15:04:05Z")

@@ -97,7 +97,12 @@ func (s *Service) ListRequests(ctx context.Context, req *controlv1.ListRequestsR
 		return nil, err
 	}
 	f.After = after
-	rows, err := request.List(ctx, s.cfg.DB, f, size+1)
+	var rows []request.Request
+	err = s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		rows, err = request.List(ctx, tx, f, size+1)
+		return err
+	})
 	if err != nil {
 		return nil, toStatus(ctx, "list requests", err)
 	}

@@ -30,7 +30,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -115,7 +114,9 @@ func Command(stdout io.Writer) *cobra.Command {
 		Long: "msgxctl calls the control service of msgexchange. Each command is one RPC of " +
 			string(Service().FullName()) + "; its flags are the request's fields.\n\n" +
 			"Reads are served by any control instance; mutating commands only by the active one\n" +
-			"(a standby answers UNAVAILABLE naming it) and are written to the audit log.\n\n" +
+			"(a standby answers UNAVAILABLE naming it) and are written to the audit log.\n" +
+			"Reads need the reader or the operator token, mutating commands the operator token\n" +
+			"(a reader token gets PERMISSION_DENIED, exit 17); each command's help says which.\n\n" +
 			"Exit codes: 0 ok, 1 local failure, 2 usage, 10+N the server answered gRPC code N\n" +
 			"(e.g. 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
 		SilenceUsage:  true,
@@ -164,16 +165,17 @@ func kebab(s string) string {
 	return b.String()
 }
 
-// mutating is the server's rule: a method is a read only when marked NO_SIDE_EFFECTS.
-func mutating(md protoreflect.MethodDescriptor) bool {
-	opts, ok := md.Options().(*descriptorpb.MethodOptions)
-	return !ok || opts.GetIdempotencyLevel() != descriptorpb.MethodOptions_NO_SIDE_EFFECTS
+// fullMethod is the method's name as the server's role table has it.
+func fullMethod(md protoreflect.MethodDescriptor) string {
+	return "/" + string(md.Parent().FullName()) + "/" + string(md.Name())
 }
 
 func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescriptor, stdout io.Writer) *cobra.Command {
-	kind := "read: served by any control instance"
-	if mutating(md) {
-		kind = "MUTATING: served by the active instance only, audited"
+	// The server's own table decides, so the help cannot promise a reader what the server
+	// refuses.
+	kind := "read, reader or operator token: served by any control instance"
+	if controlv1.Mutating(fullMethod(md)) {
+		kind = "MUTATING, operator token: served by the active instance only, audited"
 	}
 	cmd := &cobra.Command{
 		Use:   CommandName(md),

@@ -31,6 +31,10 @@ func Run(ctx context.Context, args []string, cfg func() (config.Config, error), 
 		logger.Error("configuration refused", "err", err)
 		return 2
 	}
+	if c.PGDSN == "" {
+		logger.Error("configuration refused", "err", "no PostgreSQL connection: set MSGX_PG_DSN (or MSGX_PG_DSN_FILE)")
+		return 2
+	}
 	if len(args) == 1 {
 		current, latest, err := migrate.Status(ctx, c.PGDSN)
 		if err != nil {

@@ -8,14 +8,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
+
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
 // Caller is who made a call, as far as the server can tell.
@@ -27,6 +25,8 @@ type Caller struct {
 	CertSubject string
 	// Peer is the client's network address.
 	Peer string
+	// Role is what the caller may do.
+	Role controlv1.Role
 }
 
 type callerKey struct{}
@@ -37,17 +37,10 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 	return c, ok
 }
 
-// withCaller records the authenticated caller: the token's fingerprint, and the transport's
-// evidence (peer address, verified client certificate).
-func withCaller(ctx context.Context, token string) context.Context {
-	c := Caller{Token: token}
-	if p, ok := peer.FromContext(ctx); ok {
-		if p.Addr != nil {
-			c.Peer = p.Addr.String()
-		}
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
-			c.CertSubject = ti.State.VerifiedChains[0][0].Subject.String()
-		}
+// withCaller records the authenticated caller with the peer's address.
+func withCaller(ctx context.Context, c Caller) context.Context {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		c.Peer = p.Addr.String()
 	}
 	return context.WithValue(ctx, callerKey{}, c)
 }
@@ -67,22 +60,10 @@ func CallerName(ctx context.Context) string {
 
 func tokenFingerprint(sum [sha256.Size]byte) string { return "sha256:" + hex.EncodeToString(sum[:4]) }
 
-// Mutating reports whether a method changes the pipeline: every method of the given services
-// that its .proto does not mark idempotency_level = NO_SIDE_EFFECTS. Unknown methods count as
-// mutating, so a new RPC is audited and fenced until it is declared a read.
-func Mutating(fullMethod string) bool {
-	name := protoreflect.FullName(serviceOf(fullMethod) + "." + methodOf(fullMethod))
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
-	if err != nil {
-		return true
-	}
-	md, ok := d.(protoreflect.MethodDescriptor)
-	if !ok {
-		return true
-	}
-	opts, ok := md.Options().(*descriptorpb.MethodOptions)
-	return !ok || opts.GetIdempotencyLevel() != descriptorpb.MethodOptions_NO_SIDE_EFFECTS
-}
+// Mutating reports whether a method changes the pipeline: whatever the role table does not
+// list as a read (controlv1.RequiredRole), so a new RPC is audited and fenced until it is
+// declared a read there.
+func Mutating(fullMethod string) bool { return controlv1.Mutating(fullMethod) }
 
 func methodOf(fullMethod string) string {
 	for i := len(fullMethod) - 1; i >= 0; i-- {
@@ -113,7 +94,7 @@ func auditInterceptor(log *slog.Logger, services map[string]bool) grpc.UnaryServ
 		attrs := []any{
 			"audit", true,
 			"method", info.FullMethod,
-			slog.Group("caller", "token", caller.Token, "cert_subject", caller.CertSubject, "peer", caller.Peer),
+			slog.Group("caller", "role", caller.Role.String(), "token", caller.Token, "cert_subject", caller.CertSubject, "peer", caller.Peer),
 			"request", auditJSON(req),
 			"code", st.Code().String(),
 			"duration_ms", time.Since(start).Milliseconds(),
@@ -157,7 +138,7 @@ func auditStreamInterceptor(log *slog.Logger, services map[string]bool) grpc.Str
 		log.InfoContext(ss.Context(), "audit: "+methodOf(info.FullMethod),
 			"audit", true,
 			"method", info.FullMethod,
-			slog.Group("caller", "token", caller.Token, "cert_subject", caller.CertSubject, "peer", caller.Peer),
+			slog.Group("caller", "role", caller.Role.String(), "token", caller.Token, "cert_subject", caller.CertSubject, "peer", caller.Peer),
 			"code", st.Code().String(),
 			"error", st.Message(),
 			"duration_ms", time.Since(start).Milliseconds())

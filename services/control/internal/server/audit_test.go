@@ -20,7 +20,9 @@ func TestMutating(t *testing.T) {
 		"/msgx.control.v1.ControlService/ListReference":            false,
 		"/msgx.control.v1.ControlService/GetResourceStatus":        false,
 		"/msgx.control.v1.ControlService/GetFlight":                false,
-		// Not in the registry: treated as mutating until declared a read.
+		"/msgx.control.v1.ControlService/ListRequests":             false,
+		"/msgx.control.v1.ControlService/RequestSchedule":          true,
+		// Not in the role table: treated as mutating until declared a read.
 		"/msgx.control.v1.ControlService/Unknown": true,
 	} {
 		if got := Mutating(method); got != want {

@@ -6,105 +6,244 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
-// Environment variables of the control API's authentication, named in errors. The token file
-// is a mounted Kubernetes or compose secret, so the token never appears in the pod spec or the
-// process environment; insecure lets the server start without any token (development only).
+// Environment variables of the control API's authentication, named in errors. The token files
+// are mounted Kubernetes or compose secrets, so a token never appears in the pod spec or the
+// process environment; insecure lets the server start without any credential (development only).
 const (
-	EnvTokenFile = "MSGX_CONTROL_TOKEN_FILE"
-	EnvInsecure  = "MSGX_CONTROL_INSECURE"
+	EnvOperatorToken = "MSGX_CONTROL_TOKEN"
+	EnvReaderToken   = "MSGX_CONTROL_READER_TOKEN"
+	EnvInsecure      = "MSGX_CONTROL_INSECURE"
 )
 
-// Auth is how callers of the control API are authenticated: a bearer token, or nothing when
-// Insecure (which only a deliberate MSGX_CONTROL_INSECURE=true produces).
-type Auth struct {
-	// tokenSum is the SHA-256 of the token. Comparing digests in constant time reveals neither
-	// the token's bytes nor its length through timing.
-	tokenSum [sha256.Size]byte
-	hasToken bool
-	Insecure bool
-	// Source says where the token came from, for the start-up log line (never the token).
+// AuthConfig is what LoadAuth builds an Auth from (pkg/config's control-* keys, the token
+// files already read).
+type AuthConfig struct {
+	// OperatorToken may call every RPC; ReaderToken only the reads (controlv1.RequiredRole).
+	OperatorToken, ReaderToken string
+	// OperatorSubjects and ReaderSubjects grant the role to a verified client certificate whose
+	// subject (Go's RFC 2253 form, "CN=ops,O=Airport") is listed; they need mTLS.
+	OperatorSubjects, ReaderSubjects []string
+	Insecure                         bool
+	// Source says where the credentials came from, for the start-up log (never a token).
 	Source string
 }
 
-// LoadAuth decides the authentication from the shared configuration: the token
-// (MSGX_CONTROL_TOKEN), a file holding it (MSGX_CONTROL_TOKEN_FILE) and the insecure switch
-// (MSGX_CONTROL_INSECURE). Setting both a token and a token file is refused as ambiguous; no
-// token at all is refused unless insecure is set, so a forgotten secret cannot silently open
-// the API.
-func LoadAuth(configToken, file string, insecure bool) (Auth, error) {
-	var token, source string
-	switch {
-	case configToken != "" && file != "":
-		return Auth{}, fmt.Errorf("both MSGX_CONTROL_TOKEN and %s are set: set only one", EnvTokenFile)
-	case configToken != "":
-		token, source = configToken, "MSGX_CONTROL_TOKEN"
-	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return Auth{}, fmt.Errorf("control token file (%s): %w", EnvTokenFile, err)
-		}
-		// Secrets written with echo or an editor end in a newline that is not part of the token.
-		token, source = strings.TrimSpace(string(b)), EnvTokenFile+"="+file
-		if token == "" {
-			return Auth{}, fmt.Errorf("control token file %s (%s) is empty", file, EnvTokenFile)
-		}
-	case insecure:
-		return Auth{Insecure: true, Source: EnvInsecure + "=true"}, nil
-	default:
-		return Auth{}, fmt.Errorf("no control token: set MSGX_CONTROL_TOKEN or %s (or %s=true for an unauthenticated development server)",
-			EnvTokenFile, EnvInsecure)
-	}
-	if strings.ContainsAny(token, " \t\r\n") {
-		// A bearer token travels in one header value after "Bearer "; whitespace inside it
-		// would never match what a client sends.
-		return Auth{}, fmt.Errorf("control token from %s contains whitespace", source)
-	}
-	if insecure {
-		// A token always wins: MSGX_CONTROL_INSECURE only permits running without one.
-		source += " (" + EnvInsecure + " ignored: a token is set)"
-	}
-	return Auth{tokenSum: sha256.Sum256([]byte(token)), hasToken: true, Source: source}, nil
+// Auth is how callers of the control API are authenticated and given a role: a bearer token
+// per role, a certificate subject per role, or nothing when Insecure (which only a deliberate
+// MSGX_CONTROL_INSECURE=true produces).
+type Auth struct {
+	// The tokens are kept as SHA-256 digests: comparing digests in constant time reveals
+	// neither a token's bytes nor its length through timing.
+	tokens   []roleToken
+	subjects map[string]controlv1.Role
+	Insecure bool
+	Source   string
 }
 
-// TokenAuth returns an Auth that accepts exactly token, for tests and embedding. An empty
-// token gives an Auth that the server refuses, like no token at all.
+type roleToken struct {
+	sum  [sha256.Size]byte
+	role controlv1.Role
+}
+
+// LoadAuth checks the configuration: each token must be usable in a bearer header and the two
+// roles' tokens must differ; without any operator credential the server refuses to start unless
+// insecure is set, so a forgotten secret cannot silently open the API or leave it without an
+// operator.
+func LoadAuth(c AuthConfig) (Auth, error) {
+	a := Auth{subjects: map[string]controlv1.Role{}, Source: c.Source}
+	for _, t := range []struct {
+		token, env string
+		role       controlv1.Role
+	}{{c.OperatorToken, EnvOperatorToken, controlv1.RoleOperator}, {c.ReaderToken, EnvReaderToken, controlv1.RoleReader}} {
+		if t.token == "" {
+			continue
+		}
+		if strings.ContainsAny(t.token, " \t\r\n") {
+			// A bearer token travels in one header value after "Bearer "; whitespace inside
+			// it would never match what a client sends.
+			return Auth{}, fmt.Errorf("control token %s contains whitespace", t.env)
+		}
+		a.tokens = append(a.tokens, roleToken{sum: sha256.Sum256([]byte(t.token)), role: t.role})
+	}
+	if c.OperatorToken != "" && c.OperatorToken == c.ReaderToken {
+		return Auth{}, fmt.Errorf("%s and %s are the same token: a reader could then call every RPC", EnvOperatorToken, EnvReaderToken)
+	}
+	for _, s := range c.ReaderSubjects {
+		a.subjects[s] = controlv1.RoleReader
+	}
+	for _, s := range c.OperatorSubjects {
+		if a.subjects[s] == controlv1.RoleReader {
+			return Auth{}, fmt.Errorf("certificate subject %q is listed for both roles", s)
+		}
+		a.subjects[s] = controlv1.RoleOperator
+	}
+	if c.OperatorToken == "" && len(c.OperatorSubjects) == 0 {
+		if !c.Insecure {
+			return Auth{}, fmt.Errorf("no operator credential: set %s (or %s_FILE, or control-operator-subjects with mTLS), or %s=true for an unauthenticated development server",
+				EnvOperatorToken, EnvOperatorToken, EnvInsecure)
+		}
+		if len(a.tokens) > 0 || len(a.subjects) > 0 {
+			return Auth{}, fmt.Errorf("%s=true with only reader credentials: set the operator token too, or no credential at all", EnvInsecure)
+		}
+		return Auth{Insecure: true, Source: EnvInsecure + "=true"}, nil
+	}
+	if c.Insecure {
+		// A credential always wins: MSGX_CONTROL_INSECURE only permits running without one.
+		a.Source += " (" + EnvInsecure + " ignored: credentials are set)"
+	}
+	return a, nil
+}
+
+// TokenAuth returns an Auth whose operator token is token, for tests and embedding. An empty
+// token gives an Auth that the server refuses, like no credential at all.
 func TokenAuth(token string) Auth {
-	return Auth{tokenSum: sha256.Sum256([]byte(token)), hasToken: token != "", Source: "TokenAuth"}
+	a := Auth{subjects: map[string]controlv1.Role{}, Source: "TokenAuth"}
+	if token != "" {
+		a.tokens = []roleToken{{sum: sha256.Sum256([]byte(token)), role: controlv1.RoleOperator}}
+	}
+	return a
+}
+
+// RoleTokens returns an Auth with an operator and a reader token, for tests.
+func RoleTokens(operator, reader string) (Auth, error) {
+	return LoadAuth(AuthConfig{OperatorToken: operator, ReaderToken: reader, Source: "RoleTokens"})
 }
 
 var errBadToken = status.Error(codes.Unauthenticated, "invalid bearer token")
 
-// authenticate is the go-grpc-middleware auth function: the call must carry
-// "authorization: Bearer <token>" with the configured token. Every failure is Unauthenticated
-// and says no more than which part was wrong.
-func (a Auth) authenticate(ctx context.Context) (context.Context, error) {
-	if a.Insecure {
-		return withCaller(ctx, "none"), nil
-	}
-	token, err := auth.AuthFromMD(ctx, "bearer")
-	if err != nil {
-		return nil, err // already Unauthenticated
-	}
+// tokenRole is the role a bearer token grants, RoleNone for an unknown one.
+func (a Auth) tokenRole(token string) (controlv1.Role, [sha256.Size]byte) {
 	sum := sha256.Sum256([]byte(token))
-	if subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) != 1 {
-		return nil, errBadToken
+	role := controlv1.RoleNone
+	for _, t := range a.tokens {
+		// Every token is compared, so the time does not tell which role matched.
+		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
+			role = t.role
+		}
 	}
-	return withCaller(ctx, tokenFingerprint(a.tokenSum)), nil
+	return role, sum
 }
 
-// validate catches an Auth without a token (a zero value, TokenAuth("")): it would accept an
-// empty bearer token rather than refuse to start.
-func (a Auth) validate() error {
-	if !a.Insecure && !a.hasToken {
-		return errors.New("server: Auth has neither a token nor Insecure; build it with LoadAuth or TokenAuth")
+// certSubject is the verified client certificate's subject, empty without mTLS.
+func certSubject(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
+		return ti.State.VerifiedChains[0][0].Subject.String()
+	}
+	return ""
+}
+
+// authenticated reports, from the headers alone, whether a call carries a credential that
+// will be accepted: the stream-level rate limit spends its budget only on the rest.
+func (a Auth) authenticated(ctx context.Context, md metadata.MD) bool {
+	if a.Insecure {
+		return true
+	}
+	if a.subjects[certSubject(ctx)] != controlv1.RoleNone {
+		return true
+	}
+	for _, v := range md.Get("authorization") {
+		scheme, token, ok := strings.Cut(v, " ")
+		if ok && strings.EqualFold(scheme, "bearer") {
+			if r, _ := a.tokenRole(token); r != controlv1.RoleNone {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// authenticate is the go-grpc-middleware auth function: the call must carry
+// "authorization: Bearer <token>" with a configured token, or come over mTLS with a listed
+// certificate subject. The caller's role is the higher of the two. Every failure is
+// Unauthenticated and says no more than which part was wrong.
+func (a Auth) authenticate(ctx context.Context) (context.Context, error) {
+	if a.Insecure {
+		return withCaller(ctx, Caller{Token: "none", Role: controlv1.RoleOperator}), nil
+	}
+	subject := certSubject(ctx)
+	c := Caller{CertSubject: subject, Role: a.subjects[subject]}
+	token, err := auth.AuthFromMD(ctx, "bearer")
+	switch {
+	case err == nil:
+		role, sum := a.tokenRole(token)
+		if role == controlv1.RoleNone {
+			return nil, errBadToken
+		}
+		c.Token = tokenFingerprint(sum)
+		c.Role = max(c.Role, role)
+	case c.Role == controlv1.RoleNone:
+		return nil, err // already Unauthenticated
+	}
+	return withCaller(ctx, c), nil
+}
+
+// authorize refuses a call whose caller's role is below what the method needs. It runs inside
+// the audit interceptor, so a refused mutating call is audited with the caller and its role.
+func authorize(services map[string]bool) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := allowed(ctx, services, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+func authorizeStream(services map[string]bool) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := allowed(ss.Context(), services, info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+func allowed(ctx context.Context, services map[string]bool, fullMethod string) error {
+	if !services[serviceOf(fullMethod)] {
+		return nil // health and reflection need no role
+	}
+	caller, _ := CallerFrom(ctx)
+	need := controlv1.RequiredRole(fullMethod)
+	if !caller.Role.Allows(need) {
+		return status.Errorf(codes.PermissionDenied, "%s needs the %s role; this caller has the %s role",
+			methodOf(fullMethod), need, caller.Role)
 	}
 	return nil
+}
+
+// validate catches an Auth without any credential (a zero value, TokenAuth("")): it would
+// accept nobody, or worse, be mistaken for an open server.
+func (a Auth) validate() error {
+	if !a.Insecure && len(a.tokens) == 0 && len(a.subjects) == 0 {
+		return errors.New("server: Auth has neither a credential nor Insecure; build it with LoadAuth or TokenAuth")
+	}
+	return nil
+}
+
+// describe names the credentials for the start-up log, without revealing any.
+func (a Auth) describe() string {
+	var parts []string
+	for _, t := range a.tokens {
+		parts = append(parts, t.role.String()+" token")
+	}
+	if n := len(a.subjects); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d certificate subjects", n))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -2,57 +2,47 @@ package server
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
 func TestLoadAuth(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	secret := write("token", "file-token\n")
-	empty := write("empty", "\n")
-	spaced := write("spaced", "two words\n")
-
 	tests := []struct {
-		name      string
-		token     string
-		env       map[string]string
-		wantErr   string // substring; empty means success
-		insecure  bool
-		accepts   string // a token the result accepts
-		rejects   string
-		sourceHas string
+		name     string
+		cfg      AuthConfig
+		wantErr  string // substring; empty means success
+		insecure bool
+		// the role each bearer token gets ("" = refused)
+		roles map[string]controlv1.Role
 	}{
-		{name: "token from config", token: "cfg-token", accepts: "cfg-token", rejects: "file-token", sourceHas: "MSGX_CONTROL_TOKEN"},
-		{name: "token file, newline trimmed", env: map[string]string{EnvTokenFile: secret}, accepts: "file-token",
-			rejects: "file-token\n", sourceHas: secret},
-		{name: "both is ambiguous", token: "cfg-token", env: map[string]string{EnvTokenFile: secret}, wantErr: "set only one"},
-		{name: "missing file", env: map[string]string{EnvTokenFile: filepath.Join(dir, "nope")}, wantErr: "no such file"},
-		{name: "empty file", env: map[string]string{EnvTokenFile: empty}, wantErr: "is empty"},
-		{name: "whitespace inside", env: map[string]string{EnvTokenFile: spaced}, wantErr: "whitespace"},
+		{name: "operator token only (the old single token)", cfg: AuthConfig{OperatorToken: "op"},
+			roles: map[string]controlv1.Role{"op": controlv1.RoleOperator, "rd": controlv1.RoleNone, "": controlv1.RoleNone}},
+		{name: "both roles", cfg: AuthConfig{OperatorToken: "op", ReaderToken: "rd"},
+			roles: map[string]controlv1.Role{"op": controlv1.RoleOperator, "rd": controlv1.RoleReader, "opx": controlv1.RoleNone}},
+		{name: "the same token for both roles", cfg: AuthConfig{OperatorToken: "same", ReaderToken: "same"}, wantErr: "same token"},
+		{name: "reader only is refused", cfg: AuthConfig{ReaderToken: "rd"}, wantErr: "no operator credential"},
+		{name: "whitespace inside", cfg: AuthConfig{OperatorToken: "two words"}, wantErr: "whitespace"},
 		{name: "nothing refuses", wantErr: EnvInsecure + "=true"},
-		{name: "insecure false refuses", env: map[string]string{EnvInsecure: "false"}, wantErr: "no control token"},
-		{name: "insecure", env: map[string]string{EnvInsecure: "true"}, insecure: true},
-		{name: "a token beats insecure", token: "cfg-token", env: map[string]string{EnvInsecure: "true"},
-			accepts: "cfg-token", rejects: "", sourceHas: "ignored"},
+		{name: "insecure", cfg: AuthConfig{Insecure: true}, insecure: true},
+		{name: "insecure with only a reader token is refused", cfg: AuthConfig{ReaderToken: "rd", Insecure: true}, wantErr: "only reader"},
+		{name: "a token beats insecure", cfg: AuthConfig{OperatorToken: "op", Insecure: true},
+			roles: map[string]controlv1.Role{"op": controlv1.RoleOperator, "x": controlv1.RoleNone}},
+		{name: "operator by certificate subject", cfg: AuthConfig{OperatorSubjects: []string{"CN=ops"}, ReaderToken: "rd"},
+			roles: map[string]controlv1.Role{"rd": controlv1.RoleReader}},
+		{name: "a subject in both lists", cfg: AuthConfig{OperatorSubjects: []string{"CN=x"}, ReaderSubjects: []string{"CN=x"}}, wantErr: "both roles"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			a, err := LoadAuth(tc.token, tc.env[EnvTokenFile], tc.env[EnvInsecure] == "true")
+			a, err := LoadAuth(tc.cfg)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("LoadAuth = %v, want an error containing %q", err, tc.wantErr)
@@ -68,23 +58,34 @@ func TestLoadAuth(t *testing.T) {
 			if a.Insecure != tc.insecure {
 				t.Errorf("Insecure = %v, want %v", a.Insecure, tc.insecure)
 			}
-			if !strings.Contains(a.Source, tc.sourceHas) {
-				t.Errorf("Source = %q, want it to mention %q", a.Source, tc.sourceHas)
-			}
-			if strings.Contains(a.Source, "cfg-token") || strings.Contains(a.Source, "file-token") {
-				t.Errorf("Source %q reveals the token", a.Source)
+			if d := a.describe(); strings.Contains(d, "op") && strings.Contains(d, "rd") && !strings.Contains(d, "token") {
+				t.Errorf("describe %q", d)
 			}
 			if tc.insecure {
-				if _, err := a.authenticate(context.Background()); err != nil {
-					t.Errorf("insecure auth refused a call without a token: %v", err)
+				ctx, err := a.authenticate(context.Background())
+				if err != nil {
+					t.Fatalf("insecure auth refused a call without a token: %v", err)
+				}
+				if c, _ := CallerFrom(ctx); c.Role != controlv1.RoleOperator {
+					t.Errorf("insecure caller role = %s, want operator", c.Role)
 				}
 				return
 			}
-			if _, err := a.authenticate(incoming(tc.accepts)); err != nil {
-				t.Errorf("refused the configured token: %v", err)
-			}
-			if _, err := a.authenticate(incoming(tc.rejects)); status.Code(err) != codes.Unauthenticated {
-				t.Errorf("token %q: %v, want Unauthenticated", tc.rejects, err)
+			for token, want := range tc.roles {
+				ctx, err := a.authenticate(incoming(token))
+				if want == controlv1.RoleNone {
+					if status.Code(err) != codes.Unauthenticated {
+						t.Errorf("token %q: %v, want Unauthenticated", token, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("token %q refused: %v", token, err)
+					continue
+				}
+				if c, _ := CallerFrom(ctx); c.Role != want || !strings.HasPrefix(c.Token, "sha256:") {
+					t.Errorf("token %q: caller %+v, want role %s", token, c, want)
+				}
 			}
 			if _, err := a.authenticate(context.Background()); status.Code(err) != codes.Unauthenticated {
 				t.Errorf("no token: %v, want Unauthenticated", err)
@@ -93,11 +94,63 @@ func TestLoadAuth(t *testing.T) {
 	}
 }
 
+// The scheme is case-insensitive (RFC 6750 §2.1, as curl and most clients send "bearer").
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	a := TokenAuth("op")
+	for _, h := range []string{"Bearer op", "bearer op", "BEARER op"} {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", h))
+		if _, err := a.authenticate(ctx); err != nil {
+			t.Errorf("%q refused: %v", h, err)
+		}
+		if !a.authenticated(ctx, metadata.Pairs("authorization", h)) {
+			t.Errorf("%q not counted as authenticated by the tap", h)
+		}
+	}
+}
+
+// A reader may call exactly the reads; anything else, a method unknown to the table included,
+// is PERMISSION_DENIED naming the role it needs.
+func TestAuthorize(t *testing.T) {
+	t.Parallel()
+	api := map[string]bool{"msgx.control.v1.ControlService": true}
+	call := func(role controlv1.Role, method string) error {
+		ctx := withCaller(context.Background(), Caller{Role: role})
+		_, err := authorize(api)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method},
+			func(context.Context, any) (any, error) { return "ok", nil })
+		return err
+	}
+	for _, tc := range []struct {
+		role   controlv1.Role
+		method string
+		want   codes.Code
+	}{
+		{controlv1.RoleReader, controlv1.ControlService_GetStatus_FullMethodName, codes.OK},
+		{controlv1.RoleReader, controlv1.ControlService_ListMessages_FullMethodName, codes.OK},
+		{controlv1.RoleReader, controlv1.ControlService_ListRequests_FullMethodName, codes.OK},
+		{controlv1.RoleReader, controlv1.ControlService_Replay_FullMethodName, codes.PermissionDenied},
+		{controlv1.RoleReader, controlv1.ControlService_SeedCutover_FullMethodName, codes.PermissionDenied},
+		{controlv1.RoleReader, controlv1.ControlService_RequestSchedule_FullMethodName, codes.PermissionDenied},
+		{controlv1.RoleReader, "/msgx.control.v1.ControlService/RebuildProjection", codes.PermissionDenied},
+		{controlv1.RoleOperator, controlv1.ControlService_Replay_FullMethodName, codes.OK},
+		{controlv1.RoleOperator, controlv1.ControlService_GetStatus_FullMethodName, codes.OK},
+		{controlv1.RoleNone, "/grpc.health.v1.Health/Check", codes.OK},
+	} {
+		err := call(tc.role, tc.method)
+		if got := status.Code(err); got != tc.want {
+			t.Errorf("%s calling %s: %v, want %s", tc.role, tc.method, err, tc.want)
+		}
+		if tc.want == codes.PermissionDenied && !strings.Contains(err.Error(), "operator role") {
+			t.Errorf("refusal %q does not name the role needed", err)
+		}
+	}
+}
+
 func TestAuthWithoutTokenIsRefused(t *testing.T) {
 	t.Parallel()
 	for name, a := range map[string]Auth{"zero value": {}, "TokenAuth(\"\")": TokenAuth("")} {
 		if err := a.validate(); err == nil {
-			t.Errorf("%s: validate passed; an Auth without a token would accept an empty bearer token", name)
+			t.Errorf("%s: validate passed; an Auth without a credential would accept nobody", name)
 		}
 	}
 }

@@ -29,10 +29,13 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+
+	"github.com/msgexchange/msgexchange/pkg/clock"
 )
 
 // Config configures a Server.
@@ -51,6 +54,11 @@ type Config struct {
 	Propagator     propagation.TextMapPropagator
 	// StopTimeout bounds the graceful stop: calls still running after it are cut.
 	StopTimeout time.Duration
+	// CallTimeout is the server-side deadline of every call of the API's services
+	// (control.call-timeout); default 10s.
+	CallTimeout time.Duration
+	// Clock times the refusal log's intervals; default the real clock.
+	Clock clock.Clock
 }
 
 // Server is the control gRPC server.
@@ -76,6 +84,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 10 * time.Second
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	log := cfg.Logger.With("component", "grpc")
 
 	// grpc_server_* metrics on the service's registry, served by the admin /metrics endpoint.
@@ -90,6 +104,14 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Registerer.Register(panics); err != nil {
 		return nil, fmt.Errorf("server: register panic counter: %w", err)
 	}
+	throttled := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "msgx_control_grpc_throttled_total",
+		Help: "Control gRPC calls without a valid credential refused by the per-connection rate limit.",
+	})
+	if err := cfg.Registerer.Register(throttled); err != nil {
+		return nil, fmt.Errorf("server: register throttle counter: %w", err)
+	}
+	refused := newRefusalLog(log, cfg.Clock)
 
 	grpcLog := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, fields...)
@@ -111,10 +133,12 @@ func New(cfg Config) (*Server, error) {
 	logged := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !isHealth(c.Service) })
 
 	// The order follows go-grpc-middleware's v2 example (STYLE §15): metrics see every call,
-	// refused ones included; logging sees the auth outcome; recovery is innermost, next to
-	// the handler, so a panic still passes through logging and metrics as INTERNAL. Between
-	// auth and recovery, the audit log records every authenticated mutating call with its
-	// outcome, then validation (the requests' Validate methods) refuses malformed requests with
+	// refused ones included; logging sees the auth outcome, and the refusal log summarises
+	// refused calls once per interval; recovery is innermost, next to the handler, so a panic
+	// still passes through logging and metrics as INTERNAL. Between auth and recovery, the
+	// audit log records every authenticated mutating call with its outcome (a reader refused
+	// PERMISSION_DENIED by the role check included), then the server's own deadline starts,
+	// then validation (the requests' Validate methods) refuses malformed requests with
 	// INVALID_ARGUMENT before any handler runs.
 	// Tracing is a stats handler rather than an interceptor (otelgrpc's interceptors are
 	// deprecated), so a span covers the whole call, refused ones included. Probes' health
@@ -124,6 +148,17 @@ func New(cfg Config) (*Server, error) {
 		api[name] = true
 	}
 	opts := []grpc.ServerOption{
+		// Limits that hold before any credential is checked (limits.go, docs/security.md).
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(MaxHeaderListSize),
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		grpc.ConnectionTimeout(10 * time.Second),
+		// Clients may ping at most every 10 s and only with calls open; a connection without
+		// calls for 5 minutes is closed (GOAWAY), so idle connections cannot pile up.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
+		grpc.InTapHandle(tapHandle(cfg.Auth, refused, throttled)),
+		grpc.StatsHandler(connTagger{}),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(cfg.TracerProvider),
 			otelgrpc.WithPropagators(cfg.Propagator),
@@ -132,16 +167,21 @@ func New(cfg Config) (*Server, error) {
 		grpc.ChainUnaryInterceptor(
 			metrics.UnaryServerInterceptor(),
 			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(grpcLog, logOpts...), logged),
+			refusals(refused),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(cfg.Auth.authenticate), needsToken),
 			auditInterceptor(cfg.Logger.With("component", "audit"), api),
+			authorize(api),
+			deadline(api, cfg.CallTimeout),
 			validator.UnaryServerInterceptor(),
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		),
 		grpc.ChainStreamInterceptor(
 			metrics.StreamServerInterceptor(),
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, logOpts...), logged),
+			refusalsStream(refused),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(cfg.Auth.authenticate), needsToken),
 			auditStreamInterceptor(cfg.Logger.With("component", "audit"), api),
+			authorizeStream(api),
 			validator.StreamServerInterceptor(),
 			recovery.StreamServerInterceptor(recoverOpts...),
 		),
@@ -196,8 +236,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("control API is UNAUTHENTICATED: no token configured and "+EnvInsecure+"=true; never run this in production",
 			"addr", ln.Addr().String())
 	} else {
-		s.log.Info("control API listening", "addr", ln.Addr().String(), "auth", "bearer token", "token_source", s.cfg.Auth.Source,
-			"transport", transport(s.cfg.TLS))
+		s.log.Info("control API listening", "addr", ln.Addr().String(), "auth", s.cfg.Auth.describe(), "credential_source", s.cfg.Auth.Source,
+			"transport", transport(s.cfg.TLS), "call_timeout", s.cfg.CallTimeout)
 	}
 
 	errc := make(chan error, 1)
@@ -227,11 +267,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// codeToLevel raises refused authentication to a warning: a wrong token is worth an operator's
-// attention (a misconfigured client or a probe from outside). The rest is the library's default.
+// codeToLevel keeps refused calls out of the warnings of the access log: the refusal log
+// summarises them at WARN once per interval, so a flood of wrong tokens cannot flood the log.
+// The rest is the library's default.
 func codeToLevel(code codes.Code) logging.Level {
 	if code == codes.Unauthenticated || code == codes.PermissionDenied {
-		return logging.LevelWarn
+		return logging.LevelDebug
 	}
 	return logging.DefaultServerCodeToLevel(code)
 }

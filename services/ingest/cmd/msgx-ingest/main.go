@@ -4,7 +4,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
@@ -45,8 +47,16 @@ func run(ctx context.Context, b *service.Base) error {
 	}}
 
 	// The compat entry writes only the inbox, so every replica serves it, the standby too.
-	h, err := compat.New(compat.Config{Token: b.Config.HTTPToken, Insecure: b.Config.HTTPInsecure, MaxBody: b.Config.HTTPMaxBody},
-		in, b.Clock, b.Logger, b.Registry)
+	var tlsCfg *tls.Config
+	if c := b.Config; c.HTTPTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.HTTPTLSCert, c.HTTPTLSKey)
+		if err != nil {
+			return fmt.Errorf("compat HTTP certificate (MSGX_HTTP_TLS_CERT, MSGX_HTTP_TLS_KEY): %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	h, err := compat.New(compat.Config{Token: b.Config.HTTPToken, Insecure: b.Config.HTTPInsecure, MaxBody: b.Config.HTTPMaxBody,
+		MaxInFlight: b.Config.HTTPMaxInFlight, TLS: tlsCfg}, in, b.Clock, b.Logger, b.Registry)
 	switch {
 	case b.Config.Shadow:
 		// Shadow mode writes nothing to the shared MySQL, and the compat entry's only effect

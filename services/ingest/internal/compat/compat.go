@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,9 +43,21 @@ type Config struct {
 	Token string
 	// Insecure accepts requests without a token; only when Token is empty.
 	Insecure bool
-	// MaxBody is the largest accepted body in bytes.
+	// MaxBody is the largest accepted body in bytes; a larger one is 413 (it can never fit).
 	MaxBody int
+	// MaxInFlight bounds the requests served at once; past it a request is 503 with
+	// Retry-After before its body is read, so a flood of large bodies cannot exhaust memory.
+	MaxInFlight int
+	// TLS, when set, serves HTTPS.
+	TLS *tls.Config
 }
+
+// retryAfter is the Retry-After of a request refused because the entry is busy;
+// inboxRetryAfter that of one the inbox could not take (an outage lasts longer).
+const (
+	retryAfter      = "1"
+	inboxRetryAfter = "5"
+)
 
 // ErrNoToken means neither a token nor insecure mode is configured.
 var ErrNoToken = errors.New("compat HTTP needs http.token (or http.insecure=true for development)")
@@ -52,6 +65,7 @@ var ErrNoToken = errors.New("compat HTTP needs http.token (or http.insecure=true
 // Handler serves POST /cminmsgs/send.
 type Handler struct {
 	cfg      Config
+	slots    chan struct{}
 	inbox    Inserter
 	clock    clock.Clock
 	logger   *slog.Logger
@@ -69,7 +83,13 @@ func New(cfg Config, in Inserter, clk clock.Clock, logger *slog.Logger, reg prom
 	if cfg.MaxBody <= 0 {
 		return nil, fmt.Errorf("compat HTTP: max body must be positive, got %d", cfg.MaxBody)
 	}
-	h := &Handler{cfg: cfg, inbox: in, clock: clk, logger: logger,
+	if cfg.MaxInFlight <= 0 {
+		return nil, fmt.Errorf("compat HTTP: max in flight must be positive, got %d", cfg.MaxInFlight)
+	}
+	// A token read from a file or an env file may carry the newline an editor adds; the
+	// client side trims it too, so both compare the same bytes.
+	cfg.Token = strings.TrimSpace(cfg.Token)
+	h := &Handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxInFlight), inbox: in, clock: clk, logger: logger,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_ingest_compat_requests_total",
 			Help: "Compat HTTP requests to POST /cminmsgs/send by response status code."}, []string{"code"}),
 		mux: http.NewServeMux(),
@@ -100,15 +120,25 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
 		}
 		charset = params["charset"]
 	}
+	// A body that can never fit is refused before it is read, and as 413: not a reason to
+	// retry, unlike 503.
 	if r.ContentLength > int64(h.cfg.MaxBody) {
-		h.fail(w, http.StatusBadRequest, "body larger than "+strconv.Itoa(h.cfg.MaxBody)+" bytes")
+		h.tooLarge(w)
 		return
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.cfg.MaxBody)))
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		w.Header().Set("Retry-After", retryAfter)
+		h.fail(w, http.StatusServiceUnavailable, "too many messages in flight; retry later")
+		return
+	}
+	raw, err := readBody(w, r, h.cfg.MaxBody)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		h.fail(w, http.StatusBadRequest, "body larger than "+strconv.Itoa(h.cfg.MaxBody)+" bytes")
+		h.tooLarge(w)
 		return
 	case err != nil:
 		h.fail(w, http.StatusBadRequest, "reading the body failed")
@@ -118,6 +148,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	text, err := sis.BytesToText(raw, charset)
+	raw = nil // the decoded text is what is kept; let the bytes go before the insert
 	switch {
 	case errors.Is(err, sis.ErrUnsupportedCharset):
 		h.fail(w, http.StatusUnsupportedMediaType, "unsupported charset: UTF-8, US-ASCII and GB2312/GBK/GB18030 are accepted")
@@ -126,27 +157,58 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusBadRequest, "the body is not valid in its charset: "+err.Error())
 		return
 	}
+	if len(text) > h.cfg.MaxBody {
+		// Decoding GBK into UTF-8 grows the text by up to half: it must still fit the column.
+		h.tooLarge(w)
+		return
+	}
+	size := len(text)
 	id, err := h.inbox.Insert(r.Context(), text, h.clock.Now())
 	if err != nil {
+		if inbox.TooLarge(err) {
+			h.logger.Warn("compat HTTP: the inbox refused the message for its size", "err", err, "bytes", size)
+			h.tooLarge(w)
+			return
+		}
 		if inbox.Rejected(err) {
-			h.logger.Error("compat HTTP: the inbox rejected the message", "err", err, "bytes", len(raw))
+			h.logger.Error("compat HTTP: the inbox rejected the message", "err", err, "bytes", size)
 			h.fail(w, http.StatusInternalServerError, "the inbox rejected the message")
 			return
 		}
 		h.logger.Warn("compat HTTP: inbox unreachable", "err", err)
+		w.Header().Set("Retry-After", inboxRetryAfter)
 		h.fail(w, http.StatusServiceUnavailable, "the inbox is unreachable; retry later")
 		return
 	}
-	h.logger.Info("compat HTTP: message stored in the inbox", "msg_id", id, "bytes", len(raw), "remote", r.RemoteAddr)
+	h.logger.Info("compat HTTP: message stored in the inbox", "msg_id", id, "bytes", size, "remote", r.RemoteAddr)
 	h.reply(w, http.StatusOK, map[string]any{"id": id})
+}
+
+// readBody reads at most max bytes, into a buffer sized from Content-Length when the client
+// sent one (io.ReadAll's doubling would hold up to twice the body).
+func readBody(w http.ResponseWriter, r *http.Request, max int) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, int64(max))
+	if n := r.ContentLength; n > 0 {
+		buf := bytes.NewBuffer(make([]byte, 0, n+1))
+		_, err := buf.ReadFrom(body)
+		return buf.Bytes(), err
+	}
+	return io.ReadAll(body)
+}
+
+func (h *Handler) tooLarge(w http.ResponseWriter) {
+	h.fail(w, http.StatusRequestEntityTooLarge, "body larger than "+strconv.Itoa(h.cfg.MaxBody)+
+		" bytes: the inbox cannot store it; do not retry")
 }
 
 func (h *Handler) authorized(r *http.Request) bool {
 	if h.cfg.Token == "" {
 		return h.cfg.Insecure
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.cfg.Token)) == 1
+	// The scheme is case-insensitive (RFC 7235 §2.1): clients send "bearer" as well.
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.cfg.Token)) == 1
 }
 
 func (h *Handler) fail(w http.ResponseWriter, code int, msg string) {
@@ -171,13 +233,23 @@ func (h *Handler) Run(ctx context.Context, addr string) error {
 
 // Serve serves on ln until ctx ends.
 func (h *Handler) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
-	h.logger.Info("compat HTTP listening", "addr", ln.Addr().String(), "path", Path, "authenticated", h.cfg.Token != "")
+	// The idle timeout closes keep-alive connections nobody uses; the header limit keeps a
+	// request's headers to what a token and a content type need.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, TLSConfig: h.cfg.TLS}
+	h.logger.Info("compat HTTP listening", "addr", ln.Addr().String(), "path", Path, "authenticated", h.cfg.Token != "",
+		"tls", h.cfg.TLS != nil, "max_body", h.cfg.MaxBody, "max_in_flight", h.cfg.MaxInFlight)
 	if h.cfg.Token == "" {
 		h.logger.Warn("compat HTTP is UNAUTHENTICATED (http.insecure=true); never run this in production")
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if h.cfg.TLS != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("compat HTTP server: %w", err)

@@ -120,7 +120,7 @@ const bearer = "Bearer " + token
 // (g) Every status code of the contract, on a real inbox.
 func TestSend(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, Config{Token: token, MaxBody: 256})
+	e := newEnv(t, Config{Token: token + "\n", MaxBody: 256, MaxInFlight: 4})
 	utf8XML := `<?xml version="1.0" encoding="UTF-8"?><MSG><META><SNDR>AODB</SNDR></META><FLOP>航班</FLOP></MSG>`
 	gbkXML, err := simplifiedchinese.GBK.NewEncoder().String(strings.Replace(utf8XML, "UTF-8", "GBK", 1))
 	if err != nil {
@@ -174,7 +174,7 @@ func TestSend(t *testing.T) {
 		{"401 with the token but not as a bearer", "application/xml", token, []byte(utf8XML), http.StatusUnauthorized},
 		{"400 empty body", "application/xml", bearer, nil, http.StatusBadRequest},
 		{"400 whitespace body", "application/xml", bearer, []byte(" \r\n"), http.StatusBadRequest},
-		{"400 oversized body", "application/xml", bearer, bytes.Repeat([]byte("x"), 257), http.StatusBadRequest},
+		{"413 oversized body", "application/xml", bearer, bytes.Repeat([]byte("x"), 257), http.StatusRequestEntityTooLarge},
 		{"400 bytes invalid in the charset", "application/xml; charset=utf-8", bearer, []byte("<MSG>\xff</MSG>"), http.StatusBadRequest},
 		{"415 unsupported charset", "application/xml; charset=iso-8859-1", bearer, []byte(utf8XML), http.StatusUnsupportedMediaType},
 		{"415 unsupported declared encoding", "application/xml", bearer,
@@ -191,6 +191,25 @@ func TestSend(t *testing.T) {
 		t.Errorf("refused requests wrote %d rows", after-before)
 	}
 
+	t.Run("200 with a lower-case bearer scheme and a trimmed token", func(t *testing.T) {
+		if r := e.post(t, "application/xml", "bearer "+token, []byte(utf8XML)); r.code != http.StatusOK {
+			t.Errorf("reply = %+v, want 200", r)
+		}
+	})
+	t.Run("413 for a chunked body past the limit", func(t *testing.T) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+Path,
+			io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("x"), 200)), bytes.NewReader(bytes.Repeat([]byte("y"), 200))))
+		req.ContentLength = -1 // chunked: the size is only known while reading
+		req.Header.Set("Authorization", bearer)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("status = %d, want 413", res.StatusCode)
+		}
+	})
 	t.Run("503 inbox unreachable, then 200 again", func(t *testing.T) {
 		e.proxy.Down()
 		if r := e.post(t, "application/xml", bearer, []byte(utf8XML)); r.code != http.StatusServiceUnavailable {
@@ -218,11 +237,64 @@ func TestSend(t *testing.T) {
 
 func TestTokenIsRequiredUnlessInsecure(t *testing.T) {
 	t.Parallel()
-	if _, err := New(Config{MaxBody: 10}, nil, clock.Real{}, slog.Default(), prometheus.NewRegistry()); err != ErrNoToken {
+	if _, err := New(Config{MaxBody: 10, MaxInFlight: 1}, nil, clock.Real{}, slog.Default(), prometheus.NewRegistry()); err != ErrNoToken {
 		t.Errorf("New without a token: err = %v, want ErrNoToken", err)
 	}
-	e := newEnv(t, Config{Insecure: true, MaxBody: 1024})
+	e := newEnv(t, Config{Insecure: true, MaxBody: 1024, MaxInFlight: 1})
 	if r := e.post(t, "", "", []byte("<MSG/>")); r.code != http.StatusOK {
 		t.Errorf("insecure, no Content-Type: reply = %+v, want 200", r)
+	}
+}
+
+// Past the cap on requests in flight a request is 503 with Retry-After, before its body is
+// read; once a slot frees, requests are served again.
+func TestInFlightCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Config{Token: token, MaxBody: 1024, MaxInFlight: 1})
+	pr, pw := io.Pipe()
+	held := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+Path, pr)
+		req.Header.Set("Authorization", bearer)
+		req.ContentLength = -1
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			held <- nil
+			return
+		}
+		held <- res
+	}()
+	// The first request holds the only slot while its body trickles in.
+	if _, err := pw.Write([]byte("<MSG>")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var busy *http.Response
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+Path, strings.NewReader("<MSG/>"))
+		req.Header.Set("Authorization", bearer)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if res.StatusCode == http.StatusServiceUnavailable {
+			busy = res
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if busy == nil || busy.Header.Get("Retry-After") == "" {
+		t.Fatalf("no 503 with Retry-After while the only slot was held: %+v", busy)
+	}
+	_, _ = pw.Write([]byte("</MSG>"))
+	_ = pw.Close()
+	if res := <-held; res == nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the held request: %+v, want 200", res)
+	} else {
+		_ = res.Body.Close()
+	}
+	if r := e.post(t, "application/xml", bearer, []byte("<MSG/>")); r.code != http.StatusOK {
+		t.Errorf("after the slot freed: %+v, want 200", r)
 	}
 }
