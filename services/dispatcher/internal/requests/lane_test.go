@@ -21,6 +21,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 var t0 = time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC)
@@ -376,13 +377,9 @@ func TestDeposedDispatcherCannotMarkAndTheNextTermRecovers(t *testing.T) {
 		cancel2()
 		<-done2
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for f.get(t, r.ID).State != request.StateSent {
-		if time.Now().After(deadline) {
-			t.Fatal("the next term did not mark the request SENT")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "the next term to mark the request SENT", func() bool {
+		return f.get(t, r.ID).State == request.StateSent
+	})
 	if got := f.get(t, r.ID); *got.CoutmsgsID != coutID {
 		t.Errorf("SENT with coutmsgs %d, want the first term's row %d", *got.CoutmsgsID, coutID)
 	}

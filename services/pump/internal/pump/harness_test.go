@@ -364,15 +364,3 @@ func (e *env) pipelineLockFree(t testing.TB) bool {
 	}
 	return free
 }
-
-// waitFor polls cond until it holds or the (generous) deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
