@@ -63,9 +63,9 @@ func New(t testing.TB) *DB {
 	if err != nil {
 		t.Fatalf("pgtest: build template database: %v", err)
 	}
-	sweepStale(ctx, t, admin, adminDSN, tpl)
+	run.SweepOnce(adminDSN, func(cutoff int64) { sweepStale(ctx, t, admin, cutoff, tpl) })
 
-	name := harness.nextName()
+	name := run.Name(prefix, "_")
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(tpl)); err != nil {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
