@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"go.uber.org/goleak"
 	"os"
 	"strconv"
 	"sync"
@@ -50,11 +51,12 @@ func binaries(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binDir != "" {
+			_ = os.RemoveAll(binDir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // env is one isolated set of real dependencies plus a broker.

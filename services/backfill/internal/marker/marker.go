@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
@@ -27,8 +28,8 @@ import (
 // never commits on a cancelled context, which would make pgx close the connection and with it
 // the lock.
 type Session interface {
-	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
-	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
+	db.Doer
+	db.Txer
 }
 
 // Marker writes markers to the inbox. Probe tells whether the inbox table answers at all, to
@@ -128,22 +129,16 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 		return false, nil
 	}
 	now := s.clock.Now()
-	var ids []int64
-	if err := sess.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		ids, err = queue.BackfillDue(ctx, conn, now, s.cfg.Overdue, s.cfg.Batch)
-		return err
-	}); err != nil {
+	ids, err := db.DoV(ctx, sess, func(conn *pgx.Conn) ([]int64, error) {
+		return queue.BackfillDue(ctx, conn, now, s.cfg.Overdue, s.cfg.Batch)
+	})
+	if err != nil {
 		return false, err
 	}
 	failures := 0
 	for _, id := range ids {
-		var transient bool
-		if err := sess.Tx(ctx, func(tx pgx.Tx) error {
-			var err error
-			transient, err = s.markOne(ctx, tx, id)
-			return err
-		}); errors.Is(err, errOutage) {
+		transient, err := db.TxV(ctx, sess, func(tx pgx.Tx) (bool, error) { return s.markOne(ctx, tx, id) })
+		if errors.Is(err, errOutage) {
 			s.block(ctx, sess, id, err)
 			return false, nil
 		} else if err != nil {
@@ -257,12 +252,10 @@ func (s *Sweeper) report(ctx context.Context, sess Session, st *outage.State) {
 
 // RefreshHealth reads what the backfill still owes and sets the gauges.
 func (s *Sweeper) RefreshHealth(ctx context.Context, sess Session) error {
-	var h queue.BackfillHealth
-	if err := sess.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		h, err = queue.ReadBackfillHealth(ctx, conn, s.cfg.MaxAttempts)
-		return err
-	}); err != nil {
+	h, err := db.DoV(ctx, sess, func(conn *pgx.Conn) (queue.BackfillHealth, error) {
+		return queue.ReadBackfillHealth(ctx, conn, s.cfg.MaxAttempts)
+	})
+	if err != nil {
 		return err
 	}
 	s.metrics.unmarked.Set(float64(h.Unmarked))

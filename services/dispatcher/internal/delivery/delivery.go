@@ -22,6 +22,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
@@ -113,9 +114,7 @@ type Lane struct {
 
 // Session gives exclusive use of the dispatcher role's lock connection (leader.Session), so a
 // deposed dispatcher cannot mark events.
-type Session interface {
-	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
-}
+type Session = db.Doer
 
 // Config is what delivery needs of the configuration.
 type Config struct {
@@ -584,11 +583,8 @@ func (d *Dispatcher) runStats(ctx context.Context, s Session) error {
 
 // observe refreshes the backlog gauges from the outbox.
 func (d *Dispatcher) observe(ctx context.Context, s Session) error {
-	var stats map[string]outbox.TargetStats
-	err := s.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		stats, err = outbox.Stats(ctx, conn, d.clock.Now())
-		return err
+	stats, err := db.DoV(ctx, s, func(conn *pgx.Conn) (map[string]outbox.TargetStats, error) {
+		return outbox.Stats(ctx, conn, d.clock.Now())
 	})
 	if err != nil {
 		return err

@@ -30,9 +30,7 @@ import (
 const Target = "COUTMSGS"
 
 // Session gives exclusive use of the dispatcher role's lock connection (leader.Session).
-type Session interface {
-	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
-}
+type Session = db.Doer
 
 // Outbox is what the lane needs of the shared MySQL (inbox.Inbox): the COUTMSGS insert, the
 // look-up that keeps a retry from writing a request twice, and a probe that tells an outage

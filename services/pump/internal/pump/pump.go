@@ -36,9 +36,7 @@ import (
 // Session gives exclusive use of the connection that holds the pump role's lock: every write
 // of the pump runs on it, so a pump that lost its lock cannot commit (leader.Session). A
 // failure that ends the session wraps leader.ErrLost.
-type Session interface {
-	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
-}
+type Session = db.Doer
 
 // Input is one message ready for its business step.
 type Input struct {
