@@ -21,6 +21,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
@@ -47,13 +48,12 @@ var errOutage = errors.New("inbox outage")
 
 // Config is what the sweep needs.
 type Config struct {
-	Period     time.Duration // pipeline.backfill-period
-	Batch      int           // pipeline.backfill-batch
-	Backoff    time.Duration // pipeline.backfill-backoff, doubling
-	BackoffCap time.Duration // pipeline.backfill-backoff-cap
-	Overdue    time.Duration // R
-	Status     string        // the CMINMSGS_STATUS value written with the marker
-	Shadow     bool          // never write to the shared MySQL
+	Period  time.Duration // pipeline.backfill-period
+	Batch   int           // pipeline.backfill-batch
+	Retry   retry.Policy  // paces a failed marker's next attempt (config.Pipeline.BackfillRetry)
+	Overdue time.Duration // R
+	Status  string        // the CMINMSGS_STATUS value written with the marker
+	Shadow  bool          // never write to the shared MySQL
 	// MaxAttempts is pipeline.backfill-max-attempts: rows at or over it are counted in a gauge
 	// for alerting, and nothing else happens to them (seed 003 §6.3: abandonment is by R only).
 	MaxAttempts int
@@ -186,7 +186,7 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient b
 			return true, queue.BackfillAbandon(ctx, tx, id, queue.AbandonTransientDeadline, err.Error(), now)
 		}
 		s.metrics.outcomes.WithLabelValues("transient").Inc()
-		next := now.Add(s.backoff(t.Attempts + 1))
+		next := now.Add(s.cfg.Retry.After(t.Attempts + 1))
 		s.logger.Warn("marker write failed; will retry", "msg_id", id, "attempt", t.Attempts+1, "next", next, "err", err)
 		return true, queue.BackfillFailed(ctx, tx, id, err.Error(), next, now)
 	case res == inbox.Missing:
@@ -273,15 +273,6 @@ func (s *Sweeper) RefreshHealth(ctx context.Context, sess Session) error {
 			"rows", h.OverMaxAttempts, "threshold", s.cfg.MaxAttempts)
 	}
 	return nil
-}
-
-// backoff is 30 s doubling per failed attempt, capped at 15 min (seed 000 §3).
-func (s *Sweeper) backoff(attempt int) time.Duration {
-	d := s.cfg.Backoff
-	for i := 1; i < attempt && d < s.cfg.BackoffCap; i++ {
-		d *= 2
-	}
-	return min(d, s.cfg.BackoffCap)
 }
 
 type metrics struct {

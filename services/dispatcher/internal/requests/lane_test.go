@@ -20,6 +20,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/request"
+	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
@@ -83,7 +84,7 @@ func (f *fixture) lane(t *testing.T, shadow bool) (*Lane, *prometheus.Registry) 
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.NewJSONHandler(t.Output(), nil))
 	return New(Config{Period: 50 * time.Millisecond, Timeout: 30 * time.Minute, Shadow: shadow,
-		Backoff: []time.Duration{time.Second}, BackoffCap: time.Second}, f.out, f.clock, logger, reg), reg
+		Retry: retry.Policy{Backoff: []time.Duration{time.Second}, Cap: time.Second}}, f.out, f.clock, logger, reg), reg
 }
 
 func (f *fixture) register(t *testing.T, spec request.Spec) request.Request {

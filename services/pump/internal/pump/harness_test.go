@@ -133,8 +133,10 @@ func (e *env) newPump(t testing.TB, o options) *pump.Pump {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return pump.New(pump.Config{
-		Pipeline: e.cfg.Pipeline,
-		Codec:    sis.Options{MaxBytes: e.cfg.CodecMaxBytes, MaxDepth: e.cfg.CodecMaxDepth, Zone: zone},
+		PollInterval: e.cfg.Pipeline.PollInterval,
+		HeadAgeAlert: e.cfg.Pipeline.HeadAgeAlert,
+		Retry:        e.cfg.Pipeline.Retry(),
+		Codec:        sis.Options{MaxBytes: e.cfg.CodecMaxBytes, MaxDepth: e.cfg.CodecMaxDepth, Zone: zone},
 	}, o.raw, o.proj, o.route, e.clock(), logger, tel, o.reg)
 }
 
