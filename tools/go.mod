@@ -3,6 +3,7 @@ module github.com/msgexchange/msgexchange/tools
 go 1.26.0
 
 require (
+	go.uber.org/goleak v1.3.0
 	github.com/IBM/sarama v1.61.1
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0

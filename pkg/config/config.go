@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/msgexchange/msgexchange/pkg/retry"
 )
 
 // Config is the whole configuration. Services read the parts they need.
@@ -652,19 +654,17 @@ const (
 	MaxKafkaMaxMessageBytes = 100 << 20
 )
 
-// BackoffAfter returns the wait after the given failed attempt (1-based), capped (seed 004 §4).
-func (p Pipeline) BackoffAfter(attempt int) time.Duration {
-	if len(p.Backoff) == 0 {
-		return p.BackoffCap
-	}
-	i := attempt - 1
-	if i < 0 {
-		i = 0
-	}
-	if i >= len(p.Backoff) {
-		i = len(p.Backoff) - 1
-	}
-	return min(p.Backoff[i], p.BackoffCap)
+// Retry is the retry policy of messages, events and requests: pipeline.max-attempts,
+// pipeline.backoff capped at pipeline.backoff-cap.
+func (p Pipeline) Retry() retry.Policy {
+	return retry.Policy{MaxAttempts: p.MaxAttempts, Backoff: p.Backoff, Cap: p.BackoffCap}
+}
+
+// BackfillRetry is the retry policy of marker writes: pipeline.backfill-backoff doubled up to
+// pipeline.backfill-backoff-cap, with no attempt limit: a marker is retried until R, and
+// pipeline.backfill-max-attempts is only an alert threshold.
+func (p Pipeline) BackfillRetry() retry.Policy {
+	return retry.Policy{Backoff: retry.Doubling(p.BackfillBackoff, p.BackfillBackoffCap), Cap: p.BackfillBackoffCap}
 }
 
 // ParseDuration accepts Go durations plus a whole number of days ("30d").

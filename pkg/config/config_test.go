@@ -187,12 +187,24 @@ func TestUnknownKeyInFileIsRefused(t *testing.T) {
 	}
 }
 
-func TestBackoffAfter(t *testing.T) {
+// TestRetryPolicies: the defaults give the documented waits (the policy's own rules are tested
+// in pkg/retry).
+func TestRetryPolicies(t *testing.T) {
 	p := Default().Pipeline
 	p.BackoffCap = 10 * time.Second
+	r := p.Retry()
 	for attempt, want := range map[int]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 9: 10 * time.Second} {
-		if got := p.BackoffAfter(attempt); got != want {
-			t.Errorf("BackoffAfter(%d) = %s, want %s", attempt, got, want)
+		if got := r.After(attempt); got != want {
+			t.Errorf("Retry().After(%d) = %s, want %s", attempt, got, want)
+		}
+	}
+	if r.MaxAttempts != p.MaxAttempts {
+		t.Errorf("Retry().MaxAttempts = %d, want %d", r.MaxAttempts, p.MaxAttempts)
+	}
+	b := Default().Pipeline.BackfillRetry()
+	for attempt, want := range map[int]time.Duration{1: 30 * time.Second, 2: time.Minute, 5: 8 * time.Minute, 6: 15 * time.Minute, 40: 15 * time.Minute} {
+		if got := b.After(attempt); got != want {
+			t.Errorf("BackfillRetry().After(%d) = %s, want %s", attempt, got, want)
 		}
 	}
 }

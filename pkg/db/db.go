@@ -62,3 +62,62 @@ func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
 	}
 	return nil
 }
+
+// WithTxV is WithTx for a function that returns a value: the value of a committed transaction,
+// or the zero value with the error.
+func WithTxV[T any](ctx context.Context, b Beginner, fn func(tx pgx.Tx) (T, error)) (T, error) {
+	var v T
+	err := WithTx(ctx, b, func(tx pgx.Tx) error {
+		var err error
+		v, err = fn(tx)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// Doer gives a function exclusive use of one connection (leader.Session: the fenced lock
+// connection of a role's term).
+type Doer interface {
+	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
+}
+
+// Txer runs a function in a transaction on its connection (leader.Session).
+type Txer interface {
+	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
+}
+
+// DoV is Doer.Do for a function that returns a value, so callers need no variable captured by
+// the closure.
+func DoV[T any](ctx context.Context, d Doer, fn func(conn *pgx.Conn) (T, error)) (T, error) {
+	var v T
+	err := d.Do(ctx, func(conn *pgx.Conn) error {
+		var err error
+		v, err = fn(conn)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// TxV is Txer.Tx for a function that returns a value: the value of a committed transaction, or
+// the zero value with the error.
+func TxV[T any](ctx context.Context, t Txer, fn func(tx pgx.Tx) (T, error)) (T, error) {
+	var v T
+	err := t.Tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		v, err = fn(tx)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}

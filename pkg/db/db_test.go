@@ -80,3 +80,30 @@ func TestWithTxCommits(t *testing.T) {
 		t.Errorf("%d rows, want 1", n)
 	}
 }
+
+// The value helpers return the function's value only when the transaction committed.
+func TestWithTxVReturnsTheValueOfACommit(t *testing.T) {
+	d := pgtest.New(t)
+	d.Exec(t, `CREATE TABLE t (v int)`)
+	n, err := db.WithTxV(t.Context(), d.Pool, func(tx pgx.Tx) (int64, error) {
+		tag, err := tx.Exec(t.Context(), `INSERT INTO t VALUES (1), (2)`)
+		return tag.RowsAffected(), err
+	})
+	if err != nil || n != 2 {
+		t.Fatalf("WithTxV = %d, %v; want 2, nil", n, err)
+	}
+	boom := errors.New("boom")
+	n, err = db.WithTxV(t.Context(), d.Pool, func(tx pgx.Tx) (int64, error) {
+		if _, err := tx.Exec(t.Context(), `INSERT INTO t VALUES (3)`); err != nil {
+			return 0, err
+		}
+		return 1, boom
+	})
+	if !errors.Is(err, boom) || n != 0 {
+		t.Fatalf("WithTxV after a failure = %d, %v; want 0, boom", n, err)
+	}
+	var rows int
+	if err := d.Pool.QueryRow(t.Context(), `SELECT count(*) FROM t`).Scan(&rows); err != nil || rows != 2 {
+		t.Errorf("%d rows, %v; want the 2 of the commit", rows, err)
+	}
+}

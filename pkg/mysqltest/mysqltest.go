@@ -23,8 +23,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,11 +37,8 @@ const (
 	EnvDSN     = "MSGX_TEST_MYSQL_DSN"
 	defaultDSN = "root@tcp(127.0.0.1:3306)/"
 
-	dbPrefix   = "msgxt_"
-	userPrefix = "msgxu_"
-	// staleAfter is how old a leftover database or account must be before a run drops it: no
-	// test runs this long, so it belongs to a run that died before its cleanup.
-	staleAfter     = 3 * time.Hour
+	dbPrefix       = "msgxt_"
+	userPrefix     = "msgxu_"
 	maxConns       = 4
 	setupTimeout   = time.Minute
 	cleanupTimeout = 30 * time.Second
@@ -57,16 +52,7 @@ type DB struct {
 	Name       string
 }
 
-// state is the process-wide state a test helper cannot avoid: stale leftovers are swept once
-// per admin DSN, and names are numbered per process.
-type state struct {
-	mu    sync.Mutex
-	swept map[string]bool
-	stamp int64 // process start, in every name so that a later run can age it
-	seq   atomic.Int64
-}
-
-var harness = &state{swept: map[string]bool{}, stamp: time.Now().Unix()}
+var harness = testname.NewRun()
 
 // New creates a database with the inbox fixture and a restricted account, and drops both when
 // the test ends.
@@ -88,12 +74,11 @@ func New(t testing.TB) *DB {
 		t.Fatalf("mysqltest: cannot reach MySQL at %s (set %s to point at a test server): %v", redact(rootCfg), EnvDSN, err)
 	}
 	defer server.Close()
-	harness.sweepStale(ctx, t, server, rawDSN)
+	harness.SweepOnce(rawDSN, func(cutoff int64) { sweepStale(ctx, t, server, cutoff) })
 
-	n := harness.seq.Add(1)
-	name := fmt.Sprintf("%s%s_%d_%d_%d", dbPrefix, testname.Package(), harness.stamp, os.Getpid(), n)
+	name := harness.Name(dbPrefix, "_")
 	// MySQL limits account names to 32 characters, so the stamp is in base 36 here.
-	user := fmt.Sprintf("%s%s_%d_%d", userPrefix, strconv.FormatInt(harness.stamp, 36), os.Getpid(), n)
+	user := fmt.Sprintf("%s%s_%d_%d", userPrefix, strconv.FormatInt(harness.Stamp, 36), os.Getpid(), harness.Next())
 	password := randomHex(16)
 
 	if _, err := server.ExecContext(ctx, "CREATE DATABASE "+quoteIdent(name)+" CHARACTER SET utf8mb4"); err != nil {
@@ -263,24 +248,17 @@ func killSessions(ctx context.Context, server *sql.DB, name, user string) error 
 	return nil
 }
 
-// sweepStale drops, once per process, databases and accounts left by runs that died before
-// their cleanup. Failures are only logged: a concurrent run may be dropping the same thing.
-func (s *state) sweepStale(ctx context.Context, t testing.TB, server *sql.DB, dsn string) {
+// sweepStale drops databases and accounts left by runs that died before their cleanup.
+// Failures are only logged: a concurrent run may be dropping the same thing.
+func sweepStale(ctx context.Context, t testing.TB, server *sql.DB, cutoff int64) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.swept[dsn] {
-		return
-	}
-	s.swept[dsn] = true
-	cutoff := time.Now().Add(-staleAfter).Unix()
 
 	dbs, err := queryStrings(ctx, server, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'msgxt\\_%'")
 	if err != nil {
 		t.Logf("mysqltest: list stale databases: %v", err)
 	}
 	for _, name := range dbs {
-		if ts, ok := stampOf(name, 10); ok && ts < cutoff {
+		if ts, ok := testname.StampOf(name, "_", 10); ok && ts < cutoff {
 			if _, err := server.ExecContext(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)); err != nil {
 				t.Logf("mysqltest: drop stale database %s: %v", name, err)
 			}
@@ -291,22 +269,12 @@ func (s *state) sweepStale(ctx context.Context, t testing.TB, server *sql.DB, ds
 		t.Logf("mysqltest: list stale accounts: %v", err)
 	}
 	for _, user := range users {
-		if ts, ok := stampOf(user, 36); ok && ts < cutoff {
+		if ts, ok := testname.StampOf(user, "_", 36); ok && ts < cutoff {
 			if _, err := server.ExecContext(ctx, "DROP USER IF EXISTS "+quoteString(user)+"@'%'"); err != nil {
 				t.Logf("mysqltest: drop stale account %s: %v", user, err)
 			}
 		}
 	}
-}
-
-// stampOf reads the run stamp from …_<stamp>_<pid>_<n>.
-func stampOf(name string, base int) (int64, bool) {
-	parts := strings.Split(name, "_")
-	if len(parts) < 4 {
-		return 0, false
-	}
-	ts, err := strconv.ParseInt(parts[len(parts)-3], base, 64)
-	return ts, err == nil
 }
 
 func queryStrings(ctx context.Context, db *sql.DB, query string) ([]string, error) {

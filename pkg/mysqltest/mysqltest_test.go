@@ -181,6 +181,7 @@ func TestCleanupDropsDatabaseAndAccount(t *testing.T) {
 	t.Parallel()
 	observer := mysqltest.New(t)
 	var name, user string
+	outer := t
 	t.Run("inner", func(t *testing.T) {
 		db := mysqltest.New(t)
 		name = db.Name
@@ -194,6 +195,8 @@ func TestCleanupDropsDatabaseAndAccount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Closed only when the outer test ends, after the inner cleanup has dropped everything.
+		outer.Cleanup(func() { _ = leaked.Close() })
 		tx, err := leaked.BeginTx(t.Context(), nil)
 		if err != nil {
 			t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 const (
@@ -61,9 +63,9 @@ func New(t testing.TB) *DB {
 	if err != nil {
 		t.Fatalf("pgtest: build template database: %v", err)
 	}
-	sweepStale(ctx, t, admin, adminDSN, tpl)
+	run.SweepOnce(adminDSN, func(cutoff int64) { sweepStale(ctx, t, admin, cutoff, tpl) })
 
-	name := harness.nextName()
+	name := run.Name(prefix, "_")
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(tpl)); err != nil {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
@@ -97,6 +99,21 @@ func (db *DB) Exec(t testing.TB, sql string, args ...any) pgconn.CommandTag {
 		t.Fatalf("pgtest: exec %q: %v", sql, err)
 	}
 	return tag
+}
+
+// WaitForLockWait waits until a session of this database waits for a lock, so a test can
+// release the lock knowing the other session is queued behind it rather than sleeping and
+// hoping it is.
+func (db *DB) WaitForLockWait(t testing.TB) {
+	t.Helper()
+	testwait.For(t, 30*time.Second, "a session waiting for a lock", func() bool {
+		var n int
+		if err := db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
 }
 
 func dropDatabase(t testing.TB, adminDSN, name string) {

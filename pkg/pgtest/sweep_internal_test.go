@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/msgexchange/msgexchange/pkg/internal/testname"
 )
 
 func TestSweepDropsOnlyStaleDatabases(t *testing.T) {
@@ -20,8 +22,8 @@ func TestSweepDropsOnlyStaleDatabases(t *testing.T) {
 	// Closed by a cleanup, not a defer: the drops below run as cleanups, after this returns.
 	t.Cleanup(func() { _ = admin.Close(context.Background()) })
 
-	old := fmt.Sprintf("%ssweeptest_%d_%d_%d", prefix, time.Now().Add(-staleAfter-time.Hour).Unix(), os.Getpid(), harness.seq.Add(1))
-	fresh := fmt.Sprintf("%ssweeptest_%d_%d_%d", prefix, time.Now().Unix(), os.Getpid(), harness.seq.Add(1))
+	old := fmt.Sprintf("%ssweeptest_%d_%d_%d", prefix, time.Now().Add(-testname.StaleAfter-time.Hour).Unix(), os.Getpid(), run.Next())
+	fresh := fmt.Sprintf("%ssweeptest_%d_%d_%d", prefix, time.Now().Unix(), os.Getpid(), run.Next())
 	for _, name := range []string{old, fresh} {
 		if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident(name)); err != nil {
 			t.Fatal(err)
@@ -37,10 +39,7 @@ func TestSweepDropsOnlyStaleDatabases(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	harness.mu.Lock()
-	delete(harness.swept, adminDSN)
-	harness.mu.Unlock()
-	sweepStale(ctx, t, admin, adminDSN, tpl)
+	sweepStale(ctx, t, admin, time.Now().Add(-testname.StaleAfter).Unix(), tpl)
 
 	exists := func(name string) bool {
 		var ok bool

@@ -8,11 +8,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,36 +23,20 @@ import (
 const (
 	prefix         = "msgxt_"
 	templatePrefix = prefix + "tpl_"
-	// staleAfter is how old a leftover database must be before any test run drops it. No test
-	// runs this long, so a database this old belongs to a run that died before its cleanup.
-	staleAfter = 3 * time.Hour
 	// templateLockKey serialises template builds across processes: go test runs each package
 	// as its own process, and they all ask for the template at the same moment.
 	templateLockKey int64 = 0x6d73_6778_7470_6c31 // "msgxtpl1"
 	commentFormat         = "msgxt created %d"
 )
 
-// state is the process-wide state a test helper cannot avoid: the template is built once per
-// process and admin DSN, stale databases are swept once, and names are numbered per process.
-type state struct {
-	mu        sync.Mutex
-	templates map[string]string // admin DSN → ready template name
-	swept     map[string]bool   // admin DSNs already swept
-	stamp     int64             // process start, in every name so that a later run can age it
-	seq       atomic.Int64
-}
+// run numbers this process's databases and sweeps stale ones once per admin DSN.
+var run = testname.NewRun()
 
-var harness = &state{
-	templates: map[string]string{},
-	swept:     map[string]bool{},
-	stamp:     time.Now().Unix(),
-}
-
-// nextName returns msgxt_<pkg>_<runstamp>_<pid>_<n>: the package says who left a database
-// behind, the stamp lets a later run age it, and the pid keeps concurrent runs apart.
-func (s *state) nextName() string {
-	return fmt.Sprintf("%s%s_%d_%d_%d", prefix, testname.Package(), s.stamp, os.Getpid(), s.seq.Add(1))
-}
+// templates is built once per process and admin DSN: admin DSN → ready template name.
+var templates = struct {
+	mu    sync.Mutex
+	byDSN map[string]string
+}{byDSN: map[string]string{}}
 
 // templateName includes a hash of the migrations, so a changed schema gets a new template
 // instead of a test silently running against an old one.
@@ -80,9 +61,9 @@ func templateName() (string, error) {
 }
 
 func ensureTemplate(ctx context.Context, admin *pgx.Conn, adminDSN string) (string, error) {
-	harness.mu.Lock()
-	defer harness.mu.Unlock()
-	if name, ok := harness.templates[adminDSN]; ok {
+	templates.mu.Lock()
+	defer templates.mu.Unlock()
+	if name, ok := templates.byDSN[adminDSN]; ok {
 		return name, nil
 	}
 	name, err := templateName()
@@ -93,7 +74,7 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, adminDSN string) (stri
 		return "", err
 	}
 	// Only success is remembered: a failure (server down) is reported again to the next test.
-	harness.templates[adminDSN] = name
+	templates.byDSN[adminDSN] = name
 	return name, nil
 }
 
@@ -141,17 +122,11 @@ func buildTemplate(ctx context.Context, admin *pgx.Conn, adminDSN, name string) 
 	return nil
 }
 
-// sweepStale drops, once per process, databases left behind by runs that died before their
+// sweepStale drops databases left behind by runs that died before their
 // cleanup, and templates of older schemas. Failures are only logged: a concurrent run may be
 // dropping the same database, and a leftover must not fail an unrelated test.
-func sweepStale(ctx context.Context, t testing.TB, admin *pgx.Conn, adminDSN, currentTemplate string) {
+func sweepStale(ctx context.Context, t testing.TB, admin *pgx.Conn, cutoff int64, currentTemplate string) {
 	t.Helper()
-	harness.mu.Lock()
-	defer harness.mu.Unlock()
-	if harness.swept[adminDSN] {
-		return
-	}
-	harness.swept[adminDSN] = true
 
 	rows, err := admin.Query(ctx, `SELECT datname, datistemplate, coalesce(shobj_description(oid, 'pg_database'), '')
 		FROM pg_database WHERE datname LIKE 'msgxt\_%'`)
@@ -177,7 +152,6 @@ func sweepStale(ctx context.Context, t testing.TB, admin *pgx.Conn, adminDSN, cu
 		return
 	}
 
-	cutoff := time.Now().Add(-staleAfter).Unix()
 	for _, d := range dbs {
 		created, ok := createdAt(d.name, d.comment)
 		if !ok || created >= cutoff || d.name == currentTemplate {
@@ -206,13 +180,5 @@ func createdAt(name, comment string) (int64, bool) {
 		}
 		return ts, true
 	}
-	parts := strings.Split(name, "_")
-	if len(parts) < 5 {
-		return 0, false
-	}
-	ts, err := strconv.ParseInt(parts[len(parts)-3], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return ts, true
+	return testname.StampOf(name, "_", 10)
 }

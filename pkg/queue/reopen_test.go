@@ -131,7 +131,7 @@ func TestReopenWaitsForTheGate(t *testing.T) {
 		}
 		done <- got
 	}()
-	time.Sleep(100 * time.Millisecond) // let the reopen block on the lock; the result does not depend on it
+	pg.WaitForLockWait(t) // the reopen is queued behind the holder
 	if err := holder.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

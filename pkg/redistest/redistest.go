@@ -9,13 +9,10 @@ package redistest
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,10 +26,7 @@ const (
 	EnvURL     = "MSGX_TEST_REDIS_URL"
 	defaultURL = "redis://127.0.0.1:6379/0"
 
-	keyPrefix = "msgxt:"
-	// staleAfter is how old a leftover prefix must be before a run deletes its keys: no test
-	// runs this long, so it belongs to a run that died before its cleanup.
-	staleAfter     = 3 * time.Hour
+	keyPrefix      = "msgxt:"
 	poolSize       = 4
 	scanCount      = 500
 	setupTimeout   = 10 * time.Second
@@ -49,16 +43,7 @@ type Redis struct {
 // Key returns Prefix+name.
 func (r *Redis) Key(name string) string { return r.Prefix + name }
 
-// state is the process-wide state a test helper cannot avoid: stale keys are swept once per
-// server URL, and prefixes are numbered per process.
-type state struct {
-	mu    sync.Mutex
-	swept map[string]bool
-	stamp int64 // process start, in every prefix so that a later run can age it
-	seq   atomic.Int64
-}
-
-var harness = &state{swept: map[string]bool{}, stamp: time.Now().Unix()}
+var harness = testname.NewRun()
 
 // New returns a client and a fresh prefix, and deletes every key under the prefix when the test
 // ends.
@@ -78,12 +63,12 @@ func New(t testing.TB) *Redis {
 		_ = client.Close()
 		t.Fatalf("redistest: cannot reach Redis at %s (set %s to point at a test server): %v", redact(rawURL), EnvURL, err)
 	}
-	harness.sweepStale(ctx, t, client, rawURL)
+	harness.SweepOnce(rawURL, func(cutoff int64) { sweepStale(ctx, t, client, cutoff) })
 
 	r := &Redis{
 		URL:    rawURL,
 		Client: client,
-		Prefix: fmt.Sprintf("%s%s:%d:%d:%d:", keyPrefix, testname.Package(), harness.stamp, os.Getpid(), harness.seq.Add(1)),
+		Prefix: harness.Name(keyPrefix, ":") + ":",
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -125,18 +110,10 @@ func deleteMatching(ctx context.Context, c *redis.Client, pattern string) (int, 
 	return deleted, flush()
 }
 
-// sweepStale deletes, once per process, keys left under prefixes of runs that died before
-// their cleanup. Failures are only logged.
-func (s *state) sweepStale(ctx context.Context, t testing.TB, c *redis.Client, rawURL string) {
+// sweepStale deletes keys left under prefixes of runs that died before their cleanup.
+// Failures are only logged.
+func sweepStale(ctx context.Context, t testing.TB, c *redis.Client, cutoff int64) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.swept[rawURL] {
-		return
-	}
-	s.swept[rawURL] = true
-
-	cutoff := time.Now().Add(-staleAfter).Unix()
 	stale := map[string]bool{} // prefixes, each deleted once
 	iter := c.Scan(ctx, 0, keyPrefix+"*", scanCount).Iterator()
 	for iter.Next(ctx) {

@@ -143,7 +143,7 @@ func TestConcurrentRegistrationConflicts(t *testing.T) {
 			return err
 		})
 	}()
-	waitForLockWait(t, pg) // the second one waits on the first one's index entry
+	pg.WaitForLockWait(t) // the second one waits on the first one's index entry
 	if err := tx1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestMatchOpen(t *testing.T) {
 		ids, _ := request.Expire(ctx, pg.Pool, t0.Add(timeout), timeout)
 		expired <- ids
 	}()
-	waitForLockWait(t, pg) // the expiry waits on the matched row
+	pg.WaitForLockWait(t) // the expiry waits on the matched row
 	if err := request.Done(ctx, tx, m.Request.ID, 900, now); err != nil {
 		t.Fatal(err)
 	}
@@ -311,23 +311,5 @@ func TestMatchOpen(t *testing.T) {
 	m, err = request.MatchOpen(ctx, pg.Pool, request.Answer{Type: request.TypeRQRD, Scope: "RSTA:GATE", DTTM: now}, now, timeout)
 	if err != nil || m.Request != nil || m.Skip != request.SkipNoOpenRequest {
 		t.Errorf("second answer = %+v, %v", m, err)
-	}
-}
-
-// waitForLockWait waits until a session of the test database waits for a lock.
-func waitForLockWait(t *testing.T, pg *pgtest.DB) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var n int
-		if err := pg.Pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no session waits for a lock")
-		}
 	}
 }

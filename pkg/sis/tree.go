@@ -77,132 +77,172 @@ func parseTree(src string, lim limits) (*tree, error) {
 	// that no longer exist, so the reader is passed through untouched.
 	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
 
-	t := &tree{src: src}
-	firstChunk := estimateElements(src)
-	stack := make([]int32, 0, 16)
-	// Text split by comments, CDATA or child elements arrives in pieces; appending pieces to a
-	// string would copy quadratically ("a<!---->" repeated), so an element's second piece moves
-	// its text into a builder that is flushed when the element ends.
-	pieces := map[int32]*strings.Builder{}
-	rootClosed := false
-	prev := 0  // offset where the next token starts
-	nodes := 0 // elements and attributes so far
-
+	b := &treeBuilder{
+		t: &tree{src: src}, d: d, lim: lim,
+		firstChunk: estimateElements(src),
+		stack:      make([]int32, 0, 16),
+		pieces:     map[int32]*strings.Builder{},
+	}
 	for {
 		tok, err := d.RawToken()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, malformed(t.pathOf(stack), "not well-formed XML: "+err.Error(), err)
+			return nil, malformed(b.t.pathOf(b.stack), "not well-formed XML: "+err.Error(), err)
 		}
-		switch tk := tok.(type) {
-		case xml.StartElement:
-			if rootClosed {
-				return nil, malformed("/", fmt.Sprintf("element <%s> after the root element", qname(tk.Name)), nil)
-			}
-			if len(stack) >= lim.maxDepth {
-				return nil, malformed(t.pathOf(stack), fmt.Sprintf("nesting deeper than %d elements", lim.maxDepth), nil)
-			}
-			// Counted before the attributes are looked at: a start tag with a million
-			// attributes must not reach the duplicate check's map.
-			if nodes += 1 + len(tk.Attr); nodes > lim.maxNodes {
-				return nil, malformed(t.pathOf(stack), fmt.Sprintf("more than %d elements and attributes", lim.maxNodes), nil)
-			}
-			idx := t.add(node{
-				name: qname(tk.Name), attrs: tk.Attr,
-				first: -1, last: -1, next: -1,
-				innerStart: int(d.InputOffset()),
-			}, firstChunk)
-			if len(stack) > 0 {
-				p := t.at(stack[len(stack)-1])
-				if p.last >= 0 {
-					t.at(p.last).next = idx
-				} else {
-					p.first = idx
-				}
-				p.last = idx
-			}
-			stack = append(stack, idx)
-			if dup := duplicateAttr(tk.Attr); dup != "" {
-				return nil, malformed(t.pathOf(stack), "attribute "+dup+" appears twice", nil)
-			}
-			for _, a := range tk.Attr {
-				if n := len(trim(a.Value)); n > lim.maxText {
-					return nil, malformed(t.pathOf(stack)+"/@"+qname(a.Name), textTooLong("attribute "+qname(a.Name), n, lim.maxText), nil)
-				}
-			}
-		case xml.EndElement:
-			// RawToken does not pair tags (Token would, but also resolves namespaces we do not use).
-			if len(stack) == 0 {
-				// A stray end tag after the root is tolerated: the legacy Jackson decoder stopped
-				// at the root's end, and a shared sample (ABNR-ADD-ABNR-3) ends in "</MSG></MSG>".
-				// A second element or text there is still refused, so two concatenated messages
-				// cannot pass as one.
-				if rootClosed {
-					break
-				}
-				return nil, malformed("/", fmt.Sprintf("unexpected end tag </%s>", qname(tk.Name)), nil)
-			}
-			top := stack[len(stack)-1]
-			n := t.at(top)
-			if name := qname(tk.Name); name != n.name {
-				return nil, malformed(t.pathOf(stack), fmt.Sprintf("element <%s> closed by </%s>", n.name, name), nil)
-			}
-			n.innerEnd = prev
-			if b, ok := pieces[top]; ok {
-				n.text = b.String()
-				delete(pieces, top)
-			}
-			if l := len(trim(n.text)); l > lim.maxText {
-				return nil, malformed(t.pathOf(stack), textTooLong("the text of "+n.name, l, lim.maxText), nil)
-			}
-			stack = stack[:len(stack)-1]
-			rootClosed = len(stack) == 0
-		case xml.CharData:
-			if len(stack) == 0 {
-				if !isSpace(tk) {
-					return nil, malformed("/", "text outside the root element", nil)
-				}
-				break
-			}
-			top := stack[len(stack)-1]
-			n := t.at(top)
-			if b, ok := pieces[top]; ok {
-				b.Write(tk)
-				break
-			}
-			if n.text == "" {
-				if isSpace(tk) {
-					break
-				}
-				// Usually the token is the source verbatim (no entity, CDATA or CR LF to
-				// rewrite): then a substring of the source is the value, without a copy.
-				if end := int(d.InputOffset()); end-prev == len(tk) && src[prev:end] == string(tk) {
-					n.text = src[prev:end]
-				} else {
-					n.text = string(tk)
-				}
-				break
-			}
-			b := &strings.Builder{}
-			b.WriteString(n.text)
-			b.Write(tk)
-			pieces[top] = b
-		case xml.Directive:
-			return nil, malformed(t.pathOf(stack), "DOCTYPE, ENTITY and other <!...> declarations are not accepted", nil)
-		case xml.Comment, xml.ProcInst:
-			// Comments carry nothing; the declaration's encoding is neutralised by CharsetReader.
+		if err := b.token(tok); err != nil {
+			return nil, err
 		}
-		prev = int(d.InputOffset())
+		b.prev = int(d.InputOffset())
 	}
-	if len(stack) > 0 {
-		return nil, malformed(t.pathOf(stack), "not well-formed XML: unexpected end of input", io.ErrUnexpectedEOF)
+	return b.finish()
+}
+
+// treeBuilder is parseTree's state between tokens: one method per kind of token.
+type treeBuilder struct {
+	t          *tree
+	d          *xml.Decoder
+	lim        limits
+	firstChunk int
+	stack      []int32
+	// Text split by comments, CDATA or child elements arrives in pieces; appending pieces to a
+	// string would copy quadratically ("a<!---->" repeated), so an element's second piece moves
+	// its text into a builder that is flushed when the element ends.
+	pieces     map[int32]*strings.Builder
+	rootClosed bool
+	prev       int // offset where the next token starts
+	nodes      int // elements and attributes so far
+}
+
+func (b *treeBuilder) token(tok xml.Token) error {
+	switch tk := tok.(type) {
+	case xml.StartElement:
+		return b.start(tk)
+	case xml.EndElement:
+		return b.end(tk)
+	case xml.CharData:
+		return b.text(tk)
+	case xml.Directive:
+		return malformed(b.t.pathOf(b.stack), "DOCTYPE, ENTITY and other <!...> declarations are not accepted", nil)
+	case xml.Comment, xml.ProcInst:
+		// Comments carry nothing; the declaration's encoding is neutralised by CharsetReader.
 	}
-	if t.count == 0 {
+	return nil
+}
+
+func (b *treeBuilder) start(tk xml.StartElement) error {
+	t, lim := b.t, b.lim
+	if b.rootClosed {
+		return malformed("/", fmt.Sprintf("element <%s> after the root element", qname(tk.Name)), nil)
+	}
+	if len(b.stack) >= lim.maxDepth {
+		return malformed(t.pathOf(b.stack), fmt.Sprintf("nesting deeper than %d elements", lim.maxDepth), nil)
+	}
+	// Counted before the attributes are looked at: a start tag with a million attributes must
+	// not reach the duplicate check's map.
+	if b.nodes += 1 + len(tk.Attr); b.nodes > lim.maxNodes {
+		return malformed(t.pathOf(b.stack), fmt.Sprintf("more than %d elements and attributes", lim.maxNodes), nil)
+	}
+	idx := t.add(node{
+		name: qname(tk.Name), attrs: tk.Attr,
+		first: -1, last: -1, next: -1,
+		innerStart: int(b.d.InputOffset()),
+	}, b.firstChunk)
+	if len(b.stack) > 0 {
+		p := t.at(b.stack[len(b.stack)-1])
+		if p.last >= 0 {
+			t.at(p.last).next = idx
+		} else {
+			p.first = idx
+		}
+		p.last = idx
+	}
+	b.stack = append(b.stack, idx)
+	if dup := duplicateAttr(tk.Attr); dup != "" {
+		return malformed(t.pathOf(b.stack), "attribute "+dup+" appears twice", nil)
+	}
+	for _, a := range tk.Attr {
+		if n := len(trim(a.Value)); n > lim.maxText {
+			return malformed(t.pathOf(b.stack)+"/@"+qname(a.Name), textTooLong("attribute "+qname(a.Name), n, lim.maxText), nil)
+		}
+	}
+	return nil
+}
+
+func (b *treeBuilder) end(tk xml.EndElement) error {
+	t := b.t
+	// RawToken does not pair tags (Token would, but also resolves namespaces we do not use).
+	if len(b.stack) == 0 {
+		// A stray end tag after the root is tolerated: the legacy Jackson decoder stopped at the
+		// root's end, and a shared sample (ABNR-ADD-ABNR-3) ends in "</MSG></MSG>". A second
+		// element or text there is still refused, so two concatenated messages cannot pass as
+		// one.
+		if b.rootClosed {
+			return nil
+		}
+		return malformed("/", fmt.Sprintf("unexpected end tag </%s>", qname(tk.Name)), nil)
+	}
+	top := b.stack[len(b.stack)-1]
+	n := t.at(top)
+	if name := qname(tk.Name); name != n.name {
+		return malformed(t.pathOf(b.stack), fmt.Sprintf("element <%s> closed by </%s>", n.name, name), nil)
+	}
+	n.innerEnd = b.prev
+	if pb, ok := b.pieces[top]; ok {
+		n.text = pb.String()
+		delete(b.pieces, top)
+	}
+	if l := len(trim(n.text)); l > b.lim.maxText {
+		return malformed(t.pathOf(b.stack), textTooLong("the text of "+n.name, l, b.lim.maxText), nil)
+	}
+	b.stack = b.stack[:len(b.stack)-1]
+	b.rootClosed = len(b.stack) == 0
+	return nil
+}
+
+func (b *treeBuilder) text(tk xml.CharData) error {
+	if len(b.stack) == 0 {
+		if !isSpace(tk) {
+			return malformed("/", "text outside the root element", nil)
+		}
+		return nil
+	}
+	top := b.stack[len(b.stack)-1]
+	n := b.t.at(top)
+	if pb, ok := b.pieces[top]; ok {
+		pb.Write(tk)
+		return nil
+	}
+	if n.text == "" {
+		if isSpace(tk) {
+			return nil
+		}
+		// Usually the token is the source verbatim (no entity, CDATA or CR LF to rewrite): then
+		// a substring of the source is the value, without a copy.
+		src := b.t.src
+		if end := int(b.d.InputOffset()); end-b.prev == len(tk) && src[b.prev:end] == string(tk) {
+			n.text = src[b.prev:end]
+		} else {
+			n.text = string(tk)
+		}
+		return nil
+	}
+	pb := &strings.Builder{}
+	pb.WriteString(n.text)
+	pb.Write(tk)
+	b.pieces[top] = pb
+	return nil
+}
+
+func (b *treeBuilder) finish() (*tree, error) {
+	if len(b.stack) > 0 {
+		return nil, malformed(b.t.pathOf(b.stack), "not well-formed XML: unexpected end of input", io.ErrUnexpectedEOF)
+	}
+	if b.t.count == 0 {
 		return nil, malformed("/", "no root element", nil)
 	}
-	return t, nil
+	return b.t, nil
 }
 
 func textTooLong(what string, n, limit int) string {

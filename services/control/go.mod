@@ -3,6 +3,7 @@ module github.com/msgexchange/msgexchange/services/control
 go 1.26.0
 
 require (
+	go.uber.org/goleak v1.3.0
 	github.com/google/go-cmp v0.7.0
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4

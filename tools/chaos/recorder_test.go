@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 // TestDiagnoseNamesAHangingTransaction: a transaction left open holds read_committed
@@ -46,9 +48,7 @@ func TestDiagnoseNamesAHangingTransaction(t *testing.T) {
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	for rec.count() < 1 && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "the recorder to read 1 record(s)", func() bool { return rec.count() >= 1 })
 	if d := rec.diagnose(ctx); len(d) != 0 {
 		t.Fatalf("a consumer that read everything: %q", d)
 	}
@@ -64,9 +64,7 @@ func TestDiagnoseNamesAHangingTransaction(t *testing.T) {
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	for rec.count() < 2 && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "the recorder to read 2 record(s)", func() bool { return rec.count() >= 2 })
 	if d := rec.diagnose(ctx); len(d) != 0 {
 		t.Fatalf("after the commit: %q", d)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
@@ -29,7 +30,7 @@ func TestCompatHTTPMessageTakesTheUpstreamPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	var id int64
-	waitFor(t, 30*time.Second, "ingest's compat HTTP to accept the message", func() (bool, string) {
+	testwait.ForState(t, 30*time.Second, "ingest's compat HTTP to accept the message", func() (bool, string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+e.httpAddr+"/cminmsgs/send", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/xml; charset=GBK")
 		req.Header.Set("Authorization", "Bearer "+e.token)
@@ -45,7 +46,7 @@ func TestCompatHTTPMessageTakesTheUpstreamPath(t *testing.T) {
 		id = out.ID
 		return true, ""
 	})
-	waitFor(t, 60*time.Second, "the five facts of the posted message", func() (bool, string) {
+	testwait.ForState(t, 60*time.Second, "the five facts of the posted message", func() (bool, string) {
 		f := e.facts(t, id)
 		return f.inInbox && f.terminal && f.marked && f.delivered && f.state == "SUCCEEDED", f.String()
 	})

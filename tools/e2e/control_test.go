@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -59,7 +60,7 @@ func (e *env) activeRoles(ctx context.Context) (string, error) {
 // waitAllRolesActive waits until control reports each of the five roles held by a live instance.
 func (e *env) waitAllRolesActive(t *testing.T) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "control to report all five roles active", func() (bool, string) {
+	testwait.ForState(t, 30*time.Second, "control to report all five roles active", func() (bool, string) {
 		got, err := e.activeRoles(context.Background())
 		if err != nil {
 			return false, fmt.Sprint("control: ", err)

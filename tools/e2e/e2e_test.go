@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"go.uber.org/goleak"
 	"os"
 	"strconv"
 	"sync"
@@ -50,11 +51,12 @@ func binaries(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binDir != "" {
+			_ = os.RemoveAll(binDir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // env is one isolated set of real dependencies plus a broker.
@@ -258,20 +260,4 @@ func (e *env) facts(t *testing.T, id int64) facts {
 		}
 	}
 	return f
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s; last state: %s", d, what, last)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/tools/stack"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
@@ -162,7 +163,7 @@ func TestHostileCorpus(t *testing.T) {
 	setup := []*message{{xml: traffic.ADFT(1, dttm, f), want: "SUCCEEDED"}, {xml: traffic.ADFT(2, dttm, big), want: "SUCCEEDED"}}
 	e.insert(t, setup)
 	for _, m := range setup {
-		waitFor(t, 60*time.Second, "the flights the corpus aims at", func() (bool, string) {
+		testwait.ForState(t, 60*time.Second, "the flights the corpus aims at", func() (bool, string) {
 			f := e.facts(t, m.id)
 			return f.terminal && f.delivered, f.String()
 		})
@@ -189,7 +190,7 @@ func TestHostileCorpus(t *testing.T) {
 	e.insert(t, after)
 
 	for _, h := range corpus {
-		waitFor(t, 60*time.Second, "the outcome and marker of "+h.name, func() (bool, string) {
+		testwait.ForState(t, 60*time.Second, "the outcome and marker of "+h.name, func() (bool, string) {
 			f := e.facts(t, h.id)
 			return f.terminal && f.marked, f.String()
 		})
@@ -207,7 +208,7 @@ func TestHostileCorpus(t *testing.T) {
 	}
 	t.Logf("corpus of %d rows terminal and marked %s after the insert", len(corpus), time.Since(start).Round(time.Millisecond))
 
-	waitFor(t, 60*time.Second, "the ordinary message after the corpus", func() (bool, string) {
+	testwait.ForState(t, 60*time.Second, "the ordinary message after the corpus", func() (bool, string) {
 		f := e.facts(t, after[0].id)
 		return f.terminal && f.marked && f.delivered && f.state == "SUCCEEDED", f.String()
 	})
@@ -233,7 +234,7 @@ func TestHostileCorpus(t *testing.T) {
 
 	// The state too large for a record: the message succeeds and its change notification is
 	// delivered; the full state is refused by the dispatcher at once, with the reason.
-	waitFor(t, 60*time.Second, "the refusal of the oversized state", func() (bool, string) {
+	testwait.ForState(t, 60*time.Second, "the refusal of the oversized state", func() (bool, string) {
 		var state, lastError string
 		var attempts int
 		err := e.pg.Pool.QueryRow(ctx, `SELECT state, attempts, coalesce(last_error, '') FROM msg_event

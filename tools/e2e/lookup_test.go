@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -36,7 +37,7 @@ func TestOperatorLookup(t *testing.T) {
 	e.insert(t, msgs)
 	adft, estt, dup := msgs[0], msgs[1], msgs[2]
 	for _, m := range msgs {
-		waitFor(t, 90*time.Second, "message "+m.want, func() (bool, string) {
+		testwait.ForState(t, 90*time.Second, "message "+m.want, func() (bool, string) {
 			f := e.facts(t, m.id)
 			return f.terminal && f.marked && f.delivered, f.String()
 		})

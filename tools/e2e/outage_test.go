@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/redistest"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/tools/stack"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
@@ -96,7 +97,7 @@ func TestOutageScenario(t *testing.T) {
 	}
 
 	for _, id := range ids {
-		waitFor(t, 2*time.Minute, fmt.Sprintf("the five facts of message %d", id), func() (bool, string) {
+		testwait.ForState(t, 2*time.Minute, fmt.Sprintf("the five facts of message %d", id), func() (bool, string) {
 			f := e.facts(t, id)
 			return f.terminal && f.marked && f.delivered, f.String()
 		})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/tools/stack"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
@@ -107,7 +108,7 @@ func TestProjectionRebuildThroughTheBinaries(t *testing.T) {
 		msgs = append(msgs, &message{xml: traffic.ADFT(int64(i+1), day.Add(6*time.Hour), flights[i])})
 	}
 	e.insert(t, msgs)
-	waitFor(t, 90*time.Second, "every flight projected", func() (bool, string) {
+	testwait.ForState(t, 90*time.Second, "every flight projected", func() (bool, string) {
 		docs, _ := c.Keys(ctx, projection.FlightKey(p, "RB*")).Result()
 		return len(docs) == n, fmt.Sprintf("%d documents", len(docs))
 	})
@@ -150,7 +151,7 @@ func TestProjectionRebuildThroughTheBinaries(t *testing.T) {
 	}
 	t.Logf("msgxctl rebuild-projection --all:\n%s", out)
 	for _, m := range updates {
-		waitFor(t, 60*time.Second, "the update to be applied", func() (bool, string) {
+		testwait.ForState(t, 60*time.Second, "the update to be applied", func() (bool, string) {
 			f := e.facts(t, m.id)
 			return f.terminal, f.String()
 		})
@@ -183,7 +184,7 @@ func TestProjectionRebuildThroughTheBinaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got rebuildJSON
-	waitFor(t, 60*time.Second, "the resumed rebuild to end", func() (bool, string) {
+	testwait.ForState(t, 60*time.Second, "the resumed rebuild to end", func() (bool, string) {
 		got = e.rebuildJSON(t, "get-projection-rebuild", "--rebuild-id", fmt.Sprint(id))
 		return got.Rebuild.State == "REBUILD_STATE_DONE", fmt.Sprintf("%+v", got.Rebuild)
 	})

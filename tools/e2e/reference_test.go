@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
@@ -65,7 +66,7 @@ func TestReferenceDataEndToEnd(t *testing.T) {
 	e.insert(t, msgs)
 	e.startAll(t)
 	for _, m := range msgs {
-		waitFor(t, 60*time.Second, fmt.Sprintf("message %d terminal and marked", m.id), func() (bool, string) {
+		testwait.ForState(t, 60*time.Second, fmt.Sprintf("message %d terminal and marked", m.id), func() (bool, string) {
 			f := e.facts(t, m.id)
 			return f.terminal && f.marked, f.String()
 		})
@@ -107,7 +108,7 @@ func TestReferenceDataEndToEnd(t *testing.T) {
 	if err != nil || resp.GetReplayed() != 1 {
 		t.Fatalf("replay = %v, %v; want the SKIPPED(UNSUPPORTED) row replayed", resp, err)
 	}
-	waitFor(t, 60*time.Second, "the replayed AIRL ADD to succeed", func() (bool, string) {
+	testwait.ForState(t, 60*time.Second, "the replayed AIRL ADD to succeed", func() (bool, string) {
 		f := e.facts(t, legacy.id)
 		return f.state == "SUCCEEDED" && f.marked, f.String()
 	})

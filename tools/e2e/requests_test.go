@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
@@ -30,7 +31,7 @@ func TestRequestReachesCOUTMSGS(t *testing.T) {
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+e.token)
 
 	var req *controlv1.UpstreamRequest
-	waitFor(t, 30*time.Second, "control to register the request", func() (bool, string) {
+	testwait.ForState(t, 30*time.Second, "control to register the request", func() (bool, string) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		resp, err := client.RequestSchedule(cctx, &controlv1.RequestScheduleRequest{FromDay: "2026-03-02", ToDay: "2026-03-02", Comment: "e2e"})
@@ -41,7 +42,7 @@ func TestRequestReachesCOUTMSGS(t *testing.T) {
 		return true, ""
 	})
 	var sent *controlv1.UpstreamRequest
-	waitFor(t, 30*time.Second, "the dispatcher to mark it SENT", func() (bool, string) {
+	testwait.ForState(t, 30*time.Second, "the dispatcher to mark it SENT", func() (bool, string) {
 		list, err := client.ListRequests(ctx, &controlv1.ListRequestsRequest{})
 		if err != nil {
 			return false, err.Error()
@@ -106,7 +107,7 @@ func TestScheduleRequestRoundTrip(t *testing.T) {
 	}
 	now := time.Now()
 	dnld := e.my.InsertInbox(t, traffic.DNLD(1, now, flights), &now)
-	waitFor(t, 60*time.Second, "the DNLD", func() (bool, string) {
+	testwait.ForState(t, 60*time.Second, "the DNLD", func() (bool, string) {
 		f := e.facts(t, dnld)
 		return f.terminal && f.delivered, f.String()
 	})
@@ -134,7 +135,7 @@ func TestScheduleRequestRoundTrip(t *testing.T) {
 		t.Fatalf("request %d not listed", id)
 		return nil
 	}
-	waitFor(t, 30*time.Second, "the RQFD in COUTMSGS", func() (bool, string) {
+	testwait.ForState(t, 30*time.Second, "the RQFD in COUTMSGS", func() (bool, string) {
 		r := state()
 		return r.GetState() == controlv1.RequestState_REQUEST_STATE_SENT, r.String()
 	})
@@ -149,7 +150,7 @@ func TestScheduleRequestRoundTrip(t *testing.T) {
 
 	now = time.Now()
 	answer := e.my.InsertInbox(t, traffic.RESP(2, now, flights[:2]), &now)
-	waitFor(t, 60*time.Second, "the answer's five facts", func() (bool, string) {
+	testwait.ForState(t, 60*time.Second, "the answer's five facts", func() (bool, string) {
 		f := e.facts(t, answer)
 		return f.terminal && f.marked && f.delivered, f.String()
 	})

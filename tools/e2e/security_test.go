@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -48,7 +49,7 @@ func (e *env) startControl(t *testing.T, extra ...string) string {
 	if err := e.stack.Start("control", nil, env...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "control to answer", func() (bool, string) {
+	testwait.ForState(t, 30*time.Second, "control to answer", func() (bool, string) {
 		_, err := e.status(context.Background())
 		return err == nil, fmt.Sprint(err)
 	})
@@ -152,7 +153,7 @@ func TestControlReadStormStaysBounded(t *testing.T) {
 	}
 	t.Logf("storm outcomes: %v", counts)
 	unlock()
-	waitFor(t, 10*time.Second, "ListMessages after the lock", func() (bool, string) {
+	testwait.ForState(t, 10*time.Second, "ListMessages after the lock", func() (bool, string) {
 		_, err := client.ListMessages(withToken(context.Background(), readerToken), &controlv1.ListMessagesRequest{PageSize: 10})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -183,7 +184,7 @@ func TestReaderAndOperatorRoles(t *testing.T) {
 	if _, err := client.Replay(withToken(ctx, e.token), replay); status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated {
 		t.Errorf("operator Replay refused: %v", err)
 	}
-	waitFor(t, 5*time.Second, "the audit line of the refused Replay", func() (bool, string) {
+	testwait.ForState(t, 5*time.Second, "the audit line of the refused Replay", func() (bool, string) {
 		for _, line := range strings.Split(e.stack.Output("control"), "\n") {
 			if strings.Contains(line, `"audit":true`) && strings.Contains(line, `"code":"PermissionDenied"`) &&
 				strings.Contains(line, `"role":"reader"`) && strings.Contains(line, `"token":"sha256:`) {
@@ -229,7 +230,7 @@ func TestStreamFloodAndHugeHeaderAreRefused(t *testing.T) {
 		}()
 	}
 	// Wait until every stream is either open or refused, then measure with the flood live.
-	waitFor(t, 8*time.Second, "every stream answered", func() (bool, string) {
+	testwait.ForState(t, 8*time.Second, "every stream answered", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		n := 0
@@ -299,7 +300,7 @@ func TestCompatFloodStaysBounded(t *testing.T) {
 		_, _ = io.Copy(io.Discard, res.Body)
 		return res.StatusCode, res.Header.Get("Retry-After"), nil
 	}
-	waitFor(t, 30*time.Second, "the compat entry", func() (bool, string) {
+	testwait.ForState(t, 30*time.Second, "the compat entry", func() (bool, string) {
 		code, _, err := post(strings.NewReader("<MSG/>"), 6, false)
 		return code == http.StatusOK, fmt.Sprint(code, err)
 	})
@@ -387,7 +388,7 @@ func TestSecretsNeverReachTheOutput(t *testing.T) {
 		}
 	}
 	for _, c := range cases {
-		waitFor(t, 20*time.Second, c.role+" to exit", func() (bool, string) {
+		testwait.ForState(t, 20*time.Second, c.role+" to exit", func() (bool, string) {
 			_, exited := e.stack.Exited(c.role)
 			return exited, "running"
 		})
@@ -439,7 +440,7 @@ func TestServicesRunAsTheDMLOnlyRole(t *testing.T) {
 	msgs := scenario("E2E-DML")
 	e.insert(t, msgs)
 	for _, m := range msgs {
-		waitFor(t, 60*time.Second, fmt.Sprintf("the five facts of %d", m.id), func() (bool, string) {
+		testwait.ForState(t, 60*time.Second, fmt.Sprintf("the five facts of %d", m.id), func() (bool, string) {
 			f := e.facts(t, m.id)
 			return f.terminal && f.marked && f.delivered && f.state == m.want, f.String()
 		})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
@@ -51,7 +52,7 @@ func TestWalkingSkeleton(t *testing.T) {
 	e.waitAllRolesActive(t)
 
 	for _, m := range msgs {
-		waitFor(t, 60*time.Second, "the five facts of message "+m.xml[:min(len(m.xml), 30)], func() (bool, string) {
+		testwait.ForState(t, 60*time.Second, "the five facts of message "+m.xml[:min(len(m.xml), 30)], func() (bool, string) {
 			f := e.facts(t, m.id)
 			return f.inInbox && f.enqueued && f.terminal && f.marked && f.delivered, f.String()
 		})
@@ -123,7 +124,7 @@ func TestEveryServiceIsNeeded(t *testing.T) {
 		msgs := scenario("E2E-control")[:2]
 		e.insert(t, msgs)
 		for _, m := range msgs {
-			waitFor(t, 60*time.Second, "the four facts", func() (bool, string) {
+			testwait.ForState(t, 60*time.Second, "the four facts", func() (bool, string) {
 				f := e.facts(t, m.id)
 				return f.terminal && f.marked && f.delivered, f.String()
 			})
@@ -145,7 +146,7 @@ func TestEveryServiceIsNeeded(t *testing.T) {
 			msgs := scenario("E2E-" + c.missing)[:2]
 			e.insert(t, msgs)
 			for _, m := range msgs {
-				waitFor(t, 60*time.Second, "the facts that do not need "+c.missing, func() (bool, string) {
+				testwait.ForState(t, 60*time.Second, "the facts that do not need "+c.missing, func() (bool, string) {
 					f := e.facts(t, m.id)
 					return c.before(f), f.String()
 				})

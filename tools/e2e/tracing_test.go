@@ -16,6 +16,7 @@ import (
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/grpc"
 
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -41,7 +42,7 @@ func TestOneTracePerMessage(t *testing.T) {
 	adft, estt, malformed := msgs[0], msgs[1], msgs[3]
 	e.insert(t, []*message{adft, estt, malformed})
 	for _, m := range []*message{adft, estt, malformed} {
-		waitFor(t, 90*time.Second, fmt.Sprintf("the five facts of message %d", m.id), func() (bool, string) {
+		testwait.ForState(t, 90*time.Second, fmt.Sprintf("the five facts of message %d", m.id), func() (bool, string) {
 			f := e.facts(t, m.id)
 			return f.inInbox && f.enqueued && f.terminal && f.marked && f.delivered, f.String()
 		})
@@ -219,7 +220,7 @@ func (c *collector) Export(_ context.Context, req *collectortrace.ExportTraceSer
 func (c *collector) waitTrace(t *testing.T, traceID string, want []string) []span {
 	t.Helper()
 	var got []span
-	waitFor(t, 60*time.Second, "the spans "+strings.Join(want, ", ")+" of trace "+traceID, func() (bool, string) {
+	testwait.ForState(t, 60*time.Second, "the spans "+strings.Join(want, ", ")+" of trace "+traceID, func() (bool, string) {
 		c.mu.Lock()
 		got = got[:0]
 		for _, s := range c.spans {

@@ -35,8 +35,7 @@ func run(ctx context.Context, b *service.Base) error {
 	sweeper := marker.New(marker.Config{
 		Period:      p.BackfillPeriod,
 		Batch:       p.BackfillBatch,
-		Backoff:     p.BackfillBackoff,
-		BackoffCap:  p.BackfillBackoffCap,
+		Retry:       p.BackfillRetry(),
 		Overdue:     p.OverdueBackfill,
 		Status:      cfg.MarkerStatus,
 		Shadow:      cfg.Shadow,

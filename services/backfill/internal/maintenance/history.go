@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/leader"
@@ -20,15 +21,13 @@ import (
 // may find more at once.
 func (c *Cleaner) historyRound(ctx context.Context, sess Session) (moved int64, more bool, err error) {
 	now := c.clock.Now()
-	var flids []string
-	if err := sess.Tx(ctx, func(tx pgx.Tx) error {
+	flids, err := db.TxV(ctx, sess, func(tx pgx.Tx) ([]string, error) {
 		if err := c.bound(ctx, tx); err != nil {
-			return err
+			return nil, err
 		}
-		var err error
-		flids, err = flightstore.HistoryCandidates(ctx, tx, c.cfg.History, now, c.cfg.HistoryBatch)
-		return err
-	}); err != nil {
+		return flightstore.HistoryCandidates(ctx, tx, c.cfg.History, now, c.cfg.HistoryBatch)
+	})
+	if err != nil {
 		return 0, false, fmt.Errorf("%s: %w", historyJob, err)
 	}
 	skipped := false

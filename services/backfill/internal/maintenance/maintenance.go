@@ -29,9 +29,7 @@ import (
 
 // Session gives exclusive use of the backfill role's lock connection (leader.Session): every
 // deletion is fenced by it.
-type Session interface {
-	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
-}
+type Session = db.Txer
 
 // Config is what the sweeps need. Zero durations and sizes mean the defaults.
 type Config struct {
@@ -170,14 +168,11 @@ func (c *Cleaner) runJob(ctx context.Context, name string, batch func() (n int64
 // batch runs one deleting transaction of a retention job.
 func (c *Cleaner) batch(ctx context.Context, sess Session, j job) (int64, error) {
 	cutoff := c.clock.Now().Add(-j.retention)
-	var n int64
-	err := sess.Tx(ctx, func(tx pgx.Tx) error {
+	n, err := db.TxV(ctx, sess, func(tx pgx.Tx) (int64, error) {
 		if err := c.bound(ctx, tx); err != nil {
-			return err
+			return 0, err
 		}
-		var err error
-		n, err = j.delete(ctx, tx, cutoff, c.cfg.Batch)
-		return err
+		return j.delete(ctx, tx, cutoff, c.cfg.Batch)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", j.name, err)

@@ -16,10 +16,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
@@ -27,8 +29,8 @@ import (
 // never commits on a cancelled context, which would make pgx close the connection and with it
 // the lock.
 type Session interface {
-	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
-	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
+	db.Doer
+	db.Txer
 }
 
 // Marker writes markers to the inbox. Probe tells whether the inbox table answers at all, to
@@ -46,13 +48,12 @@ var errOutage = errors.New("inbox outage")
 
 // Config is what the sweep needs.
 type Config struct {
-	Period     time.Duration // pipeline.backfill-period
-	Batch      int           // pipeline.backfill-batch
-	Backoff    time.Duration // pipeline.backfill-backoff, doubling
-	BackoffCap time.Duration // pipeline.backfill-backoff-cap
-	Overdue    time.Duration // R
-	Status     string        // the CMINMSGS_STATUS value written with the marker
-	Shadow     bool          // never write to the shared MySQL
+	Period  time.Duration // pipeline.backfill-period
+	Batch   int           // pipeline.backfill-batch
+	Retry   retry.Policy  // paces a failed marker's next attempt (config.Pipeline.BackfillRetry)
+	Overdue time.Duration // R
+	Status  string        // the CMINMSGS_STATUS value written with the marker
+	Shadow  bool          // never write to the shared MySQL
 	// MaxAttempts is pipeline.backfill-max-attempts: rows at or over it are counted in a gauge
 	// for alerting, and nothing else happens to them (seed 003 §6.3: abandonment is by R only).
 	MaxAttempts int
@@ -128,22 +129,16 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 		return false, nil
 	}
 	now := s.clock.Now()
-	var ids []int64
-	if err := sess.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		ids, err = queue.BackfillDue(ctx, conn, now, s.cfg.Overdue, s.cfg.Batch)
-		return err
-	}); err != nil {
+	ids, err := db.DoV(ctx, sess, func(conn *pgx.Conn) ([]int64, error) {
+		return queue.BackfillDue(ctx, conn, now, s.cfg.Overdue, s.cfg.Batch)
+	})
+	if err != nil {
 		return false, err
 	}
 	failures := 0
 	for _, id := range ids {
-		var transient bool
-		if err := sess.Tx(ctx, func(tx pgx.Tx) error {
-			var err error
-			transient, err = s.markOne(ctx, tx, id)
-			return err
-		}); errors.Is(err, errOutage) {
+		transient, err := db.TxV(ctx, sess, func(tx pgx.Tx) (bool, error) { return s.markOne(ctx, tx, id) })
+		if errors.Is(err, errOutage) {
 			s.block(ctx, sess, id, err)
 			return false, nil
 		} else if err != nil {
@@ -191,7 +186,7 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient b
 			return true, queue.BackfillAbandon(ctx, tx, id, queue.AbandonTransientDeadline, err.Error(), now)
 		}
 		s.metrics.outcomes.WithLabelValues("transient").Inc()
-		next := now.Add(s.backoff(t.Attempts + 1))
+		next := now.Add(s.cfg.Retry.After(t.Attempts + 1))
 		s.logger.Warn("marker write failed; will retry", "msg_id", id, "attempt", t.Attempts+1, "next", next, "err", err)
 		return true, queue.BackfillFailed(ctx, tx, id, err.Error(), next, now)
 	case res == inbox.Missing:
@@ -257,12 +252,10 @@ func (s *Sweeper) report(ctx context.Context, sess Session, st *outage.State) {
 
 // RefreshHealth reads what the backfill still owes and sets the gauges.
 func (s *Sweeper) RefreshHealth(ctx context.Context, sess Session) error {
-	var h queue.BackfillHealth
-	if err := sess.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		h, err = queue.ReadBackfillHealth(ctx, conn, s.cfg.MaxAttempts)
-		return err
-	}); err != nil {
+	h, err := db.DoV(ctx, sess, func(conn *pgx.Conn) (queue.BackfillHealth, error) {
+		return queue.ReadBackfillHealth(ctx, conn, s.cfg.MaxAttempts)
+	})
+	if err != nil {
 		return err
 	}
 	s.metrics.unmarked.Set(float64(h.Unmarked))
@@ -280,15 +273,6 @@ func (s *Sweeper) RefreshHealth(ctx context.Context, sess Session) error {
 			"rows", h.OverMaxAttempts, "threshold", s.cfg.MaxAttempts)
 	}
 	return nil
-}
-
-// backoff is 30 s doubling per failed attempt, capped at 15 min (seed 000 §3).
-func (s *Sweeper) backoff(attempt int) time.Duration {
-	d := s.cfg.Backoff
-	for i := 1; i < attempt && d < s.cfg.BackoffCap; i++ {
-		d *= 2
-	}
-	return min(d, s.cfg.BackoffCap)
 }
 
 type metrics struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
@@ -114,7 +115,7 @@ func setup(t *testing.T, cfg Config) (*Sweeper, *bundle) {
 	if cfg.Batch == 0 {
 		cfg.Batch = 200
 	}
-	cfg.Backoff, cfg.BackoffCap = 30*time.Second, 15*time.Minute
+	cfg.Retry = config.Default().Pipeline.BackfillRetry()
 	if cfg.Overdue == 0 {
 		cfg.Overdue = 30 * 24 * time.Hour
 	}
@@ -303,19 +304,6 @@ func TestUnreachableInboxIsAnOutageThenMarks(t *testing.T) {
 	}
 	if err := b.pg.Pool.QueryRow(t.Context(), `SELECT coalesce(blocked_on, '') FROM role_holder WHERE role = 'backfill'`).Scan(&dep); err != nil || dep != "" {
 		t.Fatalf("role_holder blocked_on %q %v after recovery", dep, err)
-	}
-}
-
-func TestBackoffDoublesToCap(t *testing.T) {
-	s := &Sweeper{cfg: Config{Backoff: 30 * time.Second, BackoffCap: 15 * time.Minute}}
-	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 15 * time.Minute, 15 * time.Minute}
-	for i, w := range want {
-		if got := s.backoff(i + 1); got != w {
-			t.Errorf("backoff(%d) = %s, want %s", i+1, got, w)
-		}
-	}
-	if got := s.backoff(200); got != 15*time.Minute {
-		t.Errorf("backoff(200) = %s, want the cap", got)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/leader"
@@ -29,9 +30,7 @@ import (
 )
 
 // Session runs transactions on the backfill role's lock connection (leader.Session).
-type Session interface {
-	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
-}
+type Session = db.Txer
 
 // Projection is what the sentinel reads and repairs in Redis (projection.Projection).
 type Projection interface {
@@ -164,13 +163,12 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 	res := Result{Drift: map[projection.Drift]int{}}
 	after := ""
 	for {
-		var page []string
-		err := sess.Tx(ctx, func(tx pgx.Tx) error {
-			var err error
-			if page, err = flightstore.SampleFLIDs(ctx, tx, after, ratio, s.cfg.Page); err != nil || len(page) == 0 {
-				return err
+		page, err := db.TxV(ctx, sess, func(tx pgx.Tx) ([]string, error) {
+			page, err := flightstore.SampleFLIDs(ctx, tx, after, ratio, s.cfg.Page)
+			if err != nil || len(page) == 0 {
+				return page, err
 			}
-			return s.comparePage(ctx, tx, page, &res, false)
+			return page, s.comparePage(ctx, tx, page, &res, false)
 		})
 		if err != nil {
 			return res, err

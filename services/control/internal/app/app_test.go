@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -25,6 +26,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/service"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/app"
 )
@@ -136,20 +138,16 @@ func callCtx(t *testing.T) context.Context {
 // waitActive polls GetStatus until this instance holds the control role.
 func waitActive(t *testing.T, in *instance) *controlv1.GetStatusResponse {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		st, err := in.client.GetStatus(withToken(callCtx(t), token), &controlv1.GetStatusRequest{})
+	var st *controlv1.GetStatusResponse
+	testwait.ForState(t, 15*time.Second, "instance "+in.name+" to become the active control instance", func() (bool, string) {
+		var err error
+		st, err = in.client.GetStatus(withToken(callCtx(t), token), &controlv1.GetStatusRequest{})
 		if err != nil {
 			t.Fatalf("GetStatus: %v", err)
 		}
-		if st.GetServedByActive() {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("instance %s never became the active control instance: %v", in.name, st.GetRoles())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return st.GetServedByActive(), fmt.Sprint(st.GetRoles())
+	})
+	return st
 }
 
 func TestGetStatus(t *testing.T) {
@@ -345,17 +343,16 @@ func TestGetMessage(t *testing.T) {
 		}
 		// The server ends its span after the response is on its way, so the client can see
 		// the answer first: wait for the span rather than look once.
-		var names []string
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			names = names[:0]
+		testwait.ForState(t, 5*time.Second, "a GetMessage span in trace "+traceID, func() (bool, string) {
+			var names []string
 			for _, span := range rec.Ended() {
 				names = append(names, span.Name())
 				if span.Name() == "msgx.control.v1.ControlService/GetMessage" && span.SpanContext().TraceID().String() == traceID {
-					return
+					return true, ""
 				}
 			}
-		}
-		t.Errorf("no GetMessage span in trace %s; spans ended: %v", traceID, names)
+			return false, fmt.Sprintf("spans ended: %v", names)
+		})
 	})
 	t.Run("zero is InvalidArgument", func(t *testing.T) {
 		_, err := in.client.GetMessage(ctx, &controlv1.GetMessageRequest{})

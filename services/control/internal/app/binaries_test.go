@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"go.uber.org/goleak"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,11 +23,12 @@ var (
 var binaries = []string{"./services/pump/cmd/msgx-pump", "./services/control/cmd/msgxctl"}
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binDir != "" {
+			_ = os.RemoveAll(binDir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // bin builds the binaries (once) and returns the path of the named one.

@@ -23,6 +23,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
 )
 
@@ -205,7 +206,7 @@ func TestMsgxctlLookup(t *testing.T) {
 		t.Cleanup(func() { _ = exec.Command(tmux, "-L", sock, "kill-server").Run() })
 		header := regexp.MustCompile(`msgxctl get-status --watch  every 1s  (\S+)  \(Ctrl-C to stop\)`)
 		var first string
-		waitFor(t, 20*time.Second, "the watch screen", func() bool {
+		testwait.For(t, 20*time.Second, "the watch screen", func() bool {
 			screen := run("capture-pane", "-p", "-t", "watch")
 			if m := header.FindStringSubmatch(screen); m != nil && strings.Contains(screen, "OUTBOX") {
 				first = m[1]
@@ -214,7 +215,7 @@ func TestMsgxctlLookup(t *testing.T) {
 			return false
 		})
 		var screen string
-		waitFor(t, 20*time.Second, "a redraw", func() bool {
+		testwait.For(t, 20*time.Second, "a redraw", func() bool {
 			screen = run("capture-pane", "-p", "-t", "watch")
 			m := header.FindStringSubmatch(screen)
 			return m != nil && m[1] != first

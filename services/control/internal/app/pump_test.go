@@ -14,6 +14,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -95,7 +96,7 @@ func TestReplayMakesThePumpProcessAgain(t *testing.T) {
 	in := startWith(t, db, "control-pump", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
 	waitActive(t, in)
 	// The pump leaves the DEAD message alone: wait until it holds its role, then check.
-	waitFor(t, 60*time.Second, "the pump to hold its role", func() bool {
+	testwait.For(t, 60*time.Second, "the pump to hold its role", func() bool {
 		st, err := in.client.GetStatus(withToken(callCtx(t), token), &controlv1.GetStatusRequest{})
 		return err == nil && roleOf(st, "pump").GetActive()
 	})
@@ -111,7 +112,7 @@ func TestReplayMakesThePumpProcessAgain(t *testing.T) {
 		t.Fatalf("replay = %v, want the message replayed", resp)
 	}
 	var state string
-	waitFor(t, 60*time.Second, "the pump to process the replayed message", func() bool {
+	testwait.For(t, 60*time.Second, "the pump to process the replayed message", func() bool {
 		state, _ = stateOf(t, db, id)
 		return state == "SUCCEEDED" || state == "SKIPPED" || state == "DEAD"
 	})
@@ -127,17 +128,5 @@ func TestReplayMakesThePumpProcessAgain(t *testing.T) {
 		len(got.GetEvents()) == 0 || got.GetRawStatus() != controlv1.RawStatus_RAW_STATUS_OK {
 		t.Errorf("processed again = %v with %d events, want SUCCEEDED without error class, type SCHD, events and the raw text",
 			m, len(got.GetEvents()))
-	}
-}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -207,15 +208,14 @@ func TestDailyScheduleRequest(t *testing.T) {
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
 	var got []*controlv1.UpstreamRequest
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testwait.For(t, 15*time.Second, "the daily RQFD request", func() bool {
 		list, err := in.client.ListRequests(ctx, &controlv1.ListRequestsRequest{Type: controlv1.RequestType_REQUEST_TYPE_RQFD})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got = list.GetRequests(); len(got) > 0 {
-			break
-		}
-	}
+		got = list.GetRequests()
+		return len(got) > 0
+	})
 	if len(got) != 1 || got[0].GetScope() != "2026-03-02..2026-03-02" || got[0].GetState() != controlv1.RequestState_REQUEST_STATE_PENDING {
 		t.Fatalf("daily requests = %v, want the one for 2 March", got)
 	}
@@ -224,11 +224,9 @@ func TestDailyScheduleRequest(t *testing.T) {
 	logs := &logBuffer{}
 	again := startWith(t, db, "control-daily-2", now.Add(time.Hour), daily, logs)
 	waitActive(t, again)
-	for deadline := time.Now().Add(15 * time.Second); !logs.contains("daily schedule request already registered today"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the new term's daily timer did not look within 15s")
-		}
-	}
+	testwait.For(t, 15*time.Second, "the new term's daily timer to find the day's request", func() bool {
+		return logs.contains("daily schedule request already registered today")
+	})
 	rows, err := request.List(t.Context(), db.Pool, request.Filter{Type: request.TypeRQFD}, 10)
 	if err != nil || len(rows) != 1 {
 		t.Errorf("after a restart the same day: %d RQFD requests, %v; want 1", len(rows), err)

@@ -26,6 +26,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/service"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/app"
 )
@@ -158,20 +159,13 @@ func TestMutualTLS(t *testing.T) {
 	}, logs)
 
 	operator := dial(t, in.addr, credentials.NewTLS(&tls.Config{RootCAs: f.caPool, Certificates: []tls.Certificate{f.client}}))
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.For(t, 15*time.Second, "the instance to become active", func() bool {
 		st, err := operator.GetStatus(withToken(callCtx(t), token), &controlv1.GetStatusRequest{})
 		if err != nil {
 			t.Fatalf("GetStatus with a client certificate: %v", err)
 		}
-		if st.GetServedByActive() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the instance never became active")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return st.GetServedByActive()
+	})
 	if _, err := operator.Replay(withToken(callCtx(t), token), &controlv1.ReplayRequest{MsgIds: []int64{1}, DryRun: true}); err != nil {
 		t.Fatalf("Replay with a client certificate: %v", err)
 	}

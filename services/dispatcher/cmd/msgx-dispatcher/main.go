@@ -33,8 +33,9 @@ func run(ctx context.Context, b *service.Base) error {
 		}
 	}()
 	d := delivery.New(delivery.Config{
-		Pipeline:    cfg.Pipeline,
-		SendTimeout: cfg.KafkaSendTimeout,
+		PollInterval: cfg.Pipeline.PollInterval,
+		Retry:        cfg.Pipeline.Retry(),
+		SendTimeout:  cfg.KafkaSendTimeout,
 		Lanes: []delivery.Lane{
 			{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: cfg.DispatcherBatch,
 				Sink: kafka.Target{Producer: producer, Topic: cfg.TopicMsg}},
@@ -50,11 +51,10 @@ func run(ctx context.Context, b *service.Base) error {
 	}
 	defer func() { _ = out.Close() }()
 	lane := requests.New(requests.Config{
-		Period:     cfg.Pipeline.PollInterval,
-		Timeout:    cfg.Requests.Timeout,
-		Shadow:     cfg.Shadow,
-		Backoff:    cfg.Pipeline.Backoff,
-		BackoffCap: cfg.Pipeline.BackoffCap,
+		Period:  cfg.Pipeline.PollInterval,
+		Timeout: cfg.Requests.Timeout,
+		Shadow:  cfg.Shadow,
+		Retry:   cfg.Pipeline.Retry(),
 	}, out, b.Clock, b.Logger, b.Registry)
 	listener := notify.New(cfg.PGDSN, b.Logger, outbox.Channel)
 	elector := b.Elector()

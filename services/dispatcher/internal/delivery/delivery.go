@@ -21,8 +21,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
@@ -113,14 +114,16 @@ type Lane struct {
 
 // Session gives exclusive use of the dispatcher role's lock connection (leader.Session), so a
 // deposed dispatcher cannot mark events.
-type Session interface {
-	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
-}
+type Session = db.Doer
 
 // Config is what delivery needs of the configuration.
 type Config struct {
-	Pipeline config.Pipeline // poll interval, max attempts and backoff
-	Lanes    []Lane
+	// PollInterval is how often the lanes look for events when no wake-up comes.
+	PollInterval time.Duration
+	// Retry paces a failing event's attempts and a failing partition's rounds, and says when
+	// an event is DEAD.
+	Retry retry.Policy
+	Lanes []Lane
 	// SendTimeout bounds one Deliver call: an event unanswered by then is a failed attempt.
 	SendTimeout time.Duration
 	// ReadTimeout bounds the read of a round's batch; default 5s.
@@ -220,7 +223,7 @@ func (d *Dispatcher) Run(ctx context.Context, s Session, wake <-chan struct{}) e
 }
 
 func (d *Dispatcher) runOrdered(ctx context.Context, s Session, lane Lane, wake <-chan struct{}) error {
-	poll := time.NewTicker(max(d.cfg.Pipeline.PollInterval, minPoll))
+	poll := time.NewTicker(max(d.cfg.PollInterval, minPoll))
 	defer poll.Stop()
 	for {
 		for {
@@ -378,7 +381,7 @@ func (d *Dispatcher) laneFailed(lane Lane, reason string, err error) {
 		d.lanes[lane.Target] = b
 	}
 	b.failures++
-	wait := d.cfg.Pipeline.BackoffAfter(b.failures)
+	wait := d.cfg.Retry.After(b.failures)
 	b.until = d.clock.Now().Add(wait)
 	failures := b.failures
 	d.mu.Unlock()
@@ -518,8 +521,8 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 				continue
 			}
 			attempt := e.Attempts + 1
-			dead, err := outbox.Fail(mctx, conn, e, errs[i].Error(), now.Add(d.cfg.Pipeline.BackoffAfter(attempt)),
-				d.cfg.Pipeline.MaxAttempts, now)
+			dead, err := outbox.Fail(mctx, conn, e, errs[i].Error(), now.Add(d.cfg.Retry.After(attempt)),
+				d.cfg.Retry.MaxAttempts, now)
 			if err != nil {
 				return err
 			}
@@ -584,11 +587,8 @@ func (d *Dispatcher) runStats(ctx context.Context, s Session) error {
 
 // observe refreshes the backlog gauges from the outbox.
 func (d *Dispatcher) observe(ctx context.Context, s Session) error {
-	var stats map[string]outbox.TargetStats
-	err := s.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		stats, err = outbox.Stats(ctx, conn, d.clock.Now())
-		return err
+	stats, err := db.DoV(ctx, s, func(conn *pgx.Conn) (map[string]outbox.TargetStats, error) {
+		return outbox.Stats(ctx, conn, d.clock.Now())
 	})
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 )
 
@@ -152,7 +153,7 @@ func TestRestartMidBatch(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	defer cancel2()
 	go func() { done <- f.d.Run(ctx2, f.s, nil) }()
-	waitFor(t, func() bool { return f.count(outbox.TargetMsg, "SENT") == 60 })
+	testwait.For(t, deadline, "the events sent", func() bool { return f.count(outbox.TargetMsg, "SENT") == 60 })
 	cancel2()
 	<-done
 	rows := f.rows(outbox.TargetMsg)
@@ -175,20 +176,9 @@ func TestNotifyWakesDispatcher(t *testing.T) {
 	// Let the first round (at start) pass, then write.
 	time.Sleep(500 * time.Millisecond)
 	f.add(msgEvent("F1", 1), msgEvent("F1", 2))
-	waitFor(t, func() bool { return f.count(outbox.TargetMsg, "SENT") == 2 })
+	testwait.For(t, deadline, "the events sent", func() bool { return f.count(outbox.TargetMsg, "SENT") == 2 })
 	cancel()
 	<-done
-}
-
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatal("condition not met before the deadline")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestBacklogGauges: while running, the dispatcher reports per target the pending events, the
@@ -203,7 +193,7 @@ func TestBacklogGauges(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- f.d.Run(ctx, f.s, nil) }()
-	waitFor(t, func() bool {
+	testwait.For(t, deadline, "the events sent", func() bool {
 		return metricValue(t, f, "msgx_dispatcher_pending", outbox.TargetMsg) == 1 &&
 			metricValue(t, f, "msgx_dispatcher_dead", outbox.TargetMsg) == 1 &&
 			metricValue(t, f, "msgx_dispatcher_oldest_pending_seconds", outbox.TargetMsg) == 600 &&

@@ -183,11 +183,12 @@ func (f *fixture) build(o options) {
 	}
 	f.reg = prometheus.NewRegistry()
 	f.d = delivery.New(delivery.Config{
-		Pipeline:    pipe,
-		Lanes:       []delivery.Lane{f.msg, f.schd},
-		SendTimeout: cmpOr(o.sendTimeout, 20*time.Second),
-		ReadTimeout: o.readTimeout,
-		StatsPeriod: 100 * time.Millisecond,
+		PollInterval: pipe.PollInterval,
+		Retry:        pipe.Retry(),
+		Lanes:        []delivery.Lane{f.msg, f.schd},
+		SendTimeout:  cmpOr(o.sendTimeout, 20*time.Second),
+		ReadTimeout:  o.readTimeout,
+		StatsPeriod:  100 * time.Millisecond,
 	}, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), tel, f.reg)
 }
 

@@ -194,13 +194,46 @@ func NewWithConfig(brokers []string, cfg *sarama.Config, txnID string) (*Produce
 	if txnID == "" {
 		return nil, errors.New("kafka: the transactional id must not be empty")
 	}
-	probe, err := sarama.NewAsyncProducer(brokers, cfg)
+	probe, err := newAsyncProducer(brokers, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kafka idempotent producer on %v: %w", brokers, err)
 	}
 	_ = probe.Close()
 	return &Producer{brokers: brokers, cfg: cfg, txnID: txnID, maxBatch: cfg.Producer.MaxMessageBytes + logOverhead,
 		sessions: map[string]*session{}, fencing: map[string]chan struct{}{}}, nil
+}
+
+// newAsyncProducer is sarama.NewAsyncProducer without its leak: when the producer cannot be
+// made (InitProducerID refused, a broker without transactions), sarama.NewAsyncProducer leaves
+// the client it opened running, with its connections and metadata updater, and a fence retried
+// through a Kafka outage would pile them up. Here the client is ours, closed on failure and with
+// the producer.
+func newAsyncProducer(brokers []string, cfg *sarama.Config) (sarama.AsyncProducer, error) {
+	client, err := sarama.NewClient(brokers, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ap, err := sarama.NewAsyncProducerFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return ownedProducer{AsyncProducer: ap, client: client}, nil
+}
+
+// ownedProducer closes its client after the producer: NewAsyncProducerFromClient leaves the
+// client to its caller.
+type ownedProducer struct {
+	sarama.AsyncProducer
+	client sarama.Client
+}
+
+func (o ownedProducer) Close() error {
+	err := o.AsyncProducer.Close()
+	if cerr := o.client.Close(); cerr != nil && err == nil && !errors.Is(cerr, sarama.ErrClosedClient) {
+		err = cerr
+	}
+	return err
 }
 
 func checkContract(c *sarama.Config) error {
@@ -258,7 +291,7 @@ func (p *Producer) Fence(ctx context.Context, topic string) error {
 	p.abandoned.Add(1)
 	go func() {
 		defer p.abandoned.Done()
-		ap, err := sarama.NewAsyncProducer(p.brokers, &cfg)
+		ap, err := newAsyncProducer(p.brokers, &cfg)
 		ch <- made{ap, err}
 		close(running)
 	}()

@@ -24,15 +24,14 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/request"
+	"github.com/msgexchange/msgexchange/pkg/retry"
 )
 
 // Target is the lane's name in logs and metrics, spelled like the outbox targets.
 const Target = "COUTMSGS"
 
 // Session gives exclusive use of the dispatcher role's lock connection (leader.Session).
-type Session interface {
-	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
-}
+type Session = db.Doer
 
 // Outbox is what the lane needs of the shared MySQL (inbox.Inbox): the COUTMSGS insert, the
 // look-up that keeps a retry from writing a request twice, and a probe that tells an outage
@@ -51,10 +50,9 @@ type Config struct {
 	Timeout time.Duration
 	// Shadow forbids writing COUTMSGS: the lane does nothing.
 	Shadow bool
-	// Backoff and BackoffCap pace the rounds after a COUTMSGS write the server refused for
-	// itself (pipeline.backoff, pipeline.backoff-cap).
-	Backoff    []time.Duration
-	BackoffCap time.Duration
+	// Retry paces the rounds after a COUTMSGS write the server refused for itself; a wait
+	// shorter than Period is Period.
+	Retry retry.Policy
 	// Batch bounds the requests one round writes; default 100.
 	Batch int
 	// DBTimeout bounds each req_track statement on the lock connection; default 5s.
@@ -105,7 +103,7 @@ func (l *Lane) Run(ctx context.Context, s Session) error {
 		case errors.Is(err, errOutage):
 		case err != nil:
 			l.failures++
-			wait = max(wait, l.backoff(l.failures))
+			wait = max(wait, l.cfg.Retry.After(l.failures))
 			l.logger.Error("request round failed", "err", err, "failures_in_a_row", l.failures, "next_in", wait)
 		default:
 			l.failures = 0
@@ -262,17 +260,6 @@ func (l *Lane) do(ctx context.Context, s Session, fn func(conn *pgx.Conn, ctx co
 		}
 		return err
 	})
-}
-
-func (l *Lane) backoff(n int) time.Duration {
-	if len(l.cfg.Backoff) == 0 {
-		return l.cfg.Period
-	}
-	d := l.cfg.Backoff[min(n, len(l.cfg.Backoff))-1]
-	if l.cfg.BackoffCap > 0 {
-		d = min(d, l.cfg.BackoffCap)
-	}
-	return d
 }
 
 type metrics struct {

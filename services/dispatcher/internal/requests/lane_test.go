@@ -20,7 +20,9 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/request"
+	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 var t0 = time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC)
@@ -82,7 +84,7 @@ func (f *fixture) lane(t *testing.T, shadow bool) (*Lane, *prometheus.Registry) 
 	reg := prometheus.NewRegistry()
 	logger := slog.New(slog.NewJSONHandler(t.Output(), nil))
 	return New(Config{Period: 50 * time.Millisecond, Timeout: 30 * time.Minute, Shadow: shadow,
-		Backoff: []time.Duration{time.Second}, BackoffCap: time.Second}, f.out, f.clock, logger, reg), reg
+		Retry: retry.Policy{Backoff: []time.Duration{time.Second}, Cap: time.Second}}, f.out, f.clock, logger, reg), reg
 }
 
 func (f *fixture) register(t *testing.T, spec request.Spec) request.Request {
@@ -376,13 +378,9 @@ func TestDeposedDispatcherCannotMarkAndTheNextTermRecovers(t *testing.T) {
 		cancel2()
 		<-done2
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for f.get(t, r.ID).State != request.StateSent {
-		if time.Now().After(deadline) {
-			t.Fatal("the next term did not mark the request SENT")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "the next term to mark the request SENT", func() bool {
+		return f.get(t, r.ID).State == request.StateSent
+	})
 	if got := f.get(t, r.ID); *got.CoutmsgsID != coutID {
 		t.Errorf("SENT with coutmsgs %d, want the first term's row %d", *got.CoutmsgsID, coutID)
 	}

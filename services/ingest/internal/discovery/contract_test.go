@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 // resolve is control's ResolveContractViolation without the gRPC layer: the same library
@@ -369,13 +370,9 @@ func TestViolationGaugeEndsWithTheTerm(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, e.tx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for testutil.ToFloat64(p.metrics.violation.WithLabelValues(cursor.KindInboxBehind)) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("Run never reported the violation")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "Run to report the violation", func() bool {
+		return testutil.ToFloat64(p.metrics.violation.WithLabelValues(cursor.KindInboxBehind)) == 1
+	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v, want context.Canceled", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
@@ -22,9 +23,7 @@ import (
 
 // Txer runs a transaction on the connection that holds the ingest role's lock, so that a
 // deposed instance cannot move the watermark (leader.Session implements it).
-type Txer interface {
-	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
-}
+type Txer = db.Txer
 
 // Config is what the poller needs of the pipeline parameters.
 type Config struct {
@@ -114,12 +113,8 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 			return false, err
 		}
 	}
-	var cur cursor.Cursor
-	if err := txer.Tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		cur, err = cursor.Load(ctx, tx)
-		return err
-	}); err != nil {
+	cur, err := db.TxV(ctx, txer, func(tx pgx.Tx) (cursor.Cursor, error) { return cursor.Load(ctx, tx) })
+	if err != nil {
 		return false, err
 	}
 	p.showViolation(cur.Violation)

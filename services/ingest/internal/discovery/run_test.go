@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 // Run under a real election: the rounds and the late-arrival lookup run on the lock
@@ -36,12 +38,9 @@ func TestRunUnderTheLeaderSession(t *testing.T) {
 
 	a := e.insert(e.my.Admin)
 	b := e.insert(e.my.Admin)
-	deadline := time.Now().Add(time.Minute)
-	for !slices.Equal(e.queued(), []int64{a, b}) {
-		if time.Now().After(deadline) {
-			t.Fatalf("proc_state = %v after a minute, want [%d %d]", e.queued(), a, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.ForState(t, time.Minute, fmt.Sprintf("proc_state to hold [%d %d]", a, b), func() (bool, string) {
+		q := e.queued()
+		return slices.Equal(q, []int64{a, b}), fmt.Sprint(q)
+	})
 	e.wantW(b)
 }

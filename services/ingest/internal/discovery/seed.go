@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
+	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
 // applySeed applies the configured cutover seed before the first round that may move W. It
@@ -16,12 +17,8 @@ import (
 // row, since discovering from W = 0 meanwhile would be the zero mode the operator did not
 // choose; there is nothing to discover in the meantime.
 func (p *Poller) applySeed(ctx context.Context, txer Txer) (ready bool, err error) {
-	var cur cursor.Cursor
-	if err := txer.Tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		cur, err = cursor.Load(ctx, tx)
-		return err
-	}); err != nil {
+	cur, err := db.TxV(ctx, txer, func(tx pgx.Tx) (cursor.Cursor, error) { return cursor.Load(ctx, tx) })
+	if err != nil {
 		return false, err
 	}
 	if cur.SeededAt != nil || cur.W != 0 {
@@ -34,11 +31,8 @@ func (p *Poller) applySeed(ctx context.Context, txer Txer) (ready bool, err erro
 		return false, err
 	}
 	lo, hi := view.Min, view.Max
-	var w int64
-	err = txer.Tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		w, err = cursor.Apply(ctx, tx, *p.seed, view, p.clock.Now())
-		return err
+	w, err := db.TxV(ctx, txer, func(tx pgx.Tx) (int64, error) {
+		return cursor.Apply(ctx, tx, *p.seed, view, p.clock.Now())
 	})
 	switch {
 	case errors.Is(err, cursor.ErrInboxEmpty):

@@ -31,7 +31,9 @@ func run(ctx context.Context, b *service.Base) error {
 	proj := projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout)
 
 	p := pump.New(pump.Config{
-		Pipeline: cfg.Pipeline,
+		PollInterval: cfg.Pipeline.PollInterval,
+		HeadAgeAlert: cfg.Pipeline.HeadAgeAlert,
+		Retry:        cfg.Pipeline.Retry(),
 		Codec: sis.Options{MaxBytes: cfg.CodecMaxBytes, MaxDepth: cfg.CodecMaxDepth, MaxText: cfg.CodecMaxText,
 			Zone: cfg.AirportZone},
 		IdentityDayBounded: cfg.IdentityIncludeDayBoundary,

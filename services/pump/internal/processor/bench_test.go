@@ -78,7 +78,7 @@ func BenchmarkPumpFLOP(b *testing.B) {
 	}
 	reg := prometheus.NewRegistry()
 	zoneDays := flight.DayRule{Zone: zone}
-	p := pump.New(pump.Config{Pipeline: config.Default().Pipeline, Codec: sis.Options{Zone: zone}},
+	p := pump.New(pump.Config{PollInterval: config.Default().Pipeline.PollInterval, Retry: config.Default().Pipeline.Retry(), Codec: sis.Options{Zone: zone}},
 		in, projection.New(rd.Client, rd.Prefix, 5*time.Second), processor.Route(zoneDays, processor.WithMetrics(reg)),
 		clock.Real{}, slog.New(slog.DiscardHandler), tel, reg)
 	conn, err := pgx.Connect(ctx, pg.DSN)

@@ -133,8 +133,10 @@ func (e *env) newPump(t testing.TB, o options) *pump.Pump {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return pump.New(pump.Config{
-		Pipeline: e.cfg.Pipeline,
-		Codec:    sis.Options{MaxBytes: e.cfg.CodecMaxBytes, MaxDepth: e.cfg.CodecMaxDepth, Zone: zone},
+		PollInterval: e.cfg.Pipeline.PollInterval,
+		HeadAgeAlert: e.cfg.Pipeline.HeadAgeAlert,
+		Retry:        e.cfg.Pipeline.Retry(),
+		Codec:        sis.Options{MaxBytes: e.cfg.CodecMaxBytes, MaxDepth: e.cfg.CodecMaxDepth, Zone: zone},
 	}, o.raw, o.proj, o.route, e.clock(), logger, tel, o.reg)
 }
 
@@ -374,16 +376,4 @@ func (e *env) pipelineLockFree(t testing.TB) bool {
 		t.Fatal(err)
 	}
 	return free
-}
-
-// waitFor polls cond until it holds or the (generous) deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

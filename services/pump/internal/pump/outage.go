@@ -83,7 +83,7 @@ func (p *Pump) probeBlocked(ctx context.Context, s Session, cur *outage.State) (
 // outageWait is the wait before the next probe of the current outage.
 func (p *Pump) outageWait() time.Duration {
 	if st := p.blocked.Current(); st != nil {
-		return p.cfg.Pipeline.BackoffAfter(st.Probes + 1)
+		return p.cfg.Retry.After(st.Probes + 1)
 	}
 	return 0
 }

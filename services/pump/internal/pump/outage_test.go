@@ -17,6 +17,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
@@ -42,7 +43,7 @@ type outageRun struct {
 func (r *outageRun) duringOutage(t *testing.T) {
 	t.Helper()
 	e := r.e
-	waitFor(t, 30*time.Second, "the pump to report the outage", func() bool {
+	testwait.For(t, 30*time.Second, "the pump to report the outage", func() bool {
 		return gauge(t, r.reg, "msgx_pump_blocked_seconds", "dependency", r.dependency) > 0 && r.holderBlocked(t) != nil
 	})
 	b := r.holderBlocked(t)
@@ -85,7 +86,7 @@ func (r *outageRun) afterOutage(t *testing.T, flid, remark string) {
 	if remc != remark {
 		t.Errorf("REMC %q, want %q (the last message in ID order)", remc, remark)
 	}
-	waitFor(t, 10*time.Second, "the blocked state to clear", func() bool {
+	testwait.For(t, 10*time.Second, "the blocked state to clear", func() bool {
 		return gauge(t, r.reg, "msgx_pump_blocked_seconds", "dependency", r.dependency) == 0 && r.holderBlocked(t) == nil
 	})
 }

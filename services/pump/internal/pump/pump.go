@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
@@ -29,6 +28,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
@@ -36,9 +36,7 @@ import (
 // Session gives exclusive use of the connection that holds the pump role's lock: every write
 // of the pump runs on it, so a pump that lost its lock cannot commit (leader.Session). A
 // failure that ends the session wraps leader.ErrLost.
-type Session interface {
-	Do(ctx context.Context, fn func(conn *pgx.Conn) error) error
-}
+type Session = db.Doer
 
 // Input is one message ready for its business step.
 type Input struct {
@@ -113,7 +111,13 @@ type RawReader interface {
 
 // Config is what the pump needs of the configuration. Zero durations mean the defaults.
 type Config struct {
-	Pipeline           config.Pipeline
+	// PollInterval is how long the pump waits for work when no wake-up comes.
+	PollInterval time.Duration
+	// HeadAgeAlert is the age of a stuck head that is logged and exported; 0 turns it off.
+	HeadAgeAlert time.Duration
+	// Retry paces a failing message's attempts and says when it is DEAD; an outage's probes
+	// use its waits too.
+	Retry              retry.Policy
 	Codec              sis.Options
 	IdentityDayBounded bool
 	// StepTimeout bounds one message's processing step (default 1m). The inbox and Redis
@@ -152,7 +156,7 @@ func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock
 	p.metrics = newMetrics(reg, p.blocked.Gauges("msgx_pump_blocked_seconds",
 		"How long the pump has been waiting for this dependency to answer, keeping the head (0 when not blocked).",
 		clk.Now, outage.Inbox, outage.Redis, outage.Postgres))
-	p.metrics.headAgeAlert.Set(cfg.Pipeline.HeadAgeAlert.Seconds())
+	p.metrics.headAgeAlert.Set(cfg.HeadAgeAlert.Seconds())
 	return p
 }
 
@@ -168,7 +172,7 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 			// Failures are recorded where the message is held (processOne); this is only the
 			// loop's last line of defence: log and wait, never count.
 			p.logger.Error("pump tick failed", "err", err)
-			wait = p.cfg.Pipeline.PollInterval
+			wait = p.cfg.PollInterval
 		}
 		if wait <= 0 {
 			continue
@@ -213,7 +217,7 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 	now := p.clock.Now()
 	if !ok {
 		p.observeHead(nil, now)
-		return p.cfg.Pipeline.PollInterval, nil
+		return p.cfg.PollInterval, nil
 	}
 	p.observeHead(&head, now)
 	if head.State == queue.Failed && head.NextAttemptAt != nil && head.NextAttemptAt.After(now) {
@@ -221,7 +225,7 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 		// wake-up (a replay resetting the retry time) ends the wait early.
 		return head.NextAttemptAt.Sub(now), nil
 	}
-	if head.State == queue.Failed && head.Attempts >= p.cfg.Pipeline.MaxAttempts {
+	if head.State == queue.Failed && p.cfg.Retry.Exhausted(head.Attempts) {
 		// Exhaustion is decided by attempts only (DECISIONS 2), in one statement under the
 		// per-message gate that also records the backfill intent. It is decided once the last
 		// backoff has passed, so every step of the table fires (seed 003 §9.1's start-up check
@@ -231,7 +235,7 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 			ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
 			defer cancel()
 			var err error
-			changed, err = queue.Exhaust(ctx, conn, head.MsgID, p.cfg.Pipeline.MaxAttempts, now)
+			changed, err = queue.Exhaust(ctx, conn, head.MsgID, p.cfg.Retry.MaxAttempts, now)
 			return err
 		})
 		if err == nil && changed {
@@ -244,7 +248,7 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 	if !p.processOne(ctx, s, head) {
 		// The outcome could not be written although the session is up (a read-only server,
 		// say): the message is still the head, and trying again at once would spin.
-		return p.cfg.Pipeline.PollInterval, nil
+		return p.cfg.PollInterval, nil
 	}
 	return p.outageWait(), nil
 }
@@ -263,7 +267,7 @@ func (p *Pump) observeHead(head *queue.Message, now time.Time) {
 		stuck = max(now.Sub(*head.ProcessingStartedAt), 0)
 	}
 	p.metrics.headStuck.Set(stuck.Seconds())
-	if alert := p.cfg.Pipeline.HeadAgeAlert; alert > 0 && stuck > alert && p.alerted != head.MsgID {
+	if alert := p.cfg.HeadAgeAlert; alert > 0 && stuck > alert && p.alerted != head.MsgID {
 		p.alerted = head.MsgID
 		p.logger.Error("queue head has been failing longer than pipeline.head-age-alert; the queue is blocked behind it",
 			"msg_id", head.MsgID, "since_first_attempt", stuck, "attempts", head.Attempts,
@@ -636,7 +640,7 @@ func (p *Pump) record(ctx context.Context, s Session, head queue.Message, o outc
 	var err error
 	if o.state == queue.Failed {
 		attempt := head.Attempts + 1
-		next := now.Add(p.cfg.Pipeline.BackoffAfter(attempt))
+		next := now.Add(p.cfg.Retry.After(attempt))
 		err = s.Do(ctx, func(conn *pgx.Conn) error {
 			return queue.Fail(ctx, conn, head.MsgID, o.class, o.reason, next, started, now)
 		})

@@ -81,7 +81,7 @@ func TestHeadOfLineBlockingBackoffAndExhaustion(t *testing.T) {
 		if m.Attempts != attempt {
 			t.Fatalf("attempts = %d, want %d", m.Attempts, attempt)
 		}
-		backoff := e.cfg.Pipeline.BackoffAfter(attempt)
+		backoff := e.cfg.Pipeline.Retry().After(attempt)
 		if want := e.clk.Now().Add(backoff); m.NextAttemptAt == nil || !m.NextAttemptAt.Equal(want) {
 			t.Fatalf("attempt %d: next_attempt_at %v, want %v (backoff %s)", attempt, m.NextAttemptAt, want, backoff)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
 
@@ -55,7 +56,7 @@ func TestReadAheadServesTheNextRowsFromOneRead(t *testing.T) {
 		return got
 	}
 	read(ids[0])
-	waitFor(t, 5*time.Second, "the read ahead", func() bool { return in.ranges.Load() >= 1 })
+	testwait.For(t, 5*time.Second, "the read ahead", func() bool { return in.ranges.Load() >= 1 })
 	time.Sleep(100 * time.Millisecond) // the answer is kept just after it is counted
 	before := in.one.Load()
 	for _, id := range ids[1:] {

@@ -13,6 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
@@ -61,7 +62,7 @@ func (in *instance) stop(t *testing.T) {
 // session locks.
 func (e *env) crash(t *testing.T, in *instance) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "the role to be held", func() bool { return in.pid.Load() != 0 })
+	testwait.For(t, 30*time.Second, "the role to be held", func() bool { return in.pid.Load() != 0 })
 	e.pg.Exec(t, `SELECT pg_terminate_backend($1)`, int32(in.pid.Load()))
 }
 
@@ -101,7 +102,7 @@ func (h *hook) wait(t *testing.T) {
 func (e *env) waitState(t *testing.T, id int64, state queue.State) queue.Message {
 	t.Helper()
 	var m queue.Message
-	waitFor(t, 60*time.Second, "message to become "+string(state), func() bool {
+	testwait.For(t, 60*time.Second, "message to become "+string(state), func() bool {
 		m = e.get(t, id)
 		return m.State == state
 	})
