@@ -71,6 +71,8 @@ func startWith(t *testing.T, db *pgtest.DB, name string, now time.Time, edit fun
 	// No MySQL unless the test gives one: a closed port fails at once, never hangs.
 	cfg.MySQLDSN = "root@tcp(127.0.0.1:1)/none?parseTime=true"
 	cfg.InboxTimeout = 2 * time.Second
+	// Nor Redis: control only reads it for GetFlight, and connects lazily.
+	cfg.RedisURL = "redis://127.0.0.1:1/0"
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -462,6 +464,7 @@ func TestStartRefusedWithoutToken(t *testing.T) {
 	cfg.AdminAddr = "127.0.0.1:0"
 	cfg.PGDSN = "postgres://nobody@127.0.0.1:1/none"
 	cfg.MySQLDSN = "nobody@tcp(127.0.0.1:1)/none"
+	cfg.RedisURL = "redis://127.0.0.1:1/0"
 	// No connection is made: the pool connects lazily and New fails first.
 	b, err := service.New(t.Context(), "control", cfg, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
