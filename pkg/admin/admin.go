@@ -66,7 +66,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("admin listen %s: %w", s.addr, err)
 	}
 	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
-	s.logger.Info("admin endpoints listening", "addr", ln.Addr().String())
+	s.logger.InfoContext(ctx, "admin endpoints listening", "addr", ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

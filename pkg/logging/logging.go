@@ -2,24 +2,63 @@
 package logging
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
-// New returns a JSON logger at the level named by level (debug, info, warn, error; default
-// info), tagged with the service name.
-func New(w io.Writer, service, level string) *slog.Logger {
-	var l slog.Level
-	switch strings.ToLower(level) {
+// ParseLevel reads a log-level value: debug, info, warn or error, in any case. Anything else
+// is refused, so that a misspelt level fails the start-up instead of logging at a level nobody
+// asked for.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "debug":
-		l = slog.LevelDebug
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
 	case "warn":
-		l = slog.LevelWarn
+		return slog.LevelWarn, nil
 	case "error":
-		l = slog.LevelError
-	default:
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
+}
+
+// New returns a JSON logger at the level named by level, tagged with the service name. Lines
+// logged with a context that holds a span carry its trace_id and span_id. A level that does
+// not parse logs at info: the configuration has refused it already (config.Load), and the
+// refusal itself must still be logged.
+func New(w io.Writer, service, level string) *slog.Logger {
+	l, err := ParseLevel(level)
+	if err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})).With("service", service)
+	return slog.New(TraceHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})}).With("service", service)
+}
+
+// TraceHandler adds the trace_id and span_id of the record's span, when its context holds a
+// valid one, so that a log line can be joined to its trace in Jaeger.
+type TraceHandler struct{ slog.Handler }
+
+// Handle adds the span's IDs and passes the record on.
+func (h TraceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone()
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs keeps the wrapper around the derived handler.
+func (h TraceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return TraceHandler{h.Handler.WithAttrs(attrs)}
+}
+
+// WithGroup keeps the wrapper around the derived handler.
+func (h TraceHandler) WithGroup(name string) slog.Handler {
+	return TraceHandler{h.Handler.WithGroup(name)}
 }

@@ -119,7 +119,7 @@ func (s *Sentinel) runOnce(ctx context.Context, sess Session, ratio float64) {
 	res, err := s.Check(ctx, sess, ratio)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.logger.Error("projection consistency check failed; tried again at the next period", "err", err)
+			s.logger.ErrorContext(ctx, "projection consistency check failed; tried again at the next period", "err", err)
 		}
 		return
 	}
@@ -198,7 +198,7 @@ func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, r
 		if d := projection.Compare(f, got[i]); d != "" {
 			res.Drift[d]++
 			s.metrics.drift.WithLabelValues(string(d)).Inc()
-			s.logger.Warn("projection drifted from PostgreSQL; rewritten from PostgreSQL", "flid", f.FLID, "kind", d,
+			s.logger.WarnContext(ctx, "projection drifted from PostgreSQL; rewritten from PostgreSQL", "flid", f.FLID, "kind", d,
 				"version", f.Version, "redis_version", got[i].Version)
 			fix = append(fix, f)
 		}
@@ -257,7 +257,7 @@ func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string,
 		return err
 	}
 	for _, flid := range unknown {
-		s.logger.Warn("projection has keys of a flight PostgreSQL does not have; removed", "flid", flid, "kind", projection.Extra)
+		s.logger.WarnContext(ctx, "projection has keys of a flight PostgreSQL does not have; removed", "flid", flid, "kind", projection.Extra)
 	}
 	if err := s.proj.Repair(ctx, nil, unknown); err != nil {
 		return err

@@ -226,7 +226,7 @@ func (d *Dispatcher) runOrdered(ctx context.Context, s Session, lane Lane, wake 
 		for {
 			read, sent, err := d.SendOrdered(ctx, s, lane)
 			if err != nil && ctx.Err() == nil {
-				d.logger.Error("delivery round failed", "target", lane.Target, "err", err)
+				d.logger.ErrorContext(ctx, "delivery round failed", "target", lane.Target, "err", err)
 			}
 			// A full batch that made progress means more is waiting; anything else waits for
 			// the next wake-up or poll, so a blocked backlog never spins.
@@ -253,7 +253,7 @@ func (d *Dispatcher) runLatest(ctx context.Context, s Session, lane Lane) error 
 		case <-flush.C:
 		}
 		if _, err := d.FlushLatest(ctx, s, lane); err != nil && ctx.Err() == nil {
-			d.logger.Error("flush failed", "target", lane.Target, "err", err)
+			d.logger.ErrorContext(ctx, "flush failed", "target", lane.Target, "err", err)
 		}
 	}
 }
@@ -508,7 +508,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 				if dead {
 					d.metrics.refused.WithLabelValues(lane.Target).Inc()
 					d.metrics.dead.WithLabelValues(lane.Target).Inc()
-					d.logger.Error("event refused by its target; DEAD at once, not retried", "event_id", e.ID,
+					d.logger.ErrorContext(ctx, "event refused by its target; DEAD at once, not retried", "event_id", e.ID,
 						"target", lane.Target, "flid", e.PartitionKey, "err", errs[i])
 				}
 				continue
@@ -526,10 +526,10 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 			d.metrics.failed.WithLabelValues(lane.Target).Inc()
 			if dead {
 				d.metrics.dead.WithLabelValues(lane.Target).Inc()
-				d.logger.Error("event is DEAD after its last attempt; kept as the dead letter", "event_id", e.ID,
+				d.logger.ErrorContext(ctx, "event is DEAD after its last attempt; kept as the dead letter", "event_id", e.ID,
 					"target", lane.Target, "flid", e.PartitionKey, "attempts", attempt, "err", errs[i])
 			} else {
-				d.logger.Warn("send failed; will retry", "event_id", e.ID, "target", lane.Target,
+				d.logger.WarnContext(ctx, "send failed; will retry", "event_id", e.ID, "target", lane.Target,
 					"flid", e.PartitionKey, "attempt", attempt, "err", errs[i])
 			}
 		}
@@ -538,7 +538,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 	d.metrics.sent.WithLabelValues(lane.Target).Add(float64(marked))
 	if unavailable > 0 {
 		d.metrics.unavailable.WithLabelValues(lane.Target).Add(float64(unavailable))
-		d.logger.Warn("partition unavailable; its events wait uncharged", "target", lane.Target, "events", unavailable)
+		d.logger.WarnContext(ctx, "partition unavailable; its events wait uncharged", "target", lane.Target, "events", unavailable)
 	}
 	switch {
 	case laneErr != nil:
@@ -556,7 +556,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		// Nothing failed on its own account and nothing went through: without this the send
 		// would leave no trace at all.
 		d.metrics.aborted.WithLabelValues(lane.Target).Inc()
-		d.logger.Warn("send aborted; no event charged", "target", lane.Target, "events", len(events), "err", abortErr)
+		d.logger.WarnContext(ctx, "send aborted; no event charged", "target", lane.Target, "events", len(events), "err", abortErr)
 	}
 	if err != nil {
 		return marked, own, refused, skipped, fmt.Errorf("record %s delivery: %w", lane.Target, err)
@@ -572,7 +572,7 @@ func (d *Dispatcher) runStats(ctx context.Context, s Session) error {
 	defer t.Stop()
 	for {
 		if err := d.observe(ctx, s); err != nil && ctx.Err() == nil {
-			d.logger.Warn("outbox statistics failed", "err", err)
+			d.logger.WarnContext(ctx, "outbox statistics failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():

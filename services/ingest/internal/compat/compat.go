@@ -129,15 +129,15 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
 	id, err := h.inbox.Insert(r.Context(), text, h.clock.Now())
 	if err != nil {
 		if inbox.Rejected(err) {
-			h.logger.Error("compat HTTP: the inbox rejected the message", "err", err, "bytes", len(raw))
+			h.logger.ErrorContext(r.Context(), "compat HTTP: the inbox rejected the message", "err", err, "bytes", len(raw))
 			h.fail(w, http.StatusInternalServerError, "the inbox rejected the message")
 			return
 		}
-		h.logger.Warn("compat HTTP: inbox unreachable", "err", err)
+		h.logger.WarnContext(r.Context(), "compat HTTP: inbox unreachable", "err", err)
 		h.fail(w, http.StatusServiceUnavailable, "the inbox is unreachable; retry later")
 		return
 	}
-	h.logger.Info("compat HTTP: message stored in the inbox", "msg_id", id, "bytes", len(raw), "remote", r.RemoteAddr)
+	h.logger.InfoContext(r.Context(), "compat HTTP: message stored in the inbox", "msg_id", id, "bytes", len(raw), "remote", r.RemoteAddr)
 	h.reply(w, http.StatusOK, map[string]any{"id": id})
 }
 
@@ -172,9 +172,9 @@ func (h *Handler) Run(ctx context.Context, addr string) error {
 // Serve serves on ln until ctx ends.
 func (h *Handler) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
-	h.logger.Info("compat HTTP listening", "addr", ln.Addr().String(), "path", Path, "authenticated", h.cfg.Token != "")
+	h.logger.InfoContext(ctx, "compat HTTP listening", "addr", ln.Addr().String(), "path", Path, "authenticated", h.cfg.Token != "")
 	if h.cfg.Token == "" {
-		h.logger.Warn("compat HTTP is UNAUTHENTICATED (http.insecure=true); never run this in production")
+		h.logger.WarnContext(ctx, "compat HTTP is UNAUTHENTICATED (http.insecure=true); never run this in production")
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -65,7 +65,7 @@ func (p *Pump) RunBacklog(ctx context.Context, q db.Executor) error {
 	defer t.Stop()
 	for {
 		if _, err := p.ReportBacklog(ctx, q); err != nil && ctx.Err() == nil {
-			p.logger.Warn("backlog figures unavailable", "err", err)
+			p.logger.WarnContext(ctx, "backlog figures unavailable", "err", err)
 		}
 		select {
 		case <-ctx.Done():
