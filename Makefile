@@ -7,6 +7,11 @@ CMDS    := ./services/ingest/cmd/msgx-ingest ./services/pump/cmd/msgx-pump \
            ./services/control/cmd/msgx-control ./services/control/cmd/msgxctl \
            ./tools/cmd/msgx-devkafka ./tools/cmd/msgx-demo
 GOTEST_FLAGS ?= -count=1 -timeout 30m
+# --version and msgx_build_info name the build (pkg/buildinfo).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/msgexchange/msgexchange/pkg/buildinfo.version=$(VERSION) \
+           -X github.com/msgexchange/msgexchange/pkg/buildinfo.commit=$(COMMIT)
 # The chart checks use this helm, installed into bin/ by `go install` (the stamp file records
 # the version, since a helm built that way reports only major.minor).
 HELM_VERSION := v4.3.1
@@ -22,7 +27,7 @@ all: build
 ## build: the binaries into bin/
 build:
 	@mkdir -p bin
-	go build -o bin/ $(CMDS)
+	go build -ldflags '$(LDFLAGS)' -o bin/ $(CMDS)
 
 ## test: formatting, vet, the chart checks and every test of every module, against the local
 ## PostgreSQL, MariaDB and Redis (see README); tools/chartcheck decodes the rendered chart

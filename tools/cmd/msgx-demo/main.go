@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/msgexchange/msgexchange/migrations"
+	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/tools/stack"
 	"github.com/msgexchange/msgexchange/tools/traffic"
@@ -64,6 +65,9 @@ func env(key, def string) string {
 }
 
 func run() error {
+	if buildinfo.PrintVersion("msgx-demo", os.Args[1:], os.Stdout) {
+		return nil
+	}
 	var o options
 	flag.StringVar(&o.bin, "bin", "bin", "directory with the built binaries")
 	flag.IntVar(&o.flights, "flights", 300, "flights in the generated day")

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/service"
@@ -17,6 +18,9 @@ import (
 )
 
 func main() {
+	if buildinfo.PrintVersion("msgx-control", os.Args[1:], os.Stdout) {
+		return
+	}
 	if len(os.Args) > 1 {
 		os.Exit(subcommand(os.Args[1], os.Args[2:]))
 	}
