@@ -495,10 +495,12 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer mcancel()
 	err = s.Do(mctx, func(conn *pgx.Conn) error {
-		var err error
-		if marked, err = outbox.MarkSent(mctx, conn, acked, now); err != nil {
+		sent, err := outbox.MarkSent(mctx, conn, acked, now)
+		if err != nil {
 			return err
 		}
+		marked = sent.Count
+		d.observeFirstDeliveries(sent.First, now)
 		for i, e := range events {
 			if errors.Is(errs[i], ErrRefused) {
 				dead, err := outbox.Refuse(mctx, conn, e, errs[i].Error(), now)
@@ -613,6 +615,20 @@ type metrics struct {
 	pending      *prometheus.GaugeVec
 	deadNow      *prometheus.GaugeVec
 	oldest       *prometheus.GaugeVec
+	e2e          *prometheus.HistogramVec
+}
+
+// observeFirstDeliveries ends the end-to-end latency of the messages whose first event was
+// just acknowledged: from ingest's enqueue (our clock) and from the inbox's RECEIVED_AT
+// (AODB's clock, so skewed by the difference between the two). A negative span, a clock
+// ahead of ours, counts as zero.
+func (d *Dispatcher) observeFirstDeliveries(first []outbox.FirstDelivery, now time.Time) {
+	for _, f := range first {
+		d.metrics.e2e.WithLabelValues("enqueued").Observe(max(now.Sub(f.EnqueuedAt), 0).Seconds())
+		if f.ReceivedAt != nil {
+			d.metrics.e2e.WithLabelValues("received").Observe(max(now.Sub(*f.ReceivedAt), 0).Seconds())
+		}
+	}
 }
 
 func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
@@ -642,8 +658,15 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 			Help: "DEAD events (the dead-letter record) per target; a DEAD KAFKA:msg event blocks its FLID."}, []string{"target"}),
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_oldest_pending_seconds",
 			Help: "Age of the oldest PENDING event per target."}, []string{"target"}),
+		e2e: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgx_pipeline_e2e_latency_seconds",
+			Help: "End-to-end latency of a message: from the inbox (from=received, the inbox's RECEIVED_AT) or from " +
+				"ingest's enqueue (from=enqueued) to Kafka's acknowledgement of its first event.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 16)}, []string{"from"}),
 	}
-	reg.MustRegister(m.laneFailures, m.refused, m.aborted, m.unavailable, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest)
+	reg.MustRegister(m.laneFailures, m.refused, m.aborted, m.unavailable, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest, m.e2e)
+	for _, from := range []string{"enqueued", "received"} {
+		m.e2e.WithLabelValues(from)
+	}
 	for _, l := range lanes {
 		// Present from the start, so that an alert on a rate sees zero rather than nothing.
 		m.sent.WithLabelValues(l.Target)
