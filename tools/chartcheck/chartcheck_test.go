@@ -75,6 +75,7 @@ var wantAlerts = []string{
 	"MsgxPumpBlocked",             // an outage holds the pump (docs/architecture.md)
 	"MsgxBackfillBlocked",         // an outage holds the backfill
 	"MsgxProjectionDrift",         // the consistency sentinel keeps finding drift
+	"MsgxEndToEndLatencyHigh",     // enqueue → Kafka acknowledgement too slow
 	"MsgxRoleNoActiveInstance",    // a role with no active instance
 }
 
@@ -641,13 +642,19 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 		for _, rule := range g.Rules {
 			got = append(got, rule.Alert)
 			exprs[rule.Alert] = rule.Expr
-			for _, name := range regexp.MustCompile(`\bmsgx_[a-z_]+`).FindAllString(rule.Expr, -1) {
+			for _, name := range metricNames(rule.Expr) {
 				if !metrics[name] {
 					t.Errorf("alert %s uses the metric %s, which no service defines", rule.Alert, name)
 				}
 			}
 			if !strings.Contains(rule.Expr, `namespace="`+r.namespace+`"`) {
 				t.Errorf("alert %s does not select this release's namespace: %s", rule.Alert, rule.Expr)
+			}
+			// Alerts are routed by namespace: an aggregation must keep it.
+			for _, agg := range aggregation.FindAllStringSubmatch(rule.Expr, -1) {
+				if !slices.Contains(strings.Split(strings.ReplaceAll(agg[2], " ", ""), ","), "namespace") {
+					t.Errorf("alert %s: %q drops the namespace label: %s", rule.Alert, agg[0], rule.Expr)
+				}
 			}
 			if strings.Count(rule.Expr, "(") != strings.Count(rule.Expr, ")") || strings.Count(rule.Expr, "{") != strings.Count(rule.Expr, "}") {
 				t.Errorf("alert %s: unbalanced expression %s", rule.Alert, rule.Expr)
@@ -674,15 +681,19 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 		t.Errorf("MsgxQueueHeadTooOld %q: threshold must be pipeline.head-age-alert = %ss", e, r.headAgeSeconds)
 	}
 	// Counted from the head's first attempt, so draining a backlog does not page (docs/pump.md).
-	if e := exprs["MsgxQueueHeadTooOld"]; !strings.HasPrefix(e, "max(msgx_pump_head_stuck_seconds{") {
+	if e := exprs["MsgxQueueHeadTooOld"]; !strings.HasPrefix(e, "max by (namespace) (msgx_pump_head_stuck_seconds{") {
 		t.Errorf("MsgxQueueHeadTooOld %q must watch msgx_pump_head_stuck_seconds", e)
 	}
 	if e := exprs["MsgxDispatcherOldestPending"]; !strings.Contains(e, "msgx_dispatcher_oldest_pending_seconds{") || !strings.HasSuffix(e, "> 300") {
 		t.Errorf("MsgxDispatcherOldestPending %q: want msgx_dispatcher_oldest_pending_seconds above 300s", e)
 	}
 	// One series per kind, firing at once: the violation is persisted until resolved.
-	if e := exprs["MsgxIngestContractViolation"]; !strings.HasPrefix(e, "max by (kind) (msgx_ingest_contract_violation{") || !strings.HasSuffix(e, ") > 0") {
-		t.Errorf("MsgxIngestContractViolation %q: want max by (kind) of msgx_ingest_contract_violation above 0", e)
+	if e := exprs["MsgxIngestContractViolation"]; !strings.HasPrefix(e, "max by (namespace, kind) (msgx_ingest_contract_violation{") || !strings.HasSuffix(e, ") > 0") {
+		t.Errorf("MsgxIngestContractViolation %q: want max by (namespace, kind) of msgx_ingest_contract_violation above 0", e)
+	}
+	// DEAD messages alert for as long as they are DEAD: a gauge of the rows, not a counter's window.
+	if e := exprs["MsgxMessagesDead"]; !strings.Contains(e, "msgx_pipeline_messages_dead{") || strings.Contains(e, "increase(") {
+		t.Errorf("MsgxMessagesDead %q: want the msgx_pipeline_messages_dead gauge, no increase()", e)
 	}
 	if e := exprs["MsgxIngestHoleStuck"]; !strings.HasSuffix(e, "> "+r.maxCommitDelaySeconds) {
 		t.Errorf("MsgxIngestHoleStuck %q: threshold must be pipeline.max-commit-delay = %ss", e, r.maxCommitDelaySeconds)
@@ -694,12 +705,31 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 	}
 }
 
+// metricNames are the metrics a PromQL expression reads, a histogram's series by the
+// histogram's name.
+func metricNames(expr string) []string {
+	var out []string
+	for _, name := range regexp.MustCompile(`\bmsgx_[a-z0-9_]+`).FindAllString(expr, -1) {
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if strings.HasSuffix(name, "_seconds"+suffix) || strings.HasSuffix(name, "_bytes"+suffix) {
+				name = strings.TrimSuffix(name, suffix)
+			}
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// aggregation matches a PromQL aggregation and its by clause (group 2; empty when there is
+// none, which drops every label).
+var aggregation = regexp.MustCompile(`\b(sum|max|min|avg|count|topk|bottomk|quantile|stddev|stdvar)\s*(?:by\s*\(([^)]*)\))?\s*\(`)
+
 // definedMetrics finds the metric names the programs register ("msgx_..." string literals in
 // non-test Go files of pkg and services).
 func definedMetrics(t *testing.T, root string) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	re := regexp.MustCompile(`"(msgx_[a-z_]+)"`)
+	re := regexp.MustCompile(`"(msgx_[a-z0-9_]+)"`)
 	for _, dir := range []string{"pkg", "services"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
