@@ -32,6 +32,10 @@ import (
 
 const chartDir = "deploy/helm/msgexchange"
 
+// withCRDs renders as on a cluster that serves the Prometheus Operator's CRDs: the chart renders
+// the ServiceMonitor and the PrometheusRule only there.
+var withCRDs = []string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
+
 var roles = []string{"ingest", "pump", "dispatcher", "backfill", "control"}
 
 // chartManaged are the parameters the chart sets itself rather than from values.config, and why.
@@ -110,7 +114,7 @@ func TestChartRendersValidManifests(t *testing.T) {
 	helm := helmBinary(t, root)
 	for _, r := range renderings {
 		t.Run(r.name, func(t *testing.T) {
-			args := []string{"template", r.release, filepath.Join(root, chartDir), "--namespace", r.namespace}
+			args := append([]string{"template", r.release, filepath.Join(root, chartDir), "--namespace", r.namespace}, withCRDs...)
 			for _, v := range r.values {
 				args = append(args, "-f", filepath.Join(root, chartDir, v))
 			}
@@ -180,8 +184,8 @@ func TestSecondsHelper(t *testing.T) {
 	}{
 		{"10m", 600}, {"90s", 90}, {"1h30m", 5400}, {"30d", 30 * 86400}, {"1500ms", 1.5}, {"2h0m5s", 7205},
 	} {
-		out := run(t, helm, "template", "x", filepath.Join(root, chartDir), "--show-only", "templates/prometheusrule.yaml",
-			"--set-string", "config.pipeline\\.head-age-alert="+c.in)
+		out := run(t, helm, append([]string{"template", "x", filepath.Join(root, chartDir), "--show-only", "templates/prometheusrule.yaml",
+			"--set-string", "config.pipeline\\.head-age-alert=" + c.in}, withCRDs...)...)
 		m := regexp.MustCompile(`msgx_pump_head_stuck_seconds\{[^}]*\}\) > ([0-9.e+]+)`).FindSubmatch(out)
 		if m == nil {
 			t.Fatalf("%s: no head-age threshold in\n%s", c.in, out)
@@ -195,7 +199,7 @@ func TestSecondsHelper(t *testing.T) {
 			t.Errorf("the case %s disagrees with config.ParseDuration (%v, %v)", c.in, d, err)
 		}
 	}
-	cmd := exec.Command(helm, "template", "x", filepath.Join(root, chartDir), "--set-string", "config.pipeline\\.head-age-alert=ten minutes")
+	cmd := exec.Command(helm, append([]string{"template", "x", filepath.Join(root, chartDir), "--set-string", "config.pipeline\\.head-age-alert=ten minutes"}, withCRDs...)...)
 	if out, err := cmd.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("is not a duration")) {
 		t.Errorf("an invalid duration must fail the rendering; got err=%v\n%s", err, out)
 	}
@@ -325,6 +329,7 @@ func checkManifests(t *testing.T, root string, r rendering, m *manifests) {
 	checkServices(t, m, fullname)
 	checkMigration(t, r, m, fullname)
 	checkMonitoring(t, root, r, m, fullname)
+	checkDashboard(t, root, m, fullname)
 }
 
 func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigMap, role string, d *appsv1.Deployment) {

@@ -24,8 +24,8 @@ func TestAlertRulesWithPromtool(t *testing.T) {
 	}
 	root := repoRoot(t)
 	helm := helmBinary(t, root)
-	out := run(t, helm, "template", "msgx", filepath.Join(root, chartDir), "--namespace", "default",
-		"--show-only", "templates/prometheusrule.yaml")
+	out := run(t, helm, append([]string{"template", "msgx", filepath.Join(root, chartDir), "--namespace", "default",
+		"--show-only", "templates/prometheusrule.yaml"}, withCRDs...)...)
 	var rule prometheusRule
 	if err := yaml.UnmarshalStrict(out, &rule); err != nil {
 		t.Fatal(err)
