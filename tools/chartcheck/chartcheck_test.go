@@ -23,6 +23,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -214,6 +216,10 @@ type manifests struct {
 	jobs        map[string]*batchv1.Job
 	monitors    []*serviceMonitor
 	rules       []*prometheusRule
+	pdbs        map[string]*policyv1.PodDisruptionBudget
+	policies    map[string]*networkingv1.NetworkPolicy
+	accounts    map[string]*corev1.ServiceAccount
+	tests       map[string]*corev1.Pod
 }
 
 // serviceMonitor and prometheusRule are the fields of the monitoring.coreos.com/v1 CRDs the
@@ -264,6 +270,8 @@ func decodeAll(t *testing.T, out []byte) *manifests {
 	m := &manifests{
 		deployments: map[string]*appsv1.Deployment{}, services: map[string]*corev1.Service{},
 		configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}, jobs: map[string]*batchv1.Job{},
+		pdbs: map[string]*policyv1.PodDisruptionBudget{}, policies: map[string]*networkingv1.NetworkPolicy{},
+		accounts: map[string]*corev1.ServiceAccount{}, tests: map[string]*corev1.Pod{},
 	}
 	for i, doc := range regexp.MustCompile(`(?m)^---[ \t]*$`).Split(string(out), -1) {
 		if strings.TrimSpace(stripComments(doc)) == "" {
@@ -291,6 +299,18 @@ func decodeAll(t *testing.T, out []byte) *manifests {
 		case "batch/v1 Job":
 			j := &batchv1.Job{}
 			obj, keep = j, func() { m.jobs[j.Name] = j }
+		case "policy/v1 PodDisruptionBudget":
+			b := &policyv1.PodDisruptionBudget{}
+			obj, keep = b, func() { m.pdbs[b.Name] = b }
+		case "networking.k8s.io/v1 NetworkPolicy":
+			n := &networkingv1.NetworkPolicy{}
+			obj, keep = n, func() { m.policies[n.Name] = n }
+		case "v1 ServiceAccount":
+			a := &corev1.ServiceAccount{}
+			obj, keep = a, func() { m.accounts[a.Name] = a }
+		case "v1 Pod":
+			p := &corev1.Pod{}
+			obj, keep = p, func() { m.tests[p.Name] = p }
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			s := &serviceMonitor{}
 			obj, keep = s, func() { m.monitors = append(m.monitors, s) }
