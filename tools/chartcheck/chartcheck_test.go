@@ -350,6 +350,34 @@ func checkManifests(t *testing.T, root string, r rendering, m *manifests) {
 	checkMigration(t, r, m, fullname)
 	checkMonitoring(t, root, r, m, fullname)
 	checkDashboard(t, root, m, fullname)
+	checkHelmTest(t, r, m, fullname)
+}
+
+// checkHelmTest: the `helm test` hook runs msgx-control probe on control's gRPC health (unless
+// client certificates are required, which it cannot present) and every service's /readyz.
+func checkHelmTest(t *testing.T, r rendering, m *manifests, fullname string) {
+	t.Helper()
+	p, ok := m.tests[fullname+"-test-health"]
+	if !ok {
+		t.Fatalf("no helm test Pod %s-test-health", fullname)
+	}
+	if p.Annotations["helm.sh/hook"] != "test" || p.Spec.RestartPolicy != corev1.RestartPolicyNever || len(p.Spec.Containers) != 1 {
+		t.Fatalf("Pod %s: hook %q restartPolicy %q, want a test hook that runs once", p.Name, p.Annotations["helm.sh/hook"], p.Spec.RestartPolicy)
+	}
+	c := p.Spec.Containers[0]
+	checkRestricted(t, "Pod "+p.Name, c.SecurityContext)
+	if !strings.Contains(c.Image, "/msgx-control:") || len(c.Args) == 0 || c.Args[0] != "probe" {
+		t.Errorf("Pod %s runs %s %v, want msgx-control probe", p.Name, c.Image, c.Args)
+	}
+	mTLS := r.name == "production" // services.control.tls.clientCASecret is set there
+	if got := slices.Contains(c.Args, "-grpc="+fullname+"-control:9000"); got == mTLS {
+		t.Errorf("Pod %s args %v: the gRPC health check must run unless client certificates are required", p.Name, c.Args)
+	}
+	for _, role := range roles {
+		if !slices.Contains(c.Args, "-readyz=http://"+fullname+"-"+role+":9090/readyz") {
+			t.Errorf("Pod %s does not check the /readyz of %s: %v", p.Name, role, c.Args)
+		}
+	}
 }
 
 func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigMap, role string, d *appsv1.Deployment) {
