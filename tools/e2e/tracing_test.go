@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"slices"
@@ -106,11 +107,37 @@ func TestOneTracePerMessage(t *testing.T) {
 		"msg_id": fmt.Sprint(malformed.id), "state": "DEAD", "error_class": "MALFORMED",
 	})
 
+	// The pump's log line about the DEAD message was written inside its span: it names the
+	// message's trace, so the line can be joined to the trace in Jaeger.
+	wantLogInTrace(t, e.stack.Output("pump"), "message is DEAD and needs an operator", malformed.id, deadTrace)
+
 	// One trace per message, not one per batch or per service.
 	if adftTrace := traceOf(adft); adftTrace == traceID || adftTrace == deadTrace || deadTrace == traceID {
 		t.Errorf("messages share a trace: ADFT %s, ESTT %s, malformed %s", adftTrace, traceID, deadTrace)
 	}
 	checkTree(t, adft.id, col.waitTrace(t, traceOf(adft), steps))
+}
+
+// wantLogInTrace finds the JSON log line with the message text and msg_id and checks that it
+// carries the trace's trace_id and a span_id.
+func wantLogInTrace(t *testing.T, logs, text string, msgID int64, traceID string) {
+	t.Helper()
+	for _, line := range strings.Split(logs, "\n") {
+		var l struct {
+			Msg     string `json:"msg"`
+			MsgID   int64  `json:"msg_id"`
+			TraceID string `json:"trace_id"`
+			SpanID  string `json:"span_id"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != text || l.MsgID != msgID {
+			continue
+		}
+		if l.TraceID != traceID || len(l.SpanID) != 16 {
+			t.Errorf("log line %q of message %d: trace_id %q span_id %q, want trace %s", text, msgID, l.TraceID, l.SpanID, traceID)
+		}
+		return
+	}
+	t.Errorf("no log line %q for message %d in:\n%s", text, msgID, logs)
 }
 
 // checkTree asserts that the spans form one tree rooted at ingest's discovery span.

@@ -336,6 +336,8 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 	// outcome gets its own bound.
 	rctx, rcancel := context.WithTimeout(parent, p.cfg.RecordTimeout)
 	defer rcancel()
+	// Still inside the span: the recording and its log lines belong to the message's trace.
+	rctx = trace.ContextWithSpan(rctx, span)
 	if err := p.record(rctx, s, head, o, started); err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		if !errors.Is(err, queue.ErrNotUnfinished) && parent.Err() == nil {
