@@ -17,10 +17,14 @@ LDFLAGS := -X github.com/msgexchange/msgexchange/pkg/buildinfo.version=$(VERSION
 HELM_VERSION := v4.3.1
 HELM         := bin/helm
 HELM_STAMP   := bin/.helm-$(HELM_VERSION)
+# Jaeger v2 for `make demo` and the tracing test, built from tools/jaeger, a module of its own
+# outside go.work (its dependencies would otherwise join the workspace's), pinned there with
+# `go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0`.
+JAEGER       := bin/jaeger
 CHART        := deploy/helm/msgexchange
 CHART_PROD   := $(CHART)/ci/production-values.yaml
 
-.PHONY: all build test vet fmt-check chart-check helm promtool bench demo chaos proto clean
+.PHONY: all build test vet fmt-check chart-check helm promtool jaeger bench demo chaos proto clean
 
 all: build
 
@@ -31,7 +35,7 @@ build:
 
 ## test: formatting, vet, the chart checks and every test of every module, against the local
 ## PostgreSQL, MariaDB and Redis (see README); tools/chartcheck decodes the rendered chart
-test: fmt-check vet chart-check promtool
+test: fmt-check vet chart-check promtool $(JAEGER)
 	MSGX_PROMTOOL=$$(command -v promtool >/dev/null 2>&1 || echo skip) go test $(GOTEST_FLAGS) $(PKGS)
 
 vet:
@@ -55,6 +59,13 @@ $(HELM_STAMP):
 	@mkdir -p bin
 	GOBIN=$(CURDIR)/bin go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 	@touch $@
+
+## jaeger: Jaeger v2 into bin/ (a few minutes the first time; rebuilt when its pin changes)
+jaeger: $(JAEGER)
+
+$(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
+	@mkdir -p bin
+	cd tools/jaeger && GOWORK=off go build -o $(CURDIR)/$(JAEGER) github.com/jaegertracing/jaeger/cmd/jaeger
 
 ## promtool: the alert rules' checker (Debian package prometheus), installed when missing. Only
 ## where apt cannot install it do the rule checks skip, and they say so loudly.
