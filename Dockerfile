@@ -15,6 +15,10 @@ ARG GO_VERSION=1.26.8
 
 FROM golang:${GO_VERSION} AS build
 ARG SERVICE
+# What --version and msgx_build_info report (the build context has no .git):
+# --build-arg VERSION=1.4.2 --build-arg COMMIT=$(git rev-parse HEAD).
+ARG VERSION=devel
+ARG COMMIT=unknown
 WORKDIR /src
 # The whole workspace is copied because every service module replaces pkg (and pkg replaces
 # migrations) with a sibling directory; the cache mounts below keep rebuilds fast anyway.
@@ -30,7 +34,8 @@ RUN --mount=type=cache,target=/go/pkg/mod \
       ingest|pump|dispatcher|backfill|control) ;; \
       *) echo "build with --build-arg SERVICE=<ingest|pump|dispatcher|backfill|control>, got '${SERVICE:-}'" >&2; exit 1 ;; \
     esac; \
-    CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags timetzdata -ldflags='-s -w' \
+    CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags timetzdata \
+      -ldflags="-s -w -X github.com/msgexchange/msgexchange/pkg/buildinfo.version=${VERSION} -X github.com/msgexchange/msgexchange/pkg/buildinfo.commit=${COMMIT}" \
       -o /out/msgx "./services/${SERVICE}/cmd/msgx-${SERVICE}"
 
 # distroless/static: no shell, no package manager, CA certificates and tzdata only, and the

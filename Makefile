@@ -7,27 +7,36 @@ CMDS    := ./services/ingest/cmd/msgx-ingest ./services/pump/cmd/msgx-pump \
            ./services/control/cmd/msgx-control ./services/control/cmd/msgxctl \
            ./tools/cmd/msgx-devkafka ./tools/cmd/msgx-demo
 GOTEST_FLAGS ?= -count=1 -timeout 30m
+# --version and msgx_build_info name the build (pkg/buildinfo).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/msgexchange/msgexchange/pkg/buildinfo.version=$(VERSION) \
+           -X github.com/msgexchange/msgexchange/pkg/buildinfo.commit=$(COMMIT)
 # The chart checks use this helm, installed into bin/ by `go install` (the stamp file records
 # the version, since a helm built that way reports only major.minor).
 HELM_VERSION := v4.3.1
 HELM         := bin/helm
 HELM_STAMP   := bin/.helm-$(HELM_VERSION)
+# Jaeger v2 for `make demo` and the tracing test, built from tools/jaeger, a module of its own
+# outside go.work (its dependencies would otherwise join the workspace's), pinned there with
+# `go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0`.
+JAEGER       := bin/jaeger
 CHART        := deploy/helm/msgexchange
 CHART_PROD   := $(CHART)/ci/production-values.yaml
 
-.PHONY: all build test vet fmt-check chart-check helm bench demo chaos proto clean
+.PHONY: all build test vet fmt-check chart-check helm promtool jaeger bench demo chaos proto clean
 
 all: build
 
 ## build: the binaries into bin/
 build:
 	@mkdir -p bin
-	go build -o bin/ $(CMDS)
+	go build -ldflags '$(LDFLAGS)' -o bin/ $(CMDS)
 
 ## test: formatting, vet, the chart checks and every test of every module, against the local
 ## PostgreSQL, MariaDB and Redis (see README); tools/chartcheck decodes the rendered chart
-test: fmt-check vet chart-check
-	go test $(GOTEST_FLAGS) $(PKGS)
+test: fmt-check vet chart-check promtool $(JAEGER)
+	MSGX_PROMTOOL=$$(command -v promtool >/dev/null 2>&1 || echo skip) go test $(GOTEST_FLAGS) $(PKGS)
 
 vet:
 	go vet $(PKGS)
@@ -50,6 +59,27 @@ $(HELM_STAMP):
 	@mkdir -p bin
 	GOBIN=$(CURDIR)/bin go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 	@touch $@
+
+## jaeger: Jaeger v2 into bin/ (a few minutes the first time; rebuilt when its pin changes)
+jaeger: $(JAEGER)
+
+$(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
+	@mkdir -p bin
+	cd tools/jaeger && GOWORK=off go build -o $(CURDIR)/$(JAEGER) github.com/jaegertracing/jaeger/cmd/jaeger
+
+## promtool: the alert rules' checker (Debian package prometheus), installed when missing. Only
+## where apt cannot install it do the rule checks skip, and they say so loudly.
+promtool:
+	@if command -v promtool >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing promtool (Debian package prometheus)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } || true; \
+	fi; \
+	if ! command -v promtool >/dev/null 2>&1; then \
+		echo; echo "!!!!!!!! promtool is missing and apt cannot install it here (apt-get install -y prometheus):"; \
+		echo "!!!!!!!! THE CHART'S ALERT RULES ARE NOT CHECKED (TestAlertRulesWithPromtool skips)"; echo; \
+	fi
 
 ## bench: throughput and latency benchmarks (figures are printed, never asserted), then one
 ## report of every target against the anchors measured in the same run (docs/performance.md).

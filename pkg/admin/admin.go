@@ -96,7 +96,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// connection, must not hold a goroutine and a socket forever.
 	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
-	s.logger.Info("admin endpoints listening", "addr", ln.Addr().String())
+	s.logger.InfoContext(ctx, "admin endpoints listening", "addr", ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -18,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/retry"
 )
 
@@ -193,7 +194,51 @@ type Requests struct {
 type param struct {
 	key string
 	def string
-	set func(c *Config, v string) error
+	set setter
+}
+
+// setter parses a value into its field; kind says what values it takes.
+type setter struct {
+	kind Kind
+	fn   func(c *Config, v string) error
+}
+
+// Kind is the type of value a parameter takes. The chart's values schema is generated from it
+// (tools/chartcheck), so a value of the wrong type is refused by `helm install` already.
+type Kind string
+
+// The kinds of parameter values.
+const (
+	KindString    Kind = "string"
+	KindDuration  Kind = "duration" // a Go duration or a whole number of days (ParseDuration)
+	KindInteger   Kind = "integer"
+	KindNumber    Kind = "number"
+	KindBoolean   Kind = "boolean" // what strconv.ParseBool accepts
+	KindList      Kind = "list"    // comma-separated
+	KindLevel     Kind = "level"   // a log level (logging.ParseLevel)
+	KindTimeZone  Kind = "time-zone"
+	KindTimeOfDay Kind = "time-of-day" // HH:MM
+)
+
+// custom is a setter of its own parsing.
+func custom(kind Kind, fn func(c *Config, v string) error) setter { return setter{kind: kind, fn: fn} }
+
+// Param describes one parameter: its key, its default (the empty string may mean "unset") and
+// the kind of value it takes.
+type Param struct {
+	Key     string
+	Default string
+	Kind    Kind
+}
+
+// Params lists every parameter, in the registry's order.
+func Params() []Param {
+	ps := params()
+	out := make([]Param, len(ps))
+	for i, p := range ps {
+		out[i] = Param{Key: p.key, Default: p.def, Kind: p.set.kind}
+	}
+	return out
 }
 
 func params() []param {
@@ -205,7 +250,7 @@ func params() []param {
 		{key: "redis-url", def: "", set: str(func(c *Config) *string { return &c.RedisURL })},
 		{key: "pg.max-conns", def: "10", set: num(func(c *Config) *int { return &c.PGMaxConns })},
 		{key: "redis-prefix", def: "msgx:", set: str(func(c *Config) *string { return &c.RedisPrefix })},
-		{key: "kafka-brokers", def: "", set: func(c *Config, v string) error { c.KafkaBrokers = splitList(v); return nil }},
+		{key: "kafka-brokers", def: "", set: custom(KindList, func(c *Config, v string) error { c.KafkaBrokers = splitList(v); return nil })},
 		// Listeners default to loopback: reaching one from the network is a deployment's
 		// explicit choice (the chart binds admin to the pod IP).
 		{key: "admin-addr", def: "127.0.0.1:9090", set: str(func(c *Config) *string { return &c.AdminAddr })},
@@ -213,14 +258,14 @@ func params() []param {
 		{key: "grpc-addr", def: "127.0.0.1:9000", set: str(func(c *Config) *string { return &c.GRPCAddr })},
 		{key: "control-token", def: "", set: str(func(c *Config) *string { return &c.ControlToken })},
 		{key: "control-reader-token", def: "", set: str(func(c *Config) *string { return &c.ControlReaderToken })},
-		{key: "control-operator-subjects", def: "", set: func(c *Config, v string) error {
+		{key: "control-operator-subjects", def: "", set: custom(KindList, func(c *Config, v string) error {
 			c.ControlOperatorSubjects = splitSubjects(v)
 			return nil
-		}},
-		{key: "control-reader-subjects", def: "", set: func(c *Config, v string) error {
+		})},
+		{key: "control-reader-subjects", def: "", set: custom(KindList, func(c *Config, v string) error {
 			c.ControlReaderSubjects = splitSubjects(v)
 			return nil
-		}},
+		})},
 		{key: "control.call-timeout", def: "10s", set: dur(func(c *Config) *time.Duration { return &c.ControlCallTimeout })},
 		{key: "control.read-timeout", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.ControlReadTimeout })},
 		{key: "control.pool-wait", def: "2s", set: dur(func(c *Config) *time.Duration { return &c.ControlPoolWait })},
@@ -228,14 +273,18 @@ func params() []param {
 		{key: "control-tls-cert", def: "", set: str(func(c *Config) *string { return &c.ControlTLSCert })},
 		{key: "control-tls-key", def: "", set: str(func(c *Config) *string { return &c.ControlTLSKey })},
 		{key: "control-client-ca", def: "", set: str(func(c *Config) *string { return &c.ControlClientCA })},
-		{key: "log-level", def: "info", set: str(func(c *Config) *string { return &c.LogLevel })},
+		{key: "log-level", def: "info", set: custom(KindLevel, func(c *Config, v string) error {
+			c.LogLevel = v
+			_, err := logging.ParseLevel(v)
+			return err
+		})},
 		{key: "instance", def: "", set: str(func(c *Config) *string { return &c.Instance })},
 
 		{key: "pipeline.poll-interval", def: "1s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.PollInterval })},
 		{key: "pipeline.claim-batch", def: "500", set: num(func(c *Config) *int { return &c.Pipeline.ClaimBatch })},
 		{key: "pipeline.max-commit-delay", def: "5m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.MaxCommitDelay })},
 		{key: "pipeline.late-detect-period", def: "1m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.LateDetectPeriod })},
-		{key: "pipeline.late-watch-retention", def: "", set: func(c *Config, v string) error {
+		{key: "pipeline.late-watch-retention", def: "", set: custom(KindDuration, func(c *Config, v string) error {
 			if strings.TrimSpace(v) == "" {
 				c.Pipeline.LateWatchRetention = 0 // R
 				return nil
@@ -246,9 +295,9 @@ func params() []param {
 			}
 			c.Pipeline.LateWatchRetention = d
 			return err
-		}},
+		})},
 		{key: "pipeline.max-attempts", def: "5", set: num(func(c *Config) *int { return &c.Pipeline.MaxAttempts })},
-		{key: "pipeline.backoff", def: "1s,2s,4s,8s,16s", set: func(c *Config, v string) error {
+		{key: "pipeline.backoff", def: "1s,2s,4s,8s,16s", set: custom(KindList, func(c *Config, v string) error {
 			var out []time.Duration
 			for _, s := range splitList(v) {
 				d, err := ParseDuration(s)
@@ -259,7 +308,7 @@ func params() []param {
 			}
 			c.Pipeline.Backoff = out
 			return nil
-		}},
+		})},
 		{key: "pipeline.backoff-cap", def: "60s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackoffCap })},
 		{key: "pipeline.backfill-period", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackfillPeriod })},
 		{key: "pipeline.backfill-backoff", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackfillBackoff })},
@@ -281,25 +330,25 @@ func params() []param {
 		{key: "flight.quiet-period", def: "2d", set: dur(func(c *Config) *time.Duration { return &c.Schd.QuietPeriod })},
 
 		{key: "consistency-check.on-startup", def: "true", set: boolean(func(c *Config) *bool { return &c.Consistency.OnStartup })},
-		{key: "consistency-check.daily-sample-ratio", def: "0.01", set: func(c *Config, v string) error {
+		{key: "consistency-check.daily-sample-ratio", def: "0.01", set: custom(KindNumber, func(c *Config, v string) error {
 			r, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil || r <= 0 || r > 1 {
 				return fmt.Errorf("not a ratio in (0, 1]")
 			}
 			c.Consistency.SampleRatio = r
 			return nil
-		}},
+		})},
 		{key: "consistency-check.full-below", def: "50000", set: num(func(c *Config) *int { return &c.Consistency.FullBelow })},
 		{key: "consistency-check.period", def: "24h", set: dur(func(c *Config) *time.Duration { return &c.Consistency.Period })},
 		{key: "identity.include-day-boundary", def: "false", set: boolean(func(c *Config) *bool { return &c.IdentityIncludeDayBoundary })},
-		{key: "airport.time-zone", def: "Asia/Shanghai", set: func(c *Config, v string) error {
+		{key: "airport.time-zone", def: "Asia/Shanghai", set: custom(KindTimeZone, func(c *Config, v string) error {
 			loc, err := time.LoadLocation(v)
 			if err != nil {
 				return err
 			}
 			c.AirportZone = loc
 			return nil
-		}},
+		})},
 		{key: "airport.operation-day-cutover", def: "0s", set: dur(func(c *Config) *time.Duration { return &c.OperationDayCutover })},
 		{key: "shadow", def: "false", set: boolean(func(c *Config) *bool { return &c.Shadow })},
 		{key: "backfill.marker-status", def: "PROCESSED", set: str(func(c *Config) *string { return &c.MarkerStatus })},
@@ -313,7 +362,7 @@ func params() []param {
 		{key: "outbound.sndr", def: "OMMS", set: str(func(c *Config) *string { return &c.OutboundSender })},
 		{key: "outbound.routing-id", def: "AODB", set: str(func(c *Config) *string { return &c.Requests.RoutingID })},
 		{key: "req.timeout", def: "30m", set: dur(func(c *Config) *time.Duration { return &c.Requests.Timeout })},
-		{key: "schd.daily-request-at", def: "", set: func(c *Config, v string) error {
+		{key: "schd.daily-request-at", def: "", set: custom(KindTimeOfDay, func(c *Config, v string) error {
 			c.Requests.Daily, c.Requests.DailyAt = false, 0
 			v = strings.TrimSpace(v)
 			if v == "" {
@@ -325,7 +374,7 @@ func params() []param {
 			}
 			c.Requests.Daily, c.Requests.DailyAt = true, time.Duration(at.Hour())*time.Hour+time.Duration(at.Minute())*time.Minute
 			return nil
-		}},
+		})},
 		{key: "shutdown-timeout", def: "20s", set: dur(func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 		{key: "inbox.timeout", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.InboxTimeout })},
 		{key: "redis.timeout", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
@@ -337,7 +386,7 @@ func params() []param {
 		{key: "http.tls-key", def: "", set: str(func(c *Config) *string { return &c.HTTPTLSKey })},
 		{key: "http.token", def: "", set: str(func(c *Config) *string { return &c.HTTPToken })},
 		{key: "http.insecure", def: "false", set: boolean(func(c *Config) *bool { return &c.HTTPInsecure })},
-		{key: "tracing.ui-url", def: "", set: func(c *Config, v string) error {
+		{key: "tracing.ui-url", def: "", set: custom(KindString, func(c *Config, v string) error {
 			v = strings.TrimSpace(v)
 			if v == "" {
 				c.TracingUIURL = ""
@@ -349,7 +398,7 @@ func params() []param {
 			}
 			c.TracingUIURL = v
 			return nil
-		}},
+		})},
 	}
 }
 
@@ -384,7 +433,7 @@ func fileParams() []param {
 		if sk.key == "http-token" {
 			key = "http.token-file"
 		}
-		out = append(out, param{key: key, def: "", set: func(c *Config, v string) error {
+		out = append(out, param{key: key, def: "", set: custom(KindString, func(c *Config, v string) error {
 			if c.SecretFiles == nil {
 				c.SecretFiles = map[string]string{}
 			}
@@ -394,7 +443,7 @@ func fileParams() []param {
 				c.SecretFiles[sk.key] = v
 			}
 			return nil
-		}})
+		})})
 	}
 	return out
 }
@@ -466,7 +515,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	var errs []error
 	ps := append(params(), fileParams()...)
 	for _, p := range ps {
-		if err := p.set(&c, p.def); err != nil {
+		if err := p.set.fn(&c, p.def); err != nil {
 			errs = append(errs, fmt.Errorf("default of %s: %w", p.key, err))
 		}
 	}
@@ -486,7 +535,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		}
 		for _, p := range ps {
 			if v, ok := fileValues[p.key]; ok {
-				if err := p.set(&c, v); err != nil {
+				if err := p.set.fn(&c, v); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %s=%q: %w", path, p.key, v, err))
 				}
 			}
@@ -494,7 +543,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	for _, p := range ps {
 		if v, ok := lookup(EnvName(p.key)); ok {
-			if err := p.set(&c, v); err != nil {
+			if err := p.set.fn(&c, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %w", EnvName(p.key), v, err))
 			}
 		}
@@ -717,39 +766,39 @@ func splitList(v string) []string {
 	return out
 }
 
-func str(field func(*Config) *string) func(*Config, string) error {
-	return func(c *Config, v string) error { *field(c) = v; return nil }
+func str(field func(*Config) *string) setter {
+	return setter{KindString, func(c *Config, v string) error { *field(c) = v; return nil }}
 }
 
-func dur(field func(*Config) *time.Duration) func(*Config, string) error {
-	return func(c *Config, v string) error {
+func dur(field func(*Config) *time.Duration) setter {
+	return setter{KindDuration, func(c *Config, v string) error {
 		d, err := ParseDuration(v)
 		if err != nil {
 			return err
 		}
 		*field(c) = d
 		return nil
-	}
+	}}
 }
 
-func num(field func(*Config) *int) func(*Config, string) error {
-	return func(c *Config, v string) error {
+func num(field func(*Config) *int) setter {
+	return setter{KindInteger, func(c *Config, v string) error {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
 			return fmt.Errorf("not an integer")
 		}
 		*field(c) = n
 		return nil
-	}
+	}}
 }
 
-func boolean(field func(*Config) *bool) func(*Config, string) error {
-	return func(c *Config, v string) error {
+func boolean(field func(*Config) *bool) setter {
+	return setter{KindBoolean, func(c *Config, v string) error {
 		b, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
 			return fmt.Errorf("not a boolean")
 		}
 		*field(c) = b
 		return nil
-	}
+	}}
 }

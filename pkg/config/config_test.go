@@ -295,3 +295,49 @@ func TestSecretFiles(t *testing.T) {
 		t.Error("a compat body limit above the inbox column was accepted")
 	}
 }
+
+// A log level that does not parse is refused at start-up, not silently read as info.
+func TestLogLevelRefused(t *testing.T) {
+	for _, v := range []string{"verbose", "warning", "", "INF"} {
+		_, err := Load(lookup(map[string]string{"MSGX_LOG_LEVEL": v}))
+		if err == nil || !strings.Contains(err.Error(), "MSGX_LOG_LEVEL") {
+			t.Errorf("MSGX_LOG_LEVEL=%q: err %v, want a refusal naming the variable", v, err)
+		}
+	}
+	for _, v := range []string{"debug", "INFO", "warn", "error"} {
+		if _, err := Load(lookup(map[string]string{"MSGX_LOG_LEVEL": v})); err != nil {
+			t.Errorf("MSGX_LOG_LEVEL=%q refused: %v", v, err)
+		}
+	}
+}
+
+// Every parameter has a kind, and its default is a value of that kind.
+func TestParamKinds(t *testing.T) {
+	probe := map[Kind][]string{
+		KindDuration: {"90s", "30d"}, KindInteger: {"12"}, KindNumber: {"0.5"}, KindBoolean: {"true", "0"},
+		KindLevel: {"debug"}, KindTimeZone: {"UTC"}, KindTimeOfDay: {"06:30"}, KindList: {"a,b"}, KindString: {"x"},
+	}
+	for _, p := range Params() {
+		vs, ok := probe[p.Kind]
+		if !ok {
+			t.Errorf("%s: kind %q has no probe here", p.Key, p.Kind)
+			continue
+		}
+		switch p.Key {
+		case "pipeline.backoff":
+			vs = []string{"1s,2s"}
+		case "tracing.ui-url":
+			vs = []string{"http://jaeger:16686/trace/{trace_id}"}
+		}
+		for _, v := range vs {
+			var c Config
+			for _, q := range params() {
+				if q.key == p.Key {
+					if err := q.set.fn(&c, v); err != nil {
+						t.Errorf("%s (%s) refuses %q: %v", p.Key, p.Kind, v, err)
+					}
+				}
+			}
+		}
+	}
+}

@@ -2,28 +2,43 @@
 package logging
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/msgexchange/msgexchange/pkg/secret"
 )
 
-// New returns a JSON logger at the level named by level (debug, info, warn, error; default
-// info), tagged with the service name. Every secret given (tokens, connection strings: only
+// ParseLevel reads a log-level value: debug, info, warn or error, in any case. Anything else
+// is refused, so that a misspelt level fails the start-up instead of logging at a level nobody
+// asked for.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
+}
+
+// New returns a JSON logger at the level named by level, tagged with the service name. Lines
+// logged with a context that holds a span carry its trace_id and span_id. A level that does
+// not parse logs at info: the configuration has refused it already (config.Load), and the
+// refusal itself must still be logged. Every secret given (tokens, connection strings: only
 // their password) is masked wherever it would appear in a line, the message and errors
 // included, so no code path can log a credential by accident.
 func New(w io.Writer, service, level string, secrets ...string) *slog.Logger {
-	var l slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		l = slog.LevelDebug
-	case "warn":
-		l = slog.LevelWarn
-	case "error":
-		l = slog.LevelError
-	default:
+	l, err := ParseLevel(level)
+	if err != nil {
 		l = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: l}
@@ -43,5 +58,28 @@ func New(w io.Writer, service, level string, secrets ...string) *slog.Logger {
 			return a
 		}
 	}
-	return slog.New(slog.NewJSONHandler(w, opts)).With("service", service)
+	return slog.New(TraceHandler{slog.NewJSONHandler(w, opts)}).With("service", service)
+}
+
+// TraceHandler adds the trace_id and span_id of the record's span, when its context holds a
+// valid one, so that a log line can be joined to its trace in Jaeger.
+type TraceHandler struct{ slog.Handler }
+
+// Handle adds the span's IDs and passes the record on.
+func (h TraceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone()
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs keeps the wrapper around the derived handler.
+func (h TraceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return TraceHandler{h.Handler.WithAttrs(attrs)}
+}
+
+// WithGroup keeps the wrapper around the derived handler.
+func (h TraceHandler) WithGroup(name string) slog.Handler {
+	return TraceHandler{h.Handler.WithGroup(name)}
 }

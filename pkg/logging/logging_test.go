@@ -1,24 +1,72 @@
-package logging
+package logging_test
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
+	"context"
+	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/msgexchange/msgexchange/pkg/logging"
 )
 
-// A credential never reaches a line, whatever carries it: the message, a string, an error.
-func TestSecretsAreMasked(t *testing.T) {
-	var buf bytes.Buffer
-	log := New(&buf, "test", "info", "redis://:S3cretRD@127.0.0.1:notaport/0", "tok-en-value")
-	err := fmt.Errorf("redis url: %w", errors.New(`parse "redis://:S3cretRD@127.0.0.1:notaport/0": invalid port`))
-	log.Error("start-up failed with tok-en-value", "err", err, "dsn", "redis://:S3cretRD@h/0")
-	out := buf.String()
-	if strings.Contains(out, "S3cretRD") || strings.Contains(out, "tok-en-value") {
-		t.Errorf("a secret reached the log: %s", out)
+func TestParseLevel(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want slog.Level
+		ok   bool
+	}{
+		{"debug", slog.LevelDebug, true}, {"INFO", slog.LevelInfo, true}, {" warn ", slog.LevelWarn, true},
+		{"error", slog.LevelError, true}, {"", 0, false}, {"warning", 0, false}, {"verbose", 0, false}, {"3", 0, false},
+	} {
+		got, err := logging.ParseLevel(c.in)
+		if (err == nil) != c.ok || (c.ok && got != c.want) {
+			t.Errorf("ParseLevel(%q) = %v, %v; want %v, ok=%v", c.in, got, err, c.want, c.ok)
+		}
 	}
-	if !strings.Contains(out, "127.0.0.1:notaport") {
-		t.Errorf("the rest of the error was masked too: %s", out)
+}
+
+// TestTraceIDs: a line logged inside a span names the span, one logged outside names none,
+// and loggers derived with With or WithGroup keep doing it.
+func TestTraceIDs(t *testing.T) {
+	var buf bytes.Buffer
+	logger := logging.New(&buf, "msgx-test", "debug").With("role", "test")
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "step")
+	sc := span.SpanContext()
+
+	logger.InfoContext(ctx, "inside", "msg_id", 7)
+	logger.WithGroup("g").DebugContext(ctx, "grouped")
+	span.End()
+	logger.InfoContext(context.Background(), "outside")
+	logger.Info("no context")
+
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []bool{true, true, false, false} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &m); err != nil {
+			t.Fatalf("line %d is not JSON: %v", i, err)
+		}
+		if m["service"] != "msgx-test" || m["role"] != "test" {
+			t.Errorf("line %d lost the logger's attributes: %v", i, m)
+		}
+		tid, sid := m["trace_id"], m["span_id"]
+		if i == 1 {
+			g, _ := m["g"].(map[string]any)
+			tid, sid = g["trace_id"], g["span_id"]
+		}
+		if want && (tid != sc.TraceID().String() || sid != sc.SpanID().String()) {
+			t.Errorf("line %d: trace_id %v span_id %v, want %s %s", i, tid, sid, sc.TraceID(), sc.SpanID())
+		}
+		if !want && (tid != nil || sid != nil) {
+			t.Errorf("line %d is outside any span but names one: %v", i, m)
+		}
 	}
 }

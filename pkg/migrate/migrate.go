@@ -32,7 +32,7 @@ func Up(ctx context.Context, dsn string, logger *slog.Logger) (int64, error) {
 		return 0, fmt.Errorf("migrate up: %w", err)
 	}
 	for _, r := range results {
-		logger.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
+		logger.InfoContext(ctx, "migration applied", "version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
 	}
 	v, err := p.GetDBVersion(ctx)
 	if err != nil {

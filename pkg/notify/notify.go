@@ -40,7 +40,7 @@ func (l *Listener) Wake() {
 func (l *Listener) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if err := l.listen(ctx); err != nil && ctx.Err() == nil {
-			l.logger.Warn("notification listener lost its connection; polling until it is back", "err", err)
+			l.logger.WarnContext(ctx, "notification listener lost its connection; polling until it is back", "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):

@@ -189,27 +189,71 @@ func Pending(ctx context.Context, q db.Executor, target string, limit int, now t
 	return out, nil
 }
 
-// MarkSent marks acknowledged events SENT, with sent_at in the same statement, and returns how
-// many it marked. The condition on the version read (seed 003 §8.2) leaves a KAFKA:schd row
-// that was replaced during the send PENDING for the next round: the replacement took a new
-// event_id, so neither the id nor (for a newer state) the version matches.
-func MarkSent(ctx context.Context, q db.Executor, events []Event, now time.Time) (int, error) {
+// Sent is what MarkSent marked.
+type Sent struct {
+	Count int
+	// First lists the messages whose first event this call marked: no other event of theirs
+	// had been acknowledged before. It ends a message's end-to-end latency.
+	First []FirstDelivery
+}
+
+// FirstDelivery is a message whose first event Kafka acknowledged, with the times its
+// end-to-end latency is measured from: the inbox's RECEIVED_AT (AODB's clock; nil when the row
+// had none) and ingest's enqueue.
+type FirstDelivery struct {
+	MsgID      int64
+	ReceivedAt *time.Time
+	EnqueuedAt time.Time
+}
+
+// MarkSent marks acknowledged events SENT, with sent_at in the same statement. The condition on
+// the version read (seed 003 §8.2) leaves a KAFKA:schd row that was replaced during the send
+// PENDING for the next round: the replacement took a new event_id, so neither the id nor (for a
+// newer state) the version matches.
+//
+// The messages whose first acknowledged event this is are found in the same statement: its
+// outer query reads the snapshot from before the UPDATE, so "no SENT event of the message yet"
+// is judged without the events being marked now.
+func MarkSent(ctx context.Context, q db.Executor, events []Event, now time.Time) (Sent, error) {
+	var out Sent
 	if len(events) == 0 {
-		return 0, nil
+		return out, nil
 	}
 	ids := make([]int64, len(events))
 	versions := make([]int64, len(events))
 	for i, e := range events {
 		ids[i], versions[i] = e.ID, e.Version
 	}
-	tag, err := q.Exec(ctx, `UPDATE msg_event e SET state = 'SENT', sent_at = $3, updated_at = $3, last_error = NULL,
-			next_attempt_at = NULL
-		FROM unnest($1::bigint[], $2::bigint[]) AS s(id, version)
-		WHERE e.event_id = s.id AND e.state_version = s.version AND e.state = 'PENDING'`, ids, versions, now)
+	rows, err := q.Query(ctx, `WITH marked AS (
+			UPDATE msg_event e SET state = 'SENT', sent_at = $3, updated_at = $3, last_error = NULL,
+				next_attempt_at = NULL
+			FROM unnest($1::bigint[], $2::bigint[]) AS s(id, version)
+			WHERE e.event_id = s.id AND e.state_version = s.version AND e.state = 'PENDING'
+			RETURNING e.event_id, e.msg_id)
+		SELECT m.msg_id, p.received_at, p.enqueued_at,
+			p.msg_id IS NOT NULL AND m.event_id = min(m.event_id) OVER (PARTITION BY m.msg_id)
+			AND NOT EXISTS (SELECT 1 FROM msg_event o WHERE o.msg_id = m.msg_id AND o.state = 'SENT')
+		FROM marked m LEFT JOIN proc_state p ON p.msg_id = m.msg_id`, ids, versions, now)
 	if err != nil {
-		return 0, fmt.Errorf("mark %d events sent: %w", len(events), err)
+		return out, fmt.Errorf("mark %d events sent: %w", len(events), err)
 	}
-	return int(tag.RowsAffected()), nil
+	defer rows.Close()
+	for rows.Next() {
+		var msgID *int64
+		var received, enqueued *time.Time
+		var first bool
+		if err := rows.Scan(&msgID, &received, &enqueued, &first); err != nil {
+			return out, fmt.Errorf("mark %d events sent: %w", len(events), err)
+		}
+		out.Count++
+		if first && msgID != nil && enqueued != nil {
+			out.First = append(out.First, FirstDelivery{MsgID: *msgID, ReceivedAt: received, EnqueuedAt: *enqueued})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("mark %d events sent: %w", len(events), err)
+	}
+	return out, nil
 }
 
 // Fail counts a failed send: the event backs off until next, or becomes DEAD (kept as the

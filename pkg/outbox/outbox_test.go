@@ -103,8 +103,8 @@ func TestPendingBlocking(t *testing.T) {
 	if dead, err := outbox.Fail(ctx, d.Pool, b1, "x", now, 1, now); err != nil || !dead {
 		t.Fatalf("B's head: dead %v, %v", dead, err)
 	}
-	if n, err := outbox.MarkSent(ctx, d.Pool, []outbox.Event{c1}, now); err != nil || n != 1 {
-		t.Fatalf("mark C1: %d, %v", n, err)
+	if n, err := outbox.MarkSent(ctx, d.Pool, []outbox.Event{c1}, now); err != nil || n.Count != 1 {
+		t.Fatalf("mark C1: %d, %v", n.Count, err)
 	}
 	cases := []struct {
 		name  string
@@ -153,12 +153,12 @@ func TestMarkSentConditional(t *testing.T) {
 		t.Fatal(err)
 	}
 	add(t, d, ev(outbox.TargetSchd, "F1", 2))
-	if n, err := outbox.MarkSent(ctx, d.Pool, read, now); err != nil || n != 0 {
-		t.Fatalf("marking a replaced row: %d, %v", n, err)
+	if n, err := outbox.MarkSent(ctx, d.Pool, read, now); err != nil || n.Count != 0 {
+		t.Fatalf("marking a replaced row: %d, %v", n.Count, err)
 	}
 	read, _ = outbox.Pending(ctx, d.Pool, outbox.TargetSchd, 10, now)
-	if n, err := outbox.MarkSent(ctx, d.Pool, read, now); err != nil || n != 1 {
-		t.Fatalf("marking the current row: %d, %v", n, err)
+	if n, err := outbox.MarkSent(ctx, d.Pool, read, now); err != nil || n.Count != 1 {
+		t.Fatalf("marking the current row: %d, %v", n.Count, err)
 	}
 	var sentAt *time.Time
 	if err := d.Pool.QueryRow(ctx, `SELECT sent_at FROM msg_event WHERE state = 'SENT' AND state_version = 2`).Scan(&sentAt); err != nil ||
@@ -205,5 +205,50 @@ func TestRefuse(t *testing.T) {
 	}
 	if again, err := outbox.Pending(ctx, d.Pool, outbox.TargetSchd, 10, now); err != nil || len(again) != 1 || again[0].Version != 2 {
 		t.Errorf("after the refusal of the replaced state, pending = %v, %v; want version 2", again, err)
+	}
+}
+
+// TestMarkSentFirstDelivery: only a message's first acknowledged event ends its end-to-end
+// latency, with the times it was received and enqueued; later events of the same message, in
+// the same call or a later one, and events of messages without a proc_state row do not.
+func TestMarkSentFirstDelivery(t *testing.T) {
+	t.Parallel()
+	d := pgtest.New(t)
+	ctx := t.Context()
+	received, enqueued := now.Add(-time.Minute), now.Add(-50*time.Second)
+	for _, id := range []int64{1, 2} {
+		if _, err := d.Pool.Exec(ctx, `INSERT INTO proc_state (msg_id, state, received_at, enqueued_at, updated_at)
+			VALUES ($1, 'PENDING', $2, $3, $3)`, id, received, enqueued); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withMsg := func(e outbox.NewEvent, msg int64) outbox.NewEvent { e.MsgID = msg; return e }
+	add(t, d, withMsg(ev(outbox.TargetMsg, "F1", 1), 1), withMsg(ev(outbox.TargetMsg, "F2", 1), 1),
+		withMsg(ev(outbox.TargetMsg, "F1", 2), 2), withMsg(ev(outbox.TargetMsg, "F3", 1), 9))
+	read, err := outbox.Pending(ctx, d.Pool, outbox.TargetMsg, 10, now)
+	if err != nil || len(read) != 4 {
+		t.Fatalf("pending: %d, %v", len(read), err)
+	}
+	// Message 1's two events in one call, message 2's first event alone, then message 9's
+	// (no proc_state row: retention removed it).
+	sent, err := outbox.MarkSent(ctx, d.Pool, read[:2], now)
+	if err != nil || sent.Count != 2 {
+		t.Fatalf("mark message 1: %+v, %v", sent, err)
+	}
+	if len(sent.First) != 1 || sent.First[0].MsgID != 1 || !sent.First[0].EnqueuedAt.Equal(enqueued) ||
+		sent.First[0].ReceivedAt == nil || !sent.First[0].ReceivedAt.Equal(received) {
+		t.Errorf("first deliveries %+v, want message 1 once with its received and enqueued times", sent.First)
+	}
+	if sent, err = outbox.MarkSent(ctx, d.Pool, read[2:], now); err != nil || sent.Count != 2 {
+		t.Fatalf("mark the rest: %+v, %v", sent, err)
+	}
+	if len(sent.First) != 1 || sent.First[0].MsgID != 2 {
+		t.Errorf("first deliveries %+v, want message 2 only", sent.First)
+	}
+	// A message with an event already SENT gets no second observation.
+	add(t, d, withMsg(ev(outbox.TargetMsg, "F1", 3), 1))
+	read, _ = outbox.Pending(ctx, d.Pool, outbox.TargetMsg, 10, now)
+	if sent, err = outbox.MarkSent(ctx, d.Pool, read, now); err != nil || sent.Count != 1 || len(sent.First) != 0 {
+		t.Errorf("a later event of message 1: %+v, %v; want it marked without a first delivery", sent, err)
 	}
 }

@@ -44,6 +44,9 @@ const (
 	Exhausted   ErrorClass = "EXHAUSTED"
 )
 
+// ErrorClasses lists every error class.
+var ErrorClasses = []ErrorClass{Malformed, Protocol, CodecError, Unsupported, Infra, Exhausted}
+
 // Channel is the NOTIFY channel that wakes the pump when messages become ready (enqueue,
 // replay).
 const Channel = "msgx_queue"

@@ -90,6 +90,10 @@ func TestStats(t *testing.T) {
 				t.Errorf("ByErrorClass[%s] = %d, want %d", c, s.ByErrorClass[c], n)
 			}
 		}
+		wantDead := map[queue.ErrorClass]int64{queue.Malformed: 1, queue.Exhausted: 1}
+		if len(s.DeadByErrorClass) != len(wantDead) || s.DeadByErrorClass[queue.Malformed] != 1 || s.DeadByErrorClass[queue.Exhausted] != 1 {
+			t.Errorf("DeadByErrorClass = %v, want %v", s.DeadByErrorClass, wantDead)
+		}
 		if s.Unfinished != 3 {
 			t.Errorf("Unfinished = %d, want 3", s.Unfinished)
 		}

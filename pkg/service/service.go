@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/msgexchange/msgexchange/pkg/admin"
+	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
@@ -51,6 +52,9 @@ type Base struct {
 // Main runs a service binary: it builds the Base for role, calls run, and returns the process
 // exit code. run wires the components and returns b.Run(ctx, actors...).
 func Main(role string, run func(ctx context.Context, b *Base) error) int {
+	if buildinfo.PrintVersion("msgx-"+role, os.Args[1:], os.Stdout) {
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	cfg, err := config.FromEnv()
@@ -77,7 +81,8 @@ func Main(role string, run func(ctx context.Context, b *Base) error) int {
 // New connects the shared dependencies of a service.
 func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logger) (*Base, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildinfo.Collector())
 	tel, err := telemetry.New(ctx, "msgx-"+role)
 	if err != nil {
 		return nil, err
@@ -108,7 +113,8 @@ func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logge
 		Pool:      pool,
 	}
 	b.Admin.AddCheck("postgres", func(ctx context.Context) error { return pool.Ping(ctx) })
-	logger.Info("starting", "role", role, "instance", cfg.Instance)
+	bi := buildinfo.Get()
+	logger.Info("starting", "role", role, "instance", cfg.Instance, "version", bi.Version, "commit", bi.Commit)
 	return b, nil
 }
 

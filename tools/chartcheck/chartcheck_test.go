@@ -23,6 +23,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -31,6 +33,10 @@ import (
 )
 
 const chartDir = "deploy/helm/msgexchange"
+
+// withCRDs renders as on a cluster that serves the Prometheus Operator's CRDs: the chart renders
+// the ServiceMonitor and the PrometheusRule only there.
+var withCRDs = []string{"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
 
 var roles = []string{"ingest", "pump", "dispatcher", "backfill", "control"}
 
@@ -81,6 +87,7 @@ var wantAlerts = []string{
 	"MsgxPumpBlocked",             // an outage holds the pump (docs/architecture.md)
 	"MsgxBackfillBlocked",         // an outage holds the backfill
 	"MsgxProjectionDrift",         // the consistency sentinel keeps finding drift
+	"MsgxEndToEndLatencyHigh",     // enqueue → Kafka acknowledgement too slow
 	"MsgxRoleNoActiveInstance",    // a role with no active instance
 }
 
@@ -115,7 +122,7 @@ func TestChartRendersValidManifests(t *testing.T) {
 	helm := helmBinary(t, root)
 	for _, r := range renderings {
 		t.Run(r.name, func(t *testing.T) {
-			args := []string{"template", r.release, filepath.Join(root, chartDir), "--namespace", r.namespace}
+			args := append([]string{"template", r.release, filepath.Join(root, chartDir), "--namespace", r.namespace}, withCRDs...)
 			for _, v := range r.values {
 				args = append(args, "-f", filepath.Join(root, chartDir, v))
 			}
@@ -185,8 +192,8 @@ func TestSecondsHelper(t *testing.T) {
 	}{
 		{"10m", 600}, {"90s", 90}, {"1h30m", 5400}, {"30d", 30 * 86400}, {"1500ms", 1.5}, {"2h0m5s", 7205},
 	} {
-		out := run(t, helm, "template", "x", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--show-only", "templates/prometheusrule.yaml",
-			"--set-string", "config.pipeline\\.head-age-alert="+c.in)
+		out := run(t, helm, append([]string{"template", "x", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--show-only", "templates/prometheusrule.yaml",
+			"--set-string", "config.pipeline\\.head-age-alert=" + c.in}, withCRDs...)...)
 		m := regexp.MustCompile(`msgx_pump_head_stuck_seconds\{[^}]*\}\) > ([0-9.e+]+)`).FindSubmatch(out)
 		if m == nil {
 			t.Fatalf("%s: no head-age threshold in\n%s", c.in, out)
@@ -200,8 +207,9 @@ func TestSecondsHelper(t *testing.T) {
 			t.Errorf("the case %s disagrees with config.ParseDuration (%v, %v)", c.in, d, err)
 		}
 	}
-	cmd := exec.Command(helm, "template", "x", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--set-string", "config.pipeline\\.head-age-alert=ten minutes")
-	if out, err := cmd.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("is not a duration")) {
+	cmd := exec.Command(helm, append([]string{"template", "x", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--set-string", "config.pipeline\\.head-age-alert=ten minutes"}, withCRDs...)...)
+	// values.schema.json refuses it before the helper sees it; both name the parameter.
+	if out, err := cmd.CombinedOutput(); err == nil || !bytes.Contains(out, []byte("pipeline.head-age-alert")) {
 		t.Errorf("an invalid duration must fail the rendering; got err=%v\n%s", err, out)
 	}
 }
@@ -215,6 +223,10 @@ type manifests struct {
 	jobs        map[string]*batchv1.Job
 	monitors    []*serviceMonitor
 	rules       []*prometheusRule
+	pdbs        map[string]*policyv1.PodDisruptionBudget
+	policies    map[string]*networkingv1.NetworkPolicy
+	accounts    map[string]*corev1.ServiceAccount
+	tests       map[string]*corev1.Pod
 }
 
 // serviceMonitor and prometheusRule are the fields of the monitoring.coreos.com/v1 CRDs the
@@ -265,6 +277,8 @@ func decodeAll(t *testing.T, out []byte) *manifests {
 	m := &manifests{
 		deployments: map[string]*appsv1.Deployment{}, services: map[string]*corev1.Service{},
 		configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}, jobs: map[string]*batchv1.Job{},
+		pdbs: map[string]*policyv1.PodDisruptionBudget{}, policies: map[string]*networkingv1.NetworkPolicy{},
+		accounts: map[string]*corev1.ServiceAccount{}, tests: map[string]*corev1.Pod{},
 	}
 	for i, doc := range regexp.MustCompile(`(?m)^---[ \t]*$`).Split(string(out), -1) {
 		if strings.TrimSpace(stripComments(doc)) == "" {
@@ -292,6 +306,18 @@ func decodeAll(t *testing.T, out []byte) *manifests {
 		case "batch/v1 Job":
 			j := &batchv1.Job{}
 			obj, keep = j, func() { m.jobs[j.Name] = j }
+		case "policy/v1 PodDisruptionBudget":
+			b := &policyv1.PodDisruptionBudget{}
+			obj, keep = b, func() { m.pdbs[b.Name] = b }
+		case "networking.k8s.io/v1 NetworkPolicy":
+			n := &networkingv1.NetworkPolicy{}
+			obj, keep = n, func() { m.policies[n.Name] = n }
+		case "v1 ServiceAccount":
+			a := &corev1.ServiceAccount{}
+			obj, keep = a, func() { m.accounts[a.Name] = a }
+		case "v1 Pod":
+			p := &corev1.Pod{}
+			obj, keep = p, func() { m.tests[p.Name] = p }
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			s := &serviceMonitor{}
 			obj, keep = s, func() { m.monitors = append(m.monitors, s) }
@@ -330,6 +356,35 @@ func checkManifests(t *testing.T, root string, r rendering, m *manifests) {
 	checkServices(t, m, fullname)
 	checkMigration(t, r, m, fullname)
 	checkMonitoring(t, root, r, m, fullname)
+	checkDashboard(t, root, m, fullname)
+	checkHelmTest(t, r, m, fullname)
+}
+
+// checkHelmTest: the `helm test` hook runs msgx-control probe on control's gRPC health (unless
+// client certificates are required, which it cannot present) and every service's /readyz.
+func checkHelmTest(t *testing.T, r rendering, m *manifests, fullname string) {
+	t.Helper()
+	p, ok := m.tests[fullname+"-test-health"]
+	if !ok {
+		t.Fatalf("no helm test Pod %s-test-health", fullname)
+	}
+	if p.Annotations["helm.sh/hook"] != "test" || p.Spec.RestartPolicy != corev1.RestartPolicyNever || len(p.Spec.Containers) != 1 {
+		t.Fatalf("Pod %s: hook %q restartPolicy %q, want a test hook that runs once", p.Name, p.Annotations["helm.sh/hook"], p.Spec.RestartPolicy)
+	}
+	c := p.Spec.Containers[0]
+	checkRestricted(t, "Pod "+p.Name, c.SecurityContext)
+	if !strings.Contains(c.Image, "/msgx-control:") || len(c.Args) == 0 || c.Args[0] != "probe" {
+		t.Errorf("Pod %s runs %s %v, want msgx-control probe", p.Name, c.Image, c.Args)
+	}
+	mTLS := r.name == "production" // services.control.tls.clientCASecret is set there
+	if got := slices.Contains(c.Args, "-grpc="+fullname+"-control:9000"); got == mTLS {
+		t.Errorf("Pod %s args %v: the gRPC health check must run unless client certificates are required", p.Name, c.Args)
+	}
+	for _, role := range roles {
+		if !slices.Contains(c.Args, "-readyz=http://"+fullname+"-"+role+":9090/readyz") {
+			t.Errorf("Pod %s does not check the /readyz of %s: %v", p.Name, role, c.Args)
+		}
+	}
 }
 
 func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigMap, role string, d *appsv1.Deployment) {
@@ -672,13 +727,19 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 		for _, rule := range g.Rules {
 			got = append(got, rule.Alert)
 			exprs[rule.Alert] = rule.Expr
-			for _, name := range regexp.MustCompile(`\bmsgx_[a-z_]+`).FindAllString(rule.Expr, -1) {
+			for _, name := range metricNames(rule.Expr) {
 				if !metrics[name] {
 					t.Errorf("alert %s uses the metric %s, which no service defines", rule.Alert, name)
 				}
 			}
 			if !strings.Contains(rule.Expr, `namespace="`+r.namespace+`"`) {
 				t.Errorf("alert %s does not select this release's namespace: %s", rule.Alert, rule.Expr)
+			}
+			// Alerts are routed by namespace: an aggregation must keep it.
+			for _, agg := range aggregation.FindAllStringSubmatch(rule.Expr, -1) {
+				if !slices.Contains(strings.Split(strings.ReplaceAll(agg[2], " ", ""), ","), "namespace") {
+					t.Errorf("alert %s: %q drops the namespace label: %s", rule.Alert, agg[0], rule.Expr)
+				}
 			}
 			if strings.Count(rule.Expr, "(") != strings.Count(rule.Expr, ")") || strings.Count(rule.Expr, "{") != strings.Count(rule.Expr, "}") {
 				t.Errorf("alert %s: unbalanced expression %s", rule.Alert, rule.Expr)
@@ -705,15 +766,19 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 		t.Errorf("MsgxQueueHeadTooOld %q: threshold must be pipeline.head-age-alert = %ss", e, r.headAgeSeconds)
 	}
 	// Counted from the head's first attempt, so draining a backlog does not page (docs/pump.md).
-	if e := exprs["MsgxQueueHeadTooOld"]; !strings.HasPrefix(e, "max(msgx_pump_head_stuck_seconds{") {
+	if e := exprs["MsgxQueueHeadTooOld"]; !strings.HasPrefix(e, "max by (namespace) (msgx_pump_head_stuck_seconds{") {
 		t.Errorf("MsgxQueueHeadTooOld %q must watch msgx_pump_head_stuck_seconds", e)
 	}
 	if e := exprs["MsgxDispatcherOldestPending"]; !strings.Contains(e, "msgx_dispatcher_oldest_pending_seconds{") || !strings.HasSuffix(e, "> 300") {
 		t.Errorf("MsgxDispatcherOldestPending %q: want msgx_dispatcher_oldest_pending_seconds above 300s", e)
 	}
 	// One series per kind, firing at once: the violation is persisted until resolved.
-	if e := exprs["MsgxIngestContractViolation"]; !strings.HasPrefix(e, "max by (kind) (msgx_ingest_contract_violation{") || !strings.HasSuffix(e, ") > 0") {
-		t.Errorf("MsgxIngestContractViolation %q: want max by (kind) of msgx_ingest_contract_violation above 0", e)
+	if e := exprs["MsgxIngestContractViolation"]; !strings.HasPrefix(e, "max by (namespace, kind) (msgx_ingest_contract_violation{") || !strings.HasSuffix(e, ") > 0") {
+		t.Errorf("MsgxIngestContractViolation %q: want max by (namespace, kind) of msgx_ingest_contract_violation above 0", e)
+	}
+	// DEAD messages alert for as long as they are DEAD: a gauge of the rows, not a counter's window.
+	if e := exprs["MsgxMessagesDead"]; !strings.Contains(e, "msgx_pipeline_messages_dead{") || strings.Contains(e, "increase(") {
+		t.Errorf("MsgxMessagesDead %q: want the msgx_pipeline_messages_dead gauge, no increase()", e)
 	}
 	if e := exprs["MsgxIngestHoleStuck"]; !strings.HasSuffix(e, "> "+r.maxCommitDelaySeconds) {
 		t.Errorf("MsgxIngestHoleStuck %q: threshold must be pipeline.max-commit-delay = %ss", e, r.maxCommitDelaySeconds)
@@ -725,12 +790,31 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 	}
 }
 
+// metricNames are the metrics a PromQL expression reads, a histogram's series by the
+// histogram's name.
+func metricNames(expr string) []string {
+	var out []string
+	for _, name := range regexp.MustCompile(`\bmsgx_[a-z0-9_]+`).FindAllString(expr, -1) {
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if strings.HasSuffix(name, "_seconds"+suffix) || strings.HasSuffix(name, "_bytes"+suffix) {
+				name = strings.TrimSuffix(name, suffix)
+			}
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// aggregation matches a PromQL aggregation and its by clause (group 2; empty when there is
+// none, which drops every label).
+var aggregation = regexp.MustCompile(`\b(sum|max|min|avg|count|topk|bottomk|quantile|stddev|stdvar)\s*(?:by\s*\(([^)]*)\))?\s*\(`)
+
 // definedMetrics finds the metric names the programs register ("msgx_..." string literals in
 // non-test Go files of pkg and services).
 func definedMetrics(t *testing.T, root string) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	re := regexp.MustCompile(`"(msgx_[a-z_]+)"`)
+	re := regexp.MustCompile(`"(msgx_[a-z0-9_]+)"`)
 	for _, dir := range []string{"pkg", "services"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/tools/stack"
@@ -23,8 +25,22 @@ import (
 // TestOneTracePerMessage runs the five services exporting to an in-process OTLP gRPC collector
 // and follows inbox rows through them: each row is one trace, started at discovery and
 // continued by the pump, the dispatcher (into the Kafka record's traceparent) and the backfill.
+//
+// The collector forwards every span to a real Jaeger v2 (bin/jaeger, `make jaeger`), and the
+// test asks Jaeger's query API the operator's question as well: the traces of msgx-ingest
+// tagged with the message's msg_id are exactly one, the stored one, across the services.
 func TestOneTracePerMessage(t *testing.T) {
-	col := newCollector(t)
+	root, err := stack.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jaeger, err := stack.StartJaeger(t.Context(), root, nil)
+	if err != nil {
+		t.Fatalf("%v: make test builds it (the jaeger target); run `make jaeger`", err)
+	}
+	// Registered first, so it stops after the services and the collector.
+	t.Cleanup(jaeger.Stop)
+	col := newCollector(t, jaeger.OTLPAddr)
 	e := newEnv(t)
 	otel := []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + col.addr,
@@ -107,11 +123,68 @@ func TestOneTracePerMessage(t *testing.T) {
 		"msg_id": fmt.Sprint(malformed.id), "state": "DEAD", "error_class": "MALFORMED",
 	})
 
+	// The pump's log line about the DEAD message was written inside its span: it names the
+	// message's trace, so the line can be joined to the trace in Jaeger.
+	wantLogInTrace(t, e.stack.Output("pump"), "message is DEAD and needs an operator", malformed.id, deadTrace)
+
 	// One trace per message, not one per batch or per service.
 	if adftTrace := traceOf(adft); adftTrace == traceID || adftTrace == deadTrace || deadTrace == traceID {
 		t.Errorf("messages share a trace: ADFT %s, ESTT %s, malformed %s", adftTrace, traceID, deadTrace)
 	}
 	checkTree(t, adft.id, col.waitTrace(t, traceOf(adft), steps))
+
+	for _, c := range []struct {
+		m     *message
+		trace string
+		want  []string
+	}{{estt, traceID, withKafka}, {malformed, deadTrace, steps}, {adft, traceOf(adft), steps}} {
+		tags := map[string]string{"msg_id": fmt.Sprint(c.m.id)}
+		testwait.ForState(t, 60*time.Second, fmt.Sprintf("Jaeger's one trace of message %d", c.m.id), func() (bool, string) {
+			traces, err := jaeger.Traces(ctx, "msgx-ingest", tags)
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(traces) != 1 || traces[c.trace] == nil {
+				ids := make([]string, 0, len(traces))
+				for id := range traces {
+					ids = append(ids, id)
+				}
+				return false, fmt.Sprintf("traces %v, want %s alone", ids, c.trace)
+			}
+			have := map[string]bool{}
+			for _, s := range traces[c.trace] {
+				have[s.Service+"/"+s.Operation] = true
+			}
+			for _, w := range c.want {
+				if !have[w] {
+					return false, fmt.Sprintf("spans %v, want %v", have, c.want)
+				}
+			}
+			return true, ""
+		})
+	}
+}
+
+// wantLogInTrace finds the JSON log line with the message text and msg_id and checks that it
+// carries the trace's trace_id and a span_id.
+func wantLogInTrace(t *testing.T, logs, text string, msgID int64, traceID string) {
+	t.Helper()
+	for _, line := range strings.Split(logs, "\n") {
+		var l struct {
+			Msg     string `json:"msg"`
+			MsgID   int64  `json:"msg_id"`
+			TraceID string `json:"trace_id"`
+			SpanID  string `json:"span_id"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != text || l.MsgID != msgID {
+			continue
+		}
+		if l.TraceID != traceID || len(l.SpanID) != 16 {
+			t.Errorf("log line %q of message %d: trace_id %q span_id %q, want trace %s", text, msgID, l.TraceID, l.SpanID, traceID)
+		}
+		return
+	}
+	t.Errorf("no log line %q for message %d in:\n%s", text, msgID, logs)
 }
 
 // checkTree asserts that the spans form one tree rooted at ingest's discovery span.
@@ -173,18 +246,29 @@ func (s span) key() string { return s.service + "/" + s.name }
 // collector is an OTLP gRPC trace receiver on a loopback port.
 type collector struct {
 	collectortrace.UnimplementedTraceServiceServer
-	addr  string
-	mu    sync.Mutex
-	spans []span
+	addr    string
+	forward collectortrace.TraceServiceClient
+	mu      sync.Mutex
+	spans   []span
 }
 
-func newCollector(t *testing.T) *collector {
+// newCollector starts the receiver; with a forward address it passes every export on to that
+// OTLP gRPC endpoint too (the real Jaeger), failing the export when it does.
+func newCollector(t *testing.T, forward string) *collector {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &collector{addr: ln.Addr().String()}
+	if forward != "" {
+		conn, err := grpc.NewClient(forward, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		c.forward = collectortrace.NewTraceServiceClient(conn)
+	}
 	srv := grpc.NewServer()
 	collectortrace.RegisterTraceServiceServer(srv, c)
 	done := make(chan struct{})
@@ -194,7 +278,12 @@ func newCollector(t *testing.T) *collector {
 	return c
 }
 
-func (c *collector) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+func (c *collector) Export(ctx context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	if c.forward != nil {
+		if _, err := c.forward.Export(ctx, req); err != nil {
+			return nil, err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, rs := range req.GetResourceSpans() {

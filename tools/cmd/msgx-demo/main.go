@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/msgexchange/msgexchange/migrations"
+	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/tools/stack"
 	"github.com/msgexchange/msgexchange/tools/traffic"
@@ -64,6 +65,9 @@ func env(key, def string) string {
 }
 
 func run() error {
+	if buildinfo.PrintVersion("msgx-demo", os.Args[1:], os.Stdout) {
+		return nil
+	}
 	var o options
 	flag.StringVar(&o.bin, "bin", "bin", "directory with the built binaries")
 	flag.IntVar(&o.flights, "flights", 300, "flights in the generated day")
@@ -135,6 +139,20 @@ func run() error {
 		"MSGX_PIPELINE_POLL_INTERVAL=200ms",
 		"MSGX_PIPELINE_BACKFILL_PERIOD=1s",
 		"MSGX_SCHD_FLUSH_PERIOD=500ms",
+	}
+	// A real Jaeger v2 when `make jaeger` has built one: the services export their spans to it,
+	// and the summary says how to find a message's trace.
+	var jaeger *stack.Jaeger
+	if root, err := stack.Root(); err == nil {
+		if _, err := os.Stat(stack.JaegerBinary(root)); err == nil {
+			step("starting Jaeger v2 (" + stack.JaegerBinary(root) + ")")
+			if jaeger, err = stack.StartJaeger(ctx, root, logs); err != nil {
+				return err
+			}
+			defer jaeger.Stop()
+			serviceEnv = append(serviceEnv, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+jaeger.OTLPAddr,
+				"OTEL_EXPORTER_OTLP_INSECURE=true", "OTEL_BSP_SCHEDULE_DELAY=200")
+		}
 	}
 	st = stack.New(bin, serviceEnv, logs)
 	defer st.StopAll(15 * time.Second)
@@ -216,7 +234,33 @@ func run() error {
 		}
 	}
 	elapsed := time.Since(start)
-	return summary(ctx, pool, msgs, ids, p, elapsed)
+	if err := summary(ctx, pool, msgs, ids, p, elapsed); err != nil {
+		return err
+	}
+	if jaeger != nil && len(ids) > 0 {
+		traces(ctx, jaeger, ids[len(ids)/2])
+	}
+	return nil
+}
+
+// traces prints how to find one message's trace through Jaeger's HTTP API, and what it holds.
+// Jaeger runs until the demo ends; its UI is at the same address.
+func traces(ctx context.Context, j *stack.Jaeger, msgID int64) {
+	tags := map[string]string{"msg_id": fmt.Sprint(msgID)}
+	fmt.Println("traces (Jaeger v2, stopped with the demo)")
+	fmt.Printf("  a message's trace:      curl -s '%s%s'\n", j.QueryURL, stack.TracesPath("msgx-ingest", tags))
+	found, err := j.Traces(ctx, "msgx-ingest", tags)
+	if err != nil {
+		fmt.Printf("  message %d: %v\n", msgID, err)
+		return
+	}
+	for id, spans := range found {
+		services := map[string]bool{}
+		for _, s := range spans {
+			services[s.Service] = true
+		}
+		fmt.Printf("  message %d: trace %s, %d spans from %d services (%s/trace/%s)\n", msgID, id, len(spans), len(services), j.QueryURL, id)
+	}
 }
 
 type progress struct {

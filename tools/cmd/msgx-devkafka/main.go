@@ -28,9 +28,14 @@ import (
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 )
 
 func main() {
+	if buildinfo.PrintVersion("msgx-devkafka", os.Args[1:], os.Stdout) {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

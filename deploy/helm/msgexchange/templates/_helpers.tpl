@@ -150,3 +150,31 @@ namespace="{{ .Release.Namespace }}",job=~"{{ include "msgexchange.fullname" . }
 {{- define "msgexchange.secretsChecksum" -}}
 {{- include (print .Template.BasePath "/secrets.yaml") . | sha256sum -}}
 {{- end -}}
+
+{{/* A service's replicas (services.<name>.replicas, 1 when unset). */}}
+{{- define "msgexchange.replicas" -}}
+{{- if hasKey . "replicas" -}}{{ .replicas }}{{- else -}}1{{- end -}}
+{{- end -}}
+
+{{/* The pods' ServiceAccount name; empty means the namespace's default. */}}
+{{- define "msgexchange.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "msgexchange.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* NetworkPolicy peers from (dict "root" $ "from" .Values.networkPolicy.control). */}}
+{{- define "msgexchange.peers" -}}
+{{- range .from.namespaces }}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ . | quote }}
+{{- end }}
+{{- range .from.pods }}
+- podSelector:
+    matchLabels:
+      {{- toYaml . | nindent 6 }}
+{{- end }}
+{{- end -}}

@@ -39,7 +39,7 @@ func (c *Cleaner) historyRound(ctx context.Context, sess Session) (moved int64, 
 			}
 			// One flight that cannot be moved must not hold up the others; it stays in the
 			// current state, whole, and is tried again next round.
-			c.logger.Error("flight not moved to history; nothing of it was deleted", "flid", flid, "err", err)
+			c.logger.ErrorContext(ctx, "flight not moved to history; nothing of it was deleted", "flid", flid, "err", err)
 			skipped = true
 			continue
 		}

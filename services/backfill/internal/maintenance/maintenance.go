@@ -146,7 +146,7 @@ func (c *Cleaner) runJob(ctx context.Context, name string, batch func() (n int64
 		total += n
 		if err != nil {
 			if ctx.Err() == nil {
-				c.logger.Error("maintenance sweep failed", "job", name, "deleted", total, "err", err)
+				c.logger.ErrorContext(ctx, "maintenance sweep failed", "job", name, "deleted", total, "err", err)
 			}
 			break
 		}
@@ -161,7 +161,7 @@ func (c *Cleaner) runJob(ctx context.Context, name string, batch func() (n int64
 	c.metrics.deleted.WithLabelValues(name).Add(float64(total))
 	c.metrics.lastDeleted.WithLabelValues(name).Set(float64(total))
 	if total > 0 {
-		c.logger.Info("maintenance sweep deleted rows", "job", name, "deleted", total)
+		c.logger.InfoContext(ctx, "maintenance sweep deleted rows", "job", name, "deleted", total)
 	}
 }
 

@@ -99,7 +99,7 @@ func (s *Sweeper) Run(ctx context.Context, sess Session) error {
 		for {
 			more, err := s.Sweep(ctx, sess)
 			if err != nil && ctx.Err() == nil {
-				s.logger.Error("backfill sweep failed", "err", err)
+				s.logger.ErrorContext(ctx, "backfill sweep failed", "err", err)
 			}
 			if err != nil || !more {
 				break
@@ -107,7 +107,7 @@ func (s *Sweeper) Run(ctx context.Context, sess Session) error {
 		}
 		s.metrics.duration.Observe(s.clock.Now().Sub(start).Seconds())
 		if err := s.RefreshHealth(ctx, sess); err != nil && ctx.Err() == nil {
-			s.logger.Warn("backfill health not refreshed", "err", err)
+			s.logger.WarnContext(ctx, "backfill health not refreshed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -149,7 +149,7 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 			continue
 		}
 		if failures++; failures >= breakAfter {
-			s.logger.Warn("inbox keeps failing; ending this backfill round early", "failures_in_a_row", failures)
+			s.logger.WarnContext(ctx, "inbox keeps failing; ending this backfill round early", "failures_in_a_row", failures)
 			return false, nil
 		}
 	}
@@ -181,20 +181,20 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient b
 		// Overdue is judged on the local enqueued_at, never the inbox clock (seed 003 §6.1).
 		if t.EnqueuedAt.Before(now.Add(-s.cfg.Overdue)) {
 			s.metrics.abandoned.WithLabelValues(queue.AbandonTransientDeadline).Inc()
-			s.logger.Error("marker still failing after R; automatic retries stop (reopen to retry)", "msg_id", id,
+			s.logger.ErrorContext(ctx, "marker still failing after R; automatic retries stop (reopen to retry)", "msg_id", id,
 				"reason", queue.AbandonTransientDeadline, "attempts", t.Attempts+1, "err", err)
 			return true, queue.BackfillAbandon(ctx, tx, id, queue.AbandonTransientDeadline, err.Error(), now)
 		}
 		s.metrics.outcomes.WithLabelValues("transient").Inc()
 		next := now.Add(s.cfg.Retry.After(t.Attempts + 1))
-		s.logger.Warn("marker write failed; will retry", "msg_id", id, "attempt", t.Attempts+1, "next", next, "err", err)
+		s.logger.WarnContext(ctx, "marker write failed; will retry", "msg_id", id, "attempt", t.Attempts+1, "next", next, "err", err)
 		return true, queue.BackfillFailed(ctx, tx, id, err.Error(), next, now)
 	case res == inbox.Missing:
 		// A terminal row whose inbox row is gone can only mean the row was deleted after it
 		// was enqueued: a certain conclusion, so no retry and no R (seed 003 §6.2, §6.3).
 		s.metrics.outcomes.WithLabelValues("missing_row").Inc()
 		s.metrics.abandoned.WithLabelValues(queue.AbandonMissingRow).Inc()
-		s.logger.Error("inbox row is gone; its marker can never be written", "msg_id", id, "reason", queue.AbandonMissingRow)
+		s.logger.ErrorContext(ctx, "inbox row is gone; its marker can never be written", "msg_id", id, "reason", queue.AbandonMissingRow)
 		return false, queue.BackfillAbandon(ctx, tx, id, queue.AbandonMissingRow, "inbox row missing", now)
 	default:
 		outcome := "marked"
@@ -223,7 +223,7 @@ func (s *Sweeper) isOutage(ctx context.Context, err error) bool {
 func (s *Sweeper) block(ctx context.Context, sess Session, id int64, err error) {
 	st, first := s.blocked.Begin(outage.Inbox, id, err.Error(), s.clock.Now())
 	if first {
-		s.logger.Error("inbox does not answer: backfill rounds pause, no marker attempt is charged", "msg_id", id, "err", err)
+		s.logger.ErrorContext(ctx, "inbox does not answer: backfill rounds pause, no marker attempt is charged", "msg_id", id, "err", err)
 	}
 	s.report(ctx, sess, st)
 }
@@ -237,7 +237,7 @@ func (s *Sweeper) probeBlocked(ctx context.Context, sess Session, cur *outage.St
 		return false
 	}
 	s.blocked.End()
-	s.logger.Info("inbox answers again: backfill resumes", "blocked_for", s.clock.Now().Sub(cur.Since), "probes", cur.Probes)
+	s.logger.InfoContext(ctx, "inbox answers again: backfill resumes", "blocked_for", s.clock.Now().Sub(cur.Since), "probes", cur.Probes)
 	s.report(ctx, sess, nil)
 	return true
 }
@@ -246,7 +246,7 @@ func (s *Sweeper) probeBlocked(ctx context.Context, sess Session, cur *outage.St
 func (s *Sweeper) report(ctx context.Context, sess Session, st *outage.State) {
 	err := sess.Do(ctx, func(conn *pgx.Conn) error { return leader.SetBlocked(ctx, conn, role, st) })
 	if err != nil && ctx.Err() == nil {
-		s.logger.Debug("could not record the blocked state", "err", err)
+		s.logger.DebugContext(ctx, "could not record the blocked state", "err", err)
 	}
 }
 
@@ -269,7 +269,7 @@ func (s *Sweeper) RefreshHealth(ctx context.Context, sess Session) error {
 		s.metrics.abandonedNow.WithLabelValues(reason).Set(float64(n))
 	}
 	if h.OverMaxAttempts > 0 {
-		s.logger.Warn("markers over the attempt alert threshold (still retried until R)",
+		s.logger.WarnContext(ctx, "markers over the attempt alert threshold (still retried until R)",
 			"rows", h.OverMaxAttempts, "threshold", s.cfg.MaxAttempts)
 	}
 	return nil

@@ -131,7 +131,7 @@ func (s *Sentinel) runOnce(ctx context.Context, sess Session, ratio float64) {
 	res, err := s.Check(ctx, sess, ratio)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.logger.Error("projection consistency check failed; tried again at the next period", "err", err)
+			s.logger.ErrorContext(ctx, "projection consistency check failed; tried again at the next period", "err", err)
 		}
 		return
 	}
@@ -209,7 +209,7 @@ func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, r
 		if d := projection.Compare(f, got[i]); d != "" {
 			res.Drift[d]++
 			s.metrics.drift.WithLabelValues(string(d)).Inc()
-			s.logger.Warn("projection drifted from PostgreSQL; "+fate(dryRun), "flid", f.FLID, "kind", d,
+			s.logger.WarnContext(ctx, "projection drifted from PostgreSQL; "+fate(dryRun), "flid", f.FLID, "kind", d,
 				"version", f.Version, "redis_version", got[i].Version)
 			fix = append(fix, f)
 		}
@@ -273,7 +273,7 @@ func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string,
 		return err
 	}
 	for _, flid := range unknown {
-		s.logger.Warn("projection has keys of a flight PostgreSQL does not have; "+fate(dryRun), "flid", flid, "kind", projection.Extra)
+		s.logger.WarnContext(ctx, "projection has keys of a flight PostgreSQL does not have; "+fate(dryRun), "flid", flid, "kind", projection.Extra)
 	}
 	res.Drift[projection.Extra] += len(unknown)
 	s.metrics.drift.WithLabelValues(string(projection.Extra)).Add(float64(len(unknown)))

@@ -1,5 +1,6 @@
 // Command msgx-control serves the operator's gRPC API (msgx.control.v1.ControlService), and
-// with the subcommand "migrate" applies the PostgreSQL schema and exits.
+// with the subcommand "migrate" applies the PostgreSQL schema and exits; "probe" checks that a
+// deployment answers (the chart's helm test hook).
 package main
 
 import (
@@ -9,14 +10,19 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/control/internal/app"
 	"github.com/msgexchange/msgexchange/services/control/internal/migratecmd"
+	"github.com/msgexchange/msgexchange/services/control/internal/probecmd"
 )
 
 func main() {
+	if buildinfo.PrintVersion("msgx-control", os.Args[1:], os.Stdout) {
+		return
+	}
 	if len(os.Args) > 1 {
 		os.Exit(subcommand(os.Args[1], os.Args[2:]))
 	}
@@ -39,8 +45,12 @@ func subcommand(name string, args []string) int {
 		cfg, _ := config.FromEnv() // migratecmd reports a refused configuration itself
 		logger := logging.New(os.Stdout, "msgx-control", cfg.LogLevel, cfg.SecretValues()...)
 		return migratecmd.Run(ctx, args, config.FromEnv, logger, os.Stdout, os.Stderr)
+	case "probe":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return probecmd.Run(ctx, args, os.Stdout, os.Stderr)
 	default:
-		fmt.Fprintf(os.Stderr, "msgx-control: unknown subcommand %q\nusage: msgx-control [migrate [status]]\n", name)
+		fmt.Fprintf(os.Stderr, "msgx-control: unknown subcommand %q\nusage: msgx-control [migrate [status] | probe -grpc host:port -readyz url...]\n", name)
 		return 2
 	}
 }

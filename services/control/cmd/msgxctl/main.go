@@ -8,10 +8,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
 )
 
 func main() {
+	if buildinfo.PrintVersion("msgxctl", os.Args[1:], os.Stdout) {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	code := ctl.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -176,7 +176,7 @@ func (s *Service) RunDaily(ctx context.Context, cfg DailyConfig, logger *slog.Lo
 	defer t.Stop()
 	for {
 		if err := s.dailyOnce(ctx, cfg, logger); err != nil && ctx.Err() == nil {
-			logger.Warn("daily schedule request not registered; next look in "+cfg.Check.String(), "err", err)
+			logger.WarnContext(ctx, "daily schedule request not registered; next look in "+cfg.Check.String(), "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -213,10 +213,10 @@ func (s *Service) dailyOnce(ctx context.Context, cfg DailyConfig, logger *slog.L
 		return fmt.Errorf("daily schedule request %s: %w", spec.Scope(), err)
 	}
 	if already {
-		logger.Debug("daily schedule request already registered today", "scope", spec.Scope())
+		logger.DebugContext(ctx, "daily schedule request already registered today", "scope", spec.Scope())
 	}
 	if registered {
-		logger.Info("daily schedule request registered", "req_id", res.Request.ID,
+		logger.InfoContext(ctx, "daily schedule request registered", "req_id", res.Request.ID,
 			"scope", res.Request.Scope, "expired", res.Expired)
 	}
 	return nil

@@ -28,7 +28,7 @@ func Run(ctx context.Context, args []string, cfg func() (config.Config, error), 
 	}
 	c, err := cfg()
 	if err != nil {
-		logger.Error("configuration refused", "err", err)
+		logger.ErrorContext(ctx, "configuration refused", "err", err)
 		return 2
 	}
 	if c.PGDSN == "" {
@@ -38,7 +38,7 @@ func Run(ctx context.Context, args []string, cfg func() (config.Config, error), 
 	if len(args) == 1 {
 		current, latest, err := migrate.Status(ctx, c.PGDSN)
 		if err != nil {
-			logger.Error("migration status failed", "err", err)
+			logger.ErrorContext(ctx, "migration status failed", "err", err)
 			return 1
 		}
 		state := "up to date"
@@ -50,9 +50,9 @@ func Run(ctx context.Context, args []string, cfg func() (config.Config, error), 
 	}
 	v, err := migrate.Up(ctx, c.PGDSN, logger)
 	if err != nil {
-		logger.Error("migration failed", "err", err)
+		logger.ErrorContext(ctx, "migration failed", "err", err)
 		return 1
 	}
-	logger.Info("schema up to date", "version", v)
+	logger.InfoContext(ctx, "schema up to date", "version", v)
 	return 0
 }

@@ -229,7 +229,7 @@ func (d *Dispatcher) runOrdered(ctx context.Context, s Session, lane Lane, wake 
 		for {
 			read, sent, err := d.SendOrdered(ctx, s, lane)
 			if err != nil && ctx.Err() == nil {
-				d.logger.Error("delivery round failed", "target", lane.Target, "err", err)
+				d.logger.ErrorContext(ctx, "delivery round failed", "target", lane.Target, "err", err)
 			}
 			// A full batch that made progress means more is waiting; anything else waits for
 			// the next wake-up or poll, so a blocked backlog never spins.
@@ -256,7 +256,7 @@ func (d *Dispatcher) runLatest(ctx context.Context, s Session, lane Lane) error 
 		case <-flush.C:
 		}
 		if _, err := d.FlushLatest(ctx, s, lane); err != nil && ctx.Err() == nil {
-			d.logger.Error("flush failed", "target", lane.Target, "err", err)
+			d.logger.ErrorContext(ctx, "flush failed", "target", lane.Target, "err", err)
 		}
 	}
 }
@@ -498,10 +498,12 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer mcancel()
 	err = s.Do(mctx, func(conn *pgx.Conn) error {
-		var err error
-		if marked, err = outbox.MarkSent(mctx, conn, acked, now); err != nil {
+		sent, err := outbox.MarkSent(mctx, conn, acked, now)
+		if err != nil {
 			return err
 		}
+		marked = sent.Count
+		d.observeFirstDeliveries(sent.First, now)
 		for i, e := range events {
 			if errors.Is(errs[i], ErrRefused) {
 				dead, err := outbox.Refuse(mctx, conn, e, errs[i].Error(), now)
@@ -511,7 +513,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 				if dead {
 					d.metrics.refused.WithLabelValues(lane.Target).Inc()
 					d.metrics.dead.WithLabelValues(lane.Target).Inc()
-					d.logger.Error("event refused by its target; DEAD at once, not retried", "event_id", e.ID,
+					d.logger.ErrorContext(ctx, "event refused by its target; DEAD at once, not retried", "event_id", e.ID,
 						"target", lane.Target, "flid", e.PartitionKey, "err", errs[i])
 				}
 				continue
@@ -529,10 +531,10 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 			d.metrics.failed.WithLabelValues(lane.Target).Inc()
 			if dead {
 				d.metrics.dead.WithLabelValues(lane.Target).Inc()
-				d.logger.Error("event is DEAD after its last attempt; kept as the dead letter", "event_id", e.ID,
+				d.logger.ErrorContext(ctx, "event is DEAD after its last attempt; kept as the dead letter", "event_id", e.ID,
 					"target", lane.Target, "flid", e.PartitionKey, "attempts", attempt, "err", errs[i])
 			} else {
-				d.logger.Warn("send failed; will retry", "event_id", e.ID, "target", lane.Target,
+				d.logger.WarnContext(ctx, "send failed; will retry", "event_id", e.ID, "target", lane.Target,
 					"flid", e.PartitionKey, "attempt", attempt, "err", errs[i])
 			}
 		}
@@ -541,7 +543,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 	d.metrics.sent.WithLabelValues(lane.Target).Add(float64(marked))
 	if unavailable > 0 {
 		d.metrics.unavailable.WithLabelValues(lane.Target).Add(float64(unavailable))
-		d.logger.Warn("partition unavailable; its events wait uncharged", "target", lane.Target, "events", unavailable)
+		d.logger.WarnContext(ctx, "partition unavailable; its events wait uncharged", "target", lane.Target, "events", unavailable)
 	}
 	switch {
 	case laneErr != nil:
@@ -559,7 +561,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		// Nothing failed on its own account and nothing went through: without this the send
 		// would leave no trace at all.
 		d.metrics.aborted.WithLabelValues(lane.Target).Inc()
-		d.logger.Warn("send aborted; no event charged", "target", lane.Target, "events", len(events), "err", abortErr)
+		d.logger.WarnContext(ctx, "send aborted; no event charged", "target", lane.Target, "events", len(events), "err", abortErr)
 	}
 	if err != nil {
 		return marked, own, refused, skipped, fmt.Errorf("record %s delivery: %w", lane.Target, err)
@@ -575,7 +577,7 @@ func (d *Dispatcher) runStats(ctx context.Context, s Session) error {
 	defer t.Stop()
 	for {
 		if err := d.observe(ctx, s); err != nil && ctx.Err() == nil {
-			d.logger.Warn("outbox statistics failed", "err", err)
+			d.logger.WarnContext(ctx, "outbox statistics failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -613,6 +615,20 @@ type metrics struct {
 	pending      *prometheus.GaugeVec
 	deadNow      *prometheus.GaugeVec
 	oldest       *prometheus.GaugeVec
+	e2e          *prometheus.HistogramVec
+}
+
+// observeFirstDeliveries ends the end-to-end latency of the messages whose first event was
+// just acknowledged: from ingest's enqueue (our clock) and from the inbox's RECEIVED_AT
+// (AODB's clock, so skewed by the difference between the two). A negative span, a clock
+// ahead of ours, counts as zero.
+func (d *Dispatcher) observeFirstDeliveries(first []outbox.FirstDelivery, now time.Time) {
+	for _, f := range first {
+		d.metrics.e2e.WithLabelValues("enqueued").Observe(max(now.Sub(f.EnqueuedAt), 0).Seconds())
+		if f.ReceivedAt != nil {
+			d.metrics.e2e.WithLabelValues("received").Observe(max(now.Sub(*f.ReceivedAt), 0).Seconds())
+		}
+	}
 }
 
 func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
@@ -642,8 +658,15 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 			Help: "DEAD events (the dead-letter record) per target; a DEAD KAFKA:msg event blocks its FLID."}, []string{"target"}),
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_oldest_pending_seconds",
 			Help: "Age of the oldest PENDING event per target."}, []string{"target"}),
+		e2e: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgx_pipeline_e2e_latency_seconds",
+			Help: "End-to-end latency of a message: from the inbox (from=received, the inbox's RECEIVED_AT) or from " +
+				"ingest's enqueue (from=enqueued) to Kafka's acknowledgement of its first event.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 16)}, []string{"from"}),
 	}
-	reg.MustRegister(m.laneFailures, m.refused, m.aborted, m.unavailable, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest)
+	reg.MustRegister(m.laneFailures, m.refused, m.aborted, m.unavailable, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest, m.e2e)
+	for _, from := range []string{"enqueued", "received"} {
+		m.e2e.WithLabelValues(from)
+	}
 	for _, l := range lanes {
 		// Present from the start, so that an alert on a rate sees zero rather than nothing.
 		m.sent.WithLabelValues(l.Target)

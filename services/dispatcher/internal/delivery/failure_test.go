@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -204,5 +205,44 @@ func TestBacklogGauges(t *testing.T) {
 	<-done
 	if rows := f.rows(outbox.TargetMsg); rows[1].State != "PENDING" || rows[1].Attempts != 0 {
 		t.Fatalf("event behind the DEAD head: %+v, want untouched", rows[1])
+	}
+}
+
+// TestEndToEndLatency: a message's end-to-end latency is observed once, when its first event is
+// acknowledged, from its enqueue and from its inbox RECEIVED_AT.
+func TestEndToEndLatency(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{})
+	now := f.clock.Now()
+	for _, id := range []int64{1, 2} {
+		f.db.Exec(t, `INSERT INTO proc_state (msg_id, state, received_at, enqueued_at, updated_at)
+			VALUES ($1, 'PENDING', $2, $3, $3)`, id, now.Add(-40*time.Second), now.Add(-30*time.Second))
+	}
+	// Message 1 has two events (F1 v1 and F2 v1), message 2 one.
+	f.add(msgEvent("F1", 1), msgEvent("F2", 1), msgEvent("F1", 2))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.d.Run(ctx, f.s, nil) }()
+	testwait.For(t, deadline, "three events sent", func() bool { return metricValue(t, f, "msgx_dispatcher_sent_total", outbox.TargetMsg) == 3 })
+	cancel()
+	<-done
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "msgx_pipeline_e2e_latency_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			got[m.GetLabel()[0].GetValue()] = [2]float64{float64(h.GetSampleCount()), h.GetSampleSum()}
+		}
+	}
+	want := map[string][2]float64{"enqueued": {2, 60}, "received": {2, 80}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("e2e latency (count, sum) by from = %v, want %v", got, want)
 	}
 }

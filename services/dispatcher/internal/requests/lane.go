@@ -104,7 +104,7 @@ func (l *Lane) Run(ctx context.Context, s Session) error {
 		case err != nil:
 			l.failures++
 			wait = max(wait, l.cfg.Retry.After(l.failures))
-			l.logger.Error("request round failed", "err", err, "failures_in_a_row", l.failures, "next_in", wait)
+			l.logger.ErrorContext(ctx, "request round failed", "err", err, "failures_in_a_row", l.failures, "next_in", wait)
 		default:
 			l.failures = 0
 		}
@@ -156,7 +156,7 @@ func (l *Lane) Round(ctx context.Context, s Session) (sent int, err error) {
 	}
 	for _, id := range expired {
 		l.metrics.expired.Inc()
-		l.logger.Warn("request unanswered past req.timeout: EXPIRED; a late answer will be skipped", "req_id", id, "timeout", l.cfg.Timeout)
+		l.logger.WarnContext(ctx, "request unanswered past req.timeout: EXPIRED; a late answer will be skipped", "req_id", id, "timeout", l.cfg.Timeout)
 	}
 	return sent, nil
 }
@@ -225,7 +225,7 @@ func (l *Lane) mysqlFailure(ctx context.Context, r request.Request, op string, e
 	verdict := inbox.Classify(err)
 	if verdict == outage.Down || (verdict == outage.Unsure && l.out.Probe(ctx) != nil) {
 		if _, first := l.blocked.Begin(outage.Inbox, 0, err.Error(), l.clock.Now()); first {
-			l.logger.Error("shared MySQL does not answer: COUTMSGS lane pauses, no request is charged",
+			l.logger.ErrorContext(ctx, "shared MySQL does not answer: COUTMSGS lane pauses, no request is charged",
 				"req_id", r.ID, "op", op, "err", err)
 		}
 		return fmt.Errorf("%w: %s request %d: %w", errOutage, op, r.ID, err)
@@ -243,7 +243,7 @@ func (l *Lane) probeBlocked(ctx context.Context, cur *outage.State) bool {
 		return false
 	}
 	l.blocked.End()
-	l.logger.Info("shared MySQL answers again: COUTMSGS lane resumes", "blocked_for", l.clock.Now().Sub(cur.Since), "probes", cur.Probes)
+	l.logger.InfoContext(ctx, "shared MySQL answers again: COUTMSGS lane resumes", "blocked_for", l.clock.Now().Sub(cur.Since), "probes", cur.Probes)
 	return true
 }
 

@@ -171,16 +171,16 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if inbox.Rejected(err) {
-			h.logger.Error("compat HTTP: the inbox rejected the message", "err", err, "bytes", size)
+			h.logger.ErrorContext(r.Context(), "compat HTTP: the inbox rejected the message", "err", err, "bytes", size)
 			h.fail(w, http.StatusInternalServerError, "the inbox rejected the message")
 			return
 		}
-		h.logger.Warn("compat HTTP: inbox unreachable", "err", err)
+		h.logger.WarnContext(r.Context(), "compat HTTP: inbox unreachable", "err", err)
 		w.Header().Set("Retry-After", inboxRetryAfter)
 		h.fail(w, http.StatusServiceUnavailable, "the inbox is unreachable; retry later")
 		return
 	}
-	h.logger.Info("compat HTTP: message stored in the inbox", "msg_id", id, "bytes", size, "remote", r.RemoteAddr)
+	h.logger.InfoContext(r.Context(), "compat HTTP: message stored in the inbox", "msg_id", id, "bytes", size, "remote", r.RemoteAddr)
 	h.reply(w, http.StatusOK, map[string]any{"id": id})
 }
 
@@ -237,10 +237,10 @@ func (h *Handler) Serve(ctx context.Context, ln net.Listener) error {
 	// request's headers to what a token and a content type need.
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
 		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, TLSConfig: h.cfg.TLS}
-	h.logger.Info("compat HTTP listening", "addr", ln.Addr().String(), "path", Path, "authenticated", h.cfg.Token != "",
+	h.logger.InfoContext(ctx, "compat HTTP listening", "addr", ln.Addr().String(), "path", Path, "authenticated", h.cfg.Token != "",
 		"tls", h.cfg.TLS != nil, "max_body", h.cfg.MaxBody, "max_in_flight", h.cfg.MaxInFlight)
 	if h.cfg.Token == "" {
-		h.logger.Warn("compat HTTP is UNAUTHENTICATED (http.insecure=true); never run this in production")
+		h.logger.WarnContext(ctx, "compat HTTP is UNAUTHENTICATED (http.insecure=true); never run this in production")
 	}
 	errc := make(chan error, 1)
 	go func() {

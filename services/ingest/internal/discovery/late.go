@@ -116,7 +116,7 @@ func (p *Poller) enqueueLate(ctx context.Context, txer Txer, holes []cursor.Hole
 	for _, id := range fresh {
 		// ERROR: the row arrived after its ID was judged a permanent hole, so max-commit-delay
 		// is too short for this inbox, and the message is processed out of ID order.
-		p.logger.Error("late arrival in a released hole; enqueued out of ID order, ahead of every unfinished larger ID",
+		p.logger.ErrorContext(ctx, "late arrival in a released hole; enqueued out of ID order, ahead of every unfinished larger ID",
 			"msg_id", id, "received_at", byID[id].ReceivedAt, "max_commit_delay", p.cfg.MaxCommitDelay)
 	}
 	return inserted, nil

@@ -79,14 +79,14 @@ func (p *Poller) Run(ctx context.Context, tx Txer) error {
 	for {
 		more, err := p.Round(ctx, tx)
 		if err != nil && ctx.Err() == nil {
-			p.logger.Error("discovery round failed; watermark unchanged", "err", err)
+			p.logger.ErrorContext(ctx, "discovery round failed; watermark unchanged", "err", err)
 		}
 		if now := p.clock.Now(); !now.Before(p.lateDue) && ctx.Err() == nil {
 			// Due again one period later whether or not it succeeded: a failing inbox is
 			// already retried by every round, and the holes stay watched.
 			p.lateDue = now.Add(p.cfg.LateDetectPeriod)
 			if _, err := p.Reconcile(ctx, tx); err != nil && ctx.Err() == nil {
-				p.logger.Error("late-arrival lookup failed; retried next period", "err", err)
+				p.logger.ErrorContext(ctx, "late-arrival lookup failed; retried next period", "err", err)
 			}
 		}
 		if more && err == nil {
@@ -124,7 +124,7 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 	}
 	if p.standing != nil {
 		// This process saw it standing, and it is gone: an operator resolved it.
-		p.logger.Info("contract violation resolved; discovery resumes from the watermark", "kind", p.standing.Kind, "w", cur.W)
+		p.logger.InfoContext(ctx, "contract violation resolved; discovery resumes from the watermark", "kind", p.standing.Kind, "w", cur.W)
 		p.standing = nil
 	}
 	rows, err := p.inbox.After(ctx, cur.W, p.cfg.ClaimBatch)
@@ -183,7 +183,7 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 	if violation != nil {
 		p.showViolation(violation)
 		p.standing = violation
-		p.logger.Error("upstream contract violation: discovery stops advancing the watermark until an operator resolves it (docs/operations.md)",
+		p.logger.ErrorContext(ctx, "upstream contract violation: discovery stops advancing the watermark until an operator resolves it (docs/operations.md)",
 			"kind", violation.Kind, "w", pl.W, "detail", violation.Detail)
 		return false, nil
 	}
@@ -210,14 +210,14 @@ func (p *Poller) observe(ctx context.Context, prev cursor.Cursor, pl Plan, inser
 	}
 	if pl.Released != nil {
 		p.metrics.permanentHoles.Inc()
-		p.logger.Warn("permanent hole released; its IDs are watched for late arrivals",
+		p.logger.WarnContext(ctx, "permanent hole released; its IDs are watched for late arrivals",
 			"first_id", pl.Released[0], "last_id", pl.Released[1], "hole_since", prev.HoleSince)
 	}
 	if pl.HoleSince != nil && (prev.HoleSince == nil || !prev.HoleSince.Equal(*pl.HoleSince)) {
-		p.logger.Info("hole in the inbox IDs; waiting for a late commit", "missing_id", pl.W+1, "max_commit_delay", p.cfg.MaxCommitDelay)
+		p.logger.InfoContext(ctx, "hole in the inbox IDs; waiting for a late commit", "missing_id", pl.W+1, "max_commit_delay", p.cfg.MaxCommitDelay)
 	}
 	if inserted > 0 {
-		p.logger.Debug("enqueued", "rows", inserted, "w", pl.W)
+		p.logger.DebugContext(ctx, "enqueued", "rows", inserted, "w", pl.W)
 	}
 	p.observeLag(ctx, pl.W)
 }

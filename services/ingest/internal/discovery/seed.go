@@ -38,11 +38,11 @@ func (p *Poller) applySeed(ctx context.Context, txer Txer) (ready bool, err erro
 	case errors.Is(err, cursor.ErrInboxEmpty):
 		if !p.waitingSeed {
 			p.waitingSeed = true
-			p.logger.Info("cutover seeding waits for the first inbox row", "cutover_watermark", p.seed.String())
+			p.logger.InfoContext(ctx, "cutover seeding waits for the first inbox row", "cutover_watermark", p.seed.String())
 		}
 		return false, nil
 	case err == nil:
-		p.logger.Info("cursor seeded for the cutover", "cutover_watermark", p.seed.String(), "w", w,
+		p.logger.InfoContext(ctx, "cursor seeded for the cutover", "cutover_watermark", p.seed.String(), "w", w,
 			"inbox_min_id", lo, "inbox_max_id", hi)
 		p.metrics.watermark.Set(float64(w))
 		p.seed = nil

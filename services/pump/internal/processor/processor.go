@@ -158,7 +158,7 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 			return pump.Result{Skip: o.Skip}, nil
 		}
 		if len(o.Ignored) > 0 {
-			f.logger.Info("tags outside the STYP's rule were not merged", "msg_id", in.MsgID, "flid", rec.FLID,
+			f.logger.InfoContext(ctx, "tags outside the STYP's rule were not merged", "msg_id", in.MsgID, "flid", rec.FLID,
 				"styp", in.Message.Meta.STYP, "ignored", o.Ignored)
 		}
 		// The record's writes and events in one round trip; the next record's load sees them.

@@ -111,7 +111,7 @@ func (r *Reference) category(ctx context.Context, tx pgx.Tx, in pump.Input, d *s
 		if err != nil {
 			return pump.Result{}, err
 		}
-		r.logger.Info("reference category published", "msg_id", in.MsgID, "rtype", d.Category, "styp", d.STYP,
+		r.logger.InfoContext(ctx, "reference category published", "msg_id", in.MsgID, "rtype", d.Category, "styp", d.STYP,
 			"records", len(recs), "removed", removed)
 	case reference.Upsert:
 		if err := refstore.Upsert(ctx, tx, d.Category, recs, src); err != nil {
@@ -127,12 +127,12 @@ func (r *Reference) category(ctx context.Context, tx pgx.Tx, in pump.Input, d *s
 			return pump.Result{}, err
 		}
 		if int(n) < len(keys) {
-			r.logger.Info("reference DEL named keys that were not stored", "msg_id", in.MsgID, "rtype", d.Category,
+			r.logger.InfoContext(ctx, "reference DEL named keys that were not stored", "msg_id", in.MsgID, "rtype", d.Category,
 				"keys", len(keys), "deleted", n)
 		}
 	}
 	if len(dropped) > 0 {
-		r.logger.Debug("reference tags left out by seed 003 §13.3", "msg_id", in.MsgID, "rtype", d.Category, "dropped", dropped)
+		r.logger.DebugContext(ctx, "reference tags left out by seed 003 §13.3", "msg_id", in.MsgID, "rtype", d.Category, "dropped", dropped)
 	}
 	return pump.Result{}, refstore.Advance(ctx, tx, d.Category, d.STYP, src, op == reference.Replace, len(recs))
 }
@@ -161,7 +161,7 @@ func (r *Reference) status(ctx context.Context, tx pgx.Tx, in pump.Input, rs *si
 		}
 		if last > in.MsgID {
 			// A replayed older status must not count as sent after the newer one.
-			r.logger.Info("resource status superseded by a newer message", "msg_id", in.MsgID, "rtyp", e.RTYP,
+			r.logger.InfoContext(ctx, "resource status superseded by a newer message", "msg_id", in.MsgID, "rtyp", e.RTYP,
 				"rsid", e.RSID, "newer_msg_id", last)
 			continue
 		}

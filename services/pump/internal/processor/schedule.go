@@ -101,7 +101,7 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 	if refusal != nil {
 		return s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, *refusal), nil
 	}
-	s.report(in, plan)
+	s.report(ctx, in, plan)
 	batches := plan.Batches(s.batchSize)
 	trail := trailOf(in, pkg, plan, len(batches))
 	res := pump.Result{Trail: func(ctx context.Context, q db.Executor) error { return flightstore.AppendSnapLog(ctx, q, trail) }}
@@ -240,9 +240,9 @@ func (s *Schedule) refuse(in pump.Input, styp string, records int, scope flight.
 // report logs what the plan keeps that the operator may want to know: records that stay
 // code-share children of a master the package deletes, and tags that are not flight state.
 // One line each per package, not per record: a package has thousands.
-func (s *Schedule) report(in pump.Input, plan flight.Plan) {
+func (s *Schedule) report(ctx context.Context, in pump.Input, plan flight.Plan) {
 	if len(plan.Orphans) > 0 {
-		s.logger.Warn("schedule snapshot keeps code-share children of masters it deletes", "msg_id", in.MsgID,
+		s.logger.WarnContext(ctx, "schedule snapshot keeps code-share children of masters it deletes", "msg_id", in.MsgID,
 			"children", len(plan.Orphans), "flids", first(plan.Orphans, 20))
 	}
 	var tags []string
@@ -255,7 +255,7 @@ func (s *Schedule) report(in pump.Input, plan flight.Plan) {
 	}
 	if records > 0 {
 		slices.Sort(tags)
-		s.logger.Info("tags that are not flight state were not merged", "msg_id", in.MsgID, "styp", in.Message.Meta.STYP,
+		s.logger.InfoContext(ctx, "tags that are not flight state were not merged", "msg_id", in.MsgID, "styp", in.Message.Meta.STYP,
 			"records", records, "ignored", slices.Compact(tags))
 	}
 }

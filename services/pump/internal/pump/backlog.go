@@ -13,6 +13,9 @@ import (
 // backlogGauges are the backlog figures of seed 000 §5.3 (G6, DECISIONS 9).
 type backlogGauges struct {
 	unfinished, oldest, rate, drain prometheus.Gauge
+	// dead is read from proc_state, not counted from outcomes, so it stays up for as long as
+	// DEAD rows exist (a restart or a quiet hour does not clear it) and falls on a replay.
+	dead *prometheus.GaugeVec
 }
 
 func newBacklogGauges() backlogGauges {
@@ -27,11 +30,13 @@ func newBacklogGauges() backlogGauges {
 			"Messages that became terminal per second over the last 5 minutes."),
 		drain: g("msgx_pipeline_backlog_estimated_drain_seconds",
 			"Unfinished ÷ rate: the estimated time to drain the backlog; -1 when unknown (unfinished messages but nothing finished in the window)."),
+		dead: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_pipeline_messages_dead",
+			Help: "DEAD messages in proc_state by error class: they wait for an operator's replay."}, []string{"error_class"}),
 	}
 }
 
 func (g backlogGauges) register(reg prometheus.Registerer) {
-	reg.MustRegister(g.unfinished, g.oldest, g.rate, g.drain)
+	reg.MustRegister(g.unfinished, g.oldest, g.rate, g.drain, g.dead)
 }
 
 func (g backlogGauges) set(s queue.Statistics) {
@@ -42,6 +47,15 @@ func (g backlogGauges) set(s queue.Statistics) {
 		g.drain.Set(-1)
 	} else {
 		g.drain.Set(s.EstimatedDrain.Seconds())
+	}
+	// Every known class is exported, 0 included, so an alert resolves on a replay instead of
+	// its series going stale; a class outside the list lasts as long as its rows.
+	g.dead.Reset()
+	for _, c := range queue.ErrorClasses {
+		g.dead.WithLabelValues(string(c)).Set(float64(s.DeadByErrorClass[c]))
+	}
+	for c, n := range s.DeadByErrorClass {
+		g.dead.WithLabelValues(string(c)).Set(float64(n))
 	}
 }
 
@@ -65,7 +79,7 @@ func (p *Pump) RunBacklog(ctx context.Context, q db.Executor) error {
 	defer t.Stop()
 	for {
 		if _, err := p.ReportBacklog(ctx, q); err != nil && ctx.Err() == nil {
-			p.logger.Warn("backlog figures unavailable", "err", err)
+			p.logger.WarnContext(ctx, "backlog figures unavailable", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -24,7 +24,7 @@ func (p *Pump) isOutage(ctx context.Context, s Session, o outcome) bool {
 	case outage.Unsure:
 		err := p.probe(ctx, s, o.dependency)
 		if err != nil && ctx.Err() == nil {
-			p.logger.Debug("probe after an unsure failure failed too: an outage", "dependency", o.dependency, "err", err)
+			p.logger.DebugContext(ctx, "probe after an unsure failure failed too: an outage", "dependency", o.dependency, "err", err)
 			return true
 		}
 	}
@@ -53,7 +53,7 @@ func (p *Pump) probe(ctx context.Context, s Session, dependency string) error {
 func (p *Pump) block(ctx context.Context, s Session, dependency string, msgID int64, reason string) {
 	st, first := p.blocked.Begin(dependency, msgID, reason, p.clock.Now())
 	if first {
-		p.logger.Error("dependency does not answer: the pump keeps the head and waits, nothing is charged to the message",
+		p.logger.ErrorContext(ctx, "dependency does not answer: the pump keeps the head and waits, nothing is charged to the message",
 			"dependency", dependency, "msg_id", msgID, "err", reason)
 	}
 	p.report(ctx, s, st)
@@ -69,12 +69,12 @@ func (p *Pump) probeBlocked(ctx context.Context, s Session, cur *outage.State) (
 	}
 	if err != nil {
 		st := p.blocked.ProbeFailed(err)
-		p.logger.Debug("dependency still does not answer", "dependency", st.Dependency, "probes", st.Probes, "err", err)
+		p.logger.DebugContext(ctx, "dependency still does not answer", "dependency", st.Dependency, "probes", st.Probes, "err", err)
 		p.report(ctx, s, st)
 		return p.outageWait(), true
 	}
 	p.blocked.End()
-	p.logger.Info("dependency answers again: the pump resumes at the head", "dependency", cur.Dependency,
+	p.logger.InfoContext(ctx, "dependency answers again: the pump resumes at the head", "dependency", cur.Dependency,
 		"msg_id", cur.MsgID, "blocked_for", p.clock.Now().Sub(cur.Since), "probes", cur.Probes)
 	p.report(ctx, s, nil)
 	return 0, false
@@ -97,6 +97,6 @@ func (p *Pump) report(ctx context.Context, s Session, st *outage.State) {
 		return leader.SetBlocked(ctx, conn, role, st)
 	})
 	if err != nil && ctx.Err() == nil && !errors.Is(err, leader.ErrLost) {
-		p.logger.Debug("could not record the blocked state", "err", err)
+		p.logger.DebugContext(ctx, "could not record the blocked state", "err", err)
 	}
 }

@@ -171,7 +171,7 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 			}
 			// Failures are recorded where the message is held (processOne); this is only the
 			// loop's last line of defence: log and wait, never count.
-			p.logger.Error("pump tick failed", "err", err)
+			p.logger.ErrorContext(ctx, "pump tick failed", "err", err)
 			wait = p.cfg.PollInterval
 		}
 		if wait <= 0 {
@@ -240,7 +240,7 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 		})
 		if err == nil && changed {
 			p.metrics.finished.WithLabelValues(string(queue.Dead), string(queue.Exhausted)).Inc()
-			p.logger.Error("message exhausted its attempts: DEAD(EXHAUSTED), needs an operator", "msg_id", head.MsgID,
+			p.logger.ErrorContext(ctx, "message exhausted its attempts: DEAD(EXHAUSTED), needs an operator", "msg_id", head.MsgID,
 				"attempts", head.Attempts, "last_error_class", deref((*string)(head.ErrorClass)), "last_error", deref(head.LastError))
 		}
 		return 0, err
@@ -324,10 +324,10 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 	}
 	switch {
 	case o.gone:
-		p.logger.Info("message is no longer unfinished; nothing to record", "msg_id", head.MsgID)
+		p.logger.InfoContext(ctx, "message is no longer unfinished; nothing to record", "msg_id", head.MsgID)
 		return true
 	case o.state == queue.Failed && (parent.Err() != nil || errors.Is(o.err, leader.ErrLost)):
-		p.logger.Info("interrupted by shutdown or lost leadership; the attempt is not counted",
+		p.logger.InfoContext(ctx, "interrupted by shutdown or lost leadership; the attempt is not counted",
 			"msg_id", head.MsgID, "err", o.err)
 		return true
 	case o.dependency != "" && p.isOutage(parent, s, o):
@@ -340,10 +340,12 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 	// outcome gets its own bound.
 	rctx, rcancel := context.WithTimeout(parent, p.cfg.RecordTimeout)
 	defer rcancel()
+	// Still inside the span: the recording and its log lines belong to the message's trace.
+	rctx = trace.ContextWithSpan(rctx, span)
 	if err := p.record(rctx, s, head, o, started); err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		if !errors.Is(err, queue.ErrNotUnfinished) && parent.Err() == nil {
-			p.logger.Error("recording the outcome failed; the message stays the head", "msg_id", head.MsgID, "err", err)
+			p.logger.ErrorContext(ctx, "recording the outcome failed; the message stays the head", "msg_id", head.MsgID, "err", err)
 			return false
 		}
 	}
@@ -353,7 +355,7 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started time.Time, span trace.Span) (o outcome) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.logger.Error("panic while processing; recorded as a failure", "msg_id", head.MsgID, "panic", r, "stack", string(debug.Stack()))
+			p.logger.ErrorContext(ctx, "panic while processing; recorded as a failure", "msg_id", head.MsgID, "panic", r, "stack", string(debug.Stack()))
 			o = failed(queue.Infra, fmt.Sprintf("panic: %v", r), nil)
 		}
 	}()
@@ -383,7 +385,7 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 		// Kept for a replay once a codec that understands it is deployed, and for GetMessage
 		// after the inbox row is gone; a failure to keep it is no reason to stop here.
 		if kerr := s.Do(ctx, func(conn *pgx.Conn) error { return queue.KeepRaw(ctx, conn, head.MsgID, raw, started) }); kerr != nil {
-			p.logger.Warn("raw text not kept", "msg_id", head.MsgID, "err", kerr)
+			p.logger.WarnContext(ctx, "raw text not kept", "msg_id", head.MsgID, "err", kerr)
 		}
 		if class, _ := sis.ClassOf(err); class == sis.Malformed {
 			return outcome{state: queue.Dead, class: queue.Malformed, reason: err.Error()}
@@ -452,7 +454,7 @@ func (p *Pump) storedRaw(ctx context.Context, s Session, msgID int64, missing er
 	case err != nil:
 		return "", fmt.Errorf("%w: %w", errStoredRaw, err)
 	}
-	p.logger.Info("inbox row is gone; processing the raw text kept by an earlier run", "msg_id", msgID)
+	p.logger.InfoContext(ctx, "inbox row is gone; processing the raw text kept by an earlier run", "msg_id", msgID)
 	return raw, nil
 }
 
@@ -595,7 +597,7 @@ func (p *Pump) trail(ctx context.Context, conn *pgx.Conn, in Input, res Result) 
 		return
 	}
 	if err := res.Trail(ctx, conn); err != nil {
-		p.logger.Warn("trail not appended", "msg_id", in.MsgID, "err", err)
+		p.logger.WarnContext(ctx, "trail not appended", "msg_id", in.MsgID, "err", err)
 	}
 }
 
@@ -633,7 +635,7 @@ func (p *Pump) record(ctx context.Context, s Session, head queue.Message, o outc
 	log := p.logger.With("msg_id", head.MsgID, "state", o.state, "error_class", o.class, "reason", o.reason)
 	if o.recorded {
 		p.metrics.finished.WithLabelValues(string(o.state), string(o.class)).Inc()
-		log.Debug("processed")
+		log.DebugContext(ctx, "processed")
 		return nil
 	}
 	now := p.clock.Now()
@@ -645,7 +647,7 @@ func (p *Pump) record(ctx context.Context, s Session, head queue.Message, o outc
 			return queue.Fail(ctx, conn, head.MsgID, o.class, o.reason, next, started, now)
 		})
 		if err == nil {
-			log.Warn("processing failed; will retry", "attempt", attempt, "next_attempt_at", next)
+			log.WarnContext(ctx, "processing failed; will retry", "attempt", attempt, "next_attempt_at", next)
 		}
 	} else {
 		err = s.Do(ctx, func(conn *pgx.Conn) error {
@@ -654,9 +656,9 @@ func (p *Pump) record(ctx context.Context, s Session, head queue.Message, o outc
 		switch {
 		case err != nil:
 		case o.state == queue.Dead:
-			log.Error("message is DEAD and needs an operator")
+			log.ErrorContext(ctx, "message is DEAD and needs an operator")
 		default:
-			log.Info("message skipped")
+			log.InfoContext(ctx, "message skipped")
 		}
 	}
 	if err == nil {

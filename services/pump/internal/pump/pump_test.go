@@ -158,7 +158,8 @@ func TestNonBusinessTerminalStates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := e.session(t)
-	p := e.newPump(t, options{})
+	reg := prometheus.NewRegistry()
+	p := e.newPump(t, options{reg: reg})
 	first := e.add(t, e.adft("1004"))
 	dupText := e.remark("1004", "ONCE")
 	original := e.add(t, dupText)
@@ -195,6 +196,19 @@ func TestNonBusinessTerminalStates(t *testing.T) {
 		if m.Attempts != 0 || m.FinishedAt == nil || m.BackfillNextAt == nil {
 			t.Errorf("message %d: attempts %d finished %v backfill intent %v, want a terminal state with its intent and no attempt",
 				id, m.Attempts, m.FinishedAt, m.BackfillNextAt)
+		}
+	}
+	// The DEAD gauge is read from proc_state: it says 2 for as long as the rows stay DEAD, and
+	// every other class reads 0 (a series that resolves rather than vanishes).
+	for range 2 {
+		if _, err := p.ReportBacklog(t.Context(), e.pg.Pool); err != nil {
+			t.Fatal(err)
+		}
+		if got := gauge(t, reg, "msgx_pipeline_messages_dead", "error_class", "MALFORMED"); got != 2 {
+			t.Errorf("msgx_pipeline_messages_dead{MALFORMED} = %v, want 2", got)
+		}
+		if got := gauge(t, reg, "msgx_pipeline_messages_dead", "error_class", "EXHAUSTED"); got != 0 {
+			t.Errorf("msgx_pipeline_messages_dead{EXHAUSTED} = %v, want 0", got)
 		}
 	}
 }

@@ -1,0 +1,104 @@
+package chartcheck
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestStandbysAndPolicies renders warm standbys for the pump, a NetworkPolicy with named
+// operators and a created ServiceAccount, and checks what each promises.
+func TestStandbysAndPolicies(t *testing.T) {
+	root := repoRoot(t)
+	helm := helmBinary(t, root)
+	out := run(t, helm, "template", "msgx", filepath.Join(root, chartDir),
+		"--set", "services.pump.replicas=3", "--set", "networkPolicy.enabled=true",
+		"--set", "networkPolicy.control.namespaces={ops}", "--set", "networkPolicy.control.pods[0].app=msgxctl",
+		"--set", "networkPolicy.admin.namespaces={monitoring}",
+		"--set", "serviceAccount.create=true")
+	m := decodeAll(t, out)
+	const fullname = "msgx-msgexchange"
+
+	for _, role := range roles {
+		d := m.deployments[fullname+"-"+role]
+		if d == nil {
+			t.Fatalf("no Deployment for %s", role)
+		}
+		if d.Spec.Template.Spec.ServiceAccountName != fullname {
+			t.Errorf("%s: serviceAccountName %q, want the created %s", d.Name, d.Spec.Template.Spec.ServiceAccountName, fullname)
+		}
+		_, pdb := m.pdbs[fullname+"-"+role]
+		aff := d.Spec.Template.Spec.Affinity
+		if role != "pump" {
+			if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || pdb || aff != nil {
+				t.Errorf("%s: a single replica wants Recreate, no PDB and no anti-affinity", d.Name)
+			}
+			continue
+		}
+		if *d.Spec.Replicas != 3 {
+			t.Errorf("%s: replicas %d, want 3", d.Name, *d.Spec.Replicas)
+		}
+		ru := d.Spec.Strategy.RollingUpdate
+		if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxSurge.IntValue() != 0 || ru.MaxUnavailable.IntValue() != 1 {
+			t.Errorf("%s: strategy %+v, want a rolling update one pod at a time without surge", d.Name, d.Spec.Strategy)
+		}
+		if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+			t.Fatalf("%s: no preferred pod anti-affinity: %+v", d.Name, aff)
+		}
+		term := aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
+		if term.TopologyKey != "kubernetes.io/hostname" || !selectorMatches(term.LabelSelector.MatchLabels, d.Spec.Template.Labels) {
+			t.Errorf("%s: anti-affinity %+v does not spread its own pods over nodes", d.Name, term)
+		}
+		b := m.pdbs[fullname+"-pump"]
+		if b == nil || b.Spec.MinAvailable == nil || b.Spec.MinAvailable.IntValue() != 1 ||
+			!selectorMatches(b.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+			t.Errorf("pump: PodDisruptionBudget %+v, want minAvailable 1 over the pump's pods", b)
+		}
+	}
+	if len(m.pdbs) != 1 {
+		t.Errorf("%d PodDisruptionBudgets, want the pump's only", len(m.pdbs))
+	}
+	if a := m.accounts[fullname]; a == nil || a.AutomountServiceAccountToken == nil || *a.AutomountServiceAccountToken {
+		t.Errorf("ServiceAccount %s: %+v, want one that mounts no token", fullname, a)
+	}
+
+	// NetworkPolicy: control's gRPC only from the named namespace and pods, ingest's compat
+	// port closed (no senders named), the admin port from the monitoring namespace.
+	ports := func(role string) map[string][]string {
+		np := m.policies[fullname+"-"+role]
+		if np == nil {
+			t.Fatalf("no NetworkPolicy for %s", role)
+		}
+		if !selectorMatches(np.Spec.PodSelector.MatchLabels, m.deployments[fullname+"-"+role].Spec.Template.Labels) {
+			t.Errorf("NetworkPolicy %s does not select the %s pods", np.Name, role)
+		}
+		out := map[string][]string{}
+		for _, r := range np.Spec.Ingress {
+			var from []string
+			for _, p := range r.From {
+				switch {
+				case p.NamespaceSelector != nil:
+					from = append(from, "ns:"+p.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+				case p.PodSelector != nil:
+					from = append(from, "pod:"+p.PodSelector.MatchLabels["app"])
+				}
+			}
+			for _, port := range r.Ports {
+				if port.Protocol == nil || *port.Protocol != corev1.ProtocolTCP {
+					t.Errorf("NetworkPolicy %s: port %v is not TCP", np.Name, port.Port)
+				}
+				out[port.Port.String()] = from
+			}
+		}
+		return out
+	}
+	if got := ports("control"); !slices.Equal(got["grpc"], []string{"ns:ops", "pod:msgxctl"}) || !slices.Equal(got["admin"], []string{"ns:monitoring"}) {
+		t.Errorf("control's NetworkPolicy admits %v, want grpc from ns:ops and pod:msgxctl, admin from ns:monitoring", got)
+	}
+	if got := ports("ingest"); len(got) != 1 || got["http"] != nil {
+		t.Errorf("ingest's NetworkPolicy admits %v, want the admin port only (no compat senders named)", got)
+	}
+}
