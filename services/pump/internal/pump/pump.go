@@ -537,7 +537,7 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 				}
 			}
 			now := p.clock.Now()
-			if err := queue.Finish(ctx, conn, in.MsgID, queue.Succeeded, "", "", started, now); err != nil {
+			if err := queue.Finish(ctx, conn, queue.Outcome{MsgID: in.MsgID, State: queue.Succeeded, Started: started, Now: now}); err != nil {
 				return err
 			}
 			o = outcome{state: queue.Succeeded, recorded: true}
@@ -642,14 +642,14 @@ func (p *Pump) record(ctx context.Context, s Session, head queue.Message, o outc
 		attempt := head.Attempts + 1
 		next := now.Add(p.cfg.Retry.After(attempt))
 		err = s.Do(ctx, func(conn *pgx.Conn) error {
-			return queue.Fail(ctx, conn, head.MsgID, o.class, o.reason, next, started, now)
+			return queue.Fail(ctx, conn, queue.Outcome{MsgID: head.MsgID, Class: o.class, Reason: o.reason, Next: next, Started: started, Now: now})
 		})
 		if err == nil {
 			log.Warn("processing failed; will retry", "attempt", attempt, "next_attempt_at", next)
 		}
 	} else {
 		err = s.Do(ctx, func(conn *pgx.Conn) error {
-			return queue.Finish(ctx, conn, head.MsgID, o.state, o.class, o.reason, started, now)
+			return queue.Finish(ctx, conn, queue.Outcome{MsgID: head.MsgID, State: o.state, Class: o.class, Reason: o.reason, Started: started, Now: now})
 		})
 		switch {
 		case err != nil:
