@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -46,4 +47,18 @@ func (m *Mutable) Advance(d time.Duration) {
 	m.mu.Lock()
 	m.now = m.now.Add(d)
 	m.mu.Unlock()
+}
+
+// Sleep waits d or until ctx ends, and reports whether the full wait passed. Waits are real
+// time whatever the Clock: a worker paces itself by the wall clock, and tests shorten the
+// durations instead.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -66,17 +66,7 @@ func WithTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
 // WithTxV is WithTx for a function that returns a value: the value of a committed transaction,
 // or the zero value with the error.
 func WithTxV[T any](ctx context.Context, b Beginner, fn func(tx pgx.Tx) (T, error)) (T, error) {
-	var v T
-	err := WithTx(ctx, b, func(tx pgx.Tx) error {
-		var err error
-		v, err = fn(tx)
-		return err
-	})
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return v, nil
+	return value(func(run func(pgx.Tx) error) error { return WithTx(ctx, b, run) }, fn)
 }
 
 // Doer gives a function exclusive use of one connection (leader.Session: the fenced lock
@@ -93,26 +83,22 @@ type Txer interface {
 // DoV is Doer.Do for a function that returns a value, so callers need no variable captured by
 // the closure.
 func DoV[T any](ctx context.Context, d Doer, fn func(conn *pgx.Conn) (T, error)) (T, error) {
-	var v T
-	err := d.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		v, err = fn(conn)
-		return err
-	})
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return v, nil
+	return value(func(run func(*pgx.Conn) error) error { return d.Do(ctx, run) }, fn)
 }
 
 // TxV is Txer.Tx for a function that returns a value: the value of a committed transaction, or
 // the zero value with the error.
 func TxV[T any](ctx context.Context, t Txer, fn func(tx pgx.Tx) (T, error)) (T, error) {
+	return value(func(run func(pgx.Tx) error) error { return t.Tx(ctx, run) }, fn)
+}
+
+// value runs fn through a runner that takes a func(A) error and returns fn's value when the
+// runner succeeded, the zero value with the error otherwise.
+func value[T, A any](runner func(func(A) error) error, fn func(A) (T, error)) (T, error) {
 	var v T
-	err := t.Tx(ctx, func(tx pgx.Tx) error {
+	err := runner(func(a A) error {
 		var err error
-		v, err = fn(tx)
+		v, err = fn(a)
 		return err
 	})
 	if err != nil {

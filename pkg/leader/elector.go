@@ -151,7 +151,7 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, s *Ses
 			return nil
 		}
 		e.hold(ctx, conn, work)
-		if !sleep(ctx, e.cfg.RetryInterval) {
+		if !clock.Sleep(ctx, e.cfg.RetryInterval) {
 			return nil
 		}
 	}
@@ -232,7 +232,7 @@ func (e *Elector) standby(ctx context.Context, cfg *pgx.ConnConfig) *pgx.Conn {
 				}
 			}
 		}
-		if !sleep(ctx, e.cfg.RetryInterval) {
+		if !clock.Sleep(ctx, e.cfg.RetryInterval) {
 			if conn != nil {
 				e.closeConn(conn)
 			}
@@ -421,7 +421,7 @@ func (e *Elector) awaitPredecessor(ctx context.Context, prevHeartbeat time.Time)
 		return true
 	}
 	e.log.Debug("leader: waiting for the previous holder to stop", "wait", wait)
-	return sleep(ctx, wait)
+	return clock.Sleep(ctx, wait)
 }
 
 // resign ends the term on a connection that still works: unlock, then close. Closing alone would
@@ -489,15 +489,3 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 // pg_locks shows a bigint advisory key as classid (high 32 bits) and objid (low 32 bits).
 func keyHigh(key int64) uint32 { return uint32(uint64(key) >> 32) }
 func keyLow(key int64) uint32  { return uint32(uint64(key)) }
-
-// sleep waits d or until ctx ends, and reports whether the full wait passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}

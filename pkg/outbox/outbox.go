@@ -256,10 +256,21 @@ func MarkSent(ctx context.Context, q db.Executor, events []Event, now time.Time)
 	return out, nil
 }
 
-// Fail counts a failed send: the event backs off until next, or becomes DEAD (kept as the
-// dead-letter record) when its attempts reach maxAttempts. It reports whether the event is now
-// DEAD; a KAFKA:schd row replaced during the send is left alone (false).
-func Fail(ctx context.Context, q db.Executor, e Event, reason string, next time.Time, maxAttempts int, now time.Time) (bool, error) {
+// Failure is one failed send of an event, as Fail records it.
+type Failure struct {
+	Event  Event
+	Reason string
+	// Next is when the event may be sent again; MaxAttempts is the attempt that makes it DEAD.
+	Next        time.Time
+	MaxAttempts int
+	Now         time.Time
+}
+
+// Fail counts a failed send: the event backs off until f.Next, or becomes DEAD (kept as the
+// dead-letter record) when its attempts reach f.MaxAttempts. It reports whether the event is
+// now DEAD; a KAFKA:schd row replaced during the send is left alone (false).
+func Fail(ctx context.Context, q db.Executor, f Failure) (bool, error) {
+	e, reason, next, maxAttempts, now := f.Event, f.Reason, f.Next, f.MaxAttempts, f.Now
 	var state string
 	err := q.QueryRow(ctx, `UPDATE msg_event SET attempts = attempts + 1, last_error = $3, updated_at = $5,
 		next_attempt_at = CASE WHEN attempts + 1 >= $4 THEN NULL ELSE $6::timestamptz END,

@@ -45,7 +45,7 @@ func TestSchdUpsert(t *testing.T) {
 	if err != nil || len(first) != 1 {
 		t.Fatalf("pending = %v, %v", first, err)
 	}
-	if _, err := outbox.Fail(t.Context(), d.Pool, first[0], "boom", now.Add(time.Hour), 1, now); err != nil {
+	if _, err := outbox.Fail(t.Context(), d.Pool, outbox.Failure{Event: first[0], Reason: "boom", Next: now.Add(time.Hour), MaxAttempts: 1, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	steps := []struct {
@@ -97,10 +97,10 @@ func TestPendingBlocking(t *testing.T) {
 	a1, b1, c1, a2, b2, c2 := all[0], all[1], all[2], all[3], all[4], all[5]
 
 	// A's head backs off; B's head is DEAD; C's head was sent.
-	if _, err := outbox.Fail(ctx, d.Pool, a1, "x", now.Add(time.Minute), 5, now); err != nil {
+	if _, err := outbox.Fail(ctx, d.Pool, outbox.Failure{Event: a1, Reason: "x", Next: now.Add(time.Minute), MaxAttempts: 5, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	if dead, err := outbox.Fail(ctx, d.Pool, b1, "x", now, 1, now); err != nil || !dead {
+	if dead, err := outbox.Fail(ctx, d.Pool, outbox.Failure{Event: b1, Reason: "x", Next: now, MaxAttempts: 1, Now: now}); err != nil || !dead {
 		t.Fatalf("B's head: dead %v, %v", dead, err)
 	}
 	if n, err := outbox.MarkSent(ctx, d.Pool, []outbox.Event{c1}, now); err != nil || n.Count != 1 {

@@ -5,6 +5,12 @@
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable); its role must be allowed to
 // create databases. A test whose server is unreachable fails, naming that variable: it is never
 // skipped, so a missing server cannot turn a test run green.
+//
+// The search_path is left as the server sets it. River's harness empties it because each test
+// there gets a schema of one database, and a query that forgot its schema would reach another
+// test's tables; here each test gets a database of its own, whose public schema is where the
+// migrations put every table and where the services look in production, so an unqualified name
+// cannot reach anything but this test's tables.
 package pgtest
 
 import (

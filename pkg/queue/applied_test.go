@@ -20,13 +20,13 @@ func TestMarkAppliedKeptByReplay(t *testing.T) {
 	if err := queue.MarkApplied(t.Context(), d.Pool, 1, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := queue.Finish(t.Context(), d.Pool, 2, queue.Skipped, "", "", now, now); err != nil {
+	if err := queue.Finish(t.Context(), d.Pool, queue.Outcome{MsgID: 2, State: queue.Skipped, Started: now, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	if err := queue.MarkApplied(t.Context(), d.Pool, 2, now); !errors.Is(err, queue.ErrNotUnfinished) {
 		t.Fatalf("MarkApplied on a terminal message = %v, want ErrNotUnfinished", err)
 	}
-	if err := queue.Fail(t.Context(), d.Pool, 1, queue.Infra, "redis down", now, now, now); err != nil {
+	if err := queue.Fail(t.Context(), d.Pool, queue.Outcome{MsgID: 1, Class: queue.Infra, Reason: "redis down", Next: now, Started: now, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := queue.Exhaust(t.Context(), d.Pool, 1, 1, now); err != nil {

@@ -31,7 +31,7 @@ func TestAttemptHistory(t *testing.T) {
 		t.Parallel()
 		db := pgtest.New(t)
 		enqueue(t, db, 1)
-		if err := queue.Finish(t.Context(), db.Pool, 1, queue.Succeeded, "", "", at(1), at(2)); err != nil {
+		if err := queue.Finish(t.Context(), db.Pool, queue.Outcome{MsgID: 1, State: queue.Succeeded, Started: at(1), Now: at(2)}); err != nil {
 			t.Fatal(err)
 		}
 		if a := history(t, db, 1); len(a) != 0 {
@@ -42,13 +42,13 @@ func TestAttemptHistory(t *testing.T) {
 		t.Parallel()
 		db := pgtest.New(t)
 		enqueue(t, db, 1)
-		if err := queue.Fail(t.Context(), db.Pool, 1, queue.CodecError, "bad date", at(10), at(1), at(2)); err != nil {
+		if err := queue.Fail(t.Context(), db.Pool, queue.Outcome{MsgID: 1, Class: queue.CodecError, Reason: "bad date", Next: at(10), Started: at(1), Now: at(2)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := queue.Fail(t.Context(), db.Pool, 1, queue.Infra, "redis: refused", at(20), at(11), at(12)); err != nil {
+		if err := queue.Fail(t.Context(), db.Pool, queue.Outcome{MsgID: 1, Class: queue.Infra, Reason: "redis: refused", Next: at(20), Started: at(11), Now: at(12)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := queue.Finish(t.Context(), db.Pool, 1, queue.Succeeded, "", "", at(21), at(23)); err != nil {
+		if err := queue.Finish(t.Context(), db.Pool, queue.Outcome{MsgID: 1, State: queue.Succeeded, Started: at(21), Now: at(23)}); err != nil {
 			t.Fatal(err)
 		}
 		a := history(t, db, 1)
@@ -72,7 +72,7 @@ func TestAttemptHistory(t *testing.T) {
 		enqueue(t, db, 1)
 		n := queue.AttemptHistory + 3
 		for i := range n {
-			if err := queue.Fail(t.Context(), db.Pool, 1, queue.Infra, "try", at(i+1), at(i), at(i)); err != nil {
+			if err := queue.Fail(t.Context(), db.Pool, queue.Outcome{MsgID: 1, Class: queue.Infra, Reason: "try", Next: at(i + 1), Started: at(i), Now: at(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -85,10 +85,10 @@ func TestAttemptHistory(t *testing.T) {
 		t.Parallel()
 		db := pgtest.New(t)
 		enqueue(t, db, 1)
-		if err := queue.Finish(t.Context(), db.Pool, 1, queue.Skipped, queue.Unsupported, "x", at(1), at(2)); err != nil {
+		if err := queue.Finish(t.Context(), db.Pool, queue.Outcome{MsgID: 1, State: queue.Skipped, Class: queue.Unsupported, Reason: "x", Started: at(1), Now: at(2)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := queue.Fail(t.Context(), db.Pool, 1, queue.Infra, "late", at(5), at(3), at(4)); err == nil {
+		if err := queue.Fail(t.Context(), db.Pool, queue.Outcome{MsgID: 1, Class: queue.Infra, Reason: "late", Next: at(5), Started: at(3), Now: at(4)}); err == nil {
 			t.Fatal("Fail of a SKIPPED message succeeded")
 		}
 		if a := history(t, db, 1); len(a) != 0 {
@@ -99,13 +99,13 @@ func TestAttemptHistory(t *testing.T) {
 		t.Parallel()
 		db := pgtest.New(t)
 		enqueue(t, db, 1)
-		if err := queue.Finish(t.Context(), db.Pool, 1, queue.Skipped, queue.Unsupported, "unsupported: RSTA", at(1), at(2)); err != nil {
+		if err := queue.Finish(t.Context(), db.Pool, queue.Outcome{MsgID: 1, State: queue.Skipped, Class: queue.Unsupported, Reason: "unsupported: RSTA", Started: at(1), Now: at(2)}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := queue.Replay(t.Context(), db.Pool, queue.ReplayRequest{MsgIDs: []int64{1}}, at(3)); err != nil {
 			t.Fatal(err)
 		}
-		if err := queue.Finish(t.Context(), db.Pool, 1, queue.Succeeded, "", "", at(4), at(5)); err != nil {
+		if err := queue.Finish(t.Context(), db.Pool, queue.Outcome{MsgID: 1, State: queue.Succeeded, Started: at(4), Now: at(5)}); err != nil {
 			t.Fatal(err)
 		}
 		a := history(t, db, 1)

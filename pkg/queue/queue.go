@@ -214,11 +214,26 @@ func Bind(ctx context.Context, q db.Executor, b Binding) (holder int64, err erro
 	return holder, nil
 }
 
-// Fail counts a failed attempt and schedules the retry; the message stays the head. started
-// is the attempt's start, recorded only if no earlier attempt recorded one. The same statement
-// appends the attempt to the message's history (proc_attempt, the last AttemptHistory kept), so
-// the history and the count never disagree.
-func Fail(ctx context.Context, q db.Executor, msgID int64, class ErrorClass, reason string, next, started, now time.Time) error {
+// Outcome is one processing attempt's result, as Fail and Finish record it. Named fields keep
+// the attempt's three times from trading places.
+type Outcome struct {
+	MsgID int64
+	// State is the terminal state Finish moves the message to; Fail records FAILED.
+	State  State
+	Class  ErrorClass
+	Reason string
+	// Next is when Fail lets the next attempt start; Finish schedules none.
+	Next time.Time
+	// Started is when the attempt's processing began, recorded only if no earlier attempt
+	// recorded one; Now is when the outcome is recorded.
+	Started, Now time.Time
+}
+
+// Fail counts a failed attempt and schedules the retry at o.Next; the message stays the head.
+// The same statement appends the attempt to the message's history (proc_attempt, the last
+// AttemptHistory kept), so the history and the count never disagree.
+func Fail(ctx context.Context, q db.Executor, o Outcome) error {
+	msgID, class, reason, next, started, now := o.MsgID, o.Class, o.Reason, o.Next, o.Started, o.Now
 	var n int
 	err := q.QueryRow(ctx, `WITH upd AS (UPDATE proc_state SET state = 'FAILED', error_class = $2, last_error = $3,
 			attempts = attempts + 1, next_attempt_at = $4, processing_started_at = coalesce(processing_started_at, $5),
@@ -253,11 +268,11 @@ const historyCTEs = `,
 
 // Finish moves an unfinished message to a terminal state with its backfill intent in the same
 // statement (seed 003 §5.3: a terminal state and its backfill intent are written together).
-// class and reason may be empty (SUCCEEDED); an empty reason keeps the last error for audit.
-// started is the attempt's start, recorded only if no earlier attempt recorded one. The attempt
-// joins the message's history when it has one (earlier attempts failed, or a replay ran it
-// again); a message that ends on its first attempt writes none.
-func Finish(ctx context.Context, q db.Executor, msgID int64, state State, class ErrorClass, reason string, started, now time.Time) error {
+// o.Class and o.Reason may be empty (SUCCEEDED); an empty reason keeps the last error for
+// audit. The attempt joins the message's history when it has one (earlier attempts failed, or a
+// replay ran it again); a message that ends on its first attempt writes none.
+func Finish(ctx context.Context, q db.Executor, o Outcome) error {
+	msgID, state, class, reason, started, now := o.MsgID, o.State, o.Class, o.Reason, o.Started, o.Now
 	if !state.Terminal() {
 		return fmt.Errorf("finish %d: %s is not terminal", msgID, state)
 	}

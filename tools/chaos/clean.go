@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/msgexchange/msgexchange/tools/stack"
+
+	"github.com/msgexchange/msgexchange/pkg/clock"
 )
 
 // cleanRun is the reference: the chaos inbox's rows, with their IDs (so the same holes and
@@ -84,7 +86,7 @@ func (h *harness) cleanRun(ctx context.Context, t Target) (*snapshot, error) {
 			h.logf("clean run: %d of %d enqueued, %d terminal", enqueued, n, done)
 			last = time.Now()
 		}
-		if !sleep(ctx, 200*time.Millisecond) {
+		if !clock.Sleep(ctx, 200*time.Millisecond) {
 			return nil, fmt.Errorf("not finished after %s: %d of %d enqueued, %d terminal (logs: %s)", h.cfg.CleanTimeout, enqueued, n, done, logs.Name())
 		}
 	}

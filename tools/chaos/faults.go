@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/msgexchange/msgexchange/pkg/clock"
 )
 
 // Kind is a kind of fault.
@@ -143,18 +145,6 @@ func (in *injector) blocked(k Kind) bool {
 	return false
 }
 
-// sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(r.Int64N(int64(hi-lo)+1))
 }
@@ -164,7 +154,7 @@ func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
 func (in *injector) shortFaults(ctx context.Context, r *rand.Rand) {
 	todo := slices.Clone(ShortKinds)
 	r.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
-	if !sleep(ctx, 2*time.Second) {
+	if !clock.Sleep(ctx, 2*time.Second) {
 		return
 	}
 	for ctx.Err() == nil {
@@ -172,7 +162,7 @@ func (in *injector) shortFaults(ctx context.Context, r *rand.Rand) {
 		if ok {
 			in.short(ctx, r, k)
 		}
-		if !sleep(ctx, between(r, 1500*time.Millisecond, 4*time.Second)) {
+		if !clock.Sleep(ctx, between(r, 1500*time.Millisecond, 4*time.Second)) {
 			return
 		}
 	}
@@ -216,7 +206,7 @@ func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 		}
 		in.logf("kill -9 %s, restarted after %s", svc, down.Round(time.Millisecond))
 		in.stop(svc, true)
-		sleep(ctx, down)
+		clock.Sleep(ctx, down)
 		err := in.restart(svc)
 		in.sup.release(svc)
 		in.record(k, svc, 1, down, err)
@@ -235,7 +225,7 @@ func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 		in.mu.Unlock()
 		in.logf("redis CLIENT PAUSE %d ALL", d.Milliseconds())
 		err := in.redis.Do(ctx, "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err()
-		sleep(ctx, d)
+		clock.Sleep(ctx, d)
 		in.record(k, "", 0, d, err)
 	case BrokerBounce:
 		if !in.brokerMu.TryLock() {
@@ -248,7 +238,7 @@ func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 			return
 		}
 		in.stop(brokerName, false)
-		sleep(ctx, down)
+		clock.Sleep(ctx, down)
 		err := in.restart(brokerName)
 		in.sup.release(brokerName)
 		in.record(k, "", 1, down, err)
@@ -326,11 +316,11 @@ const sampleBefore = 2 * time.Second
 // made DEAD), work that arrives during it is not there at its start: the larger count counts.
 func (in *injector) waitOut(ctx context.Context, dep Dep, d time.Duration) {
 	in.sampleWork(ctx, dep)
-	if d > sampleBefore && sleep(ctx, d-sampleBefore) {
+	if d > sampleBefore && clock.Sleep(ctx, d-sampleBefore) {
 		in.sampleWork(ctx, dep)
 		d = sampleBefore
 	}
-	sleep(ctx, d)
+	clock.Sleep(ctx, d)
 }
 
 // sampleWork counts what waits on dep: unfinished messages for the inbox and Redis, pending
@@ -369,7 +359,7 @@ func (in *injector) awaitWork(ctx context.Context, d time.Duration) {
 		if err == nil && n >= want {
 			return
 		}
-		if !sleep(ctx, 200*time.Millisecond) {
+		if !clock.Sleep(ctx, 200*time.Millisecond) {
 			return
 		}
 	}
@@ -419,7 +409,7 @@ func (in *injector) pgOff(ctx context.Context, d time.Duration) error {
 		if _, err := in.terminate(ctx, true); err != nil && ctx.Err() == nil {
 			in.logf("terminating backends during the outage: %v", err)
 		}
-		if !sleep(ctx, min(time.Second, time.Until(end))) {
+		if !clock.Sleep(ctx, min(time.Second, time.Until(end))) {
 			break
 		}
 	}
@@ -487,7 +477,7 @@ func (in *injector) lockInbox(ctx context.Context, d time.Duration, dep Dep, loc
 	if dep != "" {
 		in.waitOut(ctx, dep, d)
 	} else {
-		sleep(ctx, d)
+		clock.Sleep(ctx, d)
 	}
 	rctx, rcancel := restoreCtx(ctx)
 	defer rcancel()
@@ -528,7 +518,7 @@ func (in *injector) redisOff(ctx context.Context, d time.Duration) error {
 		if err != nil && ctx.Err() == nil && !errors.Is(err, redis.Nil) && !isNoSuchClient(err) {
 			in.logf("killing the services' Redis connections: %v", err)
 		}
-		if !sleep(ctx, min(time.Second, time.Until(end))) {
+		if !clock.Sleep(ctx, min(time.Second, time.Until(end))) {
 			break
 		}
 	}

@@ -25,6 +25,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/tools/stack"
 	"github.com/msgexchange/msgexchange/tools/traffic"
+
+	"github.com/msgexchange/msgexchange/pkg/clock"
 )
 
 // Target is one set of real dependencies a stack runs on: its own PostgreSQL database, inbox
@@ -160,7 +162,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	go func() {
 		defer wg.Done()
 		for _, s := range long {
-			if !sleep(wctx, time.Until(h.start.Add(s.at))) {
+			if !clock.Sleep(wctx, time.Until(h.start.Add(s.at))) {
 				return
 			}
 			h.inj.outage(ctx, s.dep, s.dur)
@@ -490,7 +492,7 @@ func (h *harness) startStack(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("only %d of %d roles active after 90s (err %v; logs: %s)", n, len(services), err, h.logFile.Name())
 		}
-		if !sleep(ctx, 300*time.Millisecond) {
+		if !clock.Sleep(ctx, 300*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -498,7 +500,7 @@ func (h *harness) startStack(ctx context.Context) error {
 
 // progressLoop prints the pipeline's progress every ten seconds.
 func (h *harness) progressLoop(ctx context.Context) {
-	for sleep(ctx, 10*time.Second) {
+	for clock.Sleep(ctx, 10*time.Second) {
 		h.printProgress(ctx)
 	}
 }
@@ -538,7 +540,7 @@ func (h *harness) drain(ctx context.Context) bool {
 			h.printProgress(ctx)
 			last = time.Now()
 		}
-		if !sleep(ctx, 500*time.Millisecond) {
+		if !clock.Sleep(ctx, 500*time.Millisecond) {
 			return false
 		}
 	}

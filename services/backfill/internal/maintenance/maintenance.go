@@ -109,7 +109,7 @@ const historyJob = "flight_history"
 
 // Run sweeps after a short random stagger and then every period until ctx ends.
 func (c *Cleaner) Run(ctx context.Context, sess Session) error {
-	if !sleep(ctx, rand.N(time.Second)) {
+	if !clock.Sleep(ctx, rand.N(time.Second)) {
 		return ctx.Err()
 	}
 	t := time.NewTicker(c.cfg.Period)
@@ -153,7 +153,7 @@ func (c *Cleaner) runJob(ctx context.Context, name string, batch func() (n int64
 		if !more {
 			break
 		}
-		if c.cfg.Pause > 0 && !sleep(ctx, c.cfg.Pause/20+rand.N(c.cfg.Pause-c.cfg.Pause/20)) {
+		if c.cfg.Pause > 0 && !clock.Sleep(ctx, c.cfg.Pause/20+rand.N(c.cfg.Pause-c.cfg.Pause/20)) {
 			break
 		}
 	}
@@ -188,17 +188,6 @@ func (c *Cleaner) bound(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("bound maintenance transaction: %w", err)
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 type metrics struct {

@@ -18,7 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
-	"github.com/msgexchange/msgexchange/services/control/internal/control"
+	"github.com/msgexchange/msgexchange/services/control/internal/api"
 	"github.com/msgexchange/msgexchange/services/control/internal/server"
 )
 
@@ -27,8 +27,8 @@ type App struct {
 	b       *service.Base
 	server  *server.Server
 	elector *leader.Elector
-	term    *control.Term
-	svc     *control.Service
+	term    *api.Term
+	svc     *api.Service
 	inbox   *inbox.Inbox
 	ln      net.Listener
 }
@@ -65,8 +65,8 @@ func New(b *service.Base) (*App, error) {
 		return nil, err
 	}
 	elector := b.Elector()
-	term := &control.Term{}
-	svc, err := control.New(control.Config{
+	term := &api.Term{}
+	svc, err := api.New(api.Config{
 		DB:       b.Pool,
 		Clock:    b.Clock,
 		Instance: b.Config.Instance,
@@ -166,7 +166,7 @@ func (a *App) holdRole(ctx context.Context) error {
 		a.term.Hold(s)
 		defer a.term.Release()
 		if r := a.b.Config.Requests; r.Daily {
-			return a.svc.RunDaily(ctx, control.DailyConfig{At: r.DailyAt, Zone: a.b.Config.AirportZone},
+			return a.svc.RunDaily(ctx, api.DailyConfig{At: r.DailyAt, Zone: a.b.Config.AirportZone},
 				a.b.Logger.With("component", "daily-request"))
 		}
 		<-ctx.Done()

@@ -1,6 +1,6 @@
 // Package server is the control service's gRPC server: the interceptor chain, tracing, the
 // standard health service and server reflection around the services registered on it. It knows
-// nothing of the pipeline; handlers live in package control.
+// nothing of the pipeline; handlers live in package api.
 package server
 
 import (

@@ -523,8 +523,7 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 				continue
 			}
 			attempt := e.Attempts + 1
-			dead, err := outbox.Fail(mctx, conn, e, errs[i].Error(), now.Add(d.cfg.Retry.After(attempt)),
-				d.cfg.Retry.MaxAttempts, now)
+			dead, err := outbox.Fail(mctx, conn, outbox.Failure{Event: e, Reason: errs[i].Error(), Next: now.Add(d.cfg.Retry.After(attempt)), MaxAttempts: d.cfg.Retry.MaxAttempts, Now: now})
 			if err != nil {
 				return err
 			}

@@ -155,7 +155,7 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 			// FLOP carries one record, so a skip is the whole message's outcome and nothing was
 			// written before it.
 			f.skipped.WithLabelValues(o.Skip).Inc()
-			return pump.Result{Skip: o.Skip}, nil
+			return pump.Result{}, pump.Skip(o.Skip)
 		}
 		if len(o.Ignored) > 0 {
 			f.logger.InfoContext(ctx, "tags outside the STYP's rule were not merged", "msg_id", in.MsgID, "flid", rec.FLID,

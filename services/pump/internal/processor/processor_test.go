@@ -19,6 +19,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
@@ -59,7 +60,31 @@ func newEnv(t testing.TB) *env {
 
 // step runs step ① in one transaction and step ② (the projection), as the pump does; it
 // leaves step ③ out, which is the crash the re-run tests simulate.
-func (e *env) step(t testing.TB, msgID int64, xml string) pump.Result {
+// applied is what a processor made of a message in a test, as the pump reads it: the result,
+// or the reason of its decision to skip or reject the message.
+type applied struct {
+	pump.Result
+	Skip, Protocol string
+}
+
+// apply runs proc.Apply in tx as the pump does: a decision rolls the transaction back
+// (errRolledBack) and is reported in Skip or Protocol.
+func apply(ctx context.Context, tx pgx.Tx, proc pump.Processor, in pump.Input) (applied, error) {
+	res, err := proc.Apply(ctx, tx, in)
+	a := applied{Result: res}
+	d := pump.DecisionOf(err)
+	switch {
+	case d == nil:
+		return a, err
+	case d.Class == queue.Protocol:
+		a.Protocol = d.Reason
+	default:
+		a.Skip = d.Reason
+	}
+	return a, errRolledBack
+}
+
+func (e *env) step(t testing.TB, msgID int64, xml string) applied {
 	t.Helper()
 	ctx := context.Background()
 	m, err := sis.Decode(xml, sis.Options{Zone: zone})
@@ -71,11 +96,11 @@ func (e *env) step(t testing.TB, msgID int64, xml string) pump.Result {
 		t.Fatalf("not routed: %s", why)
 	}
 	e.now = e.now.Add(time.Second)
-	var res pump.Result
+	var res applied
 	if err := db.WithTx(ctx, e.pg.Pool, func(tx pgx.Tx) error {
-		res, err = proc.Apply(ctx, tx, pump.Input{MsgID: msgID, Message: m, Now: e.now})
+		res, err = apply(ctx, tx, proc, pump.Input{MsgID: msgID, Message: m, Now: e.now})
 		return err
-	}); err != nil {
+	}); err != nil && !errors.Is(err, errRolledBack) {
 		t.Fatal(err)
 	}
 	if _, err := e.proj.Write(ctx, res.Project); err != nil {

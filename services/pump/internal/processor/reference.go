@@ -76,10 +76,10 @@ func (r *Reference) category(ctx context.Context, tx pgx.Tx, in pump.Input, d *s
 		return pump.Result{}, fmt.Errorf("reference processor got %s-%s", d.Category, d.STYP)
 	}
 	if why != "" {
-		return pump.Result{Protocol: why}, nil
+		return pump.Result{}, pump.Reject(why)
 	}
-	if skip, err := r.admit(ctx, tx, in, RESPScope{Type: d.Category}); skip != "" || err != nil {
-		return pump.Result{Skip: skip}, err
+	if err := r.admit(ctx, tx, in, RESPScope{Type: d.Category}); err != nil {
+		return pump.Result{}, err
 	}
 	last, err := refstore.CategoryProgress(ctx, tx, d.Category)
 	if err != nil {
@@ -88,7 +88,7 @@ func (r *Reference) category(ctx context.Context, tx pgx.Tx, in pump.Input, d *s
 	if last > in.MsgID {
 		// Only a replay brings an older message after a newer one: applying it would rewind
 		// the category (a DNLD would even bring back what a later DEL removed).
-		return pump.Result{Skip: fmt.Sprintf("superseded: %s is at msg %d", d.Category, last)}, nil
+		return pump.Result{}, pump.Skip(fmt.Sprintf("superseded: %s is at msg %d", d.Category, last))
 	}
 	src := refstore.Source{MsgID: in.MsgID, Batch: sis.Identity(in.Message.Meta, false), At: in.Now}
 	var dropped []string
@@ -142,7 +142,7 @@ func (r *Reference) category(ctx context.Context, tx pgx.Tx, in pump.Input, d *s
 func (r *Reference) status(ctx context.Context, tx pgx.Tx, in pump.Input, rs *sis.ResourceStatus) (pump.Result, error) {
 	events, why := reference.Events(rs, in.MsgID, in.Message.Meta.DTTM, r.zone)
 	if why != "" {
-		return pump.Result{Protocol: why}, nil
+		return pump.Result{}, pump.Reject(why)
 	}
 	scope := RESPScope{Type: "RSTA"}
 	for _, e := range events {
@@ -150,8 +150,8 @@ func (r *Reference) status(ctx context.Context, tx pgx.Tx, in pump.Input, rs *si
 			scope.RTYPs = append(scope.RTYPs, e.RTYP)
 		}
 	}
-	if skip, err := r.admit(ctx, tx, in, scope); skip != "" || err != nil {
-		return pump.Result{Skip: skip}, err
+	if err := r.admit(ctx, tx, in, scope); err != nil {
+		return pump.Result{}, err
 	}
 	fresh := events[:0:0]
 	for _, e := range events {
@@ -168,16 +168,23 @@ func (r *Reference) status(ctx context.Context, tx pgx.Tx, in pump.Input, rs *si
 		fresh = append(fresh, e)
 	}
 	if len(fresh) == 0 {
-		return pump.Result{Skip: "superseded: every resource of the message has a newer status"}, nil
+		return pump.Result{}, pump.Skip("superseded: every resource of the message has a newer status")
 	}
 	return pump.Result{}, refstore.AddEvents(ctx, tx, fresh, sis.Identity(in.Message.Meta, false), in.Now)
 }
 
-// admit is the RESP request guard's one call (G-RESP-GUARD). Without a guard every RESP is
-// admitted and applied like a DNLD.
-func (r *Reference) admit(ctx context.Context, tx pgx.Tx, in pump.Input, scope RESPScope) (string, error) {
+// admit is the RESP request guard's one call (G-RESP-GUARD): a RESP it does not admit is
+// skipped (a pump.Decision). Without a guard every RESP is admitted and applied like a DNLD.
+func (r *Reference) admit(ctx context.Context, tx pgx.Tx, in pump.Input, scope RESPScope) error {
 	if in.Message.Meta.STYP != "RESP" || r.guard == nil {
-		return "", nil
+		return nil
 	}
-	return r.guard.AdmitRESP(ctx, tx, in, scope)
+	skip, err := r.guard.AdmitRESP(ctx, tx, in, scope)
+	if err != nil {
+		return err
+	}
+	if skip != "" {
+		return pump.Skip(skip)
+	}
+	return nil
 }

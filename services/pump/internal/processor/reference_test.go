@@ -43,8 +43,8 @@ func newRefEnv(t *testing.T) *refEnv {
 
 var errRolledBack = errors.New("rolled back like the pump does")
 
-// apply runs step ① as the pump does: a Protocol or Skip result rolls the transaction back.
-func (e *refEnv) apply(t *testing.T, proc pump.Processor, msgID int64, xml string) pump.Result {
+// apply runs step ① as the pump does: a decision (skip or rejection) rolls the transaction back.
+func (e *refEnv) apply(t *testing.T, proc pump.Processor, msgID int64, xml string) applied {
 	t.Helper()
 	ctx := context.Background()
 	m, err := sis.Decode(xml, sis.Options{Zone: zone})
@@ -58,16 +58,11 @@ func (e *refEnv) apply(t *testing.T, proc pump.Processor, msgID int64, xml strin
 		}
 	}
 	e.now = e.now.Add(time.Minute)
-	var res pump.Result
+	var res applied
 	err = db.WithTx(ctx, e.pg.Pool, func(tx pgx.Tx) error {
 		var err error
-		if res, err = proc.Apply(ctx, tx, pump.Input{MsgID: msgID, Message: m, Now: e.now}); err != nil {
-			return err
-		}
-		if res.Protocol != "" || res.Skip != "" {
-			return errRolledBack
-		}
-		return nil
+		res, err = apply(ctx, tx, proc, pump.Input{MsgID: msgID, Message: m, Now: e.now})
+		return err
 	})
 	if err != nil && !errors.Is(err, errRolledBack) {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func (s *Schedule) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Re
 	}
 	pkg, refusal := flight.ValidatePackage(b, s.days)
 	if refusal != nil {
-		return s.refuse(in, b.STYP, len(b.Records), flight.Scope{}, *refusal), nil
+		return pump.Result{}, s.refuse(in, b.STYP, len(b.Records), flight.Scope{}, *refusal)
 	}
 	if pkg.STYP() == "RESP" {
 		return s.applyRESP(ctx, tx, in, pkg)
@@ -75,8 +75,11 @@ func (s *Schedule) applyRESP(ctx context.Context, tx pgx.Tx, in pump.Input, pkg 
 		}
 	}
 	matched, skip, err := s.guard.match(ctx, tx, in, []request.Answer{a})
-	if err != nil || skip != "" {
-		return pump.Result{Skip: skip}, err
+	if err != nil {
+		return pump.Result{}, err
+	}
+	if skip != "" {
+		return pump.Result{}, pump.Skip(skip)
 	}
 	req := matched[0]
 	scope, err := pkg.Scope(&flight.DayRange{First: *req.From, Last: *req.To})
@@ -99,7 +102,7 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 	}
 	plan, refusal := flight.PlanSnapshot(sin)
 	if refusal != nil {
-		return s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, *refusal), nil
+		return pump.Result{}, s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, *refusal)
 	}
 	s.report(ctx, in, plan)
 	batches := plan.Batches(s.batchSize)
@@ -228,13 +231,13 @@ func newEvents(in pump.Input, events []flight.Event) []outbox.NewEvent {
 	return out
 }
 
-// refuse is the DEAD(PROTOCOL) outcome of a whole-package refusal, with its trail row.
-func (s *Schedule) refuse(in pump.Input, styp string, records int, scope flight.Scope, r flight.Refusal) pump.Result {
+// refuse is the DEAD(PROTOCOL) decision of a whole-package refusal, with its trail row.
+func (s *Schedule) refuse(in pump.Input, styp string, records int, scope flight.Scope, r flight.Refusal) *pump.Decision {
 	trail := flightstore.SnapLog{MsgID: in.MsgID, STYP: styp, Records: records, Scope: scope.Days(),
 		Outcome: flightstore.SnapRefused, Reason: r.String(), At: in.Now}
-	return pump.Result{Protocol: r.String(), Trail: func(ctx context.Context, q db.Executor) error {
+	return pump.Reject(r.String()).WithTrail(func(ctx context.Context, q db.Executor) error {
 		return flightstore.AppendSnapLog(ctx, q, trail)
-	}}
+	})
 }
 
 // report logs what the plan keeps that the operator may want to know: records that stay

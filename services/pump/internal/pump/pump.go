@@ -48,10 +48,6 @@ type Input struct {
 
 // Result is what a processor's business step decided.
 type Result struct {
-	// Skip makes the message SKIPPED with this reason; Protocol makes it DEAD(PROTOCOL). The
-	// pump rolls the transaction back in either case, so nothing of the message is applied.
-	Skip     string
-	Protocol string
 	// Project lists the full states to write to the Redis projection after the commit.
 	Project []flight.Flight
 	// Then are the further transactions of a message too large for one (a schedule snapshot's
@@ -61,10 +57,58 @@ type Result struct {
 	// and the message unfinished: its re-run decides the whole message again, so every step
 	// must find what an earlier run committed and write nothing of it twice.
 	Then []Step
-	// Trail, when set, is called once the message ended as decided (SUCCEEDED, or the Protocol
-	// or Skip outcome), on the lock connection and outside every business transaction; a
-	// failure is logged, never the message's (seed 003 §9.2: a crash may lose a trail row).
-	Trail func(ctx context.Context, q db.Executor) error
+	// Trail, when set, is called once the message SUCCEEDED, on the lock connection and outside
+	// every business transaction; a failure is logged, never the message's (seed 003 §9.2: a
+	// crash may lose a trail row).
+	Trail Trail
+}
+
+// Trail appends what a message leaves in a log of its own (schd_snap_log).
+type Trail func(ctx context.Context, q db.Executor) error
+
+// Decision is a processor's verdict that the message ends without a change, in the shape of
+// river's JobCancel: Apply returns it as its error (Skip, Reject), the pump rolls the business
+// transaction back, so nothing of the message is applied, and records the decided state
+// instead of counting a failed attempt.
+type Decision struct {
+	State  queue.State      // SKIPPED or DEAD
+	Class  queue.ErrorClass // "" or PROTOCOL
+	Reason string
+	// Trail, when set, is called once the message ended as decided, like Result.Trail.
+	Trail Trail
+}
+
+func (d *Decision) Error() string {
+	if d.Class != "" {
+		return fmt.Sprintf("%s(%s): %s", d.State, d.Class, d.Reason)
+	}
+	return fmt.Sprintf("%s: %s", d.State, d.Reason)
+}
+
+// Skip ends the message SKIPPED: it is valid but has nothing to change (an unknown flight, a
+// superseded reference message, an unsolicited answer).
+func Skip(reason string) *Decision { return &Decision{State: queue.Skipped, Reason: reason} }
+
+// Reject ends the message DEAD(PROTOCOL): it is well-formed but breaks the protocol (RECS
+// disagreeing with its records), so no retry could apply it.
+func Reject(reason string) *Decision {
+	return &Decision{State: queue.Dead, Class: queue.Protocol, Reason: reason}
+}
+
+// WithTrail returns d with the trail to append once the message ended as decided.
+func (d *Decision) WithTrail(t Trail) *Decision {
+	c := *d
+	c.Trail = t
+	return &c
+}
+
+// DecisionOf returns the decision err carries, or nil when err is a failure (or nil).
+func DecisionOf(err error) *Decision {
+	var d *Decision
+	if errors.As(err, &d) {
+		return d
+	}
+	return nil
 }
 
 // Step is one further transaction of a message (Result.Then): it writes in tx and returns the
@@ -479,16 +523,18 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 	err := s.Do(ctx, func(conn *pgx.Conn) error {
 		return p.withPipelineLock(ctx, conn, func() error {
 			var res Result
+			var decided *Decision
 			failure, err := p.transaction(ctx, conn, "business transaction", func(tx pgx.Tx) error {
 				var err error
 				res, err = apply(tx)
 				switch {
-				case err != nil:
-					return err
-				case res.Protocol != "" || res.Skip != "":
+				case DecisionOf(err) != nil:
 					// A rejection or a skip leaves no half-applied message behind (seed 003 §5.2:
 					// "不落半包"), whatever the processor did in the transaction.
+					decided = DecisionOf(err)
 					return errNoChange
+				case err != nil:
+					return err
 				case mark && len(res.Then) == 0:
 					// Recorded with the change it marks: a re-run after this commit must not
 					// apply the message again.
@@ -500,14 +546,9 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 				o = *failure
 				return err
 			}
-			switch {
-			case res.Protocol != "":
-				o = outcome{state: queue.Dead, class: queue.Protocol, reason: res.Protocol}
-				p.trail(ctx, conn, in, res)
-				return nil
-			case res.Skip != "":
-				o = outcome{state: queue.Skipped, reason: res.Skip}
-				p.trail(ctx, conn, in, res)
+			if decided != nil {
+				o = outcome{state: decided.State, class: decided.Class, reason: decided.Reason}
+				p.trail(ctx, conn, in, decided.Trail)
 				return nil
 			}
 			if failure := p.projectStates(ctx, res.Project, ""); failure != nil {
@@ -539,11 +580,11 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 				}
 			}
 			now := p.clock.Now()
-			if err := queue.Finish(ctx, conn, in.MsgID, queue.Succeeded, "", "", started, now); err != nil {
+			if err := queue.Finish(ctx, conn, queue.Outcome{MsgID: in.MsgID, State: queue.Succeeded, Started: started, Now: now}); err != nil {
 				return err
 			}
 			o = outcome{state: queue.Succeeded, recorded: true}
-			p.trail(ctx, conn, in, res)
+			p.trail(ctx, conn, in, res.Trail)
 			return nil
 		})
 	})
@@ -592,11 +633,11 @@ func (p *Pump) projectStates(ctx context.Context, states []flight.Flight, label 
 
 // trail appends the processor's trail of a message that ended as decided. It is not part of
 // the outcome: a failure is logged and the message keeps its state.
-func (p *Pump) trail(ctx context.Context, conn *pgx.Conn, in Input, res Result) {
-	if res.Trail == nil {
+func (p *Pump) trail(ctx context.Context, conn *pgx.Conn, in Input, t Trail) {
+	if t == nil {
 		return
 	}
-	if err := res.Trail(ctx, conn); err != nil {
+	if err := t(ctx, conn); err != nil {
 		p.logger.WarnContext(ctx, "trail not appended", "msg_id", in.MsgID, "err", err)
 	}
 }
@@ -644,14 +685,14 @@ func (p *Pump) record(ctx context.Context, s Session, head queue.Message, o outc
 		attempt := head.Attempts + 1
 		next := now.Add(p.cfg.Retry.After(attempt))
 		err = s.Do(ctx, func(conn *pgx.Conn) error {
-			return queue.Fail(ctx, conn, head.MsgID, o.class, o.reason, next, started, now)
+			return queue.Fail(ctx, conn, queue.Outcome{MsgID: head.MsgID, Class: o.class, Reason: o.reason, Next: next, Started: started, Now: now})
 		})
 		if err == nil {
 			log.WarnContext(ctx, "processing failed; will retry", "attempt", attempt, "next_attempt_at", next)
 		}
 	} else {
 		err = s.Do(ctx, func(conn *pgx.Conn) error {
-			return queue.Finish(ctx, conn, head.MsgID, o.state, o.class, o.reason, started, now)
+			return queue.Finish(ctx, conn, queue.Outcome{MsgID: head.MsgID, State: o.state, Class: o.class, Reason: o.reason, Started: started, Now: now})
 		})
 		switch {
 		case err != nil:

@@ -410,7 +410,7 @@ func TestProtocolRejection(t *testing.T) {
 		if _, err := real.Apply(ctx, tx, in); err != nil {
 			return pump.Result{}, err
 		}
-		return pump.Result{Protocol: "RECS does not match the records"}, nil
+		return pump.Result{}, pump.Reject("RECS does not match the records")
 	})
 	p := e.newPump(t, options{route: routeTo{reject}.route})
 	id := e.add(t, e.adft("1011"))

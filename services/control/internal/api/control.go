@@ -1,8 +1,8 @@
-// Package control implements msgx.control.v1.ControlService. Handlers stay thin: they read
+// Package api implements msgx.control.v1.ControlService. Handlers stay thin: they read
 // and write through the same pkg stores the workers use (cursor, queue, outbox, leader, inbox)
 // and only translate between those and the API. Reads go to the pool; mutating calls run on
 // the control role's lock connection (Term), so only the active instance can commit them.
-package control
+package api
 
 import (
 	"context"
