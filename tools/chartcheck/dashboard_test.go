@@ -80,7 +80,7 @@ func checkDashboardJSON(t *testing.T, root string, cm *corev1.ConfigMap) {
 func TestMonitoringNeedsTheCRDs(t *testing.T) {
 	root := repoRoot(t)
 	helm := helmBinary(t, root)
-	out := string(run(t, helm, "template", "msgx", filepath.Join(root, chartDir)))
+	out := string(run(t, helm, "template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml")))
 	for _, kind := range []string{"kind: ServiceMonitor", "kind: PrometheusRule"} {
 		if strings.Contains(out, kind) {
 			t.Errorf("rendered %s on a cluster without the monitoring.coreos.com/v1 CRDs", kind)
@@ -89,7 +89,7 @@ func TestMonitoringNeedsTheCRDs(t *testing.T) {
 	if !strings.Contains(out, "msgx-msgexchange-dashboard") {
 		t.Error("the dashboard ConfigMap is not rendered by default")
 	}
-	off := string(run(t, helm, "template", "msgx", filepath.Join(root, chartDir), "--set", "monitoring.grafanaDashboard.enabled=false"))
+	off := string(run(t, helm, "template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--set", "monitoring.grafanaDashboard.enabled=false"))
 	if strings.Contains(off, "msgx-msgexchange-dashboard") {
 		t.Error("monitoring.grafanaDashboard.enabled=false still renders the dashboard")
 	}

@@ -24,7 +24,7 @@ func TestAlertRulesWithPromtool(t *testing.T) {
 	}
 	root := repoRoot(t)
 	helm := helmBinary(t, root)
-	out := run(t, helm, append([]string{"template", "msgx", filepath.Join(root, chartDir), "--namespace", "default",
+	out := run(t, helm, append([]string{"template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--namespace", "default",
 		"--show-only", "templates/prometheusrule.yaml"}, withCRDs...)...)
 	var rule prometheusRule
 	if err := yaml.UnmarshalStrict(out, &rule); err != nil {

@@ -202,7 +202,7 @@ func TestValuesSchemaRefuses(t *testing.T) {
 	root := repoRoot(t)
 	helm := helmBinary(t, root)
 	render := func(args ...string) ([]byte, error) {
-		cmd := exec.Command(helm, append([]string{"template", "msgx", filepath.Join(root, chartDir)}, args...)...)
+		cmd := exec.Command(helm, append([]string{"template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml")}, args...)...)
 		return cmd.CombinedOutput()
 	}
 	for _, c := range []struct {

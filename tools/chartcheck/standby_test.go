@@ -14,7 +14,7 @@ import (
 func TestStandbysAndPolicies(t *testing.T) {
 	root := repoRoot(t)
 	helm := helmBinary(t, root)
-	out := run(t, helm, "template", "msgx", filepath.Join(root, chartDir),
+	out := run(t, helm, "template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"),
 		"--set", "services.pump.replicas=3", "--set", "networkPolicy.enabled=true",
 		"--set", "networkPolicy.control.namespaces={ops}", "--set", "networkPolicy.control.pods[0].app=msgxctl",
 		"--set", "networkPolicy.admin.namespaces={monitoring}",
