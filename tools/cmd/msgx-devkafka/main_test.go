@@ -200,7 +200,7 @@ func endOffsets(ctx context.Context, t *testing.T, addr, topic string) map[int32
 }
 
 // TestSaramaIdempotentProducer proves the broker serves the dispatcher's producer contract
-// (shared/README.md decision 10): sarama's idempotent producer must obtain a producer id
+// (R-OUTBOX-6): sarama's idempotent producer must obtain a producer id
 // (InitProducerID) and write with acks=all and one request in flight.
 func TestSaramaIdempotentProducer(t *testing.T) {
 	addr := startBroker(t, "-topics", "msgx.flight.schd")

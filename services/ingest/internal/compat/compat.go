@@ -1,4 +1,4 @@
-// Package compat serves the legacy entry POST /cminmsgs/send (seed 003 §4.3, DECISIONS 5): it
+// Package compat serves the legacy entry POST /cminmsgs/send (R-INGEST-12): it
 // writes the posted message into the shared inbox exactly as upstream would, and discovery
 // then finds it like any other row. It never writes to PostgreSQL, so it needs no fencing and
 // runs on every replica, the standby included. docs/compat-http.md is the contract.
