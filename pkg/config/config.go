@@ -62,14 +62,14 @@ type Config struct {
 	Requests Requests
 
 	IdentityIncludeDayBoundary bool
-	// AirportZone is the zone of every SIS time (seed 000 §6).
+	// AirportZone is the zone of every SIS time (R-FACT-4).
 	AirportZone *time.Location
 	// OperationDayCutover is the local time of day before which a flight belongs to the previous
 	// operation day (0 = midnight).
 	OperationDayCutover time.Duration
 	// Shadow forbids every write to the shared MySQL (markers and COUTMSGS).
 	Shadow bool
-	// MarkerStatus is written to CMINMSGS_STATUS with the processed marker (seed 000 Q7).
+	// MarkerStatus is written to CMINMSGS_STATUS with the processed marker (R-BACKFILL-9).
 	MarkerStatus string
 	// CodecMaxBytes, CodecMaxDepth and CodecMaxText bound what the SIS decoder accepts: the
 	// message, its nesting and each value (element text, attribute) in bytes.
@@ -163,7 +163,7 @@ type Schd struct {
 	// BatchSize bounds the changed flights a schedule snapshot (SCHD DNLD/RESP) writes per
 	// transaction; a code-share group is never split (docs/schedule.md).
 	BatchSize int
-	// HistoryRetention and QuietPeriod are the flight history sweep's rule (seed 003 §12.5).
+	// HistoryRetention and QuietPeriod are the flight history sweep's rule (R-RETAIN-4).
 	HistoryRetention time.Duration
 	QuietPeriod      time.Duration
 }
@@ -620,7 +620,7 @@ func (c Config) validate() []error {
 	if p.PollInterval > 0 && p.PollInterval < 50*time.Millisecond {
 		errs = append(errs, fmt.Errorf("pipeline.poll-interval must be at least 50ms, got %s", p.PollInterval))
 	}
-	// Seed 003 §9.1: a backoff table with steps that never fire, or attempts without a step,
+	// R-PUMP-5: a backoff table with steps that never fire, or attempts without a step,
 	// must not pass the start-up check.
 	if len(p.Backoff) != p.MaxAttempts {
 		errs = append(errs, fmt.Errorf("pipeline.backoff has %d steps but pipeline.max-attempts is %d: they must match",
@@ -635,7 +635,7 @@ func (c Config) validate() []error {
 		errs = append(errs, fmt.Errorf("pipeline.overdue-backfill (%s) must not be shorter than pipeline.backfill-period (%s)",
 			p.OverdueBackfill, p.BackfillPeriod))
 	}
-	// Seed 004 §3.5 bounds the retention of terminal records to 1–7 days.
+	// R-RETAIN-1 bounds the retention of terminal records to 1–7 days.
 	if r := p.ProcRetention; r > 0 && (r < 24*time.Hour || r > 7*24*time.Hour) {
 		errs = append(errs, fmt.Errorf("pipeline.proc-retention must be between 1d and 7d, got %s", r))
 	}

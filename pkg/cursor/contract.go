@@ -11,7 +11,7 @@ import (
 )
 
 // Upstream contract violations (docs/ingest.md, "Contract violations"). W is only sound while
-// the inbox keeps two promises: its IDs only grow (seed 000 §5.1, §11), and the processed
+// the inbox keeps two promises: its IDs only grow (R-INGEST-10), and the processed
 // marker is written by msgexchange alone, on rows it enqueued. Ingest checks both every round;
 // when one is broken it stops advancing W and records the violation in inbox_cursor, in the
 // same transaction as the round's decision. An operator resolves it through control.
@@ -25,7 +25,7 @@ const (
 	// KindMarkedAbove: a row above W carries a processed marker written after marker_since.
 	// Only our backfill writes markers then, and only on enqueued rows, so the row was
 	// processed in a timeline PostgreSQL no longer has (restored from an older backup).
-	// Enqueueing it would run its business again (seed 003 §9.2).
+	// Enqueueing it would run its business again (R-INGEST-10).
 	KindMarkedAbove = "marked-above-watermark"
 )
 
@@ -75,8 +75,8 @@ const (
 	// the markers written so far are no longer judged.
 	ActionResume Action = "resume"
 	// ActionSkipMarked (marked-above-watermark only) moves W over the run of marked rows just
-	// above it without enqueueing them: they were processed in the lost timeline, and seed 003
-	// §9.2 does not run their business again. The run ends before the first unmarked row (or
+	// above it without enqueueing them: they were processed in the lost timeline, and R-INGEST-10
+	// does not run their business again. The run ends before the first unmarked row (or
 	// at Through); a later marked row stops W again.
 	ActionSkipMarked Action = "skip-marked"
 )

@@ -1,7 +1,7 @@
 // Package cursor holds the SQL of the discovery cursor family: inbox_cursor (the watermark W
 // and the hole clock), inbox_hole (ID ranges released as permanent holes) and inbox_late (rows
 // found in those ranges afterwards), and the one-time cutover seeding of the cursor (seed.go).
-// Seed 000 §5.1; docs/ingest.md.
+// The R-INGEST and R-SEED rules; docs/ingest.md.
 package cursor
 
 import (

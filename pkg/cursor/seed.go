@@ -11,7 +11,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
-// Mode is how a cutover seed chooses the first watermark (seed 000 §5.1, 切流播种).
+// Mode is how a cutover seed chooses the first watermark (R-SEED-1).
 type Mode string
 
 // The seeding modes; the values are the ones inbox_cursor.seed_mode accepts.
@@ -107,7 +107,7 @@ func (s Seed) Watermark(inboxMin, inboxMax int64) (int64, error) {
 }
 
 // SeedWindow is how far below a seeded watermark the IDs that are not visible are watched as
-// holes. A seed skips only the rows visible when it is taken (seed 000 §5.1); an ID allocated
+// holes. A seed skips only the rows visible when it is taken (R-SEED-3); an ID allocated
 // to a transaction that had not committed yet is not stock but live traffic, and would be lost
 // if the watermark simply passed it. In-flight IDs are the most recent ones, so a window far
 // wider than a day of traffic below W covers them.

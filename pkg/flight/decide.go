@@ -10,13 +10,13 @@ type Kind int
 
 // Kinds.
 const (
-	KindFLOP Kind = iota // FLOP with an STYP of §12.2's table or a legacy extra
+	KindFLOP Kind = iota // FLOP with an STYP of R-FLOP-1's table or a legacy extra
 	KindFDEL             // FLOP STYP=FDEL
 	KindADFT             // SCHD STYP=ADFT
 )
 
 // Group is the code-share neighbourhood of one target, loaded in the same transaction
-// (seed 003 §11.4: the MAFL and the state write that produces it share one read snapshot).
+// (R-CODESHARE-2: the MAFL and the state write that produces it share one read snapshot).
 type Group struct {
 	// Masters holds, by FLID, the flights the target points at with MAID before and after the
 	// message, when they exist (a dangling MAID has no entry).
@@ -41,7 +41,7 @@ type Outcome struct {
 
 // Decide applies one record to its target and derives the code-share consequences: a master
 // whose MAFL changed gets a new version and its own events, and deleting a master deletes its
-// children in the same outcome (seed 003 §12.3).
+// children in the same outcome (R-CODESHARE-4).
 func Decide(kind Kind, cur *Flight, in Input, g Group, days DayRule) Outcome {
 	var d Decision
 	switch kind {
@@ -111,7 +111,7 @@ func Decide(kind Kind, cur *Flight, in Input, g Group, days DayRule) Outcome {
 // reproject recomputes master m's MAFL with the child's new state among its siblings. A
 // changed MAFL changes the master's published document, so the master gets a new version
 // (the outbox keeps a KAFKA:schd row only for a version not older than the stored one) and
-// its own KAFKA:msg + KAFKA:schd events (seed 003 §11.4, INV-22).
+// its own KAFKA:msg + KAFKA:schd events (R-CODESHARE-3).
 func reproject(m Flight, siblings []Flight, child Flight, in Input) (Decision, bool) {
 	prev := m.Clone()
 	prev.MAFL = deriveMAFL(prev, siblings)
@@ -133,7 +133,7 @@ func reproject(m Flight, siblings []Flight, child Flight, in Input) (Decision, b
 }
 
 // Published returns f as it is projected and published: a master carries the MAFL derived from
-// children, the flights whose MAID names it (seed 003 §11.4). Re-projecting a stored state
+// children, the flights whose MAID names it (R-CODESHARE-1). Re-projecting a stored state
 // needs it because MAFL is never stored.
 func Published(f Flight, children []Flight) Flight {
 	p := f.Clone()
@@ -142,14 +142,14 @@ func Published(f Flight, children []Flight) Flight {
 }
 
 // IsChild reports whether f is a code-share child: its MAID names another flight. A MAID equal
-// to the flight's own FLID is a self-reference and makes nothing a child (seed 003 §11.4).
+// to the flight's own FLID is a self-reference and makes nothing a child (R-CODESHARE-1).
 func IsChild(f Flight) bool {
 	maid := f.Scalars["MAID"]
 	return maid != "" && maid != f.FLID
 }
 
 // deriveMAFL is a master's MAFL: its active children (FLID + FLNO), ordered by FLID so the
-// projection is byte-stable whatever the arrival order or FLNO changes (seed 003 §11.4). Only
+// projection is byte-stable whatever the arrival order or FLNO changes (R-CODESHARE-2). Only
 // an active master carries it; nil when it has no children.
 func deriveMAFL(master Flight, children []Flight) []Share {
 	if master.State != Active || IsChild(master) {

@@ -1,4 +1,4 @@
-// Package flight is the flight domain of seed 003 §11–§12: the authoritative current state of
+// Package flight is the flight domain (the R-FLIGHT rules): the authoritative current state of
 // one flight and the pure rules that merge a decoded message into it. Nothing here does I/O:
 // a processor loads the current state, calls a rule, and writes what the rule returns.
 package flight
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Scalars lists every scalar of the state (seed 003 §11.3 plus the attribute columns of
+// Scalars lists every scalar of the state (R-FLIGHT-3 plus the attribute columns of
 // FDIV/FRET/FLAB, BDPB and the derived statuses): each is one flight_schd column, named by
 // the tag in lower case. A tag outside this list is not flight state and is never merged.
 var Scalars = []string{
@@ -35,7 +35,7 @@ type Item struct {
 }
 
 // Flight is the full current state of one FLID. Scalars holds only fields that have a value
-// (an empty tag clears, seed 003 §12.2); Collections holds the collections that have ever been
+// (an empty tag clears, R-FLOP-EMPTY); Collections holds the collections that have ever been
 // sent (an empty slice is "no allocation now").
 type Flight struct {
 	FLID         string
@@ -49,7 +49,7 @@ type Flight struct {
 	Collections  map[string][]Item
 	// Raw is SRVT and VIPF content as sent: kept, never merged or published.
 	Raw map[string][]string
-	// MAFL is the derived code-share projection of a master (seed 003 §11.4): never stored,
+	// MAFL is the derived code-share projection of a master (R-CODESHARE-2): never stored,
 	// computed from the children in the same transaction; nil on children and deleted flights.
 	MAFL []Share
 }

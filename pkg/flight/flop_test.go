@@ -56,8 +56,9 @@ func item(seq string, kv ...string) flight.Item {
 	return it
 }
 
-// TestFLOPGolden pins every row of seed 003 §12.2's table and the legacy extras: input + prior
+// TestFLOPGolden pins every row of the FLOP table (R-FLOP-1) and the legacy extras: input + prior
 // state → target state, terminal state and events.
+// Guards R-INV-19.
 func TestFLOPGolden(t *testing.T) {
 	cases := []struct {
 		name, styp, body string
@@ -312,7 +313,8 @@ func TestFLOPTargetUnknownOrDeleted(t *testing.T) {
 }
 
 // TestRulesCoverCodecWhitelist checks that the rules and the codec's FLOP whitelist are the same
-// set, and that both are seed 003 §12.2's table plus the legacy extras.
+// set, and that both are the table of R-FLOP-1 plus the legacy extras.
+// Guards R-INV-19.
 func TestRulesCoverCodecWhitelist(t *testing.T) {
 	seed := []string{"ACFT", "ACTT", "BOTM", "CHOT", "FLTY", "CKDT", "CLDT", "CHDT", "CNCL", "ESTT", "FDEL", "FDIV", "FINT",
 		"FLIN", "FRET", "GTDT", "LACL", "MAXP", "HNAG", "PSDT", "RENO", "ROUT", "TAOP", "TRML", "VIPP",
@@ -331,7 +333,7 @@ func TestRulesCoverCodecWhitelist(t *testing.T) {
 			t.Errorf("codec does not accept FLOP STYP %s: %T", s, m.Body)
 		}
 	}
-	// Sample STYPs outside the table stay unsupported (seed 003 §12.2: no generic merge).
+	// Sample STYPs outside the table stay unsupported (R-FLOP-1: no generic merge).
 	for _, s := range []string{"APPT", "EOBT", "FLAB", "SRVT", "VIPF", "PORT", "EXSS"} {
 		x := fmt.Sprintf(`<MSG><META><SNDR>A</SNDR><SEQN>1</SEQN><DTTM>20261130090000</DTTM><TYPE>FLOP</TYPE><STYP>%s</STYP></META><FLOP><FLID>1</FLID></FLOP></MSG>`, s)
 		m, err := sis.Decode(x, sis.Options{})

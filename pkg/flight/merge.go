@@ -10,7 +10,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
-// Event targets and types of the outbox (seed 003 §8).
+// Event targets and types of the outbox (R-OUTBOX-8).
 const (
 	TargetMsg  = "KAFKA:msg"
 	TargetSchd = "KAFKA:schd"
@@ -35,7 +35,7 @@ type Input struct {
 	Now    time.Time
 	Record sis.FlightRecord
 	// Children are the flights whose MAID is Record.FLID, loaded in the same transaction as the
-	// target: a master's MAFL is derived from them (seed 003 §11.4).
+	// target: a master's MAFL is derived from them (R-CODESHARE-2).
 	Children []Flight
 	// VersionFloor is the lowest version the FLID has already used outside the current state
 	// (its archived versions and the history sweep's tombstone); a flight created again for
@@ -54,18 +54,18 @@ type Decision struct {
 	// Skip, when set, makes the message SKIPPED with this reason and changes nothing.
 	Skip string
 	// Ignored lists the tags the message carried that its STYP does not own; they are reported,
-	// not merged (a FLOP changes only what its STYP expresses, seed 003 §12.2).
+	// not merged (a FLOP changes only what its STYP expresses, R-FLOP-1).
 	Ignored []string
 }
 
-// Skip reasons for a flight message whose target cannot take it (seed 003 §12.2 leaves the
+// Skip reasons for a flight message whose target cannot take it (R-FLOP-TARGET; the seeds leave the
 // outcome open; see docs/flight-domain.md).
 const (
 	SkipUnknownFlight = "unknown-flight"
 	SkipDeletedFlight = "deleted-flight"
 )
 
-// DayRule derives a flight's operation day from its SODT (seed 003 §11.2).
+// DayRule derives a flight's operation day from its SODT (R-FLIGHT-4).
 type DayRule struct {
 	Zone *time.Location
 	// Cutover is the local time of day before which a flight belongs to the previous day.
@@ -99,7 +99,7 @@ func (r DayRule) day(sodt string) (time.Time, bool) {
 	return r.OperationDay(t), true
 }
 
-// ApplyFLOP merges a dynamic operational update (seed 003 §12.2) with the rule of its STYP:
+// ApplyFLOP merges a dynamic operational update (R-FLOP-1) with the rule of its STYP:
 // only the fields and collections that STYP owns change; an empty tag clears; a carried
 // collection replaces the stored one whole, in message order. An unknown or deleted target is
 // skipped (docs/flight-domain.md).
@@ -108,7 +108,7 @@ func ApplyFLOP(cur *Flight, in Input) Decision {
 	switch {
 	case !ok:
 		// The codec turns an STYP outside the whitelist into *sis.Unsupported; reaching here is
-		// a routing bug, and guessing a merge would be the "generic merge" §12.2 forbids.
+		// a routing bug, and guessing a merge would be the "generic merge" R-FLOP-1 forbids.
 		return Decision{Skip: "unsupported: FLOP STYP " + in.STYP + " has no rule"}
 	case cur == nil:
 		return Decision{Skip: SkipUnknownFlight}
@@ -127,7 +127,7 @@ func ApplyFLOP(cur *Flight, in Input) Decision {
 }
 
 // ApplyADFT merges a single-flight schedule add/change with the conservative set-only rule
-// (seed 003 §12.3): fields present are set, fields absent stay, and an empty tag does not
+// (R-ADFT-1): fields present are set, fields absent stay, and an empty tag does not
 // clear. A new flight gets its operation day from SODT.
 func ApplyADFT(cur *Flight, in Input, days DayRule) Decision {
 	var prev, next Flight
@@ -166,7 +166,7 @@ func ApplyADFT(cur *Flight, in Input, days DayRule) Decision {
 	return d
 }
 
-// ApplyFDEL deletes a flight (seed 003 §12.3): ACTIVE → DELETED once, version bumped, detail
+// ApplyFDEL deletes a flight (R-FDEL-1): ACTIVE → DELETED once, version bumped, detail
 // rows kept, tombstones in the same transaction. A repeated FDEL or an unknown flight changes
 // nothing and is still a success.
 func ApplyFDEL(cur *Flight, in Input) Decision {
@@ -198,7 +198,7 @@ func wholeRecordParts(next *Flight, rec sis.FlightRecord) (ignored []string) {
 	return ignored
 }
 
-// keepRaw stores SRVT and VIPF as sent (seed 003 §11.3: presence and raw content only). Other
+// keepRaw stores SRVT and VIPF as sent (R-FLIGHT-3: presence and raw content only). Other
 // raw elements the codec keeps (PORT, TIPT ...) have no place in the flight state.
 func keepRaw(f *Flight, rec sis.FlightRecord) {
 	for _, tag := range [...]string{"SRVT", "VIPF"} {
@@ -245,7 +245,7 @@ func normalize(f *Flight, children []Flight) {
 }
 
 // finish bumps the version and derives the events when the content changed; a message that
-// changes nothing writes nothing (seed 003 §12.2), which is also what makes a re-run after a
+// changes nothing writes nothing (R-FLIGHT-5), which is also what makes a re-run after a
 // crash between the domain commit and the terminal commit a no-op (G-FLOP-IDEMPOTENT).
 func finish(prev, next Flight, in Input) Decision {
 	return settle(prev, next, in, in.Children, in.Children)

@@ -11,7 +11,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
-// Schedule snapshots, SCHD DNLD and RESP (seed 003 §7.1, §12.1, C-26; DECISIONS 12): a
+// Schedule snapshots, SCHD DNLD and RESP (R-SCHD-1): a
 // snapshot replaces. Within the operation days it covers, the flights it omits are deleted and
 // the fields its records omit are cleared. This file holds the whole-package check, the scope
 // and the record → full state merge; snapshot_plan.go turns a checked package and the stored
@@ -90,7 +90,7 @@ func (p Package) STYP() string { return p.styp }
 // Records are the package's records in package order.
 func (p Package) Records() []PackageRecord { return slices.Clone(p.records) }
 
-// ValidatePackage is the whole-package check of seed 003 §7.1 step 2, run before anything is
+// ValidatePackage is the whole-package check of R-SCHD-2, run before anything is
 // loaded or written. The first failure in document order is returned: the declared count
 // first (a package that is not whole must not delete what it seems to omit), then record by
 // record its FLID, its uniqueness and its operation day (SODT in the airport zone with the
@@ -144,8 +144,8 @@ func noDay(sodt sis.Field) string {
 	return "SODT " + quote(sodt.Value) + " is not a date: the operation day cannot be derived"
 }
 
-// CheckCrossDay refuses a package that moves a stored flight to another operation day (seed
-// 003 §7.1 step 3): a flight's day is never re-derived (Q23), and the scope of deletions is
+// CheckCrossDay refuses a package that moves a stored flight to another operation day
+// (R-SCHD-2): a flight's day is never re-derived (Q23), and the scope of deletions is
 // keyed on it. A DELETED flight counts as well: reviving it on another day would re-derive
 // its day. A stored flight without a day takes the package's. stored must hold the flights
 // with the package's FLIDs (others are ignored); the first conflict in package order wins.
@@ -182,7 +182,7 @@ func dateOf(t time.Time) time.Time {
 }
 
 // DayRange is the operation days a request (RQFD) asked for, both ends included; a RESP
-// replaces exactly these days (seed 003 §7.1).
+// replaces exactly these days (R-SCHD-1, R-SCHD-3).
 type DayRange struct{ First, Last time.Time }
 
 // MaxScopeDays bounds a RESP's range: a request wider than a year is a defect of the request,

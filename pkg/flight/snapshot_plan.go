@@ -16,7 +16,7 @@ const (
 	// CauseOmitted: a stored flight of a scope day the package does not carry: deleted (INV-15b).
 	CauseOmitted Cause = "omitted"
 	// CauseCascade: a code-share child of a master the package deletes, deleted with it by the
-	// FDEL rule (seed 003 §12.3), whatever its own day.
+	// FDEL rule (R-CODESHARE-4), whatever its own day.
 	CauseCascade Cause = "cascade"
 	// CauseCodeShare: a master whose MAFL the package's changes to its children move, or, when
 	// unchanged, the active master of a planned child, projected again (as Decide does).
@@ -100,7 +100,7 @@ func (p Plan) Changed() int {
 
 // Batches cuts the plan, in order, into batches of at most n changed flights (n <= 0 means
 // DefaultBatchSize). A code-share group is never split: a master's deletion and its children's
-// cascade are one atomic change (seed 003 §12.3), and a master's MAFL is committed with the
+// cascade are one atomic change (R-CODESHARE-4), and a master's MAFL is committed with the
 // children it is derived from, so a crash between two batches leaves no group half applied
 // and the re-run finds it whole and unchanged. A group with more than n changed flights is a
 // batch of its own. Unchanged flights ride with their group: nothing to write, only to
@@ -142,8 +142,8 @@ type planned struct {
 	via     string // the master of a cascaded child
 }
 
-// PlanSnapshot decides a whole checked package against the stored flights (seed 003 §7.1
-// step 3, §12.1): the cross-day check first, then every record's full state, the deletion of
+// PlanSnapshot decides a whole checked package against the stored flights (R-SCHD-1 to
+// R-SCHD-4): the cross-day check first, then every record's full state, the deletion of
 // the scope days' flights the package omits with the code-share cascade, and the MAFL of every
 // master whose children move. All final states are known before any is settled, so a master
 // whose children the package changes gets one new version, not one per child, and its MAFL is

@@ -101,6 +101,7 @@ func apply(st []flight.Flight, flights []flight.SnapshotFlight) []flight.Flight 
 	return out
 }
 
+// TestPlanReplacesTheScopeDays guards R-INV-18.
 func TestPlanReplacesTheScopeDays(t *testing.T) {
 	a := fltr("A", "CA1", d1, "", `<ACFT>320</ACFT>`)
 	b := fltr("B", "CA2", d1, "", `<ACFT>320</ACFT>`)
@@ -140,6 +141,7 @@ func TestPlanReplacesTheScopeDays(t *testing.T) {
 	}
 }
 
+// TestPlanRerunIsSilent guards R-INV-18.
 func TestPlanRerunIsSilent(t *testing.T) {
 	st := []flight.Flight{
 		stored(t, fltr("M", "CA1", d1, "", ""), 2),

@@ -398,7 +398,7 @@ func cmpOr(a, b string) string {
 }
 
 // TestSnapshotUnlikeADFT runs one record through both schedule rules: ADFT keeps what the record
-// omits or sends empty, the snapshot clears it (DECISIONS 12).
+// omits or sends empty, the snapshot clears it (R-SCHD-1).
 func TestSnapshotUnlikeADFT(t *testing.T) {
 	prior := snapBase()
 	prior.Scalars["RENO"] = "B1234"

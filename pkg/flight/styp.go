@@ -7,7 +7,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
-// Derived status fields (seed 003 §12.2: BOTM and LACL "set a status when non-empty, reset it
+// Derived status fields (R-FLOP-STATUS: BOTM and LACL "set a status when non-empty, reset it
 // when empty"). They are not SIS tags, so their names say what they are; absent is the reset
 // state.
 const (
@@ -26,7 +26,7 @@ type rule struct {
 	custom func(f *Flight, rec sis.FlightRecord)
 }
 
-// flopRules is seed 003 §12.2's table plus the legacy extras; FDEL has its own path. Its keys
+// flopRules is the table of R-FLOP-1 plus the legacy extras; FDEL has its own path. Its keys
 // must equal the codec's FLOP whitelist minus FDEL (TestRulesCoverCodecWhitelist).
 var flopRules = map[string]rule{
 	// SIS 3.19–3.43.

@@ -15,7 +15,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 )
 
-// The bulk reads and writes of a schedule snapshot (seed 003 §7.1): a package of thousands of
+// The bulk reads and writes of a schedule snapshot (R-SCHD-4): a package of thousands of
 // flights is loaded and written in a fixed number of round trips, not two per flight. None of
 // them locks rows: the caller holds the pipeline lock, which every writer of the flight tables
 // (the pump, the history sweep) takes, and a snapshot's batches are separate transactions, so

@@ -1,6 +1,6 @@
 // Package flightstore holds the SQL of the flight family: flight_schd (scalars), the
 // collection detail tables keyed (flid, ordinal), flight_route_point and flight_raw_content
-// (seed 003 §11.3). It loads and saves whole flight.Flight values; the merge rules live in
+// (R-FLIGHT-3). It loads and saves whole flight.Flight values; the merge rules live in
 // package flight.
 package flightstore
 
@@ -56,7 +56,7 @@ func CollectionTags() []string {
 }
 
 // Load reads the full state of one flight in the caller's transaction (one consistent read
-// boundary, seed 003 §12.4). It returns nil when the FLID is unknown.
+// boundary, R-FLIGHT-8). It returns nil when the FLID is unknown.
 func Load(ctx context.Context, q db.Executor, flid string, forUpdate bool) (*flight.Flight, error) {
 	cols := make([]string, len(Scalars))
 	for i, s := range Scalars {
@@ -106,7 +106,7 @@ const presentColumn = "collections_present"
 
 // Children loads, in the caller's transaction and locked, every flight whose MAID is master
 // (deleted ones included), ordered by FLID: the MAFL of a master and the cascade of its
-// deletion are decided on them (seed 003 §11.4; the partial index on maid serves the lookup).
+// deletion are decided on them (R-CODESHARE-2; the partial index on maid serves the lookup).
 func Children(ctx context.Context, q db.Executor, master string) ([]flight.Flight, error) {
 	return children(ctx, q, master, " FOR UPDATE")
 }
@@ -190,7 +190,7 @@ func loadDetails(ctx context.Context, q db.Executor, f *flight.Flight) error {
 
 // Save writes the full state of one flight: the flight_schd row is upserted and every detail
 // table is rewritten for the FLID from the merged result (delete, then insert in order;
-// seed 003 §11.3).
+// R-FLIGHT-3).
 func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 	// The row and its details go in one batch: one round trip per saved flight.
 	batch := &pgx.Batch{}

@@ -23,7 +23,7 @@ func item(seq string, kv ...string) flight.Item {
 	return it
 }
 
-// rich is a flight that uses every storage shape of seed 003 §11.3.
+// rich is a flight that uses every storage shape of R-FLIGHT-3.
 func rich(flid string) flight.Flight {
 	at := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)

@@ -14,7 +14,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 )
 
-// HistoryPolicy is the history rule of seed 003 §9.3 and §12.5: a flight leaves the current
+// HistoryPolicy is the history rule of R-RETAIN-4: a flight leaves the current
 // state only when its operation day is past the retention (a necessary condition, never a
 // sufficient one: "运营日过去不等于航班结束") and there is evidence that it is over: it was
 // deleted, it has an actual time (ACTT), it was cancelled (CNCL), or it has been quiet (no
@@ -41,8 +41,8 @@ func over(a string) string {
 	 OR (a.operation_day IS NULL AND a.state = 'DELETED' AND a.deleted_at < $3), false)`, "a.", a+".")
 }
 
-// historyPredicate selects the flights that may move to history, as code-share groups (seed
-// 003 §12.3 allows no half state between a master and its children, and the master's MAFL is
+// historyPredicate selects the flights that may move to history, as code-share groups
+// (R-CODESHARE-4 allows no half state between a master and its children, and the master's MAFL is
 // derived from its children): a child whose master is still current moves only with its
 // master, and a master moves, with all its children, only when every one of them is over too.
 // A child whose MAID names no current flight (dangling, or its master already moved) moves
@@ -87,7 +87,7 @@ func HistoryCandidates(ctx context.Context, q db.Executor, p HistoryPolicy, now 
 // writes each full state (the JSON of flight.Flight: scalars, collections, raw content, version
 // and bookkeeping) to flight_history, and only then deletes it (its detail rows go with it, ON
 // DELETE CASCADE). If a history write fails the error is returned, and the caller's rollback
-// keeps every flight of the group (seed 003 §12.5: history failure deletes zero rows).
+// keeps every flight of the group (R-RETAIN-5: history failure deletes zero rows).
 //
 // It returns the archived states, children first, or none when the flight no longer
 // qualifies (updated, deleted or already archived meanwhile).
@@ -161,7 +161,7 @@ func VersionFloor(ctx context.Context, q db.Executor, flid string) (int64, error
 	return floor, nil
 }
 
-// DeleteSnapLog deletes up to limit schd_snap_log rows past the retention (seed 003 §9.3, by
+// DeleteSnapLog deletes up to limit schd_snap_log rows past the retention (R-RETAIN-3, by
 // (scope_end, recv_at)): received before cutoff and covering no day on or after it, so the
 // trail of a schedule that still covers a kept day stays. It returns how many it deleted.
 func DeleteSnapLog(ctx context.Context, q db.Executor, cutoff time.Time, limit int) (int64, error) {

@@ -150,6 +150,7 @@ func TestHistorySweepMovesExactlyTheFinishedFlights(t *testing.T) {
 }
 
 // If the history write fails, nothing of the flight is deleted.
+// Guards R-INV-17.
 func TestHistoryWriteFailureDeletesNothing(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t)

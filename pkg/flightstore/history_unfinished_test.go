@@ -12,6 +12,7 @@ import (
 // A flight (or a member of its code-share group) whose last change came from a message that is
 // not terminal yet stays current: that message's re-run must find what it changed. Candidates
 // and the re-check under the pipeline lock agree.
+// Guards R-INV-17.
 func TestHistoryKeepsFlightsOfUnfinishedMessages(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t)

@@ -36,8 +36,8 @@ type SnapLog struct {
 	At      time.Time
 }
 
-// AppendSnapLog appends a schedule trail row (seed 003 §7.1 step 4). It runs outside the
-// business transactions: a crash may lose the row, never the state (seed 003 §9.2).
+// AppendSnapLog appends a schedule trail row (R-SCHD-7). It runs outside the
+// business transactions: a crash may lose the row, never the state (R-TX-7).
 func AppendSnapLog(ctx context.Context, q db.Executor, l SnapLog) error {
 	// No scope (a package refused before its days were known) is NULL, not an empty list.
 	var days []string

@@ -10,7 +10,7 @@ import (
 )
 
 // The reads behind the upstream contract checks (docs/ingest.md, "Contract violations"). They
-// read the processed marker, which discovery's scan never does (DECISIONS 1): they only judge
+// read the processed marker, which discovery's scan never does (R-INGEST-2): they only judge
 // whether the rows discovery read may be enqueued, never which rows it reads.
 
 // FirstMarkedSince returns the smallest ID in (after, through] whose processed marker was

@@ -1,7 +1,7 @@
 // Package inbox holds the SQL of the shared MySQL tables: cminmsgs (the inbox AODB writes and
 // the processed marker we write back) and coutmsgs (the requests the dispatcher writes,
 // outbound.go). It sends DML only: the tables
-// belong to the database team (seed 000 §6). Every call is bounded by the configured timeout,
+// belong to the database team (R-FACT-5). Every call is bounded by the configured timeout,
 // so an unreachable inbox is an error, never a hang and never "no new messages".
 package inbox
 
@@ -97,7 +97,7 @@ type Row struct {
 }
 
 // After returns up to limit rows with ID > w in ID order. It never looks at the processed
-// marker (DECISIONS 1).
+// marker (R-INGEST-2).
 func (i *Inbox) After(ctx context.Context, w int64, limit int) ([]Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, i.timeout)
 	defer cancel()
@@ -214,7 +214,7 @@ func (i *Inbox) RawAfter(ctx context.Context, after int64, span int, maxBytes in
 	return out, nil
 }
 
-// MarkResult is the outcome of writing a processed marker (seed 003 §6.2).
+// MarkResult is the outcome of writing a processed marker (R-BACKFILL-4).
 type MarkResult int
 
 // The marker outcomes that are not errors.

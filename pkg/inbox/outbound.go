@@ -8,7 +8,7 @@ import (
 
 // InsertOutbound writes one outbound message (an RQFD or RQRD request) into coutmsgs and
 // returns its COUTMSGS_ID once committed. The delivery columns (date sent, acknowledgement,
-// error) are left to their defaults: who writes them is open (seed 000 §7, Q10).
+// error) are left to their defaults: who writes them is open (R-REQ-4).
 func (i *Inbox) InsertOutbound(ctx context.Context, routingID, text string, now time.Time) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, i.timeout)
 	defer cancel()

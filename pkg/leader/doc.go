@@ -1,4 +1,4 @@
-// Package leader keeps a single active instance per role (DECISIONS 7): every replica of a role
+// Package leader keeps a single active instance per role (R-LEADER-1): every replica of a role
 // runs an Elector, the one that holds the role's PostgreSQL session advisory lock works, and the
 // others wait as standbys and take over when the lock frees.
 //

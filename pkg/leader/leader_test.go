@@ -275,6 +275,7 @@ func TestKeyIsStable(t *testing.T) {
 // TestTerminatedHolderIsFencedAndStandbyTakesOver is the failover of issue 2 item 5: two
 // instances of a role on one database; the holder's lock connection is terminated; the standby
 // takes over; the old holder's work is cancelled and makes no further writes.
+// Guards R-INV-15.
 func TestTerminatedHolderIsFencedAndStandbyTakesOver(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)

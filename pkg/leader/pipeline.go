@@ -9,7 +9,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
-// pipelineLockKey is the PIPELINE_LOCK of seed 003 §5.3: it serialises the pump's processing
+// pipelineLockKey is the pipeline lock of R-TX-5: it serialises the pump's processing
 // step with the other writers of the flight tables and of their Redis projection (the history
 // sweep and the consistency sentinel). It is no role lock: a role's holder takes it for one
 // step at a time.

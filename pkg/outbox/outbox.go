@@ -1,5 +1,5 @@
 // Package outbox holds the SQL of the msg_event family: the transactional outbox the pump
-// writes with each flight change and the dispatcher drains to Kafka (seed 003 §8).
+// writes with each flight change and the dispatcher drains to Kafka (the R-OUTBOX rules).
 package outbox
 
 import (
@@ -19,7 +19,7 @@ const (
 	TargetSchd = "KAFKA:schd"
 )
 
-// Event types (seed 003 §1.2 EVENT_TYPE).
+// Event types (R-OUTBOX-8).
 const (
 	TypeUpsert    = "UPSERT"
 	TypeTombstone = "TOMBSTONE"
@@ -42,7 +42,7 @@ type NewEvent struct {
 // Add writes events in the caller's transaction. KAFKA:msg events are appended; KAFKA:schd
 // keeps one row per FLID that a new state replaces only when its version is not older, taking
 // a new event_id from the global sequence, back to PENDING with the old error cleared
-// (seed 003 §8.2). It notifies the dispatcher, which hears it when the transaction commits.
+// (R-OUTBOX-4). It notifies the dispatcher, which hears it when the transaction commits.
 func Add(ctx context.Context, q db.Executor, events []NewEvent, now time.Time) error {
 	if len(events) == 0 {
 		return nil
@@ -143,7 +143,7 @@ type Event struct {
 
 // Pending returns up to limit events of a target that may be sent at now: KAFKA:msg in
 // event_id order, KAFKA:schd longest waiting first (pending_since, see Add). The batch is
-// frozen at read time: events committed during a send wait for the next round (seed 003 §8.1).
+// frozen at read time: events committed during a send wait for the next round (R-OUTBOX-2).
 //
 // An event is returned only when it is due and no earlier unsent event of its FLID is DEAD or
 // backing off: a blocked head holds back its own FLID and nothing else. So the events of one
@@ -207,7 +207,7 @@ type FirstDelivery struct {
 }
 
 // MarkSent marks acknowledged events SENT, with sent_at in the same statement. The condition on
-// the version read (seed 003 §8.2) leaves a KAFKA:schd row that was replaced during the send
+// the version read (R-OUTBOX-4) leaves a KAFKA:schd row that was replaced during the send
 // PENDING for the next round: the replacement took a new event_id, so neither the id nor (for a
 // newer state) the version matches.
 //

@@ -36,7 +36,8 @@ func ids(events []outbox.Event) []int64 {
 }
 
 // TestSchdUpsert: one row per FLID; a state not older replaces it with a new event_id, back to
-// PENDING with the error cleared; an older one is ignored (seed 003 §8.2).
+// PENDING with the error cleared; an older one is ignored (R-OUTBOX-4).
+// Guards R-INV-14.
 func TestSchdUpsert(t *testing.T) {
 	t.Parallel()
 	d := pgtest.New(t)
@@ -84,6 +85,7 @@ func TestSchdUpsert(t *testing.T) {
 
 // TestPendingBlocking: a FLID's events are returned as a prefix up to its first DEAD or
 // backing-off event; other FLIDs are unaffected.
+// Guards R-INV-13.
 func TestPendingBlocking(t *testing.T) {
 	t.Parallel()
 	d := pgtest.New(t)

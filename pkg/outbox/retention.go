@@ -9,8 +9,8 @@ import (
 )
 
 // DeleteSent deletes up to limit SENT events whose sent_at is before cutoff (now −
-// pipeline.event-retention; sent_at is the only retention base, seed 003 §1.2) and returns how
-// many it deleted. DEAD rows are never deleted here (seed 003 §8.3): a KAFKA:msg DEAD row is the
+// pipeline.event-retention; sent_at is the only retention base, R-RETAIN-2) and returns how
+// many it deleted. DEAD rows are never deleted here (R-RETAIN-2): a KAFKA:msg DEAD row is the
 // dead-letter record, kept until an operator handles it; a KAFKA:schd DEAD row stays until the
 // next accepted state of its FLID resets it to PENDING, after which it is sent and ages out
 // like any other. The candidates are locked with SKIP LOCKED and the state re-checked by the

@@ -1,4 +1,4 @@
-// Package projection writes the Redis projection of the current flight state (DECISIONS 4):
+// Package projection writes the Redis projection of the current flight state (R-PROJ-1):
 // one JSON document per active FLID, removed when the flight is deleted. PostgreSQL stays the
 // authority; the projection is written after the domain transaction and before the terminal
 // one, so a failed write leaves the message unfinished and it is retried.

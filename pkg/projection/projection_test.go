@@ -42,6 +42,7 @@ func stored(t *testing.T, r *redistest.Redis, flid string) (estt string, version
 	return doc.ESTT, doc.STATE_VERSION, true
 }
 
+// TestVersionCAS guards R-INV-16.
 func TestVersionCAS(t *testing.T) {
 	r := redistest.New(t)
 	p := projection.New(r.Client, r.Prefix, 5*time.Second)

@@ -11,14 +11,14 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
-// Abandon reasons of the backfill (seed 003 §6.2).
+// Abandon reasons of the backfill (R-BACKFILL-4, R-BACKFILL-5).
 const (
 	AbandonMissingRow        = "MISSING_ROW"
 	AbandonTransientDeadline = "TRANSIENT_DEADLINE"
 )
 
 // BackfillDue returns up to limit message IDs that owe a processed marker, with exactly the
-// predicate of seed 003 §6.1: terminal, not marked, not abandoned, and (no next time, or due,
+// predicate of R-BACKFILL-2: terminal, not marked, not abandoned, and (no next time, or due,
 // or enqueued before now − R, which overrides the backoff), in fair rotation by attempts then
 // msg_id so that permanently failing rows never fill the batch. Overdue is judged on the
 // local enqueued_at, never the inbox clock.
@@ -49,7 +49,7 @@ type BackfillTarget struct {
 	Trace      [2]string
 }
 
-// LockForBackfill takes the per-message gate (DECISIONS 6): a row lock held for the caller's
+// LockForBackfill takes the per-message gate (R-GATE-1): a row lock held for the caller's
 // transaction, which replay and reopen also need, and re-checks that the message still owes
 // its marker. ok is false when it no longer does (replayed, marked or abandoned meanwhile).
 func LockForBackfill(ctx context.Context, tx pgx.Tx, msgID int64) (t BackfillTarget, ok bool, err error) {

@@ -8,8 +8,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
-// DeleteFinished deletes up to limit processing records that are done with (seed 003 §9.3,
-// DECISIONS 8): terminal, marker confirmed (backfill_at set; an abandoned row is not done and
+// DeleteFinished deletes up to limit processing records that are done with
+// (R-RETAIN-1): terminal, marker confirmed (backfill_at set; an abandoned row is not done and
 // is kept), and not touched since before cutoff (now − proc-retention; updated_at is the base
 // because both the terminal state and the marker confirmation move it and nothing after them
 // does). It returns how many rows it deleted.

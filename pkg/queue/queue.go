@@ -1,5 +1,5 @@
 // Package queue holds the SQL of the proc_state family: the FIFO of inbox messages with their
-// processing state, business identity, failures and backfill intent (seed 003 §1.2, §3, §5).
+// processing state, business identity, failures and backfill intent (the R-PUMP rules).
 // The table is the queue: the head is the smallest unfinished msg_id at or below the
 // watermark W.
 package queue
@@ -31,7 +31,7 @@ const (
 // Terminal reports whether the state ends processing and lets the queue advance.
 func (s State) Terminal() bool { return s == Succeeded || s == Skipped || s == Dead }
 
-// ErrorClass classifies why a message failed (seed 004 §1.1).
+// ErrorClass classifies why a message failed (R-IDENT-4).
 type ErrorClass string
 
 // The error classes.
@@ -133,7 +133,7 @@ func scan(row pgx.Row) (Message, error) {
 }
 
 // Head returns the queue head: the smallest unfinished message at or below the watermark
-// (seed 000 §11: only discovered rows are claimed). ok is false when there is none.
+// (R-PUMP-1: only discovered rows are claimed). ok is false when there is none.
 func Head(ctx context.Context, q db.Executor) (m Message, ok bool, err error) {
 	m, err = scan(q.QueryRow(ctx, `SELECT `+columns+` FROM proc_state
 		WHERE state IN ('PENDING', 'FAILED') AND msg_id <= (SELECT w FROM inbox_cursor WHERE id = 1)
@@ -169,7 +169,7 @@ type Binding struct {
 }
 
 // Bind is the first write of a processing attempt once the message is decoded, in one
-// statement outside any business transaction (seed 003 §2, §5.3): it records the first
+// statement outside any business transaction (R-TX-2): it records the first
 // attempt's start (kept by later attempts), the decoded TYPE and STYP, and binds the business
 // identity if the message has none yet (WHERE identity_key IS NULL semantics: a retry keeps
 // its binding, so a message is never a duplicate of itself). It returns the msg_id that holds
@@ -182,8 +182,8 @@ type Binding struct {
 // commit (①, the failure or the terminal state, all synchronous), and that commit flushes the
 // WAL up to and including this one. A PostgreSQL crash in between loses the binding together
 // with everything after it, and the re-run binds again. This keeps one durable commit fewer
-// on every message; the statement stays the independent, single-statement binding of seed 003
-// §5.3.
+// on every message; the statement stays the independent, single-statement binding of
+// R-TX-2.
 //
 // The same statement keeps the raw text the attempt decoded (KeepRaw's rule: the first one
 // stays), so a replay still has it after the inbox row is purged, at no extra round trip.
@@ -267,7 +267,7 @@ const historyCTEs = `,
 			AND attempt_no <= (SELECT n FROM prev) + 1 - $8)`
 
 // Finish moves an unfinished message to a terminal state with its backfill intent in the same
-// statement (seed 003 §5.3: a terminal state and its backfill intent are written together).
+// statement (R-TX-4: a terminal state and its backfill intent are written together).
 // o.Class and o.Reason may be empty (SUCCEEDED); an empty reason keeps the last error for
 // audit. The attempt joins the message's history when it has one (earlier attempts failed, or a
 // replay ran it again); a message that ends on its first attempt writes none.
@@ -319,9 +319,9 @@ var ErrNotUnfinished = errors.New("message is not unfinished")
 
 // Exhaust turns a FAILED message whose attempts reached maxAttempts into DEAD(EXHAUSTED): the
 // error class is overwritten, the last error kept, and the backfill intent set in the same
-// UPDATE (seed 003 §3, §5.1). It reports whether the row changed.
+// UPDATE (R-PUMP-3, R-IDENT-4). It reports whether the row changed.
 //
-// It goes through the per-message gate of DECISIONS 6 (closes seed 000 G5): the row is taken
+// It goes through the per-message gate of R-GATE-1: the row is taken
 // with FOR UPDATE, the lock the backfill holds around a marker write and replay and reopen
 // take, and the predicate is re-checked on the locked version. A replay that committed first
 // (attempts back to 0) makes this a no-op; a replay that comes second waits for this commit

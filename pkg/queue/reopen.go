@@ -41,15 +41,15 @@ var ErrReopenNoFilter = errors.New("reopen needs msg_ids or a reason")
 const defaultReopenLimit = 1000
 
 // ReopenBackfill clears the abandonment of the chosen rows and schedules one immediate marker
-// try (seed 000 §5.2: "清标记后重排一次回填"). It returns the rows it reopened, in msg_id order;
+// try (R-BACKFILL-6). It returns the rows it reopened, in msg_id order;
 // IDs that are not abandoned (unknown, already marked, still owing a normal try, or no longer
 // terminal because a replay got there first) are simply not in the result.
 //
-// The rows are locked with FOR UPDATE before they change: the per-message gate of DECISIONS 6,
+// The rows are locked with FOR UPDATE before they change: the per-message gate of R-GATE-1,
 // the same row lock the backfill holds around a marker write and replay takes, so a reopen
 // never interleaves with either. backfill_attempts and backfill_last_error are kept as evidence;
 // the try is immediate because backfill_next_at becomes now. If that try fails transiently
-// after R, the row is abandoned again at once (seed 003 §6.3): one try, not a new R.
+// after R, the row is abandoned again at once (R-BACKFILL-6): one try, not a new R.
 func ReopenBackfill(ctx context.Context, q db.Executor, req ReopenRequest, now time.Time) ([]Reopened, error) {
 	if len(req.MsgIDs) == 0 && req.Reason == "" {
 		return nil, ErrReopenNoFilter

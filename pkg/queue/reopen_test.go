@@ -38,6 +38,7 @@ func backfillRow(t *testing.T, pg *pgtest.DB, id int64, state string, situation 
 		id, state, bt0, nextAt, backfillAt, lastErr, abandonedAt, reason, updated)
 }
 
+// TestReopenBackfill guards R-INV-12.
 func TestReopenBackfill(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t)
@@ -95,6 +96,7 @@ func TestReopenBackfill(t *testing.T) {
 
 // Reopen goes through the per-message gate: while another transaction holds the row lock
 // (the backfill writing a marker, a replay), it waits.
+// Guards R-INV-11.
 func TestReopenWaitsForTheGate(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t)

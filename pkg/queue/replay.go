@@ -13,10 +13,10 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
-// Replayable lists the error classes an operator may replay (seed 004 §1.1, seed 000 §9):
+// Replayable lists the error classes an operator may replay (R-REPLAY-1):
 // failures a codec fix, a new processor or repaired infrastructure can cure, and exhaustion
 // after review. MALFORMED (the message itself is illegal) and PROTOCOL are never replayed.
-// UNSUPPORTED is replayed in state SKIPPED too (DECISIONS 13): that is how the rows a kind left
+// UNSUPPORTED is replayed in state SKIPPED too (R-REPLAY-1): that is how the rows a kind left
 // before it became supported are brought in; other SKIPPED rows (duplicates, the flight rules'
 // skips) are final.
 func Replayable() []ErrorClass { return []ErrorClass{CodecError, Unsupported, Infra, Exhausted} }
@@ -50,9 +50,9 @@ type Replayed struct {
 	Class    ErrorClass
 	Attempts int
 	// Marked says the processed marker had already been written to the inbox row. It stays
-	// there (markers are monotonic, seed 000 §11): the inbox reads "processed" while the
+	// there (markers are monotonic, R-BACKFILL-1): the inbox reads "processed" while the
 	// message is processed again, and the next terminal state's backfill finds the marker
-	// already written and records it as confirmed (seed 003 §6.2).
+	// already written and records it as confirmed (R-REPLAY-4).
 	Marked bool
 	// BackfillAbandoned says the backfill had given up on the marker. The abandonment is kept
 	// as evidence and the new terminal state is not swept until an operator reopens it.
@@ -83,14 +83,14 @@ const defaultReplayLimit = 1000
 
 // Replay puts the selected FAILED and DEAD messages of a replayable class, and the SKIPPED
 // UNSUPPORTED ones, back to PENDING
-// (seed 003 §9.1): attempts 0, next_attempt_at NULL, error class and last error kept for
+// (R-REPLAY-2): attempts 0, next_attempt_at NULL, error class and last error kept for
 // audit, identity kept (so the message is not a duplicate of itself), processing_started_at
 // kept (the first attempt's start). The terminal fields go back to what an unfinished row
 // has (finished_at, backfill_next_at and backfill_at NULL, as the proc_state CHECKs demand);
 // backfill_attempts, backfill_last_error and the abandonment stay as evidence. applied_at stays
 // too: a message whose step ① had committed is not applied again (Replayed.Applied).
 //
-// It goes through the per-message gate of DECISIONS 6: the rows are locked with FOR UPDATE
+// It goes through the per-message gate of R-GATE-1: the rows are locked with FOR UPDATE
 // before they change and the predicate is re-checked on the locked version, so a replay never
 // interleaves with a marker write (the backfill holds the same lock from "still terminal?"
 // to backfill_at), a reopen, or the pump's exhaustion. The pump is woken when the transaction

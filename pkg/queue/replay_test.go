@@ -70,7 +70,7 @@ func TestReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := ids(res.Replayed); !slices.Equal(got, []int64{1, 2, 7}) {
-			t.Errorf("replayed %v, want [1 2 7] (SKIPPED(UNSUPPORTED) included, DECISIONS 13)", got)
+			t.Errorf("replayed %v, want [1 2 7] (SKIPPED(UNSUPPORTED) included, R-REPLAY-1)", got)
 		}
 		if !slices.Equal(res.Malformed, []int64{3}) {
 			t.Errorf("malformed %v, want [3]", res.Malformed)
@@ -250,10 +250,11 @@ func dedicated(t *testing.T, db *pgtest.DB) *pgx.Conn {
 	return conn
 }
 
-// The gate of DECISIONS 6 (seed 000 G5): "marked DEAD and backfilled, then replayed to
+// The gate of R-GATE-1: "marked DEAD and backfilled, then replayed to
 // PENDING" cannot interleave. A replay that arrives while the backfill holds the row (between
 // "still terminal?" and backfill_at) waits, then replays a row whose marker is recorded, and
 // reports it as already marked.
+// Guards R-INV-11.
 func TestReplayWaitsForBackfillGate(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -301,6 +302,7 @@ func TestReplayWaitsForBackfillGate(t *testing.T) {
 
 // The other order: a replay holding the row makes the backfill's re-check fail, so no marker
 // is written for a message that is unfinished again.
+// Guards R-INV-11.
 func TestBackfillWaitsForReplay(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -342,6 +344,7 @@ func TestBackfillWaitsForReplay(t *testing.T) {
 
 // The exhaustion path goes through the same gate: an exhaustion that meets a replay holding
 // the row re-checks on the replayed version and does nothing.
+// Guards R-INV-11.
 func TestExhaustWaitsForReplay(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -386,6 +389,7 @@ func TestExhaustWaitsForReplay(t *testing.T) {
 // marking it, a replay putting it back. Whatever the interleaving, no statement may fail (a
 // marker recorded on an unfinished row would violate the proc_state CHECK) and the row ends in
 // a consistent shape.
+// Guards R-INV-11.
 func TestGateRace(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)

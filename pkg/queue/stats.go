@@ -9,7 +9,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
-// StatsRateWindow is how far back Stats looks to measure the finishing rate (DECISIONS 9).
+// StatsRateWindow is how far back Stats looks to measure the finishing rate (R-PUMP-13).
 const StatsRateWindow = 5 * time.Minute
 
 // Statistics summarises proc_state for the status RPC and for alerting.
@@ -35,13 +35,13 @@ type Statistics struct {
 	// FinishedPerSecond is that over the window's length.
 	FinishedInWindow  int64
 	FinishedPerSecond float64
-	// EstimatedDrain is Unfinished ÷ FinishedPerSecond (DECISIONS 9). It is zero when nothing is
+	// EstimatedDrain is Unfinished ÷ FinishedPerSecond (R-PUMP-13). It is zero when nothing is
 	// unfinished and nil when rows are unfinished but none finished in the window: the drain
 	// time is then unknown, not infinite (the pump may have just started or be stalled).
 	EstimatedDrain *time.Duration
 
 	// BackfillPending counts terminal rows whose marker is neither written nor abandoned: the
-	// backfill's remaining work (seed 003 §6).
+	// backfill's remaining work (R-BACKFILL-2).
 	BackfillPending int64
 	// BackfillAbandoned counts abandoned rows, in total and by backfill_abandon_reason.
 	BackfillAbandoned         int64

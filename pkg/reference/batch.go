@@ -9,7 +9,7 @@ import (
 // Op is what a reference message does to its category.
 type Op int
 
-// The operations of §13.3.
+// The operations of R-REF-2 and R-REF-3.
 const (
 	// Replace publishes the whole category (DNLD, RESP): records absent from it are removed.
 	Replace Op = iota + 1
@@ -32,7 +32,7 @@ func OpOf(styp string) Op {
 	return 0
 }
 
-// CheckBatch is the whole-package check of a DNLD or RESP (§13.3, like SCHD's of §7.1): the
+// CheckBatch is the whole-package check of a DNLD or RESP (R-REF-2, like SCHD's R-SCHD-2): the
 // declared RECS equals the number of records, every record has its key and no key occurs
 // twice. It returns why the package is refused, or "" when it may be published. A package
 // without RECS is refused: a full replacement removes whatever it omits, so its completeness

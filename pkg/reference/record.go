@@ -7,7 +7,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
-// Categories are the 13 reference categories of seed 003 §13.2, in the seed's order.
+// Categories are the 13 reference categories of R-REF-1, in the order of the SIS specification.
 func Categories() []string {
 	return []string{"COUL", "ARPT", "AIRL", "AIRC", "REGN", "ORGN", "FLTL", "TLST", "GLST", "SLST", "CLST", "BLST", "CHLT"}
 }
@@ -15,7 +15,7 @@ func Categories() []string {
 // IsCategory reports whether rtype is one of the 13 categories.
 func IsCategory(rtype string) bool { return slices.Contains(Categories(), rtype) }
 
-// rule is what §13.3 says of one category's record.
+// rule is what R-REF-5 says of one category's record.
 type rule struct {
 	// ignore lists the tags that do not enter the model (SIS declares them unused upstream).
 	ignore []string
@@ -30,12 +30,12 @@ type rule struct {
 	keep map[string][]string
 }
 
-// OrgCategories are the OCAT values an ORGN record keeps (§13.3: passenger handling,
+// OrgCategories are the OCAT values an ORGN record keeps (R-REF-5: passenger handling,
 // maintenance, ground handling). PAX HANDLER and RAMP HANDLER are the samples' values;
 // MAINTENANCE is assumed (no sample carries it), see docs/reference-data.md.
 func OrgCategories() []string { return []string{"PAX HANDLER", "MAINTENANCE", "RAMP HANDLER"} }
 
-// StandGroupLen is the length SLST's STGP is cut to (§13.3).
+// StandGroupLen is the length SLST's STGP is cut to (R-REF-5).
 const StandGroupLen = 8
 
 var rules = map[string]rule{
@@ -62,12 +62,12 @@ type Stored struct {
 	// attributes or children of its own is an object), a repeatable child is an array in input
 	// order. An empty element is "" (data not available), never an absent key.
 	Payload map[string]any
-	// Dropped says what §13.3 left out, for the log: ignored tags, filtered values
+	// Dropped says what R-REF-5 left out, for the log: ignored tags, filtered values
 	// ("OCAT=CARGO"), later repeats of a first-only tag ("REGC#2"), truncations ("STGP>8").
 	Dropped []string
 }
 
-// Store applies the §13.3 rules of rtype to one record. rtype must be one of the 13
+// Store applies the R-REF-5 and R-REF-9 rules of rtype to one record. rtype must be one of the 13
 // categories; the record must carry its key (the codec guarantees it).
 func Store(rtype string, rec sis.RefRecord) (Stored, error) {
 	r, ok := rules[rtype]

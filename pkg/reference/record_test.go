@@ -39,7 +39,7 @@ func decodeRef(t *testing.T, typ, styp string, recs int, body string) *sis.RefDa
 }
 
 // TestStoreGolden is one golden record per category: the key, the ignore list, truncation,
-// empty tags and repeated children of §13.3, as the JSON ref_master keeps.
+// empty tags and repeated children of R-REF-5 and R-REF-9, as the JSON ref_master keeps.
 func TestStoreGolden(t *testing.T) {
 	cases := []struct {
 		rtype, record string

@@ -7,7 +7,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
-// Event is one resource status event (RSTA, §13.4) as it is kept.
+// Event is one resource status event (RSTA, R-RSTA-2) as it is kept.
 type Event struct {
 	RTYP, RSID, STAT string
 	// STRT and ENDT as sent ("" when absent), for audit.
@@ -55,7 +55,7 @@ func Events(rs *sis.ResourceStatus, msgID int64, issued time.Time, zone *time.Lo
 		}
 		if r.End.Value != "" {
 			if r.STAT == "E" {
-				return nil, where + ": a re-enable carries only a start, not ENDT (seed 003 §13.4)"
+				return nil, where + ": a re-enable carries only a start, not ENDT (R-RSTA-2)"
 			}
 			t, err := sis.ParseTime(r.End.Value, zone)
 			if err != nil {
@@ -80,7 +80,7 @@ type Availability struct {
 	Governing *Event
 }
 
-// AvailableAt evaluates a resource's events at t (§13.4): a resource is available by default;
+// AvailableAt evaluates a resource's events at t (R-RSTA-2): a resource is available by default;
 // the event in force is the last one sent among those that have taken effect (From ≤ t), so a
 // later event that starts in the future leaves the earlier one in force until it starts; a
 // disable is unavailable in [From, End) and available again after End without any new

@@ -76,7 +76,7 @@ func TestEvents(t *testing.T) {
 	})
 }
 
-// TestAvailableAt evaluates the windows of §13.4 before, inside and after them. The same cases
+// TestAvailableAt evaluates the windows of R-RSTA-2 before, inside and after them. The same cases
 // run against the SQL function in pkg/refstore.
 func TestAvailableAt(t *testing.T) {
 	for _, tc := range referencetest.WindowCases() {

@@ -1,4 +1,4 @@
-// Package refstore holds the SQL of the reference family (seed 003 §13): ref_master (the 13
+// Package refstore holds the SQL of the reference family (the R-REF rules, R-RSTA-4): ref_master (the 13
 // categories), ref_category (per-category progress and publication), ref_resource_event (RSTA)
 // and the read model views admin-api reads (ref_effective, ref_resource_availability). The
 // rules deciding what is written live in package reference.

@@ -1,5 +1,5 @@
 // Package request owns the req_track table: the upstream requests this system sends through
-// COUTMSGS (RQFD, RQRD) and their lifecycle (seed 003 §7.2):
+// COUTMSGS (RQFD, RQRD) and their lifecycle (the R-REQ rules):
 //
 //	PENDING → SENT → DONE
 //	             └──→ EXPIRED
@@ -54,7 +54,7 @@ const (
 // ClockSkew is how far an answer's DTTM (AODB's clock, airport time) may lie before the
 // request's sent_at (our clock) and still answer it. Two minutes covers NTP-kept clocks and
 // the DATETIME truncation to seconds; a wider tolerance would let the answer to a superseded
-// request close its successor (seed 003 §7.2, C-23, Q5).
+// request close its successor (R-SCHD-6).
 const ClockSkew = 2 * time.Minute
 
 // MaxRangeDays bounds an RQFD: a schedule answer for more days is a large snapshot the pump
@@ -64,7 +64,7 @@ const MaxRangeDays = 7
 // RSTA is the resource-status category of an RQRD; its scope names the resource type too.
 const RSTA = "RSTA"
 
-// ResourceTypes are the RTYP values of a resource-status request (seed 003 §13.4).
+// ResourceTypes are the RTYP values of a resource-status request (R-RSTA-1).
 var ResourceTypes = []string{"BELT", "CNTR", "GATE", "STND"}
 
 // ErrInvalid is wrapped by every refusal of a request specification.

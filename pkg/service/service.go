@@ -182,7 +182,7 @@ func (b *Base) Close() {
 	b.Pool.Close()
 }
 
-// Elector builds the role's single-active-instance election (DECISIONS 7).
+// Elector builds the role's single-active-instance election (R-LEADER-1).
 func (b *Base) Elector() *leader.Elector {
 	return leader.New(leader.Config{
 		DSN:        b.Config.PGDSN,

@@ -211,7 +211,7 @@ func (d *decoder) body(m Meta) (Body, *DecodeError) {
 	switch m.TYPE {
 	case "FLOP":
 		if !flopSTYP(m.STYP) {
-			return &Unsupported{Reason: "FLOP STYP " + m.STYP + " is not in the FLOP whitelist (seed 003 §12.2)"}, nil
+			return &Unsupported{Reason: "FLOP STYP " + m.STYP + " is not in the FLOP whitelist (R-FLOP-1)"}, nil
 		}
 		b, err := d.single("FLOP")
 		if err != nil {
@@ -254,7 +254,7 @@ func (d *decoder) body(m Meta) (Body, *DecodeError) {
 	return &Unsupported{Reason: "TYPE " + m.TYPE + " is not supported"}, nil
 }
 
-// flopSTYP is seed 003 §12.2's FLOP whitelist (FDEL included) plus the legacy extras.
+// flopSTYP is the FLOP whitelist of R-FLOP-1 (FDEL included) plus the legacy extras.
 func flopSTYP(s string) bool {
 	switch s {
 	case "ACFT", "ACTT", "BOTM", "CHOT", "FLTY", "CKDT", "CLDT", "CHDT", "CNCL", "ESTT", "FDEL",

@@ -79,7 +79,7 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-// TestDecodeFlop covers every FLOP STYP of seed 003 §12.2 (FDEL included) and the legacy extras,
+// TestDecodeFlop covers every FLOP STYP of R-FLOP-1 (FDEL included) and the legacy extras,
 // one corpus file each.
 func TestDecodeFlop(t *testing.T) {
 	tests := []struct {
@@ -122,7 +122,7 @@ func TestDecodeFlop(t *testing.T) {
 		{styp: "GTDT", check: func(t *testing.T, r FlightRecord) {
 			checkItems(t, r, "GTDT", []itemWant{
 				{seq: "1", fields: map[string]string{"GATE": "A12", "PGOT": "15MAR240750", "GOTM": "15MAR240752", "GTYP": "D"}},
-				// GOTM/GCTM not sent = open/close time not assigned (seed 003 §12.2).
+				// GOTM/GCTM not sent = open/close time not assigned (R-FLOP-GTDT).
 				{seq: "2", fields: map[string]string{"GATE": "A12"}, absent: []string{"GOTM", "GCTM"}},
 			})
 		}},
@@ -225,7 +225,7 @@ func TestAbsentVersusEmpty(t *testing.T) {
 	}{
 		{"flop/ESTT_clear.xml", map[string]Field{"ESTT": present(""), "ACTT": {}}},
 		{"flop/ESTT.xml", map[string]Field{"ESTT": present("15MAR240905"), "ACTT": {}}},
-		// Empty CNCL revokes the cancellation (seed 003 §12.2): sent, empty.
+		// Empty CNCL revokes the cancellation (R-FLOP-CNCL): sent, empty.
 		{"flop/CNCL_revoke.xml", map[string]Field{"CNCL": present("")}},
 		{"flop/FDIV_clear.xml", map[string]Field{"FDIV": present(""), "FDIV_DDES": present(""), "FDIV_DDIR": present("TO")}},
 		// TAID not sent stays absent even though its siblings are cleared.
@@ -487,7 +487,7 @@ func TestDecodeResourceStatus(t *testing.T) {
 	}
 	rs = mustDecodeFile(t, "rsta/RESP.xml").Body.(*ResourceStatus)
 	want = []RSTARecord{
-		// No ENDT: disabled until the next status event (seed 003 §13.4).
+		// No ENDT: disabled until the next status event (R-RSTA-2).
 		{RTYP: "STND", RSID: "215", STAT: "D", Start: present("15MAR241000")},
 		{RTYP: "BELT", RSID: "B07", STAT: "E", Start: present("15MAR241200")},
 	}

@@ -52,7 +52,7 @@ func (e Encoder) EncodeRQRD(seqn int, dttm time.Time, category string) string {
 }
 
 // EncodeRQRDResource writes the resource-status request: STYP=RSTA and RTYP the resource type
-// (BELT, CNTR, GATE or STND). The answer is RSTA with STYP=RESP for that type (seed 003 §13:
+// (BELT, CNTR, GATE or STND). The answer is RSTA with STYP=RESP for that type (R-REF-8:
 // the RTYP is part of the match).
 func (e Encoder) EncodeRQRDResource(seqn int, dttm time.Time, rtyp string) string {
 	var b strings.Builder

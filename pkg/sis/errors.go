@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// ErrorClass is the seeds' decode error class (seed 004 §1.1, seed 003 §3).
+// ErrorClass is the decode error class (R-IDENT-2, R-IDENT-4).
 type ErrorClass string
 
 const (

@@ -224,7 +224,7 @@ func TestTextLimitNamesTheField(t *testing.T) {
 	}
 }
 
-// TestCollectionLimits: seed 003 §11.3's 条数上限 per flight record, each at its limit and one
+// TestCollectionLimits: R-FLIGHT-3's SIS limits per flight record, each at its limit and one
 // over, in a FLOP and in a schedule record.
 func TestCollectionLimits(t *testing.T) {
 	tests := []struct {

@@ -2,7 +2,7 @@ package sis
 
 import "fmt"
 
-// collectionSeq returns the sequence attribute of a flight collection tag (seed 003 §11.3) and
+// collectionSeq returns the sequence attribute of a flight collection tag (R-FLIGHT-3) and
 // whether tag is a collection at all. DELY is a collection without a sequence attribute.
 func collectionSeq(tag string) (string, bool) {
 	switch tag {
@@ -29,7 +29,7 @@ func collectionSeq(tag string) (string, bool) {
 }
 
 // CollectionLimit returns the most elements one flight record may carry of collection tag, or 0
-// when tag is not a bounded collection. The figures are seed 003 §11.3's column 条数上限 (from
+// when tag is not a bounded collection. The figures are R-FLIGHT-3's SIS limits (from
 // the SIS interface specification): GTDT CKDT CLDT CHDT CHOT ABTM 99, PSDT 9, ROUT 6, ERUT 7.
 // DELY has none there ("—"); it gets 99 like the allocation collections, since an unbounded
 // list from one message becomes as many rows and one ever larger event. SRVT and VIPF are
@@ -50,7 +50,7 @@ func CollectionLimit(tag string) int {
 
 // IsTimeTag reports whether a flight tag (scalar, collection child or DELY attribute) carries a
 // body time. The set comes from the samples: every one of these holds ddMMMyyHHmm there (SCAT and
-// SCDT also HHmm in seasonal routes). FTSS is deliberately absent although seed 003 groups it
+// SCDT also HHmm in seasonal routes). FTSS is deliberately absent although the design groups it
 // with the times: the samples carry text in it ("DELY", "RCFLOP").
 func IsTimeTag(tag string) bool {
 	switch tag {
@@ -139,7 +139,7 @@ func (d *decoder) flight(i int32, path string) (FlightRecord, *DecodeError) {
 			// element too many, before any more items are built.
 			if limit := CollectionLimit(tag); len(col.Items) == limit {
 				return rec, malformed(indexed(path, tag, limit+1),
-					fmt.Sprintf("more than %d %s elements in one flight (the SIS limit, seed 003 §11.3)", limit, tag), nil)
+					fmt.Sprintf("more than %d %s elements in one flight (the SIS limit, R-FLIGHT-3)", limit, tag), nil)
 			}
 			col.Items = append(col.Items, d.item(c, tag, seq, path, len(col.Items)+1))
 			continue
@@ -237,7 +237,7 @@ func (d *decoder) item(i int32, tag, seqAttr, recPath string, k int) Item {
 }
 
 // settleNoAllocation turns a collection sent as its single …NO="0" element (or a single bare
-// <DELY/>) into "no allocation now" (seed 003 §12.2). A "0" element among real ones contradicts
+// <DELY/>) into "no allocation now" (R-FLOP-GTDT). A "0" element among real ones contradicts
 // itself, which this codec cannot interpret.
 func (d *decoder) settleNoAllocation(tag string, col *Collection, path string) {
 	if tag == "DELY" {

@@ -2,7 +2,7 @@ package sis
 
 import "strconv"
 
-// Identity is the business identity SNDR|TYPE|STYP|SEQN (seed 003 §2), with the operating-day
+// Identity is the business identity SNDR|TYPE|STYP|SEQN (R-IDENT-1), with the operating-day
 // boundary appended (|yyyyMMdd, the date of DTTM in DTTM's own location — the airport zone when
 // Meta came from Decode) when includeDayBoundary (msgx.identity.include-day-boundary). It is the
 // only identity function in the system: the key must never change once live.

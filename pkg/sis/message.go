@@ -24,7 +24,7 @@ type Message struct {
 type Body interface{ isBody() }
 
 // Field distinguishes "not sent" from "sent empty" (for flight data an empty element means clear,
-// seed 003 §12.2; for reference data it means "not available", §13.3).
+// R-FLOP-EMPTY; for reference data it means "not available", R-REF-4).
 type Field struct {
 	Present bool
 	// Value is the text as sent with XML white space (space, tab, CR, LF) trimmed at both ends;
@@ -72,7 +72,7 @@ type Item struct {
 	Fields map[string]Field
 }
 
-// Flop is TYPE=FLOP with an STYP from seed 003 §12.2's whitelist, a legacy extra (ABTM DELY PADT
+// Flop is TYPE=FLOP with an STYP from the whitelist of R-FLOP-1, a legacy extra (ABTM DELY PADT
 // FTSS STND BDPB REMC) or FDEL. Meta.STYP tells which.
 type Flop struct{ Record FlightRecord }
 
@@ -88,7 +88,7 @@ type Schd struct {
 // RECSAbsent is the RECS value of a message that did not declare a count.
 const RECSAbsent = -1
 
-// RefData is one of the 13 reference categories of seed 003 §13.2 with STYP DNLD, RESP, ADD, UPD
+// RefData is one of the 13 reference categories (R-REF-1) with STYP DNLD, RESP, ADD, UPD
 // or DEL.
 type RefData struct {
 	Category string
@@ -114,7 +114,7 @@ type RefField struct {
 	Children []RefField
 }
 
-// ResourceStatus is TYPE=RSTA (seed 003 §13.4). Its record shape is an assumption, see
+// ResourceStatus is TYPE=RSTA (R-RSTA-1). Its record shape is an assumption, see
 // docs/codec.md: <RSTA><RTYP/><RSID/><STAT/><STRT/><ENDT/></RSTA> directly under MSG.
 type ResourceStatus struct {
 	STYP    string
@@ -139,7 +139,7 @@ type RQRD struct{ RTYP string }
 // Eror is an EROR message: its child elements by tag.
 type Eror struct{ Fields map[string]Field }
 
-// Unsupported is any other TYPE or STYP: legal, never MALFORMED (seed 003 §5.2 SKIPPED).
+// Unsupported is any other TYPE or STYP: legal, never MALFORMED (R-IDENT-3).
 type Unsupported struct{ Reason string }
 
 func (*Flop) isBody()           {}

@@ -2,7 +2,7 @@ package sis
 
 import "fmt"
 
-// RefKeyTag returns the key tag of a reference category (seed 003 §13.2), or "" when category is
+// RefKeyTag returns the key tag of a reference category (R-REF-1), or "" when category is
 // not one of the 13. CLST and CHLT share CCOD; only the category tells them apart.
 func RefKeyTag(category string) string {
 	switch category {

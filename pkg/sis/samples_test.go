@@ -55,7 +55,7 @@ func TestSharedSamples(t *testing.T) {
 	t.Logf("decoded %d samples: %v", len(files), kinds)
 }
 
-// expectedKind restates the dispatch rule (seed 003 §12.2, §13.2) independently of body().
+// expectedKind restates the dispatch rule (R-FLOP-1, R-REF-1) independently of body().
 func expectedKind(m Meta) string {
 	in := func(list, s string) bool {
 		for _, v := range strings.Fields(list) {

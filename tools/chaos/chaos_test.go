@@ -21,6 +21,7 @@ import (
 // test`); MSGX_CHAOS_DURATION, MSGX_CHAOS_LONG, MSGX_CHAOS_SEED, MSGX_CHAOS_FLIGHTS and
 // MSGX_CHAOS_BIN shape longer ones (`make chaos`, docs/chaos.md). Every failed check fails
 // the test; the services' logs are kept then and their directory named.
+// Guards R-INV-23.
 func TestChaos(t *testing.T) {
 	cfg, err := chaos.FromEnv(os.Getenv)
 	if err != nil {

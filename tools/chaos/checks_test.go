@@ -271,6 +271,7 @@ func TestCheckFaults(t *testing.T) {
 	}
 }
 
+// TestLongOutageSparesThePump guards R-INV-6.
 func TestLongOutageSparesThePump(t *testing.T) {
 	in := &injector{counts: map[Kind]*tally{}, long: map[Dep]bool{}}
 	for _, k := range ShortKinds {

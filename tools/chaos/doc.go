@@ -4,7 +4,7 @@
 // with the real mechanisms: SIGKILL of services (restarted), pg_terminate_backend, MySQL KILL,
 // Redis CLIENT PAUSE, the broker stopped and restarted, LOCK TABLES on the inbox, and one
 // outage of each chosen dependency longer than the pump's whole retry budget. Then it checks
-// the run against the invariants of seed 000 §11 and against a fault-free reference run over
+// the run against the R-INV invariants of docs/rules.md and against a fault-free reference run over
 // the same inbox rows in the same ID order, and prints a summary.
 //
 // Run is the harness; TestChaos drives it (a one-minute run in `make test`, longer ones with

@@ -14,8 +14,9 @@ import (
 )
 
 // TestCompatHTTPMessageTakesTheUpstreamPath posts a GBK-encoded message to ingest's compat
-// HTTP entry (DECISIONS 5): it lands in the inbox as characters and then goes through the same
+// HTTP entry (R-INGEST-12): it lands in the inbox as characters and then goes through the same
 // five facts as a row AODB wrote, with its Chinese text intact in the flight state.
+// Guards R-INV-4.
 func TestCompatHTTPMessageTakesTheUpstreamPath(t *testing.T) {
 	e := newEnv(t)
 	e.startAll(t)

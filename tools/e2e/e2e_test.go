@@ -1,6 +1,6 @@
 // Package e2e runs the five services as separate processes against real PostgreSQL, MariaDB,
-// Redis and a Kafka-protocol broker (kfake over TCP), and checks the five facts of seed 000
-// §1 for every inbox row: in the inbox, enqueued, terminal, marked, delivered.
+// Redis and a Kafka-protocol broker (kfake over TCP), and checks the five facts
+// (R-FACT-1) for every inbox row: in the inbox, enqueued, terminal, marked, delivered.
 package e2e
 
 import (
@@ -215,7 +215,7 @@ func (r *recorder) record(id int64) *kgo.Record {
 	return r.events[id]
 }
 
-// facts are the five facts of seed 000 §1 for one inbox row.
+// facts are the five facts of R-FACT-1 for one inbox row.
 type facts struct {
 	inInbox   bool
 	enqueued  bool

@@ -43,6 +43,7 @@ func (e *env) insert(t testing.TB, msgs []*message) {
 }
 
 // TestWalkingSkeleton sends rows through the five services and checks the five facts of each.
+// Guards R-INV-23.
 func TestWalkingSkeleton(t *testing.T) {
 	e := newEnv(t)
 	e.startAll(t)

@@ -83,7 +83,7 @@ func envelope(sndr string, seqn int64, dttm time.Time, typ, styp, inner string) 
 
 // ADFT renders a SCHD STYP=ADFT message with one FLTR carrying the flight's schedule fields,
 // sent by "AODB". Empty optional fields (RENO, TRML, STND) are left out rather than sent
-// empty, because ADFT is merged set-only (seed 003 §12.3) and an absent field is the
+// empty, because ADFT is merged set-only (R-ADFT-1) and an absent field is the
 // unambiguous way to say "no value yet".
 func ADFT(seqn int64, dttm time.Time, f Flight) string {
 	return adft("AODB", seqn, dttm, f)

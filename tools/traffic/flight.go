@@ -20,7 +20,7 @@ var airportZone = func() *time.Location {
 
 // Flight is one flight instance as the AODB schedules it. Field names are the SIS tags.
 type Flight struct {
-	FLID  string // AODB flight id, the only identity (seed 003 §11)
+	FLID  string // AODB flight id, the only identity (R-FLIGHT-2)
 	ALCD  string // airline code
 	FLNO  string // flight number including the airline prefix, as in the samples ("YG9028")
 	MVIN  string // "A" arrival at / "D" departure from the home airport
@@ -274,7 +274,7 @@ type routePoint struct {
 
 // routeTimes derives ROUT points from the home-airport time: for a departure the stations
 // after CTU (the last has no SCDT), for an arrival the stations before it (the first has no
-// SCAT), matching SCHD-DNLD-SCHD-1 and seed 003 §12.2's ROUT rule.
+// SCAT), matching SCHD-DNLD-SCHD-1 and R-FLOP-ROUT.
 func routeTimes(mvin string, sodt time.Time, route []string) []routePoint {
 	pts := make([]routePoint, len(route))
 	if mvin == "D" {

@@ -18,7 +18,7 @@ type opEvent struct {
 }
 
 // Body fragments, each at FLOP depth 2. Collections always carry every element the flight has
-// at that moment, because a collection is replaced whole (seed 003 §11.3).
+// at that moment, because a collection is replaced whole (R-FLIGHT-3).
 
 func scalar(name, value string) string {
 	var b body
@@ -87,7 +87,7 @@ func psdt(stand string, stst, stet time.Time) string {
 }
 
 // noAllocation is a collection sent as its single …NO="0" element: "no allocation now"
-// (seed 003 §12.2; AODB really sends it).
+// (R-FLOP-GTDT; AODB really sends it).
 func noAllocation(coll, attr string) string {
 	var b body
 	b.indent(2)
@@ -305,7 +305,7 @@ func reroute(r *rand.Rand, mvin string, route []string) []string {
 }
 
 // cancel cuts a flight's updates at a cancellation. With undo, the AODB withdraws the
-// cancellation a little later (empty <CNCL></CNCL>, seed 003 §12.2) and the flight operates.
+// cancellation a little later (empty <CNCL></CNCL>, R-FLOP-CNCL) and the flight operates.
 func cancel(r *rand.Rand, p *plan, evs []opEvent, undo bool) []opEvent {
 	c := p.SODT.Add(-minutes(120 + r.IntN(121)))
 	if undo {
@@ -339,7 +339,7 @@ func cancel(r *rand.Rand, p *plan, evs []opEvent, undo bool) []opEvent {
 
 // fdel ends a flight's updates with its deletion (TYPE=FLOP STYP=FDEL, always an empty FDEL
 // tag, as in FLOP-FDEL-FDEL-1). Nothing follows it: what a FLOP for a deleted flight should do
-// is still open (seed 003 §12.2, Q8), so a "correct pipeline" has no single expected state.
+// is open upstream (R-FLOP-TARGET), so a "correct pipeline" has no single expected state.
 func fdel(r *rand.Rand, p *plan, evs []opEvent) []opEvent {
 	f := p.SODT.Add(-minutes(60 + r.IntN(181)))
 	var out []opEvent
@@ -351,7 +351,7 @@ func fdel(r *rand.Rand, p *plan, evs []opEvent) []opEvent {
 	return append(out, opEvent{at: f, typ: "FLOP", styp: "FDEL", body: scalar("FDEL", ""), kind: KindFDEL, want: Succeeded})
 }
 
-// eobt is a FLOP whose STYP is outside seed 003 §12.2's whitelist: a legal message the
+// eobt is a FLOP whose STYP is outside the FLOP whitelist (R-FLOP-1): a legal message the
 // pipeline skips as unsupported.
 func eobt(p *plan) opEvent {
 	return opEvent{

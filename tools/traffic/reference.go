@@ -35,7 +35,7 @@ var airlinesToAdd = [][4]string{
 // referenceRecord returns the i-th reference change of the day. Changes come in rounds of
 // seven in which every UPD follows the ADD of the same key, so each is valid whatever the
 // reference table held before (an UPD of an unknown key is left to issue 13's rules).
-// ADD and UPD carry the whole record (seed 003 §13.3: single-record full-field increments).
+// ADD and UPD carry the whole record (R-REF-3: single-record full-field increments).
 func referenceRecord(i int) (styp string, rec refRecord) {
 	round := i / 7
 	gate := fmt.Sprintf("G%d", 29+round) // T1 gates end at G28

@@ -7,7 +7,7 @@ import (
 )
 
 // DNLD renders a SCHD STYP=DNLD message sent by "AODB": the whole package, RECS the number of
-// flights, one FLTR per flight in the given order. A snapshot replaces (DECISIONS 12): a
+// flights, one FLTR per flight in the given order. A snapshot replaces (R-SCHD-1): a
 // field a flight leaves empty is not sent, and the receiver clears it.
 func DNLD(seqn int64, dttm time.Time, flights []Flight) string {
 	return snapshot("AODB", seqn, dttm, "DNLD", flights)

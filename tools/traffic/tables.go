@@ -69,7 +69,7 @@ var blockFromHome = map[string]int{
 	"HKG": 150, "SIN": 280, "BKK": 200, "ICN": 230, "NRT": 270, "DOH": 420, "AMS": 660,
 }
 
-// Chinese remark texts for REMC (seed 003 §11.3: REMC is a free-text scalar; real AODB
+// Chinese remark texts for REMC (R-FLOP-SCALAR: REMC is a free-text scalar; real AODB
 // remarks at Chinese airports are in Chinese).
 var (
 	delayRemarks = []string{

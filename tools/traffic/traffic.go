@@ -1,6 +1,6 @@
 // Package traffic generates a realistic day of SIS traffic from an airport AODB (home station
 // CTU) for the demo, benchmarks and end-to-end tests: the day's schedule as one SCHD ADFT per
-// flight, then the operational FLOP updates of seed 003 §12.2 interleaved in time order, a few
+// flight, then the operational FLOP updates of R-FLOP-1 interleaved in time order, a few
 // deletions, reference-data changes, unsupported types, malformed messages and exact re-sends.
 //
 // Every message says what a correct pipeline ends with (Want), so a test can load the day into
@@ -23,15 +23,15 @@ type Kind string
 const (
 	KindSchedule    Kind = "schedule"    // SCHD STYP=ADFT, one flight
 	KindSnapshot    Kind = "snapshot"    // SCHD STYP=DNLD, the whole day's schedule (Options.Snapshot)
-	KindFLOP        Kind = "flop"        // FLOP with a whitelisted STYP (seed 003 §12.2)
+	KindFLOP        Kind = "flop"        // FLOP with a whitelisted STYP (R-FLOP-1)
 	KindFDEL        Kind = "fdel"        // FLOP STYP=FDEL
-	KindReference   Kind = "reference"   // reference data ADD/UPD (seed 003 §13)
+	KindReference   Kind = "reference"   // reference data ADD/UPD (R-REF-3)
 	KindMalformed   Kind = "malformed"   // not a decodable SIS message
 	KindDuplicate   Kind = "duplicate"   // exact re-send of an earlier FLOP
 	KindUnsupported Kind = "unsupported" // legal but not handled: SCHS, DLYL, FLOP STYP=EOBT
 )
 
-// Terminal processing states a correct pipeline reaches (seed 003 §3).
+// Terminal processing states a correct pipeline reaches (R-PUMP-11).
 const (
 	Succeeded = "SUCCEEDED"
 	Skipped   = "SKIPPED"
@@ -317,7 +317,7 @@ func unsupportedMix(k int) []string {
 
 // withDuplicates re-sends k earlier FLOPs verbatim, each some way after its original, the
 // way an AODB resends after a lost acknowledgement. The identity SNDR|TYPE|STYP|SEQN is then
-// already bound, so the pipeline skips the copy (seed 003 §2).
+// already bound, so the pipeline skips the copy (R-IDENT-1).
 func withDuplicates(r *rand.Rand, msgs []Message, k int) []Message {
 	var cands []int
 	for i, m := range msgs {

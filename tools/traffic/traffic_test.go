@@ -311,7 +311,7 @@ func TestTimeOrder(t *testing.T) {
 	}
 }
 
-// flopWhitelist is seed 003 §12.2's table plus the legacy extras it names.
+// flopWhitelist is the FLOP table of R-FLOP-1 plus the legacy extras it names.
 var flopWhitelist = []string{
 	"ACFT", "ACTT", "BOTM", "CHOT", "FLTY", "CKDT", "CLDT", "CHDT", "CNCL", "ESTT", "FDEL", "FDIV",
 	"FINT", "FLIN", "FRET", "GTDT", "LACL", "MAXP", "HNAG", "PSDT", "RENO", "ROUT", "TAOP", "TRML",

@@ -28,7 +28,7 @@ func ev(msg int64, stat string, from time.Time, end *time.Time) reference.Event 
 
 func end(x time.Time) *time.Time { return &x }
 
-// WindowCases are the cases of seed 003 §13.4 on one gate, times on 15 March 2024.
+// WindowCases are the cases of R-RSTA-2 on one gate, times on 15 March 2024.
 func WindowCases() []WindowCase {
 	window := []reference.Event{ev(1, "D", t(15, 10), end(t(15, 18)))}
 	open := []reference.Event{ev(1, "D", t(15, 10), nil)}

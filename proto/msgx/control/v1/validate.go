@@ -126,7 +126,7 @@ func (r *ReplayRequest) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Replayable reports whether messages of class c may be replayed (seed 000 §9, seed 004 §1.1):
+// Replayable reports whether messages of class c may be replayed (R-REPLAY-1):
 // MALFORMED never, PROTOCOL is a wrong message that processing again cannot fix.
 func Replayable(c ErrorClass) bool {
 	switch c {
@@ -242,11 +242,11 @@ func (r *ResolveContractViolationRequest) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ReferenceCategories are the 13 reference categories of seed 003 §13.2 (pkg/reference owns
+// ReferenceCategories are the 13 reference categories (R-REF-1; pkg/reference owns
 // the rules; the API only refuses names that cannot be one).
 var ReferenceCategories = []string{"COUL", "ARPT", "AIRL", "AIRC", "REGN", "ORGN", "FLTL", "TLST", "GLST", "SLST", "CLST", "BLST", "CHLT"}
 
-// ResourceTypes are the RSTA resource types (seed 003 §13.4).
+// ResourceTypes are the RSTA resource types (R-RSTA-1).
 var ResourceTypes = []string{"BELT", "CNTR", "GATE", "STND"}
 
 // MaxKeyLen bounds a reference key or resource ID in a request.

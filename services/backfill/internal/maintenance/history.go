@@ -51,14 +51,14 @@ func (c *Cleaner) historyRound(ctx context.Context, sess Session) (moved int64, 
 	return moved, len(flids) == c.cfg.HistoryBatch && !skipped, nil
 }
 
-// archive moves one flight to history in one transaction under the pipeline lock (seed 003
-// §5.3: the physical delete holds PIPELINE_LOCK, so a flight the pump is processing is waited
+// archive moves one flight to history in one transaction under the pipeline lock (R-RETAIN-5,
+// R-TX-5: the physical delete holds PIPELINE_LOCK, so a flight the pump is processing is waited
 // for, never interleaved with): re-check, history row, delete, tombstone events unless the
 // flight was already DELETED (its FDEL sent them), and the Redis projection removed before the
 // commit. The lock only covers a step that is running: a flight changed by a message that
 // stopped between its ① and ③ is left alone by the candidate predicate and its re-check
 // until that message is terminal (flightstore.HistoryCandidates). Any failure rolls everything back, the history row included: history first, then
-// delete, or nothing (seed 003 §12.5).
+// delete, or nothing (R-RETAIN-5).
 //
 // The Redis removal is inside the transaction, like the pump's projection write sits inside its
 // step: if Redis fails the flight stays; if the commit failed after Redis succeeded, the flight

@@ -1,4 +1,4 @@
-// Package maintenance runs the retention sweeps of the backfill service (seed 003 §9.3): it
+// Package maintenance runs the retention sweeps of the backfill service (the R-RETAIN rules): it
 // deletes the processing records, sent events, schedule trail and closed requests that are
 // past their retention, and moves finished flights to flight_history.
 //

@@ -1,5 +1,5 @@
 // Package marker writes the processed marker back to the shared inbox for every terminal
-// message (seed 003 §6). The marker tells the database team which rows may be purged, so it is
+// message (the R-BACKFILL rules). The marker tells the database team which rows may be purged, so it is
 // written only for terminal rows, never overwritten and never reverted.
 package marker
 
@@ -55,7 +55,7 @@ type Config struct {
 	Status  string        // the CMINMSGS_STATUS value written with the marker
 	Shadow  bool          // never write to the shared MySQL
 	// MaxAttempts is pipeline.backfill-max-attempts: rows at or over it are counted in a gauge
-	// for alerting, and nothing else happens to them (seed 003 §6.3: abandonment is by R only).
+	// for alerting, and nothing else happens to them (R-BACKFILL-5: abandonment is by R only).
 	MaxAttempts int
 }
 
@@ -157,7 +157,7 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 }
 
 // markOne writes one marker under the per-message gate, so a replay cannot slip between
-// "the message is terminal" and "its marker is written" (DECISIONS 6). transient reports a
+// "the message is terminal" and "its marker is written" (R-GATE-1). transient reports a
 // failed marker write that was recorded for a later retry.
 func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient bool, err error) {
 	t, ok, err := queue.LockForBackfill(ctx, tx, id)
@@ -178,7 +178,7 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient b
 		return false, fmt.Errorf("%w: %w", errOutage, err)
 	case err != nil:
 		span.RecordError(err)
-		// Overdue is judged on the local enqueued_at, never the inbox clock (seed 003 §6.1).
+		// Overdue is judged on the local enqueued_at, never the inbox clock (R-BACKFILL-3).
 		if t.EnqueuedAt.Before(now.Add(-s.cfg.Overdue)) {
 			s.metrics.abandoned.WithLabelValues(queue.AbandonTransientDeadline).Inc()
 			s.logger.ErrorContext(ctx, "marker still failing after R; automatic retries stop (reopen to retry)", "msg_id", id,
@@ -191,7 +191,7 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient b
 		return true, queue.BackfillFailed(ctx, tx, id, err.Error(), next, now)
 	case res == inbox.Missing:
 		// A terminal row whose inbox row is gone can only mean the row was deleted after it
-		// was enqueued: a certain conclusion, so no retry and no R (seed 003 §6.2, §6.3).
+		// was enqueued: a certain conclusion, so no retry and no R (R-BACKFILL-4).
 		s.metrics.outcomes.WithLabelValues("missing_row").Inc()
 		s.metrics.abandoned.WithLabelValues(queue.AbandonMissingRow).Inc()
 		s.logger.ErrorContext(ctx, "inbox row is gone; its marker can never be written", "msg_id", id, "reason", queue.AbandonMissingRow)

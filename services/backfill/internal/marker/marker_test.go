@@ -189,6 +189,7 @@ func sweep(t *testing.T, s *Sweeper, b *bundle) bool {
 	return more
 }
 
+// TestOutcomes guards R-INV-10.
 func TestOutcomes(t *testing.T) {
 	s, b := setup(t, Config{})
 	fresh := b.inboxRow(t)
@@ -310,6 +311,7 @@ func TestUnreachableInboxIsAnOutageThenMarks(t *testing.T) {
 // Transient failures never abandon before R, however many attempts (max-attempts only alerts);
 // after R the next failure abandons with TRANSIENT_DEADLINE, and R overrides the backoff. R is
 // measured from the local enqueued_at, not the inbox's received time.
+// Guards R-INV-12.
 func TestTransientDeadlineOnlyAfterR(t *testing.T) {
 	const r = 10 * time.Minute // the fifth failure is at 7.5 min, its backoff ends at 15.5 min
 	s, b := setup(t, Config{Overdue: r, MaxAttempts: 3})
@@ -405,6 +407,7 @@ func TestFairRotation(t *testing.T) {
 }
 
 // Shadow mode writes nothing to the shared MySQL and says so in the log and a metric.
+// Guards R-INV-10.
 func TestShadowWritesNothing(t *testing.T) {
 	s, b := setup(t, Config{Shadow: true})
 	id := b.inboxRow(t)

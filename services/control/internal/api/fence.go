@@ -15,7 +15,7 @@ var ErrStandby = errors.New("this control instance is a standby")
 
 // Term is the control role's current term as the handlers see it: the app sets the session
 // while it holds the lock and clears it when the term ends. Mutating calls run their
-// transaction on that session's lock connection (DECISIONS 7), so a call that races the loss
+// transaction on that session's lock connection (R-LEADER-2), so a call that races the loss
 // of the lock fails to commit instead of writing from a deposed instance.
 type Term struct {
 	mu sync.Mutex

@@ -94,7 +94,7 @@ func TestLoadAuth(t *testing.T) {
 	}
 }
 
-// The scheme is case-insensitive (RFC 6750 §2.1, as curl and most clients send "bearer").
+// The scheme is case-insensitive (RFC 6750, section 2.1, as curl and most clients send "bearer").
 func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 	t.Parallel()
 	a := TokenAuth("op")

@@ -1,4 +1,4 @@
-// Package delivery drains the outbox (msg_event) to its targets (seed 003 §8). Each target is
+// Package delivery drains the outbox (msg_event) to its targets (the R-OUTBOX rules). Each target is
 // a Lane: an ordered lane (KAFKA:msg) sends each FLID's events in event_id order, one after the
 // other, on every wake-up; a latest-state lane (KAFKA:schd) sends up to a limit of rows every
 // period. Events are marked SENT only after the target acknowledged them: delivery is at
@@ -96,9 +96,9 @@ type Fencer interface {
 type Mode int
 
 const (
-	// Ordered sends every event, per FLID in event_id order (KAFKA:msg, seed 003 §8.1).
+	// Ordered sends every event, per FLID in event_id order (KAFKA:msg, R-OUTBOX-2).
 	Ordered Mode = iota
-	// Latest sends the latest state per FLID every period (KAFKA:schd, seed 003 §8.2).
+	// Latest sends the latest state per FLID every period (KAFKA:schd, R-OUTBOX-4).
 	Latest
 )
 

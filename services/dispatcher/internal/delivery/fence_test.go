@@ -42,6 +42,7 @@ func holdProduce(c *kfake.Cluster, filter func() bool) (held, release chan struc
 // round waits; the term ends, and the next holder, another process, sends the FLID's events;
 // then the broker takes the old request. Consumers must not see the old record after the newer
 // ones: the new term's fence makes the broker refuse it, so the old round fails.
+// Guards R-INV-15.
 func TestNewTermFencesPreviousHolder(t *testing.T) {
 	t.Parallel()
 	f := setup(t, options{sendTimeout: time.Minute})

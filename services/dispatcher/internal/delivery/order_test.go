@@ -14,6 +14,7 @@ import (
 // TestOrderPerFLIDUnderFaults interleaves the events of many FLIDs, injects produce errors
 // that sarama retries by itself and errors it gives up on, restarts the broker in the middle,
 // and reads the topic back: per FLID the events arrive in event_id order with no gap.
+// Guards R-INV-13.
 func TestOrderPerFLIDUnderFaults(t *testing.T) {
 	t.Parallel()
 	f := setup(t, options{maxAttempts: 50, msgLimit: 60})
@@ -66,6 +67,7 @@ func flidName(i int) string { return "F" + string(rune('A'+i%26)) + string(rune(
 // TestFailingFLIDDoesNotBlockOthers fails every produce to one partition: the FLID on it keeps
 // its events (only its head is attempted), the others go out; once the partition recovers the
 // FLID follows in order.
+// Guards R-INV-13.
 func TestFailingFLIDDoesNotBlockOthers(t *testing.T) {
 	t.Parallel()
 	f := setup(t, options{maxAttempts: 50})

@@ -72,7 +72,7 @@ func TestOversizedEventIsDeadAtOnce(t *testing.T) {
 }
 
 // TestOversizedStateIsDeadUntilTheNextState: on KAFKA:schd a state too large for the broker goes
-// DEAD at once; the FLID's next accepted state replaces the row and goes out (seed 003 §8.3).
+// DEAD at once; the FLID's next accepted state replaces the row and goes out (R-OUTBOX-4).
 func TestOversizedStateIsDeadUntilTheNextState(t *testing.T) {
 	t.Parallel()
 	f := setup(t, options{})

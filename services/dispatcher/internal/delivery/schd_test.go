@@ -56,6 +56,7 @@ func TestSchdAggregation(t *testing.T) {
 // TestSchdConditionalMark: the pump replaces a row while its previous state is on the wire.
 // The acknowledged older state must not mark the newer one: it stays PENDING and goes out in
 // the next round.
+// Guards R-INV-14.
 func TestSchdConditionalMark(t *testing.T) {
 	t.Parallel()
 	var f *fixture

@@ -1,5 +1,5 @@
-// Package kafka publishes outbox records with sarama under the producer contract of seed 004
-// §3.3 (DECISIONS 10): acks=all, idempotence on, one request in flight per connection, and no
+// Package kafka publishes outbox records with sarama under the producer contract
+// (R-OUTBOX-6): acks=all, idempotence on, one request in flight per connection, and no
 // fallback to a non-idempotent producer. On top of the contract every send is one Kafka
 // transaction of a transactional id shared by all dispatcher instances, so that each term
 // fences the previous holder's records at the broker (docs/dispatcher.md).

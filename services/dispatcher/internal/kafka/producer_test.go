@@ -183,6 +183,7 @@ func readCommitted(t *testing.T, addr string, want int) []string {
 // record must not become visible after the new ones: the new fence made the broker refuse it
 // (or abort its transaction), so the old call fails and a read_committed consumer sees only the
 // new holder's records.
+// Guards R-INV-15.
 func TestDeposedHolderIsFenced(t *testing.T) {
 	t.Parallel()
 	c, addr := cluster(t)

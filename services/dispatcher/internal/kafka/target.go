@@ -21,11 +21,11 @@ const (
 )
 
 // Target delivers the events of one outbox target to one topic: key = FLID (so the partition
-// follows the FLID, the order boundary of seed 003 §8.1), value = the event payload.
+// follows the FLID, the order boundary of R-OUTBOX-2), value = the event payload.
 type Target struct {
 	Producer *Producer
 	Topic    string
-	// NullTombstones sends a TOMBSTONE event as a null value (KAFKA:schd, seed 003 §8.2), which
+	// NullTombstones sends a TOMBSTONE event as a null value (KAFKA:schd, R-OUTBOX-4), which
 	// a compacted topic reads as "remove this FLID".
 	NullTombstones bool
 }

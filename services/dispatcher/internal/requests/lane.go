@@ -1,7 +1,7 @@
 // Package requests is the dispatcher's third lane: it writes the upstream requests control
 // registered (req_track PENDING; RQFD, RQRD) into the shared MySQL COUTMSGS table, marks them
 // SENT with the COUTMSGS_ID once the insert committed, and expires the ones left unanswered
-// past req.timeout (seed 003 §7.2, docs/dispatcher.md "COUTMSGS: upstream requests").
+// past req.timeout (R-REQ-1, R-REQ-3, docs/dispatcher.md "COUTMSGS: upstream requests").
 //
 // It runs under the dispatcher's role like the Kafka lanes: every req_track write is on the
 // role's lock connection, so a deposed dispatcher cannot mark anything; and COUTMSGS receives
@@ -203,7 +203,7 @@ func (l *Lane) send(ctx context.Context, s Session, r request.Request) (ok bool,
 		return request.MarkSent(ctx, conn, r.ID, coutID, l.clock.Now())
 	})
 	if errors.Is(err, request.ErrNotPending) {
-		// The row stays in COUTMSGS (the outbound promise ends at the mailbox, seed 003 §7.2);
+		// The row stays in COUTMSGS (the outbound promise ends at the mailbox, R-REQ-4);
 		// its answer, if any, is matched against the newer request.
 		log.Warn("request was expired by a newer registration while its COUTMSGS row was written", "coutmsgs_id", coutID)
 		return false, nil

@@ -166,6 +166,7 @@ func TestRoundWritesPendingRequestsInOrderAndExpires(t *testing.T) {
 	}
 }
 
+// TestCrashBetweenInsertAndSentDoesNotWriteTwice guards R-INV-22.
 func TestCrashBetweenInsertAndSentDoesNotWriteTwice(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -319,6 +320,7 @@ func TestRequestExpiredWhileBeingWrittenStaysExpired(t *testing.T) {
 // the term's lock connection is terminated between the COUTMSGS insert and SENT (a crash or a
 // cut network), so the deposed term cannot mark the request; the next term finds the row and
 // marks it with that ID, without a second insert.
+// Guards R-INV-15.
 func TestDeposedDispatcherCannotMarkAndTheNextTermRecovers(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

@@ -1,4 +1,4 @@
-// Package compat serves the legacy entry POST /cminmsgs/send (seed 003 §4.3, DECISIONS 5): it
+// Package compat serves the legacy entry POST /cminmsgs/send (R-INGEST-12): it
 // writes the posted message into the shared inbox exactly as upstream would, and discovery
 // then finds it like any other row. It never writes to PostgreSQL, so it needs no fencing and
 // runs on every replica, the standby included. docs/compat-http.md is the contract.
@@ -205,7 +205,7 @@ func (h *Handler) authorized(r *http.Request) bool {
 	if h.cfg.Token == "" {
 		return h.cfg.Insecure
 	}
-	// The scheme is case-insensitive (RFC 7235 §2.1): clients send "bearer" as well.
+	// The scheme is case-insensitive (RFC 7235, section 2.1): clients send "bearer" as well.
 	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	return ok && strings.EqualFold(scheme, "Bearer") &&
 		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.cfg.Token)) == 1

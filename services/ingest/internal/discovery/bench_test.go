@@ -20,7 +20,7 @@ import (
 const backlog = 100_000
 
 // BenchmarkDiscoveryBacklog measures how fast discovery enqueues a 100k-row inbox backlog
-// (seed 000 §5.3 stage 1) per claim-batch size, on the real servers: rounds back to back, each
+// (a historical backlog's enqueue, R-PUMP-2) per claim-batch size, on the real servers: rounds back to back, each
 // one inbox read and one PostgreSQL transaction. It reports rows/s; run with -benchtime 1x.
 func BenchmarkDiscoveryBacklog(b *testing.B) {
 	my := mysqltest.New(b)

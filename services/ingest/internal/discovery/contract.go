@@ -17,7 +17,7 @@ import (
 //     was decided, and IDs only grow, so a largest ID below W means the inbox's IDs went back.
 //   - A non-empty batch is checked for processed markers written since marker_since, by one
 //     primary-key range query over the batch's IDs (LIMIT 1), never in the scan's predicate
-//     (DECISIONS 1). Only the rows one round read are judged, so the cost follows claim-batch;
+//     (R-INGEST-2). Only the rows one round read are judged, so the cost follows claim-batch;
 //     the first rows above W are the ones a restore from an older backup leaves marked.
 //
 // It returns the plan cut before the first marked row and the violation to record, or an

@@ -77,6 +77,7 @@ func (e *env) restore(w int64) {
 // the lag goes negative, nothing is enqueued while it stands (not even a new row above W, nor a
 // late arrival), resuming is refused until the inbox is past W again, and after the fix every
 // message is enqueued once.
+// Guards R-INV-21.
 func TestInboxBehindWatermarkStopsDiscovery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -194,6 +195,7 @@ func TestInboxBehindWatermarkStopsDiscovery(t *testing.T) {
 // first marked one and stops there with marked-above-watermark. Skipping the marked run moves
 // W over it without enqueueing it (no business runs twice); the unmarked rows after it are
 // enqueued as usual, and a later marked row stops W again.
+// Guards R-INV-21.
 func TestMarkedAboveWatermarkStopsDiscovery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -22,6 +22,7 @@ import (
 
 // (a) A row whose transaction is still open stops the watermark: nothing after it is enqueued
 // until it commits, and then both go in ID order.
+// Guards R-INV-1.
 func TestUncommittedRowHoldsBackLaterRows(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -58,6 +59,7 @@ func TestUncommittedRowHoldsBackLaterRows(t *testing.T) {
 
 // (b) A rolled-back insert is a hole that never fills: after max-commit-delay, counted from its
 // first observation and kept across a restart, it is released and the next row enqueued.
+// Guards R-INV-1.
 func TestRolledBackRowIsReleasedAfterTheDelay(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -105,6 +107,7 @@ func TestRolledBackRowIsReleasedAfterTheDelay(t *testing.T) {
 
 // (c) A row committed after its ID was released is found by the reconciliation, enqueued
 // once, recorded and counted, and logged at ERROR with its ID.
+// Guards R-INV-20.
 func TestLateArrivalIsReconciled(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -189,6 +192,7 @@ func TestLateWatchEndsAfterTheRetention(t *testing.T) {
 
 // (d) An unreachable inbox is an error, counted, and changes nothing; discovery resumes when
 // the network returns.
+// Guards R-INV-2.
 func TestUnreachableInboxLeavesTheWatermark(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -219,6 +223,7 @@ func TestUnreachableInboxLeavesTheWatermark(t *testing.T) {
 
 // (e) Two holes in one batch: one is resolved per round, and the second gets its own clock
 // from its first observation.
+// Guards R-INV-1.
 func TestOneHoleResolvedPerRound(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

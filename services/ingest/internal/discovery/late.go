@@ -13,7 +13,7 @@ import (
 )
 
 // Reconcile looks up the watched permanent holes in the inbox and enqueues the rows that
-// appeared in them after W had passed (the compensation of DECISIONS 1, seed 000 G1). W only
+// appeared in them after W had passed (R-INGEST-8). W only
 // ever passes existing rows and released holes, so these rows are the only ones discovery
 // could otherwise lose. Each page of found rows is recorded in inbox_late and enqueued in one
 // transaction on the lock connection; a row recorded before is not counted again. The inbox

@@ -6,7 +6,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 )
 
-// Plan is what one discovery round decided (seed 000 §5.1).
+// Plan is what one discovery round decided (R-INGEST-1 to R-INGEST-7).
 type Plan struct {
 	// W is the new watermark: every inbox ID up to it is enqueued or released as a hole.
 	W int64

@@ -1,5 +1,5 @@
 // Package discovery finds new inbox rows and enqueues them in ID order behind the watermark W
-// (seed 000 §5.1, DECISIONS 1).
+// (the R-INGEST rules).
 package discovery
 
 import (

@@ -8,7 +8,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 )
 
-// A seed skips only the rows visible when it is taken (seed 000 §5.1). A row whose ID was
+// A seed skips only the rows visible when it is taken (R-SEED-3). A row whose ID was
 // allocated to a transaction still open at seeding time is live traffic: when it commits
 // below the seeded W, the late-arrival reconciliation must find it.
 

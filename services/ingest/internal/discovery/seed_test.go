@@ -154,6 +154,7 @@ func (h *hookTxer) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 
 // A cutover seeding (control) that lands while a round is between its inbox read and its write
 // makes the round change nothing: the rows it read are below the seeded W.
+// Guards R-INV-2.
 func TestSeedDuringARoundWins(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

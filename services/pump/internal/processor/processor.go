@@ -1,6 +1,6 @@
 // Package processor holds the pump's processors: transaction coordinators that load the
 // current flight state, call the pure rules of package flight, and write the result with its
-// outbox events (seed 003 §2). Nothing here decides a flight rule.
+// outbox events (R-FLIGHT-6). Nothing here decides a flight rule.
 package processor
 
 import (
@@ -63,7 +63,7 @@ func WithRequests(timeout time.Duration) Option {
 	return func(s *settings) { s.requests = &Requests{Timeout: timeout} }
 }
 
-// Route is the one place that dispatches on the message kind (seed 003 §5.2 step 4).
+// Route is the one place that dispatches on the message kind (R-PUMP-8).
 func Route(days flight.DayRule, opts ...Option) pump.Router {
 	flights := NewFlights(days, opts...)
 	schedule := NewSchedule(days, opts...)
@@ -247,7 +247,7 @@ func (f *Flights) Reproject(ctx context.Context, tx pgx.Tx, in pump.Input) ([]fl
 
 // load reads, in the domain transaction, everything the rules decide on: the target (locked),
 // its code-share children, and the masters it points at before and after the message with
-// their children (seed 003 §11.4: the MAFL and the write that produces it share one snapshot).
+// their children (R-CODESHARE-2: the MAFL and the write that produces it share one snapshot).
 func (f *Flights) load(ctx context.Context, tx pgx.Tx, kind flight.Kind, rec sis.FlightRecord, in *flight.Input) (*flight.Flight, flight.Group, error) {
 	g := flight.Group{Masters: map[string]flight.Flight{}, Siblings: map[string][]flight.Flight{}}
 	// The target and its children in one round trip: a FLOP of an unknown or deleted flight,

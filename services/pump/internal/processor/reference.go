@@ -16,7 +16,7 @@ import (
 )
 
 // RequestGuard decides whether a RESP answers an open request of this system (G-RESP-GUARD,
-// seed 003 §7.2 and §13.3: matched on the response TYPE against the RQRD's STYP, and for RSTA
+// R-REF-8, R-SCHD-6: matched on the response TYPE against the RQRD's STYP, and for RSTA
 // on the RTYP too). It returns "" to apply the RESP, or why it is not applied (the message is
 // then SKIPPED with that reason and nothing is written).
 type RequestGuard interface {
@@ -30,9 +30,9 @@ type RESPScope struct {
 	RTYPs []string
 }
 
-// Reference applies the 13 reference categories and RSTA (seed 003 §13) to ref_master and
+// Reference applies the 13 reference categories and RSTA (the R-REF and R-RSTA rules) to ref_master and
 // ref_resource_event. Reference data writes no msg_event rows and no projection: it takes no
-// part in flight state or Kafka (§13.3).
+// part in flight state or Kafka (R-REF-6).
 type Reference struct {
 	zone   *time.Location
 	logger *slog.Logger
@@ -132,13 +132,13 @@ func (r *Reference) category(ctx context.Context, tx pgx.Tx, in pump.Input, d *s
 		}
 	}
 	if len(dropped) > 0 {
-		r.logger.DebugContext(ctx, "reference tags left out by seed 003 §13.3", "msg_id", in.MsgID, "rtype", d.Category, "dropped", dropped)
+		r.logger.DebugContext(ctx, "reference tags left out by R-REF-5", "msg_id", in.MsgID, "rtype", d.Category, "dropped", dropped)
 	}
 	return pump.Result{}, refstore.Advance(ctx, tx, d.Category, d.STYP, src, op == reference.Replace, len(recs))
 }
 
 // status appends the RSTA events. Neither DNLD nor RESP removes a resource's status because
-// the message does not mention it (§13.3).
+// the message does not mention it (R-RSTA-3).
 func (r *Reference) status(ctx context.Context, tx pgx.Tx, in pump.Input, rs *sis.ResourceStatus) (pump.Result, error) {
 	events, why := reference.Events(rs, in.MsgID, in.Message.Meta.DTTM, r.zone)
 	if why != "" {

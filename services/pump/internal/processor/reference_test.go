@@ -121,7 +121,7 @@ func TestReferenceDNLDReplacesOnlyItsRType(t *testing.T) {
 	e.ok(t, 1, refXML(1, "CLST", "DNLD", 3, checkin("C1", "柜台1", "D")+checkin("C2", "柜台2", "D")+checkin("C3", "柜台3", "I")))
 	e.ok(t, 2, refXML(2, "CHLT", "DNLD", 2, chute("C1", "滑槽1", "D")+chute("C2", "滑槽2", "I")))
 	// CLST and CHLT share their tags and keys; only RTYPE tells them apart. CLST drops CCAT and
-	// CTNM (§13.3), CHLT keeps its CCAT.
+	// CTNM (R-REF-5), CHLT keeps its CCAT.
 	clst, chlt := e.rows(t, "CLST"), e.rows(t, "CHLT")
 	if _, ok := clst["C1"]["CCAT"]; ok || clst["C1"]["CNMC"] != "柜台1" || clst["C1"]["CTNM"] != nil {
 		t.Errorf("CLST C1 = %v", clst["C1"])

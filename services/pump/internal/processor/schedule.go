@@ -18,7 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
 
-// Schedule applies SCHD DNLD snapshots (seed 003 §7.1, §12.1; DECISIONS 12): the package
+// Schedule applies SCHD DNLD snapshots (the R-SCHD rules): the package
 // replaces the operation days it covers. The rules are flight.ValidatePackage and
 // flight.PlanSnapshot; this coordinator loads what they decide on in bulk, writes the plan in
 // batches (pump.Result.Then) and appends the schedule trail. docs/schedule.md describes it.
@@ -288,7 +288,7 @@ func trailOf(in pump.Input, pkg flight.Package, plan flight.Plan, batches int) f
 // states of its records' FLIDs, of every flight its events name (deletions, cascades, masters
 // whose MAFL it moved) and of the deleted flights of its scope days, with the masters of the
 // children among them (MAFL derived) and the deleted children of a deleted master, as they are
-// now and deciding nothing. The only write is the trail row (seed 003 §7.1 step 1).
+// now and deciding nothing. The only write is the trail row (R-SCHD-5).
 func (s *Schedule) Reproject(ctx context.Context, tx pgx.Tx, in pump.Input) ([]flight.Flight, error) {
 	b, ok := in.Message.Body.(*sis.Schd)
 	if !ok {

@@ -46,6 +46,7 @@ func counting() (*countingFlights, pump.Router) {
 // its projection until it went DEAD(EXHAUSTED) (an outage never gets there); M2 changed the same field afterwards; the operator replays M1. The
 // replay must not apply M1 over M2 (rewinding the field, bumping the version, publishing M1's
 // events twice): it re-projects the current state and finishes.
+// Guards R-INV-7.
 func TestReplayOfAppliedMessageOnlyReprojects(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -105,8 +106,9 @@ func TestReplayOfAppliedMessageOnlyReprojects(t *testing.T) {
 }
 
 // A message whose ① committed is never applied again, whatever the rules would decide on the
-// second look: its re-run only re-projects (the crash-or-Redis-failure path of seed 003 §9.2
+// second look: its re-run only re-projects (the crash-or-Redis-failure path of R-PUMP-9
 // does not depend on the rules finding "no change").
+// Guards R-INV-7.
 func TestRerunOfAppliedMessageDoesNotApply(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -212,6 +214,7 @@ func (e *env) sweep(t *testing.T, flid string) []flight.Flight {
 // it (the pipeline lock is released when the step stops there); once the message is terminal
 // the flight may go. A FLID that comes back after that starts above the sweep's tombstone, and
 // can be archived a second time.
+// Guards R-INV-17.
 func TestSweepWaitsForUnfinishedMessageAndFLIDComesBackAboveTombstone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

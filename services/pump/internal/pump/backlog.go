@@ -10,7 +10,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/queue"
 )
 
-// backlogGauges are the backlog figures of seed 000 §5.3 (G6, DECISIONS 9).
+// backlogGauges are the backlog figures of R-PUMP-13.
 type backlogGauges struct {
 	unfinished, oldest, rate, drain prometheus.Gauge
 	// dead is read from proc_state, not counted from outcomes, so it stays up for as long as

@@ -107,6 +107,7 @@ func (r *outageRun) holderBlocked(t *testing.T) *leader.Blocked {
 
 // Redis stops answering (CLIENT PAUSE ALL) for far longer than the retry budget, as during a
 // Redis restart: the head waits uncharged and every message is applied once when it is back.
+// Guards R-INV-6.
 func TestRedisPausedLongerThanRetryBudget(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -146,6 +147,7 @@ func TestRedisPausedLongerThanRetryBudget(t *testing.T) {
 
 // The inbox table stops answering (another session holds LOCK TABLES … WRITE, as during a
 // database team's maintenance) for far longer than the retry budget.
+// Guards R-INV-6.
 func TestInboxLockedLongerThanRetryBudget(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

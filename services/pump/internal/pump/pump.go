@@ -1,6 +1,6 @@
 // Package pump processes the inbox messages one at a time in strict msg_id order: the queue
 // head is the smallest unfinished message at or below the watermark, and nothing behind it
-// runs until it reaches a terminal state (seed 003 §5, seed 000 §2–§4). docs/pump.md describes
+// runs until it reaches a terminal state (R-PUMP-1, R-PUMP-2). docs/pump.md describes
 // the queue semantics, the failure accounting and the recovery of every interruption.
 package pump
 
@@ -58,7 +58,7 @@ type Result struct {
 	// must find what an earlier run committed and write nothing of it twice.
 	Then []Step
 	// Trail, when set, is called once the message SUCCEEDED, on the lock connection and outside
-	// every business transaction; a failure is logged, never the message's (seed 003 §9.2: a
+	// every business transaction; a failure is logged, never the message's (R-TX-7: a
 	// crash may lose a trail row).
 	Trail Trail
 }
@@ -115,7 +115,7 @@ func DecisionOf(err error) *Decision {
 // states to project once tx committed.
 type Step func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error)
 
-// Processor runs step ① of seed 003 §5.2 in tx, which holds the pipeline lock: it loads the
+// Processor runs step ① of R-TX-3 in tx, which holds the pipeline lock: it loads the
 // current state, decides with the pure domain rules and writes the new state with its outbox
 // events. It never touches Redis, Kafka or the shared MySQL. An error rolls the whole
 // transaction back and counts as a failed attempt (INFRA).
@@ -238,7 +238,7 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 	return ctx.Err()
 }
 
-// Tick handles the current head once (seed 003 §5.1) and returns how long to wait before the
+// Tick handles the current head once (R-PUMP-3) and returns how long to wait before the
 // next tick (0 = go on at once).
 func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 	if cur := p.blocked.Current(); cur != nil {
@@ -270,9 +270,9 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 		return head.NextAttemptAt.Sub(now), nil
 	}
 	if head.State == queue.Failed && p.cfg.Retry.Exhausted(head.Attempts) {
-		// Exhaustion is decided by attempts only (DECISIONS 2), in one statement under the
+		// Exhaustion is decided by attempts only (R-PUMP-4), in one statement under the
 		// per-message gate that also records the backfill intent. It is decided once the last
-		// backoff has passed, so every step of the table fires (seed 003 §9.1's start-up check
+		// backoff has passed, so every step of the table fires (R-PUMP-5's start-up check
 		// makes the table as long as the attempts).
 		var changed bool
 		err := s.Do(ctx, func(conn *pgx.Conn) error {
@@ -298,7 +298,7 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 }
 
 // observeHead exports the head's ages and logs once when the head has been failing for
-// longer than pipeline.head-age-alert. The age is an alert, never a transition (DECISIONS 2).
+// longer than pipeline.head-age-alert. The age is an alert, never a transition (R-PUMP-4).
 func (p *Pump) observeHead(head *queue.Message, now time.Time) {
 	if head == nil {
 		p.metrics.headAge.Set(0)
@@ -348,7 +348,7 @@ func failedCall(dependency string, verdict outage.Verdict, reason string, err er
 	return o
 }
 
-// processOne follows seed 003 §5.2. Every outcome is recorded where it is decided, while the
+// processOne follows R-PUMP-8. Every outcome is recorded where it is decided, while the
 // message is held; a failure caused by the service stopping or by the lost lock is not an
 // attempt of the message and is not counted. It reports false when the outcome could not be
 // recorded.
@@ -415,7 +415,7 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 	case errors.Is(err, errStoredRaw):
 		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
 	case err != nil:
-		// Unreachable, timed out: infrastructure, never "missing" (seed 000 §9). The read is
+		// Unreachable, timed out: infrastructure, never "missing" (R-PUMP-8). The read is
 		// the same statement for every message, so even a server error is no verdict on this
 		// one: a probe of the table decides.
 		v := inbox.Classify(err)
@@ -503,7 +503,7 @@ func (p *Pump) storedRaw(ctx context.Context, s Session, msgID int64, missing er
 }
 
 // business runs the three steps of a business success under the pipeline lock, which spans
-// the Redis write (seed 003 §5.3): ① flight changes and events in one transaction (apply),
+// the Redis write (R-TX-3, R-TX-5): ① flight changes and events in one transaction (apply),
 // with applied_at, ② the projection, ③ SUCCEEDED with the backfill intent in one statement. A
 // message with further steps (Result.Then) repeats ① and ② per step, and applied_at goes with
 // the last one.
@@ -529,8 +529,8 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 				res, err = apply(tx)
 				switch {
 				case DecisionOf(err) != nil:
-					// A rejection or a skip leaves no half-applied message behind (seed 003 §5.2:
-					// "不落半包"), whatever the processor did in the transaction.
+					// A rejection or a skip leaves no half-applied message behind (R-INV-8),
+					// whatever the processor did in the transaction.
 					decided = DecisionOf(err)
 					return errNoChange
 				case err != nil:
@@ -618,8 +618,8 @@ func (p *Pump) transaction(ctx context.Context, conn *pgx.Conn, label string, fn
 }
 
 // projectStates writes committed states to Redis (②). A failure leaves the message unfinished
-// with its committed transactions in place; its re-run projects the current state (seed 003
-// §9.2).
+// with its committed transactions in place; its re-run projects the current state
+// (R-PROJ-3).
 func (p *Pump) projectStates(ctx context.Context, states []flight.Flight, label string) *outcome {
 	if len(states) == 0 {
 		return nil

@@ -62,6 +62,7 @@ func TestBusinessSuccess(t *testing.T) {
 // A FAILED head blocks everything behind it: the next message is never processed while the
 // head is unfinished, the retry waits for its backoff (the configured table), and the head
 // ends DEAD(EXHAUSTED) by attempts only; then the queue moves on.
+// Guards R-INV-5.
 func TestHeadOfLineBlockingBackoffAndExhaustion(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -137,7 +138,7 @@ func TestHeadOfLineBlockingBackoffAndExhaustion(t *testing.T) {
 	}
 }
 
-// Only discovered rows are claimed (seed 000 §11): a PENDING row above W waits.
+// Only discovered rows are claimed (R-PUMP-1, R-INV-4): a PENDING row above W waits.
 func TestHeadStaysAtOrBelowWatermark(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -154,6 +155,7 @@ func TestHeadStaysAtOrBelowWatermark(t *testing.T) {
 	wantState(t, e.get(t, id), queue.Succeeded, "")
 }
 
+// TestNonBusinessTerminalStates guards R-INV-3, R-INV-9.
 func TestNonBusinessTerminalStates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -215,6 +217,7 @@ func TestNonBusinessTerminalStates(t *testing.T) {
 
 // A message's own retry is not a duplicate of itself: the identity bound on the first attempt
 // is kept.
+// Guards R-INV-3.
 func TestRetryKeepsOwnIdentity(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -236,6 +239,7 @@ func TestRetryKeepsOwnIdentity(t *testing.T) {
 
 // The inbox unreachable is an outage, never "missing" and never the message's attempt: the
 // head is kept uncharged and runs as soon as the inbox answers.
+// Guards R-INV-6.
 func TestInboxUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -278,6 +282,7 @@ func TestInboxUnreachable(t *testing.T) {
 // Redis unreachable after ① committed: an outage, not an attempt. The message stays the head,
 // uncharged and not terminal; when Redis is back its re-run rewrites the projection from the
 // current state and adds no second set of events.
+// Guards R-INV-6.
 func TestRedisUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -318,6 +323,7 @@ func TestRedisUnreachable(t *testing.T) {
 }
 
 // A PostgreSQL failure inside ① rolls back everything the processor wrote.
+// Guards R-INV-8.
 func TestBusinessTransactionRollsBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -400,6 +406,7 @@ func TestPanicIsRecordedFailure(t *testing.T) {
 	}
 }
 
+// TestProtocolRejection guards R-INV-8.
 func TestProtocolRejection(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

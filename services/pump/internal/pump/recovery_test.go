@@ -109,7 +109,7 @@ func (e *env) waitState(t *testing.T, id int64, state queue.State) queue.Message
 	return m
 }
 
-// Seed 003 §9.2, "事务执行中": the process dies inside step ①. The transaction rolls back as a
+// R-INV-8 (a crash inside the business transaction): the process dies inside step ①. The transaction rolls back as a
 // whole, the message is still PENDING (the interruption is not an attempt) and the restarted
 // pump processes it once.
 func TestRecoveryCrashInsideBusinessTransaction(t *testing.T) {
@@ -151,10 +151,11 @@ func TestRecoveryCrashInsideBusinessTransaction(t *testing.T) {
 	e.wantProjectionCurrent(t, "2001")
 }
 
-// Seed 003 §9.2, "领域事务已提交、Redis 写失败或终态未提交": the process dies after ① committed,
+// R-PUMP-9 (① committed, the Redis write or the terminal state not): the process dies after ① committed,
 // before the terminal transaction. The message has no terminal state and is still the head;
 // the restarted pump reprocesses the whole message and rewrites the projection from the
 // current state.
+// Guards R-INV-7.
 func TestRecoveryCrashBetweenDomainAndTerminal(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -201,7 +202,7 @@ func TestRecoveryCrashBetweenDomainAndTerminal(t *testing.T) {
 	}
 }
 
-// Seed 003 §9.2, "事务已提交、标记未写": the process dies after the terminal transaction. The
+// R-INV-9 (the terminal state committed, the marker not written): the process dies after the terminal transaction. The
 // row keeps its backfill intent; the restarted pump leaves it alone (the marker is the
 // backfill's) and goes on with the next message.
 func TestRecoveryCrashAfterTerminal(t *testing.T) {

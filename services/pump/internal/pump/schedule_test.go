@@ -127,6 +127,7 @@ func wantTrail(t testing.TB, got []string, want ...string) {
 // is deleted with its tombstones and takes its code-share children with it, also one of another
 // day (VIA the master); the fields a record omits are cleared, a FLOP's REMC included; another
 // day's flight is left alone. The same package once more changes nothing and publishes nothing.
+// Guards R-INV-18.
 func TestScheduleDNLDReplacesItsDays(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -196,6 +197,7 @@ func TestScheduleDNLDReplacesItsDays(t *testing.T) {
 // Every whole-package refusal makes the message DEAD with nothing written (INV-4) and the
 // pump goes on with the next message. A FLTR without FLID is refused by the codec already
 // (MALFORMED); the others are the snapshot rules' (PROTOCOL, with the trail of the refusal).
+// Guards R-INV-8.
 func TestScheduleRefusalsWriteNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -288,6 +290,7 @@ func (c crashAt) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Resu
 // events, the message has no applied_at and is still the head, uncharged. The restarted pump
 // runs the whole package again: the first batch's flights are found at their state (no
 // version, no event), the rest is written once; the code-share group is never split.
+// Guards R-INV-7.
 func TestScheduleCrashBetweenBatches(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
