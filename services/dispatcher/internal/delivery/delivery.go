@@ -428,6 +428,39 @@ func (d *Dispatcher) fence(ctx context.Context, s Session, lane Lane) (sinkErr, 
 // SENT, the events that failed on their own account (counted), those the sink refused (DEAD)
 // and those not attempted.
 func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events []outbox.Event) (marked int, own, refused, skipped []outbox.Event, err error) {
+	out, spans := d.startSpans(ctx, lane, events)
+	errs, err := d.deliver(ctx, s, lane, out)
+	if err != nil {
+		for _, sp := range spans {
+			sp.RecordError(err)
+			sp.End()
+		}
+		return 0, nil, nil, events, err
+	}
+	// A stop (not the send deadline) is no attempt of the event's: it is sent again by the next
+	// holder without being counted.
+	stopping := ctx.Err() != nil
+	v := judge(events, errs, stopping)
+	for i := range events {
+		if errs[i] != nil {
+			spans[i].RecordError(errs[i])
+		}
+		spans[i].End()
+	}
+	marked, err = d.record(ctx, s, lane, events, errs, v.acked, stopping)
+	d.report(ctx, lane, v, marked, len(events))
+	if err != nil {
+		return marked, v.own, v.refused, v.skipped, fmt.Errorf("record %s delivery: %w", lane.Target, err)
+	}
+	if stopping {
+		return marked, v.own, v.refused, v.skipped, context.Cause(ctx)
+	}
+	return marked, v.own, v.refused, v.skipped, nil
+}
+
+// startSpans starts each event's send span as a child of the trace its message began, and
+// carries the span's context in the outgoing record.
+func (d *Dispatcher) startSpans(ctx context.Context, lane Lane, events []outbox.Event) ([]Outgoing, []trace.Span) {
 	out := make([]Outgoing, len(events))
 	spans := make([]trace.Span, len(events))
 	for i, e := range events {
@@ -440,64 +473,76 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		}
 		out[i] = Outgoing{Event: e, Trace: d.telemetry.Inject(ectx)}
 	}
+	return out, spans
+}
+
+// deliver fences the lane's target if it needs it and delivers the records: one error per
+// record. A fence the sink itself failed is every record's lane failure; err is a failure of
+// the fence's own bookkeeping (the role lost), which sends nothing.
+func (d *Dispatcher) deliver(ctx context.Context, s Session, lane Lane, out []Outgoing) ([]error, error) {
 	sinkErr, err := d.fence(ctx, s, lane)
 	if err != nil {
-		for _, sp := range spans {
-			sp.RecordError(err)
-			sp.End()
-		}
-		return 0, nil, nil, events, err
+		return nil, err
 	}
-	var errs []error
 	start := d.clock.Now()
+	defer func() { d.metrics.latency.WithLabelValues(lane.Target).Observe(d.clock.Now().Sub(start).Seconds()) }()
 	if sinkErr != nil {
-		errs = make([]error, len(events))
+		errs := make([]error, len(out))
 		for i := range errs {
 			errs[i] = LaneFailure("fence", sinkErr)
 		}
-	} else {
-		sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
-		errs = lane.Sink.Deliver(sctx, out)
-		cancel()
+		return errs, nil
 	}
-	d.metrics.latency.WithLabelValues(lane.Target).Observe(d.clock.Now().Sub(start).Seconds())
-	// A stop (not the send deadline) is no attempt of the event's: it is sent again by the next
-	// holder without being counted.
-	stopping := ctx.Err() != nil
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.SendTimeout)
+	defer cancel()
+	return lane.Sink.Deliver(sctx, out), nil
+}
 
-	now := d.clock.Now()
-	var acked []outbox.Event
-	var laneErr, abortErr error
-	unavailable := 0
+// verdicts sorts a send's events by what their errors mean.
+type verdicts struct {
+	acked, own, refused, skipped []outbox.Event
+	// laneErr is the first lane failure (the lane backs off), abortErr the first send that was
+	// not attempted; unavailable counts the events of partitions without a leader.
+	laneErr, abortErr error
+	unavailable       int
+}
+
+func judge(events []outbox.Event, errs []error, stopping bool) verdicts {
+	var v verdicts
 	for i, e := range events {
 		switch {
 		case errs[i] == nil:
-			acked = append(acked, e)
+			v.acked = append(v.acked, e)
 		case errors.Is(errs[i], ErrRefused):
 			// Decided before any send, so a stop does not make it any less final.
-			refused = append(refused, e)
+			v.refused = append(v.refused, e)
 		case stopping:
-			skipped = append(skipped, e)
+			v.skipped = append(v.skipped, e)
 		case errors.Is(errs[i], ErrLaneFailed):
-			skipped = append(skipped, e)
-			laneErr = cmp.Or(laneErr, errs[i])
+			v.skipped = append(v.skipped, e)
+			v.laneErr = cmp.Or(v.laneErr, errs[i])
 		case errors.Is(errs[i], ErrNotAttempted):
-			skipped = append(skipped, e)
-			abortErr = cmp.Or(abortErr, errs[i])
+			v.skipped = append(v.skipped, e)
+			v.abortErr = cmp.Or(v.abortErr, errs[i])
 		case errors.Is(errs[i], ErrUnavailable):
-			own = append(own, e)
-			unavailable++
+			v.own = append(v.own, e)
+			v.unavailable++
 		default:
-			own = append(own, e)
+			v.own = append(v.own, e)
 		}
-		if errs[i] != nil {
-			spans[i].RecordError(errs[i])
-		}
-		spans[i].End()
 	}
+	return v
+}
+
+// record writes the send's outcome on the lock connection, under its own bound even when the
+// term is ending: the acknowledged events SENT, the refused ones DEAD, and a failed attempt
+// counted on each event that failed on its own account.
+func (d *Dispatcher) record(ctx context.Context, s Session, lane Lane, events []outbox.Event, errs []error, acked []outbox.Event, stopping bool) (int, error) {
+	now := d.clock.Now()
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer mcancel()
-	err = s.Do(mctx, func(conn *pgx.Conn) error {
+	marked := 0
+	err := s.Do(mctx, func(conn *pgx.Conn) error {
 		sent, err := outbox.MarkSent(mctx, conn, acked, now)
 		if err != nil {
 			return err
@@ -523,7 +568,8 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 				continue
 			}
 			attempt := e.Attempts + 1
-			dead, err := outbox.Fail(mctx, conn, outbox.Failure{Event: e, Reason: errs[i].Error(), Next: now.Add(d.cfg.Retry.After(attempt)), MaxAttempts: d.cfg.Retry.MaxAttempts, Now: now})
+			dead, err := outbox.Fail(mctx, conn, outbox.Failure{Event: e, Reason: errs[i].Error(),
+				Next: now.Add(d.cfg.Retry.After(attempt)), MaxAttempts: d.cfg.Retry.MaxAttempts, Now: now})
 			if err != nil {
 				return err
 			}
@@ -539,36 +585,35 @@ func (d *Dispatcher) attempt(ctx context.Context, s Session, lane Lane, events [
 		}
 		return nil
 	})
+	return marked, err
+}
+
+// report counts the send and moves the lane's health: a lane failure backs the lane off, any
+// answer of the target's clears it.
+func (d *Dispatcher) report(ctx context.Context, lane Lane, v verdicts, marked, events int) {
 	d.metrics.sent.WithLabelValues(lane.Target).Add(float64(marked))
-	if unavailable > 0 {
-		d.metrics.unavailable.WithLabelValues(lane.Target).Add(float64(unavailable))
-		d.logger.WarnContext(ctx, "partition unavailable; its events wait uncharged", "target", lane.Target, "events", unavailable)
+	if v.unavailable > 0 {
+		d.metrics.unavailable.WithLabelValues(lane.Target).Add(float64(v.unavailable))
+		d.logger.WarnContext(ctx, "partition unavailable; its events wait uncharged", "target", lane.Target, "events", v.unavailable)
 	}
 	switch {
-	case laneErr != nil:
+	case v.laneErr != nil:
 		reason := "send"
 		var le *laneError
-		if errors.As(laneErr, &le) {
+		if errors.As(v.laneErr, &le) {
 			reason = le.reason
 		}
-		d.laneFailed(lane, reason, laneErr)
-	case len(acked) > 0 || len(own) > 0:
+		d.laneFailed(lane, reason, v.laneErr)
+	case len(v.acked) > 0 || len(v.own) > 0:
 		// Not a refusal: that is the sink's own verdict, no answer of the target's.
 		d.laneOK(lane)
 	}
-	if abortErr != nil && laneErr == nil && len(own) == 0 && len(acked) == 0 {
+	if v.abortErr != nil && v.laneErr == nil && len(v.own) == 0 && len(v.acked) == 0 {
 		// Nothing failed on its own account and nothing went through: without this the send
 		// would leave no trace at all.
 		d.metrics.aborted.WithLabelValues(lane.Target).Inc()
-		d.logger.WarnContext(ctx, "send aborted; no event charged", "target", lane.Target, "events", len(events), "err", abortErr)
+		d.logger.WarnContext(ctx, "send aborted; no event charged", "target", lane.Target, "events", events, "err", v.abortErr)
 	}
-	if err != nil {
-		return marked, own, refused, skipped, fmt.Errorf("record %s delivery: %w", lane.Target, err)
-	}
-	if stopping {
-		return marked, own, refused, skipped, context.Cause(ctx)
-	}
-	return marked, own, refused, skipped, nil
 }
 
 func (d *Dispatcher) runStats(ctx context.Context, s Session) error {
