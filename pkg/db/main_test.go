@@ -3,9 +3,7 @@ package db_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/msgexchange/msgexchange/pkg/leaktest"
 )
 
-// TestMain fails the package when a test leaves a goroutine running: a leaked worker in a
-// service holds a connection, a lock or a role after its owner thinks it stopped.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

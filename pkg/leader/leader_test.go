@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
 	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/leaktest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
@@ -23,7 +23,7 @@ const role = "pump"
 
 func TestMain(m *testing.M) {
 	// An elector that leaks its checker or a lock connection would hold a role in production.
-	goleak.VerifyTestMain(m)
+	leaktest.VerifyTestMain(m)
 }
 
 // --- harness -------------------------------------------------------------------------------

@@ -146,6 +146,48 @@ func (db *DB) InsertInbox(t testing.TB, xml string, received *time.Time) int64 {
 	return id
 }
 
+// InsertInboxRows writes many messages into cminmsgs with multi-row INSERTs (as upstream would,
+// only faster: a backlog for a benchmark), all received at received, and returns their
+// CMINMSGS_IDs in order. Nothing else may write the inbox meanwhile.
+func (db *DB) InsertInboxRows(t testing.TB, xmls []string, received time.Time) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	var before int64
+	if err := db.Admin.QueryRowContext(ctx, `SELECT coalesce(max(CMINMSGS_ID), 0) FROM cminmsgs`).Scan(&before); err != nil {
+		t.Fatalf("mysqltest: insert inbox rows: %v", err)
+	}
+	const batch = 200
+	for i := 0; i < len(xmls); i += batch {
+		part := xmls[i:min(i+batch, len(xmls))]
+		args := make([]any, 0, 2*len(part))
+		for _, x := range part {
+			args = append(args, x, received.UTC())
+		}
+		q := `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, 'VALID'),", len(part)), ",")
+		if _, err := db.Admin.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("mysqltest: insert inbox rows: %v", err)
+		}
+	}
+	rows, err := db.Admin.QueryContext(ctx, `SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID`, before)
+	if err != nil {
+		t.Fatalf("mysqltest: insert inbox rows: %v", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatalf("mysqltest: insert inbox rows: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) != len(xmls) {
+		t.Fatalf("mysqltest: inserted %d inbox rows, read back %d", len(xmls), len(ids))
+	}
+	return ids
+}
+
 // serverConfig is the admin account with no database selected, for CREATE/DROP.
 func serverConfig(root *mysql.Config) *mysql.Config {
 	c := root.Clone()

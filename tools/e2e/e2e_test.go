@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"go.uber.org/goleak"
 	"os"
 	"strconv"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgexchange/msgexchange/pkg/leaktest"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
@@ -51,12 +51,12 @@ func binaries(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+	leaktest.VerifyTestMain(m, func(code int) {
 		if binDir != "" {
 			_ = os.RemoveAll(binDir)
 		}
 		os.Exit(code)
-	}))
+	})
 }
 
 // env is one isolated set of real dependencies plus a broker.

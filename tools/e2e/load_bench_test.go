@@ -43,41 +43,7 @@ func remark(seq int64, f traffic.Flight, text string) string {
 // faster) and returns their IDs in order.
 func (e *env) bulkInbox(b testing.TB, xmls []string) []int64 {
 	b.Helper()
-	ctx := context.Background()
-	var before int64
-	if err := e.my.Admin.QueryRowContext(ctx, `SELECT coalesce(max(CMINMSGS_ID), 0) FROM cminmsgs`).Scan(&before); err != nil {
-		b.Fatal(err)
-	}
-	now := time.Now().UTC()
-	for i := 0; i < len(xmls); i += 200 {
-		part := xmls[i:min(i+200, len(xmls))]
-		args := make([]any, 0, 2*len(part))
-		for _, x := range part {
-			args = append(args, x, now)
-		}
-		q := `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, 'VALID'),", len(part)), ",")
-		if _, err := e.my.Admin.ExecContext(ctx, q, args...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rows, err := e.my.Admin.QueryContext(ctx, `SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID`, before)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = rows.Close() }()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			b.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if len(ids) != len(xmls) {
-		b.Fatalf("inserted %d inbox rows, read back %d", len(xmls), len(ids))
-	}
-	return ids
+	return e.my.InsertInboxRows(b, xmls, time.Now())
 }
 
 // progress counts, for the messages from first on, the terminal ones, the marked ones and the

@@ -3,13 +3,14 @@ package app_test
 import (
 	"context"
 	"errors"
-	"go.uber.org/goleak"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/msgexchange/msgexchange/pkg/leaktest"
 )
 
 // The tests that run real binaries (msgx-pump, msgxctl) build them once per test process.
@@ -23,12 +24,12 @@ var (
 var binaries = []string{"./services/pump/cmd/msgx-pump", "./services/control/cmd/msgxctl"}
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+	leaktest.VerifyTestMain(m, func(code int) {
 		if binDir != "" {
 			_ = os.RemoveAll(binDir)
 		}
 		os.Exit(code)
-	}))
+	})
 }
 
 // bin builds the binaries (once) and returns the path of the named one.

@@ -93,40 +93,7 @@ func BenchmarkFIFO(b *testing.B) {
 func (e *env) bulkAdd(b testing.TB, xmls []string) int64 {
 	b.Helper()
 	ctx := context.Background()
-	var maxBefore int64
-	if err := e.my.Admin.QueryRowContext(ctx, `SELECT coalesce(max(CMINMSGS_ID), 0) FROM cminmsgs`).Scan(&maxBefore); err != nil {
-		b.Fatal(err)
-	}
-	const batch = 200
-	now := e.now().UTC()
-	for i := 0; i < len(xmls); i += batch {
-		part := xmls[i:min(i+batch, len(xmls))]
-		args := make([]any, 0, 2*len(part))
-		for _, x := range part {
-			args = append(args, x, now)
-		}
-		q := `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES ` +
-			strings.TrimSuffix(strings.Repeat("(?, ?, 'VALID'),", len(part)), ",")
-		if _, err := e.my.Admin.ExecContext(ctx, q, args...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rows, err := e.my.Admin.QueryContext(ctx, `SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID`, maxBefore)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			b.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	_ = rows.Close()
-	if len(ids) != len(xmls) {
-		b.Fatalf("inserted %d inbox rows, read back %d", len(xmls), len(ids))
-	}
+	ids := e.my.InsertInboxRows(b, xmls, e.now())
 	for i := 0; i < len(ids); i += 1000 {
 		part := ids[i:min(i+1000, len(ids))]
 		msgs := make([]queue.NewMessage, len(part))

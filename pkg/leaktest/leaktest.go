@@ -1,0 +1,31 @@
+// Package leaktest is every test package's TestMain: it runs the tests and then fails the
+// package when a test left a goroutine running, since a leaked worker in a service holds a
+// connection, a lock or a role after its owner thinks it stopped (goleak, by Uber).
+package leaktest
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// libraries are the goroutines of the libraries that outlive what started them by design;
+// ours never do.
+var libraries = []goleak.Option{
+	// sarama's metrics library starts one process-wide meter ticker and never stops it.
+	goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	// kfake's control-function goroutines outlive a closed test cluster.
+	goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).runControl.func1"),
+	// go-redis keeps redialling a refused address for a second after its client is closed.
+	goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
+}
+
+// VerifyTestMain runs the package's tests and checks for leaked goroutines; cleanup, when
+// given, runs after the check with the tests' exit code and must exit the process.
+func VerifyTestMain(m *testing.M, cleanup ...func(code int)) {
+	opts := libraries
+	if len(cleanup) > 0 {
+		opts = append(opts[:len(opts):len(opts)], goleak.Cleanup(cleanup[0]))
+	}
+	goleak.VerifyTestMain(m, opts...)
+}
