@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 	"github.com/msgexchange/msgexchange/tools/traffic"
@@ -330,8 +331,12 @@ func TestScheduleCrashBetweenBatches(t *testing.T) {
 		t.Errorf("M1's MAFL: %s", e.projected(t, "M1"))
 	}
 	// The crashed run ended before its trail; the re-run counts the first batch as unchanged.
-	// P1,P2 | M1,M2,M3 (a group of 3 is a batch of its own) | P3,P4.
-	wantTrail(t, e.trail(t, id), "APPLIED 7 5 0 2 3 2026-03-01 ")
+	// P1,P2 | M1,M2,M3 (a group of 3 is a batch of its own) | P3,P4. The running pump appends
+	// the trail just after the outcome is recorded, so it is awaited, not read once.
+	testwait.ForState(t, 15*time.Second, "the re-run's trail", func() (bool, string) {
+		got := strings.Join(e.trail(t, id), "\n")
+		return got == "APPLIED 7 5 0 2 3 2026-03-01 ", got
+	})
 }
 
 // flaky fails the n-th projection write (Redis unreachable: an outage) and passes the others.
