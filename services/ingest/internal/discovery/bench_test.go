@@ -43,7 +43,7 @@ func BenchmarkDiscoveryBacklog(b *testing.B) {
 			var elapsed time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				if _, err := pg.Pool.Exec(b.Context(), `TRUNCATE proc_state; UPDATE inbox_cursor SET w = 0, hole_since = NULL`); err != nil {
+				if _, err := pg.Pool.Exec(b.Context(), `TRUNCATE proc_state CASCADE; UPDATE inbox_cursor SET w = 0, hole_since = NULL`); err != nil {
 					b.Fatal(err)
 				}
 				p := New(cfg, in, clock.Real{}, slog.New(slog.NewTextHandler(io.Discard, nil)), tel, prometheus.NewRegistry())
