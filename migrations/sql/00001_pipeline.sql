@@ -1,5 +1,5 @@
 -- +goose Up
--- The pipeline's own records (seed 003 §1.2, seed 000 §5.1). Names are the seeds' names in
+-- The pipeline's own records (R-OUTBOX-8, R-INGEST-1). Names are the seeds' names in
 -- lower case. The shared MySQL inbox is not described here: the system never sends DDL to it.
 
 -- Discovery cursor: the contiguous upper bound W of inbox IDs already enqueued, and when the
@@ -16,7 +16,7 @@ CREATE TABLE inbox_cursor (
 INSERT INTO inbox_cursor (id) VALUES (1);
 
 -- Ranges of IDs released as permanent holes, watched for late arrivals until they are older
--- than the watch retention (closes seed 000 G1: the watch survives restarts).
+-- than the watch retention (closes R-INGEST-8: the watch survives restarts).
 CREATE TABLE inbox_hole (
     first_id     bigint      PRIMARY KEY,
     last_id      bigint      NOT NULL CHECK (last_id >= first_id),
@@ -64,12 +64,12 @@ CREATE TABLE proc_state (
 -- The queue head: the smallest unfinished msg_id.
 CREATE INDEX proc_state_head ON proc_state (state, msg_id);
 CREATE INDEX proc_state_unfinished ON proc_state (msg_id) WHERE state IN ('PENDING', 'FAILED');
--- The backfill sweep's fair rotation (seed 003 §6.1).
+-- The backfill sweep's fair rotation (R-BACKFILL-2).
 CREATE INDEX proc_state_backfill ON proc_state (backfill_attempts, msg_id)
     WHERE backfill_at IS NULL AND backfill_abandoned_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD');
 CREATE INDEX proc_state_finished ON proc_state (finished_at) WHERE finished_at IS NOT NULL;
 
--- Outbox (seed 003 §8). event_id is global and allocated in commit order because the pump is
+-- Outbox (R-OUTBOX-1). event_id is global and allocated in commit order because the pump is
 -- the only event producer besides the history sweep, which serialises with it.
 CREATE SEQUENCE msg_event_id_seq;
 CREATE TABLE msg_event (

@@ -1,5 +1,5 @@
 -- +goose Up
--- Authoritative current flight state (seed 003 §11). Column names are the SIS tag names in lower
+-- Authoritative current flight state (R-FLIGHT-1). Column names are the SIS tag names in lower
 -- case; values are the SIS text as received (times stay in the SIS ddMMMyyHHmm form), NULL when
 -- the field was never sent or was cleared by an empty tag. Attribute-plus-text elements get one
 -- column for the text and one per attribute (fdiv, fdiv_ddes, fdiv_ddir).
@@ -31,11 +31,11 @@ CREATE TABLE flight_schd (
     flab text, flab_ares text,
     bdpb text
 );
--- Code-share: MAFL is derived from the children that point at a master (seed 003 §11.4).
+-- Code-share: MAFL is derived from the children that point at a master (R-CODESHARE-2).
 CREATE INDEX flight_schd_maid ON flight_schd (maid) WHERE maid IS NOT NULL;
 CREATE INDEX flight_schd_operation_day ON flight_schd (operation_day);
 
--- Collections (seed 003 §11.3): replaced whole per FLID when a message carries them, in message
+-- Collections (R-FLIGHT-3): replaced whole per FLID when a message carries them, in message
 -- order, never de-duplicated by resource number. source_seq is the upstream sequence attribute.
 CREATE TABLE flight_gtdt (flid text NOT NULL REFERENCES flight_schd ON DELETE CASCADE, ordinal integer NOT NULL,
     gtno text, gate text, pgot text, pgct text, gotm text, gctm text, gtyp text, PRIMARY KEY (flid, ordinal));
@@ -57,12 +57,12 @@ CREATE TABLE flight_abtm (flid text NOT NULL REFERENCES flight_schd ON DELETE CA
 CREATE TABLE flight_route_point (flid text NOT NULL REFERENCES flight_schd ON DELETE CASCADE,
     route_kind text NOT NULL CHECK (route_kind IN ('ROUT', 'ERUT')), ordinal integer NOT NULL,
     rtno text, apcd text, scat text, scdt text, PRIMARY KEY (flid, route_kind, ordinal));
--- SRVT and VIPF are kept as raw content only: not merged, not published (seed 003 §11.3).
+-- SRVT and VIPF are kept as raw content only: not merged, not published (R-FLIGHT-3).
 CREATE TABLE flight_raw_content (flid text NOT NULL REFERENCES flight_schd ON DELETE CASCADE,
     tag text NOT NULL CHECK (tag IN ('SRVT', 'VIPF')), ordinal integer NOT NULL,
     content text NOT NULL, PRIMARY KEY (flid, tag, ordinal));
 
--- Flights moved out of the current state by the history sweep (seed 003 §9.3, §12.5).
+-- Flights moved out of the current state by the history sweep (R-RETAIN-1).
 CREATE TABLE flight_history (
     flid          text        NOT NULL,
     state_version bigint      NOT NULL,
@@ -73,7 +73,7 @@ CREATE TABLE flight_history (
     PRIMARY KEY (flid, state_version)
 );
 
--- Upstream requests and their answers (seed 003 §7.2).
+-- Upstream requests and their answers (R-REQ-1).
 CREATE TABLE req_track (
     req_id        bigserial   PRIMARY KEY,
     req_type      text        NOT NULL CHECK (req_type IN ('RQFD', 'RQRD')),
@@ -94,7 +94,7 @@ CREATE TABLE req_track (
 CREATE UNIQUE INDEX req_track_open ON req_track (req_type, req_styp, coalesce(covered_day, '0001-01-01'), sndr)
     WHERE state IN ('PENDING', 'SENT');
 
--- Reference data and resource status (seed 003 §13).
+-- Reference data and resource status (R-REF-1).
 CREATE TABLE ref_master (
     rtype         text        NOT NULL,
     rkey          text        NOT NULL,

@@ -1,5 +1,5 @@
 -- +goose Up
--- The statuses BOTM and LACL set and reset (seed 003 §12.2, SIS 3.21 and 3.35): derived from the
+-- The statuses BOTM and LACL set and reset (R-FLOP-1, SIS 3.21 and 3.35): derived from the
 -- time they follow, kept as columns so the stored row is the published state without re-deriving.
 ALTER TABLE flight_schd
     ADD COLUMN boarding_status  text CHECK (boarding_status IN ('BOARDING')),

@@ -1,7 +1,7 @@
 -- +goose Up
 -- Upstream contract violations (docs/ingest.md, "Contract violations"). Discovery relies on
 -- inbox IDs that only grow and on a processed marker that only msgexchange writes, on rows it
--- has enqueued (seed 000 §5.1, §11). When ingest sees either promise broken it stops advancing
+-- has enqueued (R-INGEST-1). When ingest sees either promise broken it stops advancing
 -- W and records what it saw here, in the same transaction as that round's decision, so the stop
 -- survives restarts and fail-overs until an operator resolves it through control
 -- (ResolveContractViolation), which clears these columns.

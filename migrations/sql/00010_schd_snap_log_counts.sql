@@ -1,5 +1,5 @@
 -- +goose Up
--- The schedule trail of seed 003 §7.1 step 4 and §9.2: one row per run of a SCHD DNLD/RESP,
+-- The schedule trail of R-SCHD-7 and R-TX-7: one row per run of a SCHD DNLD/RESP,
 -- appended outside the business transactions. 00002 gave it the declared count, the applied and
 -- deleted counts and the scope's bounds; a snapshot also says how many flights it found already
 -- at their state (a re-run after a crash between batches finds most of them so), in how many

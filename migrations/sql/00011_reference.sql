@@ -1,5 +1,5 @@
 -- +goose Up
--- Reference data and resource status (seed 003 §13, docs/reference-data.md). ref_master (00002)
+-- Reference data and resource status (R-REF-1, docs/reference-data.md). ref_master (00002)
 -- holds the 13 categories only; resource status events have their own table below.
 ALTER TABLE ref_master ADD CONSTRAINT ref_master_rtype CHECK (rtype IN
     ('COUL', 'ARPT', 'AIRL', 'AIRC', 'REGN', 'ORGN', 'FLTL', 'TLST', 'GLST', 'SLST', 'CLST', 'BLST', 'CHLT'));
@@ -20,7 +20,7 @@ CREATE TABLE ref_category (
     CHECK ((published_msg_id IS NULL) = (published_at IS NULL))
 );
 
--- Resource status events (RSTA, seed 003 §13.4), one row per record as sent. A status is a
+-- Resource status events (RSTA, R-RSTA-2), one row per record as sent. A status is a
 -- window in time, and an event that starts in the future leaves the one before it in force
 -- until it starts, so the status at an instant needs the events, not only the newest one.
 CREATE TABLE ref_resource_event (
@@ -40,7 +40,7 @@ CREATE TABLE ref_resource_event (
     PRIMARY KEY (rtyp, rsid, msg_id, ordinal)
 );
 
--- The read model for admin-api (seed 003 §13.5, C-31): the effective reference data, one row
+-- The read model for admin-api (R-REF-6, C-31): the effective reference data, one row
 -- per (rtype, rkey), with the category's last full publication.
 CREATE VIEW ref_effective AS
     SELECT m.rtype, m.rkey, m.payload, m.source_msg_id, m.batch, m.refreshed_at,

@@ -1,5 +1,5 @@
 -- +goose Up
--- msgx_reader: the read-only role admin-api connects with (seed 003 §13.5, C-31;
+-- msgx_reader: the read-only role admin-api connects with (R-REF-6, C-31;
 -- docs/reference-data.md). It reads the committed flight state and the reference read model and
 -- nothing else: no pipeline table, no write.
 --

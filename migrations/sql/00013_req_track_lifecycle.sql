@@ -1,5 +1,5 @@
 -- +goose Up
--- The upstream request lifecycle (seed 003 §7.2, issue #13; pkg/request, docs/control.md).
+-- The upstream request lifecycle (R-REQ-1, issue #13; pkg/request, docs/control.md).
 -- A request is registered with everything the dispatcher needs to write it to COUTMSGS: the
 -- encoded XML is fixed at registration, so a retry after a crash writes (and finds) exactly the
 -- same text.

@@ -89,7 +89,7 @@ func (MessageState) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{0}
 }
 
-// ErrorClass mirrors proc_state.error_class (seed 004 §1.1).
+// ErrorClass mirrors proc_state.error_class (R-IDENT-4).
 type ErrorClass int32
 
 const (
@@ -151,7 +151,7 @@ func (ErrorClass) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{1}
 }
 
-// AbandonReason mirrors proc_state.backfill_abandon_reason (seed 003 §6).
+// AbandonReason mirrors proc_state.backfill_abandon_reason (R-BACKFILL-2).
 type AbandonReason int32
 
 const (
@@ -311,7 +311,7 @@ func (EventState) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{4}
 }
 
-// SeedMode is where discovery starts (seed 000 §5.1).
+// SeedMode is where discovery starts (R-INGEST-1).
 type SeedMode int32
 
 const (
@@ -372,7 +372,7 @@ func (SeedMode) EnumDescriptor() ([]byte, []int) {
 }
 
 // ContractResolution is how an operator resolves a contract violation. After a PostgreSQL
-// restore seed 003 §9.2 accepts duplicates but never re-runs business blindly: SKIP_MARKED
+// restore R-PUMP-9 accepts duplicates but never re-runs business blindly: SKIP_MARKED
 // keeps the lost timeline's processed rows from running again, RESUME runs them again by an
 // explicit decision.
 type ContractResolution int32
@@ -764,7 +764,7 @@ func (x *GetStatusResponse) GetOutbox() []*OutboxTarget {
 	return nil
 }
 
-// RoleStatus is who holds one role's advisory lock (DECISIONS 7).
+// RoleStatus is who holds one role's advisory lock (R-LEADER-1).
 type RoleStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
@@ -962,7 +962,7 @@ func (x *Blocked) GetProbes() int64 {
 	return 0
 }
 
-// Discovery is ingest's cursor over the shared inbox (seed 000 §5.1).
+// Discovery is ingest's cursor over the shared inbox (R-INGEST-1).
 type Discovery struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// W: every inbox ID at or below it has been enqueued or released as a permanent hole.
@@ -976,7 +976,7 @@ type Discovery struct {
 	SeedMode  string                 `protobuf:"bytes,5,opt,name=seed_mode,json=seedMode,proto3" json:"seed_mode,omitempty"`
 	SeedValue int64                  `protobuf:"varint,6,opt,name=seed_value,json=seedValue,proto3" json:"seed_value,omitempty"`
 	// Permanent holes released by hole aging (ID ranges, and the IDs inside them), and the late
-	// arrivals the compensation scan found inside them and enqueued (DECISIONS 1).
+	// arrivals the compensation scan found inside them and enqueued (R-INGEST-1).
 	PermanentHoleRanges int64 `protobuf:"varint,7,opt,name=permanent_hole_ranges,json=permanentHoleRanges,proto3" json:"permanent_hole_ranges,omitempty"`
 	PermanentHoleIds    int64 `protobuf:"varint,8,opt,name=permanent_hole_ids,json=permanentHoleIds,proto3" json:"permanent_hole_ids,omitempty"`
 	LateDetected        int64 `protobuf:"varint,9,opt,name=late_detected,json=lateDetected,proto3" json:"late_detected,omitempty"`
@@ -1188,7 +1188,7 @@ func (x *ContractViolation) GetDetail() string {
 	return ""
 }
 
-// Backlog is the unfinished part of the queue (seed 000 §5.3, DECISIONS 9).
+// Backlog is the unfinished part of the queue (R-PUMP-13, R-PUMP-13).
 type Backlog struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Messages PENDING or FAILED.
@@ -1373,7 +1373,7 @@ func (x *ErrorClassCount) GetCount() int64 {
 	return 0
 }
 
-// Backfill is the marker-writing progress (seed 003 §6).
+// Backfill is the marker-writing progress (R-BACKFILL-2).
 type Backfill struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Terminal messages whose marker is neither written nor abandoned.
@@ -1488,7 +1488,7 @@ func (x *AbandonedCount) GetCount() int64 {
 	return 0
 }
 
-// OutboxTarget is the dispatcher's backlog for one target (msg_event, seed 003 §8).
+// OutboxTarget is the dispatcher's backlog for one target (msg_event, R-OUTBOX-1).
 type OutboxTarget struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Target  string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
@@ -1913,7 +1913,7 @@ func (x *Attempt) GetError() string {
 	return ""
 }
 
-// Event is one msg_event row (seed 003 §8).
+// Event is one msg_event row (R-OUTBOX-1).
 type Event struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	EventId int64                  `protobuf:"varint,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
@@ -3305,7 +3305,7 @@ type Message struct {
 	LastError     string                 `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	Attempts      int32                  `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
-	// The business identity the message is bound to (seed 003 §2).
+	// The business identity the message is bound to (R-IDENT-1).
 	IdentityKey string `protobuf:"bytes,7,opt,name=identity_key,json=identityKey,proto3" json:"identity_key,omitempty"`
 	// The SIS TYPE and STYP once decoded.
 	MsgType string `protobuf:"bytes,8,opt,name=msg_type,json=msgType,proto3" json:"msg_type,omitempty"`

@@ -73,15 +73,15 @@ type ControlServiceClient interface {
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
 	// INFRA, EXHAUSTED), and SKIPPED(UNSUPPORTED) messages (how rows a kind left before it became
-	// supported are brought in, DECISIONS 13), back to PENDING with their attempts reset, and
+	// supported are brought in, R-IDENT-3), back to PENDING with their attempts reset, and
 	// wakes the pump. MALFORMED
 	// messages are never replayed: they are reported back as ignored. Replay processes the
-	// current state; it does not restore the historical order (seed 003 §9.1).
+	// current state; it does not restore the historical order (R-REPLAY-2).
 	Replay(ctx context.Context, in *ReplayRequest, opts ...grpc.CallOption) (*ReplayResponse, error)
 	// Reopen gives abandoned backfill rows (their processed marker was never written) one
 	// immediate new try.
 	Reopen(ctx context.Context, in *ReopenRequest, opts ...grpc.CallOption) (*ReopenResponse, error)
-	// SeedCutover sets where discovery starts on a fresh system (seed 000 §5.1). It is refused
+	// SeedCutover sets where discovery starts on a fresh system (R-INGEST-1). It is refused
 	// with FAILED_PRECONDITION once the cursor is seeded or has moved, or once messages exist.
 	SeedCutover(ctx context.Context, in *SeedCutoverRequest, opts ...grpc.CallOption) (*SeedCutoverResponse, error)
 	// RequeueEvents puts DEAD outbox events (dead letters, msg_event) back to PENDING with their
@@ -96,12 +96,12 @@ type ControlServiceClient interface {
 	// with FAILED_PRECONDITION when no violation of that kind stands or the resolution does not
 	// fit what the inbox holds now. With dry_run it reports what it would do and changes nothing.
 	ResolveContractViolation(ctx context.Context, in *ResolveContractViolationRequest, opts ...grpc.CallOption) (*ResolveContractViolationResponse, error)
-	// GetReference returns one reference record (seed 003 §13) as admin-api reads it from the
+	// GetReference returns one reference record (R-REF-1) as admin-api reads it from the
 	// ref_effective view. NOT_FOUND when the category has no such key.
 	GetReference(ctx context.Context, in *GetReferenceRequest, opts ...grpc.CallOption) (*GetReferenceResponse, error)
 	// ListReference lists one category's records in key order, a page at a time.
 	ListReference(ctx context.Context, in *ListReferenceRequest, opts ...grpc.CallOption) (*ListReferenceResponse, error)
-	// GetResourceStatus returns a resource's availability (RSTA, seed 003 §13.4) at an instant,
+	// GetResourceStatus returns a resource's availability (RSTA, R-RSTA-2) at an instant,
 	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
 	// inside a disable's window or after an open disable until a later status takes effect.
 	GetResourceStatus(ctx context.Context, in *GetResourceStatusRequest, opts ...grpc.CallOption) (*GetResourceStatusResponse, error)
@@ -353,15 +353,15 @@ type ControlServiceServer interface {
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
 	// INFRA, EXHAUSTED), and SKIPPED(UNSUPPORTED) messages (how rows a kind left before it became
-	// supported are brought in, DECISIONS 13), back to PENDING with their attempts reset, and
+	// supported are brought in, R-IDENT-3), back to PENDING with their attempts reset, and
 	// wakes the pump. MALFORMED
 	// messages are never replayed: they are reported back as ignored. Replay processes the
-	// current state; it does not restore the historical order (seed 003 §9.1).
+	// current state; it does not restore the historical order (R-REPLAY-2).
 	Replay(context.Context, *ReplayRequest) (*ReplayResponse, error)
 	// Reopen gives abandoned backfill rows (their processed marker was never written) one
 	// immediate new try.
 	Reopen(context.Context, *ReopenRequest) (*ReopenResponse, error)
-	// SeedCutover sets where discovery starts on a fresh system (seed 000 §5.1). It is refused
+	// SeedCutover sets where discovery starts on a fresh system (R-INGEST-1). It is refused
 	// with FAILED_PRECONDITION once the cursor is seeded or has moved, or once messages exist.
 	SeedCutover(context.Context, *SeedCutoverRequest) (*SeedCutoverResponse, error)
 	// RequeueEvents puts DEAD outbox events (dead letters, msg_event) back to PENDING with their
@@ -376,12 +376,12 @@ type ControlServiceServer interface {
 	// with FAILED_PRECONDITION when no violation of that kind stands or the resolution does not
 	// fit what the inbox holds now. With dry_run it reports what it would do and changes nothing.
 	ResolveContractViolation(context.Context, *ResolveContractViolationRequest) (*ResolveContractViolationResponse, error)
-	// GetReference returns one reference record (seed 003 §13) as admin-api reads it from the
+	// GetReference returns one reference record (R-REF-1) as admin-api reads it from the
 	// ref_effective view. NOT_FOUND when the category has no such key.
 	GetReference(context.Context, *GetReferenceRequest) (*GetReferenceResponse, error)
 	// ListReference lists one category's records in key order, a page at a time.
 	ListReference(context.Context, *ListReferenceRequest) (*ListReferenceResponse, error)
-	// GetResourceStatus returns a resource's availability (RSTA, seed 003 §13.4) at an instant,
+	// GetResourceStatus returns a resource's availability (RSTA, R-RSTA-2) at an instant,
 	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
 	// inside a disable's window or after an open disable until a later status takes effect.
 	GetResourceStatus(context.Context, *GetResourceStatusRequest) (*GetResourceStatusResponse, error)
