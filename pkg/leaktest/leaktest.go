@@ -14,8 +14,10 @@ import (
 var libraries = []goleak.Option{
 	// sarama's metrics library starts one process-wide meter ticker and never stops it.
 	goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
-	// kfake's control-function goroutines outlive a closed test cluster.
+	// kfake's control-function goroutines outlive a closed test cluster, and its run loop
+	// waits for them.
 	goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).runControl.func1"),
+	goleak.IgnoreTopFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"),
 	// go-redis keeps redialling a refused address for a second after its client is closed.
 	goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
 }
