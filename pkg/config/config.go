@@ -123,6 +123,9 @@ type Config struct {
 	KafkaSendTimeout time.Duration
 	// DispatcherBatch bounds the KAFKA:msg events one dispatcher round reads.
 	DispatcherBatch int
+	// DispatcherGather is the least time between the starts of two rounds of the KAFKA:msg
+	// lane that a wake-up starts: events committed meanwhile go in one round.
+	DispatcherGather time.Duration
 	// TracingUIURL is a trace's address in the tracing UI with {trace_id} where the ID goes
 	// (GetMessage's trace_url); empty for none.
 	TracingUIURL string
@@ -380,6 +383,7 @@ func params() []param {
 		{key: "redis.timeout", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.RedisTimeout })},
 		{key: "kafka.send-timeout", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.KafkaSendTimeout })},
 		{key: "dispatcher.batch", def: "500", set: num(func(c *Config) *int { return &c.DispatcherBatch })},
+		{key: "dispatcher.gather", def: "20ms", set: dur(func(c *Config) *time.Duration { return &c.DispatcherGather })},
 		{key: "http.max-body", def: "16711680", set: num(func(c *Config) *int { return &c.HTTPMaxBody })},
 		{key: "http.max-in-flight", def: "4", set: num(func(c *Config) *int { return &c.HTTPMaxInFlight })},
 		{key: "http.tls-cert", def: "", set: str(func(c *Config) *string { return &c.HTTPTLSCert })},

@@ -18,6 +18,9 @@ const (
 	serializationFail   = "40001"
 	deadlockDetected    = "40P01"
 	insufficientPriv    = "42501"
+	// expectFailed is what msgx_expect raises (migration 00017): a check made on the server so
+	// that a failed one stops the COMMIT sent behind it in the same pipeline.
+	expectFailed = "MX001"
 )
 
 func code(err error) string {
@@ -34,6 +37,9 @@ func IsUniqueViolation(err error) bool { return code(err) == uniqueViolation }
 // IsInsufficientPrivilege reports a statement the role is not allowed to run (the read-only
 // msgx_reader writing, say).
 func IsInsufficientPrivilege(err error) bool { return code(err) == insufficientPriv }
+
+// IsExpectFailed reports a msgx_expect check that failed.
+func IsExpectFailed(err error) bool { return code(err) == expectFailed }
 
 // IsLockTimeout reports a lock wait that gave up (lock_timeout or NOWAIT).
 func IsLockTimeout(err error) bool { return code(err) == lockNotAvailable }

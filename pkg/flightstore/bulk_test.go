@@ -193,3 +193,57 @@ func TestLoadLockedMatchesLoadAndChildren(t *testing.T) {
 		t.Fatalf("unknown FLID: %+v %v %v", none, kids, err)
 	}
 }
+
+// QueueUpdate writes only the detail tables whose rows changed, and leaves the same stored
+// state as Save: every change of a collection (changed, cleared, added, a raw tag, a scalar
+// only) read back equals the new state, and the statements sent are the row upsert plus a
+// delete and an insert per changed table only.
+func TestQueueUpdateEqualsSave(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(f *flight.Flight)
+		// statements is the batch length: 1 upsert, then a delete and/or an insert per table
+		statements int
+	}{
+		{"scalar only", func(f *flight.Flight) { f.Scalars["REMC"] = "changed" }, 1},
+		{"one collection changed", func(f *flight.Flight) { f.Collections["GTDT"] = []flight.Item{item("2", "GATE", "B7")} }, 3},
+		{"one collection cleared", func(f *flight.Flight) { delete(f.Collections, "CHDT") }, 2},
+		{"a collection added", func(f *flight.Flight) { f.Collections["CKDT"] = []flight.Item{item("K1", "CHKC", "A")} }, 2},
+		{"one of two kinds of a table", func(f *flight.Flight) { f.Collections["ERUT"] = nil }, 3},
+		{"raw content", func(f *flight.Flight) { f.Raw["SRVT"] = []string{"<OPER>Z</OPER>"} }, 3},
+		{"nothing", func(*flight.Flight) {}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flid := "U-" + strings.ReplaceAll(tc.name, " ", "-")
+			prev := rich(flid)
+			save(t, d, prev)
+			next := prev.Clone()
+			next.Version++
+			tc.change(&next)
+			err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
+				stored, _, err := flightstore.LoadLocked(ctx, tx, flid)
+				if err != nil {
+					return err
+				}
+				b := &pgx.Batch{}
+				flightstore.QueueUpdate(b, stored, next)
+				if b.Len() != tc.statements {
+					t.Errorf("%d statements, want %d", b.Len(), tc.statements)
+				}
+				return tx.SendBatch(ctx, b).Close()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := flightstore.Load(ctx, d.Pool, flid, false)
+			if err != nil || got == nil {
+				t.Fatalf("load: %v", err)
+			}
+			if !flight.SameContent(*got, next) || got.Version != next.Version {
+				t.Fatalf("stored\n got %+v\nwant %+v", *got, next)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -205,6 +206,41 @@ func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 // writes of the same transaction in the same round trip.
 func QueueSave(batch *pgx.Batch, f flight.Flight) { queueSave(batch, []flight.Flight{f}) }
 
+// QueueUpdate queues what Save writes for next into batch when prev is its stored state, read
+// with its details and locked in the same transaction (LoadLocked): the flight_schd row, and
+// of the detail tables only those whose rows differ, each cleared and rewritten. A FLOP changes
+// one or two collections of a flight, if any, so the other tables are left alone: the server
+// skips a ten-table delete and a rewrite of rows it already holds. The result is the same
+// stored state as Save's. A nil prev is Save.
+func QueueUpdate(batch *pgx.Batch, prev *flight.Flight, next flight.Flight) {
+	if prev == nil || prev.FLID != next.FLID {
+		QueueSave(batch, next)
+		return
+	}
+	queueRows(batch, []flight.Flight{next})
+	was, is := detailRows([]flight.Flight{*prev}), detailRows([]flight.Flight{next})
+	for _, table := range detailTables() {
+		if reflect.DeepEqual(was[table], is[table]) {
+			continue
+		}
+		if was[table] != nil {
+			batch.Queue(deleteDetailSQL[table], next.FLID)
+		}
+		if a := is[table]; a != nil {
+			queueDetailInsert(batch, table, a)
+		}
+	}
+}
+
+// deleteDetailSQL clears one flight's rows of one detail table, by table.
+var deleteDetailSQL = func() map[string]string {
+	m := map[string]string{}
+	for _, t := range detailTables() {
+		m[t] = `DELETE FROM ` + t + ` WHERE flid = $1`
+	}
+	return m
+}()
+
 // queueSave queues the writes of flights in a fixed number of statements, whatever their
 // count and their details: one upsert of their flight_schd rows, one statement clearing every
 // detail table for them, then one multi-row insert per detail table that has rows to write.
@@ -359,12 +395,32 @@ func detailColumns(c collection) []string {
 // queueDetails queues the inserts of every detail row of flights, one statement per table
 // that has rows, in stored order; the caller has queued the deletion of the old ones before.
 func queueDetails(batch *pgx.Batch, flights []flight.Flight) {
-	// columns per table: the ordinal column holds ints, every other one *string (NULL for an
-	// empty value)
-	type arrays struct {
-		ordinals []int32
-		text     [][]*string
+	tables := detailRows(flights)
+	for _, table := range slices.Sorted(maps.Keys(tables)) {
+		queueDetailInsert(batch, table, tables[table])
 	}
+}
+
+// detailArrays are the rows of one detail table as one array per column: the ordinal column
+// holds ints, every other one *string (NULL for an empty value).
+type detailArrays struct {
+	ordinals []int32
+	text     [][]*string
+}
+
+func queueDetailInsert(batch *pgx.Batch, table string, a *detailArrays) {
+	// flid first, then the ordinal, then the rest in column order
+	args := []any{a.text[0], a.ordinals}
+	for _, col := range a.text[1:] {
+		args = append(args, col)
+	}
+	batch.Queue(detailInserts[table].sql, args...)
+}
+
+// detailRows are the detail rows of flights by table, in stored order; a table without rows
+// is absent.
+func detailRows(flights []flight.Flight) map[string]*detailArrays {
+	type arrays = detailArrays
 	tables := map[string]*arrays{}
 	get := func(table string) *arrays {
 		a := tables[table]
@@ -412,15 +468,7 @@ func queueDetails(batch *pgx.Batch, flights []flight.Flight) {
 			}
 		}
 	}
-	for _, table := range slices.Sorted(maps.Keys(tables)) {
-		a := tables[table]
-		// flid first, then the ordinal, then the rest in column order
-		args := []any{a.text[0], a.ordinals}
-		for _, col := range a.text[1:] {
-			args = append(args, col)
-		}
-		batch.Queue(detailInserts[table].sql, args...)
-	}
+	return tables
 }
 
 func nullable(s string) *string {

@@ -18,7 +18,7 @@ const pipelineLockKey int64 = 0x6d736778_00000001 // "msgx" + 1
 // LockPipeline takes the pipeline lock for the caller's session until UnlockPipeline; the
 // pump holds it across its whole processing step, Redis write included.
 func LockPipeline(ctx context.Context, q db.Executor) error {
-	if _, err := q.Exec(ctx, `SELECT pg_advisory_lock($1)`, pipelineLockKey); err != nil {
+	if _, err := q.Exec(ctx, lockSQL, pipelineLockKey); err != nil {
 		return fmt.Errorf("pipeline lock: %w", err)
 	}
 	return nil
@@ -26,10 +26,27 @@ func LockPipeline(ctx context.Context, q db.Executor) error {
 
 // UnlockPipeline releases the session's pipeline lock.
 func UnlockPipeline(ctx context.Context, q db.Executor) error {
-	if _, err := q.Exec(ctx, `SELECT pg_advisory_unlock($1)`, pipelineLockKey); err != nil {
+	if _, err := q.Exec(ctx, unlockSQL, pipelineLockKey); err != nil {
 		return fmt.Errorf("pipeline unlock: %w", err)
 	}
 	return nil
+}
+
+const (
+	lockSQL   = `SELECT pg_advisory_lock($1)`
+	unlockSQL = `SELECT pg_advisory_unlock($1)`
+)
+
+// QueueLockPipeline queues LockPipeline into b, for a caller that takes the lock in the round
+// trip of its first statements (db.Pipelined).
+func QueueLockPipeline(b *pgx.Batch) {
+	b.Queue(lockSQL, pipelineLockKey)
+}
+
+// QueueUnlockPipeline queues UnlockPipeline into b, for a caller that sends its last statements
+// with the release.
+func QueueUnlockPipeline(b *pgx.Batch) {
+	b.Queue(unlockSQL, pipelineLockKey)
 }
 
 // LockPipelineTx takes the pipeline lock for the caller's transaction (the history sweep, the consistency sentinel).

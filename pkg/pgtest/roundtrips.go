@@ -1,12 +1,16 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -19,10 +23,20 @@ type RoundTrips struct {
 	trips, statements atomic.Int64
 	mu                sync.Mutex
 	byText            map[string]int64
+	// waited is the time from each round trip's start to its end, by the round trip's first
+	// statement: where a sequential caller waits on the server.
+	waited map[string]wait
+}
+
+type wait struct {
+	total time.Duration
+	count int64
 }
 
 // NewRoundTrips returns an empty counter.
-func NewRoundTrips() *RoundTrips { return &RoundTrips{byText: map[string]int64{}} }
+func NewRoundTrips() *RoundTrips {
+	return &RoundTrips{byText: map[string]int64{}, waited: map[string]wait{}}
+}
 
 // Counts returns the round trips and statements counted so far.
 func (r *RoundTrips) Counts() (trips, statements int64) { return r.trips.Load(), r.statements.Load() }
@@ -33,6 +47,7 @@ func (r *RoundTrips) Reset() {
 	r.statements.Store(0)
 	r.mu.Lock()
 	clear(r.byText)
+	clear(r.waited)
 	r.mu.Unlock()
 }
 
@@ -53,31 +68,87 @@ func (r *RoundTrips) Top(n int) []string {
 	return out
 }
 
-func (r *RoundTrips) statement(sql string) {
-	r.statements.Add(1)
+// Waited lists the n round trips the connection waited on longest in total, by their first
+// statement, with their count and mean wait, longest first.
+func (r *RoundTrips) Waited(n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	type row struct {
+		key   string
+		total time.Duration
+		count int64
+	}
+	var rows []row
+	for k, w := range r.waited {
+		rows = append(rows, row{k, w.total, w.count})
+	}
+	slices.SortFunc(rows, func(a, b row) int { return int(b.total - a.total) })
+	out := make([]string, 0, n)
+	for _, w := range rows[:min(n, len(rows))] {
+		out = append(out, fmt.Sprintf("%10s total %8s mean  %s", w.total.Round(time.Millisecond),
+			(w.total/time.Duration(max(w.count, 1))).Round(time.Microsecond), w.key))
+	}
+	return out
+}
+
+func short(sql string) string {
 	sql = strings.Join(strings.Fields(sql), " ")
 	if len(sql) > 90 {
 		sql = sql[:90]
 	}
+	return sql
+}
+
+func (r *RoundTrips) statement(sql string) {
+	r.statements.Add(1)
 	r.mu.Lock()
-	r.byText[sql]++
+	r.byText[short(sql)]++
+	r.mu.Unlock()
+}
+
+// trip is the round trip in flight: the key its wait is charged to and when it began.
+type trip struct {
+	key   string
+	began time.Time
+}
+
+type tripKey struct{}
+
+func (r *RoundTrips) start(ctx context.Context, key string) context.Context {
+	r.trips.Add(1)
+	return context.WithValue(ctx, tripKey{}, &trip{key: key, began: time.Now()})
+}
+
+func (r *RoundTrips) end(ctx context.Context) {
+	t, ok := ctx.Value(tripKey{}).(*trip)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	w := r.waited[t.key]
+	r.waited[t.key] = wait{w.total + time.Since(t.began), w.count + 1}
 	r.mu.Unlock()
 }
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (r *RoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.trips.Add(1)
 	r.statement(d.SQL)
-	return ctx
+	return r.start(ctx, short(d.SQL))
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
-func (r *RoundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *RoundTrips) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	r.end(ctx)
+}
 
-// TraceBatchStart implements pgx.BatchTracer.
-func (r *RoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	r.trips.Add(1)
-	return ctx
+// TraceBatchStart implements pgx.BatchTracer. The batch's wait is charged to its first
+// statement, marked "batch:".
+func (r *RoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	key := "batch"
+	if d.Batch != nil && len(d.Batch.QueuedQueries) > 0 {
+		key = "batch: " + short(d.Batch.QueuedQueries[0].SQL)
+	}
+	return r.start(ctx, key)
 }
 
 // TraceBatchQuery implements pgx.BatchTracer.
@@ -86,23 +157,51 @@ func (r *RoundTrips) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Trace
 }
 
 // TraceBatchEnd implements pgx.BatchTracer.
-func (r *RoundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (r *RoundTrips) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	r.end(ctx)
+}
 
 // TraceCopyFromStart implements pgx.CopyFromTracer.
 func (r *RoundTrips) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
-	r.trips.Add(1)
 	r.statement("COPY " + d.TableName.Sanitize())
-	return ctx
+	return r.start(ctx, short("COPY "+d.TableName.Sanitize()))
 }
 
 // TraceCopyFromEnd implements pgx.CopyFromTracer.
-func (r *RoundTrips) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
+func (r *RoundTrips) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromEndData) {
+	r.end(ctx)
+}
 
 // TracePrepareStart implements pgx.PrepareTracer.
 func (r *RoundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	r.trips.Add(1)
-	return ctx
+	return r.start(ctx, "prepare")
 }
 
 // TracePrepareEnd implements pgx.PrepareTracer.
-func (r *RoundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+func (r *RoundTrips) TracePrepareEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareEndData) {
+	r.end(ctx)
+}
+
+// BackendCPU is the CPU time the server process behind conn has used so far (user and
+// system), read from /proc: the server's cost of what the connection sent, which a client's
+// wall clock mixes with the round trips. It reports false when the server is not local (or
+// not Linux).
+func BackendCPU(conn *pgx.Conn) (time.Duration, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", conn.PgConn().PID()))
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	// USER_HZ is 100 on every Linux the project runs on.
+	return time.Duration(utime+stime) * 10 * time.Millisecond, true
+}

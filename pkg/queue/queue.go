@@ -135,9 +135,28 @@ func scan(row pgx.Row) (Message, error) {
 // Head returns the queue head: the smallest unfinished message at or below the watermark
 // (R-PUMP-1: only discovered rows are claimed). ok is false when there is none.
 func Head(ctx context.Context, q db.Executor) (m Message, ok bool, err error) {
-	m, err = scan(q.QueryRow(ctx, `SELECT `+columns+` FROM proc_state
+	return head(q.QueryRow(ctx, headSQL))
+}
+
+// QueueHead queues Head into b, for a caller that reads the next head in the round trip that
+// ends the current one (the pump, with the release of the pipeline lock): got receives it
+// once b is read.
+func QueueHead(b *pgx.Batch, got func(m Message, ok bool)) {
+	b.Queue(headSQL).QueryRow(func(row pgx.Row) error {
+		m, ok, err := head(row)
+		if err == nil {
+			got(m, ok)
+		}
+		return err
+	})
+}
+
+const headSQL = `SELECT ` + columns + ` FROM proc_state
 		WHERE state IN ('PENDING', 'FAILED') AND msg_id <= (SELECT w FROM inbox_cursor WHERE id = 1)
-		ORDER BY msg_id LIMIT 1`))
+		ORDER BY msg_id LIMIT 1`
+
+func head(row pgx.Row) (Message, bool, error) {
+	m, err := scan(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return m, false, nil
 	}
@@ -272,26 +291,49 @@ const historyCTEs = `,
 // audit. The attempt joins the message's history when it has one (earlier attempts failed, or a
 // replay ran it again); a message that ends on its first attempt writes none.
 func Finish(ctx context.Context, q db.Executor, o Outcome) error {
+	sql, args, err := finishStatement(o)
+	if err != nil {
+		return err
+	}
+	return finished(o, q.QueryRow(ctx, sql, args...))
+}
+
+// QueueFinish queues Finish into b, for a caller that sends it with other statements (the pump
+// sends it with the release of the pipeline lock); its error is the batch's.
+func QueueFinish(b *pgx.Batch, o Outcome) error {
+	sql, args, err := finishStatement(o)
+	if err != nil {
+		return err
+	}
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error { return finished(o, row) })
+	return nil
+}
+
+func finishStatement(o Outcome) (string, []any, error) {
 	msgID, state, class, reason, started, now := o.MsgID, o.State, o.Class, o.Reason, o.Started, o.Now
 	if !state.Terminal() {
-		return fmt.Errorf("finish %d: %s is not terminal", msgID, state)
+		return "", nil, fmt.Errorf("finish %d: %s is not terminal", msgID, state)
 	}
-	var n int
-	err := q.QueryRow(ctx, `WITH upd AS (UPDATE proc_state SET state = $7, error_class = nullif($2, ''),
+	return `WITH upd AS (UPDATE proc_state SET state = $7, error_class = nullif($2, ''),
 			last_error = coalesce(nullif($3, ''), last_error), next_attempt_at = $4,
 			processing_started_at = coalesce(processing_started_at, $5),
 			finished_at = $6, backfill_next_at = $6, updated_at = $6
 			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') RETURNING msg_id, attempts),
 		hist AS (SELECT upd.msg_id FROM upd WHERE upd.attempts > 0
-			OR EXISTS (SELECT 1 FROM proc_attempt WHERE msg_id = $1))`+
-		strings.Replace(historyCTEs, "FROM upd, prev", "FROM hist AS upd, prev", 1)+`
-		SELECT count(*) FROM upd`, msgID, string(class), reason, nil /* no retry */, started, now, string(state),
-		AttemptHistory).Scan(&n)
-	if err != nil {
-		return fmt.Errorf("finish %d as %s: %w", msgID, state, err)
+			OR EXISTS (SELECT 1 FROM proc_attempt WHERE msg_id = $1))` +
+			strings.Replace(historyCTEs, "FROM upd, prev", "FROM hist AS upd, prev", 1) + `
+		SELECT count(*) FROM upd`,
+		[]any{msgID, string(class), reason, nil /* no retry */, started, now, string(state), AttemptHistory}, nil
+}
+
+// finished reads the result of Finish's statement.
+func finished(o Outcome, row pgx.Row) error {
+	var n int
+	if err := row.Scan(&n); err != nil {
+		return fmt.Errorf("finish %d as %s: %w", o.MsgID, o.State, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("finish %d as %s: %w", msgID, state, ErrNotUnfinished)
+		return fmt.Errorf("finish %d as %s: %w", o.MsgID, o.State, ErrNotUnfinished)
 	}
 	return nil
 }
@@ -300,17 +342,26 @@ func Finish(ctx context.Context, q db.Executor, o Outcome) error {
 // is being committed with it. Run again after that commit (a crash or a projection failure
 // before ③, or a replay of DEAD(EXHAUSTED)), the message must not be applied a second time
 // over state that may have moved on: the pump only re-projects and finishes it. A message that
-// is no longer unfinished returns ErrNotUnfinished, so the caller rolls ① back.
-func MarkApplied(ctx context.Context, q db.Executor, msgID int64, now time.Time) error {
-	tag, err := q.Exec(ctx, `UPDATE proc_state SET applied_at = $2, updated_at = $2
-		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, now)
-	if err != nil {
-		return fmt.Errorf("mark %d applied: %w", msgID, err)
+// is no longer unfinished fails the transaction with ErrNotUnfinished, so ① is rolled back.
+//
+// The statement is deferred to tx's COMMIT (db.Defer), the last of ①: the check is made on the
+// server (msgx_expect), so a message that stopped being unfinished stops the COMMIT behind it.
+func MarkApplied(ctx context.Context, tx pgx.Tx, msgID int64, now time.Time) error {
+	b := &pgx.Batch{}
+	qq := b.Queue(`WITH upd AS (UPDATE proc_state SET applied_at = $2, updated_at = $2
+		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') RETURNING 1)
+		SELECT msgx_expect(count(*) = 1, 'message is not unfinished') FROM upd`, msgID, now)
+	qq.Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		switch {
+		case db.IsExpectFailed(err):
+			return fmt.Errorf("mark %d applied: %w", msgID, ErrNotUnfinished)
+		case err != nil:
+			return fmt.Errorf("mark %d applied: %w", msgID, err)
+		}
+		return nil
 	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("mark %d applied: %w", msgID, ErrNotUnfinished)
-	}
-	return nil
+	return db.Defer(ctx, tx, b)
 }
 
 // ErrNotUnfinished means the message was no longer PENDING or FAILED when a transition that

@@ -34,6 +34,7 @@ func run(ctx context.Context, b *service.Base) error {
 	}()
 	d := delivery.New(delivery.Config{
 		PollInterval: cfg.Pipeline.PollInterval,
+		Gather:       cfg.DispatcherGather,
 		Retry:        cfg.Pipeline.Retry(),
 		SendTimeout:  cfg.KafkaSendTimeout,
 		Lanes: []delivery.Lane{

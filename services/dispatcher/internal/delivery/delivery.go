@@ -120,6 +120,14 @@ type Session = db.Doer
 type Config struct {
 	// PollInterval is how often the lanes look for events when no wake-up comes.
 	PollInterval time.Duration
+	// Gather is the least time from the start of an Ordered lane's round to the start of the
+	// next one a wake-up brings (0: none). Under a backlog the pump commits a message every few
+	// milliseconds and each commit wakes the lane: a round per wake-up would send one or two
+	// events at the whole cost of a round (a read, a produce, a mark), which takes the CPU the
+	// pump needs on a small machine. Waiting out the rest of Gather sends what was committed
+	// meanwhile in one round. An idle lane's first wake-up starts a round at once, so a
+	// message arriving alone waits nothing (docs/performance.md).
+	Gather time.Duration
 	// Retry paces a failing event's attempts and a failing partition's rounds, and says when
 	// an event is DEAD.
 	Retry retry.Policy
@@ -225,7 +233,12 @@ func (d *Dispatcher) Run(ctx context.Context, s Session, wake <-chan struct{}) e
 func (d *Dispatcher) runOrdered(ctx context.Context, s Session, lane Lane, wake <-chan struct{}) error {
 	poll := time.NewTicker(max(d.cfg.PollInterval, minPoll))
 	defer poll.Stop()
+	var began time.Time
 	for {
+		if wait := d.cfg.Gather - d.clock.Now().Sub(began); wait > 0 && !clock.Sleep(ctx, wait) {
+			return ctx.Err()
+		}
+		began = d.clock.Now()
 		for {
 			read, sent, err := d.SendOrdered(ctx, s, lane)
 			if err != nil && ctx.Err() == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
@@ -144,7 +145,7 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		return pump.Result{}, fmt.Errorf("flights processor got %T", in.Message.Body)
 	}
 	var res pump.Result
-	for _, rec := range records {
+	for i, rec := range records {
 		fin := flight.Input{MsgID: in.MsgID, STYP: in.Message.Meta.STYP, Now: in.Now, Record: rec}
 		cur, g, err := f.load(ctx, tx, kind, rec, &fin)
 		if err != nil {
@@ -161,10 +162,20 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 			f.logger.InfoContext(ctx, "tags outside the STYP's rule were not merged", "msg_id", in.MsgID, "flid", rec.FLID,
 				"styp", in.Message.Meta.STYP, "ignored", o.Ignored)
 		}
-		// The record's writes and events in one round trip; the next record's load sees them.
+		// The record's writes and events in one round trip, which the next record's load sees;
+		// the last record's go out with the COMMIT (db.Defer), as nothing reads them before.
 		batch := &pgx.Batch{}
+		// The target and its children were read with their details and locked by load: only
+		// what changed of them is rewritten. Any other flight is written whole.
+		stored := map[string]*flight.Flight{}
+		if cur != nil {
+			stored[cur.FLID] = cur
+		}
+		for i := range fin.Children {
+			stored[fin.Children[i].FLID] = &fin.Children[i]
+		}
 		for _, w := range o.Writes {
-			flightstore.QueueSave(batch, w)
+			flightstore.QueueUpdate(batch, stored[w.FLID], w)
 		}
 		events := make([]outbox.NewEvent, len(o.Events))
 		for i, e := range o.Events {
@@ -174,7 +185,13 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		if err := outbox.Queue(batch, events, in.Now); err != nil {
 			return pump.Result{}, err
 		}
-		if batch.Len() > 0 {
+		switch {
+		case batch.Len() == 0:
+		case i == len(records)-1:
+			if err := db.Defer(ctx, tx, batch); err != nil {
+				return pump.Result{}, fmt.Errorf("write flight %s with %d events: %w", rec.FLID, len(events), err)
+			}
+		default:
 			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 				return pump.Result{}, fmt.Errorf("write flight %s with %d events: %w", rec.FLID, len(events), err)
 			}

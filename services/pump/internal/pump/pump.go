@@ -188,6 +188,9 @@ type Pump struct {
 	alerted int64
 	// blocked is the outage the pump is waiting out, if any.
 	blocked outage.Tracker
+	// next is the head read in the round trip that finished the previous message, for the tick
+	// that follows at once; nil otherwise.
+	next *queue.Message
 }
 
 // New builds a pump and registers its metrics.
@@ -208,7 +211,7 @@ func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock
 // the poll interval is only the fallback.
 func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 	for ctx.Err() == nil {
-		wait, err := p.Tick(ctx, s)
+		wait, err := p.tick(ctx, s, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -221,6 +224,8 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 		if wait <= 0 {
 			continue
 		}
+		// A head read before a wait may be stale after it.
+		p.next = nil
 		// During an outage a wake-up (new rows, a replay) changes nothing: the head cannot run
 		// until the dependency answers, and probing on every enqueue would hammer it.
 		wakeup := wake
@@ -241,6 +246,20 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 // Tick handles the current head once (R-PUMP-3) and returns how long to wait before the
 // next tick (0 = go on at once).
 func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
+	return p.tick(ctx, s, false)
+}
+
+// tick is Tick; when chained, it is the tick that follows the previous one at once in Run's
+// loop, and takes the head the previous one read with its release (p.next) instead of reading
+// it again: nothing between the two could have changed it but the other writers of proc_state
+// (ingest, replay), whose changes are processed one tick later, as if they had committed a
+// moment later.
+func (p *Pump) tick(ctx context.Context, s Session, chained bool) (time.Duration, error) {
+	next := p.next
+	p.next = nil
+	if !chained {
+		next = nil
+	}
 	if cur := p.blocked.Current(); cur != nil {
 		if wait, still := p.probeBlocked(ctx, s, cur); still {
 			return wait, nil
@@ -248,14 +267,15 @@ func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
 	}
 	var head queue.Message
 	var ok bool
-	err := s.Do(ctx, func(conn *pgx.Conn) error {
+	if next != nil {
+		head, ok = *next, next.MsgID != 0
+	} else if err := s.Do(ctx, func(conn *pgx.Conn) error {
 		ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
 		defer cancel()
 		var err error
 		head, ok, err = queue.Head(ctx, conn)
 		return err
-	})
-	if err != nil {
+	}); err != nil {
 		return 0, err
 	}
 	now := p.clock.Now()
@@ -518,13 +538,19 @@ func (p *Pump) reproject(ctx context.Context, s Session, in Input, started time.
 }
 
 // run's started is the attempt's start, for the attempt history.
+//
+// The round trips of a business success (docs/performance.md): the pipeline lock and BEGIN go
+// out with ①'s first statements and applied_at with its COMMIT (db.Pipelined), and ③ goes out
+// with the release of the lock, ahead of the unlock. Each step still ends before the next
+// begins: ① has committed before ② writes Redis, and ③ is sent only after ②.
 func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, apply func(tx pgx.Tx) (Result, error), mark bool) outcome {
 	var o outcome
+	var trail Trail
 	err := s.Do(ctx, func(conn *pgx.Conn) error {
-		return p.withPipelineLock(ctx, conn, func() error {
+		return p.withPipelineLock(ctx, conn, func(lock, release *pgx.Batch) error {
 			var res Result
 			var decided *Decision
-			failure, err := p.transaction(ctx, conn, "business transaction", func(tx pgx.Tx) error {
+			failure, err := p.transaction(ctx, db.Pipelined(conn, lock), "business transaction", func(tx pgx.Tx) error {
 				var err error
 				res, err = apply(tx)
 				switch {
@@ -560,7 +586,7 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 				// failure here leaves the steps before it in place, and the re-run finds them.
 				label := fmt.Sprintf("step %d of %d", i+2, len(res.Then)+1)
 				var states []flight.Flight
-				failure, err := p.transaction(ctx, conn, label, func(tx pgx.Tx) error {
+				failure, err := p.transaction(ctx, db.Pipelined(conn, nil), label, func(tx pgx.Tx) error {
 					var err error
 					if states, err = step(ctx, tx); err != nil {
 						return err
@@ -579,12 +605,18 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 					return nil
 				}
 			}
-			now := p.clock.Now()
-			if err := queue.Finish(ctx, conn, queue.Outcome{MsgID: in.MsgID, State: queue.Succeeded, Started: started, Now: now}); err != nil {
+			if err := queue.QueueFinish(release, queue.Outcome{MsgID: in.MsgID, State: queue.Succeeded, Started: started,
+				Now: p.clock.Now()}); err != nil {
 				return err
 			}
-			o = outcome{state: queue.Succeeded, recorded: true}
-			p.trail(ctx, conn, in, res.Trail)
+			// The next head, read after ③ in the same round trip, for the tick that follows.
+			queue.QueueHead(release, func(m queue.Message, ok bool) {
+				if !ok {
+					m = queue.Message{}
+				}
+				p.next = &m
+			})
+			o, trail = outcome{state: queue.Succeeded, recorded: true}, res.Trail
 			return nil
 		})
 	})
@@ -594,16 +626,24 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 	case err != nil:
 		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
 	}
+	if trail != nil {
+		// The message SUCCEEDED with the release; its trail follows, outside the lock.
+		_ = s.Do(ctx, func(conn *pgx.Conn) error { p.trail(ctx, conn, in, trail); return nil })
+	}
 	return o
 }
 
-// transaction runs fn in one transaction on conn. A failure is returned as the message's
+// transaction runs fn in one transaction begun by b. A failure is returned as the message's
 // FAILED outcome, classified for the outage rule, together with the error to end the locked
 // section with: the error itself when the message is no longer unfinished (someone else got
 // there first; fn rolled back) or when the session is gone (Do reports leader.ErrLost), nil
 // otherwise. errNoChange is no failure: fn decided to write nothing.
-func (p *Pump) transaction(ctx context.Context, conn *pgx.Conn, label string, fn func(tx pgx.Tx) error) (*outcome, error) {
-	err := db.WithTx(ctx, conn, fn)
+func (p *Pump) transaction(ctx context.Context, b db.Beginner, label string, fn func(tx pgx.Tx) error) (*outcome, error) {
+	var conn *pgx.Conn
+	err := db.WithTx(ctx, b, func(tx pgx.Tx) error {
+		conn = tx.Conn()
+		return fn(tx)
+	})
 	switch {
 	case err == nil, errors.Is(err, errNoChange):
 		return nil, nil
@@ -611,7 +651,7 @@ func (p *Pump) transaction(ctx context.Context, conn *pgx.Conn, label string, fn
 		return &outcome{gone: true}, err
 	}
 	o := failedCall(outage.Postgres, db.Classify(err), label+": "+err.Error(), err)
-	if conn.IsClosed() {
+	if conn == nil || conn.IsClosed() {
 		return &o, err
 	}
 	return &o, nil
@@ -646,28 +686,45 @@ func (p *Pump) trail(ctx context.Context, conn *pgx.Conn, in Input, t Trail) {
 var errNoChange = errors.New("processor decided no change")
 
 // withPipelineLock runs fn holding the pipeline lock, a session lock on the lock connection.
-// A lock left behind would stop the flight history sweep for the rest of the term, so when the
-// release fails (or the acquisition failed in a way that may have left it granted) the
-// connection is closed: that drops every lock of the session, ends the term (leader.ErrLost)
-// and lets the elector start a clean one.
-func (p *Pump) withPipelineLock(ctx context.Context, conn *pgx.Conn, fn func() error) (err error) {
-	release := func() error {
+// fn sends lock, the statement that takes it, first in its first transaction (db.Pipelined),
+// so the lock costs no round trip of its own, and may queue into release statements to send
+// ahead of the unlock in the release's round trip. A lock left behind would stop the flight
+// history sweep for the rest of the term, so when the release fails (or taking the lock failed
+// in a way that may have left it granted) the connection is closed: that drops every lock of
+// the session, ends the term (leader.ErrLost) and lets the elector start a clean one.
+func (p *Pump) withPipelineLock(ctx context.Context, conn *pgx.Conn, fn func(lock, release *pgx.Batch) error) (err error) {
+	lock, release := &pgx.Batch{}, &pgx.Batch{}
+	leader.QueueLockPipeline(lock)
+	defer func() {
+		if conn.IsClosed() {
+			return
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.RecordTimeout)
 		defer cancel()
-		if uerr := leader.UnlockPipeline(rctx, conn); uerr != nil {
+		// Only what fn queued when it succeeded: a failed fn's outcome is recorded after the
+		// release, by record.
+		last := &pgx.Batch{}
+		if err == nil {
+			last = release
+		}
+		leader.QueueUnlockPipeline(last)
+		rerr := conn.SendBatch(rctx, last).Close()
+		if rerr != nil && last.Len() > 1 {
+			// One of fn's statements failed, and the server skipped the unlock behind it:
+			// release the lock on its own (a second unlock of a released lock is harmless).
+			if uerr := leader.UnlockPipeline(rctx, conn); uerr != nil {
+				rerr = errors.Join(rerr, uerr)
+			} else {
+				err = errors.Join(err, rerr)
+				return
+			}
+		}
+		if rerr != nil {
 			_ = conn.Close(rctx)
-			return fmt.Errorf("pipeline lock not released, lock connection closed: %w", uerr)
+			err = errors.Join(err, fmt.Errorf("pipeline lock not released, lock connection closed: %w", rerr))
 		}
-		return nil
-	}
-	if err := leader.LockPipeline(ctx, conn); err != nil {
-		if !conn.IsClosed() {
-			err = errors.Join(err, release())
-		}
-		return err
-	}
-	defer func() { err = errors.Join(err, release()) }()
-	return fn()
+	}()
+	return fn(lock, release)
 }
 
 // record writes a non-business outcome: a terminal state with its backfill intent in one

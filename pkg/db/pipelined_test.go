@@ -1,0 +1,102 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
+)
+
+// A Pipelined transaction runs the same statements as WithTx on a plain connection, in its
+// order, in fewer round trips: BEGIN and first with the first batch, the deferred statements
+// with the COMMIT. A failed deferred statement stops the COMMIT behind it; first runs even
+// when the caller sends nothing; the connection is always left outside a transaction.
+func TestPipelinedTransaction(t *testing.T) {
+	d := pgtest.New(t)
+	d.Exec(t, `CREATE TABLE t (step int, v text)`)
+	ctx := context.Background()
+	trips := pgtest.NewRoundTrips()
+	cfg, err := pgx.ParseConfig(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tracer = trips
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	first := func(v string) *pgx.Batch {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO t VALUES (1, $1)`, v)
+		return b
+	}
+	deferred := func(sql string, args ...any) *pgx.Batch {
+		b := &pgx.Batch{}
+		b.Queue(sql, args...)
+		return b
+	}
+	for _, tc := range []struct {
+		name  string
+		v     string // the value first writes
+		fn    func(tx pgx.Tx) error
+		trips int64
+		// rows is what the table holds afterwards, as "step:v" in order
+		rows string
+		fail bool
+	}{
+		{"a batch, then the deferred statements", "a", func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO t SELECT 2, v || '+' FROM t WHERE step = 1`) // sees first's row
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			if err := db.Defer(ctx, tx, deferred(`INSERT INTO t VALUES (3, 'deferred')`)); err != nil {
+				return err
+			}
+			return db.Defer(ctx, tx, deferred(`INSERT INTO t SELECT 4, count(*)::text FROM t`)) // after the first deferred
+		}, 2, "1:a 2:a+ 3:deferred 4:3", false},
+		{"a single statement first", "b", func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES (2, 'exec')`)
+			return err
+		}, 3, "1:b 2:exec", false},
+		{"nothing sent", "c", func(pgx.Tx) error { return nil }, 1, "1:c", false},
+		{"a deferred statement fails", "d", func(tx pgx.Tx) error {
+			if err := tx.SendBatch(ctx, deferred(`INSERT INTO t VALUES (2, 'sent')`)).Close(); err != nil {
+				return err
+			}
+			if err := db.Defer(ctx, tx, deferred(`INSERT INTO t VALUES (3, 'deferred')`)); err != nil {
+				return err
+			}
+			return db.Defer(ctx, tx, deferred(`SELECT msgx_expect(false, 'stop')`))
+		}, 3, "", true}, // the rollback after the failed batch is the third
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.Exec(t, `TRUNCATE t`)
+			trips.Reset()
+			err := db.WithTx(ctx, db.Pipelined(conn, first(tc.v)), tc.fn)
+			if (err != nil) != tc.fail {
+				t.Fatalf("err = %v, want failure %v", err, tc.fail)
+			}
+			if tc.fail && !db.IsExpectFailed(err) {
+				t.Errorf("err = %v, want the msgx_expect failure", err)
+			}
+			if n, _ := trips.Counts(); n != tc.trips {
+				t.Errorf("%d round trips, want %d", n, tc.trips)
+			}
+			if s := conn.PgConn().TxStatus(); s != 'I' {
+				t.Errorf("connection left in transaction status %c", s)
+			}
+			var rows string
+			if err := d.Pool.QueryRow(ctx, `SELECT coalesce(string_agg(step || ':' || v, ' ' ORDER BY step), '') FROM t`).Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			if rows != tc.rows {
+				t.Errorf("table holds %q, want %q", rows, tc.rows)
+			}
+		})
+	}
+}
