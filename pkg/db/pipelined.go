@@ -11,8 +11,8 @@ import (
 
 // Pipelined is a Beginner whose transactions on conn spend no round trip of their own on the
 // per-message path: BEGIN, followed by the statements of first, goes out with the
-// transaction's first statement (pgx's Batch.BeginTx), and the batches handed to Defer go out
-// with its COMMIT. Nothing crosses a boundary of the transaction: first runs inside it before
+// transaction's first statement or batch (pgx's Batch.BeginTx), and the batches handed to
+// Defer go out with its COMMIT. Nothing crosses a boundary of the transaction: first runs inside it before
 // anything the caller sends, the deferred statements inside it after everything the caller
 // sent, in the order they were deferred, and the COMMIT behind them runs only when all of them
 // succeeded. first (nil for none) runs even when the caller sends nothing.
@@ -91,8 +91,8 @@ func (t *pipelinedTx) begin(ctx context.Context, with *pgx.Batch) pgx.BatchResul
 	return br
 }
 
-// started begins the transaction, if it has not begun, in a round trip of its own: the caller's
-// next statement is not a batch that could carry BEGIN.
+// started begins the transaction, if it has not begun, in a round trip of its own, for the
+// calls that cannot carry BEGIN (COPY, a prepare, a savepoint, a simple-protocol Exec).
 func (t *pipelinedTx) started(ctx context.Context) error {
 	if t.closed {
 		return pgx.ErrTxClosed
@@ -114,24 +114,91 @@ func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResu
 }
 
 func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := t.started(ctx); err != nil {
-		return pgconn.CommandTag{}, err
+	if len(args) == 0 {
+		// pgx sends an Exec without arguments in the simple protocol, which takes several
+		// statements in one string (SET LOCAL a; SET LOCAL b); a batch would refuse them.
+		if err := t.started(ctx); err != nil {
+			return pgconn.CommandTag{}, err
+		}
+		return t.inner.Exec(ctx, sql)
+	}
+	if br, ok := t.beginWith(ctx, sql, args); ok {
+		tag, err := br.Exec()
+		return tag, errors.Join(err, closeUnlessFailed(br, err))
+	}
+	if t.closed {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
 	return t.inner.Exec(ctx, sql, args...)
 }
 
 func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := t.started(ctx); err != nil {
-		return nil, err
+	if br, ok := t.beginWith(ctx, sql, args); ok {
+		rows, err := br.Query()
+		if err != nil {
+			_ = br.Close()
+			return rows, err
+		}
+		return batchRows{Rows: rows, br: br}, nil
+	}
+	if t.closed {
+		return nil, pgx.ErrTxClosed
 	}
 	return t.inner.Query(ctx, sql, args...)
 }
 
 func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := t.started(ctx); err != nil {
-		return errRow{err}
+	if br, ok := t.beginWith(ctx, sql, args); ok {
+		return batchRow{br: br}
+	}
+	if t.closed {
+		return errRow{pgx.ErrTxClosed}
 	}
 	return t.inner.QueryRow(ctx, sql, args...)
+}
+
+// beginWith begins the transaction with the statement sql when it has not begun, and returns
+// the batch to read the statement's result from; ok is false when it had begun (or ended).
+func (t *pipelinedTx) beginWith(ctx context.Context, sql string, args []any) (pgx.BatchResults, bool) {
+	if t.closed || t.inner != nil {
+		return nil, false
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return t.begin(ctx, b), true
+}
+
+// closeUnlessFailed closes br after its last result was read; the result's own error, if any,
+// is the one to report.
+func closeUnlessFailed(br pgx.BatchResults, err error) error {
+	cerr := br.Close()
+	if err != nil {
+		return nil
+	}
+	return cerr
+}
+
+// batchRow is the row of a statement that began the transaction: reading it closes the batch.
+type batchRow struct{ br pgx.BatchResults }
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.br.QueryRow().Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// batchRows are the rows of a statement that began the transaction: closing them closes the
+// batch.
+type batchRows struct {
+	pgx.Rows
+	br pgx.BatchResults
+}
+
+func (r batchRows) Close() {
+	r.Rows.Close()
+	_ = r.br.Close()
 }
 
 func (t *pipelinedTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {

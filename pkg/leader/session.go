@@ -67,7 +67,7 @@ func (s *Session) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error {
 // commits when fn returns nil and rolls back otherwise, and never commits on an ended ctx nor
 // rolls back on it (either would make pgx close the connection, and with it the lock).
 func (s *Session) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return s.Do(ctx, func(conn *pgx.Conn) error { return db.WithTx(ctx, conn, fn) })
+	return s.Do(ctx, func(conn *pgx.Conn) error { return db.WithTx(ctx, db.Pipelined(conn, nil), fn) })
 }
 
 // end marks the session ended, so that a goroutine the work left behind cannot use the

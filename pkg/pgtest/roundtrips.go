@@ -85,7 +85,7 @@ func (r *RoundTrips) Waited(n int) []string {
 	slices.SortFunc(rows, func(a, b row) int { return int(b.total - a.total) })
 	out := make([]string, 0, n)
 	for _, w := range rows[:min(n, len(rows))] {
-		out = append(out, fmt.Sprintf("%10s total %8s mean  %s", w.total.Round(time.Millisecond),
+		out = append(out, fmt.Sprintf("%10s = %7d × %8s  %s", w.total.Round(time.Millisecond), w.count,
 			(w.total/time.Duration(max(w.count, 1))).Round(time.Microsecond), w.key))
 	}
 	return out

@@ -73,11 +73,14 @@ func LockForBackfill(ctx context.Context, tx pgx.Tx, msgID int64) (t BackfillTar
 	return t, true, nil
 }
 
-// Backfilled records that the marker is confirmed (written now, or found already written).
-func Backfilled(ctx context.Context, q db.Executor, msgID int64, now time.Time) error {
-	_, err := q.Exec(ctx, `UPDATE proc_state SET backfill_at = $2, backfill_next_at = NULL, backfill_last_error = NULL,
+// Backfilled records, in the transaction that holds the message's gate (LockForBackfill),
+// that the marker is confirmed (written now, or found already written). The statement goes out
+// with tx's COMMIT (db.Defer): it only writes the row the gate holds.
+func Backfilled(ctx context.Context, tx pgx.Tx, msgID int64, now time.Time) error {
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE proc_state SET backfill_at = $2, backfill_next_at = NULL, backfill_last_error = NULL,
 		updated_at = $2 WHERE msg_id = $1`, msgID, now)
-	if err != nil {
+	if err := db.Defer(ctx, tx, b); err != nil {
 		return fmt.Errorf("record backfill of %d: %w", msgID, err)
 	}
 	return nil

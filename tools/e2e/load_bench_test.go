@@ -94,7 +94,8 @@ func rssKiB(pid int) int64 {
 // across 2 000 flights of today's schedule) through the five services: the rows are in the
 // inbox before the services start, so the figure is the pipeline's own pace, discovery
 // included. drain = messages terminal per second, settled = marked and every event sent. The
-// anchor (pgtest.CommitRate) runs first on the same server, with the services stopped. Every
+// anchor (pgtest.CommitRate) runs on the same server with the services stopped, before and
+// after the drain; their mean is the figure. Every
 // second the resident set of each service is sampled: the growth is its largest RSS after the
 // first 10 % of the backlog over its RSS at 10 %. MSGX_BENCH_BACKLOG=100000 is the long RSS
 // run (opt-in: it takes minutes).
@@ -158,6 +159,13 @@ func BenchmarkBacklog(b *testing.B) {
 			time.Sleep(250 * time.Millisecond)
 		}
 		b.StopTimer()
+		// The anchor once more, the services stopped again: the shared machine's pace moves
+		// within a minute, so the drain is measured against the mean of before and after.
+		for _, r := range stack.Services {
+			e.stack.Stop(r, 10*time.Second)
+		}
+		before, after := commits, pgtest.CommitRate(b, e.pg.DSN, 2000)
+		commits = (before + after) / 2
 		drain, settle := float64(n)/drained.Seconds(), float64(n)/settled.Seconds()
 		figs := []benchreport.Figure{
 			{Bench: "backlog", Name: "messages", Value: float64(n)},
@@ -185,8 +193,8 @@ func BenchmarkBacklog(b *testing.B) {
 		b.ReportMetric(commits, "pg-commits/s")
 		b.ReportMetric(drain/commits, "drain-per-commit")
 		b.Logf("backlog: %d FLOPs across %d flights terminal in %s (%.0f msgs/s), settled in %s (%.0f msgs/s); "+
-			"one connection commits %.0f/s: drain ratio %.3f, settled/drain %.3f; RSS at 10%% → peak: %s",
-			n, flights, drained.Round(time.Millisecond), drain, settled.Round(time.Millisecond), settle, commits,
+			"one connection commits %.0f/s (%.0f before, %.0f after): drain ratio %.3f, settled/drain %.3f; RSS at 10%% → peak: %s",
+			n, flights, drained.Round(time.Millisecond), drain, settled.Round(time.Millisecond), settle, commits, before, after,
 			drain/commits, settle/drain, strings.Join(rssLine, ", "))
 		b.StartTimer()
 	}
@@ -239,23 +247,41 @@ func steady(b *testing.B, poll time.Duration, seconds int) {
 	b.StopTimer()
 
 	ctx := context.Background()
-	rows, err := e.pg.Pool.Query(ctx, `SELECT msg_id, min(event_id) FROM msg_event WHERE target = 'KAFKA:msg' AND msg_id >= $1
-		GROUP BY msg_id`, ids[0])
+	// Where the time goes, per message: enqueued by ingest, finished by the pump (③), the first
+	// event marked sent by the dispatcher (after the broker's acknowledgement), received.
+	rows, err := e.pg.Pool.Query(ctx, `SELECT p.msg_id, e.event_id, p.enqueued_at, p.finished_at, e.sent_at
+		FROM proc_state p JOIN LATERAL (SELECT event_id, sent_at FROM msg_event WHERE msg_id = p.msg_id AND target = 'KAFKA:msg'
+			ORDER BY event_id LIMIT 1) e ON true
+		WHERE p.msg_id >= $1`, ids[0])
 	if err != nil {
 		b.Fatal(err)
 	}
 	var lat []time.Duration
+	var segments [4][]time.Duration
 	for rows.Next() {
 		var msgID, eventID int64
-		if err := rows.Scan(&msgID, &eventID); err != nil {
+		var enqueued, finished, sentAt time.Time
+		if err := rows.Scan(&msgID, &eventID, &enqueued, &finished, &sentAt); err != nil {
 			b.Fatal(err)
 		}
 		// the first second warms the connections and caches up; it is left out
 		if at, sent := e.records.receivedAt(eventID), committed[msgID]; !at.IsZero() && sent.After(began.Add(time.Second)) {
 			lat = append(lat, at.Sub(sent))
+			for i, d := range []time.Duration{enqueued.Sub(sent), finished.Sub(enqueued), sentAt.Sub(finished), at.Sub(sentAt)} {
+				segments[i] = append(segments[i], d)
+			}
 		}
 	}
 	rows.Close()
+	var split []string
+	for i, name := range []string{"commit→enqueued", "enqueued→finished", "finished→sent", "sent→received"} {
+		seg := segments[i]
+		sort.Slice(seg, func(a, b int) bool { return seg[a] < seg[b] })
+		if len(seg) > 0 {
+			split = append(split, fmt.Sprintf("%s p50 %s", name, seg[len(seg)/2].Round(time.Millisecond)))
+		}
+	}
+	b.Logf("steady at poll %s, where the time goes: %s", poll, strings.Join(split, ", "))
 	if len(lat) == 0 {
 		b.Fatal("no latency sample")
 	}
