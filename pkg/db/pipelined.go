@@ -38,7 +38,9 @@ func (p pipelined) Begin(context.Context) (pgx.Tx, error) {
 }
 
 // Defer sends b's statements with tx's COMMIT when tx is a Pipelined transaction, and now
-// otherwise; either way, a failure of one of them fails the transaction.
+// otherwise; either way, a failure of one of them fails the transaction. Their callbacks may
+// only pass the server's errors on (a check of a result in Go comes after the server ran the
+// COMMIT behind it): a check that must stop the commit is made on the server (msgx_expect).
 func Defer(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
 	if t, ok := tx.(*pipelinedTx); ok {
 		if t.closed {
@@ -201,6 +203,15 @@ func (r batchRows) Close() {
 	_ = r.br.Close()
 }
 
+// Next closes the batch after the last row, as pgx closes rows then.
+func (r batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	_ = r.br.Close()
+	return false
+}
+
 func (t *pipelinedTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
 	if err := t.started(ctx); err != nil {
 		return 0, err
@@ -258,8 +269,12 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 		err = t.inner.SendBatch(ctx, b).Close()
 	}
 	if err != nil && t.inner != nil && t.conn.PgConn().TxStatus() != 'I' {
-		// A deferred statement failed: the transaction is aborted, not ended.
-		if rerr := t.inner.Rollback(ctx); rerr != nil {
+		// A deferred statement failed: the transaction is aborted, not ended. Rolled back even
+		// when ctx ended (that may be the failure): pgx closes a connection whose rollback
+		// fails, and on a role's lock connection that would drop the role (as WithTx's).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		if rerr := t.inner.Rollback(rctx); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr))
 		}
 	}

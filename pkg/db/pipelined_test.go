@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
@@ -134,5 +137,49 @@ func TestPipelinedTransaction(t *testing.T) {
 				t.Errorf("table holds %q, want %q", rows, tc.rows)
 			}
 		})
+	}
+}
+
+// A context that ends while the COMMIT's batch runs (a deferred statement cancelled by the
+// server) rolls the aborted transaction back and keeps the connection, as WithTx does on a
+// role's lock connection, which cancels queries instead of cutting the connection.
+func TestPipelinedCommitCancelledKeepsTheConnection(t *testing.T) {
+	d := pgtest.New(t)
+	d.Exec(t, `CREATE TABLE t (v int)`)
+	cfg, err := pgx.ParseConfig(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 5 * time.Second}
+	}
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = db.WithTx(ctx, db.Pipelined(conn, nil), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO t VALUES ($1)`, 1); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue(`SELECT pg_sleep(5)`)
+		time.AfterFunc(200*time.Millisecond, cancel)
+		return db.Defer(ctx, tx, b)
+	})
+	if !db.IsStatementTimeout(err) {
+		t.Fatalf("err = %v, want the cancelled statement", err)
+	}
+	if conn.IsClosed() {
+		t.Fatal("the connection was closed")
+	}
+	if s := conn.PgConn().TxStatus(); s != 'I' {
+		t.Errorf("connection left in transaction status %c", s)
+	}
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("after the cancelled commit: %d rows (%v), want 0", n, err)
 	}
 }

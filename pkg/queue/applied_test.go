@@ -52,6 +52,10 @@ func TestMarkAppliedKeptByReplay(t *testing.T) {
 	if m.State != queue.Pending || m.AppliedAt == nil || !m.AppliedAt.Equal(now) {
 		t.Errorf("after replay: %s applied_at %v", m.State, m.AppliedAt)
 	}
+	// Unfinished again, but applied: a run that would apply it again works from a stale view.
+	if err := mark(1); !errors.Is(err, queue.ErrNotUnfinished) {
+		t.Fatalf("MarkApplied on an applied message = %v, want ErrNotUnfinished", err)
+	}
 	if m2, _ := queue.Get(t.Context(), d.Pool, 2); m2.AppliedAt != nil {
 		t.Errorf("message 2 has applied_at %v", m2.AppliedAt)
 	}

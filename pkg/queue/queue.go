@@ -342,15 +342,18 @@ func finished(o Outcome, row pgx.Row) error {
 // is being committed with it. Run again after that commit (a crash or a projection failure
 // before ③, or a replay of DEAD(EXHAUSTED)), the message must not be applied a second time
 // over state that may have moved on: the pump only re-projects and finishes it. A message that
-// is no longer unfinished fails the transaction with ErrNotUnfinished, so ① is rolled back.
+// is no longer unfinished, or was applied already, fails the transaction with ErrNotUnfinished,
+// so ① is rolled back.
 //
 // The statement is deferred to tx's COMMIT (db.Defer), the last of ①: the check is made on the
 // server (msgx_expect), so a message that stopped being unfinished stops the COMMIT behind it.
 func MarkApplied(ctx context.Context, tx pgx.Tx, msgID int64, now time.Time) error {
 	b := &pgx.Batch{}
+	// applied_at IS NULL as well: a message whose ① committed is only re-projected, so a run
+	// that would mark it again works from a stale view of it and must apply nothing.
 	qq := b.Queue(`WITH upd AS (UPDATE proc_state SET applied_at = $2, updated_at = $2
-		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') RETURNING 1)
-		SELECT msgx_expect(count(*) = 1, 'message is not unfinished') FROM upd`, msgID, now)
+		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') AND applied_at IS NULL RETURNING 1)
+		SELECT msgx_expect(count(*) = 1, 'message is not unfinished, or already applied') FROM upd`, msgID, now)
 	qq.Fn = func(br pgx.BatchResults) error {
 		_, err := br.Exec()
 		switch {

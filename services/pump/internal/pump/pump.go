@@ -210,6 +210,8 @@ func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock
 // Run processes heads until ctx ends. wake delivers wake-ups (NOTIFY from ingest and replay);
 // the poll interval is only the fallback.
 func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
+	// A head read in an earlier term says nothing of this one: another holder may have run it.
+	p.next = nil
 	for ctx.Err() == nil {
 		wait, err := p.tick(ctx, s, true)
 		if err != nil {
@@ -546,6 +548,7 @@ func (p *Pump) reproject(ctx context.Context, s Session, in Input, started time.
 func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, apply func(tx pgx.Tx) (Result, error), mark bool) outcome {
 	var o outcome
 	var trail Trail
+	var next *queue.Message
 	err := s.Do(ctx, func(conn *pgx.Conn) error {
 		return p.withPipelineLock(ctx, conn, func(lock, release *pgx.Batch) error {
 			var res Result
@@ -614,7 +617,7 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 				if !ok {
 					m = queue.Message{}
 				}
-				p.next = &m
+				next = &m
 			})
 			o, trail = outcome{state: queue.Succeeded, recorded: true}, res.Trail
 			return nil
@@ -626,6 +629,9 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 	case err != nil:
 		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
 	}
+	// Only a release that went through: its ③ committed with the read, so the head it read is
+	// the next one.
+	p.next = next
 	if trail != nil {
 		// The message SUCCEEDED with the release; its trail follows, outside the lock.
 		_ = s.Do(ctx, func(conn *pgx.Conn) error { p.trail(ctx, conn, in, trail); return nil })
