@@ -256,10 +256,12 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 	}
 	t.closed = true
 	b := &pgx.Batch{QueuedQueries: t.deferred}
+	var committed bool
 	b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() == "ROLLBACK" {
 			return pgx.ErrTxCommitRollback
 		}
+		committed = true
 		return nil
 	})
 	var err error
@@ -267,6 +269,11 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 		err = t.begin(ctx, b).Close()
 	} else {
 		err = t.inner.SendBatch(ctx, b).Close()
+	}
+	if committed {
+		// The server answered the COMMIT: the transaction is committed, whatever came after
+		// it in the batch's end (a backend terminated just then sends its FATAL there).
+		return nil
 	}
 	if err != nil && t.inner != nil && t.conn.PgConn().TxStatus() != 'I' {
 		// A deferred statement failed: the transaction is aborted, not ended. Rolled back even
