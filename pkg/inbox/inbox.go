@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,7 @@ func Open(dsn string, timeout time.Duration) (*Inbox, error) {
 	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
 		cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(max(1, int(timeout/time.Second)-1))
 	}
+	cfg.InterpolateParams = interpolate(dsn)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("inbox connector: %w", err)
@@ -65,6 +67,37 @@ func Open(dsn string, timeout time.Duration) (*Inbox, error) {
 	db.SetMaxOpenConns(4)
 	db.SetConnMaxLifetime(5 * time.Minute)
 	return &Inbox{db: db, timeout: timeout}, nil
+}
+
+// interpolate tells whether the driver should put the arguments into the statement text
+// itself (go-sql-driver's interpolateParams): one round trip per statement instead of a
+// server-side prepare, execute and close for each, which on the per-message path (a marker, a
+// read) is most of what MariaDB spends (docs/performance.md). Only for the UTF-8 character
+// sets, where the driver's escaping is safe (the driver refuses it for the multibyte sets
+// whose escaping is not, BIG5, CP932, GB2312, GBK, SJIS, by collation only, so a charset
+// named in the DSN is checked here), and never against a DSN that decides it itself.
+func interpolate(dsn string) bool {
+	q := ""
+	if i := strings.LastIndexByte(dsn, '?'); i >= 0 {
+		q = dsn[i+1:]
+	}
+	params, err := url.ParseQuery(q)
+	if err != nil {
+		return false
+	}
+	if _, set := params["interpolateParams"]; set {
+		v, _ := strconv.ParseBool(params.Get("interpolateParams"))
+		return v
+	}
+	for _, cs := range strings.Split(params.Get("charset"), ",") {
+		if cs != "" && cs != "utf8mb4" && cs != "utf8" && cs != "utf8mb3" {
+			return false
+		}
+	}
+	if c := params.Get("collation"); c != "" && !strings.HasPrefix(c, "utf8") {
+		return false
+	}
+	return true
 }
 
 // Close closes the connection pool.
