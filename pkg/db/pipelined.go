@@ -126,7 +126,10 @@ func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn
 	}
 	if br, ok := t.beginWith(ctx, sql, args); ok {
 		tag, err := br.Exec()
-		return tag, errors.Join(err, closeUnlessFailed(br, err))
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return tag, err
 	}
 	if t.closed {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
@@ -168,16 +171,6 @@ func (t *pipelinedTx) beginWith(ctx context.Context, sql string, args []any) (pg
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
 	return t.begin(ctx, b), true
-}
-
-// closeUnlessFailed closes br after its last result was read; the result's own error, if any,
-// is the one to report.
-func closeUnlessFailed(br pgx.BatchResults, err error) error {
-	cerr := br.Close()
-	if err != nil {
-		return nil
-	}
-	return cerr
 }
 
 // batchRow is the row of a statement that began the transaction: reading it closes the batch.

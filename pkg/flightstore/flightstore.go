@@ -420,12 +420,11 @@ func queueDetailInsert(batch *pgx.Batch, table string, a *detailArrays) {
 // detailRows are the detail rows of flights by table, in stored order; a table without rows
 // is absent.
 func detailRows(flights []flight.Flight) map[string]*detailArrays {
-	type arrays = detailArrays
-	tables := map[string]*arrays{}
-	get := func(table string) *arrays {
+	tables := map[string]*detailArrays{}
+	get := func(table string) *detailArrays {
 		a := tables[table]
 		if a == nil {
-			a = &arrays{text: make([][]*string, detailInserts[table].cols-1)}
+			a = &detailArrays{text: make([][]*string, detailInserts[table].cols-1)}
 			tables[table] = a
 		}
 		return a

@@ -553,7 +553,7 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 		return p.withPipelineLock(ctx, conn, func(lock, release *pgx.Batch) error {
 			var res Result
 			var decided *Decision
-			failure, err := p.transaction(ctx, db.Pipelined(conn, lock), "business transaction", func(tx pgx.Tx) error {
+			failure, err := p.transaction(ctx, conn, lock, "business transaction", func(tx pgx.Tx) error {
 				var err error
 				res, err = apply(tx)
 				switch {
@@ -589,7 +589,7 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 				// failure here leaves the steps before it in place, and the re-run finds them.
 				label := fmt.Sprintf("step %d of %d", i+2, len(res.Then)+1)
 				var states []flight.Flight
-				failure, err := p.transaction(ctx, db.Pipelined(conn, nil), label, func(tx pgx.Tx) error {
+				failure, err := p.transaction(ctx, conn, nil, label, func(tx pgx.Tx) error {
 					var err error
 					if states, err = step(ctx, tx); err != nil {
 						return err
@@ -639,17 +639,14 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 	return o
 }
 
-// transaction runs fn in one transaction begun by b. A failure is returned as the message's
+// transaction runs fn in one transaction on conn that sends first ahead of fn's statements
+// (db.Pipelined; nil for none). A failure is returned as the message's
 // FAILED outcome, classified for the outage rule, together with the error to end the locked
 // section with: the error itself when the message is no longer unfinished (someone else got
 // there first; fn rolled back) or when the session is gone (Do reports leader.ErrLost), nil
 // otherwise. errNoChange is no failure: fn decided to write nothing.
-func (p *Pump) transaction(ctx context.Context, b db.Beginner, label string, fn func(tx pgx.Tx) error) (*outcome, error) {
-	var conn *pgx.Conn
-	err := db.WithTx(ctx, b, func(tx pgx.Tx) error {
-		conn = tx.Conn()
-		return fn(tx)
-	})
+func (p *Pump) transaction(ctx context.Context, conn *pgx.Conn, first *pgx.Batch, label string, fn func(tx pgx.Tx) error) (*outcome, error) {
+	err := db.WithTx(ctx, db.Pipelined(conn, first), fn)
 	switch {
 	case err == nil, errors.Is(err, errNoChange):
 		return nil, nil
@@ -657,7 +654,7 @@ func (p *Pump) transaction(ctx context.Context, b db.Beginner, label string, fn 
 		return &outcome{gone: true}, err
 	}
 	o := failedCall(outage.Postgres, db.Classify(err), label+": "+err.Error(), err)
-	if conn == nil || conn.IsClosed() {
+	if conn.IsClosed() {
 		return &o, err
 	}
 	return &o, nil
