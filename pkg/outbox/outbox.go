@@ -214,6 +214,13 @@ type FirstDelivery struct {
 // The messages whose first acknowledged event this is are found in the same statement: its
 // outer query reads the snapshot from before the UPDATE, so "no SENT event of the message yet"
 // is judged without the events being marked now.
+//
+// Both states are asked through sent_at (the same thing, by the table's CHECK): PENDING as
+// "not sent, not DEAD", sent before as sent_at IS NOT NULL. Asked as state = 'PENDING' and
+// state = 'SENT', they let the planner read the partial indexes of those states whole (the
+// unsent events' with every dead entry since the last vacuum, the SENT events' with every event
+// ever sent) whenever msg_event's statistics are older than the table; the mark then costs a
+// scan that grows with the backlog (docs/performance.md, "The third pass").
 func MarkSent(ctx context.Context, q db.Executor, events []Event, now time.Time) (Sent, error) {
 	var out Sent
 	if len(events) == 0 {
@@ -224,16 +231,7 @@ func MarkSent(ctx context.Context, q db.Executor, events []Event, now time.Time)
 	for i, e := range events {
 		ids[i], versions[i] = e.ID, e.Version
 	}
-	rows, err := q.Query(ctx, `WITH marked AS (
-			UPDATE msg_event e SET state = 'SENT', sent_at = $3, updated_at = $3, last_error = NULL,
-				next_attempt_at = NULL
-			FROM unnest($1::bigint[], $2::bigint[]) AS s(id, version)
-			WHERE e.event_id = s.id AND e.state_version = s.version AND e.state = 'PENDING'
-			RETURNING e.event_id, e.msg_id)
-		SELECT m.msg_id, p.received_at, p.enqueued_at,
-			p.msg_id IS NOT NULL AND m.event_id = min(m.event_id) OVER (PARTITION BY m.msg_id)
-			AND NOT EXISTS (SELECT 1 FROM msg_event o WHERE o.msg_id = m.msg_id AND o.state = 'SENT')
-		FROM marked m LEFT JOIN proc_state p ON p.msg_id = m.msg_id`, ids, versions, now)
+	rows, err := q.Query(ctx, markSentSQL, ids, versions, now)
 	if err != nil {
 		return out, fmt.Errorf("mark %d events sent: %w", len(events), err)
 	}
@@ -255,6 +253,18 @@ func MarkSent(ctx context.Context, q db.Executor, events []Event, now time.Time)
 	}
 	return out, nil
 }
+
+// markSentSQL is MarkSent's statement: $1 the event IDs, $2 their versions read, $3 the time.
+const markSentSQL = `WITH marked AS (
+			UPDATE msg_event e SET state = 'SENT', sent_at = $3, updated_at = $3, last_error = NULL,
+				next_attempt_at = NULL
+			FROM unnest($1::bigint[], $2::bigint[]) AS s(id, version)
+			WHERE e.event_id = s.id AND e.state_version = s.version AND e.sent_at IS NULL AND e.state <> 'DEAD'
+			RETURNING e.event_id, e.msg_id)
+		SELECT m.msg_id, p.received_at, p.enqueued_at,
+			p.msg_id IS NOT NULL AND m.event_id = min(m.event_id) OVER (PARTITION BY m.msg_id)
+			AND NOT EXISTS (SELECT 1 FROM msg_event o WHERE o.msg_id = m.msg_id AND o.sent_at IS NOT NULL)
+		FROM marked m LEFT JOIN proc_state p ON p.msg_id = m.msg_id`
 
 // Failure is one failed send of an event, as Fail records it.
 type Failure struct {

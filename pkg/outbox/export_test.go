@@ -1,0 +1,4 @@
+package outbox
+
+// MarkSentSQL lets the plan test explain MarkSent's statement.
+const MarkSentSQL = markSentSQL
