@@ -262,7 +262,6 @@ const (
 func (i *Inbox) Mark(ctx context.Context, id int64, at time.Time, status string) (MarkResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, i.timeout)
 	defer cancel()
-	at = markerTime(at)
 	res, err := i.db.ExecContext(ctx, `UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = ?
 		WHERE CMINMSGS_ID = ? AND CMINMSGS_DATE_PROCESSED IS NULL`, at, status, id)
 	if err != nil {
@@ -284,76 +283,6 @@ func (i *Inbox) Mark(ctx context.Context, id int64, at time.Time, status string)
 		return 0, fmt.Errorf("check inbox row %d: %w", id, err)
 	}
 	return AlreadyMarked, nil
-}
-
-// markerTime is the marker's time as CMINMSGS_DATE_PROCESSED (a DATETIME) holds it: whole
-// seconds, cut here rather than left to the server, which rounds (MySQL) or truncates
-// (MariaDB) a fraction, so that MarkMany can recognise its own marker.
-func markerTime(at time.Time) time.Time { return at.Truncate(time.Second) }
-
-// MarkMany writes the processed marker on every row of ids that has none, in one statement,
-// and returns each row's outcome as Mark would. The statement is atomic: when it fails, no
-// row of ids got a marker from it. When fewer rows than ids were written, one more statement
-// tells the rows marked now from those marked earlier (their marker is not this one) and from
-// those that do not exist.
-func (i *Inbox) MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]MarkResult, error) {
-	out := make(map[int64]MarkResult, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	at = markerTime(at)
-	ctx, cancel := context.WithTimeout(ctx, i.timeout)
-	defer cancel()
-	in := "?" + strings.Repeat(", ?", len(ids)-1)
-	args := make([]any, 0, len(ids)+2)
-	args = append(args, at, status)
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	res, err := i.db.ExecContext(ctx, `UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = ?
-		WHERE CMINMSGS_ID IN (`+in+`) AND CMINMSGS_DATE_PROCESSED IS NULL`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("mark %d inbox rows from %d: %w", len(ids), ids[0], err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return nil, fmt.Errorf("mark %d inbox rows from %d: %w", len(ids), ids[0], err)
-	}
-	if int(n) == len(ids) {
-		for _, id := range ids {
-			out[id] = Marked
-		}
-		return out, nil
-	}
-	// A marker with this one's time and status, written before this statement, can only be
-	// an earlier try of this same write (the backfill is the only writer of markers), and
-	// reads as written now.
-	rows, err := i.db.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED <=> ? AND CMINMSGS_STATUS <=> ?
-		FROM cminmsgs WHERE CMINMSGS_ID IN (`+in+`)`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("check %d inbox rows from %d: %w", len(ids), ids[0], err)
-	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-		var id int64
-		var now bool
-		if err := rows.Scan(&id, &now); err != nil {
-			return nil, fmt.Errorf("check %d inbox rows from %d: %w", len(ids), ids[0], err)
-		}
-		out[id] = AlreadyMarked
-		if now {
-			out[id] = Marked
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("check %d inbox rows from %d: %w", len(ids), ids[0], err)
-	}
-	for _, id := range ids {
-		if _, ok := out[id]; !ok {
-			out[id] = Missing
-		}
-	}
-	return out, nil
 }
 
 // Insert writes one message into the inbox as upstream would (the compat HTTP entry) and

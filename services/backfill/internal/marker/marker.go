@@ -37,7 +37,6 @@ type Session interface {
 // tell an outage from a marker write that failed.
 type Marker interface {
 	Mark(ctx context.Context, id int64, at time.Time, status string) (inbox.MarkResult, error)
-	MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]inbox.MarkResult, error)
 	Probe(ctx context.Context) error
 }
 
@@ -118,12 +117,10 @@ func (s *Sweeper) Run(ctx context.Context, sess Session) error {
 	}
 }
 
-// Sweep handles one batch of at most Config.Batch candidates: all of them in one short
-// transaction with one marker statement (markBatch), and, when that statement fails on its
-// own account, each in its own transaction (markOne), so that every row is charged for a
-// failure by a try of its own. more reports that another batch may be due at once: the batch
-// was full and was not cut short by failing writes. In shadow mode it does nothing: no marker
-// may be written, so none can be confirmed either.
+// Sweep handles one batch of at most Config.Batch candidates, each in its own short
+// transaction. more reports that another batch may be due at once: the batch was full and
+// was not cut short by failing writes. In shadow mode it does nothing: no marker may be
+// written, so none can be confirmed either.
 func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error) {
 	if s.cfg.Shadow {
 		return false, nil
@@ -135,18 +132,8 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 	ids, err := db.DoV(ctx, sess, func(conn *pgx.Conn) ([]int64, error) {
 		return queue.BackfillDue(ctx, conn, now, s.cfg.Overdue, s.cfg.Batch)
 	})
-	if err != nil || len(ids) == 0 {
+	if err != nil {
 		return false, err
-	}
-	done, err := db.TxV(ctx, sess, func(tx pgx.Tx) (bool, error) { return s.markBatch(ctx, tx, ids) })
-	switch {
-	case errors.Is(err, errOutage):
-		s.block(ctx, sess, ids[0], err)
-		return false, nil
-	case err != nil:
-		return false, err
-	case done:
-		return len(ids) == s.cfg.Batch, nil
 	}
 	failures := 0
 	for _, id := range ids {
@@ -169,53 +156,6 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 	return len(ids) == s.cfg.Batch, nil
 }
 
-// markBatch writes the markers of ids with one statement on the inbox, in one transaction
-// that holds the gate of every row it writes for (R-GATE-1), and records each row's outcome.
-// done is false, with nothing recorded, when the statement failed on its own account (no row
-// got a marker from it): the caller then tries each row alone.
-func (s *Sweeper) markBatch(ctx context.Context, tx pgx.Tx, ids []int64) (done bool, err error) {
-	targets, err := queue.LockManyForBackfill(ctx, tx, ids)
-	if err != nil || len(targets) == 0 {
-		return err == nil, err
-	}
-	due := make([]int64, len(targets))
-	traced := make([]context.Context, len(targets))
-	for i, t := range targets {
-		due[i] = t.MsgID
-		var span trace.Span
-		traced[i], span = s.span(ctx, t)
-		defer span.End()
-	}
-	now := s.clock.Now()
-	res, err := s.inbox.MarkMany(ctx, due, now, s.cfg.Status)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return false, context.Cause(ctx)
-	case err != nil && s.isOutage(ctx, err):
-		return false, fmt.Errorf("%w: %w", errOutage, err)
-	case err != nil:
-		s.logger.InfoContext(ctx, "the batch's marker statement failed; each row is tried alone", "rows", len(due), "err", err)
-		return false, nil
-	}
-	confirmed := make([]int64, 0, len(targets))
-	for i, t := range targets {
-		ok, err := s.settle(traced[i], tx, t, res[t.MsgID], now)
-		if err != nil {
-			return false, err
-		}
-		if ok {
-			confirmed = append(confirmed, t.MsgID)
-		}
-	}
-	return true, queue.Backfilled(ctx, tx, now, confirmed...)
-}
-
-// span starts the backfill's span of one message, in the message's trace.
-func (s *Sweeper) span(ctx context.Context, t queue.BackfillTarget) (context.Context, trace.Span) {
-	ctx = s.telemetry.Extract(ctx, telemetry.Carrier{Parent: t.Trace[0], State: t.Trace[1]})
-	return s.telemetry.Tracer.Start(ctx, "backfill.mark", trace.WithAttributes(attribute.Int64("msg_id", t.MsgID)))
-}
-
 // markOne writes one marker under the per-message gate, so a replay cannot slip between
 // "the message is terminal" and "its marker is written" (R-GATE-1). transient reports a
 // failed marker write that was recorded for a later retry.
@@ -224,7 +164,8 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient b
 	if err != nil || !ok {
 		return false, err
 	}
-	ctx, span := s.span(ctx, t)
+	ctx = s.telemetry.Extract(ctx, telemetry.Carrier{Parent: t.Trace[0], State: t.Trace[1]})
+	ctx, span := s.telemetry.Tracer.Start(ctx, "backfill.mark", trace.WithAttributes(attribute.Int64("msg_id", id)))
 	defer span.End()
 	now := s.clock.Now()
 	res, err := s.inbox.Mark(ctx, id, now, s.cfg.Status)
@@ -248,33 +189,22 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient b
 		next := now.Add(s.cfg.Retry.After(t.Attempts + 1))
 		s.logger.WarnContext(ctx, "marker write failed; will retry", "msg_id", id, "attempt", t.Attempts+1, "next", next, "err", err)
 		return true, queue.BackfillFailed(ctx, tx, id, err.Error(), next, now)
-	}
-	confirmed, err := s.settle(ctx, tx, t, res, now)
-	if err != nil || !confirmed {
-		return false, err
-	}
-	return false, queue.Backfilled(ctx, tx, now, id)
-}
-
-// settle takes the outcome of a marker write that answered (R-BACKFILL-4): confirmed when the
-// marker is there (written now or earlier), for the caller to record with the others; a row
-// that is gone is abandoned here.
-func (s *Sweeper) settle(ctx context.Context, tx pgx.Tx, t queue.BackfillTarget, res inbox.MarkResult, now time.Time) (confirmed bool, err error) {
-	if res == inbox.Missing {
+	case res == inbox.Missing:
 		// A terminal row whose inbox row is gone can only mean the row was deleted after it
 		// was enqueued: a certain conclusion, so no retry and no R (R-BACKFILL-4).
 		s.metrics.outcomes.WithLabelValues("missing_row").Inc()
 		s.metrics.abandoned.WithLabelValues(queue.AbandonMissingRow).Inc()
-		s.logger.ErrorContext(ctx, "inbox row is gone; its marker can never be written", "msg_id", t.MsgID, "reason", queue.AbandonMissingRow)
-		return false, queue.BackfillAbandon(ctx, tx, t.MsgID, queue.AbandonMissingRow, "inbox row missing", now)
+		s.logger.ErrorContext(ctx, "inbox row is gone; its marker can never be written", "msg_id", id, "reason", queue.AbandonMissingRow)
+		return false, queue.BackfillAbandon(ctx, tx, id, queue.AbandonMissingRow, "inbox row missing", now)
+	default:
+		outcome := "marked"
+		if res == inbox.AlreadyMarked {
+			outcome = "already_marked"
+		}
+		s.metrics.outcomes.WithLabelValues(outcome).Inc()
+		s.metrics.latency.Observe(max(now.Sub(t.FinishedAt), 0).Seconds())
+		return false, queue.Backfilled(ctx, tx, id, now)
 	}
-	outcome := "marked"
-	if res == inbox.AlreadyMarked {
-		outcome = "already_marked"
-	}
-	s.metrics.outcomes.WithLabelValues(outcome).Inc()
-	s.metrics.latency.Observe(max(now.Sub(t.FinishedAt), 0).Seconds())
-	return true, nil
 }
 
 // isOutage classifies a failed marker write: the inbox down is an outage; an unsure failure (a

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,9 +48,8 @@ type faultMarker struct {
 	mu      sync.Mutex
 	down    bool
 	failing map[int64]bool
-	calls   []int64        // the rows tried alone (Mark)
-	batches [][]int64      // the rows of each MarkMany
-	during  func(id int64) // runs inside Mark and MarkMany, while the sweep holds the row lock
+	calls   []int64
+	during  func(id int64) // runs inside Mark, while the sweep holds the row lock
 }
 
 func (f *faultMarker) Mark(ctx context.Context, id int64, at time.Time, status string) (inbox.MarkResult, error) {
@@ -68,27 +66,6 @@ func (f *faultMarker) Mark(ctx context.Context, id int64, at time.Time, status s
 	return f.real.Mark(ctx, id, at, status)
 }
 
-// MarkMany fails as the real statement does: as a whole, when the inbox is down or one of its
-// rows fails. Its rows are recorded in batches, apart from the single tries in calls.
-func (f *faultMarker) MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]inbox.MarkResult, error) {
-	f.mu.Lock()
-	f.batches = append(f.batches, slices.Clone(ids))
-	down, during := f.down, f.during
-	for _, id := range ids {
-		down = down || f.failing[id]
-	}
-	f.mu.Unlock()
-	if during != nil {
-		for _, id := range ids {
-			during(id)
-		}
-	}
-	if down {
-		return nil, fmt.Errorf("mark %d inbox rows: %w", len(ids), errors.New("dial tcp: connection refused"))
-	}
-	return f.real.MarkMany(ctx, ids, at, status)
-}
-
 func (f *faultMarker) Probe(ctx context.Context) error { return f.real.Probe(ctx) }
 
 func (f *faultMarker) set(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
@@ -99,20 +76,6 @@ func (f *faultMarker) takeCalls() []int64 {
 	c := f.calls
 	f.calls = nil
 	return c
-}
-
-func (f *faultMarker) takeBatches() [][]int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b := f.batches
-	f.batches = nil
-	return b
-}
-
-// takeTried returns every row a marker write was tried for, alone or in a batch.
-func (f *faultMarker) takeTried() []int64 {
-	tried := slices.Concat(f.takeBatches()...)
-	return append(tried, f.takeCalls()...)
 }
 
 type bundle struct {
@@ -277,10 +240,10 @@ func TestOutcomes(t *testing.T) {
 		t.Errorf("unfinished message was marked: %+v", m)
 	}
 	// Nothing is tried twice.
-	b.fault.takeTried()
+	b.fault.takeCalls()
 	b.clk.Advance(time.Hour)
 	sweep(t, s, b)
-	if calls := b.fault.takeTried(); len(calls) != 0 {
+	if calls := b.fault.takeCalls(); len(calls) != 0 {
 		t.Errorf("second sweep tried %v, want nothing", calls)
 	}
 	if err := s.RefreshHealth(t.Context(), b.sess); err != nil {
@@ -390,10 +353,10 @@ func TestTransientDeadlineOnlyAfterR(t *testing.T) {
 		t.Error("abandoned row carries a marker")
 	}
 	// Abandoned: no more automatic tries.
-	b.fault.takeTried()
+	b.fault.takeCalls()
 	b.clk.Advance(time.Hour)
 	sweep(t, s, b)
-	if calls := b.fault.takeTried(); len(calls) != 0 {
+	if calls := b.fault.takeCalls(); len(calls) != 0 {
 		t.Errorf("abandoned row retried: %v", calls)
 	}
 	// Reopen schedules one immediate try, which succeeds now the inbox answers.
@@ -428,20 +391,13 @@ func TestFairRotation(t *testing.T) {
 		b.terminal(t, id, queue.Succeeded, t0, t0)
 	}
 	sweep(t, s, b) // the three failing rows have the lowest IDs: they go first
-	// Their batch fails as a whole, and each is then tried, and charged, alone.
-	if batches, calls := b.fault.takeBatches(), b.fault.takeCalls(); fmt.Sprint(batches) != fmt.Sprint([][]int64{bad}) ||
-		fmt.Sprint(calls) != fmt.Sprint(bad) {
-		t.Fatalf("first sweep tried %v in a batch and %v alone, want %v both ways", batches, calls, bad)
-	}
-	for _, id := range bad {
-		if r := b.row(t, id); r.BackfillAttempts != 1 {
-			t.Errorf("failing row %d: %d attempts, want 1", id, r.BackfillAttempts)
-		}
+	if calls := b.fault.takeCalls(); fmt.Sprint(calls) != fmt.Sprint(bad) {
+		t.Fatalf("first sweep tried %v, want %v", calls, bad)
 	}
 	b.clk.Advance(time.Hour) // every backoff is over: all six rows are due
 	sweep(t, s, b)
-	if batches, calls := b.fault.takeBatches(), b.fault.takeCalls(); fmt.Sprint(batches) != fmt.Sprint([][]int64{good}) || len(calls) != 0 {
-		t.Fatalf("second sweep tried %v in a batch and %v alone, want the never-tried rows %v in one batch", batches, calls, good)
+	if calls := b.fault.takeCalls(); fmt.Sprint(calls) != fmt.Sprint(good) {
+		t.Fatalf("second sweep tried %v, want the never-tried rows %v", calls, good)
 	}
 	for _, id := range good {
 		if m := b.marker(t, id); m.processed == nil {
@@ -459,7 +415,7 @@ func TestShadowWritesNothing(t *testing.T) {
 	before := b.marker(t, id)
 	b.clk.Advance(time.Hour)
 	sweep(t, s, b)
-	if calls := b.fault.takeTried(); len(calls) != 0 {
+	if calls := b.fault.takeCalls(); len(calls) != 0 {
 		t.Errorf("shadow sweep called the inbox for %v", calls)
 	}
 	if m := b.marker(t, id); m.processed != nil || m.status != before.status {
@@ -532,7 +488,7 @@ func TestSweepReportsMore(t *testing.T) {
 	if sweep(t, s2, b2) {
 		t.Error("failing batch: want no more")
 	}
-	if batches, calls := b2.fault.takeBatches(), b2.fault.takeCalls(); len(batches) != 1 || len(calls) != breakAfter {
-		t.Errorf("tries with the inbox down: %d batches and %d alone, want 1 and %d", len(batches), len(calls), breakAfter)
+	if calls := b2.fault.takeCalls(); len(calls) != breakAfter {
+		t.Errorf("tries with the inbox down = %d, want %d", len(calls), breakAfter)
 	}
 }
