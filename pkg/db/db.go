@@ -107,12 +107,3 @@ func value[T, A any](runner func(func(A) error) error, fn func(A) (T, error)) (T
 	}
 	return v, nil
 }
-
-// QueueAsyncCommit queues, first into a batch sent outside a transaction, the setting that
-// lets the batch's implicit transaction commit without waiting for its WAL flush
-// (synchronous_commit off for that transaction only). Only for a commit whose loss in a server
-// crash a re-run repairs: a later commit that waits for its flush flushes this one too, since
-// the WAL is written in order.
-func QueueAsyncCommit(b *pgx.Batch) {
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-}

@@ -107,38 +107,3 @@ func TestWithTxVReturnsTheValueOfACommit(t *testing.T) {
 		t.Errorf("%d rows, %v; want the 2 of the commit", rows, err)
 	}
 }
-
-// QueueAsyncCommit turns synchronous_commit off for the batch's own implicit transaction: the
-// statements behind it in the batch run with it off, the connection's next statement with the
-// server's setting again. (That the commit then skips its flush wait is PostgreSQL's part.)
-func TestQueueAsyncCommitLastsForTheBatch(t *testing.T) {
-	d := pgtest.New(t)
-	conn, err := d.Pool.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	setting := func() string {
-		var s string
-		if err := conn.QueryRow(t.Context(), `SELECT current_setting('synchronous_commit')`).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	if s := setting(); s != "on" {
-		t.Fatalf("server setting %q, want on", s)
-	}
-	b := &pgx.Batch{}
-	db.QueueAsyncCommit(b)
-	var inBatch string
-	b.Queue(`SELECT current_setting('synchronous_commit')`).QueryRow(func(row pgx.Row) error { return row.Scan(&inBatch) })
-	if err := conn.SendBatch(t.Context(), b).Close(); err != nil {
-		t.Fatal(err)
-	}
-	if inBatch != "off" {
-		t.Errorf("in the batch %q, want off", inBatch)
-	}
-	if s := setting(); s != "on" {
-		t.Errorf("after the batch %q, want on again", s)
-	}
-}
