@@ -133,7 +133,10 @@ type Config struct {
 
 // Pipeline holds the msgx.pipeline.* parameters.
 type Pipeline struct {
-	PollInterval        time.Duration
+	PollInterval time.Duration
+	// BusyPollInterval is ingest's wait after a round that moved the watermark (R-INGEST-13);
+	// above PollInterval, PollInterval applies.
+	BusyPollInterval    time.Duration
 	ClaimBatch          int
 	MaxCommitDelay      time.Duration
 	LateDetectPeriod    time.Duration
@@ -284,6 +287,7 @@ func params() []param {
 		{key: "instance", def: "", set: str(func(c *Config) *string { return &c.Instance })},
 
 		{key: "pipeline.poll-interval", def: "1s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.PollInterval })},
+		{key: "pipeline.busy-poll-interval", def: "100ms", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BusyPollInterval })},
 		{key: "pipeline.claim-batch", def: "500", set: num(func(c *Config) *int { return &c.Pipeline.ClaimBatch })},
 		{key: "pipeline.max-commit-delay", def: "5m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.MaxCommitDelay })},
 		{key: "pipeline.late-detect-period", def: "1m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.LateDetectPeriod })},
@@ -581,7 +585,8 @@ func (c Config) validate() []error {
 	var errs []error
 	p := c.Pipeline
 	positive := map[string]time.Duration{
-		"pipeline.poll-interval": p.PollInterval, "pipeline.max-commit-delay": p.MaxCommitDelay,
+		"pipeline.poll-interval": p.PollInterval, "pipeline.busy-poll-interval": p.BusyPollInterval,
+		"pipeline.max-commit-delay":   p.MaxCommitDelay,
 		"pipeline.late-detect-period": p.LateDetectPeriod, "pipeline.backoff-cap": p.BackoffCap,
 		"pipeline.backfill-period": p.BackfillPeriod, "pipeline.backfill-backoff": p.BackfillBackoff,
 		"pipeline.backfill-backoff-cap": p.BackfillBackoffCap, "pipeline.overdue-backfill": p.OverdueBackfill,
@@ -621,8 +626,10 @@ func (c Config) validate() []error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", i.key, i.v))
 		}
 	}
-	if p.PollInterval > 0 && p.PollInterval < 50*time.Millisecond {
-		errs = append(errs, fmt.Errorf("pipeline.poll-interval must be at least 50ms, got %s", p.PollInterval))
+	for _, k := range []string{"pipeline.poll-interval", "pipeline.busy-poll-interval"} {
+		if d := positive[k]; d > 0 && d < 50*time.Millisecond {
+			errs = append(errs, fmt.Errorf("%s must be at least 50ms, got %s", k, d))
+		}
 	}
 	// R-PUMP-5: a backoff table with steps that never fire, or attempts without a step,
 	// must not pass the start-up check.

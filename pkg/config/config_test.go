@@ -23,6 +23,7 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		want time.Duration
 	}{
 		{"pipeline.poll-interval", p.PollInterval, time.Second},
+		{"pipeline.busy-poll-interval", p.BusyPollInterval, 100 * time.Millisecond},
 		{"pipeline.max-commit-delay", p.MaxCommitDelay, 5 * time.Minute},
 		{"pipeline.late-detect-period", p.LateDetectPeriod, time.Minute},
 		{"pipeline.backoff-cap", p.BackoffCap, time.Minute},

@@ -34,6 +34,7 @@ func run(ctx context.Context, b *service.Base) error {
 	}
 	poller := discovery.New(discovery.Config{
 		PollInterval:       p.PollInterval,
+		BusyPollInterval:   p.BusyPollInterval,
 		ClaimBatch:         p.ClaimBatch,
 		MaxCommitDelay:     p.MaxCommitDelay,
 		LateDetectPeriod:   p.LateDetectPeriod,

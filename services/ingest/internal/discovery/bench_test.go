@@ -50,11 +50,11 @@ func BenchmarkDiscoveryBacklog(b *testing.B) {
 				b.StartTimer()
 				start := time.Now()
 				for {
-					more, err := p.Round(b.Context(), txer)
+					progress, err := p.Round(b.Context(), txer)
 					if err != nil {
 						b.Fatal(err)
 					}
-					if !more {
+					if !progress.Full {
 						break
 					}
 				}

@@ -78,11 +78,11 @@ func (e *env) poller() *Poller {
 
 func (e *env) round(p *Poller) bool {
 	e.t.Helper()
-	more, err := p.Round(e.t.Context(), e.tx)
+	progress, err := p.Round(e.t.Context(), e.tx)
 	if err != nil {
 		e.t.Fatalf("round: %v", err)
 	}
-	return more
+	return progress.Full
 }
 
 func (e *env) cursor() cursor.Cursor {

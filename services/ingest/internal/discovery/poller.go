@@ -27,9 +27,13 @@ type Txer = db.Txer
 
 // Config is what the poller needs of the pipeline parameters.
 type Config struct {
-	PollInterval   time.Duration
-	ClaimBatch     int
-	MaxCommitDelay time.Duration
+	// PollInterval is the wait between rounds while the inbox is quiet.
+	PollInterval time.Duration
+	// BusyPollInterval is the wait after a round that moved W (R-INGEST-13); above
+	// PollInterval it is PollInterval.
+	BusyPollInterval time.Duration
+	ClaimBatch       int
+	MaxCommitDelay   time.Duration
 	// LateDetectPeriod is how often the released holes are looked up for late arrivals.
 	LateDetectPeriod time.Duration
 	// LateWatchRetention is how long after its release a hole is still looked up.
@@ -68,16 +72,16 @@ func New(cfg Config, in *inbox.Inbox, clk clock.Clock, logger *slog.Logger, tel 
 	return &Poller{cfg: cfg, inbox: in, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg), seed: cfg.Seed}
 }
 
-// Run runs a round every poll interval, and the late-arrival lookup every late-detect period,
-// until ctx ends. A failed round changes nothing and is retried at the next tick.
+// Run runs rounds until ctx ends, each after the wait the previous one's progress calls for
+// (Config.wait), and the late-arrival lookup every late-detect period. A failed round changes
+// nothing and is retried after the poll interval.
 func (p *Poller) Run(ctx context.Context, tx Txer) error {
-	t := time.NewTicker(p.cfg.PollInterval)
-	defer t.Stop()
 	// A standby judges nothing: once this term ends the new holder reports the violation, and a
 	// 1 left here would keep alerting after an operator resolved it.
 	defer p.showViolation(nil)
 	for {
-		more, err := p.Round(ctx, tx)
+		start := p.clock.Now()
+		progress, err := p.Round(ctx, tx)
 		if err != nil && ctx.Err() == nil {
 			p.logger.ErrorContext(ctx, "discovery round failed; watermark unchanged", "err", err)
 		}
@@ -89,38 +93,71 @@ func (p *Poller) Run(ctx context.Context, tx Txer) error {
 				p.logger.ErrorContext(ctx, "late-arrival lookup failed; retried next period", "err", err)
 			}
 		}
-		if more && err == nil {
-			continue // a full batch: the backlog goes on without waiting for the tick
+		if err != nil {
+			progress = Progress{}
 		}
+		// The wait counts from the round's start, so a quiet inbox is read once per poll
+		// interval however long a round takes.
+		wait := p.cfg.wait(progress) - p.clock.Now().Sub(start)
+		if wait <= 0 {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return ctx.Err()
-		case <-t.C:
+		case <-timer.C:
 		}
 	}
 }
 
-// Round runs one discovery round and reports whether the batch was full (more rows may wait).
+// Progress is what a round did, which decides when the next one runs.
+type Progress struct {
+	// Moved: the round moved W, so the inbox is being written to now.
+	Moved bool
+	// Full: a full batch moved W, so more rows may be waiting already.
+	Full bool
+}
+
+// wait is how long after a round's start the next one begins (R-INGEST-13): at once after a
+// full batch, the busy interval after a round that moved W, the poll interval otherwise. Only
+// W moving makes the inbox busy: rows held behind a young hole wait for the hole, not for a
+// faster poll.
+func (c Config) wait(pr Progress) time.Duration {
+	switch {
+	case pr.Full:
+		return 0
+	case pr.Moved && c.BusyPollInterval > 0:
+		return min(c.BusyPollInterval, c.PollInterval)
+	}
+	return c.PollInterval
+}
+
+// Round runs one discovery round and reports its progress.
 // The inbox is read outside any PostgreSQL transaction, so a slow inbox never holds the lock
 // connection idle in a transaction; the writes then run in one transaction that first checks
 // the cursor did not move meanwhile. While a contract violation stands the round reads and
 // writes nothing but the lag: W stays until an operator resolves it (contract.go).
-func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
+func (p *Poller) Round(ctx context.Context, txer Txer) (Progress, error) {
 	start := p.clock.Now()
 	defer func() { p.metrics.roundDuration.Observe(p.clock.Now().Sub(start).Seconds()) }()
 	if p.seed != nil {
 		if ready, err := p.applySeed(ctx, txer); !ready || err != nil {
-			return false, err
+			return Progress{}, err
 		}
 	}
 	cur, err := db.TxV(ctx, txer, func(tx pgx.Tx) (cursor.Cursor, error) { return cursor.Load(ctx, tx) })
 	if err != nil {
-		return false, err
+		return Progress{}, err
 	}
 	p.showViolation(cur.Violation)
 	if cur.Violation != nil {
 		p.stillStanding(ctx, cur)
-		return false, nil
+		return Progress{}, nil
 	}
 	if p.standing != nil {
 		// This process saw it standing, and it is gone: an operator resolved it.
@@ -131,14 +168,14 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 	if err != nil {
 		// An unreadable inbox is an infrastructure failure, never "no new messages".
 		p.metrics.readErrors.Inc()
-		return false, fmt.Errorf("read inbox: %w", err)
+		return Progress{}, fmt.Errorf("read inbox: %w", err)
 	}
 	now := p.clock.Now()
 	pl := plan(cur.W, cur.HoleSince, rows, now, p.cfg.MaxCommitDelay)
 	pl, violation, err := p.checkContract(ctx, cur, rows, pl, now)
 	if err != nil {
 		p.metrics.readErrors.Inc()
-		return false, err
+		return Progress{}, err
 	}
 	var inserted int64
 	err = txer.Tx(ctx, func(tx pgx.Tx) error {
@@ -177,7 +214,7 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 		return cursor.Save(ctx, tx, pl.W, pl.HoleSince, now)
 	})
 	if err != nil {
-		return false, err
+		return Progress{}, err
 	}
 	p.observe(ctx, cur, pl, inserted, now)
 	if violation != nil {
@@ -185,9 +222,10 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (more bool, err error) {
 		p.standing = violation
 		p.logger.ErrorContext(ctx, "upstream contract violation: discovery stops advancing the watermark until an operator resolves it (docs/operations.md)",
 			"kind", violation.Kind, "w", pl.W, "detail", violation.Detail)
-		return false, nil
+		return Progress{}, nil
 	}
-	return len(rows) == p.cfg.ClaimBatch && pl.W > cur.W, nil
+	moved := pl.W > cur.W
+	return Progress{Moved: moved, Full: moved && len(rows) == p.cfg.ClaimBatch}, nil
 }
 
 // startTrace opens the message's trace: discovery is its first step, and the stored context
