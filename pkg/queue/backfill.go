@@ -17,13 +17,20 @@ const (
 	AbandonTransientDeadline = "TRANSIENT_DEADLINE"
 )
 
-// BackfillDue returns up to limit message IDs that owe a processed marker, with exactly the
+// BackfillCandidate is a message that owes its marker, with the row version the candidate
+// read saw (R-BACKFILL-10).
+type BackfillCandidate struct {
+	MsgID   int64
+	Version string
+}
+
+// BackfillDue returns up to limit messages that owe a processed marker, with exactly the
 // predicate of R-BACKFILL-2: terminal, not marked, not abandoned, and (no next time, or due,
 // or enqueued before now − R, which overrides the backoff), in fair rotation by attempts then
 // msg_id so that permanently failing rows never fill the batch. Overdue is judged on the
 // local enqueued_at, never the inbox clock.
-func BackfillDue(ctx context.Context, q db.Executor, now time.Time, overdue time.Duration, limit int) ([]int64, error) {
-	rows, err := q.Query(ctx, `SELECT msg_id FROM proc_state
+func BackfillDue(ctx context.Context, q db.Executor, now time.Time, overdue time.Duration, limit int) ([]BackfillCandidate, error) {
+	rows, err := q.Query(ctx, `SELECT msg_id, xmin::text FROM proc_state
 		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
 		  AND backfill_at IS NULL
 		  AND backfill_abandoned_at IS NULL
@@ -33,16 +40,19 @@ func BackfillDue(ctx context.Context, q db.Executor, now time.Time, overdue time
 	if err != nil {
 		return nil, fmt.Errorf("backfill candidates: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	due, err := pgx.CollectRows(rows, pgx.RowToStructByPos[BackfillCandidate])
 	if err != nil {
 		return nil, fmt.Errorf("backfill candidates: %w", err)
 	}
-	return ids, nil
+	return due, nil
 }
 
 // BackfillTarget is a candidate re-read under the per-message gate.
 type BackfillTarget struct {
-	MsgID      int64
+	MsgID int64
+	// Version is the row version the gate holds: the one the candidate read saw unless the row
+	// changed since (R-BACKFILL-10).
+	Version    string
 	EnqueuedAt time.Time
 	FinishedAt time.Time
 	Attempts   int
@@ -54,10 +64,10 @@ type BackfillTarget struct {
 // its marker. ok is false when it no longer does (replayed, marked or abandoned meanwhile).
 func LockForBackfill(ctx context.Context, tx pgx.Tx, msgID int64) (t BackfillTarget, ok bool, err error) {
 	var parent, state *string
-	err = tx.QueryRow(ctx, `SELECT msg_id, enqueued_at, finished_at, backfill_attempts, trace_parent, trace_state
+	err = tx.QueryRow(ctx, `SELECT msg_id, xmin::text, enqueued_at, finished_at, backfill_attempts, trace_parent, trace_state
 		FROM proc_state WHERE msg_id = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
 		  AND backfill_at IS NULL AND backfill_abandoned_at IS NULL
-		FOR UPDATE`, msgID).Scan(&t.MsgID, &t.EnqueuedAt, &t.FinishedAt, &t.Attempts, &parent, &state)
+		FOR UPDATE`, msgID).Scan(&t.MsgID, &t.Version, &t.EnqueuedAt, &t.FinishedAt, &t.Attempts, &parent, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, false, nil
 	}

@@ -84,8 +84,12 @@ func TestReopenBackfill(t *testing.T) {
 		t.Errorf("reopened row = %+v; want abandonment cleared, due now, attempts kept", m)
 	}
 	due, err := queue.BackfillDue(t.Context(), pg.Pool, now, 30*24*time.Hour, 10)
-	if err != nil || fmt.Sprint(due) != "[2 5]" {
-		t.Errorf("due after reopen = %v, %v; want [2 5]", due, err)
+	var dueIDs []int64
+	for _, c := range due {
+		dueIDs = append(dueIDs, c.MsgID)
+	}
+	if err != nil || fmt.Sprint(dueIDs) != "[2 5]" {
+		t.Errorf("due after reopen = %v, %v; want [2 5]", dueIDs, err)
 	}
 	// By reason and IDs together: both must match.
 	got, err = queue.ReopenBackfill(t.Context(), pg.Pool, queue.ReopenRequest{MsgIDs: []int64{1, 2}, Reason: queue.AbandonMissingRow, Limit: 5}, now)

@@ -129,17 +129,29 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 		return false, nil
 	}
 	now := s.clock.Now()
-	ids, err := db.DoV(ctx, sess, func(conn *pgx.Conn) ([]int64, error) {
-		return queue.BackfillDue(ctx, conn, now, s.cfg.Overdue, s.cfg.Batch)
+	due, err := db.DoV(ctx, sess, func(conn *pgx.Conn) ([]queue.BackfillCandidate, error) {
+		due, err := queue.BackfillDue(ctx, conn, now, s.cfg.Overdue, s.cfg.Batch)
+		if err != nil || len(due) == 0 {
+			return due, err
+		}
+		// R-BACKFILL-10: ③ commits without waiting for its flush (R-TX-9), so a marker waits
+		// until every state this read saw is durable.
+		lsn, err := db.InsertLSN(ctx, conn)
+		if err != nil {
+			return nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, flushWait)
+		defer cancel()
+		return due, db.WaitFlushed(wctx, conn, lsn)
 	})
 	if err != nil {
 		return false, err
 	}
 	failures := 0
-	for _, id := range ids {
-		transient, err := db.TxV(ctx, sess, func(tx pgx.Tx) (bool, error) { return s.markOne(ctx, tx, id) })
+	for _, c := range due {
+		transient, err := db.TxV(ctx, sess, func(tx pgx.Tx) (bool, error) { return s.markOne(ctx, tx, c) })
 		if errors.Is(err, errOutage) {
-			s.block(ctx, sess, id, err)
+			s.block(ctx, sess, c.MsgID, err)
 			return false, nil
 		} else if err != nil {
 			return false, err
@@ -153,15 +165,28 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 			return false, nil
 		}
 	}
-	return len(ids) == s.cfg.Batch, nil
+	return len(due) == s.cfg.Batch, nil
 }
 
-// markOne writes one marker under the per-message gate, so a replay cannot slip between
+// flushWait bounds the wait for the WAL flush behind a batch's candidates: PostgreSQL's WAL
+// writer flushes within 3 × wal_writer_delay, so a longer wait is a server in trouble, and
+// the round fails and is retried.
+const flushWait = 10 * time.Second
+
+// markOne writes c's marker under the per-message gate, so a replay cannot slip between
 // "the message is terminal" and "its marker is written" (R-GATE-1). transient reports a
 // failed marker write that was recorded for a later retry.
-func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, id int64) (transient bool, err error) {
+func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, c queue.BackfillCandidate) (transient bool, err error) {
+	id := c.MsgID
 	t, ok, err := queue.LockForBackfill(ctx, tx, id)
-	if err != nil || !ok {
+	if err != nil || !ok || t.Version != c.Version {
+		// Changed since the read whose flush was awaited (a replay and a new run, say): its
+		// state may not be durable yet, and the next round reads it again (R-BACKFILL-10).
+		return false, err
+	}
+	// What this transaction records is rebuilt by the next round if a server crash takes it
+	// back (R-BACKFILL-11): it need not wait for its flush.
+	if err := db.CommitAsync(ctx, tx); err != nil {
 		return false, err
 	}
 	ctx = s.telemetry.Extract(ctx, telemetry.Carrier{Parent: t.Trace[0], State: t.Trace[1]})

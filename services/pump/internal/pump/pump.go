@@ -608,6 +608,11 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 					return nil
 				}
 			}
+			// ③ commits without waiting for its WAL flush (R-TX-9): the next message's ①
+			// flushes it, a ③ lost in a server crash is the re-run of a message whose ①
+			// stands (applied_at): ② and ③ again, nothing applied twice; and the backfill
+			// marks the inbox row only once ③ is flushed (R-BACKFILL-10).
+			db.QueueAsyncCommit(release)
 			if err := queue.QueueFinish(release, queue.Outcome{MsgID: in.MsgID, State: queue.Succeeded, Started: started,
 				Now: p.clock.Now()}); err != nil {
 				return err
