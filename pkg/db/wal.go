@@ -40,23 +40,26 @@ func InsertLSN(ctx context.Context, q Executor) (LSN, error) {
 	return lsn, nil
 }
 
-// flushPoll is the longest pause between two looks at the flush position: the server's WAL
-// writer flushes an asynchronous commit within 3 × wal_writer_delay (600 ms by default), any
-// synchronous commit sooner.
+// flushPoll is the longest pause between two looks at the flush position.
 const flushPoll = 20 * time.Millisecond
 
 // WaitFlushed returns once the server has flushed its WAL up to lsn, so every commit before
-// it survives a server crash, or when ctx ends. It only reads: the flush is the server's own
-// (the next synchronous commit of any session, or the WAL writer).
-func WaitFlushed(ctx context.Context, q Executor, lsn LSN) error {
+// it survives a server crash. It first waits patience for the server's own flushes (any
+// session's next synchronous commit; in a backlog the pump's next one), then forces one
+// (Flush). It never waits for the WAL writer alone: that flushes asynchronous commits, but a
+// tail of other records (an open transaction's) can stay unflushed until someone commits.
+func WaitFlushed(ctx context.Context, q Executor, lsn LSN, patience time.Duration) error {
 	pause := time.Millisecond
-	for {
+	for waited := time.Duration(0); ; waited += pause {
 		var flushed bool
 		if err := q.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, string(lsn)).Scan(&flushed); err != nil {
 			return fmt.Errorf("wal flush position: %w", err)
 		}
 		if flushed {
 			return nil
+		}
+		if waited >= patience {
+			return Flush(ctx, q)
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -67,4 +70,15 @@ func WaitFlushed(ctx context.Context, q Executor, lsn LSN) error {
 		}
 		pause = min(2*pause, flushPoll)
 	}
+}
+
+// Flush makes the server flush its WAL up to now: one statement whose transaction writes a
+// single WAL record (a transactional logical-decoding message, which changes no table and
+// which nothing decodes) and commits synchronously. A transaction that writes no record of
+// its own would commit without flushing.
+func Flush(ctx context.Context, q Executor) error {
+	if _, err := q.Exec(ctx, `SELECT pg_logical_emit_message(true, 'msgx', 'flush')`); err != nil {
+		return fmt.Errorf("flush the wal: %w", err)
+	}
+	return nil
 }

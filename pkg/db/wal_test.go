@@ -25,12 +25,51 @@ func TestWaitFlushedPassesAnAsynchronousCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.WaitFlushed(ctx, d.Pool, lsn); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := db.WaitFlushed(wctx, d.Pool, lsn, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	var flushed bool
 	if err := d.Pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, string(lsn)).Scan(&flushed); err != nil || !flushed {
 		t.Errorf("flush position past %s: %v, %v; want true", lsn, flushed, err)
+	}
+}
+
+// The WAL behind an open transaction's records is not flushed by the WAL writer; Flush
+// flushes it.
+func TestFlushPassesAnOpenTransactionsRecords(t *testing.T) {
+	t.Parallel()
+	d := pgtest.New(t)
+	d.Exec(t, `CREATE TABLE t (v int)`)
+	ctx := t.Context()
+	open, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = open.Rollback(context.Background()) }()
+	if _, err := open.Exec(ctx, `INSERT INTO t SELECT generate_series(1, 100)`); err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := db.InsertLSN(ctx, d.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(ctx, d.Pool); err != nil {
+		t.Fatal(err)
+	}
+	var flushed bool
+	if err := d.Pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, string(lsn)).Scan(&flushed); err != nil || !flushed {
+		t.Errorf("flush position past %s after Flush: %v, %v; want true", lsn, flushed, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	lsn, err = db.InsertLSN(ctx, d.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.WaitFlushed(wctx, d.Pool, lsn, 10*time.Millisecond); err != nil {
+		t.Errorf("WaitFlushed with an open transaction: %v; want the forced flush", err)
 	}
 }
 
@@ -40,7 +79,7 @@ func TestWaitFlushedWaitsForThePosition(t *testing.T) {
 	d := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	err := db.WaitFlushed(ctx, d.Pool, "FFFFFFFF/FFFFFFFF")
+	err := db.WaitFlushed(ctx, d.Pool, "FFFFFFFF/FFFFFFFF", time.Hour)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("WaitFlushed on an unreached position = %v; want the deadline", err)
 	}

@@ -149,12 +149,9 @@ func (i *Inbox) Existing(ctx context.Context, ids []int64) ([]Row, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, i.timeout)
 	defer cancel()
-	args := make([]any, len(ids))
-	for n, id := range ids {
-		args[n] = id
-	}
+	in, args := inList(ids)
 	rows, err := i.db.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_RECEIVED FROM cminmsgs
-		WHERE CMINMSGS_ID IN (?`+strings.Repeat(",?", len(ids)-1)+`) ORDER BY CMINMSGS_ID`, args...)
+		WHERE CMINMSGS_ID IN (`+in+`) ORDER BY CMINMSGS_ID`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("look up %d inbox ids: %w", len(ids), err)
 	}
@@ -283,6 +280,83 @@ func (i *Inbox) Mark(ctx context.Context, id int64, at time.Time, status string)
 		return 0, fmt.Errorf("check inbox row %d: %w", id, err)
 	}
 	return AlreadyMarked, nil
+}
+
+// MarkMany writes the processed marker on every row of ids that has none, and returns each
+// row's outcome as Mark would. It runs in one transaction: the rows are read and locked
+// (their outcome decided), the empty ones marked, and the transaction committed only when
+// both statements came back within the timeout. A call the client gives up on therefore never
+// commits later: its connection is closed before COMMIT is sent, and the server rolls the
+// transaction back. On an error no row got a marker from it.
+func (i *Inbox) MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]MarkResult, error) {
+	out := make(map[int64]MarkResult, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	fail := func(err error) (map[int64]MarkResult, error) {
+		return nil, fmt.Errorf("mark %d inbox rows from %d: %w", len(ids), ids[0], err)
+	}
+	tx, err := i.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	in, args := inList(ids)
+	rows, err := tx.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED IS NOT NULL FROM cminmsgs
+		WHERE CMINMSGS_ID IN (`+in+`) FOR UPDATE`, args...)
+	if err != nil {
+		return fail(err)
+	}
+	var empty []int64
+	for rows.Next() {
+		var id int64
+		var marked bool
+		if err := rows.Scan(&id, &marked); err != nil {
+			_ = rows.Close()
+			return fail(err)
+		}
+		out[id] = AlreadyMarked
+		if !marked {
+			out[id] = Marked
+			empty = append(empty, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	for _, id := range ids {
+		if _, ok := out[id]; !ok {
+			out[id] = Missing
+		}
+	}
+	if len(empty) > 0 {
+		in, args := inList(empty)
+		res, err := tx.ExecContext(ctx, `UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = ?
+			WHERE CMINMSGS_ID IN (`+in+`) AND CMINMSGS_DATE_PROCESSED IS NULL`, append([]any{at, status}, args...)...)
+		if err != nil {
+			return fail(err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != int64(len(empty)) {
+			// The rows are locked since the read: anything else is a server that did not do
+			// what it said, and nothing of it is committed.
+			return fail(errors.Join(err, fmt.Errorf("%d of %d empty markers written", n, len(empty))))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+// inList is the placeholders and arguments of an IN list of ids.
+func inList(ids []int64) (string, []any) {
+	args := make([]any, len(ids))
+	for k, id := range ids {
+		args[k] = id
+	}
+	return "?" + strings.Repeat(", ?", len(ids)-1), args
 }
 
 // Insert writes one message into the inbox as upstream would (the compat HTTP entry) and

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -63,35 +62,49 @@ type BackfillTarget struct {
 // transaction, which replay and reopen also need, and re-checks that the message still owes
 // its marker. ok is false when it no longer does (replayed, marked or abandoned meanwhile).
 func LockForBackfill(ctx context.Context, tx pgx.Tx, msgID int64) (t BackfillTarget, ok bool, err error) {
-	var parent, state *string
-	err = tx.QueryRow(ctx, `SELECT msg_id, xmin::text, enqueued_at, finished_at, backfill_attempts, trace_parent, trace_state
-		FROM proc_state WHERE msg_id = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-		  AND backfill_at IS NULL AND backfill_abandoned_at IS NULL
-		FOR UPDATE`, msgID).Scan(&t.MsgID, &t.Version, &t.EnqueuedAt, &t.FinishedAt, &t.Attempts, &parent, &state)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return t, false, nil
+	got, err := LockManyForBackfill(ctx, tx, []int64{msgID})
+	if err != nil || len(got) == 0 {
+		return t, false, err
 	}
-	if err != nil {
-		return t, false, fmt.Errorf("lock %d for backfill: %w", msgID, err)
-	}
-	if parent != nil {
-		t.Trace[0] = *parent
-	}
-	if state != nil {
-		t.Trace[1] = *state
-	}
-	return t, true, nil
+	return got[0], true, nil
 }
 
-// Backfilled records, in the transaction that holds the message's gate (LockForBackfill),
-// that the marker is confirmed (written now, or found already written). The statement goes out
-// with tx's COMMIT (db.Defer): it only writes the row the gate holds.
-func Backfilled(ctx context.Context, tx pgx.Tx, msgID int64, now time.Time) error {
+// LockManyForBackfill is LockForBackfill for several messages in one statement: it takes the
+// gate of each of msgIDs that still owes its marker, in msg_id order, and returns those in
+// that order.
+func LockManyForBackfill(ctx context.Context, tx pgx.Tx, msgIDs []int64) ([]BackfillTarget, error) {
+	rows, err := tx.Query(ctx, `SELECT msg_id, xmin::text, enqueued_at, finished_at, backfill_attempts,
+			coalesce(trace_parent, ''), coalesce(trace_state, '')
+		FROM proc_state WHERE msg_id = ANY($1) AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+		  AND backfill_at IS NULL AND backfill_abandoned_at IS NULL
+		ORDER BY msg_id FOR UPDATE`, msgIDs)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d messages for backfill: %w", len(msgIDs), err)
+	}
+	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BackfillTarget, error) {
+		var t BackfillTarget
+		err := row.Scan(&t.MsgID, &t.Version, &t.EnqueuedAt, &t.FinishedAt, &t.Attempts, &t.Trace[0], &t.Trace[1])
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock %d messages for backfill: %w", len(msgIDs), err)
+	}
+	return got, nil
+}
+
+// Backfilled records, in the transaction that holds the messages' gates (LockForBackfill,
+// LockManyForBackfill), that their markers are confirmed (written now, or found already
+// written). The statement goes out with tx's COMMIT (db.Defer): it only writes rows the gates
+// hold.
+func Backfilled(ctx context.Context, tx pgx.Tx, now time.Time, msgIDs ...int64) error {
+	if len(msgIDs) == 0 {
+		return nil
+	}
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE proc_state SET backfill_at = $2, backfill_next_at = NULL, backfill_last_error = NULL,
-		updated_at = $2 WHERE msg_id = $1`, msgID, now)
+		updated_at = $2 WHERE msg_id = ANY($1)`, msgIDs, now)
 	if err := db.Defer(ctx, tx, b); err != nil {
-		return fmt.Errorf("record backfill of %d: %w", msgID, err)
+		return fmt.Errorf("record backfill of %d messages from %d: %w", len(msgIDs), msgIDs[0], err)
 	}
 	return nil
 }

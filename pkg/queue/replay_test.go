@@ -279,7 +279,7 @@ func TestReplayWaitsForBackfillGate(t *testing.T) {
 	}()
 	waitBlocked(t, db, replayConn.PgConn().PID())
 	// The marker is written while the row is held; then backfill_at.
-	if err := queue.Backfilled(t.Context(), backfill, 1, replayNow); err != nil {
+	if err := queue.Backfilled(t.Context(), backfill, replayNow, 1); err != nil {
 		t.Fatalf("backfilled under the gate: %v", err)
 	}
 	if err := backfill.Commit(t.Context()); err != nil {
@@ -409,7 +409,7 @@ func TestGateRace(t *testing.T) {
 				if err != nil || !ok {
 					return err
 				}
-				return queue.Backfilled(context.Background(), tx, id, replayNow)
+				return queue.Backfilled(context.Background(), tx, replayNow, id)
 			})
 		}()
 		go func() {

@@ -37,6 +37,7 @@ type Session interface {
 // tell an outage from a marker write that failed.
 type Marker interface {
 	Mark(ctx context.Context, id int64, at time.Time, status string) (inbox.MarkResult, error)
+	MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]inbox.MarkResult, error)
 	Probe(ctx context.Context) error
 }
 
@@ -74,6 +75,9 @@ type Sweeper struct {
 	metrics   *metrics
 	// blocked is the inbox outage the sweep is waiting out, if any.
 	blocked outage.Tracker
+	// afterRead, set by tests only, runs after a round's candidate read and its flush wait,
+	// before any gate is taken.
+	afterRead func()
 }
 
 // New builds a sweeper and registers its metrics.
@@ -117,8 +121,9 @@ func (s *Sweeper) Run(ctx context.Context, sess Session) error {
 	}
 }
 
-// Sweep handles one batch of at most Config.Batch candidates, each in its own short
-// transaction. more reports that another batch may be due at once: the batch was full and
+// Sweep handles one batch of at most Config.Batch candidates: all in one transaction
+// (markBatch), or each in its own (markOne) when there is one or the batch failed on its own
+// account. more reports that another batch may be due at once: the batch was full and
 // was not cut short by failing writes. In shadow mode it does nothing: no marker may be
 // written, so none can be confirmed either.
 func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error) {
@@ -140,12 +145,27 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 		if err != nil {
 			return nil, err
 		}
-		wctx, cancel := context.WithTimeout(ctx, flushWait)
-		defer cancel()
-		return due, db.WaitFlushed(wctx, conn, lsn)
+		return due, db.WaitFlushed(ctx, conn, lsn, flushPatience)
 	})
 	if err != nil {
 		return false, err
+	}
+	if s.afterRead != nil {
+		s.afterRead()
+	}
+	if len(due) > 1 {
+		err := s.markBatch(ctx, sess, due)
+		switch {
+		case err == nil:
+			return len(due) == s.cfg.Batch, nil
+		case errors.Is(err, errOutage):
+			s.block(ctx, sess, due[0].MsgID, err)
+			return false, nil
+		case ctx.Err() != nil:
+			return false, err
+		}
+		// A failure of the batch is no row's: each row gets its own try, its own verdict.
+		s.logger.WarnContext(ctx, "batch marker write failed; marking the batch row by row", "rows", len(due), "err", err)
 	}
 	failures := 0
 	for _, c := range due {
@@ -168,10 +188,10 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 	return len(due) == s.cfg.Batch, nil
 }
 
-// flushWait bounds the wait for the WAL flush behind a batch's candidates: PostgreSQL's WAL
-// writer flushes within 3 × wal_writer_delay, so a longer wait is a server in trouble, and
-// the round fails and is retried.
-const flushWait = 10 * time.Second
+// flushPatience is how long a round waits for someone else's flush before it forces one: in
+// a backlog the pump's next commit flushes within milliseconds, and a round that forces its
+// own costs the server one flush per batch.
+const flushPatience = 50 * time.Millisecond
 
 // markOne writes c's marker under the per-message gate, so a replay cannot slip between
 // "the message is terminal" and "its marker is written" (R-GATE-1). transient reports a
@@ -228,8 +248,82 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, c queue.BackfillCandid
 		}
 		s.metrics.outcomes.WithLabelValues(outcome).Inc()
 		s.metrics.latency.Observe(max(now.Sub(t.FinishedAt), 0).Seconds())
-		return false, queue.Backfilled(ctx, tx, id, now)
+		return false, queue.Backfilled(ctx, tx, now, id)
 	}
+}
+
+// markBatch writes the markers of due in one inbox transaction (inbox.MarkMany) under all
+// their gates, held by one PostgreSQL transaction, so a batch costs each database one commit
+// instead of one per row (R-BACKFILL-12). Rows changed since the read are left to the next
+// round as in markOne. An error means nothing was recorded: errOutage when the inbox does not
+// answer, any other error for the caller to retry row by row.
+func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.BackfillCandidate) error {
+	seen := make(map[int64]string, len(due))
+	ids := make([]int64, len(due))
+	for k, c := range due {
+		seen[c.MsgID], ids[k] = c.Version, c.MsgID
+	}
+	return sess.Tx(ctx, func(tx pgx.Tx) error {
+		locked, err := queue.LockManyForBackfill(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		var held []queue.BackfillTarget
+		for _, t := range locked {
+			if t.Version == seen[t.MsgID] {
+				held = append(held, t)
+			}
+		}
+		if len(held) == 0 {
+			return nil
+		}
+		spans := make([]trace.Span, len(held))
+		marking := make([]int64, len(held))
+		for k, t := range held {
+			mctx := s.telemetry.Extract(ctx, telemetry.Carrier{Parent: t.Trace[0], State: t.Trace[1]})
+			_, spans[k] = s.telemetry.Tracer.Start(mctx, "backfill.mark", trace.WithAttributes(
+				attribute.Int64("msg_id", t.MsgID), attribute.Int("batch", len(held))))
+			marking[k] = t.MsgID
+		}
+		defer func() {
+			for _, sp := range spans {
+				sp.End()
+			}
+		}()
+		now := s.clock.Now()
+		res, err := s.inbox.MarkMany(ctx, marking, now, s.cfg.Status)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return context.Cause(ctx)
+		case err != nil && s.isOutage(ctx, err):
+			return fmt.Errorf("%w: %w", errOutage, err)
+		case err != nil:
+			return err
+		}
+		var confirmed []int64
+		for _, t := range held {
+			switch res[t.MsgID] {
+			case inbox.Missing:
+				s.metrics.outcomes.WithLabelValues("missing_row").Inc()
+				s.metrics.abandoned.WithLabelValues(queue.AbandonMissingRow).Inc()
+				s.logger.ErrorContext(ctx, "inbox row is gone; its marker can never be written", "msg_id", t.MsgID, "reason", queue.AbandonMissingRow)
+				if err := queue.BackfillAbandon(ctx, tx, t.MsgID, queue.AbandonMissingRow, "inbox row missing", now); err != nil {
+					return err
+				}
+			case inbox.AlreadyMarked:
+				s.metrics.outcomes.WithLabelValues("already_marked").Inc()
+				confirmed = append(confirmed, t.MsgID)
+			default:
+				s.metrics.outcomes.WithLabelValues("marked").Inc()
+				s.metrics.latency.Observe(max(now.Sub(t.FinishedAt), 0).Seconds())
+				confirmed = append(confirmed, t.MsgID)
+			}
+		}
+		if err := queue.Backfilled(ctx, tx, now, confirmed...); err != nil {
+			return err
+		}
+		return db.CommitAsync(ctx, tx) // R-BACKFILL-11
+	})
 }
 
 // isOutage classifies a failed marker write: the inbox down is an outage; an unsure failure (a

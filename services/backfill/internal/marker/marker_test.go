@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,8 +49,9 @@ type faultMarker struct {
 	mu      sync.Mutex
 	down    bool
 	failing map[int64]bool
-	calls   []int64
-	during  func(id int64) // runs inside Mark, while the sweep holds the row lock
+	calls   []int64        // the rows of Mark's calls
+	batches [][]int64      // the rows of MarkMany's calls
+	during  func(id int64) // runs inside Mark and MarkMany, while the sweep holds the row lock
 }
 
 func (f *faultMarker) Mark(ctx context.Context, id int64, at time.Time, status string) (inbox.MarkResult, error) {
@@ -66,6 +68,25 @@ func (f *faultMarker) Mark(ctx context.Context, id int64, at time.Time, status s
 	return f.real.Mark(ctx, id, at, status)
 }
 
+// MarkMany fails the whole batch when one of its rows is failing, as a batch fails on the
+// server as a whole.
+func (f *faultMarker) MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]inbox.MarkResult, error) {
+	f.mu.Lock()
+	f.batches = append(f.batches, ids)
+	down, during := f.down, f.during
+	failing := slices.ContainsFunc(ids, func(id int64) bool { return f.failing[id] })
+	f.mu.Unlock()
+	if during != nil {
+		for _, id := range ids {
+			during(id)
+		}
+	}
+	if down || failing {
+		return nil, fmt.Errorf("mark %d inbox rows: %w", len(ids), errors.New("dial tcp: connection refused"))
+	}
+	return f.real.MarkMany(ctx, ids, at, status)
+}
+
 func (f *faultMarker) Probe(ctx context.Context) error { return f.real.Probe(ctx) }
 
 func (f *faultMarker) set(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
@@ -76,6 +97,23 @@ func (f *faultMarker) takeCalls() []int64 {
 	c := f.calls
 	f.calls = nil
 	return c
+}
+
+// takeTried returns the rows tried by Mark or MarkMany since the last take, each once, in the
+// order they were first tried.
+func (f *faultMarker) takeTried() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var tried []int64
+	for _, ids := range append(f.batches, f.calls) {
+		for _, id := range ids {
+			if !slices.Contains(tried, id) {
+				tried = append(tried, id)
+			}
+		}
+	}
+	f.calls, f.batches = nil, nil
+	return tried
 }
 
 type bundle struct {
@@ -240,10 +278,10 @@ func TestOutcomes(t *testing.T) {
 		t.Errorf("unfinished message was marked: %+v", m)
 	}
 	// Nothing is tried twice.
-	b.fault.takeCalls()
+	b.fault.takeTried()
 	b.clk.Advance(time.Hour)
 	sweep(t, s, b)
-	if calls := b.fault.takeCalls(); len(calls) != 0 {
+	if calls := b.fault.takeTried(); len(calls) != 0 {
 		t.Errorf("second sweep tried %v, want nothing", calls)
 	}
 	if err := s.RefreshHealth(t.Context(), b.sess); err != nil {
@@ -353,10 +391,10 @@ func TestTransientDeadlineOnlyAfterR(t *testing.T) {
 		t.Error("abandoned row carries a marker")
 	}
 	// Abandoned: no more automatic tries.
-	b.fault.takeCalls()
+	b.fault.takeTried()
 	b.clk.Advance(time.Hour)
 	sweep(t, s, b)
-	if calls := b.fault.takeCalls(); len(calls) != 0 {
+	if calls := b.fault.takeTried(); len(calls) != 0 {
 		t.Errorf("abandoned row retried: %v", calls)
 	}
 	// Reopen schedules one immediate try, which succeeds now the inbox answers.
@@ -391,12 +429,12 @@ func TestFairRotation(t *testing.T) {
 		b.terminal(t, id, queue.Succeeded, t0, t0)
 	}
 	sweep(t, s, b) // the three failing rows have the lowest IDs: they go first
-	if calls := b.fault.takeCalls(); fmt.Sprint(calls) != fmt.Sprint(bad) {
+	if calls := b.fault.takeTried(); fmt.Sprint(calls) != fmt.Sprint(bad) {
 		t.Fatalf("first sweep tried %v, want %v", calls, bad)
 	}
 	b.clk.Advance(time.Hour) // every backoff is over: all six rows are due
 	sweep(t, s, b)
-	if calls := b.fault.takeCalls(); fmt.Sprint(calls) != fmt.Sprint(good) {
+	if calls := b.fault.takeTried(); fmt.Sprint(calls) != fmt.Sprint(good) {
 		t.Fatalf("second sweep tried %v, want the never-tried rows %v", calls, good)
 	}
 	for _, id := range good {
@@ -415,7 +453,7 @@ func TestShadowWritesNothing(t *testing.T) {
 	before := b.marker(t, id)
 	b.clk.Advance(time.Hour)
 	sweep(t, s, b)
-	if calls := b.fault.takeCalls(); len(calls) != 0 {
+	if calls := b.fault.takeTried(); len(calls) != 0 {
 		t.Errorf("shadow sweep called the inbox for %v", calls)
 	}
 	if m := b.marker(t, id); m.processed != nil || m.status != before.status {
@@ -465,6 +503,42 @@ func TestMarkerHoldsTheGate(t *testing.T) {
 	}
 }
 
+// A batch holds every row's gate while its markers are written (R-BACKFILL-12, R-GATE-1): a
+// replay of any of its rows waits.
+func TestBatchHoldsEveryGate(t *testing.T) {
+	s, b := setup(t, Config{})
+	ids := []int64{b.inboxRow(t), b.inboxRow(t), b.inboxRow(t)}
+	for _, id := range ids {
+		b.terminal(t, id, queue.Dead, t0, t0)
+	}
+	replayErrs := map[int64]error{}
+	b.fault.during = func(id int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		replayErrs[id] = db.WithTx(ctx, b.pg.Pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE proc_state SET state = 'PENDING', finished_at = NULL, backfill_next_at = NULL
+				WHERE msg_id = $1 AND backfill_at IS NULL`, id)
+			return err
+		})
+	}
+	sweep(t, s, b)
+	if len(b.fault.batches) != 1 {
+		t.Fatalf("batches %v; want the three rows in one", b.fault.batches)
+	}
+	for _, id := range ids {
+		var pgErr *pgconn.PgError
+		if !errors.As(replayErrs[id], &pgErr) || pgErr.Code != "55P03" {
+			t.Errorf("replay of %d during the batch: %v; want a lock timeout (the row is gated)", id, replayErrs[id])
+		}
+		if r := b.row(t, id); r.State != queue.Dead || r.BackfillAt == nil {
+			t.Errorf("row %d after the sweep: %s backfill_at %v", id, r.State, r.BackfillAt)
+		}
+	}
+}
+
 // The batch loop goes on at once only while batches are full and succeed.
 func TestSweepReportsMore(t *testing.T) {
 	s, b := setup(t, Config{Batch: 2})
@@ -487,6 +561,9 @@ func TestSweepReportsMore(t *testing.T) {
 	b2.fault.set(true)
 	if sweep(t, s2, b2) {
 		t.Error("failing batch: want no more")
+	}
+	if n := len(b2.fault.batches); n != 1 {
+		t.Errorf("batch tries with the inbox down = %d, want 1 before the rows are tried one by one", n)
 	}
 	if calls := b2.fault.takeCalls(); len(calls) != breakAfter {
 		t.Errorf("tries with the inbox down = %d, want %d", len(calls), breakAfter)

@@ -1,0 +1,99 @@
+package inbox_test
+
+import (
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+)
+
+// R-BACKFILL-4 for a batch: each row's outcome as Mark would give it, a marker never
+// overwritten.
+func TestMarkManyOutcomes(t *testing.T) {
+	t.Parallel()
+	my := mysqltest.New(t)
+	in, err := inbox.Open(my.ServiceDSN, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	empty, marked := my.InsertInbox(t, "<MSG/>", nil), my.InsertInbox(t, "<MSG/>", nil)
+	earlier := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+	if _, err := my.Admin.Exec(`UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = 'LEGACY' WHERE CMINMSGS_ID = ?`, earlier, marked); err != nil {
+		t.Fatal(err)
+	}
+	missing := marked + 100
+	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	got, err := in.MarkMany(t.Context(), []int64{empty, marked, missing}, at, "PROCESSED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]inbox.MarkResult{empty: inbox.Marked, marked: inbox.AlreadyMarked, missing: inbox.Missing}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("row %d: outcome %v, want %v", id, got[id], w)
+		}
+	}
+	for id, w := range map[int64]struct {
+		at     time.Time
+		status string
+	}{empty: {at, "PROCESSED"}, marked: {earlier, "LEGACY"}} {
+		var p sql.NullTime
+		var st string
+		if err := my.Admin.QueryRow(`SELECT CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS FROM cminmsgs WHERE CMINMSGS_ID = ?`, id).Scan(&p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if !p.Valid || !p.Time.Equal(w.at) || st != w.status {
+			t.Errorf("row %d: marker %v %q, want %v %q", id, p, st, w.at, w.status)
+		}
+	}
+}
+
+// A batch whose row-lock waits add up past the inbox timeout, each wait shorter than the
+// server's own lock-wait bound, must not write its markers after the client gave up: the
+// backfill would have released the gates by then (R-GATE-1).
+func TestAbandonedMarkManyNeverLandsLater(t *testing.T) {
+	t.Parallel()
+	my := mysqltest.New(t)
+	in, err := inbox.Open(my.ServiceDSN, 2*time.Second) // innodb_lock_wait_timeout 1 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var ids []int64
+	done := make(chan error, 4)
+	for k := range 4 {
+		id := my.InsertInbox(t, "<MSG/>", nil)
+		ids = append(ids, id)
+		blocker, err := my.Admin.BeginTx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := blocker.Exec(`SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID = ? FOR UPDATE`, id); err != nil {
+			t.Fatal(err)
+		}
+		// Released one after the other, 900 ms apart: each wait of the batch stays under 1 s.
+		go func() {
+			time.Sleep(time.Duration(k+1) * 900 * time.Millisecond)
+			done <- blocker.Commit()
+		}()
+	}
+	if _, err := in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED"); err == nil {
+		t.Fatal("MarkMany succeeded while its rows were locked past the timeout")
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	var n int
+	if err := my.Admin.QueryRow(`SELECT count(*) FROM cminmsgs WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d markers of the abandoned batch landed after the client gave up", n)
+	}
+}
