@@ -49,7 +49,7 @@ const flushPoll = 20 * time.Millisecond
 // (Flush). It never waits for the WAL writer alone: that flushes asynchronous commits, but a
 // tail of other records (an open transaction's) can stay unflushed until someone commits.
 func WaitFlushed(ctx context.Context, q Executor, lsn LSN, patience time.Duration) error {
-	pause := time.Millisecond
+	pause, forced := time.Millisecond, false
 	for waited := time.Duration(0); ; waited += pause {
 		var flushed bool
 		if err := q.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, string(lsn)).Scan(&flushed); err != nil {
@@ -58,8 +58,12 @@ func WaitFlushed(ctx context.Context, q Executor, lsn LSN, patience time.Duratio
 		if flushed {
 			return nil
 		}
-		if waited >= patience {
-			return Flush(ctx, q)
+		if !forced && waited >= patience {
+			if err := Flush(ctx, q); err != nil {
+				return err
+			}
+			forced = true
+			continue // a flush is trusted once the position says so
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -73,11 +77,13 @@ func WaitFlushed(ctx context.Context, q Executor, lsn LSN, patience time.Duratio
 }
 
 // Flush makes the server flush its WAL up to now: one statement whose transaction writes a
-// single WAL record (a transactional logical-decoding message, which changes no table and
-// which nothing decodes) and commits synchronously. A transaction that writes no record of
-// its own would commit without flushing.
+// single WAL record (a transactional logical-decoding message, prefix msgx, which changes no
+// table; a change-data-capture reader of this database would see it and should skip it) and
+// commits synchronously whatever the session's or role's setting. A transaction that writes
+// no record of its own would commit without flushing.
 func Flush(ctx context.Context, q Executor) error {
-	if _, err := q.Exec(ctx, `SELECT pg_logical_emit_message(true, 'msgx', 'flush')`); err != nil {
+	if _, err := q.Exec(ctx, `SELECT set_config('synchronous_commit', 'on', true),
+		pg_logical_emit_message(true, 'msgx', 'flush')`); err != nil {
 		return fmt.Errorf("flush the wal: %w", err)
 	}
 	return nil

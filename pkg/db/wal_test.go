@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,52 +37,108 @@ func TestWaitFlushedPassesAnAsynchronousCommit(t *testing.T) {
 	}
 }
 
-// The WAL behind an open transaction's records is not flushed by the WAL writer; Flush
-// flushes it.
+// The records of an open transaction are not flushed by the WAL writer; Flush flushes them,
+// whatever the session's synchronous_commit says.
 func TestFlushPassesAnOpenTransactionsRecords(t *testing.T) {
 	t.Parallel()
 	d := pgtest.New(t)
-	d.Exec(t, `CREATE TABLE t (v int)`)
 	ctx := t.Context()
-	open, err := d.Pool.Begin(ctx)
+	lsn := openTransaction(t, d)
+	conn, err := d.Pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = open.Rollback(context.Background()) }()
-	if _, err := open.Exec(ctx, `INSERT INTO t SELECT generate_series(1, 100)`); err != nil {
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET synchronous_commit = off`); err != nil {
 		t.Fatal(err)
 	}
-	lsn, err := db.InsertLSN(ctx, d.Pool)
-	if err != nil {
+	if err := db.Flush(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Flush(ctx, d.Pool); err != nil {
-		t.Fatal(err)
-	}
-	var flushed bool
-	if err := d.Pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, string(lsn)).Scan(&flushed); err != nil || !flushed {
-		t.Errorf("flush position past %s after Flush: %v, %v; want true", lsn, flushed, err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	lsn, err = db.InsertLSN(ctx, d.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.WaitFlushed(wctx, d.Pool, lsn, 10*time.Millisecond); err != nil {
-		t.Errorf("WaitFlushed with an open transaction: %v; want the forced flush", err)
+	if !flushedPast(t, d, lsn) {
+		t.Errorf("flush position behind %s after Flush", lsn)
 	}
 }
 
-// A position the server has not reached keeps WaitFlushed waiting until its context ends.
+// WaitFlushed forces the flush once its patience is over: the WAL writer alone would leave an
+// open transaction's records unflushed.
+func TestWaitFlushedForcesTheFlush(t *testing.T) {
+	t.Parallel()
+	d := pgtest.New(t)
+	lsn := openTransaction(t, d)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := db.WaitFlushed(ctx, d.Pool, lsn, 10*time.Millisecond); err != nil {
+		t.Fatalf("WaitFlushed behind an open transaction: %v; want the forced flush", err)
+	}
+	if !flushedPast(t, d, lsn) {
+		t.Errorf("flush position behind %s after WaitFlushed", lsn)
+	}
+}
+
+// openTransaction leaves a transaction with WAL records of its own open on a connection of
+// its own, and returns the insert position behind them.
+func openTransaction(t *testing.T, d *pgtest.DB) db.LSN {
+	t.Helper()
+	d.Exec(t, `CREATE TABLE t (v int)`)
+	open, err := d.Pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = open.Rollback(context.Background()) })
+	if _, err := open.Exec(t.Context(), `INSERT INTO t SELECT generate_series(1, 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := db.InsertLSN(t.Context(), d.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+func flushedPast(t *testing.T, d *pgtest.DB, lsn db.LSN) bool {
+	t.Helper()
+	var flushed bool
+	if err := d.Pool.QueryRow(t.Context(), `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, string(lsn)).Scan(&flushed); err != nil {
+		t.Fatal(err)
+	}
+	return flushed
+}
+
+// A position the server has not reached keeps WaitFlushed waiting until its context ends,
+// the forced flush included: it forces one flush once its patience is over, and trusts it
+// only when the position says so.
 func TestWaitFlushedWaitsForThePosition(t *testing.T) {
 	t.Parallel()
 	d := pgtest.New(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	cfg, err := pgx.ParseConfig(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trips := pgtest.NewRoundTrips()
+	cfg.Tracer = trips
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	err := db.WaitFlushed(ctx, d.Pool, "FFFFFFFF/FFFFFFFF", time.Hour)
+	err = db.WaitFlushed(ctx, conn, "FFFFFFFF/FFFFFFFF", 50*time.Millisecond)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("WaitFlushed on an unreached position = %v; want the deadline", err)
+	}
+	flushes := 0
+	for _, line := range trips.Top(10) {
+		if strings.Contains(line, "pg_logical_emit_message") {
+			flushes++
+			if !strings.HasPrefix(strings.TrimSpace(line), "1 ") {
+				t.Errorf("forced flushes: %s; want one", line)
+			}
+		}
+	}
+	if flushes != 1 {
+		t.Errorf("forced flush statements %v; want one after the patience", trips.Top(10))
 	}
 }
 

@@ -284,9 +284,9 @@ func (i *Inbox) Mark(ctx context.Context, id int64, at time.Time, status string)
 
 // MarkMany writes the processed marker on every row of ids that has none, and returns each
 // row's outcome as Mark would. It runs in one transaction: the rows are read and locked
-// (their outcome decided), the empty ones marked, and the transaction committed only when
-// both statements came back within the timeout. A call the client gives up on therefore never
-// commits later: its connection is closed before COMMIT is sent, and the server rolls the
+// (their outcome decided), the empty ones marked, and the transaction committed, the three
+// statements together bounded by the timeout. A call the client gives up on never commits
+// later: its connection is closed, before or during COMMIT, and the server rolls the
 // transaction back. On an error no row got a marker from it.
 func (i *Inbox) MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]MarkResult, error) {
 	out := make(map[int64]MarkResult, len(ids))
@@ -344,7 +344,12 @@ func (i *Inbox) MarkMany(ctx context.Context, ids []int64, at time.Time, status 
 			return fail(errors.Join(err, fmt.Errorf("%d of %d empty markers written", n, len(empty))))
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	// COMMIT as a statement, bounded like the others: database/sql's Commit stops watching the
+	// context once sent, and a COMMIT held by the server (a backup's BACKUP STAGE BLOCK_COMMIT,
+	// a semi-synchronous wait) could then land after the caller gave up and released its
+	// gates. Cut off here, the connection closes and the server abandons the commit, as it
+	// does for Mark's single statement. The deferred Rollback then finds nothing to undo.
+	if _, err := tx.ExecContext(ctx, `COMMIT`); err != nil {
 		return fail(err)
 	}
 	return out, nil

@@ -97,3 +97,50 @@ func TestAbandonedMarkManyNeverLandsLater(t *testing.T) {
 		t.Errorf("%d markers of the abandoned batch landed after the client gave up", n)
 	}
 }
+
+// A COMMIT the server holds (a backup's BACKUP STAGE BLOCK_COMMIT) past the timeout must not
+// land after the client gave up either. The block is server-wide, so it is kept short.
+func TestHeldMarkManyCommitNeverLandsLater(t *testing.T) {
+	my := mysqltest.New(t)
+	in, err := inbox.Open(my.ServiceDSN, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	ids := []int64{my.InsertInbox(t, "<MSG/>", nil), my.InsertInbox(t, "<MSG/>", nil)}
+	backup, err := my.Admin.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backup.Close()
+	for _, q := range []string{"BACKUP STAGE START", "BACKUP STAGE BLOCK_COMMIT"} {
+		if _, err := backup.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		_, err := backup.ExecContext(t.Context(), "BACKUP STAGE END")
+		released <- err
+	}()
+	start := time.Now()
+	_, err = in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED")
+	if err == nil {
+		t.Error("MarkMany succeeded while its commit was held")
+	}
+	if took := time.Since(start); took > 1900*time.Millisecond {
+		t.Errorf("MarkMany returned after %s; want it cut off at its 1 s timeout", took)
+	}
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	var n int
+	if err := my.Admin.QueryRow(`SELECT count(*) FROM cminmsgs WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d markers landed after the held commit was released", n)
+	}
+}

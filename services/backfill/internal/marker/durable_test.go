@@ -52,24 +52,34 @@ func TestMarkerWaitsForTheFlushOfWhatItRead(t *testing.T) {
 }
 
 // R-BACKFILL-10: a row that changed between the candidate read and its gate is left for the
-// next round, whose read waits for the flush of the new version; the other rows of the batch
-// are marked.
+// next round, whose read waits for the flush of the new version; the other rows are marked.
+// Alone it goes through the row-by-row path, with another through the batch.
 func TestRowChangedSinceTheReadWaitsForTheNextRound(t *testing.T) {
-	s, b := setup(t, Config{})
-	first, second := b.inboxRow(t), b.inboxRow(t)
-	b.terminal(t, first, queue.Succeeded, t0, t0)
-	b.terminal(t, second, queue.Succeeded, t0, t0)
-	s.afterRead = func() { b.pg.Exec(t, `UPDATE proc_state SET updated_at = updated_at WHERE msg_id = $1`, second) }
-	sweep(t, s, b)
-	if b.row(t, first).BackfillAt == nil || b.marker(t, first).processed == nil {
-		t.Errorf("row %d, unchanged since the read, not marked", first)
-	}
-	if b.row(t, second).BackfillAt != nil || b.marker(t, second).processed != nil {
-		t.Errorf("row %d marked in the round whose read it changed after", second)
-	}
-	s.afterRead = nil
-	sweep(t, s, b)
-	if b.row(t, second).BackfillAt == nil || b.marker(t, second).processed == nil {
-		t.Errorf("row %d not marked by the next round", second)
+	for _, rows := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d candidates", rows), func(t *testing.T) {
+			s, b := setup(t, Config{})
+			var ids []int64
+			for range rows {
+				id := b.inboxRow(t)
+				b.terminal(t, id, queue.Succeeded, t0, t0)
+				ids = append(ids, id)
+			}
+			changed := ids[len(ids)-1]
+			s.afterRead = func() { b.pg.Exec(t, `UPDATE proc_state SET updated_at = updated_at WHERE msg_id = $1`, changed) }
+			sweep(t, s, b)
+			for _, id := range ids[:len(ids)-1] {
+				if b.row(t, id).BackfillAt == nil || b.marker(t, id).processed == nil {
+					t.Errorf("row %d, unchanged since the read, not marked", id)
+				}
+			}
+			if b.row(t, changed).BackfillAt != nil || b.marker(t, changed).processed != nil {
+				t.Errorf("row %d marked in the round whose read it changed after", changed)
+			}
+			s.afterRead = nil
+			sweep(t, s, b)
+			if b.row(t, changed).BackfillAt == nil || b.marker(t, changed).processed == nil {
+				t.Errorf("row %d not marked by the next round", changed)
+			}
+		})
 	}
 }

@@ -145,7 +145,9 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 		if err != nil {
 			return nil, err
 		}
-		return due, db.WaitFlushed(ctx, conn, lsn, flushPatience)
+		wctx, cancel := context.WithTimeout(ctx, flushWait)
+		defer cancel()
+		return due, db.WaitFlushed(wctx, conn, lsn, flushPatience)
 	})
 	if err != nil {
 		return false, err
@@ -154,14 +156,16 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 		s.afterRead()
 	}
 	if len(due) > 1 {
-		err := s.markBatch(ctx, sess, due)
+		written, err := s.markBatch(ctx, sess, due)
 		switch {
 		case err == nil:
 			return len(due) == s.cfg.Batch, nil
 		case errors.Is(err, errOutage):
 			s.block(ctx, sess, due[0].MsgID, err)
 			return false, nil
-		case ctx.Err() != nil:
+		case ctx.Err() != nil, written:
+			// The markers are in the inbox and only their outcome was lost: the next round
+			// finds them already marked, and nothing is charged or logged twice.
 			return false, err
 		}
 		// A failure of the batch is no row's: each row gets its own try, its own verdict.
@@ -192,6 +196,10 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 // a backlog the pump's next commit flushes within milliseconds, and a round that forces its
 // own costs the server one flush per batch.
 const flushPatience = 50 * time.Millisecond
+
+// flushWait bounds the whole wait, the forced flush included: longer is a server in trouble
+// (a synchronous standby gone, say), and the round fails and is retried next period.
+const flushWait = 5 * time.Second
 
 // markOne writes c's marker under the per-message gate, so a replay cannot slip between
 // "the message is terminal" and "its marker is written" (R-GATE-1). transient reports a
@@ -255,15 +263,16 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, c queue.BackfillCandid
 // markBatch writes the markers of due in one inbox transaction (inbox.MarkMany) under all
 // their gates, held by one PostgreSQL transaction, so a batch costs each database one commit
 // instead of one per row (R-BACKFILL-12). Rows changed since the read are left to the next
-// round as in markOne. An error means nothing was recorded: errOutage when the inbox does not
-// answer, any other error for the caller to retry row by row.
-func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.BackfillCandidate) error {
+// round as in markOne. An error means nothing was recorded in PostgreSQL: errOutage when the
+// inbox does not answer; written tells that the markers were committed in the inbox before
+// the error, so the rows must not be tried again in this round.
+func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.BackfillCandidate) (written bool, err error) {
 	seen := make(map[int64]string, len(due))
 	ids := make([]int64, len(due))
 	for k, c := range due {
 		seen[c.MsgID], ids[k] = c.Version, c.MsgID
 	}
-	return sess.Tx(ctx, func(tx pgx.Tx) error {
+	err = sess.Tx(ctx, func(tx pgx.Tx) (failed error) {
 		locked, err := queue.LockManyForBackfill(ctx, tx, ids)
 		if err != nil {
 			return err
@@ -277,16 +286,19 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 		if len(held) == 0 {
 			return nil
 		}
+		rows := make([]context.Context, len(held))
 		spans := make([]trace.Span, len(held))
 		marking := make([]int64, len(held))
 		for k, t := range held {
-			mctx := s.telemetry.Extract(ctx, telemetry.Carrier{Parent: t.Trace[0], State: t.Trace[1]})
-			_, spans[k] = s.telemetry.Tracer.Start(mctx, "backfill.mark", trace.WithAttributes(
-				attribute.Int64("msg_id", t.MsgID), attribute.Int("batch", len(held))))
+			rows[k], spans[k] = s.telemetry.Tracer.Start(s.telemetry.Extract(ctx, telemetry.Carrier{Parent: t.Trace[0], State: t.Trace[1]}),
+				"backfill.mark", trace.WithAttributes(attribute.Int64("msg_id", t.MsgID), attribute.Int("batch", len(held))))
 			marking[k] = t.MsgID
 		}
 		defer func() {
 			for _, sp := range spans {
+				if failed != nil {
+					sp.RecordError(failed)
+				}
 				sp.End()
 			}
 		}()
@@ -300,13 +312,14 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 		case err != nil:
 			return err
 		}
+		written = true
 		var confirmed []int64
-		for _, t := range held {
+		for k, t := range held {
 			switch res[t.MsgID] {
 			case inbox.Missing:
 				s.metrics.outcomes.WithLabelValues("missing_row").Inc()
 				s.metrics.abandoned.WithLabelValues(queue.AbandonMissingRow).Inc()
-				s.logger.ErrorContext(ctx, "inbox row is gone; its marker can never be written", "msg_id", t.MsgID, "reason", queue.AbandonMissingRow)
+				s.logger.ErrorContext(rows[k], "inbox row is gone; its marker can never be written", "msg_id", t.MsgID, "reason", queue.AbandonMissingRow)
 				if err := queue.BackfillAbandon(ctx, tx, t.MsgID, queue.AbandonMissingRow, "inbox row missing", now); err != nil {
 					return err
 				}
@@ -324,6 +337,7 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 		}
 		return db.CommitAsync(ctx, tx) // R-BACKFILL-11
 	})
+	return written, err
 }
 
 // isOutage classifies a failed marker write: the inbox down is an outage; an unsure failure (a

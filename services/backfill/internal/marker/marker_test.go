@@ -505,6 +505,7 @@ func TestMarkerHoldsTheGate(t *testing.T) {
 
 // A batch holds every row's gate while its markers are written (R-BACKFILL-12, R-GATE-1): a
 // replay of any of its rows waits.
+// Guards R-INV-11.
 func TestBatchHoldsEveryGate(t *testing.T) {
 	s, b := setup(t, Config{})
 	ids := []int64{b.inboxRow(t), b.inboxRow(t), b.inboxRow(t)}
