@@ -481,18 +481,7 @@ func TestMarkerHoldsTheGate(t *testing.T) {
 	id := b.inboxRow(t)
 	b.terminal(t, id, queue.Dead, t0, t0)
 	var replayErr error
-	b.fault.during = func(int64) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		replayErr = db.WithTx(ctx, b.pg.Pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '300ms'`); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `UPDATE proc_state SET state = 'PENDING', finished_at = NULL, backfill_next_at = NULL
-				WHERE msg_id = $1 AND backfill_at IS NULL`, id)
-			return err
-		})
-	}
+	b.fault.during = func(int64) { replayErr = b.replayGated(id) }
 	sweep(t, s, b)
 	var pgErr *pgconn.PgError
 	if !errors.As(replayErr, &pgErr) || pgErr.Code != "55P03" {
@@ -501,6 +490,21 @@ func TestMarkerHoldsTheGate(t *testing.T) {
 	if r := b.row(t, id); r.State != queue.Dead || r.BackfillAt == nil {
 		t.Errorf("row after the sweep: %s backfill_at %v", r.State, r.BackfillAt)
 	}
+}
+
+// replayGated tries a replay's write of id as replay does it, under the row lock, giving up
+// after 300 ms: a lock timeout (55P03) means the row was gated.
+func (b *bundle) replayGated(id int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return db.WithTx(ctx, b.pg.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '300ms'`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE proc_state SET state = 'PENDING', finished_at = NULL, backfill_next_at = NULL
+			WHERE msg_id = $1 AND backfill_at IS NULL`, id)
+		return err
+	})
 }
 
 // A batch holds every row's gate while its markers are written (R-BACKFILL-12, R-GATE-1): a
@@ -513,18 +517,7 @@ func TestBatchHoldsEveryGate(t *testing.T) {
 		b.terminal(t, id, queue.Dead, t0, t0)
 	}
 	replayErrs := map[int64]error{}
-	b.fault.during = func(id int64) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		replayErrs[id] = db.WithTx(ctx, b.pg.Pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `UPDATE proc_state SET state = 'PENDING', finished_at = NULL, backfill_next_at = NULL
-				WHERE msg_id = $1 AND backfill_at IS NULL`, id)
-			return err
-		})
-	}
+	b.fault.during = func(id int64) { replayErrs[id] = b.replayGated(id) }
 	sweep(t, s, b)
 	if len(b.fault.batches) != 1 {
 		t.Fatalf("batches %v; want the three rows in one", b.fault.batches)
