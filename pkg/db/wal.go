@@ -79,10 +79,12 @@ func WaitFlushed(ctx context.Context, q Executor, lsn LSN, patience time.Duratio
 // Flush makes the server flush its WAL up to now: one statement whose transaction writes a
 // single WAL record (a transactional logical-decoding message, prefix msgx, which changes no
 // table; a change-data-capture reader of this database would see it and should skip it) and
-// commits synchronously whatever the session's or role's setting. A transaction that writes
-// no record of its own would commit without flushing.
+// commits with its local flush whatever the session's or role's setting: local, because only
+// this server's flush is asked (WaitFlushed reads its position), and a synchronous standby
+// that is gone would hold an `on` commit past any timeout. A transaction that writes no
+// record of its own would commit without flushing.
 func Flush(ctx context.Context, q Executor) error {
-	if _, err := q.Exec(ctx, `SELECT set_config('synchronous_commit', 'on', true),
+	if _, err := q.Exec(ctx, `SELECT set_config('synchronous_commit', 'local', true),
 		pg_logical_emit_message(true, 'msgx', 'flush')`); err != nil {
 		return fmt.Errorf("flush the wal: %w", err)
 	}
