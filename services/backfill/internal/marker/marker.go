@@ -242,22 +242,33 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, c queue.BackfillCandid
 		next := now.Add(s.cfg.Retry.After(t.Attempts + 1))
 		s.logger.WarnContext(ctx, "marker write failed; will retry", "msg_id", id, "attempt", t.Attempts+1, "next", next, "err", err)
 		return true, queue.BackfillFailed(ctx, tx, id, err.Error(), next, now)
-	case res == inbox.Missing:
+	}
+	confirmed, err := s.settle(ctx, tx, t, res, now)
+	if err != nil || !confirmed {
+		return false, err
+	}
+	return false, queue.Backfilled(ctx, tx, now, id)
+}
+
+// settle counts the outcome of t's marker write (R-BACKFILL-4) and reports whether the marker
+// is confirmed, for the caller to record with queue.Backfilled. A row gone is abandoned at
+// once.
+func (s *Sweeper) settle(ctx context.Context, tx pgx.Tx, t queue.BackfillTarget, res inbox.MarkResult, now time.Time) (confirmed bool, err error) {
+	if res == inbox.Missing {
 		// A terminal row whose inbox row is gone can only mean the row was deleted after it
 		// was enqueued: a certain conclusion, so no retry and no R (R-BACKFILL-4).
 		s.metrics.outcomes.WithLabelValues("missing_row").Inc()
 		s.metrics.abandoned.WithLabelValues(queue.AbandonMissingRow).Inc()
-		s.logger.ErrorContext(ctx, "inbox row is gone; its marker can never be written", "msg_id", id, "reason", queue.AbandonMissingRow)
-		return false, queue.BackfillAbandon(ctx, tx, id, queue.AbandonMissingRow, "inbox row missing", now)
-	default:
-		outcome := "marked"
-		if res == inbox.AlreadyMarked {
-			outcome = "already_marked"
-		}
-		s.metrics.outcomes.WithLabelValues(outcome).Inc()
-		s.metrics.latency.Observe(max(now.Sub(t.FinishedAt), 0).Seconds())
-		return false, queue.Backfilled(ctx, tx, now, id)
+		s.logger.ErrorContext(ctx, "inbox row is gone; its marker can never be written", "msg_id", t.MsgID, "reason", queue.AbandonMissingRow)
+		return false, queue.BackfillAbandon(ctx, tx, t.MsgID, queue.AbandonMissingRow, "inbox row missing", now)
 	}
+	outcome := "marked"
+	if res == inbox.AlreadyMarked {
+		outcome = "already_marked"
+	}
+	s.metrics.outcomes.WithLabelValues(outcome).Inc()
+	s.metrics.latency.Observe(max(now.Sub(t.FinishedAt), 0).Seconds())
+	return true, nil
 }
 
 // markBatch writes the markers of due in one inbox transaction (inbox.MarkMany) under all
@@ -315,20 +326,11 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 		written = true
 		var confirmed []int64
 		for k, t := range held {
-			switch res[t.MsgID] {
-			case inbox.Missing:
-				s.metrics.outcomes.WithLabelValues("missing_row").Inc()
-				s.metrics.abandoned.WithLabelValues(queue.AbandonMissingRow).Inc()
-				s.logger.ErrorContext(rows[k], "inbox row is gone; its marker can never be written", "msg_id", t.MsgID, "reason", queue.AbandonMissingRow)
-				if err := queue.BackfillAbandon(ctx, tx, t.MsgID, queue.AbandonMissingRow, "inbox row missing", now); err != nil {
-					return err
-				}
-			case inbox.AlreadyMarked:
-				s.metrics.outcomes.WithLabelValues("already_marked").Inc()
-				confirmed = append(confirmed, t.MsgID)
-			default:
-				s.metrics.outcomes.WithLabelValues("marked").Inc()
-				s.metrics.latency.Observe(max(now.Sub(t.FinishedAt), 0).Seconds())
+			ok, err := s.settle(rows[k], tx, t, res[t.MsgID], now)
+			if err != nil {
+				return err
+			}
+			if ok {
 				confirmed = append(confirmed, t.MsgID)
 			}
 		}
