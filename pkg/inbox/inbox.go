@@ -255,31 +255,13 @@ const (
 )
 
 // Mark writes the processed marker on one row if it has none. It never overwrites or reverts
-// a marker.
+// a marker. It is MarkMany of one row, so a call cut off by its timeout settles the same way.
 func (i *Inbox) Mark(ctx context.Context, id int64, at time.Time, status string) (MarkResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, i.timeout)
-	defer cancel()
-	res, err := i.db.ExecContext(ctx, `UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = ?
-		WHERE CMINMSGS_ID = ? AND CMINMSGS_DATE_PROCESSED IS NULL`, at, status, id)
+	res, err := i.MarkMany(ctx, []int64{id}, at, status)
 	if err != nil {
-		return 0, fmt.Errorf("mark inbox row %d: %w", id, err)
+		return 0, err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("mark inbox row %d: %w", id, err)
-	}
-	if n == 1 {
-		return Marked, nil
-	}
-	var exists int
-	err = i.db.QueryRowContext(ctx, `SELECT 1 FROM cminmsgs WHERE CMINMSGS_ID = ?`, id).Scan(&exists)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Missing, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("check inbox row %d: %w", id, err)
-	}
-	return AlreadyMarked, nil
+	return res[id], nil
 }
 
 // MarkMany writes the processed marker on every row of ids that has none, and returns each
@@ -304,16 +286,17 @@ func (i *Inbox) MarkMany(ctx context.Context, ids []int64, at time.Time, status 
 	}
 	defer func() { _ = tx.Rollback() }()
 	in, args := inList(ids)
-	rows, err := tx.QueryContext(ctx, `SELECT CMINMSGS_ID, CMINMSGS_DATE_PROCESSED IS NOT NULL FROM cminmsgs
+	rows, err := tx.QueryContext(ctx, `SELECT CONNECTION_ID(), CMINMSGS_ID, CMINMSGS_DATE_PROCESSED IS NOT NULL FROM cminmsgs
 		WHERE CMINMSGS_ID IN (`+in+`) FOR UPDATE`, args...)
 	if err != nil {
 		return fail(err)
 	}
 	var empty []int64
+	var thread int64
 	for rows.Next() {
 		var id int64
 		var marked bool
-		if err := rows.Scan(&id, &marked); err != nil {
+		if err := rows.Scan(&thread, &id, &marked); err != nil {
 			_ = rows.Close()
 			return fail(err)
 		}
@@ -347,12 +330,63 @@ func (i *Inbox) MarkMany(ctx context.Context, ids []int64, at time.Time, status 
 	// COMMIT as a statement, bounded like the others: database/sql's Commit stops watching the
 	// context once sent, and a COMMIT held by the server (a backup's BACKUP STAGE BLOCK_COMMIT,
 	// a semi-synchronous wait) could then land after the caller gave up and released its
-	// gates. Cut off here, the connection closes and the server abandons the commit, as it
-	// does for Mark's single statement. The deferred Rollback then finds nothing to undo.
+	// gates. Cut off here, the connection closes; the deferred Rollback then finds nothing to
+	// undo. A closed connection alone does not settle a COMMIT already sent (the server looks
+	// for a closed client once a second while a commit is held, and finishes one under way),
+	// so the thread is killed and waited for, and then the rows say whether it landed.
 	if _, err := tx.ExecContext(ctx, `COMMIT`); err != nil {
+		if len(empty) == 0 {
+			return fail(err)
+		}
+		landed, serr := i.settle(thread, empty)
+		switch {
+		case serr != nil:
+			return fail(errors.Join(err, serr))
+		case landed:
+			return out, nil
+		}
 		return fail(err)
 	}
 	return out, nil
+}
+
+// settleTimeout bounds settle: with inbox.timeout at most 8 s, the caller's gates stay within
+// the 10 s lease of its PostgreSQL session.
+const settleTimeout = time.Second
+
+// settle ends the server thread of a transaction whose COMMIT was cut off (KILL CONNECTION,
+// then waiting until it is gone from the process list) and reports whether the commit landed
+// before it ended: whether every one of the rows it was to mark has a marker now (the commit
+// is all or nothing, and only the backfill writes markers).
+func (i *Inbox) settle(thread int64, marking []int64) (landed bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	var me *mysql.MySQLError
+	_, err = i.db.ExecContext(ctx, `KILL CONNECTION `+strconv.FormatInt(thread, 10))
+	if err != nil && !(errors.As(err, &me) && me.Number == 1094) { // 1094: unknown thread, already gone
+		return false, fmt.Errorf("settle the cut-off commit: kill thread %d: %w", thread, err)
+	}
+	for {
+		var n int
+		if err := i.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`, thread).Scan(&n); err != nil {
+			return false, fmt.Errorf("settle the cut-off commit: thread %d: %w", thread, err)
+		}
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("settle the cut-off commit: thread %d still running: %w", thread, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	in, args := inList(marking)
+	var marked int
+	if err := i.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM cminmsgs WHERE CMINMSGS_ID IN (`+in+`)
+		AND CMINMSGS_DATE_PROCESSED IS NOT NULL`, args...).Scan(&marked); err != nil {
+		return false, fmt.Errorf("settle the cut-off commit: %w", err)
+	}
+	return marked == len(marking), nil
 }
 
 // inList is the placeholders and arguments of an IN list of ids.

@@ -1,7 +1,9 @@
 package inbox_test
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -145,4 +147,64 @@ func markers(t *testing.T, my *mysqltest.DB) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A COMMIT that starts waiting half-way through the timeout and is released a quarter of a
+// second after the client gave up would still land if only the connection were closed (the
+// server looks for a closed client once a second while a commit is held): the cut-off call
+// settles it by killing its thread, for a batch and for one row alike.
+func TestCommitReleasedJustAfterTheTimeoutNeverLands(t *testing.T) {
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			my := mysqltest.New(t)
+			in, err := inbox.Open(my.ServiceDSN, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			ids := []int64{my.InsertInbox(t, "<MSG/>", nil), my.InsertInbox(t, "<MSG/>", nil)}
+			// A row lock delays the statements, so the COMMIT is held from 0.5 s on.
+			locker, err := my.Admin.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := locker.Exec(`SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID = ? FOR UPDATE`, ids[0]); err != nil {
+				t.Fatal(err)
+			}
+			backup, err := my.Admin.Conn(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer backup.Close()
+			for _, q := range []string{"BACKUP STAGE START", "BACKUP STAGE BLOCK_COMMIT"} {
+				if _, err := backup.ExecContext(t.Context(), q); err != nil {
+					t.Fatal(q, err)
+				}
+			}
+			start := time.Now()
+			released := make(chan error, 1)
+			go func() {
+				time.Sleep(500 * time.Millisecond)
+				_ = locker.Rollback()
+				time.Sleep(time.Until(start.Add(1250 * time.Millisecond)))
+				_, err := backup.ExecContext(context.Background(), "BACKUP STAGE END")
+				released <- err
+			}()
+			if batch {
+				_, err = in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED")
+			} else {
+				_, err = in.Mark(t.Context(), ids[0], time.Now(), "PROCESSED")
+			}
+			if err == nil {
+				t.Error("the call succeeded while its commit was held past the timeout")
+			}
+			if err := <-released; err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			if n := markers(t, my); n != 0 {
+				t.Errorf("%d markers landed after the call gave up", n)
+			}
+		})
+	}
 }
