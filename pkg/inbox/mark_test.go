@@ -106,21 +106,11 @@ func TestHeldMarkManyCommitNeverLandsLater(t *testing.T) {
 	}
 	defer in.Close()
 	ids := []int64{my.InsertInbox(t, "<MSG/>", nil), my.InsertInbox(t, "<MSG/>", nil)}
-	backup, err := my.Admin.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backup.Close()
-	for _, q := range []string{"BACKUP STAGE START", "BACKUP STAGE BLOCK_COMMIT"} {
-		if _, err := backup.ExecContext(t.Context(), q); err != nil {
-			t.Fatal(q, err)
-		}
-	}
+	release := holdCommits(t, my)
 	released := make(chan error, 1)
 	go func() {
 		time.Sleep(2 * time.Second)
-		_, err := backup.ExecContext(t.Context(), "BACKUP STAGE END")
-		released <- err
+		released <- release()
 	}()
 	start := time.Now()
 	_, err = in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED")
@@ -171,24 +161,14 @@ func TestCommitReleasedJustAfterTheTimeoutNeverLands(t *testing.T) {
 			if _, err := locker.Exec(`SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID = ? FOR UPDATE`, ids[0]); err != nil {
 				t.Fatal(err)
 			}
-			backup, err := my.Admin.Conn(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer backup.Close()
-			for _, q := range []string{"BACKUP STAGE START", "BACKUP STAGE BLOCK_COMMIT"} {
-				if _, err := backup.ExecContext(t.Context(), q); err != nil {
-					t.Fatal(q, err)
-				}
-			}
+			release := holdCommits(t, my)
 			start := time.Now()
 			released := make(chan error, 1)
 			go func() {
 				time.Sleep(500 * time.Millisecond)
 				_ = locker.Rollback()
 				time.Sleep(time.Until(start.Add(1250 * time.Millisecond)))
-				_, err := backup.ExecContext(context.Background(), "BACKUP STAGE END")
-				released <- err
+				released <- release()
 			}()
 			if batch {
 				_, err = in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED")
@@ -206,5 +186,25 @@ func TestCommitReleasedJustAfterTheTimeoutNeverLands(t *testing.T) {
 				t.Errorf("%d markers landed after the call gave up", n)
 			}
 		})
+	}
+}
+
+// holdCommits holds every commit of the server, as a backup does (BACKUP STAGE BLOCK_COMMIT),
+// until release is called (at the latest when the test ends).
+func holdCommits(t *testing.T, my *mysqltest.DB) (release func() error) {
+	t.Helper()
+	backup, err := my.Admin.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = backup.Close() })
+	for _, q := range []string{"BACKUP STAGE START", "BACKUP STAGE BLOCK_COMMIT"} {
+		if _, err := backup.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	return func() error {
+		_, err := backup.ExecContext(context.Background(), "BACKUP STAGE END")
+		return err
 	}
 }
