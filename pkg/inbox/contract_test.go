@@ -15,11 +15,7 @@ import (
 func TestContractReads(t *testing.T) {
 	t.Parallel()
 	my := mysqltest.New(t)
-	in, err := inbox.Open(my.ServiceDSN, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := openInbox(t, my, 5*time.Second)
 	var ids []int64
 	for range 6 {
 		ids = append(ids, my.InsertInbox(t, "<MSG/>", nil))

@@ -2,8 +2,23 @@ package inbox_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leaktest"
+	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 )
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
+
+// openInbox opens the inbox of my as the services do, with the given timeout, closed when the
+// test ends.
+func openInbox(t *testing.T, my *mysqltest.DB, timeout time.Duration) *inbox.Inbox {
+	t.Helper()
+	in, err := inbox.Open(my.ServiceDSN, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Close() })
+	return in
+}

@@ -16,11 +16,7 @@ import (
 func TestMarkManyOutcomes(t *testing.T) {
 	t.Parallel()
 	my := mysqltest.New(t)
-	in, err := inbox.Open(my.ServiceDSN, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := openInbox(t, my, 5*time.Second)
 	empty, marked := my.InsertInbox(t, "<MSG/>", nil), my.InsertInbox(t, "<MSG/>", nil)
 	earlier := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
 	if _, err := my.Admin.Exec(`UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = ?, CMINMSGS_STATUS = 'LEGACY' WHERE CMINMSGS_ID = ?`, earlier, marked); err != nil {
@@ -59,11 +55,7 @@ func TestMarkManyOutcomes(t *testing.T) {
 func TestAbandonedMarkManyNeverLandsLater(t *testing.T) {
 	t.Parallel()
 	my := mysqltest.New(t)
-	in, err := inbox.Open(my.ServiceDSN, 2*time.Second) // innodb_lock_wait_timeout 1 s
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := openInbox(t, my, 2*time.Second) // innodb_lock_wait_timeout 1 s
 	var ids []int64
 	done := make(chan error, 4)
 	for k := range 4 {
@@ -100,11 +92,7 @@ func TestAbandonedMarkManyNeverLandsLater(t *testing.T) {
 // land after the client gave up either. The block is server-wide, so it is kept short.
 func TestHeldMarkManyCommitNeverLandsLater(t *testing.T) {
 	my := mysqltest.New(t)
-	in, err := inbox.Open(my.ServiceDSN, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := openInbox(t, my, time.Second)
 	ids := []int64{my.InsertInbox(t, "<MSG/>", nil), my.InsertInbox(t, "<MSG/>", nil)}
 	release := holdCommits(t, my)
 	released := make(chan error, 1)
@@ -113,7 +101,7 @@ func TestHeldMarkManyCommitNeverLandsLater(t *testing.T) {
 		released <- release()
 	}()
 	start := time.Now()
-	_, err = in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED")
+	_, err := in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED")
 	if err == nil {
 		t.Error("MarkMany succeeded while its commit was held")
 	}
@@ -147,11 +135,7 @@ func TestCommitReleasedJustAfterTheTimeoutNeverLands(t *testing.T) {
 	for _, batch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
 			my := mysqltest.New(t)
-			in, err := inbox.Open(my.ServiceDSN, time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer in.Close()
+			in := openInbox(t, my, time.Second)
 			ids := []int64{my.InsertInbox(t, "<MSG/>", nil), my.InsertInbox(t, "<MSG/>", nil)}
 			// A row lock delays the statements, so the COMMIT is held from 0.5 s on.
 			locker, err := my.Admin.BeginTx(t.Context(), nil)

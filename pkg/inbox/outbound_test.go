@@ -5,18 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 )
 
 func TestOutbound(t *testing.T) {
 	t.Parallel()
 	my := mysqltest.New(t)
-	in, err := inbox.Open(my.ServiceDSN, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := openInbox(t, my, 5*time.Second)
 	ctx := t.Context()
 	now := time.Date(2026, 3, 1, 3, 0, 0, 500_000_000, time.UTC)
 	text := "<MSG><META><SEQN>000042</SEQN><TYPE>RQRD</TYPE></META><RQRD><RTYP>GLST</RTYP></RQRD></MSG>\n"

@@ -17,11 +17,7 @@ import (
 func TestInRanges(t *testing.T) {
 	t.Parallel()
 	my := mysqltest.New(t)
-	in, err := inbox.Open(my.ServiceDSN, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := openInbox(t, my, 5*time.Second)
 	for range 12 {
 		my.InsertInbox(t, "<MSG/>", nil)
 	}
@@ -90,11 +86,7 @@ func TestAbandonedMarkerWriteNeverLandsLater(t *testing.T) {
 	t.Parallel()
 	my := mysqltest.New(t)
 	id := my.InsertInbox(t, "<MSG/>", nil)
-	in, err := inbox.Open(my.ServiceDSN, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := openInbox(t, my, 2*time.Second)
 	blocker, err := my.Admin.BeginTx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
