@@ -21,20 +21,52 @@ import (
 // so a statement whose check must stop the commit makes the check itself (msgx_expect); a
 // deferred statement must not need its result before the commit otherwise.
 func Pipelined(conn *pgx.Conn, first *pgx.Batch) Beginner {
-	return pipelined{conn: conn, first: first}
+	return PipelinedAfter(conn, nil, first)
+}
+
+// PipelinedAfter is Pipelined with the statements of before (nil for none) run ahead of the
+// transaction, in the same round trip, in a transaction of their own that commits before the
+// transaction begins: BEGIN, before, COMMIT, then the transaction's BEGIN and first. They are
+// not the transaction's: a rollback of the transaction leaves them committed. When one of them
+// fails on the server, nothing behind it runs, the transaction never begins and the failure is
+// the transaction's first statement's. When one of their callbacks refuses a result, the
+// refusal is the transaction's first statement's failure and the transaction never commits
+// (one that sent nothing sends its prelude alone before its COMMIT); but the statements sent
+// with them in the same round trip have run by then, so a check that must keep those from
+// running is made on the server (msgx_expect), as for Defer. A transaction that ends without
+// sending anything still runs them, as it runs first. (Extended-protocol statements of one batch share one implicit
+// transaction up to the batch's Sync, which pgx sends only at its end; an explicit BEGIN …
+// COMMIT pair is what separates two transactions inside one batch.)
+func PipelinedAfter(conn *pgx.Conn, before, first *pgx.Batch) Beginner {
+	return pipelined{conn: conn, before: before, first: first}
 }
 
 type pipelined struct {
-	conn  *pgx.Conn
-	first *pgx.Batch
+	conn          *pgx.Conn
+	before, first *pgx.Batch
 }
 
 func (p pipelined) Begin(context.Context) (pgx.Tx, error) {
 	t := &pipelinedTx{conn: p.conn}
+	if p.before != nil && p.before.Len() > 0 {
+		t.before = p.before.QueuedQueries
+	}
 	if p.first != nil {
 		t.first = p.first.QueuedQueries
 	}
 	return t, nil
+}
+
+// prelude queues into b, which is empty, what goes ahead of the transaction's own statements:
+// before's transaction, then BEGIN and first.
+func (t *pipelinedTx) prelude(b *pgx.Batch) {
+	b.BeginTx(pgx.TxOptions{})
+	if len(t.before) > 0 {
+		b.QueuedQueries = append(b.QueuedQueries, t.before...)
+		b.Queue("commit")
+		b.Queue("begin")
+	}
+	b.QueuedQueries = append(b.QueuedQueries, t.first...)
 }
 
 // Defer sends b's statements with tx's COMMIT when tx is a Pipelined transaction, and now
@@ -56,6 +88,7 @@ func Defer(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
 // nil; once begun, every call but Commit and Rollback goes to inner, pgx's own transaction.
 type pipelinedTx struct {
 	conn     *pgx.Conn
+	before   []*pgx.QueuedQuery
 	first    []*pgx.QueuedQuery
 	deferred []*pgx.QueuedQuery
 	inner    pgx.Tx
@@ -67,14 +100,13 @@ type pipelinedTx struct {
 // read with's from.
 func (t *pipelinedTx) begin(ctx context.Context, with *pgx.Batch) pgx.BatchResults {
 	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	b.QueuedQueries = append(b.QueuedQueries, t.first...)
+	t.prelude(b)
 	own := len(b.QueuedQueries)
 	if with != nil {
 		b.QueuedQueries = append(b.QueuedQueries, with.QueuedQueries...)
 	}
 	br := t.conn.SendBatch(ctx, b)
-	t.inner, t.first = br.Tx(), nil
+	t.inner, t.before, t.first = br.Tx(), nil, nil
 	for _, qq := range b.QueuedQueries[:own] {
 		var err error
 		if qq.Fn != nil {
@@ -248,6 +280,13 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 		return pgx.ErrTxClosed
 	}
 	t.closed = true
+	if t.inner == nil && len(t.before) > 0 {
+		// before's callbacks are heard before anything of the transaction may commit: in one
+		// batch with the COMMIT, a refusal in Go would come after the server had committed.
+		if err := t.begin(ctx, nil).Close(); err != nil {
+			return errors.Join(err, t.rollbackAborted(ctx))
+		}
+	}
 	b := &pgx.Batch{QueuedQueries: t.deferred}
 	var committed bool
 	b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
@@ -268,31 +307,55 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 		// it in the batch's end (a backend terminated just then sends its FATAL there).
 		return nil
 	}
-	if err != nil && t.inner != nil && t.conn.PgConn().TxStatus() != 'I' {
-		// A deferred statement failed: the transaction is aborted, not ended. Rolled back even
-		// when ctx ended (that may be the failure): pgx closes a connection whose rollback
-		// fails, and on a role's lock connection that would drop the role (as WithTx's).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		defer cancel()
-		if rerr := t.inner.Rollback(rctx); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr))
-		}
+	if err != nil {
+		err = errors.Join(err, t.rollbackAborted(ctx))
 	}
 	return err
 }
 
-// Rollback rolls the transaction back; one that never began only runs its first statements,
-// outside any transaction, as a caller that sent nothing would expect them to have run.
+// rollbackAborted rolls back a begun transaction that a failure left open on the server.
+// Rolled back even when ctx ended (that may be the failure): pgx closes a connection whose
+// rollback fails, and on a role's lock connection that would drop the role (as WithTx's).
+func (t *pipelinedTx) rollbackAborted(ctx context.Context) error {
+	if t.inner == nil || t.conn.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	if err := t.inner.Rollback(rctx); err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return nil
+}
+
+// Rollback rolls the transaction back; one that never began only runs its before and first
+// statements, before's in their own transaction and first's outside any, as a caller that
+// sent nothing would expect them to have run.
 func (t *pipelinedTx) Rollback(ctx context.Context) error {
 	if t.closed {
 		return pgx.ErrTxClosed
 	}
 	t.closed = true
 	if t.inner == nil {
-		if len(t.first) == 0 {
+		b := &pgx.Batch{}
+		if len(t.before) > 0 {
+			b.Queue("begin")
+			b.QueuedQueries = append(b.QueuedQueries, t.before...)
+			b.Queue("commit")
+		}
+		b.QueuedQueries = append(b.QueuedQueries, t.first...)
+		if b.Len() == 0 {
 			return nil
 		}
-		return t.conn.SendBatch(ctx, &pgx.Batch{QueuedQueries: t.first}).Close()
+		err := t.conn.SendBatch(ctx, b).Close()
+		if err != nil && t.conn.PgConn().TxStatus() != 'I' {
+			// A statement of before failed inside its transaction, which the server keeps
+			// open, aborted, until it is rolled back.
+			if _, rerr := t.conn.Exec(ctx, "rollback"); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rerr))
+			}
+		}
+		return err
 	}
 	return t.inner.Rollback(ctx)
 }

@@ -183,3 +183,118 @@ func TestPipelinedCommitCancelledKeepsTheConnection(t *testing.T) {
 		t.Errorf("after the cancelled commit: %d rows (%v), want 0", n, err)
 	}
 }
+
+// PipelinedAfter's before statements run in a transaction of their own, committed ahead of the
+// transaction in its first round trip: they stay when the transaction rolls back, their
+// transaction-local settings do not reach it, when one fails the transaction's own statements
+// never run, and when its callback refuses its result the transaction never commits, whether
+// it sent anything or not. The connection is always left outside a transaction.
+func TestPipelinedAfter(t *testing.T) {
+	d := pgtest.New(t)
+	d.Exec(t, `CREATE TABLE t (step int, v text)`)
+	ctx := context.Background()
+	trips := pgtest.NewRoundTrips()
+	cfg, err := pgx.ParseConfig(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tracer = trips
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	errRefused := errors.New("refused")
+	var beforeTx, txTx int64
+	before := func(ok, refuse bool) *pgx.Batch {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO t SELECT 0, set_config('synchronous_commit', 'off', true) WHERE msgx_expect($1, 'before fails')
+			RETURNING txid_current()`, ok).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&beforeTx); err != nil {
+				return err
+			}
+			if refuse {
+				return errRefused
+			}
+			return nil
+		})
+		return b
+	}
+	first := func() *pgx.Batch {
+		b := &pgx.Batch{} // a fresh one each time: pgx keeps a statement's description on its QueuedQuery
+		b.Queue(`INSERT INTO t VALUES (1, current_setting('synchronous_commit'))`)
+		return b
+	}
+	write := func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `INSERT INTO t VALUES (2, 'tx') RETURNING txid_current()`).Scan(&txTx)
+	}
+	errStop := errors.New("stop")
+	deferInsert := func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO t VALUES (3, 'deferred')`)
+		return db.Defer(ctx, tx, b)
+	}
+	for _, tc := range []struct {
+		name          string
+		ok, refuse    bool
+		fn            func(tx pgx.Tx) error
+		trips         int64
+		rows          string
+		err           error // the error WithTx returns, nil for none; errExpect for before's failure
+		separateTxIDs bool
+	}{
+		{"committed", true, false, write, 2, "0:off 1:on 2:tx", nil, true},
+		{"rolled back after a statement", true, false, func(tx pgx.Tx) error {
+			if err := write(tx); err != nil {
+				return err
+			}
+			return errStop
+		}, 2, "0:off", errStop, true},
+		{"rolled back having sent nothing", true, false, func(pgx.Tx) error { return errStop }, 1, "0:off 1:on", errStop, false}, // first runs, as Pipelined's does
+		{"committed having sent nothing", true, false, func(pgx.Tx) error { return nil }, 2, "0:off 1:on", nil, false},
+		{"before fails", false, false, write, 2, "", errExpect, false}, // the second is the rollback
+		{"before fails, nothing sent", false, false, func(pgx.Tx) error { return errStop }, 2, "", errStop, false},
+		{"before's result refused", true, true, write, 2, "0:off", errRefused, false},
+		{"before's result refused, nothing sent", true, true, func(pgx.Tx) error { return nil }, 2, "0:off", errRefused, false},
+		{"before's result refused, only deferred statements", true, true, deferInsert, 2, "0:off", errRefused, false},
+		// the prelude alone first, then the COMMIT's batch
+		{"only deferred statements", true, false, deferInsert, 2, "0:off 1:on 3:deferred", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			for range 2 { // the second run is counted, as in TestPipelinedTransaction
+				d.Exec(t, `TRUNCATE t`)
+				trips.Reset()
+				beforeTx, txTx = 0, 0
+				err = db.WithTx(ctx, db.PipelinedAfter(conn, before(tc.ok, tc.refuse), first()), tc.fn)
+			}
+			switch {
+			case tc.err == errExpect:
+				if !db.IsExpectFailed(err) {
+					t.Errorf("err = %v, want before's msgx_expect failure", err)
+				}
+			case !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil):
+				t.Errorf("err = %v, want %v", err, tc.err)
+			}
+			if n, _ := trips.Counts(); n != tc.trips {
+				t.Errorf("%d round trips, want %d:\n%s", n, tc.trips, strings.Join(trips.Waited(10), "\n"))
+			}
+			if s := conn.PgConn().TxStatus(); s != 'I' {
+				t.Errorf("connection left in transaction status %c", s)
+			}
+			var rows string
+			if err := d.Pool.QueryRow(ctx, `SELECT coalesce(string_agg(step || ':' || v, ' ' ORDER BY step), '') FROM t`).Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			if rows != tc.rows {
+				t.Errorf("table holds %q, want %q", rows, tc.rows)
+			}
+			if tc.separateTxIDs && (beforeTx == 0 || txTx == 0 || beforeTx == txTx) {
+				t.Errorf("before ran in transaction %d and the transaction in %d, want two", beforeTx, txTx)
+			}
+		})
+	}
+}
+
+// errExpect stands for a msgx_expect failure in TestPipelinedAfter's table.
+var errExpect = errors.New("msgx_expect failed")

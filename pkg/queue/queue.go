@@ -207,8 +207,32 @@ type Binding struct {
 // The same statement keeps the raw text the attempt decoded (KeepRaw's rule: the first one
 // stays), so a replay still has it after the inbox row is purged, at no extra round trip.
 func Bind(ctx context.Context, q db.Executor, b Binding) (holder int64, err error) {
-	msgID, key, typ, styp, started, now := b.MsgID, b.Key, b.Type, b.Styp, b.Started, b.Now
-	err = q.QueryRow(ctx, `WITH other AS (SELECT msg_id FROM proc_state WHERE identity_key = $2 AND msg_id <> $1),
+	err = q.QueryRow(ctx, bindSQL, b.args()...).Scan(&holder)
+	return bindResult(b.MsgID, holder, err)
+}
+
+// QueueBind queues Bind's statement into batch; done receives what Bind would have returned,
+// and its error is the statement's in the batch.
+func QueueBind(batch *pgx.Batch, b Binding, done func(holder int64, err error) error) {
+	batch.Queue(bindSQL, b.args()...).QueryRow(func(row pgx.Row) error {
+		var holder int64
+		err := row.Scan(&holder)
+		return done(bindResult(b.MsgID, holder, err))
+	})
+}
+
+// QueueHoldsIdentity queues into batch the server's check that msgID is still unfinished and
+// holds its identity, for a transaction behind a binding whose verdict is read in Go only after
+// the server ran what came with it (db.PipelinedAfter): deferred to the transaction's COMMIT
+// (db.Defer), it keeps a binding that found the identity held elsewhere from committing
+// anything of the transaction, whatever its caller did with the refusal (R-TX-10). It runs
+// last, so a caller that stopped at the refusal never sends it: no error reaches the server.
+func QueueHoldsIdentity(batch *pgx.Batch, msgID int64) {
+	batch.Queue(`SELECT msgx_expect(EXISTS (SELECT 1 FROM proc_state WHERE msg_id = $1 AND identity_key IS NOT NULL
+		AND state IN ('PENDING', 'FAILED')), 'message ' || $1 || ' is not unfinished or does not hold its identity')`, msgID)
+}
+
+const bindSQL = `WITH other AS (SELECT msg_id FROM proc_state WHERE identity_key = $2 AND msg_id <> $1),
 		raw AS (INSERT INTO proc_raw (msg_id, raw_zstd, raw_bytes, stored_at) VALUES ($1, $7, $8, $6)
 			ON CONFLICT (msg_id) DO NOTHING)
 		UPDATE proc_state SET msg_type = $3, msg_styp = $4,
@@ -217,8 +241,13 @@ func Bind(ctx context.Context, q db.Executor, b Binding) (holder int64, err erro
 			flid = nullif($9, ''), updated_at = $6
 		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')
 		  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
-		RETURNING CASE WHEN identity_key IS NULL THEN (SELECT min(msg_id) FROM other) ELSE msg_id END`,
-		msgID, key, typ, styp, started, now, compress(b.Raw), len(b.Raw), b.FLID).Scan(&holder)
+		RETURNING CASE WHEN identity_key IS NULL THEN (SELECT min(msg_id) FROM other) ELSE msg_id END`
+
+func (b Binding) args() []any {
+	return []any{b.MsgID, b.Key, b.Type, b.Styp, b.Started, b.Now, compress(b.Raw), len(b.Raw), b.FLID}
+}
+
+func bindResult(msgID, holder int64, err error) (int64, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("bind identity of %d: %w", msgID, ErrNotUnfinished)
 	}

@@ -464,25 +464,24 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 		flid = f.Record.FLID
 		span.SetAttributes(attribute.String("flid", flid))
 	}
-	identity := sis.Identity(msg.Meta, p.cfg.IdentityDayBounded)
-	var holder int64
-	err = s.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		holder, err = queue.Bind(ctx, conn, queue.Binding{MsgID: head.MsgID, Key: identity, Type: msg.Meta.TYPE,
-			Styp: msg.Meta.STYP, FLID: flid, Raw: raw, Started: started, Now: p.clock.Now()})
-		return err
-	})
-	switch {
-	case errors.Is(err, queue.ErrNotUnfinished):
-		return outcome{gone: true}
-	case err != nil:
-		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
-	case holder != head.MsgID:
-		return outcome{state: queue.Skipped, reason: "duplicate-of:" + strconv.FormatInt(holder, 10)}
-	}
+	binding := queue.Binding{MsgID: head.MsgID, Key: sis.Identity(msg.Meta, p.cfg.IdentityDayBounded), Type: msg.Meta.TYPE,
+		Styp: msg.Meta.STYP, FLID: flid, Raw: raw, Started: started, Now: p.clock.Now()}
 	proc, why := p.route(msg)
 	tc := p.telemetry.Inject(ctx)
 	in := Input{MsgID: head.MsgID, Message: msg, Now: p.clock.Now(), Trace: [2]string{tc.Parent, tc.State}}
+	if head.AppliedAt == nil && proc != nil {
+		// The binding goes ahead of ①, in its first round trip (R-TX-10).
+		return p.business(ctx, s, in, started, binding, func(tx pgx.Tx) (Result, error) { return proc.Apply(ctx, tx, in) })
+	}
+	var holder int64
+	err = s.Do(ctx, func(conn *pgx.Conn) error {
+		var err error
+		holder, err = queue.Bind(ctx, conn, binding)
+		return err
+	})
+	if o, decided := bindOutcome(head.MsgID, holder, err); decided {
+		return o
+	}
 	if head.AppliedAt != nil {
 		// ① committed in an earlier run: its change and events are in place, and the flights
 		// may have moved on since (a replay comes after newer messages). Only ② and ③ are left.
@@ -496,10 +495,21 @@ func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started 
 			return Result{Project: flights}, err
 		})
 	}
-	if proc == nil {
-		return outcome{state: queue.Skipped, class: queue.Unsupported, reason: "unsupported: " + why}
+	return outcome{state: queue.Skipped, class: queue.Unsupported, reason: "unsupported: " + why}
+}
+
+// bindOutcome is the outcome the identity binding decides, if it decides one: the message is
+// no longer unfinished, the binding failed, or another message holds the identity (R-TX-2).
+func bindOutcome(msgID, holder int64, err error) (outcome, bool) {
+	switch {
+	case errors.Is(err, queue.ErrNotUnfinished):
+		return outcome{gone: true}, true
+	case err != nil:
+		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err), true
+	case holder != msgID:
+		return outcome{state: queue.Skipped, reason: "duplicate-of:" + strconv.FormatInt(holder, 10)}, true
 	}
-	return p.business(ctx, s, in, started, func(tx pgx.Tx) (Result, error) { return proc.Apply(ctx, tx, in) })
+	return outcome{}, false
 }
 
 // errStoredRaw marks a failure to read the kept raw text (a PostgreSQL call, not the inbox).
@@ -529,14 +539,14 @@ func (p *Pump) storedRaw(ctx context.Context, s Session, msgID int64, missing er
 // with applied_at, ② the projection, ③ SUCCEEDED with the backfill intent in one statement. A
 // message with further steps (Result.Then) repeats ① and ② per step, and applied_at goes with
 // the last one.
-func (p *Pump) business(ctx context.Context, s Session, in Input, started time.Time, apply func(tx pgx.Tx) (Result, error)) outcome {
-	return p.run(ctx, s, in, started, apply, true)
+func (p *Pump) business(ctx context.Context, s Session, in Input, started time.Time, bind queue.Binding, apply func(tx pgx.Tx) (Result, error)) outcome {
+	return p.run(ctx, s, in, started, &bind, apply, true)
 }
 
 // reproject runs ② and ③ for a message whose ① committed earlier: apply only reads the states
 // to re-project.
 func (p *Pump) reproject(ctx context.Context, s Session, in Input, started time.Time, apply func(tx pgx.Tx) (Result, error)) outcome {
-	return p.run(ctx, s, in, started, apply, false)
+	return p.run(ctx, s, in, started, nil, apply, false)
 }
 
 // run's started is the attempt's start, for the attempt history.
@@ -545,7 +555,7 @@ func (p *Pump) reproject(ctx context.Context, s Session, in Input, started time.
 // out with ①'s first statements and applied_at with its COMMIT (db.Pipelined), and ③ goes out
 // with the release of the lock, ahead of the unlock. Each step still ends before the next
 // begins: ① has committed before ② writes Redis, and ③ is sent only after ②.
-func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, apply func(tx pgx.Tx) (Result, error), mark bool) outcome {
+func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, bind *queue.Binding, apply func(tx pgx.Tx) (Result, error), mark bool) outcome {
 	var o outcome
 	var trail Trail
 	var next *queue.Message
@@ -553,7 +563,30 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 		return p.withPipelineLock(ctx, conn, func(lock, release *pgx.Batch) error {
 			var res Result
 			var decided *Decision
-			failure, err := p.transaction(ctx, conn, lock, "business transaction", func(tx pgx.Tx) error {
+			var before *pgx.Batch
+			// bound is the binding's outcome once its statement ran: a decided one stops the
+			// transaction behind it, and decides the message whatever the transaction did.
+			var bound *outcome
+			if bind != nil {
+				before = &pgx.Batch{}
+				queue.QueueBind(before, *bind, func(holder int64, err error) error {
+					if o, decided := bindOutcome(in.MsgID, holder, err); decided {
+						bound = &o
+						return cmp.Or(err, errBoundElsewhere)
+					}
+					return nil
+				})
+			}
+			failure, err := p.transactionAfter(ctx, conn, in, before, lock, &bound, func(tx pgx.Tx) error {
+				if bind != nil {
+					// The refusal above stops the processor; this stops ①'s COMMIT on the
+					// server, whatever the processor does with the refusal.
+					check := &pgx.Batch{}
+					queue.QueueHoldsIdentity(check, in.MsgID)
+					if err := db.Defer(ctx, tx, check); err != nil {
+						return err
+					}
+				}
 				var err error
 				res, err = apply(tx)
 				switch {
@@ -571,6 +604,14 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 				}
 				return nil
 			})
+			if bound != nil {
+				// As if the binding had run on its own before ①, which rolled back.
+				o = *bound
+				if o.gone {
+					return queue.ErrNotUnfinished
+				}
+				return err
+			}
 			if failure != nil {
 				o = *failure
 				return err
@@ -589,7 +630,7 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 				// failure here leaves the steps before it in place, and the re-run finds them.
 				label := fmt.Sprintf("step %d of %d", i+2, len(res.Then)+1)
 				var states []flight.Flight
-				failure, err := p.transaction(ctx, conn, nil, label, func(tx pgx.Tx) error {
+				failure, err := p.transaction(ctx, conn, nil, nil, label, func(tx pgx.Tx) error {
 					var err error
 					if states, err = step(ctx, tx); err != nil {
 						return err
@@ -644,14 +685,35 @@ func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, 
 	return o
 }
 
-// transaction runs fn in one transaction on conn that sends first ahead of fn's statements
-// (db.Pipelined; nil for none). A failure is returned as the message's
+// transactionAfter is ①'s transaction, behind the binding in before (nil for none) whose
+// decided outcome lands in *bound. A processor that panics for a message its binding decided
+// does not turn that decision into a failure (the transaction's rollback, which follows the
+// panic, sends the binding if nothing had): before R-TX-10 such a message never reached its
+// processor.
+func (p *Pump) transactionAfter(ctx context.Context, conn *pgx.Conn, in Input, before, first *pgx.Batch, bound **outcome,
+	fn func(tx pgx.Tx) error) (failure *outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if *bound == nil {
+				panic(r)
+			}
+			p.logger.ErrorContext(ctx, "processor panicked for a message its identity binding decided; the binding's decision stands",
+				"msg_id", in.MsgID, "panic", r, "stack", string(debug.Stack()))
+			failure, err = nil, nil
+		}
+	}()
+	return p.transaction(ctx, conn, before, first, "business transaction", fn)
+}
+
+// transaction runs fn in one transaction on conn that sends first ahead of fn's statements,
+// and before ahead of the transaction in a transaction of its own (db.PipelinedAfter; nil for
+// none). A failure is returned as the message's
 // FAILED outcome, classified for the outage rule, together with the error to end the locked
 // section with: the error itself when the message is no longer unfinished (someone else got
 // there first; fn rolled back) or when the session is gone (Do reports leader.ErrLost), nil
 // otherwise. errNoChange is no failure: fn decided to write nothing.
-func (p *Pump) transaction(ctx context.Context, conn *pgx.Conn, first *pgx.Batch, label string, fn func(tx pgx.Tx) error) (*outcome, error) {
-	err := db.WithTx(ctx, db.Pipelined(conn, first), fn)
+func (p *Pump) transaction(ctx context.Context, conn *pgx.Conn, before, first *pgx.Batch, label string, fn func(tx pgx.Tx) error) (*outcome, error) {
+	err := db.WithTx(ctx, db.PipelinedAfter(conn, before, first), fn)
 	switch {
 	case err == nil, errors.Is(err, errNoChange):
 		return nil, nil
@@ -692,6 +754,9 @@ func (p *Pump) trail(ctx context.Context, conn *pgx.Conn, in Input, t Trail) {
 
 // errNoChange rolls back step ① when the processor decided a skip or a protocol rejection.
 var errNoChange = errors.New("processor decided no change")
+
+// errBoundElsewhere stops ① behind a binding that found the identity held by another message.
+var errBoundElsewhere = errors.New("the identity is bound to another message")
 
 // withPipelineLock runs fn holding the pipeline lock, a session lock on the lock connection.
 // fn sends lock, the statement that takes it, first in its first transaction (db.Pipelined),
