@@ -24,17 +24,7 @@ func TestPipelinedTransaction(t *testing.T) {
 	d := pgtest.New(t)
 	d.Exec(t, `CREATE TABLE t (step int, v text)`)
 	ctx := context.Background()
-	trips := pgtest.NewRoundTrips()
-	cfg, err := pgx.ParseConfig(d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tracer = trips
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
+	conn, trips := tracedConn(t, d.DSN)
 	first := func(v string) *pgx.Batch {
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO t VALUES (1, $1)`, v)
@@ -123,19 +113,7 @@ func TestPipelinedTransaction(t *testing.T) {
 			if tc.fail && !db.IsExpectFailed(err) {
 				t.Errorf("err = %v, want the msgx_expect failure", err)
 			}
-			if n, _ := trips.Counts(); n != tc.trips {
-				t.Errorf("%d round trips, want %d:\n%s", n, tc.trips, strings.Join(trips.Waited(10), "\n"))
-			}
-			if s := conn.PgConn().TxStatus(); s != 'I' {
-				t.Errorf("connection left in transaction status %c", s)
-			}
-			var rows string
-			if err := d.Pool.QueryRow(ctx, `SELECT coalesce(string_agg(step || ':' || v, ' ' ORDER BY step), '') FROM t`).Scan(&rows); err != nil {
-				t.Fatal(err)
-			}
-			if rows != tc.rows {
-				t.Errorf("table holds %q, want %q", rows, tc.rows)
-			}
+			wantAfter(t, d, conn, trips, tc.trips, tc.rows)
 		})
 	}
 }
@@ -193,17 +171,7 @@ func TestPipelinedAfter(t *testing.T) {
 	d := pgtest.New(t)
 	d.Exec(t, `CREATE TABLE t (step int, v text)`)
 	ctx := context.Background()
-	trips := pgtest.NewRoundTrips()
-	cfg, err := pgx.ParseConfig(d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tracer = trips
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
+	conn, trips := tracedConn(t, d.DSN)
 	errRefused := errors.New("refused")
 	var beforeTx, txTx int64
 	before := func(ok, refuse bool) *pgx.Batch {
@@ -276,19 +244,7 @@ func TestPipelinedAfter(t *testing.T) {
 			case !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil):
 				t.Errorf("err = %v, want %v", err, tc.err)
 			}
-			if n, _ := trips.Counts(); n != tc.trips {
-				t.Errorf("%d round trips, want %d:\n%s", n, tc.trips, strings.Join(trips.Waited(10), "\n"))
-			}
-			if s := conn.PgConn().TxStatus(); s != 'I' {
-				t.Errorf("connection left in transaction status %c", s)
-			}
-			var rows string
-			if err := d.Pool.QueryRow(ctx, `SELECT coalesce(string_agg(step || ':' || v, ' ' ORDER BY step), '') FROM t`).Scan(&rows); err != nil {
-				t.Fatal(err)
-			}
-			if rows != tc.rows {
-				t.Errorf("table holds %q, want %q", rows, tc.rows)
-			}
+			wantAfter(t, d, conn, trips, tc.trips, tc.rows)
 			if tc.separateTxIDs && (beforeTx == 0 || txTx == 0 || beforeTx == txTx) {
 				t.Errorf("before ran in transaction %d and the transaction in %d, want two", beforeTx, txTx)
 			}
@@ -298,3 +254,39 @@ func TestPipelinedAfter(t *testing.T) {
 
 // errExpect stands for a msgx_expect failure in TestPipelinedAfter's table.
 var errExpect = errors.New("msgx_expect failed")
+
+// tracedConn is a connection to dsn whose round trips are counted, closed when the test ends.
+func tracedConn(t *testing.T, dsn string) (*pgx.Conn, *pgtest.RoundTrips) {
+	t.Helper()
+	trips := pgtest.NewRoundTrips()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tracer = trips
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn, trips
+}
+
+// wantAfter checks what a table test's transaction left: its round trips, a connection outside
+// any transaction, and table t's rows as "step:v" in order.
+func wantAfter(t *testing.T, d *pgtest.DB, conn *pgx.Conn, trips *pgtest.RoundTrips, wantTrips int64, wantRows string) {
+	t.Helper()
+	if n, _ := trips.Counts(); n != wantTrips {
+		t.Errorf("%d round trips, want %d:\n%s", n, wantTrips, strings.Join(trips.Waited(10), "\n"))
+	}
+	if s := conn.PgConn().TxStatus(); s != 'I' {
+		t.Errorf("connection left in transaction status %c", s)
+	}
+	var rows string
+	if err := d.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(step || ':' || v, ' ' ORDER BY step), '') FROM t`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != wantRows {
+		t.Errorf("table holds %q, want %q", rows, wantRows)
+	}
+}
