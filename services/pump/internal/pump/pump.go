@@ -551,8 +551,9 @@ func (p *Pump) reproject(ctx context.Context, s Session, in Input, started time.
 
 // run's started is the attempt's start, for the attempt history.
 //
-// The round trips of a business success (docs/performance.md): the pipeline lock and BEGIN go
-// out with ①'s first statements and applied_at with its COMMIT (db.Pipelined), and ③ goes out
+// The round trips of a business success (docs/performance.md): the binding (a transaction of
+// its own, R-TX-10), the pipeline lock and BEGIN go out with ①'s first statements and
+// applied_at with its COMMIT (db.PipelinedAfter), and ③ goes out
 // with the release of the lock, ahead of the unlock. Each step still ends before the next
 // begins: ① has committed before ② writes Redis, and ③ is sent only after ②.
 func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, bind *queue.Binding, apply func(tx pgx.Tx) (Result, error), mark bool) outcome {
