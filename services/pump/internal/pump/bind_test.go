@@ -14,13 +14,6 @@ import (
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
 
-// processorFunc is a Processor made of its Apply.
-type processorFunc func(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error)
-
-func (f processorFunc) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
-	return f(ctx, tx, in)
-}
-
 // scratch writes the message's scratch row in ①.
 func scratch(ctx context.Context, tx pgx.Tx, in pump.Input) error {
 	_, err := tx.Exec(ctx, `INSERT INTO scratch VALUES ($1)`, in.MsgID)
@@ -28,7 +21,7 @@ func scratch(ctx context.Context, tx pgx.Tx, in pump.Input) error {
 }
 
 // writeThen is a processor that writes its scratch row and then ends with end's error.
-func writeThen(end error) processorFunc {
+func writeThen(end error) procFunc {
 	return func(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
 		if err := scratch(ctx, tx, in); err != nil {
 			return pump.Result{}, err
@@ -49,7 +42,7 @@ func TestBindingGoesAheadOfTheBusinessTransaction(t *testing.T) {
 	errBoom := errors.New("boom")
 	for _, tc := range []struct {
 		name  string
-		proc  processorFunc
+		proc  procFunc
 		state queue.State
 		class queue.ErrorClass
 		// scratch: whether the original's ① write stands
@@ -135,7 +128,7 @@ func TestPanicAfterTheBindingDecidedIsNoFailure(t *testing.T) {
 	for _, first := range []bool{true, false} {
 		t.Run(map[bool]string{true: "before any statement", false: "after a statement"}[first], func(t *testing.T) {
 			p := e.newPump(t, options{route: func(*sis.Message) (pump.Processor, string) {
-				return processorFunc(func(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
+				return procFunc(func(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
 					if in.MsgID == duplicate {
 						if !first {
 							_ = scratch(ctx, tx, in) // the binding's refusal
@@ -176,5 +169,37 @@ func wantDuplicate(t *testing.T, e *env, s *connSession, duplicate, original int
 	}
 	if locked := e.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`, s.pid()); locked != 0 {
 		t.Errorf("%d advisory locks left after the duplicate", locked)
+	}
+}
+
+// A PostgreSQL outage in the round trip that carries the binding is not the message's failure
+// (R-TX-10, R-PUMP-8): the lock connection is cut just before it, and the message stays the
+// head, PENDING and uncharged, with nothing of its binding or its ① written.
+func TestOutageInTheBindingsRoundTripChargesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.pg.Exec(t, `CREATE TABLE scratch (msg_id bigint)`)
+	s := e.session(t)
+	p := e.newPump(t, options{route: func(*sis.Message) (pump.Processor, string) {
+		return procFunc(func(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
+			// Nothing was sent yet: the binding goes with this first statement.
+			e.pg.Exec(t, `SELECT pg_terminate_backend($1)`, s.pid())
+			return pump.Result{}, scratch(ctx, tx, in)
+		}), ""
+	}})
+	id := e.add(t, e.remark("2001", "CUT"))
+	if _, err := p.Tick(t.Context(), s); err != nil {
+		t.Logf("tick: %v", err)
+	}
+	m := e.get(t, id)
+	wantState(t, m, queue.Pending, "")
+	if m.Attempts != 0 {
+		t.Errorf("the message was charged %d attempts for the outage", m.Attempts)
+	}
+	if m.IdentityKey != nil || m.AppliedAt != nil {
+		t.Errorf("written in the cut round trip: identity %v applied_at %v", m.IdentityKey, m.AppliedAt)
+	}
+	if got := e.count(t, `SELECT count(*) FROM scratch`); got != 0 {
+		t.Errorf("① left %d rows", got)
 	}
 }
