@@ -47,6 +47,15 @@ const role = "backfill"
 // errOutage ends a round: the inbox does not answer, which is no row's failure.
 var errOutage = errors.New("inbox outage")
 
+// unsure is a marker write whose failure does not tell whether the inbox answers (a timeout,
+// a lock wait). It ends the gate's transaction with nothing recorded, and the inbox is probed
+// only then (inboxDown): the lock connection never idles in a transaction through a failed
+// write and a probe, each up to inbox.timeout, which together could outlast its 10 s lease.
+type unsure struct{ err error }
+
+func (u unsure) Error() string { return u.err.Error() }
+func (u unsure) Unwrap() error { return u.err }
+
 // Config is what the sweep needs.
 type Config struct {
 	Period  time.Duration // pipeline.backfill-period
@@ -157,6 +166,9 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 	}
 	if len(due) > 1 {
 		written, err := s.markBatch(ctx, sess, due)
+		if s.inboxDown(ctx, err) {
+			err = fmt.Errorf("%w: %w", errOutage, err)
+		}
 		switch {
 		case err == nil:
 			return len(due) == s.cfg.Batch, nil
@@ -173,7 +185,7 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 	}
 	failures := 0
 	for _, c := range due {
-		transient, err := db.TxV(ctx, sess, func(tx pgx.Tx) (bool, error) { return s.markOne(ctx, tx, c) })
+		transient, err := s.markRow(ctx, sess, c)
 		if errors.Is(err, errOutage) {
 			s.block(ctx, sess, c.MsgID, err)
 			return false, nil
@@ -201,6 +213,30 @@ const flushPatience = 50 * time.Millisecond
 // (a synchronous standby gone, say), and the round fails and is retried next period.
 const flushWait = 5 * time.Second
 
+// markRow marks c in a gate transaction of its own (markOne). A write that failed unsure is
+// decided after that transaction ended: an outage when the inbox does not answer a probe
+// either, else the row's failure, recorded in a second gate transaction.
+func (s *Sweeper) markRow(ctx context.Context, sess Session, c queue.BackfillCandidate) (transient bool, err error) {
+	transient, err = db.TxV(ctx, sess, func(tx pgx.Tx) (bool, error) { return s.markOne(ctx, tx, c) })
+	var u unsure
+	if !errors.As(err, &u) || ctx.Err() != nil {
+		return transient, err
+	}
+	if s.inboxDown(ctx, err) {
+		return false, fmt.Errorf("%w: %w", errOutage, err)
+	}
+	return db.TxV(ctx, sess, func(tx pgx.Tx) (bool, error) {
+		t, ok, err := queue.LockForBackfill(ctx, tx, c.MsgID)
+		if err != nil || !ok || t.Version != c.Version {
+			return false, err // changed since the read: the next round reads it again, as in markOne
+		}
+		if err := db.CommitAsync(ctx, tx); err != nil { // R-BACKFILL-11, as in markOne
+			return false, err
+		}
+		return true, s.failed(ctx, tx, t, u.err, s.clock.Now())
+	})
+}
+
 // markOne writes c's marker under the per-message gate, so a replay cannot slip between
 // "the message is terminal" and "its marker is written" (R-GATE-1). transient reports a
 // failed marker write that was recorded for a later retry.
@@ -226,28 +262,38 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, c queue.BackfillCandid
 	case err != nil && ctx.Err() != nil:
 		// Stopping is not a failure of the inbox: nothing is counted, the row stays due.
 		return false, context.Cause(ctx)
-	case err != nil && s.isOutage(ctx, err):
-		// Nothing is written: the row stays due, uncharged, and the round ends.
-		return false, fmt.Errorf("%w: %w", errOutage, err)
 	case err != nil:
 		span.RecordError(err)
-		// Overdue is judged on the local enqueued_at, never the inbox clock (R-BACKFILL-3).
-		if t.EnqueuedAt.Before(now.Add(-s.cfg.Overdue)) {
-			s.metrics.abandoned.WithLabelValues(queue.AbandonTransientDeadline).Inc()
-			s.logger.ErrorContext(ctx, "marker still failing after R; automatic retries stop (reopen to retry)", "msg_id", id,
-				"reason", queue.AbandonTransientDeadline, "attempts", t.Attempts+1, "err", err)
-			return true, queue.BackfillAbandon(ctx, tx, id, queue.AbandonTransientDeadline, err.Error(), now)
+		switch inbox.Classify(err) {
+		case outage.Down:
+			// Nothing is written: the row stays due, uncharged, and the round ends.
+			return false, fmt.Errorf("%w: %w", errOutage, err)
+		case outage.Unsure:
+			return false, unsure{err} // decided by markRow once this transaction has ended
 		}
-		s.metrics.outcomes.WithLabelValues("transient").Inc()
-		next := now.Add(s.cfg.Retry.After(t.Attempts + 1))
-		s.logger.WarnContext(ctx, "marker write failed; will retry", "msg_id", id, "attempt", t.Attempts+1, "next", next, "err", err)
-		return true, queue.BackfillFailed(ctx, tx, id, err.Error(), next, now)
+		return true, s.failed(ctx, tx, t, err, now)
 	}
 	confirmed, err := s.settle(ctx, tx, t, res, now)
 	if err != nil || !confirmed {
 		return false, err
 	}
 	return false, queue.Backfilled(ctx, tx, now, id)
+}
+
+// failed records t's failed marker write, in its gate's transaction: retried later, or
+// abandoned once the message is overdue (R-BACKFILL-3).
+func (s *Sweeper) failed(ctx context.Context, tx pgx.Tx, t queue.BackfillTarget, err error, now time.Time) error {
+	// Overdue is judged on the local enqueued_at, never the inbox clock (R-BACKFILL-3).
+	if t.EnqueuedAt.Before(now.Add(-s.cfg.Overdue)) {
+		s.metrics.abandoned.WithLabelValues(queue.AbandonTransientDeadline).Inc()
+		s.logger.ErrorContext(ctx, "marker still failing after R; automatic retries stop (reopen to retry)", "msg_id", t.MsgID,
+			"reason", queue.AbandonTransientDeadline, "attempts", t.Attempts+1, "err", err)
+		return queue.BackfillAbandon(ctx, tx, t.MsgID, queue.AbandonTransientDeadline, err.Error(), now)
+	}
+	s.metrics.outcomes.WithLabelValues("transient").Inc()
+	next := now.Add(s.cfg.Retry.After(t.Attempts + 1))
+	s.logger.WarnContext(ctx, "marker write failed; will retry", "msg_id", t.MsgID, "attempt", t.Attempts+1, "next", next, "err", err)
+	return queue.BackfillFailed(ctx, tx, t.MsgID, err.Error(), next, now)
 }
 
 // settle counts the outcome of t's marker write (R-BACKFILL-4) and reports whether the marker
@@ -275,7 +321,8 @@ func (s *Sweeper) settle(ctx context.Context, tx pgx.Tx, t queue.BackfillTarget,
 // their gates, held by one PostgreSQL transaction, so a batch costs each database one commit
 // instead of one per row (R-BACKFILL-12). Rows changed since the read are left to the next
 // round as in markOne. An error means nothing was recorded in PostgreSQL: errOutage when the
-// inbox does not answer; written tells that the markers were committed in the inbox before
+// inbox is down, unsure when the write's failure does not tell (Sweep probes once the gates
+// are released); written tells that the markers were committed in the inbox before
 // the error, so the rows must not be tried again in this round.
 func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.BackfillCandidate) (written bool, err error) {
 	seen := make(map[int64]string, len(due))
@@ -318,8 +365,10 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return context.Cause(ctx)
-		case err != nil && s.isOutage(ctx, err):
+		case err != nil && inbox.Classify(err) == outage.Down:
 			return fmt.Errorf("%w: %w", errOutage, err)
+		case err != nil && inbox.Classify(err) == outage.Unsure:
+			return unsure{err} // decided by Sweep once this transaction has ended
 		case err != nil:
 			return err
 		}
@@ -342,16 +391,10 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 	return written, err
 }
 
-// isOutage classifies a failed marker write: the inbox down is an outage; an unsure failure (a
-// timeout, a lock wait) is when a probe of the table fails too.
-func (s *Sweeper) isOutage(ctx context.Context, err error) bool {
-	switch inbox.Classify(err) {
-	case outage.Down:
-		return true
-	case outage.Unsure:
-		return s.inbox.Probe(ctx) != nil
-	}
-	return false
+// inboxDown decides a marker write that failed unsure, with no gate held: an outage when a
+// probe of the table fails too.
+func (s *Sweeper) inboxDown(ctx context.Context, err error) bool {
+	return errors.As(err, new(unsure)) && ctx.Err() == nil && s.inbox.Probe(ctx) != nil
 }
 
 // block records an inbox outage: logged once at ERROR, reported for GetStatus.

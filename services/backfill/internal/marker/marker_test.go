@@ -52,6 +52,7 @@ type faultMarker struct {
 	calls   []int64        // the rows of Mark's calls
 	batches [][]int64      // the rows of MarkMany's calls
 	during  func(id int64) // runs inside Mark and MarkMany, while the sweep holds the row lock
+	probing func()         // runs inside Probe, before the real probe
 }
 
 func (f *faultMarker) Mark(ctx context.Context, id int64, at time.Time, status string) (inbox.MarkResult, error) {
@@ -87,7 +88,15 @@ func (f *faultMarker) MarkMany(ctx context.Context, ids []int64, at time.Time, s
 	return f.real.MarkMany(ctx, ids, at, status)
 }
 
-func (f *faultMarker) Probe(ctx context.Context) error { return f.real.Probe(ctx) }
+func (f *faultMarker) Probe(ctx context.Context) error {
+	f.mu.Lock()
+	probing := f.probing
+	f.mu.Unlock()
+	if probing != nil {
+		probing()
+	}
+	return f.real.Probe(ctx)
+}
 
 func (f *faultMarker) set(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
 
