@@ -89,37 +89,60 @@ var targets = []target{
 	{"backlog: RSS growth after the first 10 % (largest of the five services)", "backlog/rss-growth-max", "", true, 1.20, "≤ 1.20"},
 }
 
-// Write prints the report: the anchors, every target with its ratio, then every figure.
+// comparisons are ratios the report prints beside the targets, without a verdict: where a
+// target's figure stands against what bounds it (docs/performance.md).
+var comparisons = []struct{ what, measured, reference string }{
+	{"pump alone, FLOPs / single-connection commit rate", "fifo/msgs-per-s", "fifo/anchor-commits-per-s"},
+	{"pump alone, a processor writing nothing / single-connection commit rate", "fifo/bare-msgs-per-s", "fifo/anchor-commits-per-s"},
+}
+
+// ratio is figs[measured] over figs[reference] (the value itself when reference is ""), with
+// both figures for the line; ok is false, with the reason, when one of them is missing.
+func ratio(figs map[string]Figure, measured, reference string) (value float64, detail string, ok bool) {
+	m, found := figs[measured]
+	if !found {
+		return 0, "not measured in this run", false
+	}
+	if reference == "" {
+		return m.Value, fmt.Sprintf("%.4g %s", m.Value, m.Unit), true
+	}
+	r, found := figs[reference]
+	if !found || r.Value == 0 {
+		return 0, "reference " + reference + " not measured", false
+	}
+	return m.Value / r.Value, fmt.Sprintf("%.4g %s / %.4g %s", m.Value, m.Unit, r.Value, r.Unit), true
+}
+
+// Write prints the report: every target with its ratio, the comparisons, then every figure.
 func Write(w io.Writer, figs map[string]Figure) {
 	fmt.Fprintln(w, "msgexchange bench report (ratios are measured in one run; nothing is asserted)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Targets")
 	for _, t := range targets {
-		m, ok := figs[t.measured]
+		v, detail, ok := ratio(figs, t.measured, t.reference)
 		if !ok {
-			fmt.Fprintf(w, "  %-72s  not measured in this run\n", t.what)
+			fmt.Fprintf(w, "  %-72s  %s\n", t.what, detail)
 			continue
 		}
-		ratio := m.Value
-		detail := fmt.Sprintf("%.4g %s", m.Value, m.Unit)
-		if t.reference != "" {
-			r, ok := figs[t.reference]
-			if !ok || r.Value == 0 {
-				fmt.Fprintf(w, "  %-72s  reference %s not measured\n", t.what, t.reference)
-				continue
-			}
-			ratio = m.Value / r.Value
-			detail = fmt.Sprintf("%.4g %s / %.4g %s", m.Value, m.Unit, r.Value, r.Unit)
-		}
-		met := ratio >= t.limit
+		met := v >= t.limit
 		if t.atMost {
-			met = ratio <= t.limit
+			met = v <= t.limit
 		}
 		verdict := "meets"
 		if !met {
 			verdict = "MISSES"
 		}
-		fmt.Fprintf(w, "  %-72s  %8.3f  (target %s, %s)  %s\n", t.what, ratio, t.limitLabel, verdict, detail)
+		fmt.Fprintf(w, "  %-72s  %8.3f  (target %s, %s)  %s\n", t.what, v, t.limitLabel, verdict, detail)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "For comparison (no target)")
+	for _, c := range comparisons {
+		v, detail, ok := ratio(figs, c.measured, c.reference)
+		if !ok {
+			fmt.Fprintf(w, "  %-72s  %s\n", c.what, detail)
+			continue
+		}
+		fmt.Fprintf(w, "  %-72s  %8.3f  %s\n", c.what, v, detail)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Every figure")

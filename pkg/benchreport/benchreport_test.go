@@ -11,7 +11,8 @@ import (
 )
 
 // Figures appended by benches come back in one report, each target as its ratio against the
-// anchor of the same run, with the verdict; a target without its figures says so.
+// anchor of the same run, with the verdict, each comparison as its ratio alone; a line without
+// its figures says so.
 func TestReportSetsTargetsAgainstTheirAnchors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "figures.jsonl")
 	t.Setenv(benchreport.Env, path)
@@ -21,7 +22,9 @@ func TestReportSetsTargetsAgainstTheirAnchors(t *testing.T) {
 	benchreport.Add(t,
 		benchreport.Figure{Bench: "backlog", Name: "settled-msgs-per-s", Value: 95, Unit: "msgs/s"},
 		benchreport.Figure{Bench: "dnld", Name: "changed-package-s", Value: 2.5, Unit: "s"},
-		benchreport.Figure{Bench: "dnld", Name: "changed-package-s", Value: 4, Unit: "s"}) // the later one counts
+		benchreport.Figure{Bench: "dnld", Name: "changed-package-s", Value: 4, Unit: "s"}, // the later one counts
+		benchreport.Figure{Bench: "fifo", Name: "bare-msgs-per-s", Value: 500, Unit: "msgs/s"},
+		benchreport.Figure{Bench: "fifo", Name: "anchor-commits-per-s", Value: 1250, Unit: "commits/s"})
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +42,9 @@ func TestReportSetsTargetsAgainstTheirAnchors(t *testing.T) {
 		{"backlog settled (marked and sent) / drain", "0.950  (target ≥ 0.90, meets)"},
 		{"2,000-flight SCHD DNLD terminal, seconds", "4.000  (target ≤ 3 s, MISSES)"},
 		{"steady 50 msg/s, poll 1s: p50", "not measured in this run"},
+		// A comparison is a ratio without a verdict.
+		{"pump alone, a processor writing nothing / single-connection commit rate", "0.400  500 msgs/s / 1250 commits/s"},
+		{"pump alone, FLOPs / single-connection commit rate", "not measured in this run"},
 	} {
 		found := false
 		for _, l := range strings.Split(report, "\n") {
@@ -48,6 +54,11 @@ func TestReportSetsTargetsAgainstTheirAnchors(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("report has no line %q … %q:\n%s", want.target, want.line, report)
+		}
+	}
+	for _, l := range strings.Split(report, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "pump alone") && strings.Contains(l, "target") {
+			t.Errorf("a comparison carries a verdict: %q", l)
 		}
 	}
 }

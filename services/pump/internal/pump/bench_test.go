@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/msgexchange/msgexchange/pkg/benchreport"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 	"github.com/msgexchange/msgexchange/tools/traffic"
 )
@@ -20,79 +23,114 @@ import (
 // BenchmarkFIFO measures the pump on a FLOP backlog (20k messages by default, or
 // MSGX_BENCH_MESSAGES), every message a real change of one of 200 flights, on the real
 // servers: msgs/s through the whole of processOne (inbox read, decode, bind, ① under the
-// pipeline lock, Redis, ③). In the same run it measures the commit rate of one connection
-// running a comparable three-statement transaction (SELECT … FOR UPDATE, UPDATE, INSERT), the
-// floor a strictly sequential, durably committing pump is measured against, and prints the
-// ratio. Run with -benchtime 1x: one iteration is the whole backlog.
+// pipeline lock, Redis, ③). The same backlog then runs through a processor that writes
+// nothing: what is left is the pump's own sequence around a business message (inbox read,
+// decode, the binding with the raw text, ① with only its lock, identity check and applied_at,
+// ③), what a message costs whatever its processor does. In the same run it measures the commit rate of
+// one connection running a comparable three-statement transaction (SELECT … FOR UPDATE,
+// UPDATE, INSERT), the floor a strictly sequential, durably committing pump is measured
+// against, and prints both ratios. Run with -benchtime 1x: one iteration is both backlogs.
 func BenchmarkFIFO(b *testing.B) {
 	n := 20000
 	if v, err := strconv.Atoi(os.Getenv("MSGX_BENCH_MESSAGES")); err == nil && v > 0 {
 		n = v
 	}
+	nothing := procFunc(func(context.Context, pgx.Tx, pump.Input) (pump.Result, error) { return pump.Result{}, nil })
 	for b.Loop() {
 		b.StopTimer()
-		e := newEnv(b)
-		e.clkReal()
-		trips := pgtest.NewRoundTrips()
-		s := e.tracedSession(b, trips)
-		p := e.newPump(b, options{quiet: true})
-		const flights = 200
+		flop := fifoRun(b, n, "FLOPs", nil)
+		bare := fifoRun(b, n, "a processor that writes nothing", func(*sis.Message) (pump.Processor, string) { return nothing, "" })
+		commits := pgtest.CommitRate(b, flop.dsn, 2000)
+		b.ReportMetric(flop.rate, "msgs/s")
+		b.ReportMetric(commits, "pg-commits/s")
+		b.ReportMetric(flop.rate/commits, "msgs-per-commit")
+		b.ReportMetric(bare.rate/commits, "bare-msgs-per-commit")
+		for _, r := range []struct {
+			prefix string
+			run    fifoFigures
+		}{{"", flop}, {"bare-", bare}} {
+			b.ReportMetric(r.run.trips, r.prefix+"pg-roundtrips/msg")
+			b.ReportMetric(r.run.statements, r.prefix+"pg-statements/msg")
+			figs := []benchreport.Figure{
+				{Bench: "fifo", Name: r.prefix + "msgs-per-s", Value: r.run.rate, Unit: "msgs/s"},
+				{Bench: "fifo", Name: r.prefix + "msgs-per-commit", Value: r.run.rate / commits},
+				{Bench: "fifo", Name: r.prefix + "pg-roundtrips-per-msg", Value: r.run.trips},
+				{Bench: "fifo", Name: r.prefix + "pg-statements-per-msg", Value: r.run.statements}}
+			if r.run.cpu >= 0 {
+				b.ReportMetric(r.run.cpu, r.prefix+"pg-cpu-ms/msg")
+				figs = append(figs, benchreport.Figure{Bench: "fifo", Name: r.prefix + "pg-cpu-ms-per-msg", Value: r.run.cpu, Unit: "ms"})
+			}
+			benchreport.Add(b, figs...)
+		}
+		benchreport.Add(b, benchreport.Figure{Bench: "fifo", Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"})
+		b.Logf("FIFO: %d FLOPs at %.0f msgs/s, through a processor that writes nothing at %.0f msgs/s; one connection "+
+			"commits %.0f three-statement transactions/s; ratios %.3f and %.3f",
+			n, flop.rate, bare.rate, commits, flop.rate/commits, bare.rate/commits)
+		b.StartTimer()
+	}
+}
+
+// fifoFigures is one backlog's run of BenchmarkFIFO.
+type fifoFigures struct {
+	dsn                    string
+	rate                   float64 // msgs/s
+	trips, statements, cpu float64 // per message; cpu is the lock connection's backend, in ms (-1: unknown)
+}
+
+// fifoRun drains n FLOPs, each a change of one of 200 flights, through a pump of its own on a
+// database of its own, routed by route (nil: the service's processors, with the flights
+// created first), and logs, under label, where the lock connection's round trips went.
+func fifoRun(b *testing.B, n int, label string, route pump.Router) fifoFigures {
+	b.Helper()
+	e := newEnv(b)
+	e.clkReal()
+	trips := pgtest.NewRoundTrips()
+	s := e.tracedSession(b, trips)
+	p := e.newPump(b, options{quiet: true, route: route})
+	const flights = 200
+	if route == nil {
 		var schedules []string
 		for f := range flights {
 			schedules = append(schedules, e.adft(strconv.Itoa(5000+f)))
 		}
 		e.bulkAdd(b, schedules)
 		drain(b, p, s, e)
-		flops := make([]string, n)
-		for i := range flops {
-			flid := strconv.Itoa(5000 + i%flights)
-			flops[i] = e.remark(flid, fmt.Sprintf("REMARK %d", i))
-		}
-		first := e.bulkAdd(b, flops)
-		trips.Reset()
-		cpu0, _ := pgtest.BackendCPU(s.conn)
-		b.StartTimer()
-
-		// The pump's own loop (Run), as the service runs it, until the queue is empty (or a
-		// head waits for a retry, which the check below reports); the check is one probe of
-		// the unfinished index every 20 ms, not a query per message.
-		elapsed := runUntilEmpty(b, p, s, e)
-
-		b.StopTimer()
-		rt, st := trips.Counts()
-		if cpu1, ok := pgtest.BackendCPU(s.conn); ok {
-			perMsg := float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(n)
-			b.ReportMetric(perMsg, "pg-cpu-ms/msg")
-			benchreport.Add(b, benchreport.Figure{Bench: "fifo", Name: "pg-cpu-ms-per-msg", Value: perMsg, Unit: "ms"})
-		}
-		var ok int
-		if err := e.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE msg_id >= $1 AND state = 'SUCCEEDED'`,
-			first).Scan(&ok); err != nil {
-			b.Fatal(err)
-		}
-		if ok != n {
-			b.Fatalf("%d of %d FLOPs SUCCEEDED", ok, n)
-		}
-		rate := float64(n) / elapsed.Seconds()
-		commits := pgtest.CommitRate(b, e.pg.DSN, 2000)
-		b.ReportMetric(rate, "msgs/s")
-		b.ReportMetric(commits, "pg-commits/s")
-		b.ReportMetric(rate/commits, "msgs-per-commit")
-		b.ReportMetric(float64(rt)/float64(n), "pg-roundtrips/msg")
-		b.ReportMetric(float64(st)/float64(n), "pg-statements/msg")
-		benchreport.Add(b,
-			benchreport.Figure{Bench: "fifo", Name: "msgs-per-s", Value: rate, Unit: "msgs/s"},
-			benchreport.Figure{Bench: "fifo", Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"},
-			benchreport.Figure{Bench: "fifo", Name: "msgs-per-commit", Value: rate / commits},
-			benchreport.Figure{Bench: "fifo", Name: "pg-roundtrips-per-msg", Value: float64(rt) / float64(n)},
-			benchreport.Figure{Bench: "fifo", Name: "pg-statements-per-msg", Value: float64(st) / float64(n)})
-		b.Logf("FIFO: per message %.2f PostgreSQL round trips, %.2f statements; the most frequent:\n%s",
-			float64(rt)/float64(n), float64(st)/float64(n), strings.Join(trips.Top(25), "\n"))
-		b.Logf("FIFO: where the lock connection waited on PostgreSQL:\n%s", strings.Join(trips.Waited(25), "\n"))
-		b.Logf("FIFO: %d FLOPs in %s = %.0f msgs/s; one connection commits %.0f three-statement transactions/s; ratio %.3f",
-			n, elapsed.Round(time.Millisecond), rate, commits, rate/commits)
-		b.StartTimer()
 	}
+	flops := make([]string, n)
+	for i := range flops {
+		flid := strconv.Itoa(5000 + i%flights)
+		flops[i] = e.remark(flid, fmt.Sprintf("REMARK %d", i))
+	}
+	first := e.bulkAdd(b, flops)
+	trips.Reset()
+	cpu0, _ := pgtest.BackendCPU(s.conn)
+
+	// The pump's own loop (Run), as the service runs it, until the queue is empty (or a head
+	// waits for a retry, which the check below reports); the check is one probe of the
+	// unfinished index every 20 ms, not a query per message.
+	b.StartTimer()
+	elapsed := runUntilEmpty(b, p, s, e)
+	b.StopTimer()
+
+	f := fifoFigures{dsn: e.pg.DSN, rate: float64(n) / elapsed.Seconds(), cpu: -1}
+	if cpu1, ok := pgtest.BackendCPU(s.conn); ok {
+		f.cpu = float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(n)
+	}
+	rt, st := trips.Counts()
+	f.trips, f.statements = float64(rt)/float64(n), float64(st)/float64(n)
+	var ok int
+	if err := e.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE msg_id >= $1 AND state = 'SUCCEEDED'`,
+		first).Scan(&ok); err != nil {
+		b.Fatal(err)
+	}
+	if ok != n {
+		b.Fatalf("%d of %d FLOPs SUCCEEDED", ok, n)
+	}
+	b.Logf("FIFO (%s): per message %.2f PostgreSQL round trips, %.2f statements, %.2f ms of its backend's CPU; the most frequent:\n%s",
+		label, f.trips, f.statements, f.cpu,
+		strings.Join(trips.Top(25), "\n"))
+	b.Logf("FIFO: where the lock connection waited on PostgreSQL:\n%s", strings.Join(trips.Waited(25), "\n"))
+	return f
 }
 
 // bulkAdd inserts messages into the inbox with multi-row INSERTs, enqueues them and moves W
