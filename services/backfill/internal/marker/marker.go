@@ -51,7 +51,11 @@ var errOutage = errors.New("inbox outage")
 // a lock wait). It ends the gate's transaction with nothing recorded, and the inbox is probed
 // only then (inboxDown): the lock connection never idles in a transaction through a failed
 // write and a probe, each up to inbox.timeout, which together could outlast its 10 s lease.
-type unsure struct{ err error }
+type unsure struct {
+	err   error
+	at    time.Time         // when the write was tried: the failure is judged against R as of then
+	trace trace.SpanContext // the write's span, for the failure's log lines
+}
 
 func (u unsure) Error() string { return u.err.Error() }
 func (u unsure) Unwrap() error { return u.err }
@@ -225,6 +229,9 @@ func (s *Sweeper) markRow(ctx context.Context, sess Session, c queue.BackfillCan
 	if s.inboxDown(ctx, err) {
 		return false, fmt.Errorf("%w: %w", errOutage, err)
 	}
+	if ctx.Err() != nil {
+		return false, err
+	}
 	return db.TxV(ctx, sess, func(tx pgx.Tx) (bool, error) {
 		t, ok, err := queue.LockForBackfill(ctx, tx, c.MsgID)
 		if err != nil || !ok || t.Version != c.Version {
@@ -233,7 +240,7 @@ func (s *Sweeper) markRow(ctx context.Context, sess Session, c queue.BackfillCan
 		if err := db.CommitAsync(ctx, tx); err != nil { // R-BACKFILL-11, as in markOne
 			return false, err
 		}
-		return true, s.failed(ctx, tx, t, u.err, s.clock.Now())
+		return true, s.failed(trace.ContextWithSpanContext(ctx, u.trace), tx, t, u.err, u.at)
 	})
 }
 
@@ -269,7 +276,7 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, c queue.BackfillCandid
 			// Nothing is written: the row stays due, uncharged, and the round ends.
 			return false, fmt.Errorf("%w: %w", errOutage, err)
 		case outage.Unsure:
-			return false, unsure{err} // decided by markRow once this transaction has ended
+			return false, unsure{err: err, at: now, trace: span.SpanContext()} // decided by markRow once this transaction has ended
 		}
 		return true, s.failed(ctx, tx, t, err, now)
 	}
@@ -368,7 +375,7 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 		case err != nil && inbox.Classify(err) == outage.Down:
 			return fmt.Errorf("%w: %w", errOutage, err)
 		case err != nil && inbox.Classify(err) == outage.Unsure:
-			return unsure{err} // decided by Sweep once this transaction has ended
+			return unsure{err: err} // decided by Sweep once this transaction has ended
 		case err != nil:
 			return err
 		}
@@ -392,9 +399,9 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 }
 
 // inboxDown decides a marker write that failed unsure, with no gate held: an outage when a
-// probe of the table fails too.
+// probe of the table fails too, unless the probe failed because the sweep is stopping.
 func (s *Sweeper) inboxDown(ctx context.Context, err error) bool {
-	return errors.As(err, new(unsure)) && ctx.Err() == nil && s.inbox.Probe(ctx) != nil
+	return errors.As(err, new(unsure)) && ctx.Err() == nil && s.inbox.Probe(ctx) != nil && ctx.Err() == nil
 }
 
 // block records an inbox outage: logged once at ERROR, reported for GetStatus.

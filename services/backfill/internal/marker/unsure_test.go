@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 )
@@ -17,17 +19,24 @@ import (
 // probe ran inside the gate's transaction, and a failed write plus a probe, each up to
 // inbox.timeout, could keep the connection idle in a transaction past its lease. The
 // verdict is the one it was: a row lock is the row's failure, charged once with the server's
-// error; a table that does not answer the probe either is an outage, charged nothing.
+// error; a table that does not answer the probe either is an outage, charged nothing. A row
+// that changed while the inbox was probed is left to the next round, and a sweep stopped
+// during the probe is no outage.
 func TestUnsureFailureIsProbedOutsideTheGate(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		rows    int  // due rows; with more than one the batch is tried first
 		table   bool // LOCK TABLES cminmsgs WRITE instead of a lock on the last row
-		charged bool // the last row charged one attempt (else the round is an outage)
+		bump    bool // the last row changes while the inbox is probed (a replay that finished again)
+		stop    bool // the sweep is stopped while the inbox is probed
+		charged bool // the last row is charged one attempt
+		blocked bool // the round ends as an inbox outage
 	}{
 		{name: "row lock, one row", rows: 1, charged: true},
 		{name: "row lock, a batch", rows: 2, charged: true},
-		{name: "table lock", rows: 1, table: true},
+		{name: "table lock", rows: 1, table: true, blocked: true},
+		{name: "row lock, the row changed meanwhile", rows: 1, bump: true},
+		{name: "table lock, stopping meanwhile", rows: 1, table: true, stop: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, b := setup(t, Config{})
@@ -47,6 +56,8 @@ func TestUnsureFailureIsProbedOutsideTheGate(t *testing.T) {
 			last := ids[len(ids)-1]
 			lockInbox(t, b, tc.table, last)
 
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
 			var mu sync.Mutex
 			var states []string
 			b.fault.probing = func() {
@@ -58,9 +69,21 @@ func TestUnsureFailureIsProbedOutsideTheGate(t *testing.T) {
 				mu.Lock()
 				states = append(states, st)
 				mu.Unlock()
+				if tc.bump {
+					bctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					defer cancel()
+					if _, err := b.pg.Pool.Exec(bctx, `UPDATE proc_state SET updated_at = updated_at WHERE msg_id = $1`, last); err != nil {
+						t.Errorf("changing the row during the probe: %v", err)
+					}
+				}
+				if tc.stop {
+					stop()
+				}
 			}
 			b.clk.Set(t0.Add(time.Minute))
-			sweep(t, s, b)
+			if _, err := s.Sweep(ctx, b.sess); (err != nil) != tc.stop {
+				t.Fatalf("sweep: %v", err)
+			}
 
 			mu.Lock()
 			defer mu.Unlock()
@@ -78,13 +101,18 @@ func TestUnsureFailureIsProbedOutsideTheGate(t *testing.T) {
 				}
 			}
 			r := b.row(t, last)
-			switch {
-			case r.BackfillAt != nil || r.BackfillAbandonedAt != nil:
+			if r.BackfillAt != nil || r.BackfillAbandonedAt != nil {
 				t.Errorf("locked row: backfill_at %v abandoned %v, want neither", r.BackfillAt, r.BackfillAbandonedAt)
-			case tc.charged && r.BackfillAttempts != 1:
-				t.Errorf("locked row: %d attempts, want 1 (the row's own failure)", r.BackfillAttempts)
-			case !tc.charged && r.BackfillAttempts != 0:
-				t.Errorf("inbox outage: %d attempts charged, want 0", r.BackfillAttempts)
+			}
+			want := 0
+			if tc.charged {
+				want = 1
+			}
+			if r.BackfillAttempts != want {
+				t.Errorf("locked row: %d attempts, want %d", r.BackfillAttempts, want)
+			}
+			if got := testutil.ToFloat64(s.metrics.outcomes.WithLabelValues("transient")); got != float64(want) {
+				t.Errorf("transient outcomes %v, want %d", got, want)
 			}
 			if tc.charged {
 				var last string
@@ -93,8 +121,8 @@ func TestUnsureFailureIsProbedOutsideTheGate(t *testing.T) {
 					t.Errorf("locked row's recorded error %q (%v), want the server's lock wait timeout", last, err)
 				}
 			}
-			if blocked := s.blocked.Current() != nil; blocked == tc.charged {
-				t.Errorf("backfill blocked on the inbox: %v, want %v", blocked, !tc.charged)
+			if blocked := s.blocked.Current() != nil; blocked != tc.blocked {
+				t.Errorf("backfill blocked on the inbox: %v, want %v", blocked, tc.blocked)
 			}
 		})
 	}
