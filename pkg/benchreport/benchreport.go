@@ -68,7 +68,8 @@ func Read(r io.Reader) (map[string]Figure, error) {
 	return out, sc.Err()
 }
 
-// target is one line of the report: measured over reference, against a limit.
+// target is one line of the report: measured over reference, against a limit (none when
+// limitLabel is "": a comparison, printed without a verdict).
 type target struct {
 	what       string
 	measured   string // bench/name
@@ -91,9 +92,10 @@ var targets = []target{
 
 // comparisons are ratios the report prints beside the targets, without a verdict: where a
 // target's figure stands against what bounds it (docs/performance.md).
-var comparisons = []struct{ what, measured, reference string }{
-	{"pump alone, FLOPs / single-connection commit rate", "fifo/msgs-per-s", "fifo/anchor-commits-per-s"},
-	{"pump alone, a processor writing nothing / single-connection commit rate", "fifo/bare-msgs-per-s", "fifo/anchor-commits-per-s"},
+var comparisons = []target{
+	{what: "pump alone, FLOPs / single-connection commit rate", measured: "fifo/msgs-per-s", reference: "fifo/anchor-commits-per-s"},
+	{what: "pump alone, a processor writing nothing / single-connection commit rate", measured: "fifo/bare-msgs-per-s",
+		reference: "fifo/anchor-commits-per-s"},
 }
 
 // ratio is figs[measured] over figs[reference] (the value itself when reference is ""), with
@@ -117,33 +119,9 @@ func ratio(figs map[string]Figure, measured, reference string) (value float64, d
 func Write(w io.Writer, figs map[string]Figure) {
 	fmt.Fprintln(w, "msgexchange bench report (ratios are measured in one run; nothing is asserted)")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Targets")
-	for _, t := range targets {
-		v, detail, ok := ratio(figs, t.measured, t.reference)
-		if !ok {
-			fmt.Fprintf(w, "  %-72s  %s\n", t.what, detail)
-			continue
-		}
-		met := v >= t.limit
-		if t.atMost {
-			met = v <= t.limit
-		}
-		verdict := "meets"
-		if !met {
-			verdict = "MISSES"
-		}
-		fmt.Fprintf(w, "  %-72s  %8.3f  (target %s, %s)  %s\n", t.what, v, t.limitLabel, verdict, detail)
-	}
+	section(w, "Targets", targets, figs)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "For comparison (no target)")
-	for _, c := range comparisons {
-		v, detail, ok := ratio(figs, c.measured, c.reference)
-		if !ok {
-			fmt.Fprintf(w, "  %-72s  %s\n", c.what, detail)
-			continue
-		}
-		fmt.Fprintf(w, "  %-72s  %8.3f  %s\n", c.what, v, detail)
-	}
+	section(w, "For comparison (no target)", comparisons, figs)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Every figure")
 	keys := make([]string, 0, len(figs))
@@ -153,5 +131,30 @@ func Write(w io.Writer, figs map[string]Figure) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %-48s %14.4g %s\n", k, figs[k].Value, figs[k].Unit)
+	}
+}
+
+// section prints one heading and a line per target: its ratio, with the verdict when it has a
+// limit.
+func section(w io.Writer, heading string, lines []target, figs map[string]Figure) {
+	fmt.Fprintln(w, heading)
+	for _, t := range lines {
+		v, detail, ok := ratio(figs, t.measured, t.reference)
+		switch {
+		case !ok:
+			fmt.Fprintf(w, "  %-72s  %s\n", t.what, detail)
+		case t.limitLabel == "":
+			fmt.Fprintf(w, "  %-72s  %8.3f  %s\n", t.what, v, detail)
+		default:
+			met := v >= t.limit
+			if t.atMost {
+				met = v <= t.limit
+			}
+			verdict := "meets"
+			if !met {
+				verdict = "MISSES"
+			}
+			fmt.Fprintf(w, "  %-72s  %8.3f  (target %s, %s)  %s\n", t.what, v, t.limitLabel, verdict, detail)
+		}
 	}
 }
