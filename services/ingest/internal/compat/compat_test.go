@@ -252,47 +252,50 @@ func TestInFlightCap(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Config{Token: token, MaxBody: 1024, MaxInFlight: 1})
 	pr, pw := io.Pipe()
-	held := make(chan *http.Response, 1)
+	type result struct {
+		res *http.Response
+		err error
+	}
+	held := make(chan result, 1)
 	go func() {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+Path, pr)
 		req.Header.Set("Authorization", bearer)
 		req.ContentLength = -1
 		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			held <- nil
-			return
-		}
-		held <- res
+		held <- result{res, err}
 	}()
-	// The first request holds the only slot while its body trickles in.
+	// The first request holds the only slot while its body trickles in. When its headers reach
+	// the handler depends on the machine's load, so the test waits until the slot is taken
+	// (or the request ended, which is the failure) rather than for a fixed time.
 	if _, err := pw.Write([]byte("<MSG>")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	var busy *http.Response
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+Path, strings.NewReader("<MSG/>"))
-		req.Header.Set("Authorization", bearer)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+	giveUp := time.After(30 * time.Second)
+	for len(e.h.slots) == 0 {
+		select {
+		case r := <-held:
+			t.Fatalf("the held request ended before it took the slot: %+v, %v", r.res, r.err)
+		case <-giveUp:
+			t.Fatal("the held request never reached the handler")
+		case <-time.After(10 * time.Millisecond):
 		}
-		_ = res.Body.Close()
-		if res.StatusCode == http.StatusServiceUnavailable {
-			busy = res
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	if busy == nil || busy.Header.Get("Retry-After") == "" {
-		t.Fatalf("no 503 with Retry-After while the only slot was held: %+v", busy)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+Path, strings.NewReader("<MSG/>"))
+	req.Header.Set("Authorization", bearer)
+	busy, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = busy.Body.Close()
+	if busy.StatusCode != http.StatusServiceUnavailable || busy.Header.Get("Retry-After") == "" {
+		t.Fatalf("while the only slot was held: %d, Retry-After %q; want 503 with Retry-After", busy.StatusCode, busy.Header.Get("Retry-After"))
 	}
 	_, _ = pw.Write([]byte("</MSG>"))
 	_ = pw.Close()
-	if res := <-held; res == nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("the held request: %+v, want 200", res)
+	if r := <-held; r.err != nil || r.res.StatusCode != http.StatusOK {
+		t.Fatalf("the held request: %+v, %v; want 200", r.res, r.err)
 	} else {
-		_ = res.Body.Close()
+		_ = r.res.Body.Close()
 	}
 	if r := e.post(t, "application/xml", bearer, []byte("<MSG/>")); r.code != http.StatusOK {
 		t.Errorf("after the slot freed: %+v, want 200", r)
