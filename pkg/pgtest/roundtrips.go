@@ -26,6 +26,9 @@ type RoundTrips struct {
 	// waited is the time from each round trip's start to its end, by the round trip's first
 	// statement: where a sequential caller waits on the server.
 	waited map[string]wait
+	// shorts caches short by the statement's text: the tracer runs on the measured
+	// connection's path, and a bench's statements are a few texts repeated.
+	shorts map[string]string
 }
 
 type wait struct {
@@ -35,7 +38,7 @@ type wait struct {
 
 // NewRoundTrips returns an empty counter.
 func NewRoundTrips() *RoundTrips {
-	return &RoundTrips{byText: map[string]int64{}, waited: map[string]wait{}}
+	return &RoundTrips{byText: map[string]int64{}, waited: map[string]wait{}, shorts: map[string]string{}}
 }
 
 // Counts returns the round trips and statements counted so far.
@@ -99,10 +102,23 @@ func short(sql string) string {
 	return sql
 }
 
+// key is short(sql), computed once per text.
+func (r *RoundTrips) key(sql string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k, ok := r.shorts[sql]
+	if !ok {
+		k = short(sql)
+		r.shorts[sql] = k
+	}
+	return k
+}
+
 func (r *RoundTrips) statement(sql string) {
 	r.statements.Add(1)
+	k := r.key(sql)
 	r.mu.Lock()
-	r.byText[short(sql)]++
+	r.byText[k]++
 	r.mu.Unlock()
 }
 
@@ -133,7 +149,7 @@ func (r *RoundTrips) end(ctx context.Context) {
 // TraceQueryStart implements pgx.QueryTracer.
 func (r *RoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	r.statement(d.SQL)
-	return r.start(ctx, short(d.SQL))
+	return r.start(ctx, r.key(d.SQL))
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
@@ -146,7 +162,7 @@ func (r *RoundTrips) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Trace
 func (r *RoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	key := "batch"
 	if d.Batch != nil && len(d.Batch.QueuedQueries) > 0 {
-		key = "batch: " + short(d.Batch.QueuedQueries[0].SQL)
+		key = "batch: " + r.key(d.Batch.QueuedQueries[0].SQL)
 	}
 	return r.start(ctx, key)
 }
