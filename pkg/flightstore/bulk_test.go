@@ -13,6 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 func flidsOf(fs []flight.Flight) string {
@@ -176,15 +177,7 @@ func TestLoadLockedMatchesLoadAndChildren(t *testing.T) {
 		t.Fatalf("LoadLocked children\n got %+v\nwant %+v", children, want)
 	}
 	for _, flid := range []string{"A", "C"} {
-		rows, err := d.Pool.Query(ctx, `SELECT flid FROM flight_schd WHERE flid = $1 FOR UPDATE SKIP LOCKED`, flid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		free, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(free) != 0 {
+		if !rowLocked(t, d, flid) {
 			t.Errorf("%s is not locked by LoadLocked", flid)
 		}
 	}
@@ -192,6 +185,67 @@ func TestLoadLockedMatchesLoadAndChildren(t *testing.T) {
 	if err != nil || none != nil || len(kids) != 0 {
 		t.Fatalf("unknown FLID: %+v %v %v", none, kids, err)
 	}
+}
+
+// LoadLocked locks the target before its children, as every other locker of a family does
+// (history's archive): held up by a child another transaction holds, it already holds the
+// target, and it returns once the child is let go.
+func TestLoadLockedTakesTheTargetBeforeItsChildren(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	a, b := rich("A"), rich("B")
+	b.Scalars["MAID"] = "A"
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, b}) }); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `SELECT flid FROM flight_schd WHERE flid = 'B' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type loaded struct {
+		children []flight.Flight
+		err      error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		var l loaded
+		l.err = db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
+			_, l.children, l.err = flightstore.LoadLocked(ctx, tx, "A")
+			return l.err
+		})
+		done <- l
+	}()
+	testwait.For(t, 5*time.Second, "LoadLocked to hold the target while it waits for the child", func() bool { return rowLocked(t, d, "A") })
+	select {
+	case l := <-done:
+		t.Fatalf("LoadLocked returned while the child was held: %+v", l)
+	default:
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-done
+	if l.err != nil || flidsOf(l.children) != "B" {
+		t.Fatalf("after the child was let go: children %q, %v", flidsOf(l.children), l.err)
+	}
+}
+
+// rowLocked tells whether another transaction holds flid's row.
+func rowLocked(t *testing.T, d *pgtest.DB, flid string) bool {
+	t.Helper()
+	rows, err := d.Pool.Query(context.Background(), `SELECT flid FROM flight_schd WHERE flid = $1 FOR UPDATE SKIP LOCKED`, flid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(free) == 0
 }
 
 // QueueUpdate writes only the detail tables whose rows changed, and leaves the same stored
