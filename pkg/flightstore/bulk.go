@@ -218,14 +218,13 @@ func detailTables() []string {
 	return slices.Sorted(maps.Keys(tables))
 }
 
-// The two statements of LoadLocked, sent as one batch.
+// The three statements of LoadLocked, sent as one batch. Each takes its snapshot after the
+// one before has its locks: the children are read once the target is held, so a child that
+// the target's last holder added or moved in is seen (one statement for both, two CTEs under
+// a UNION ALL, would scan the children in a snapshot taken before the target's lock wait).
 var (
-	// The target, then its children by FLID: two CTEs under one Append keep each scan's own
-	// index and lock the rows in the order the two statements did (PostgreSQL refuses FOR
-	// UPDATE under a UNION, and "flid = $1 OR maid = $1" costs a BitmapOr and a sort).
-	lockFamilySQL = `WITH t AS (SELECT ` + rowColumns + ` FROM flight_schd WHERE flid = $1 FOR UPDATE),
-c AS (SELECT ` + rowColumns + ` FROM flight_schd WHERE maid = $1 AND flid <> $1 ORDER BY flid FOR UPDATE)
-SELECT * FROM t UNION ALL SELECT * FROM c`
+	lockTargetSQL   = `SELECT ` + rowColumns + ` FROM flight_schd WHERE flid = $1 FOR UPDATE`
+	lockChildrenSQL = `SELECT ` + rowColumns + ` FROM flight_schd WHERE maid = $1 AND flid <> $1 ORDER BY flid FOR UPDATE`
 	// The FLIDs as an array, not "flid = $1 OR flid IN (…)": PostgreSQL scans every detail
 	// table whole for the OR (EXPLAIN in docs/performance.md), and probes the key for ANY.
 	familyDetailSQL = detailQuery("flid, ", "flid = ANY(ARRAY(SELECT $1::text UNION ALL SELECT flid FROM flight_schd WHERE maid = $1 AND flid <> $1))")
@@ -234,18 +233,17 @@ SELECT * FROM t UNION ALL SELECT * FROM c`
 // LoadLocked reads, locked, the full state of one flight and of its code-share children
 // (every flight whose MAID is flid, deleted ones included, ordered by FLID), as Load with
 // forUpdate and Children do, in one round trip instead of two per flight plus one: the rows
-// are locked by the first statement before the second reads their details, so the details
-// belong to the locked versions (one statement would read them in its own snapshot, which
-// under READ COMMITTED can be older than a row version its lock waited for). cur is nil when the FLID is unknown.
+// are locked by the first two statements before the third reads their details, so the
+// details belong to the locked versions. cur is nil when the FLID is unknown.
 func LoadLocked(ctx context.Context, tx pgx.Tx, flid string) (cur *flight.Flight, children []flight.Flight, err error) {
 	batch := &pgx.Batch{}
 	var target []flight.Flight
-	batch.Queue(lockFamilySQL, flid).Query(func(rows pgx.Rows) error {
-		locked, err := pgx.CollectRows(rows, scanRow)
-		if len(locked) > 0 && locked[0].FLID == flid {
-			target, locked = locked[:1], locked[1:]
-		}
-		children = locked
+	batch.Queue(lockTargetSQL, flid).Query(func(rows pgx.Rows) error {
+		target, err = pgx.CollectRows(rows, scanRow)
+		return err
+	})
+	batch.Queue(lockChildrenSQL, flid).Query(func(rows pgx.Rows) error {
+		children, err = pgx.CollectRows(rows, scanRow)
 		return err
 	})
 	var family map[string]*flight.Flight

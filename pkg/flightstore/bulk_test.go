@@ -234,6 +234,53 @@ func TestLoadLockedTakesTheTargetBeforeItsChildren(t *testing.T) {
 	}
 }
 
+// A child that the target's holder adds while LoadLocked waits for the target is loaded
+// with its details and locked: the children are read in a snapshot taken after the target's
+// lock, not before its wait.
+func TestLoadLockedSeesAChildAddedWhileItWaitedForTheTarget(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	save(t, d, rich("A"))
+	holder, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `SELECT flid FROM flight_schd WHERE flid = 'A' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	x := rich("X")
+	x.Scalars["MAID"] = "A"
+	if err := flightstore.SaveMany(ctx, holder, []flight.Flight{x}); err != nil {
+		t.Fatal(err)
+	}
+	type loaded struct {
+		children []flight.Flight
+		err      error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		var l loaded
+		l.err = db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
+			_, l.children, l.err = flightstore.LoadLocked(ctx, tx, "A")
+			return l.err
+		})
+		done <- l
+	}()
+	testwait.For(t, 5*time.Second, "LoadLocked to wait for the target", func() bool {
+		var waiting bool
+		err := d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		return err == nil && waiting
+	})
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-done
+	if l.err != nil || len(l.children) != 1 || !reflect.DeepEqual(l.children[0].Collections, x.Collections) {
+		t.Fatalf("children %q, %v; want X with its details", flidsOf(l.children), l.err)
+	}
+}
+
 // rowLocked tells whether another transaction holds flid's row.
 func rowLocked(t *testing.T, d *pgtest.DB, flid string) bool {
 	t.Helper()
