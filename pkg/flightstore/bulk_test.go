@@ -198,27 +198,8 @@ func TestLoadLockedTakesTheTargetBeforeItsChildren(t *testing.T) {
 	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, b}) }); err != nil {
 		t.Fatal(err)
 	}
-	holder, err := d.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = holder.Rollback(ctx) }()
-	if _, err := holder.Exec(ctx, `SELECT flid FROM flight_schd WHERE flid = 'B' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	type loaded struct {
-		children []flight.Flight
-		err      error
-	}
-	done := make(chan loaded, 1)
-	go func() {
-		var l loaded
-		l.err = db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
-			_, l.children, l.err = flightstore.LoadLocked(ctx, tx, "A")
-			return l.err
-		})
-		done <- l
-	}()
+	holder := holdRow(t, d, "B")
+	done := loadLockedInBackground(ctx, d, "A")
 	testwait.For(t, 5*time.Second, "LoadLocked to hold the target while it waits for the child", func() bool { return rowLocked(t, d, "A") })
 	select {
 	case l := <-done:
@@ -235,38 +216,19 @@ func TestLoadLockedTakesTheTargetBeforeItsChildren(t *testing.T) {
 }
 
 // A child that the target's holder adds while LoadLocked waits for the target is loaded
-// with its details and locked: the children are read in a snapshot taken after the target's
+// with its details: the children are read in a snapshot taken after the target's
 // lock, not before its wait.
 func TestLoadLockedSeesAChildAddedWhileItWaitedForTheTarget(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
 	save(t, d, rich("A"))
-	holder, err := d.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = holder.Rollback(ctx) }()
-	if _, err := holder.Exec(ctx, `SELECT flid FROM flight_schd WHERE flid = 'A' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdRow(t, d, "A")
 	x := rich("X")
 	x.Scalars["MAID"] = "A"
 	if err := flightstore.SaveMany(ctx, holder, []flight.Flight{x}); err != nil {
 		t.Fatal(err)
 	}
-	type loaded struct {
-		children []flight.Flight
-		err      error
-	}
-	done := make(chan loaded, 1)
-	go func() {
-		var l loaded
-		l.err = db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
-			_, l.children, l.err = flightstore.LoadLocked(ctx, tx, "A")
-			return l.err
-		})
-		done <- l
-	}()
+	done := loadLockedInBackground(ctx, d, "A")
 	testwait.For(t, 5*time.Second, "LoadLocked to wait for the target", func() bool {
 		var waiting bool
 		err := d.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
@@ -279,6 +241,41 @@ func TestLoadLockedSeesAChildAddedWhileItWaitedForTheTarget(t *testing.T) {
 	if l.err != nil || len(l.children) != 1 || !reflect.DeepEqual(l.children[0].Collections, x.Collections) {
 		t.Fatalf("children %q, %v; want X with its details", flidsOf(l.children), l.err)
 	}
+}
+
+type loaded struct {
+	children []flight.Flight
+	err      error
+}
+
+// loadLockedInBackground runs LoadLocked of flid in a transaction of its own, committed once
+// it returns, and sends its children.
+func loadLockedInBackground(ctx context.Context, d *pgtest.DB, flid string) <-chan loaded {
+	done := make(chan loaded, 1)
+	go func() {
+		var l loaded
+		l.err = db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
+			_, l.children, l.err = flightstore.LoadLocked(ctx, tx, flid)
+			return l.err
+		})
+		done <- l
+	}()
+	return done
+}
+
+// holdRow locks flid's row in a transaction of its own, rolled back at the end of the test.
+func holdRow(t *testing.T, d *pgtest.DB, flid string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Rollback(ctx) })
+	if _, err := holder.Exec(ctx, `SELECT flid FROM flight_schd WHERE flid = $1 FOR UPDATE`, flid); err != nil {
+		t.Fatal(err)
+	}
+	return holder
 }
 
 // rowLocked tells whether another transaction holds flid's row.
