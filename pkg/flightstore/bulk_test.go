@@ -195,9 +195,7 @@ func TestLoadLockedTakesTheTargetBeforeItsChildren(t *testing.T) {
 	ctx := context.Background()
 	a, b := rich("A"), rich("B")
 	b.Scalars["MAID"] = "A"
-	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, b}) }); err != nil {
-		t.Fatal(err)
-	}
+	save(t, d, a, b)
 	holder := holdRow(t, d, "B")
 	done := loadLockedInBackground(ctx, d, "A")
 	testwait.For(t, 5*time.Second, "LoadLocked to hold the target while it waits for the child", func() bool { return rowLocked(t, d, "A") })

@@ -102,10 +102,8 @@ func short(sql string) string {
 	return sql
 }
 
-// key is short(sql), computed once per text.
+// key is short(sql), computed once per text; r.mu is held.
 func (r *RoundTrips) key(sql string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	k, ok := r.shorts[sql]
 	if !ok {
 		k = short(sql)
@@ -114,12 +112,14 @@ func (r *RoundTrips) key(sql string) string {
 	return k
 }
 
-func (r *RoundTrips) statement(sql string) {
+// statement counts one statement and returns its key.
+func (r *RoundTrips) statement(sql string) string {
 	r.statements.Add(1)
-	k := r.key(sql)
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.key(sql)
 	r.byText[k]++
-	r.mu.Unlock()
+	return k
 }
 
 // trip is the round trip in flight: the key its wait is charged to and when it began.
@@ -148,8 +148,7 @@ func (r *RoundTrips) end(ctx context.Context) {
 
 // TraceQueryStart implements pgx.QueryTracer.
 func (r *RoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.statement(d.SQL)
-	return r.start(ctx, r.key(d.SQL))
+	return r.start(ctx, r.statement(d.SQL))
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
@@ -162,7 +161,9 @@ func (r *RoundTrips) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Trace
 func (r *RoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	key := "batch"
 	if d.Batch != nil && len(d.Batch.QueuedQueries) > 0 {
+		r.mu.Lock()
 		key = "batch: " + r.key(d.Batch.QueuedQueries[0].SQL)
+		r.mu.Unlock()
 	}
 	return r.start(ctx, key)
 }
@@ -179,8 +180,7 @@ func (r *RoundTrips) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Trace
 
 // TraceCopyFromStart implements pgx.CopyFromTracer.
 func (r *RoundTrips) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
-	r.statement("COPY " + d.TableName.Sanitize())
-	return r.start(ctx, short("COPY "+d.TableName.Sanitize()))
+	return r.start(ctx, r.statement("COPY "+d.TableName.Sanitize()))
 }
 
 // TraceCopyFromEnd implements pgx.CopyFromTracer.
