@@ -33,6 +33,11 @@ type Outcome struct {
 	// Writes are the changed states, target first; Events go with them in the same transaction.
 	Writes []Flight
 	Events []Event
+	// Recorded are the states whose provenance alone changed: written without a version or an
+	// event (R-ORDER-2).
+	Recorded []Flight
+	// Superseded names the target's parts a newer message wrote (Decision.Superseded).
+	Superseded map[string]int64
 	// Project lists the current states of every flight the record touched, changed or not: a
 	// re-run after a crash before the terminal commit decides "no change" but must still bring
 	// the Redis projection up to date.
@@ -55,15 +60,29 @@ func Decide(kind Kind, cur *Flight, in Input, g Group, days DayRule) Outcome {
 	if d.Skip != "" {
 		return Outcome{Skip: d.Skip, Ignored: d.Ignored}
 	}
-	out := Outcome{Ignored: d.Ignored}
+	out := Outcome{Ignored: d.Ignored, Superseded: d.Superseded}
 	if d.Next.FLID == "" {
 		return out // FDEL of an unknown flight: nothing to change, nothing to project
 	}
-	if d.Changed {
-		out.Writes = append(out.Writes, d.Next)
-		out.Events = append(out.Events, d.Events...)
+	// The masters' deletions, as the target named them (R-ORDER-7).
+	named := make([]Flight, 0, len(g.Masters))
+	for _, id := range slices.Sorted(maps.Keys(g.Masters)) {
+		named = append(named, g.Masters[id])
 	}
-	out.Project = append(out.Project, d.Next)
+	if next := d.Next.Clone(); codeShare(&next, named...) {
+		d = resettle(cur, next, in, d)
+	}
+	if !IsChild(d.Next) {
+		d = cascade(&out, cur, d, in)
+	}
+	switch {
+	case d.Changed:
+		out.Writes = append([]Flight{d.Next}, out.Writes...)
+		out.Events = append(slices.Clone(d.Events), out.Events...)
+	case d.Recorded:
+		out.Recorded = append([]Flight{d.Next}, out.Recorded...)
+	}
+	out.Project = append([]Flight{d.Next}, out.Project...)
 
 	// Masters the target pointed at before or points at now: their MAFL may have moved.
 	masters := map[string]bool{}
@@ -87,25 +106,62 @@ func Decide(kind Kind, cur *Flight, in Input, g Group, days DayRule) Outcome {
 		}
 	}
 
-	if d.Next.State == Deleted && !IsChild(d.Next) {
-		// Deleting a master deletes its code-share children with it: no "master gone, child
-		// left" half state. On a re-run the children are already deleted and are only
-		// projected again.
-		for _, c := range in.Children {
-			if !d.Changed || c.State == Deleted || c.Scalars["MAID"] != d.Next.FLID || c.FLID == d.Next.FLID {
-				if c.State == Deleted {
-					out.Project = append(out.Project, c)
-				}
-				continue
+	return out
+}
+
+// cascade deletes with a master the code-share children that were active at its deletions
+// (R-CODESHARE-4): no "master gone, child left" half state. Out of ID order a deletion may
+// arrive after a newer schedule brought the master back: its children stay deleted, as in ID
+// order, unless a newer word of their own says otherwise, and the master's MAFL is derived
+// from what is left (R-ORDER-7).
+func cascade(out *Outcome, cur *Flight, d Decision, in Input) Decision {
+	master := d.Next.FLID
+	after := make([]Flight, 0, len(in.Children))
+	for _, c := range in.Children {
+		next := c.Clone()
+		if c.FLID == master || !codeShare(&next, d.Next) {
+			after = append(after, c)
+			if c.State == Deleted && d.Next.State == Deleted && c.FLID != master {
+				out.Project = append(out.Project, c) // a re-run: deleted with the master before
 			}
-			cd := ApplyFDEL(&c, Input{MsgID: in.MsgID, STYP: in.STYP, Now: in.Now, Record: in.Record})
-			cd.Events = Events(c, cd.Next, in, d.Next.FLID)
+			continue
+		}
+		cd := settle(c, next, in, nil, nil)
+		switch {
+		case cd.Changed:
+			cd.Events = Events(c, cd.Next, in, master)
 			out.Writes = append(out.Writes, cd.Next)
 			out.Events = append(out.Events, cd.Events...)
+		case cd.Recorded:
+			out.Recorded = append(out.Recorded, cd.Next)
+		}
+		if cd.Next.State == Deleted {
 			out.Project = append(out.Project, cd.Next)
 		}
+		after = append(after, cd.Next)
 	}
-	return out
+	if d.Next.State != Active || slices.Equal(d.Next.MAFL, deriveMAFL(d.Next, after)) {
+		return d
+	}
+	// The master stands, children it had are gone: its MAFL moved (R-CODESHARE-3).
+	return resettle(cur, d.Next, in, d, after...)
+}
+
+// resettle decides again, from the stored state cur (nil for a new flight), a state a rule's
+// decision d was changed into after it was settled, keeping what d reported. children, when
+// given, are the flight's children as they will be.
+func resettle(cur *Flight, next Flight, in Input, d Decision, children ...Flight) Decision {
+	prev := New(next.FLID)
+	if cur != nil {
+		prev = *cur
+	}
+	after := in.Children
+	if children != nil {
+		after = children
+	}
+	nd := settle(prev, next, in, in.Children, after)
+	nd.Ignored, nd.Superseded, nd.Ended = d.Ignored, d.Superseded, d.Ended
+	return nd
 }
 
 // reproject recomputes master m's MAFL with the child's new state among its siblings. A
@@ -126,9 +182,7 @@ func reproject(m Flight, siblings []Flight, child Flight, in Input) (Decision, b
 	if slices.Equal(prev.MAFL, next.MAFL) {
 		return Decision{Next: prev}, false
 	}
-	next.Version = prev.Version + 1
-	next.LastMsgID = in.MsgID
-	next.UpdatedAt = in.Now
+	stamp(&next, prev.Version+1, in)
 	return Decision{Next: next, Changed: true, Events: Events(prev, next, in, child.FLID)}, true
 }
 

@@ -52,6 +52,8 @@ type Flight struct {
 	// MAFL is the derived code-share projection of a master (R-CODESHARE-2): never stored,
 	// computed from the children in the same transaction; nil on children and deleted flights.
 	MAFL []Share
+	// Prov is which message last wrote each part (R-ORDER-1): stored, never published.
+	Prov Provenance
 }
 
 // Share is one element of a master's MAFL: a code-share child that points at it.
@@ -85,6 +87,7 @@ func (f Flight) Clone() Flight {
 		c.Raw[k] = slices.Clone(v)
 	}
 	c.MAFL = slices.Clone(f.MAFL)
+	c.Prov = f.Prov.Clone()
 	if f.OperationDay != nil {
 		d := *f.OperationDay
 		c.OperationDay = &d

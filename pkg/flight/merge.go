@@ -43,6 +43,10 @@ type Input struct {
 	// KAFKA:schd upsert take the new flight as newer than the tombstone. 0 when the FLID was
 	// never archived.
 	VersionFloor int64
+	// Archived is the last message of the flight the history sweep moved out for this FLID (0
+	// when none): a schedule older than it would bring back what newer messages ended
+	// (R-ORDER-4).
+	Archived int64
 }
 
 // Decision is what a rule decided for its target: the next full state and its events, or a
@@ -56,6 +60,16 @@ type Decision struct {
 	// Ignored lists the tags the message carried that its STYP does not own; they are reported,
 	// not merged (a FLOP changes only what its STYP expresses, R-FLOP-1).
 	Ignored []string
+	// Superseded names the parts the message would have written that a newer message wrote,
+	// each with that message (R-ORDER-2); PartState when a newer word on the flight's existence
+	// stands.
+	Superseded map[string]int64
+	// Recorded reports a decision that changed nothing to publish but the provenance: Next's
+	// provenance is to be written, without a version or an event.
+	Recorded bool
+	// Ended reports that the message deleted the flight at its ID (it was active then), even
+	// if a newer schedule brought it back: a master's children go with it (R-CODESHARE-4).
+	Ended bool
 }
 
 // Skip reasons for a flight message whose target cannot take it (R-FLOP-TARGET; the seeds leave the
@@ -102,7 +116,8 @@ func (r DayRule) day(sodt string) (time.Time, bool) {
 // ApplyFLOP merges a dynamic operational update (R-FLOP-1) with the rule of its STYP:
 // only the fields and collections that STYP owns change; an empty tag clears; a carried
 // collection replaces the stored one whole, in message order. An unknown or deleted target is
-// skipped (docs/flight-domain.md).
+// skipped (docs/flight-domain.md). Out of ID order, the flight must have been active at the
+// message's ID, and each part a newer message wrote is left as it is (R-ORDER-2, R-ORDER-3).
 func ApplyFLOP(cur *Flight, in Input) Decision {
 	r, ok := flopRules[in.STYP]
 	switch {
@@ -112,26 +127,62 @@ func ApplyFLOP(cur *Flight, in Input) Decision {
 		return Decision{Skip: "unsupported: FLOP STYP " + in.STYP + " has no rule"}
 	case cur == nil:
 		return Decision{Skip: SkipUnknownFlight}
-	case cur.State == Deleted:
-		return Decision{Skip: SkipDeletedFlight}
 	}
+	switch at := cur.stateAt(in.MsgID); {
+	case at == Deleted && cur.State == Deleted:
+		return Decision{Skip: SkipDeletedFlight}
+	case at != Active:
+		// The flight did not exist yet, or was deleted, at this message's ID and a newer word
+		// brought it back: in ID order the message changed nothing.
+		return Decision{Skip: SupersededReason(map[string]int64{PartState: cur.newestLife()})}
+	}
+	// Active at the message's ID. A newer deletion stands (R-ORDER-4), and the message's parts
+	// go to the details the deleted flight keeps, as in ID order; nothing is published.
 	next := cur.Clone()
 	if in.Record.FFID.Present && in.Record.FFID.Value != "" {
 		next.Scalars["FFID"] = in.Record.FFID.Value
 	}
 	r.apply(&next, in.Record)
 	keepRaw(&next, in.Record)
+	superseded := take(*cur, &next, r.parts(in.Record), in.MsgID)
+	if cur.State == Deleted {
+		superseded = withState(superseded, cur.newestLife())
+	}
 	d := finish(*cur, next, in)
 	d.Ignored = r.ignored(in.Record)
+	d.Superseded = superseded
+	return d.skipIfSuperseded()
+}
+
+// withState adds to a superseded list the newer word on the flight's existence, message n.
+func withState(superseded map[string]int64, n int64) map[string]int64 {
+	if superseded == nil {
+		superseded = map[string]int64{}
+	}
+	superseded[PartState] = n
+	return superseded
+}
+
+// skipIfSuperseded makes a decision that writes nothing, not even provenance, because newer
+// messages wrote everything it would have, a skip (R-ORDER-2).
+func (d Decision) skipIfSuperseded() Decision {
+	if !d.Changed && !d.Recorded && len(d.Superseded) > 0 {
+		d.Skip = SupersededReason(d.Superseded)
+	}
 	return d
 }
 
 // ApplyADFT merges a single-flight schedule add/change with the conservative set-only rule
 // (R-ADFT-1): fields present are set, fields absent stay, and an empty tag does not
-// clear. A new flight gets its operation day from SODT.
+// clear. A new flight gets its operation day from SODT. Out of ID order its word on the
+// flight's existence goes in the flight's life, and a part a newer message wrote is left as
+// it is (R-ORDER-2, R-ORDER-4).
 func ApplyADFT(cur *Flight, in Input, days DayRule) Decision {
 	var prev, next Flight
 	if cur == nil {
+		if in.Archived > in.MsgID {
+			return Decision{Skip: SupersededReason(map[string]int64{PartState: in.Archived})}
+		}
 		prev = New(in.Record.FLID)
 		next = New(in.Record.FLID)
 		next.CreatedAt = in.Now
@@ -140,61 +191,96 @@ func ApplyADFT(cur *Flight, in Input, days DayRule) Decision {
 		next = cur.Clone()
 	}
 	// A schedule re-adding a deleted FLID brings it back: AODB's schedule is the authority.
-	next.State = Active
+	next.say(in.MsgID, Active)
 	rec := in.Record
+	var ignored []string
+	for tag := range rec.Scalars {
+		if !slices.Contains(Scalars, tag) || tag == BoardingStatus || tag == LastCallStatus {
+			ignored = append(ignored, tag)
+		}
+	}
+	ignored = append(ignored, ignoredRaw(rec)...)
+	slices.Sort(ignored)
+	// A newer deletion stands (R-ORDER-4): the record's parts go to the details the deleted
+	// flight keeps, as in ID order; nothing is published.
 	if rec.FFID.Present && rec.FFID.Value != "" {
 		next.Scalars["FFID"] = rec.FFID.Value
 	}
-	var ignored []string
+	parts := recordParts(rec)
 	for tag, v := range rec.Scalars {
-		switch {
-		case !slices.Contains(Scalars, tag) || tag == BoardingStatus || tag == LastCallStatus:
-			ignored = append(ignored, tag)
-		case v.Present && v.Value != "":
+		if slices.Contains(Scalars, tag) && tag != BoardingStatus && tag != LastCallStatus && v.Present && v.Value != "" {
 			next.Scalars[tag] = v.Value
+			parts = append(parts, tag)
 		}
 	}
-	ignored = append(ignored, wholeRecordParts(&next, rec)...)
+	wholeRecordParts(&next, rec)
+	for tag := range rec.Collections {
+		parts = append(parts, tag)
+	}
+	slices.Sort(parts)
+	superseded := take(prev, &next, parts, in.MsgID)
+	if next.State == Deleted {
+		superseded = withState(superseded, next.newestLife())
+	}
 	if next.OperationDay == nil {
 		if d, ok := days.day(next.Scalars["SODT"]); ok {
 			next.OperationDay = &d
 		}
 	}
 	d := finish(prev, next, in)
-	slices.Sort(ignored)
 	d.Ignored = ignored
-	return d
+	d.Superseded = superseded
+	return d.skipIfSuperseded()
 }
 
 // ApplyFDEL deletes a flight (R-FDEL-1): ACTIVE → DELETED once, version bumped, detail
 // rows kept, tombstones in the same transaction. A repeated FDEL or an unknown flight changes
-// nothing and is still a success.
+// nothing and is still a success. Out of ID order it deletes what was active at its ID: its
+// word goes in the flight's life, where a schedule older than it that arrives later finds it,
+// and a newer schedule that brought the flight back stands (R-ORDER-4).
 func ApplyFDEL(cur *Flight, in Input) Decision {
 	if cur == nil {
 		return Decision{}
 	}
 	prev := *cur
 	prev.MAFL = deriveMAFL(prev, in.Children)
-	if cur.State == Deleted {
-		return Decision{Next: prev}
+	next, ended := end(prev, in.MsgID)
+	d := finish(prev, next, in)
+	d.Ended = ended
+	if ended && next.State == Active {
+		d.Superseded = map[string]int64{PartState: next.newestLife()}
 	}
-	next := prev.Clone()
-	next.State = Deleted
-	return finish(prev, next, in)
+	return d
+}
+
+// end is f after a deletion at message m: its word goes in the life, whatever the flight's
+// state at m, and ended reports whether it was active then (in ID order the deletion took
+// effect). A word that finds nothing active still counts once an older schedule that arrives
+// later makes the flight active before it.
+func end(f Flight, m int64) (next Flight, ended bool) {
+	ended = f.stateAt(m) == Active
+	next = f.Clone()
+	next.say(m, Deleted)
+	return next, ended
 }
 
 // wholeRecordParts stores what a schedule record (ADFT or a snapshot's) carries whole: its
-// collections as sent and its raw SRVT and VIPF. It returns the raw elements it ignored.
-func wholeRecordParts(next *Flight, rec sis.FlightRecord) (ignored []string) {
+// collections as sent and its raw SRVT and VIPF.
+func wholeRecordParts(next *Flight, rec sis.FlightRecord) {
 	for tag, c := range rec.Collections {
 		next.Collections[tag] = items(c, nil)
 	}
+	keepRaw(next, rec)
+}
+
+// ignoredRaw lists the raw elements of rec the state does not keep.
+func ignoredRaw(rec sis.FlightRecord) []string {
+	var ignored []string
 	for tag := range rec.Raw {
-		if tag != "SRVT" && tag != "VIPF" {
+		if !slices.Contains(rawTags, tag) {
 			ignored = append(ignored, tag)
 		}
 	}
-	keepRaw(next, rec)
 	return ignored
 }
 
@@ -260,16 +346,35 @@ func settle(prev, next Flight, in Input, prevChildren, nextChildren []Flight) De
 		prev = prev.Clone() // normalize writes; the caller's state stays as given
 		normalize(&prev, prevChildren)
 	}
-	if prev.Version > 0 && SameContent(prev, next) {
-		return Decision{Next: prev}
+	if prev.State == Deleted && next.State == Deleted {
+		// A deleted flight publishes nothing but its deletion (R-FDEL-1): a message older than
+		// the deletion changes only the details it keeps, and the provenance (R-ORDER-4).
+		kept := next
+		kept.Version, kept.LastMsgID, kept.UpdatedAt, kept.Prov.Last = prev.Version, prev.LastMsgID, prev.UpdatedAt, prev.Prov.Last
+		return Decision{Next: kept, Recorded: !SameContent(prev, kept) || !prev.Prov.Equal(kept.Prov)}
 	}
-	next.Version = max(prev.Version, in.VersionFloor) + 1
-	next.LastMsgID = in.MsgID
-	next.UpdatedAt = in.Now
+	if prev.Version > 0 && SameContent(prev, next) {
+		// Nothing to publish; what the message wrote of the provenance is still written, or an
+		// older message arriving later would take parts this one holds (R-ORDER-2).
+		same := prev
+		same.Prov = next.Prov
+		return Decision{Next: same, Recorded: !prev.Prov.Equal(next.Prov)}
+	}
+	stamp(&next, max(prev.Version, in.VersionFloor)+1, in)
 	if next.CreatedAt.IsZero() {
 		next.CreatedAt = in.Now
 	}
 	return Decision{Next: next, Changed: true, Events: Events(prev, next, in, "")}
+}
+
+// stamp gives a changed state its version and its writer (R-FLIGHT-5). Out of ID order the
+// writer is the message being applied, older or not: last_msg_id names the message whose
+// re-run must find the change (R-RETAIN-6).
+func stamp(next *Flight, version int64, in Input) {
+	next.Version = version
+	next.LastMsgID = in.MsgID
+	next.UpdatedAt = in.Now
+	next.Prov.Last = in.MsgID
 }
 
 // Events are the two events of an accepted change: a KAFKA:msg change notification and the

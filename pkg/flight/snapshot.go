@@ -304,10 +304,39 @@ func ApplySnapshot(cur *Flight, in Input, day time.Time) Decision {
 	if cur != nil {
 		prev = *cur
 	}
-	next, ignored := snapshotState(cur, in.Record, day)
+	next, ignored, superseded := snapshotRecord(cur, in.Record, day, in.MsgID)
 	d := finish(prev, next, in)
 	d.Ignored = ignored
+	d.Superseded = superseded
 	return d
+}
+
+// snapshotRecord is the state record rec of a snapshot at message m makes of cur, out of ID
+// order too (R-ORDER-5): its word on the existence goes in the life, and a part a newer message
+// wrote keeps that message's value; a field the record omits is cleared only when no newer
+// message wrote it. A newer deletion stands: the flight keeps its state, only the life changes.
+func snapshotRecord(cur *Flight, rec sis.FlightRecord, day time.Time, m int64) (Flight, []string, map[string]int64) {
+	next, ignored := snapshotState(cur, rec, day)
+	prev := New(rec.FLID)
+	if cur != nil {
+		prev = *cur
+	}
+	life := prev.Clone()
+	life.say(m, Active)
+	// A newer deletion stands (R-ORDER-4): the record's parts go to the details the deleted
+	// flight keeps, as in ID order; nothing is published.
+	next.State, next.Prov = life.State, life.Prov
+	parts := allParts
+	if !rec.FFID.Present || rec.FFID.Value == "" {
+		// A FLTR carries no FFID: the flight's is kept, not written (snapshotState).
+		parts = slices.DeleteFunc(slices.Clone(allParts), func(p string) bool { return p == "FFID" })
+	}
+	superseded := take(prev, &next, parts, m)
+	next.Prov.rebase(m)
+	if next.State == Deleted {
+		superseded = withState(superseded, next.newestLife())
+	}
+	return next, ignored, superseded
 }
 
 // snapshotState is the full state a record describes, before the version and the derived
@@ -351,7 +380,8 @@ func snapshotState(cur *Flight, rec sis.FlightRecord, day time.Time) (Flight, []
 	fret(&next, rec)
 	turnaround(&next, rec)
 	// Collections are stored as sent, ROUT too (the 4-point cut is FLOP ROUT's, as for ADFT).
-	ignored = append(ignored, wholeRecordParts(&next, rec)...)
+	wholeRecordParts(&next, rec)
+	ignored = append(ignored, ignoredRaw(rec)...)
 	slices.Sort(ignored)
 	return next, ignored
 }

@@ -52,6 +52,9 @@ type SnapshotInput struct {
 	// VersionFloors holds, for package FLIDs absent from Stored, the floor of a FLID the
 	// history sweep archived (Input.VersionFloor); absent means 0.
 	VersionFloors map[string]int64
+	// Archived holds, for package FLIDs absent from Stored, the last message of the flight the
+	// history sweep moved out (Input.Archived); absent means 0.
+	Archived map[string]int64
 }
 
 // Plan is a snapshot's per-flight decisions.
@@ -65,6 +68,9 @@ type Plan struct {
 	// this package deletes: the record is AODB's word on that flight, so it is kept (no
 	// cascade), and the processor reports it.
 	Orphans []string
+	// Superseded lists, in package order, the records of FLIDs the history sweep moved out
+	// after a newer message: nothing is planned for them (R-ORDER-5).
+	Superseded []string
 }
 
 // DefaultBatchSize is schd.batch-size's default: changed flights per transaction.
@@ -78,9 +84,12 @@ type Batch []SnapshotFlight
 func (b Batch) Outcome() Outcome {
 	var o Outcome
 	for _, f := range b {
-		if f.Decision.Changed {
+		switch {
+		case f.Decision.Changed:
 			o.Writes = append(o.Writes, f.Decision.Next)
 			o.Events = append(o.Events, f.Decision.Events...)
+		case f.Decision.Recorded:
+			o.Recorded = append(o.Recorded, f.Decision.Next)
 		}
 		o.Project = append(o.Project, f.Decision.Next)
 	}
@@ -135,11 +144,13 @@ func (p Plan) Batches(n int) []Batch {
 
 // planned is one flight's final state before its decision is settled.
 type planned struct {
-	cause   Cause
-	rec     *PackageRecord
-	next    Flight
-	ignored []string
-	via     string // the master of a cascaded child
+	cause      Cause
+	rec        *PackageRecord
+	next       Flight
+	ignored    []string
+	superseded map[string]int64
+	ended      bool   // an omitted flight that was active at the package's ID
+	via        string // the master of a cascaded child
 }
 
 // PlanSnapshot decides a whole checked package against the stored flights (R-SCHD-1 to
@@ -166,40 +177,60 @@ func PlanSnapshot(in SnapshotInput) (Plan, *Refusal) {
 	storedIDs := sortedKeys(stored)
 
 	plan := map[string]*planned{}
+	var superseded []string
 	for i := range p.records {
 		r := &p.records[i]
 		var cur *Flight
 		if s, ok := stored[r.Record.FLID]; ok {
 			cur = &s
+		} else if in.Archived[r.Record.FLID] > in.MsgID {
+			superseded = append(superseded, r.Record.FLID)
+			continue
 		}
-		next, ignored := snapshotState(cur, r.Record, r.Day)
-		plan[r.Record.FLID] = &planned{cause: CauseRecord, rec: r, next: next, ignored: ignored}
+		next, ignored, sup := snapshotRecord(cur, r.Record, r.Day, in.MsgID)
+		plan[r.Record.FLID] = &planned{cause: CauseRecord, rec: r, next: next, ignored: ignored, superseded: sup}
 	}
 	for _, id := range storedIDs {
 		if s := stored[id]; plan[id] == nil && in.Scope.Contains(s.OperationDay) {
-			next := s.Clone()
-			next.State = Deleted
-			plan[id] = &planned{cause: CauseOmitted, next: next}
+			next, ended := end(s, in.MsgID)
+			plan[id] = &planned{cause: CauseOmitted, next: next, ended: ended}
 		}
 	}
 	prevChildren := childrenOf(storedIDs, func(id string) Flight { return stored[id] })
+	current := func(id string) (Flight, bool) {
+		if e := plan[id]; e != nil {
+			return e.next, true
+		}
+		f, ok := stored[id]
+		return f, ok
+	}
 	// The cascade of ApplyFDEL's callers (Decide): a master this package deletes takes its
-	// active children with it; a re-run, with everything already deleted, only projects them
-	// again, and a child revived since the master's deletion is not deleted again.
+	// children active at the package's ID with it; a re-run, with everything already deleted,
+	// only projects them again, and a child revived since the master's deletion is not deleted
+	// again. Out of ID order (R-ORDER-7) the children's lives follow their masters' deletions
+	// as they named them: a record may change what its flight named, and a master's record may
+	// bring it back before a newer deletion, which then takes its children.
+	for _, id := range sortedKeys(plan) {
+		e := plan[id]
+		if e.cause != CauseRecord {
+			continue
+		}
+		if next := e.next.Clone(); codeShare(&next, mastersOf(next, stored[id], current)...) {
+			e.next = next
+		}
+	}
 	for _, id := range storedIDs {
-		m := stored[id]
-		if e := plan[id]; e == nil || e.cause != CauseOmitted || IsChild(m) {
+		e := plan[id]
+		if e == nil || e.cause == CauseCascade || IsChild(e.next) {
 			continue
 		}
 		for _, c := range prevChildren[id] {
-			switch {
-			case plan[c.FLID] != nil:
-				// a record (kept, see Orphans) or a flight of the scope deleted on its own
-			case c.State == Active && m.State == Active:
-				next := c.Clone()
-				next.State = Deleted
+			if plan[c.FLID] != nil {
+				continue // a record (kept, see Orphans) or a flight of the scope deleted on its own
+			}
+			if next := c.Clone(); codeShare(&next, mastersOf(next, c, current)...) {
 				plan[c.FLID] = &planned{cause: CauseCascade, next: next, via: id}
-			case c.State == Deleted:
+			} else if c.State == Deleted && e.cause == CauseOmitted {
 				plan[c.FLID] = &planned{cause: CauseCascade, next: c, via: id}
 			}
 		}
@@ -250,10 +281,12 @@ func PlanSnapshot(in SnapshotInput) (Plan, *Refusal) {
 			}
 			d = settle(prev, e.next, fin, prevChildren[id], nextChildren[id])
 			d.Ignored = e.ignored
+			d.Superseded = e.superseded
 		case CauseOmitted, CauseCascade:
+			// the FDEL rule, with the words e.next took of the cascade (R-ORDER-7)
 			s := stored[id]
 			fin.Children = prevChildren[id]
-			d = ApplyFDEL(&s, fin)
+			d = settle(s, e.next, fin, prevChildren[id], prevChildren[id])
 			if e.via != "" && d.Changed {
 				d.Events = Events(s, d.Next, fin, e.via)
 			}
@@ -267,7 +300,19 @@ func PlanSnapshot(in SnapshotInput) (Plan, *Refusal) {
 		}
 		flights = append(flights, sf)
 	}
-	return Plan{Scope: in.Scope, Flights: order(flights, stored, len(p.records)), Orphans: orphans(p, plan, flights, stored)}, nil
+	return Plan{Scope: in.Scope, Flights: order(flights, stored, len(p.records)), Orphans: orphans(p, plan, flights, stored),
+		Superseded: superseded}, nil
+}
+
+// mastersOf are the masters a flight names in next or named in stored, as current has them.
+func mastersOf(next, stored Flight, current func(string) (Flight, bool)) []Flight {
+	var out []Flight
+	for _, id := range []string{next.Scalars["MAID"], stored.Scalars["MAID"]} {
+		if m, ok := current(id); ok && id != "" && id != next.FLID && !slices.ContainsFunc(out, func(f Flight) bool { return f.FLID == id }) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // childrenOf indexes the flights of ids by the master their MAID names.
@@ -359,7 +404,7 @@ func orphans(p Package, plan map[string]*planned, flights []SnapshotFlight, stor
 	}
 	var out []string
 	for _, r := range p.records {
-		if next := plan[r.Record.FLID].next; IsChild(next) && deleted[next.Scalars["MAID"]] {
+		if e := plan[r.Record.FLID]; e != nil && IsChild(e.next) && deleted[e.next.Scalars["MAID"]] {
 			out = append(out, r.Record.FLID)
 		}
 	}

@@ -24,6 +24,10 @@ type rule struct {
 	collections []string
 	// custom replaces the default "present sets, empty clears" for the owned scalars.
 	custom func(f *Flight, rec sis.FlightRecord)
+	// whole: the first scalar is an element whose presence decides all the scalars (fdiv, fret);
+	// link: one of the scalars sent empty decides all of them (turnaround). Either way the
+	// scalars are one part of the order rule's (R-ORDER-2) when so decided.
+	whole, link bool
 }
 
 // flopRules is the table of R-FLOP-1 plus the legacy extras; FDEL has its own path. Its keys
@@ -40,10 +44,10 @@ var flopRules = map[string]rule{
 	"CHDT": {collections: []string{"CHDT"}},
 	"CNCL": {scalars: []string{"CNCL"}},
 	"ESTT": {scalars: []string{"ESTT"}},
-	"FDIV": {scalars: []string{"FDIV", "FDIV_DDES", "FDIV_DDIR"}, custom: fdiv},
+	"FDIV": {scalars: []string{"FDIV", "FDIV_DDES", "FDIV_DDIR"}, custom: fdiv, whole: true},
 	"FINT": {scalars: []string{"FINT"}},
 	"FLIN": {scalars: []string{"FLIN"}},
-	"FRET": {scalars: []string{"FRET", "FRET_REID"}, custom: fret},
+	"FRET": {scalars: []string{"FRET", "FRET_REID"}, custom: fret, whole: true},
 	"GTDT": {collections: []string{"GTDT"}},
 	"LACL": {scalars: []string{"LACL"}},
 	"MAXP": {scalars: []string{"MAXP"}},
@@ -51,7 +55,7 @@ var flopRules = map[string]rule{
 	"PSDT": {collections: []string{"PSDT"}},
 	"RENO": {scalars: []string{"RENO"}},
 	"ROUT": {collections: []string{"ROUT"}, custom: rout},
-	"TAOP": {scalars: []string{"TAOP", "TAFL", "TAID"}, custom: turnaround},
+	"TAOP": {scalars: []string{"TAOP", "TAFL", "TAID"}, custom: turnaround, link: true},
 	"TRML": {scalars: []string{"TRML"}},
 	"VIPP": {scalars: []string{"VIPP", "VIPR"}},
 	// Legacy extras: plain fields or collections of the XSD's FLOP section.
@@ -89,6 +93,29 @@ func (r rule) apply(f *Flight, rec sis.FlightRecord) {
 			f.Collections[tag] = items(c, nil)
 		}
 	}
+}
+
+// parts are the parts the rule writes for rec (R-ORDER-2): those its merge decides, whether
+// it sets or clears them. Each sent tag is its own part, except that an element (FDIV, FRET)
+// sent decides all of its tags, and a turnaround with a part sent empty decides all three.
+func (r rule) parts(rec sis.FlightRecord) []string {
+	out := recordParts(rec)
+	sent := func(tag string) bool { v, ok := rec.Scalars[tag]; return ok && v.Present }
+	whole := r.whole && sent(r.scalars[0])
+	if r.link {
+		whole = slices.ContainsFunc(r.scalars, func(t string) bool { return sent(t) && rec.Scalars[t].Value == "" })
+	}
+	for _, t := range r.scalars {
+		if whole || sent(t) {
+			out = append(out, t)
+		}
+	}
+	for _, t := range r.collections {
+		if _, ok := rec.Collections[t]; ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // ignored lists the tags of rec this rule does not own (FLID and FFID are identity, always
