@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,10 +21,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
-	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/pkg/sis"
@@ -359,6 +355,10 @@ type outcome struct {
 	verdict    outage.Verdict
 }
 
+// ends reports whether a step's outcome ends the attempt; the zero outcome lets it go on to
+// the next step.
+func (o outcome) ends() bool { return o.state != "" || o.gone }
+
 func failed(class queue.ErrorClass, reason string, err error) outcome {
 	return outcome{state: queue.Failed, class: class, reason: reason, err: err}
 }
@@ -383,7 +383,18 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 	defer span.End()
 	defer func() { p.metrics.duration.Observe(p.clock.Now().Sub(started).Seconds()) }()
 
-	o := p.step(ctx, s, head, started, span)
+	m := &message{p: p, s: s, head: head, started: started, span: span}
+	o := func() (o outcome) {
+		// The attempt's only recover: a panic anywhere in its steps (the processor, the codec)
+		// ends here, after the deferred rollback of its transaction and the release of the
+		// pipeline lock ran on the way out (R-PUMP-6).
+		defer func() {
+			if r := recover(); r != nil {
+				o = m.panicked(ctx, r)
+			}
+		}()
+		return m.process(ctx)
+	}()
 	span.SetAttributes(attribute.String("state", string(o.state)))
 	if o.class != "" {
 		span.SetAttributes(attribute.String("error_class", string(o.class)))
@@ -417,347 +428,6 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 	}
 	return true
 }
-
-func (p *Pump) step(ctx context.Context, s Session, head queue.Message, started time.Time, span trace.Span) (o outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			p.logger.ErrorContext(ctx, "panic while processing; recorded as a failure", "msg_id", head.MsgID, "panic", r, "stack", string(debug.Stack()))
-			o = failed(queue.Infra, fmt.Sprintf("panic: %v", r), nil)
-		}
-	}()
-	raw, err := p.inbox.Raw(ctx, head.MsgID)
-	if errors.Is(err, inbox.ErrRowMissing) {
-		// Purged upstream after an earlier run read it (a replay after the marker let the
-		// database team delete the row): the text kept then is the same message.
-		raw, err = p.storedRaw(ctx, s, head.MsgID, err)
-	}
-	switch {
-	case errors.Is(err, inbox.ErrRowMissing):
-		return outcome{state: queue.Dead, class: queue.Malformed, reason: "raw-missing"}
-	case errors.Is(err, errStoredRaw):
-		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
-	case err != nil:
-		// Unreachable, timed out: infrastructure, never "missing" (R-PUMP-8). The read is
-		// the same statement for every message, so even a server error is no verdict on this
-		// one: a probe of the table decides.
-		v := inbox.Classify(err)
-		if v == outage.Attempt {
-			v = outage.Unsure
-		}
-		return failedCall(outage.Inbox, v, "read inbox: "+err.Error(), err)
-	}
-	msg, err := sis.Decode(raw, p.cfg.Codec)
-	if err != nil {
-		// Kept for a replay once a codec that understands it is deployed, and for GetMessage
-		// after the inbox row is gone; a failure to keep it is no reason to stop here.
-		if kerr := s.Do(ctx, func(conn *pgx.Conn) error { return queue.KeepRaw(ctx, conn, head.MsgID, raw, started) }); kerr != nil {
-			p.logger.WarnContext(ctx, "raw text not kept", "msg_id", head.MsgID, "err", kerr)
-		}
-		if class, _ := sis.ClassOf(err); class == sis.Malformed {
-			return outcome{state: queue.Dead, class: queue.Malformed, reason: err.Error()}
-		}
-		return failed(queue.CodecError, err.Error(), err)
-	}
-	span.SetAttributes(attribute.String("type", msg.Meta.TYPE), attribute.String("styp", msg.Meta.STYP))
-	var flid string
-	if f, ok := msg.Body.(*sis.Flop); ok {
-		flid = f.Record.FLID
-		span.SetAttributes(attribute.String("flid", flid))
-	}
-	binding := queue.Binding{MsgID: head.MsgID, Key: sis.Identity(msg.Meta, p.cfg.IdentityDayBounded), Type: msg.Meta.TYPE,
-		Styp: msg.Meta.STYP, FLID: flid, Raw: raw, Started: started, Now: p.clock.Now()}
-	proc, why := p.route(msg)
-	tc := p.telemetry.Inject(ctx)
-	in := Input{MsgID: head.MsgID, Message: msg, Now: p.clock.Now(), Trace: [2]string{tc.Parent, tc.State}}
-	if head.AppliedAt == nil && proc != nil {
-		// The binding goes ahead of ①, in its first round trip (R-TX-10).
-		return p.business(ctx, s, in, started, binding, func(tx pgx.Tx) (Result, error) { return proc.Apply(ctx, tx, in) })
-	}
-	var holder int64
-	err = s.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		holder, err = queue.Bind(ctx, conn, binding)
-		return err
-	})
-	if o, decided := bindOutcome(head.MsgID, holder, err); decided {
-		return o
-	}
-	if head.AppliedAt != nil {
-		// ① committed in an earlier run: its change and events are in place, and the flights
-		// may have moved on since (a replay comes after newer messages). Only ② and ③ are left.
-		span.SetAttributes(attribute.Bool("reproject", true))
-		return p.reproject(ctx, s, in, started, func(tx pgx.Tx) (Result, error) {
-			r, ok := proc.(Reprojector)
-			if !ok {
-				return Result{}, nil // nothing this processor can re-project
-			}
-			flights, err := r.Reproject(ctx, tx, in)
-			return Result{Project: flights}, err
-		})
-	}
-	return outcome{state: queue.Skipped, class: queue.Unsupported, reason: "unsupported: " + why}
-}
-
-// bindOutcome is the outcome the identity binding decides, if it decides one: the message is
-// no longer unfinished, the binding failed, or another message holds the identity (R-TX-2).
-func bindOutcome(msgID, holder int64, err error) (outcome, bool) {
-	switch {
-	case errors.Is(err, queue.ErrNotUnfinished):
-		return outcome{gone: true}, true
-	case err != nil:
-		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err), true
-	case holder != msgID:
-		return outcome{state: queue.Skipped, reason: "duplicate-of:" + strconv.FormatInt(holder, 10)}, true
-	}
-	return outcome{}, false
-}
-
-// errStoredRaw marks a failure to read the kept raw text (a PostgreSQL call, not the inbox).
-var errStoredRaw = errors.New("read the kept raw text")
-
-// storedRaw returns the raw text kept by an earlier run of a message whose inbox row is gone;
-// missing is returned as it was when nothing was kept.
-func (p *Pump) storedRaw(ctx context.Context, s Session, msgID int64, missing error) (string, error) {
-	var raw string
-	err := s.Do(ctx, func(conn *pgx.Conn) error {
-		var err error
-		raw, err = queue.StoredRaw(ctx, conn, msgID)
-		return err
-	})
-	switch {
-	case errors.Is(err, db.ErrNotFound):
-		return "", missing
-	case err != nil:
-		return "", fmt.Errorf("%w: %w", errStoredRaw, err)
-	}
-	p.logger.InfoContext(ctx, "inbox row is gone; processing the raw text kept by an earlier run", "msg_id", msgID)
-	return raw, nil
-}
-
-// business runs the three steps of a business success under the pipeline lock, which spans
-// the Redis write (R-TX-3, R-TX-5): ① flight changes and events in one transaction (apply),
-// with applied_at, ② the projection, ③ SUCCEEDED with the backfill intent in one statement. A
-// message with further steps (Result.Then) repeats ① and ② per step, and applied_at goes with
-// the last one.
-func (p *Pump) business(ctx context.Context, s Session, in Input, started time.Time, bind queue.Binding, apply func(tx pgx.Tx) (Result, error)) outcome {
-	return p.run(ctx, s, in, started, &bind, apply, true)
-}
-
-// reproject runs ② and ③ for a message whose ① committed earlier: apply only reads the states
-// to re-project.
-func (p *Pump) reproject(ctx context.Context, s Session, in Input, started time.Time, apply func(tx pgx.Tx) (Result, error)) outcome {
-	return p.run(ctx, s, in, started, nil, apply, false)
-}
-
-// run's started is the attempt's start, for the attempt history.
-//
-// The round trips of a business success (docs/performance.md): the binding (a transaction of
-// its own, R-TX-10), the pipeline lock and BEGIN go out with ①'s first statements and
-// applied_at with its COMMIT (db.PipelinedAfter), and ③ goes out
-// with the release of the lock, ahead of the unlock. Each step still ends before the next
-// begins: ① has committed before ② writes Redis, and ③ is sent only after ②.
-func (p *Pump) run(ctx context.Context, s Session, in Input, started time.Time, bind *queue.Binding, apply func(tx pgx.Tx) (Result, error), mark bool) outcome {
-	var o outcome
-	var trail Trail
-	var next *queue.Message
-	err := s.Do(ctx, func(conn *pgx.Conn) error {
-		return p.withPipelineLock(ctx, conn, func(lock, release *pgx.Batch) error {
-			var res Result
-			var decided *Decision
-			var before *pgx.Batch
-			// bound is the binding's outcome once its statement ran: a decided one stops the
-			// transaction behind it, and decides the message whatever the transaction did.
-			var bound *outcome
-			if bind != nil {
-				before = &pgx.Batch{}
-				queue.QueueBind(before, *bind, func(holder int64, err error) error {
-					if o, decided := bindOutcome(in.MsgID, holder, err); decided {
-						bound = &o
-						return cmp.Or(err, errBoundElsewhere)
-					}
-					return nil
-				})
-			}
-			failure, err := p.transactionAfter(ctx, conn, in, before, lock, &bound, func(tx pgx.Tx) error {
-				if bind != nil {
-					// The refusal above stops the processor; this stops ①'s COMMIT on the
-					// server, whatever the processor does with the refusal.
-					check := &pgx.Batch{}
-					queue.QueueHoldsIdentity(check, in.MsgID)
-					if err := db.Defer(ctx, tx, check); err != nil {
-						return err
-					}
-				}
-				var err error
-				res, err = apply(tx)
-				switch {
-				case DecisionOf(err) != nil:
-					// A rejection or a skip leaves no half-applied message behind (R-INV-8),
-					// whatever the processor did in the transaction.
-					decided = DecisionOf(err)
-					return errNoChange
-				case err != nil:
-					return err
-				case mark && len(res.Then) == 0:
-					// Recorded with the change it marks: a re-run after this commit must not
-					// apply the message again.
-					return queue.MarkApplied(ctx, tx, in.MsgID, in.Now)
-				}
-				return nil
-			})
-			if bound != nil {
-				// As if the binding had run on its own before ①, which rolled back.
-				o = *bound
-				if o.gone {
-					return queue.ErrNotUnfinished
-				}
-				return err
-			}
-			if failure != nil {
-				o = *failure
-				return err
-			}
-			if decided != nil {
-				o = outcome{state: decided.State, class: decided.Class, reason: decided.Reason}
-				p.trail(ctx, conn, in, decided.Trail)
-				return nil
-			}
-			if failure := p.projectStates(ctx, res.Project, ""); failure != nil {
-				o = *failure
-				return nil
-			}
-			for i, step := range res.Then {
-				// Each step is its own transaction, committed and projected before the next: a
-				// failure here leaves the steps before it in place, and the re-run finds them.
-				label := fmt.Sprintf("step %d of %d", i+2, len(res.Then)+1)
-				var states []flight.Flight
-				failure, err := p.transaction(ctx, conn, nil, nil, label, func(tx pgx.Tx) error {
-					var err error
-					if states, err = step(ctx, tx); err != nil {
-						return err
-					}
-					if mark && i == len(res.Then)-1 {
-						return queue.MarkApplied(ctx, tx, in.MsgID, in.Now)
-					}
-					return nil
-				})
-				if failure != nil {
-					o = *failure
-					return err
-				}
-				if failure := p.projectStates(ctx, states, label+": "); failure != nil {
-					o = *failure
-					return nil
-				}
-			}
-			// ③ commits without waiting for its WAL flush (R-TX-9): the next message's ①
-			// flushes it, a ③ lost in a server crash is the re-run of a message whose ①
-			// stands (applied_at): ② and ③ again, nothing applied twice; and the backfill
-			// marks the inbox row only once ③ is flushed (R-BACKFILL-10).
-			db.QueueAsyncCommit(release)
-			if err := queue.QueueFinish(release, queue.Outcome{MsgID: in.MsgID, State: queue.Succeeded, Started: started,
-				Now: p.clock.Now()}); err != nil {
-				return err
-			}
-			// The next head, read after ③ in the same round trip, for the tick that follows.
-			queue.QueueHead(release, func(m queue.Message, ok bool) {
-				if !ok {
-					m = queue.Message{}
-				}
-				next = &m
-			})
-			o, trail = outcome{state: queue.Succeeded, recorded: true}, res.Trail
-			return nil
-		})
-	})
-	switch {
-	case errors.Is(err, queue.ErrNotUnfinished):
-		return outcome{gone: true}
-	case err != nil:
-		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
-	}
-	// Only a release that went through: its ③ committed with the read, so the head it read is
-	// the next one.
-	p.next = next
-	if trail != nil {
-		// The message SUCCEEDED with the release; its trail follows, outside the lock.
-		_ = s.Do(ctx, func(conn *pgx.Conn) error { p.trail(ctx, conn, in, trail); return nil })
-	}
-	return o
-}
-
-// transactionAfter is ①'s transaction, behind the binding in before (nil for none) whose
-// decided outcome lands in *bound. A processor that panics for a message its binding decided
-// does not turn that decision into a failure (the transaction's rollback, which follows the
-// panic, sends the binding if nothing had): before R-TX-10 such a message never reached its
-// processor.
-func (p *Pump) transactionAfter(ctx context.Context, conn *pgx.Conn, in Input, before, first *pgx.Batch, bound **outcome,
-	fn func(tx pgx.Tx) error) (failure *outcome, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			if *bound == nil {
-				panic(r)
-			}
-			p.logger.ErrorContext(ctx, "processor panicked for a message its identity binding decided; the binding's decision stands",
-				"msg_id", in.MsgID, "panic", r, "stack", string(debug.Stack()))
-			failure, err = nil, nil
-		}
-	}()
-	return p.transaction(ctx, conn, before, first, "business transaction", fn)
-}
-
-// transaction runs fn in one transaction on conn that sends first ahead of fn's statements,
-// and before ahead of the transaction in a transaction of its own (db.PipelinedAfter; nil for
-// none). A failure is returned as the message's
-// FAILED outcome, classified for the outage rule, together with the error to end the locked
-// section with: the error itself when the message is no longer unfinished (someone else got
-// there first; fn rolled back) or when the session is gone (Do reports leader.ErrLost), nil
-// otherwise. errNoChange is no failure: fn decided to write nothing.
-func (p *Pump) transaction(ctx context.Context, conn *pgx.Conn, before, first *pgx.Batch, label string, fn func(tx pgx.Tx) error) (*outcome, error) {
-	err := db.WithTx(ctx, db.PipelinedAfter(conn, before, first), fn)
-	switch {
-	case err == nil, errors.Is(err, errNoChange):
-		return nil, nil
-	case errors.Is(err, queue.ErrNotUnfinished):
-		return &outcome{gone: true}, err
-	}
-	o := failedCall(outage.Postgres, db.Classify(err), label+": "+err.Error(), err)
-	if conn.IsClosed() {
-		return &o, err
-	}
-	return &o, nil
-}
-
-// projectStates writes committed states to Redis (②). A failure leaves the message unfinished
-// with its committed transactions in place; its re-run projects the current state
-// (R-PROJ-3).
-func (p *Pump) projectStates(ctx context.Context, states []flight.Flight, label string) *outcome {
-	if len(states) == 0 {
-		return nil
-	}
-	if _, err := p.project.Write(ctx, states); err != nil {
-		o := failedCall(outage.Redis, projection.Classify(err), label+"redis projection: "+err.Error(), err)
-		return &o
-	}
-	return nil
-}
-
-// trail appends the processor's trail of a message that ended as decided. It is not part of
-// the outcome: a failure is logged and the message keeps its state.
-func (p *Pump) trail(ctx context.Context, conn *pgx.Conn, in Input, t Trail) {
-	if t == nil {
-		return
-	}
-	if err := t(ctx, conn); err != nil {
-		p.logger.WarnContext(ctx, "trail not appended", "msg_id", in.MsgID, "err", err)
-	}
-}
-
-// errNoChange rolls back step ① when the processor decided a skip or a protocol rejection.
-var errNoChange = errors.New("processor decided no change")
-
-// errBoundElsewhere stops ① behind a binding that found the identity held by another message.
-var errBoundElsewhere = errors.New("the identity is bound to another message")
 
 // withPipelineLock runs fn holding the pipeline lock, a session lock on the lock connection.
 // fn sends lock, the statement that takes it, first in its first transaction (db.Pipelined),
