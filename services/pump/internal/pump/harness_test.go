@@ -27,9 +27,9 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
-	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 // start is the test clock's origin: a fixed instant, so backoff times are exact.
