@@ -24,7 +24,7 @@ JAEGER       := bin/jaeger
 CHART        := deploy/helm/msgexchange
 CHART_PROD   := $(CHART)/ci/production-values.yaml
 
-.PHONY: all build test vet fmt-check chart-check helm promtool jaeger bench demo chaos proto clean
+.PHONY: all build test vet mod-check fmt-check chart-check helm promtool jaeger bench demo chaos proto clean
 
 all: build
 
@@ -35,11 +35,20 @@ build:
 
 ## test: formatting, vet, the chart checks and every test of every module, against the local
 ## PostgreSQL, MariaDB and Redis (see README); tools/chartcheck decodes the rendered chart
-test: fmt-check vet chart-check promtool $(JAEGER)
+test: fmt-check vet mod-check chart-check promtool $(JAEGER)
 	MSGX_PROMTOOL=$$(command -v promtool >/dev/null 2>&1 || echo skip) go test $(GOTEST_FLAGS) $(PKGS)
 
 vet:
 	go vet $(PKGS)
+
+## mod-check: every module builds on its own, outside the workspace (docs/architecture.md,
+## "Modules"): its go.mod and go.sum are tidy and go vet passes with GOWORK=off
+mod-check:
+	@set -e; for m in $(MODULES); do \
+		echo "mod-check $$m"; \
+		(cd $$m && GOWORK=off go mod tidy -diff && GOWORK=off go vet ./...) || \
+			{ echo "module $$m does not build on its own: run 'cd $$m && GOWORK=off go mod tidy' and see docs/architecture.md, \"Modules\""; exit 1; }; \
+	done
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \

@@ -3,9 +3,9 @@ module github.com/msgexchange/msgexchange/proto
 go 1.26.0
 
 require (
-	go.uber.org/goleak v1.3.0
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/google/go-cmp v0.7.0
+	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )

@@ -1,6 +1,6 @@
 -- DEV/TEST FIXTURE ONLY. In production these tables belong to the database team and the
--- services never send DDL to the shared MySQL (seed 000 §6). Tests, `make demo` and
--- docker-compose create them with this file; the legacy contract is ../shared/sis/FORMAT.md.
+-- services never send DDL to the shared MySQL (R-FACT-5). Tests, `make demo` and
+-- docker-compose create them with this file; the legacy contract is docs/sis-format.md.
 CREATE TABLE IF NOT EXISTS cminmsgs (
   CMINMSGS_ID                  bigint NOT NULL AUTO_INCREMENT PRIMARY KEY,
   CMINMSGS_CLOB_MSG            MEDIUMTEXT NOT NULL,

@@ -1,5 +1,5 @@
 -- +goose Up
--- The pipeline's own records (R-OUTBOX-8, R-INGEST-1). Names are the seeds' names in
+-- The pipeline's own records (R-OUTBOX-8, R-INGEST-1). Names are the design documents' names in
 -- lower case. The shared MySQL inbox is not described here: the system never sends DDL to it.
 
 -- Discovery cursor: the contiguous upper bound W of inbox IDs already enqueued, and when the

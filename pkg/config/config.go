@@ -1,6 +1,6 @@
-// Package config loads the configuration every service shares: defaults from the seeds'
-// parameter table, then an optional YAML file, then environment variables. Every parameter has
-// one key (the seeds' name without the "msgx." prefix) and one environment variable derived
+// Package config loads the configuration every service shares: defaults from the parameter
+// table of docs/environment.md, then an optional YAML file, then environment variables. Every parameter has
+// one key (its name in docs/environment.md, without the "msgx." prefix) and one environment variable derived
 // from it: MSGX_ + the key in upper case with '.' and '-' replaced by '_'
 // (pipeline.poll-interval → MSGX_PIPELINE_POLL_INTERVAL).
 package config

@@ -13,7 +13,7 @@ func lookup(env map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 }
 
-// The defaults are the parameter table of ../shared/README.md.
+// The defaults are the parameter table of docs/environment.md.
 func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 	c := Default()
 	p := c.Pipeline

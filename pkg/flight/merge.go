@@ -72,7 +72,7 @@ type Decision struct {
 	Ended bool
 }
 
-// Skip reasons for a flight message whose target cannot take it (R-FLOP-TARGET; the seeds leave the
+// Skip reasons for a flight message whose target cannot take it (R-FLOP-TARGET; the designs leave the
 // outcome open; see docs/flight-domain.md).
 const (
 	SkipUnknownFlight = "unknown-flight"

@@ -345,7 +345,7 @@ func snapshotState(cur *Flight, rec sis.FlightRecord, day time.Time) (Flight, []
 	next := New(rec.FLID)
 	if cur != nil {
 		next.CreatedAt = cur.CreatedAt
-		// A FLTR carries no FFID (FORMAT.md): the FLOP envelope's identity is kept, not read as
+		// A FLTR carries no FFID (docs/sis-format.md): the FLOP envelope's identity is kept, not read as
 		// "AODB deleted it", or every daily snapshot would publish a change for every flight
 		// that had a FLOP.
 		if ffid := cur.Scalars["FFID"]; ffid != "" {

@@ -8,7 +8,7 @@
 // in the same transaction); the dispatcher writes it to COUTMSGS and marks it SENT with the
 // COUTMSGS_ID (MarkSent) and expires the unanswered ones (Expire); the pump's RESP processors
 // close it (MatchOpen, Done) in the transaction that applied the answer. Each writer is the
-// only writer of its transition (shared/README.md, "Who writes what").
+// only writer of its transition (docs/architecture.md, "Who writes what").
 //
 // The pure rules (scopes, validation, the answer match) are in this file; the SQL is in
 // store.go.

@@ -7,16 +7,20 @@ import (
 	"testing"
 )
 
-// samplesDir is the shared reference samples folder, relative to this package
-// (/work/main/pkg/sis → /work/shared/sis/samples). The project must not depend on it at run
-// time; this test only runs where it exists.
-const samplesDir = "../../../shared/sis/samples"
+// samplesEnv names a folder of sample messages from upstream (*.xml) to decode on top of the
+// corpus in testdata. The samples are not part of the repository and no path to them is built
+// in (D-17): set the variable where a copy exists.
+const samplesEnv = "MSGX_SIS_SAMPLES"
 
-// TestSharedSamples decodes every shared sample: each must decode, none may be MALFORMED (or a
-// CODEC_ERROR), and the kind must follow TYPE/STYP.
+// TestSharedSamples decodes every sample of $MSGX_SIS_SAMPLES: each must decode, none may be
+// MALFORMED (or a CODEC_ERROR), and the kind must follow TYPE/STYP.
 func TestSharedSamples(t *testing.T) {
-	if _, err := os.Stat(samplesDir); os.IsNotExist(err) {
-		t.Skipf("shared samples folder %s does not exist here; nothing to check", samplesDir)
+	samplesDir := os.Getenv(samplesEnv)
+	if samplesDir == "" {
+		t.Skipf("%s is not set: no upstream samples to check", samplesEnv)
+	}
+	if _, err := os.Stat(samplesDir); err != nil {
+		t.Fatalf("%s: %v", samplesEnv, err)
 	}
 	files, err := filepath.Glob(filepath.Join(samplesDir, "*.xml"))
 	if err != nil {

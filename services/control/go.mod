@@ -3,7 +3,6 @@ module github.com/msgexchange/msgexchange/services/control
 go 1.26.0
 
 require (
-	go.uber.org/goleak v1.3.0
 	github.com/google/go-cmp v0.7.0
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
@@ -17,6 +16,7 @@ require (
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
+	golang.org/x/term v0.47.0
 	golang.org/x/time v0.16.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
@@ -55,18 +55,19 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
-	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
-// The workspace resolves these too; the replaces keep the module buildable and tidy-able on
-// its own (GOWORK=off), where pkg's own replace of migrations does not apply.
+// The workspace (go.work) resolves these too; the replaces keep the module buildable, tidy and
+// testable on its own (GOWORK=off), where pkg's own replace of migrations does not apply
+// (docs/architecture.md, "Modules").
 replace (
 	github.com/msgexchange/msgexchange/migrations => ../../migrations
 	github.com/msgexchange/msgexchange/pkg => ../../pkg

@@ -3,7 +3,6 @@ module github.com/msgexchange/msgexchange/services/ingest
 go 1.26.0
 
 require (
-	go.uber.org/goleak v1.3.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/msgexchange/msgexchange/pkg v0.0.0
@@ -25,6 +24,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
 	github.com/msgexchange/msgexchange/migrations v0.0.0 // indirect
@@ -33,6 +33,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.23.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
@@ -41,6 +42,8 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
@@ -52,8 +55,9 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
-// The workspace resolves these too; the replaces keep the module buildable and tidy-able on
-// its own (GOWORK=off), where pkg's own replace of migrations does not apply.
+// The workspace (go.work) resolves these too; the replaces keep the module buildable, tidy and
+// testable on its own (GOWORK=off), where pkg's own replace of migrations does not apply
+// (docs/architecture.md, "Modules").
 replace (
 	github.com/msgexchange/msgexchange/migrations => ../../migrations
 	github.com/msgexchange/msgexchange/pkg => ../../pkg

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/tools/traffic"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 )
 
 // The checks must be able to fail: each is fed a clean state and then the same state with

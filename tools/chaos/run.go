@@ -23,8 +23,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
-	"github.com/msgexchange/msgexchange/tools/traffic"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 )

@@ -3,7 +3,7 @@
 // (an unknown or misspelt field fails), and checks what the chart promises: one Deployment per
 // service with replicas 1 and Recreate, the restricted security context, probes on the admin
 // port, the configuration the services accept, the secrets, the migration hook and one alert
-// per condition the seeds name. Schema validators that download schemas cannot run here; the
+// per condition docs/operations.md names. Schema validators that download schemas cannot run here; the
 // k8s.io/api types are the schema.
 package chartcheck
 
@@ -72,7 +72,7 @@ var chartDefaults = map[string]string{
 	"kafka-brokers": "kafka:9092",
 }
 
-// wantAlerts are the alerts of the PrometheusRule: one per condition the seeds name.
+// wantAlerts are the alerts of the PrometheusRule: one per condition docs/operations.md names.
 var wantAlerts = []string{
 	"MsgxMessagesDead",            // DEAD messages
 	"MsgxQueueHeadTooOld",         // head age over pipeline.head-age-alert
@@ -134,7 +134,7 @@ func TestChartRendersValidManifests(t *testing.T) {
 }
 
 // TestValuesListEveryParameter keeps values.yaml's config in step with pkg/config: every
-// parameter an operator may set is there under the seeds' name, with the programs' default.
+// parameter an operator may set is there under its name in docs/environment.md, with the programs' default.
 func TestValuesListEveryParameter(t *testing.T) {
 	root := repoRoot(t)
 	raw, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))

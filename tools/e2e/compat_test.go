@@ -10,7 +10,7 @@ import (
 	"golang.org/x/text/encoding/simplifiedchinese"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/tools/traffic"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 )
 
 // TestCompatHTTPMessageTakesTheUpstreamPath posts a GBK-encoded message to ingest's compat

@@ -12,8 +12,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
-	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 // hostile is one row of the hostile corpus and the outcome it must get: a terminal state, the

@@ -12,8 +12,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/benchreport"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
-	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 // The load benches of docs/performance.md. Each prints its figures and appends them to the

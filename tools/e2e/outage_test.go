@@ -10,8 +10,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
-	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 // TestOutageScenario is the scenario of issue #15 through the five binaries: under steady

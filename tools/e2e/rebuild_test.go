@@ -14,8 +14,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
-	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 var (

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
-	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 // TestRequestReachesCOUTMSGS runs the production binaries: a schedule request registered

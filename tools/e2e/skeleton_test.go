@@ -9,7 +9,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/tools/traffic"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 )
 
 // message is one inbox row of a scenario and the terminal state a correct pipeline gives it.

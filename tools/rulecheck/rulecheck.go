@@ -1,22 +1,32 @@
-// Package rulecheck keeps docs/rules.md and the code's citations of it in step. The rules of
-// msgexchange have stable IDs (R-INGEST-3, R-FLOP-GTDT) defined in docs/rules.md; code and
-// docs cite those IDs instead of the design seeds, which live outside the repository and which
-// a reader cannot resolve. Check reports, with file and line:
+// Package rulecheck keeps the repository's citations resolvable inside it. The rules of
+// msgexchange have stable IDs (R-INGEST-3, R-FLOP-GTDT) defined in docs/rules.md and the
+// product decisions have IDs (D-1) defined in docs/decisions.md; code and docs cite those IDs,
+// never the design documents, style guide, decision list or format notes the project was
+// written from, which live outside the repository where a reader cannot resolve them (D-17).
+// Check reports, with file and line:
 //
-//   - a comment or string in a Go file that cites a seed section ("seed NNN §x.y", or a bare
-//     section sign with a number) or a DECISION number ("DECISIONS n") instead of a rule ID;
+//   - a citation that does not resolve inside the repository, in a Go comment or string, in
+//     any Markdown file, and in the proto, SQL, YAML, shell and build files: a design
+//     document's file or section ("seed NNN §x.y", a gap or question number after it), the
+//     design documents by their old collective name, a path into the reference folder beside the repository
+//     (its README, its seeds, its style guide, its SIS notes), the SIS format notes by their
+//     file name, a section of the style guide ("STYLE §n"), a number of the old decision list
+//     ("DECISIONS n"), and a D- ID that docs/decisions.md does not define;
+//   - in Go, a bare section sign with a number that names no document (docs/x.md §n does);
 //   - a rule ID, or a group such as "the R-PUMP rules", that docs/rules.md does not define,
 //     in a Go file, in docs/*.md or in README.md;
 //   - an invariant of docs/rules.md that names no guarding test, names a test function that
-//     does not exist in the tree, or names a test whose doc comment does not cite it.
+//     does not exist in the tree, or names a test whose doc comment does not cite it;
+//   - a decision of docs/decisions.md defined twice.
 //
 // Generated Go files (*.pb.go, or "Code generated … DO NOT EDIT.") and testdata and vendor
-// directories are not checked. docs/rules.md is the one place where seed sections and DECISION
-// numbers are cited, as the sources of the rules.
+// directories are not checked. The design documents are named in words, without their files
+// or sections (docs/decisions.md, "The design documents").
 package rulecheck
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -32,6 +42,9 @@ import (
 // RulesPath is where the rules are defined, relative to the repository root.
 const RulesPath = "docs/rules.md"
 
+// DecisionsPath is where the decisions are defined, relative to the repository root.
+const DecisionsPath = "docs/decisions.md"
+
 // Problem is one finding: where, and what to do about it.
 type Problem struct {
 	File string // relative to the root
@@ -46,6 +59,7 @@ type Rules struct {
 	IDs        map[string]int // rule ID → line of its definition
 	Groups     map[string]bool
 	Invariants []Invariant
+	Decisions  map[string]int // decision ID (D-6) → line of its definition
 }
 
 // Invariant is one R-INV rule and the tests it names after "Guarded by".
@@ -61,11 +75,80 @@ var (
 	// A citation is an ID or a group ("R-PUMP") not glued to a longer word.
 	citation  = regexp.MustCompile(`(^|[^A-Za-z0-9_-])(R-[A-Z]+(?:-[A-Z0-9]+)?)`)
 	testName  = regexp.MustCompile("`(Test[A-Za-z0-9_]+)`")
-	seedCite  = regexp.MustCompile(`(?i)\bseeds?(?:\s|//|\*)+\d{3}\b(?:\s*(?:§\s*[0-9.]*[0-9]|[GQ][0-9]+))?`)
-	decision  = regexp.MustCompile(`(?i)\bdecisions?(?:\s|//|\*)+\d+\b`)
+	seedCite  = regexp.MustCompile(`(?i)\bseeds?(?:\s|//|\*|#|-)+\d{3}\b(?:\s*(?:§\s*[0-9.]*[0-9]|[GQ][0-9]+))?`)
+	decision  = regexp.MustCompile(`(?i)\bdecisions?(?:\s|//|\*|#|-)+\d+\b`)
 	section   = regexp.MustCompile(`§\s*\d`)
 	docPrefix = regexp.MustCompile(`(\.md|STYLE)\s*$`) // "docs/codec.md §6" names a section of a document, not of a seed
+
+	// The citations of material outside the repository (D-17), each with what to do instead.
+	// The patterns are spelled so that their own source does not match them.
+	outsideCites = []struct {
+		re  *regexp.Regexp
+		msg string
+	}{
+		{seedCite, "cites a design document's file or section (%q): name the document in words (docs/decisions.md, \"The design documents\") or cite the rule ID of docs/rules.md"},
+		{regexp.MustCompile(`(?i)\bthe\s+seeds\b|\bseeds'`), "refers to the design seeds (%q), which are outside the repository: name the design document (docs/decisions.md) or cite the rule"},
+		{regexp.MustCompile(`(?:^|[^A-Za-z0-9_.-])(?:\.\./)*(?:shared|seeds)[/]\S*`), "cites a path outside the repository (%q): cite the page of docs/ that states it (docs/rules.md, docs/decisions.md, docs/sis-format.md)"},
+		{regexp.MustCompile(`\bFORMAT[.]md\b`), "cites the SIS format notes outside the repository (%q): cite docs/sis-format.md"},
+		{regexp.MustCompile(`\bSTYLE(?:[.]md\b|\s*§\s*\d+)`), "cites the style guide outside the repository (%q): say why in words, or cite a rule"},
+		{decision, "cites the outside decision list (%q): cite the decision's ID of docs/decisions.md (D-n)"},
+	}
+	decisionID  = regexp.MustCompile(`(^|[^A-Za-z0-9_-])(D-[0-9]+)\b`)
+	decisionDef = regexp.MustCompile(`^## (D-[0-9]+)\b`)
 )
+
+// ParseDecisions reads the decision IDs a decisions document defines (its "## D-n" headings).
+func ParseDecisions(path string, text []byte) (map[string]int, []Problem) {
+	ids := map[string]int{}
+	var problems []Problem
+	for i, line := range strings.Split(string(text), "\n") {
+		m := decisionDef.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if first, ok := ids[m[1]]; ok {
+			problems = append(problems, Problem{path, i + 1, fmt.Sprintf(
+				"%s is defined twice (first on line %d): give the new decision the next free number", m[1], first)})
+			continue
+		}
+		ids[m[1]] = i + 1
+	}
+	return ids, problems
+}
+
+// outside reports the citations in text that do not resolve inside the repository: material
+// outside it, and D- IDs that docs/decisions.md does not define. lineOf maps an offset of text
+// to its line.
+func outside(file, what, text string, lineOf func(int) int, rules Rules) []Problem {
+	var problems []Problem
+	for _, c := range outsideCites {
+		for _, m := range c.re.FindAllStringIndex(text, -1) {
+			cite := strings.TrimLeft(text[m[0]:m[1]], " \t\n(`\"'*")
+			problems = append(problems, Problem{file, lineOf(m[1] - len(cite)), what + " " + fmt.Sprintf(c.msg, oneLine(cite))})
+		}
+	}
+	for _, m := range decisionID.FindAllStringSubmatchIndex(text, -1) {
+		id := text[m[4]:m[5]]
+		if _, ok := rules.Decisions[id]; !ok {
+			problems = append(problems, Problem{file, lineOf(m[4]), fmt.Sprintf(
+				"%s %s is not defined in %s: cite a decision defined there, or add it", what, id, DecisionsPath)})
+		}
+	}
+	return problems
+}
+
+// textFile reports whether rel is a file whose text is checked for outside citations.
+func textFile(rel string) bool {
+	switch filepath.Ext(rel) {
+	case ".md", ".proto", ".sql", ".yaml", ".yml", ".sh", ".tpl", ".txt":
+		return true
+	}
+	switch filepath.Base(rel) {
+	case "Makefile", "Dockerfile", ".gitignore", ".dockerignore":
+		return true
+	}
+	return false
+}
 
 // ParseRules reads the definitions and invariants of a rules document.
 func ParseRules(path string, text []byte) (Rules, []Problem) {
@@ -125,6 +208,14 @@ func Check(root string) ([]Problem, error) {
 		return nil, fmt.Errorf("rulecheck: %w", err)
 	}
 	rules, problems := ParseRules(RulesPath, text)
+	decisions, err := os.ReadFile(filepath.Join(root, DecisionsPath))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("rulecheck: %w", err)
+	}
+	// Without the file every D- ID is undefined, and each citation says so.
+	var ps []Problem
+	rules.Decisions, ps = ParseDecisions(DecisionsPath, decisions)
+	problems = append(problems, ps...)
 	tests := map[string][]testFunc{}
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -150,13 +241,17 @@ func Check(root string) ([]Problem, error) {
 			for _, t := range ts {
 				tests[t.name] = append(tests[t.name], t)
 			}
-		case strings.HasSuffix(path, ".md") && (strings.HasPrefix(rel, "docs/") || rel == "README.md"):
+		case textFile(rel):
 			src, err := os.ReadFile(path)
 			if err != nil {
 				return err
 			}
-			for i, line := range strings.Split(string(src), "\n") {
-				problems = append(problems, citations(rel, i+1, line, rules)...)
+			text := string(src)
+			problems = append(problems, outside(rel, "text", text, func(off int) int { return 1 + strings.Count(text[:off], "\n") }, rules)...)
+			if strings.HasSuffix(rel, ".md") && (strings.HasPrefix(rel, "docs/") || rel == "README.md") {
+				for i, line := range strings.Split(text, "\n") {
+					problems = append(problems, citations(rel, i+1, line, rules)...)
+				}
 			}
 		}
 		return nil
@@ -196,14 +291,7 @@ func checkGo(rel string, src []byte, rules Rules) ([]Problem, []testFunc) {
 	check := func(pos token.Pos, text string, what string) {
 		start := fset.Position(pos).Line
 		lineOf := func(off int) int { return start + strings.Count(text[:off], "\n") }
-		for _, m := range seedCite.FindAllStringIndex(text, -1) {
-			problems = append(problems, Problem{rel, lineOf(m[0]), fmt.Sprintf(
-				"%s cites a seed section (%q): cite the rule ID of docs/rules.md instead, or state the rule in words", what, oneLine(text[m[0]:m[1]]))})
-		}
-		for _, m := range decision.FindAllStringIndex(text, -1) {
-			problems = append(problems, Problem{rel, lineOf(m[0]), fmt.Sprintf(
-				"%s cites a DECISION number (%q): cite the rule ID of docs/rules.md instead", what, oneLine(text[m[0]:m[1]]))})
-		}
+		problems = append(problems, outside(rel, what, text, lineOf, rules)...)
 		for _, m := range section.FindAllStringIndex(text, -1) {
 			line := text[:m[0]]
 			if k := strings.LastIndex(line, "\n"); k >= 0 {

@@ -10,9 +10,10 @@ import (
 // repoRoot is the repository root, two levels above this package.
 const repoRoot = "../.."
 
-// TestTreeFollowsTheRules runs the check on the repository itself: no Go comment cites a seed
-// section or a DECISION number, every cited rule ID is defined in docs/rules.md, and every
-// invariant names existing tests that cite it.
+// TestTreeFollowsTheRules runs the check on the repository itself: no Go comment, string or
+// doc cites material outside the repository, every cited rule ID is defined in docs/rules.md
+// and every decision ID in docs/decisions.md, and every invariant names existing tests that
+// cite it.
 func TestTreeFollowsTheRules(t *testing.T) {
 	t.Parallel()
 	problems, err := Check(repoRoot)
@@ -32,7 +33,15 @@ var (
 	decisionCite = "DECI" + "SIONS 6"
 	unknown      = "R-" + "NOPE-1"
 	nogroup      = "R-" + "QUEUE"
+	style        = "STY" + "LE "
+	sharedDir    = "../sha" + "red/"
+	formatNotes  = "FOR" + "MAT.md"
+	theSeeds     = "the se" + "eds"
+	undefinedD   = "D-" + "99"
 )
+
+const fixtureDecisions = "# Decisions\n\n## D-1 Discovery follows a watermark\n\n- **Decision.** W.\n\n" +
+	"## D-2 No time-based poison\n\n## D-1 Defined again\n"
 
 const fixtureRules = "# Rules\n\n## Pump\n\n" +
 	"- **R-PUMP-1** The head is the smallest unfinished message. Source: the design.\n" +
@@ -43,14 +52,42 @@ const fixtureRules = "# Rules\n\n## Pump\n\n" +
 	"- **R-INV-2** Nothing is lost. Guarded by `TestUncited`.\n" +
 	"- **R-INV-3** Unguarded.\n"
 
-// TestCheckFindsEachDefect plants one defect of every kind in a small tree and checks that
-// each is reported at its file and line with what to do, and that the clean lines are not.
+// TestCheckFindsEachDefect plants one defect of every kind in a small tree (Go comments and
+// strings, docs, SQL and YAML) and checks that each is reported at its file and line with what
+// to do, and that the clean lines are not (defined decisions, a design named in words, a
+// section of a docs/ page).
 func TestCheckFindsEachDefect(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	write(t, root, RulesPath, fixtureRules)
 	write(t, root, "README.md", "# x\n\nSee R-PUMP-1 and "+unknown+".\n")
-	write(t, root, "docs/pump.md", "The R-PUMP rules, "+seed+sect+"5.1 as their source (allowed in docs).\n")
+	write(t, root, DecisionsPath, fixtureDecisions)
+	write(t, root, "docs/pump.md", strings.Join([]string{
+		"The R-PUMP rules, " + seed + sect + "5.1 as their source.",
+		"Decided in D-1 and D-2 (defined), not in " + undefinedD + "; the implementation design is named.",
+		"As " + decisionCite + " says, and " + theSeeds + " leave it open.",
+		"The samples of `" + sharedDir + "sis/samples` and the rules of " + sharedDir + "README.md.",
+		"The envelope of " + formatNotes + " and " + style + sect + "15.",
+		"A citation broken over two lines: " + strings.TrimSpace(seed[:4]),
+		"  " + seed[5:] + sect + "9.2. docs/codec.md " + sect + "6 and " + sect + "1 are this repository's.",
+	}, "\n")+"\n")
+	write(t, root, "migrations/sql/00001_x.sql", "-- Names follow "+seed+sect+"1.3.\nCREATE TABLE x ();\n")
+	write(t, root, "deploy/values.yaml", "# by "+theSeeds+"' names\nkey: 1\n")
+	write(t, root, "pkg/a/b.go", strings.Join([]string{
+		"package a",
+		"",
+		"// Order follows the example server (" + style + sect + "15); clients retry (" + style + sect + "11).",
+		"func Order() {}",
+		"",
+		"// Samples live in " + sharedDir + "sis/samples (" + formatNotes + ").",
+		"const dir = \"" + sharedDir + "sis/samples\"",
+		"",
+		"// Decided by D-2; " + undefinedD + " is not a decision.",
+		"func Decided() {}",
+		"",
+		"// Spare leaves it to " + theSeeds + ".",
+		"func Spare() {}",
+	}, "\n")+"\n")
 	write(t, root, "pkg/a/a.go", strings.Join([]string{
 		"// Package a is a fixture.",
 		"package a",
@@ -94,15 +131,34 @@ func TestCheckFindsEachDefect(t *testing.T) {
 	}
 	want := []struct{ at, says string }{
 		{"README.md:3", unknown + " is not defined in docs/rules.md"},
+		{"deploy/values.yaml:1", "text refers to the design seeds"},
+		{"docs/decisions.md:9", "D-1 is defined twice (first on line 3)"},
+		{"docs/pump.md:1", "text cites a design document's file or section (\"" + seed + sect + "5.1\")"},
+		{"docs/pump.md:2", "text " + undefinedD + " is not defined in docs/decisions.md"},
+		{"docs/pump.md:3", "text cites the outside decision list"},
+		{"docs/pump.md:3", "text refers to the design seeds"},
+		{"docs/pump.md:4", "text cites a path outside the repository (\"" + sharedDir + "sis/samples`\")"},
+		{"docs/pump.md:4", "text cites a path outside the repository (\"" + sharedDir + "README.md.\")"},
+		{"docs/pump.md:5", "text cites the SIS format notes outside the repository"},
+		{"docs/pump.md:5", "text cites the style guide outside the repository (\"" + style + sect + "15\")"},
+		{"docs/pump.md:6", "text cites a design document's file or section"},
+		{"migrations/sql/00001_x.sql:1", "text cites a design document's file or section"},
+		{"pkg/a/b.go:3", "comment cites the style guide outside the repository (\"" + style + sect + "15\")"},
+		{"pkg/a/b.go:3", "comment cites the style guide outside the repository (\"" + style + sect + "11\")"},
+		{"pkg/a/b.go:6", "comment cites a path outside the repository"},
+		{"pkg/a/b.go:6", "comment cites the SIS format notes outside the repository"},
+		{"pkg/a/b.go:7", "string cites a path outside the repository"},
+		{"pkg/a/b.go:9", "comment " + undefinedD + " is not defined in docs/decisions.md"},
+		{"pkg/a/b.go:12", "comment refers to the design seeds"},
 		{"docs/rules.md:10", "R-INV-1 is guarded by TestMissing, which does not exist"},
 		{"docs/rules.md:13", "invariant R-INV-3 names no test"},
-		{"pkg/a/a.go:4", "comment cites a seed section"},
-		{"pkg/a/a.go:7", "comment cites a DECISION number"},
-		{"pkg/a/a.go:10", "comment cites a seed section"},
+		{"pkg/a/a.go:4", "comment cites a design document's file or section"},
+		{"pkg/a/a.go:7", "comment cites the outside decision list"},
+		{"pkg/a/a.go:10", "comment cites a design document's file or section"},
 		{"pkg/a/a.go:14", "cites a section (\"" + sect + "1\") without naming a document"},
 		{"pkg/a/a.go:17", unknown + " is not defined"},
 		{"pkg/a/a.go:17", nogroup + " is not a group of rules"},
-		{"pkg/a/a.go:20", "string cites a seed section"},
+		{"pkg/a/a.go:20", "string cites a design document's file or section"},
 		{"pkg/a/a_test.go:8", "R-INV-12 is not defined"},
 		{"pkg/a/a_test.go:9", "TestUncited guards R-INV-2 (docs/rules.md:12) but its doc comment does not say so"},
 	}

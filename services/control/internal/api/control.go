@@ -287,8 +287,8 @@ func (s *Service) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 // toStatus maps a store error to the gRPC status a client can act on: NOT_FOUND for a missing
-// row; the caller's own cancellation or deadline as such; UNAVAILABLE (the one code clients
-// retry, STYLE §11) when PostgreSQL cannot be reached or cancelled the statement on its
+// row; the caller's own cancellation or deadline as such; UNAVAILABLE (the code clients
+// retry, docs/control.md) when PostgreSQL cannot be reached or cancelled the statement on its
 // timeout; INTERNAL otherwise, with the cause for the operator.
 func toStatus(ctx context.Context, op string, err error) error {
 	switch {

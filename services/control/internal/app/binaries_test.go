@@ -13,15 +13,17 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leaktest"
 )
 
-// The tests that run real binaries (msgx-pump, msgxctl) build them once per test process.
+// The tests that run the real msgxctl build it once per test process. Tests that need another
+// service's binary belong in tools/e2e (docs/architecture.md, "Modules"): this module builds
+// and tests on its own.
 var (
 	buildOnce sync.Once
 	binDir    string
 	buildErr  error
 )
 
-// binaries are the packages built for those tests, relative to the repository root.
-var binaries = []string{"./services/pump/cmd/msgx-pump", "./services/control/cmd/msgxctl"}
+// binaries are the packages built for those tests, relative to this module's root.
+var binaries = []string{"./cmd/msgxctl"}
 
 func TestMain(m *testing.M) {
 	leaktest.VerifyTestMain(m, func(code int) {
@@ -36,7 +38,7 @@ func TestMain(m *testing.M) {
 func bin(t *testing.T, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := repoRoot()
+		root, err := moduleRoot()
 		if err != nil {
 			buildErr = err
 			return
@@ -44,7 +46,7 @@ func bin(t *testing.T, name string) string {
 		if binDir, buildErr = os.MkdirTemp("", "msgx-control-test-bin-"); buildErr != nil {
 			return
 		}
-		// Generous: the machine is shared, and the pump pulls in Redis and the domain.
+		// Generous: the machine is shared.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", binDir + string(filepath.Separator)}, binaries...)...)
@@ -59,19 +61,19 @@ func bin(t *testing.T, name string) string {
 	return filepath.Join(binDir, name)
 }
 
-// repoRoot is the directory holding go.work, above the working directory.
-func repoRoot() (string, error) {
+// moduleRoot is the directory holding this module's go.mod, above the working directory.
+func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("go.work not found above " + dir)
+			return "", errors.New("go.mod not found above " + dir)
 		}
 		dir = parent
 	}

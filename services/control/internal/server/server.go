@@ -132,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	logged := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !isHealth(c.Service) })
 
-	// The order follows go-grpc-middleware's v2 example (STYLE §15): metrics see every call,
+	// The order follows go-grpc-middleware's v2 example server: metrics see every call,
 	// refused ones included; logging sees the auth outcome, and the refusal log summarises
 	// refused calls once per interval; recovery is innermost, next to the handler, so a panic
 	// still passes through logging and metrics as INTERNAL. Between auth and recovery, the

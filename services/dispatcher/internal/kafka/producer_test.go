@@ -177,7 +177,7 @@ func readCommitted(t *testing.T, addr string, want int) []string {
 	return got
 }
 
-// TestDeposedHolderIsFenced is the reviewer's case: the old holder's record is held by the
+// TestDeposedHolderIsFenced is the late-record case: the old holder's record is held by the
 // broker while sarama waits for it; the old term ends (the lock is lost) and a new process
 // fences and sends the FLID's next states; then the broker takes the old request. The old
 // record must not become visible after the new ones: the new fence made the broker refuse it

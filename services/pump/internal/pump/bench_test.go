@@ -16,8 +16,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
-	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 // BenchmarkFIFO measures the pump on a FLOP backlog (20k messages by default, or

@@ -27,9 +27,9 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
-	"github.com/msgexchange/msgexchange/tools/traffic"
 )
 
 // start is the test clock's origin: a fixed instant, so backoff times are exact.
@@ -140,8 +140,8 @@ func (e *env) newPump(t testing.TB, o options) *pump.Pump {
 	}, o.raw, o.proj, o.route, e.clock(), logger, tel, o.reg)
 }
 
-// connSession is the small adapter over a dedicated connection that the brief allows in place
-// of a leader.Session: it serialises use and reports a closed connection as leader.ErrLost,
+// connSession is the small adapter over a dedicated connection that the tests use in place
+// of a leader.Session (they need no election): it serialises use and reports a closed connection as leader.ErrLost,
 // as the real session does.
 type connSession struct {
 	mu   sync.Mutex

@@ -12,7 +12,7 @@ type refRecord struct {
 	fields   []refField
 }
 
-// refField is one child; repeated tags are allowed and keep their order (FORMAT.md).
+// refField is one child; repeated tags are allowed and keep their order (docs/sis-format.md).
 type refField struct{ tag, attrs, text string }
 
 func fields(kv ...string) []refField {
@@ -105,8 +105,8 @@ var delayCodes = [][4]string{
 	{"RA", "93", "AIRCRAFT ROTATION, LATE ARRIVAL", "前序航班晚到"},
 }
 
-// dlylItem is a delay-code list addition: a category present in the samples but not in the
-// seeds, so legal and unsupported.
+// dlylItem is a delay-code list addition: a category upstream sends but msgexchange does
+// not process, so legal and unsupported (docs/sis-format.md).
 func dlylItem(at time.Time, i int) item {
 	dc := delayCodes[i%len(delayCodes)]
 	inner := refBody(refRecord{category: "DLYL", fields: fields("DCOD", dc[0], "DCDN", dc[1], "DDES", dc[2], "DDSC", dc[3])})
@@ -118,8 +118,8 @@ func dlylItem(at time.Time, i int) item {
 	}
 }
 
-// schsItem is a seasonal-schedule download for one of the day's services: legal, present in
-// the samples, not asked for by the seeds, so skipped.
+// schsItem is a seasonal-schedule download for one of the day's services: legal, sent
+// upstream, not processed, so skipped (docs/sis-format.md).
 func schsItem(at time.Time, day time.Time, f Flight) item {
 	name, from, to := season(day)
 	var b body
@@ -140,7 +140,7 @@ func schsItem(at time.Time, day time.Time, f Flight) item {
 	b.leaf(3, "FLTY", f.FLTY)
 	b.leaf(3, "FLIN", f.FLIN)
 	for i, p := range routeTimes(f.MVIN, f.SODT, f.Route) {
-		// Seasonal route times are HHmm (FORMAT.md).
+		// Seasonal route times are HHmm (docs/sis-format.md).
 		b.open(3, "ROUT", "RTNO", strconv.Itoa(i+1))
 		b.leaf(4, "APCD", p.apcd)
 		if !p.scat.IsZero() {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// airportZone is the zone every SIS time is written in (FORMAT.md "Times inside bodies";
+// airportZone is the zone every SIS time is written in (docs/sis-format.md, "Times inside bodies";
 // config airport.time-zone defaults to Asia/Shanghai). China has kept UTC+8 without daylight
 // saving since 1991, so when the host has no zoneinfo the fixed offset gives identical output.
 var airportZone = func() *time.Location {

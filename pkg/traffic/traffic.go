@@ -304,8 +304,8 @@ func flopItem(p *plan, ev opEvent) item {
 }
 
 // unsupportedMix lists the unsupported messages of the day: a seasonal schedule (SCHS, legal
-// but not asked for by the seeds), FLOP STYP=EOBT (outside the whitelist) and a delay-code list
-// (DLYL, a category the seeds do not ask for).
+// but not processed, docs/sis-format.md), FLOP STYP=EOBT (outside the whitelist) and a delay-code list
+// (DLYL, a category msgexchange does not process).
 func unsupportedMix(k int) []string {
 	cycle := []string{"SCHS", "EOBT", "DLYL", "EOBT"}
 	out := make([]string, k)
