@@ -1,6 +1,7 @@
 package flight
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -361,4 +362,47 @@ func recordParts(rec sis.FlightRecord) []string {
 		}
 	}
 	return out
+}
+
+// Change is one part's value before and after a message, for the flight's history: a scalar
+// as stored, a collection or the MAFL as their published JSON, the state; "" when absent.
+type Change struct {
+	Old string `json:"old"`
+	New string `json:"new"`
+}
+
+// Diff is what changed between two states of a flight, by part (Changed's tags). prev is
+// nil for a flight the message created.
+func Diff(prev *Flight, next Flight) map[string]Change {
+	before := New(next.FLID)
+	before.State = ""
+	if prev != nil {
+		before = *prev
+	}
+	out := map[string]Change{}
+	for _, tag := range Changed(before, next) {
+		out[tag] = Change{Old: partValue(before, tag), New: partValue(next, tag)}
+	}
+	return out
+}
+
+func partValue(f Flight, tag string) string {
+	switch {
+	case tag == PartState:
+		return f.State
+	case tag == "MAFL":
+		if len(f.MAFL) == 0 {
+			return ""
+		}
+		return string(mustJSON(f.FLID, f.MAFL))
+	case slices.Contains(CollectionTags, tag):
+		items, ok := f.Collections[tag]
+		if !ok {
+			return ""
+		}
+		doc := map[string]any{}
+		_ = json.Unmarshal(Document(Flight{FLID: f.FLID, Collections: map[string][]Item{tag: items}}), &doc)
+		return string(mustJSON(f.FLID, doc[tag]))
+	}
+	return f.Scalars[tag]
 }

@@ -23,7 +23,7 @@ import (
 
 // rowColumns is the select list of a flight_schd row, in the order scanRow reads it.
 var rowColumns = func() string {
-	cols := []string{"flid", "state", "state_version", "operation_day", "last_msg_id", "created_at", "updated_at", presentColumn}
+	cols := []string{"flid", "state", "state_version", "operation_day", "last_msg_id", "created_at", "updated_at", presentColumn, provenanceColumn}
 	for _, s := range Scalars {
 		cols = append(cols, strings.ToLower(s))
 	}
@@ -36,7 +36,8 @@ func scanRow(row pgx.CollectableRow) (flight.Flight, error) {
 	vals := make([]*string, len(Scalars))
 	var lastMsg *int64
 	var present []string
-	dest := []any{&f.FLID, &f.State, &f.Version, &f.OperationDay, &lastMsg, &f.CreatedAt, &f.UpdatedAt, &present}
+	var prov []byte
+	dest := []any{&f.FLID, &f.State, &f.Version, &f.OperationDay, &lastMsg, &f.CreatedAt, &f.UpdatedAt, &present, &prov}
 	for i := range vals {
 		dest = append(dest, &vals[i])
 	}
@@ -45,6 +46,10 @@ func scanRow(row pgx.CollectableRow) (flight.Flight, error) {
 	}
 	if lastMsg != nil {
 		f.LastMsgID = *lastMsg
+	}
+	var err error
+	if f.Prov, err = readProvenance(prov, f.LastMsgID, f.State); err != nil {
+		return flight.Flight{}, fmt.Errorf("flight %s: %w", f.FLID, err)
 	}
 	for i, v := range vals {
 		if v != nil {
@@ -166,25 +171,6 @@ func addDetail(f *flight.Flight, tag string, seq *string, fields map[string]*str
 		}
 	}
 	f.Collections[tag] = append(f.Collections[tag], it)
-}
-
-// VersionFloors is VersionFloor for many FLIDs in one round trip: only FLIDs that were ever
-// archived are in the result.
-func VersionFloors(ctx context.Context, q db.Executor, flids []string) (map[string]int64, error) {
-	out := map[string]int64{}
-	if len(flids) == 0 {
-		return out, nil
-	}
-	rows, err := q.Query(ctx, `SELECT flid, max(state_version) + 1 FROM flight_history WHERE flid = ANY($1) GROUP BY flid`, flids)
-	if err != nil {
-		return nil, fmt.Errorf("version floors of %d flights: %w", len(flids), err)
-	}
-	var flid string
-	var floor int64
-	if _, err := pgx.ForEachRow(rows, []any{&flid, &floor}, func() error { out[flid] = floor; return nil }); err != nil {
-		return nil, fmt.Errorf("version floors of %d flights: %w", len(flids), err)
-	}
-	return out, nil
 }
 
 // SaveMany writes the full states of several flights, as Save does for one, in one round

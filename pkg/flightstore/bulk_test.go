@@ -88,21 +88,22 @@ func TestBulkLoadAndSaveMatchOneByOne(t *testing.T) {
 	}
 }
 
-func TestVersionFloors(t *testing.T) {
+func TestArchivedOfMany(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
 	d.Exec(t, `INSERT INTO flight_history (flid, state_version, state, archived_at, snapshot) VALUES
-		('H', 3, 'ACTIVE', now(), '{}'), ('H', 5, 'DELETED', now(), '{}'), ('J', 1, 'ACTIVE', now(), '{}')`)
-	got, err := flightstore.VersionFloors(ctx, d.Pool, []string{"H", "J", "NEVER"})
+		('H', 3, 'ACTIVE', now(), '{"LastMsgID": 70}'), ('H', 5, 'DELETED', now(), '{"LastMsgID": 90}'),
+		('J', 1, 'ACTIVE', now(), '{}')`)
+	got, err := flightstore.ArchivedOfMany(ctx, d.Pool, []string{"H", "J", "NEVER"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]int64{"H": 6, "J": 2}; !reflect.DeepEqual(got, want) {
-		t.Errorf("floors %v, want %v", got, want)
+	if want := map[string]flightstore.Archived{"H": {Floor: 6, LastMsg: 90}, "J": {Floor: 2}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("archives %v, want %v", got, want)
 	}
-	for id, floor := range got {
-		if one, err := flightstore.VersionFloor(ctx, d.Pool, id); err != nil || one != floor {
-			t.Errorf("VersionFloor(%s) = %d %v, bulk %d", id, one, err, floor)
+	for id, a := range got {
+		if one, err := flightstore.ArchivedOf(ctx, d.Pool, id); err != nil || one != a {
+			t.Errorf("ArchivedOf(%s) = %+v %v, bulk %+v", id, one, err, a)
 		}
 	}
 }

@@ -6,6 +6,7 @@ package flightstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -71,12 +72,13 @@ func Load(ctx context.Context, q db.Executor, flid string, forUpdate bool) (*fli
 	vals := make([]*string, len(Scalars))
 	var lastMsg *int64
 	var present []string
-	dest := []any{&f.State, &f.Version, &f.OperationDay, &lastMsg, &f.CreatedAt, &f.UpdatedAt, &present}
+	var prov []byte
+	dest := []any{&f.State, &f.Version, &f.OperationDay, &lastMsg, &f.CreatedAt, &f.UpdatedAt, &present, &prov}
 	for i := range vals {
 		dest = append(dest, &vals[i])
 	}
 	err := q.QueryRow(ctx, `SELECT state, state_version, operation_day, last_msg_id, created_at, updated_at, `+presentColumn+`, `+
-		strings.Join(cols, ", ")+` FROM flight_schd WHERE flid = $1`+lock, flid).Scan(dest...)
+		provenanceColumn+`, `+strings.Join(cols, ", ")+` FROM flight_schd WHERE flid = $1`+lock, flid).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -85,6 +87,9 @@ func Load(ctx context.Context, q db.Executor, flid string, forUpdate bool) (*fli
 	}
 	if lastMsg != nil {
 		f.LastMsgID = *lastMsg
+	}
+	if f.Prov, err = readProvenance(prov, f.LastMsgID, f.State); err != nil {
+		return nil, fmt.Errorf("load flight %s: %w", flid, err)
 	}
 	for i, v := range vals {
 		if v != nil {
@@ -104,6 +109,27 @@ func Load(ctx context.Context, q db.Executor, flid string, forUpdate bool) (*fli
 // presentColumn records which collections a flight has been sent, so an empty allocation
 // ("no allocation now") survives a reload as an empty collection, not an absent one.
 const presentColumn = "collections_present"
+
+// provenanceColumn holds flight.Provenance as JSON (R-ORDER-1), written by the row's upsert.
+const provenanceColumn = "provenance"
+
+// readProvenance decodes a row's provenance. A row without one (stored before the column
+// existed) or whose last_msg_id is not the one its provenance was written with (a writer that
+// does not keep it, a previous release during an upgrade, changed the row since) is read
+// conservatively: every part as written by its last applied message (R-ORDER-1).
+func readProvenance(raw []byte, lastMsgID int64, state string) (flight.Provenance, error) {
+	if raw == nil {
+		return flight.Conservative(lastMsgID, state), nil
+	}
+	var p flight.Provenance
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return flight.Provenance{}, fmt.Errorf("provenance: %w", err)
+	}
+	if p.Last != lastMsgID {
+		return flight.Conservative(max(lastMsgID, p.Last), state), nil
+	}
+	return p, nil
+}
 
 // Children loads, in the caller's transaction and locked, every flight whose MAID is master
 // (deleted ones included), ordered by FLID: the MAFL of a master and the cascade of its
@@ -259,7 +285,7 @@ func queueSave(batch *pgx.Batch, flights []flight.Flight) {
 
 // rowWriteColumns are the flight_schd columns an upsert writes, in the order of its arrays.
 var rowWriteColumns = func() []string {
-	cols := []string{"flid", "state", "state_version", "operation_day", "last_msg_id", "created_at", "updated_at", "deleted_at", presentColumn}
+	cols := []string{"flid", "state", "state_version", "operation_day", "last_msg_id", "created_at", "updated_at", "deleted_at", presentColumn, provenanceColumn}
 	for _, s := range Scalars {
 		cols = append(cols, strings.ToLower(s))
 	}
@@ -284,6 +310,9 @@ var upsertRowsSQL = func() string {
 		if c == presentColumn {
 			sel[i] = fmt.Sprintf("string_to_array(c%d, ',')", i+1)
 		}
+		if c == provenanceColumn {
+			sel[i] = fmt.Sprintf("c%d::jsonb", i+1) // text on the wire: an array of jsonb would be re-parsed per element anyway
+		}
 		if c != "flid" && c != "created_at" {
 			set = append(set, c+" = excluded."+c)
 		}
@@ -300,7 +329,7 @@ var upsertRowsSQL = func() string {
 // queueRows queues the upsert of the flight_schd rows of flights.
 func queueRows(batch *pgx.Batch, flights []flight.Flight) {
 	n := len(flights)
-	flids, states, present := make([]string, n), make([]string, n), make([]string, n)
+	flids, states, present, prov := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	versions, lastMsgs := make([]int64, n), make([]int64, n)
 	days, deletedAt := make([]*time.Time, n), make([]*time.Time, n)
 	created, updated := make([]time.Time, n), make([]time.Time, n)
@@ -321,13 +350,20 @@ func queueRows(batch *pgx.Batch, flights []flight.Flight) {
 		}
 		slices.Sort(tags)
 		present[i] = strings.Join(tags, ",")
+		p := f.Prov
+		p.Last = f.LastMsgID // the row's own: readProvenance trusts only a provenance written with it
+		b, err := json.Marshal(p)
+		if err != nil {
+			panic(fmt.Sprintf("provenance of %s: %v", f.FLID, err)) // ints, strings and maps of them: cannot fail
+		}
+		prov[i] = string(b)
 		for j, sc := range Scalars {
 			if v, ok := f.Scalars[sc]; ok {
 				scalars[j][i] = &v
 			}
 		}
 	}
-	args := []any{flids, states, versions, days, lastMsgs, created, updated, deletedAt, present}
+	args := []any{flids, states, versions, days, lastMsgs, created, updated, deletedAt, present, prov}
 	for _, col := range scalars {
 		args = append(args, col)
 	}

@@ -146,19 +146,43 @@ func archiveOne(ctx context.Context, tx pgx.Tx, flid string, now time.Time) (fli
 	return *f, nil
 }
 
-// VersionFloor returns the highest version the FLID used before it was last moved to history:
-// its last archived version plus one, which is the version of the tombstone the history sweep
-// published for it (0 when the FLID was never archived). A flight created again for the FLID
-// starts above it (flight.Input.VersionFloor): consumers order by (FLID, STATE_VERSION), the
-// KAFKA:schd row only takes a version not older than the stored one, and flight_history's key
-// is (flid, state_version).
-func VersionFloor(ctx context.Context, q db.Executor, flid string) (int64, error) {
-	var floor int64
-	if err := q.QueryRow(ctx, `SELECT coalesce(max(state_version) + 1, 0) FROM flight_history WHERE flid = $1`,
-		flid).Scan(&floor); err != nil {
-		return 0, fmt.Errorf("version floor of %s: %w", flid, err)
+// Archived is what the history sweep left of a FLID it moved out: Floor, the version of the
+// tombstone it published (its last archived version plus one), and LastMsg, the last message
+// of the flight it moved. Both are 0 when the FLID was never archived. A flight created again
+// for the FLID starts above Floor (flight.Input.VersionFloor): consumers order by (FLID,
+// STATE_VERSION), the KAFKA:schd row only takes a version not older than the stored one, and
+// flight_history's key is (flid, state_version). A schedule older than LastMsg does not create
+// it again (flight.Input.Archived, R-ORDER-4).
+type Archived struct{ Floor, LastMsg int64 }
+
+// archivedSQL reads the Archived of the FLIDs in $1 from the archived snapshots (the sweep
+// stores flight.Flight as JSON, LastMsgID included).
+const archivedSQL = `SELECT flid, max(state_version) + 1, coalesce(max((snapshot->>'LastMsgID')::bigint), 0)
+	FROM flight_history WHERE flid = ANY($1) GROUP BY flid`
+
+// ArchivedOf returns the Archived of one FLID.
+func ArchivedOf(ctx context.Context, q db.Executor, flid string) (Archived, error) {
+	m, err := ArchivedOfMany(ctx, q, []string{flid})
+	return m[flid], err
+}
+
+// ArchivedOfMany returns the Archived of each of flids that was archived; a FLID never
+// archived is absent.
+func ArchivedOfMany(ctx context.Context, q db.Executor, flids []string) (map[string]Archived, error) {
+	out := map[string]Archived{}
+	if len(flids) == 0 {
+		return out, nil
 	}
-	return floor, nil
+	rows, err := q.Query(ctx, archivedSQL, flids)
+	if err != nil {
+		return nil, fmt.Errorf("archives of %d flights: %w", len(flids), err)
+	}
+	var flid string
+	var a Archived
+	if _, err := pgx.ForEachRow(rows, []any{&flid, &a.Floor, &a.LastMsg}, func() error { out[flid] = a; return nil }); err != nil {
+		return nil, fmt.Errorf("archives of %d flights: %w", len(flids), err)
+	}
+	return out, nil
 }
 
 // DeleteSnapLog deletes up to limit schd_snap_log rows past the retention (R-RETAIN-3, by

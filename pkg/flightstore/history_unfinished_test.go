@@ -74,19 +74,21 @@ func TestHistoryKeepsFlightsOfUnfinishedMessages(t *testing.T) {
 	}
 }
 
-func TestVersionFloor(t *testing.T) {
+func TestArchivedOf(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t)
 	p := historyPolicy(t)
-	if floor, err := flightstore.VersionFloor(t.Context(), pg.Pool, "A"); err != nil || floor != 0 {
-		t.Fatalf("floor of a FLID never archived = %d, %v; want 0", floor, err)
+	if a, err := flightstore.ArchivedOf(t.Context(), pg.Pool, "A"); err != nil || a != (flightstore.Archived{}) {
+		t.Fatalf("archive of a FLID never archived = %+v, %v; want none", a, err)
 	}
 	insertFlight(t, pg, histFlight{flid: "A", day: "2026-03-05", actt: "05MAR260910", updated: time.Hour}) // version 3
+	pg.Exec(t, `UPDATE flight_schd SET last_msg_id = 77 WHERE flid = 'A'`)
 	if group, err := archive(t, pg, p, "A"); err != nil || len(group) != 1 {
 		t.Fatalf("archive = %v, %v", group, err)
 	}
-	// The sweep's tombstone is version 4: the floor.
-	if floor, err := flightstore.VersionFloor(t.Context(), pg.Pool, "A"); err != nil || floor != 4 {
-		t.Fatalf("floor after an archive at version 3 = %d, %v; want 4", floor, err)
+	// The sweep's tombstone is version 4: the floor; the flight's last message is kept.
+	a, err := flightstore.ArchivedOf(t.Context(), pg.Pool, "A")
+	if err != nil || a != (flightstore.Archived{Floor: 4, LastMsg: 77}) {
+		t.Fatalf("archive after an archive at version 3 = %+v, %v; want floor 4, last message 77", a, err)
 	}
 }

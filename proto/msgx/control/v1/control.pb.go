@@ -1627,8 +1627,11 @@ type GetMessageResponse struct {
 	Attempts []*Attempt `protobuf:"bytes,8,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	// The message's trace (from trace_parent) and its link in the tracing UI (tracing.ui-url with
 	// {trace_id} replaced); trace_url is empty when tracing.ui-url is not set.
-	TraceId       string `protobuf:"bytes,9,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
-	TraceUrl      string `protobuf:"bytes,10,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	TraceId  string `protobuf:"bytes,9,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceUrl string `protobuf:"bytes,10,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	// What the message did to each flight it wrote (its flight history entries, by FLID), with
+	// the parts newer messages had already written (R-ORDER-2).
+	FlightChanges []*FlightHistoryEntry `protobuf:"bytes,11,rep,name=flight_changes,json=flightChanges,proto3" json:"flight_changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1731,6 +1734,13 @@ func (x *GetMessageResponse) GetTraceUrl() string {
 		return x.TraceUrl
 	}
 	return ""
+}
+
+func (x *GetMessageResponse) GetFlightChanges() []*FlightHistoryEntry {
+	if x != nil {
+		return x.FlightChanges
+	}
+	return nil
 }
 
 // TimelineStep is one fact of a message's life (docs/control.md, "Message timeline").
@@ -5591,6 +5601,459 @@ func (x *FlightProjection) GetError() string {
 	return ""
 }
 
+type GetFlightHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The FLID.
+	Flid string `protobuf:"bytes,1,opt,name=flid,proto3" json:"flid,omitempty"`
+	// Entries of messages after this ID: 0 from the first, or the previous page's
+	// next_after_msg_id.
+	AfterMsgId int64 `protobuf:"varint,2,opt,name=after_msg_id,json=afterMsgId,proto3" json:"after_msg_id,omitempty"`
+	// Entries per page: default 50, at most 500.
+	PageSize      int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFlightHistoryRequest) Reset() {
+	*x = GetFlightHistoryRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFlightHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFlightHistoryRequest) ProtoMessage() {}
+
+func (x *GetFlightHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFlightHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetFlightHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *GetFlightHistoryRequest) GetFlid() string {
+	if x != nil {
+		return x.Flid
+	}
+	return ""
+}
+
+func (x *GetFlightHistoryRequest) GetAfterMsgId() int64 {
+	if x != nil {
+		return x.AfterMsgId
+	}
+	return 0
+}
+
+func (x *GetFlightHistoryRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type GetFlightHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Flid  string                 `protobuf:"bytes,1,opt,name=flid,proto3" json:"flid,omitempty"`
+	// In message ID order.
+	Entries []*FlightHistoryEntry `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Set when more entries may follow: pass it as after_msg_id.
+	NextAfterMsgId int64 `protobuf:"varint,3,opt,name=next_after_msg_id,json=nextAfterMsgId,proto3" json:"next_after_msg_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetFlightHistoryResponse) Reset() {
+	*x = GetFlightHistoryResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFlightHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFlightHistoryResponse) ProtoMessage() {}
+
+func (x *GetFlightHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFlightHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetFlightHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GetFlightHistoryResponse) GetFlid() string {
+	if x != nil {
+		return x.Flid
+	}
+	return ""
+}
+
+func (x *GetFlightHistoryResponse) GetEntries() []*FlightHistoryEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *GetFlightHistoryResponse) GetNextAfterMsgId() int64 {
+	if x != nil {
+		return x.NextAfterMsgId
+	}
+	return 0
+}
+
+// FlightHistoryEntry is what one message did to one flight (flight_change), or, for a message
+// about the flight that wrote nothing, why (its processing record).
+type FlightHistoryEntry struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	MsgId   int64                  `protobuf:"varint,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	Flid    string                 `protobuf:"bytes,2,opt,name=flid,proto3" json:"flid,omitempty"`
+	MsgType string                 `protobuf:"bytes,3,opt,name=msg_type,json=msgType,proto3" json:"msg_type,omitempty"`
+	Styp    string                 `protobuf:"bytes,4,opt,name=styp,proto3" json:"styp,omitempty"`
+	// Why the flight is in the message: target (the flight it names), record, omitted (a
+	// snapshot deleted what it left out), cascade (a master's deletion), code-share (a master
+	// whose MAFL moved); empty when the message wrote nothing.
+	Cause string `protobuf:"bytes,5,opt,name=cause,proto3" json:"cause,omitempty"`
+	// The message's state now, and the reason of one that ended without writing.
+	MessageState MessageState `protobuf:"varint,6,opt,name=message_state,json=messageState,proto3,enum=msgx.control.v1.MessageState" json:"message_state,omitempty"`
+	Reason       string       `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The flight after the message: ACTIVE or DELETED, and its version; empty when the
+	// message wrote nothing.
+	FlightState string `protobuf:"bytes,8,opt,name=flight_state,json=flightState,proto3" json:"flight_state,omitempty"`
+	Version     int64  `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`
+	// The parts that changed, by name.
+	Changes []*PartChange `protobuf:"bytes,10,rep,name=changes,proto3" json:"changes,omitempty"`
+	// The parts the message would have written that a newer message had written.
+	Superseded []*SupersededPart `protobuf:"bytes,11,rep,name=superseded,proto3" json:"superseded,omitempty"`
+	// The outbox events the message wrote for the flight.
+	Events        []*HistoryEvent        `protobuf:"bytes,12,rep,name=events,proto3" json:"events,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlightHistoryEntry) Reset() {
+	*x = FlightHistoryEntry{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlightHistoryEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlightHistoryEntry) ProtoMessage() {}
+
+func (x *FlightHistoryEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlightHistoryEntry.ProtoReflect.Descriptor instead.
+func (*FlightHistoryEntry) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *FlightHistoryEntry) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *FlightHistoryEntry) GetFlid() string {
+	if x != nil {
+		return x.Flid
+	}
+	return ""
+}
+
+func (x *FlightHistoryEntry) GetMsgType() string {
+	if x != nil {
+		return x.MsgType
+	}
+	return ""
+}
+
+func (x *FlightHistoryEntry) GetStyp() string {
+	if x != nil {
+		return x.Styp
+	}
+	return ""
+}
+
+func (x *FlightHistoryEntry) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *FlightHistoryEntry) GetMessageState() MessageState {
+	if x != nil {
+		return x.MessageState
+	}
+	return MessageState_MESSAGE_STATE_UNSPECIFIED
+}
+
+func (x *FlightHistoryEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *FlightHistoryEntry) GetFlightState() string {
+	if x != nil {
+		return x.FlightState
+	}
+	return ""
+}
+
+func (x *FlightHistoryEntry) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *FlightHistoryEntry) GetChanges() []*PartChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *FlightHistoryEntry) GetSuperseded() []*SupersededPart {
+	if x != nil {
+		return x.Superseded
+	}
+	return nil
+}
+
+func (x *FlightHistoryEntry) GetEvents() []*HistoryEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *FlightHistoryEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// PartChange is one part of a flight (a SIS tag, a collection as JSON, STATE, MAFL) before and
+// after a message; empty when absent.
+type PartChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Part          string                 `protobuf:"bytes,1,opt,name=part,proto3" json:"part,omitempty"`
+	Old           string                 `protobuf:"bytes,2,opt,name=old,proto3" json:"old,omitempty"`
+	New           string                 `protobuf:"bytes,3,opt,name=new,proto3" json:"new,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartChange) Reset() {
+	*x = PartChange{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartChange) ProtoMessage() {}
+
+func (x *PartChange) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartChange.ProtoReflect.Descriptor instead.
+func (*PartChange) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *PartChange) GetPart() string {
+	if x != nil {
+		return x.Part
+	}
+	return ""
+}
+
+func (x *PartChange) GetOld() string {
+	if x != nil {
+		return x.Old
+	}
+	return ""
+}
+
+func (x *PartChange) GetNew() string {
+	if x != nil {
+		return x.New
+	}
+	return ""
+}
+
+// SupersededPart is a part a message left as it was because a newer message had written it.
+type SupersededPart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Part          string                 `protobuf:"bytes,1,opt,name=part,proto3" json:"part,omitempty"`
+	NewerMsgId    int64                  `protobuf:"varint,2,opt,name=newer_msg_id,json=newerMsgId,proto3" json:"newer_msg_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SupersededPart) Reset() {
+	*x = SupersededPart{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SupersededPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SupersededPart) ProtoMessage() {}
+
+func (x *SupersededPart) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SupersededPart.ProtoReflect.Descriptor instead.
+func (*SupersededPart) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *SupersededPart) GetPart() string {
+	if x != nil {
+		return x.Part
+	}
+	return ""
+}
+
+func (x *SupersededPart) GetNewerMsgId() int64 {
+	if x != nil {
+		return x.NewerMsgId
+	}
+	return 0
+}
+
+// HistoryEvent is an outbox event a message wrote for a flight.
+type HistoryEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Version       int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryEvent) Reset() {
+	*x = HistoryEvent{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryEvent) ProtoMessage() {}
+
+func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
+func (*HistoryEvent) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *HistoryEvent) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *HistoryEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *HistoryEvent) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 var File_msgx_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_msgx_control_v1_control_proto_rawDesc = "" +
@@ -5686,7 +6149,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x04dead\x18\x03 \x01(\x03R\x04dead\x12G\n" +
 	"\x12oldest_pending_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10oldestPendingAge\"*\n" +
 	"\x11GetMessageRequest\x12\x15\n" +
-	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\xb1\x03\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\xfd\x03\n" +
 	"\x12GetMessageResponse\x122\n" +
 	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\x12\x17\n" +
 	"\araw_xml\x18\x02 \x01(\tR\x06rawXml\x129\n" +
@@ -5700,7 +6163,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\battempts\x18\b \x03(\v2\x18.msgx.control.v1.AttemptR\battempts\x12\x19\n" +
 	"\btrace_id\x18\t \x01(\tR\atraceId\x12\x1b\n" +
 	"\ttrace_url\x18\n" +
-	" \x01(\tR\btraceUrl\"\xc3\x01\n" +
+	" \x01(\tR\btraceUrl\x12J\n" +
+	"\x0eflight_changes\x18\v \x03(\v2#.msgx.control.v1.FlightHistoryEntryR\rflightChanges\"\xc3\x01\n" +
 	"\fTimelineStep\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\tR\x04step\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12@\n" +
@@ -6054,7 +6518,46 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\rdocument_json\x18\x02 \x01(\tR\fdocumentJson\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05errorB\n" +
 	"\n" +
-	"\b_version*\xb2\x01\n" +
+	"\b_version\"l\n" +
+	"\x17GetFlightHistoryRequest\x12\x12\n" +
+	"\x04flid\x18\x01 \x01(\tR\x04flid\x12 \n" +
+	"\fafter_msg_id\x18\x02 \x01(\x03R\n" +
+	"afterMsgId\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\"\x98\x01\n" +
+	"\x18GetFlightHistoryResponse\x12\x12\n" +
+	"\x04flid\x18\x01 \x01(\tR\x04flid\x12=\n" +
+	"\aentries\x18\x02 \x03(\v2#.msgx.control.v1.FlightHistoryEntryR\aentries\x12)\n" +
+	"\x11next_after_msg_id\x18\x03 \x01(\x03R\x0enextAfterMsgId\"\xf8\x03\n" +
+	"\x12FlightHistoryEntry\x12\x15\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x12\x12\n" +
+	"\x04flid\x18\x02 \x01(\tR\x04flid\x12\x19\n" +
+	"\bmsg_type\x18\x03 \x01(\tR\amsgType\x12\x12\n" +
+	"\x04styp\x18\x04 \x01(\tR\x04styp\x12\x14\n" +
+	"\x05cause\x18\x05 \x01(\tR\x05cause\x12B\n" +
+	"\rmessage_state\x18\x06 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\fmessageState\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12!\n" +
+	"\fflight_state\x18\b \x01(\tR\vflightState\x12\x18\n" +
+	"\aversion\x18\t \x01(\x03R\aversion\x125\n" +
+	"\achanges\x18\n" +
+	" \x03(\v2\x1b.msgx.control.v1.PartChangeR\achanges\x12?\n" +
+	"\n" +
+	"superseded\x18\v \x03(\v2\x1f.msgx.control.v1.SupersededPartR\n" +
+	"superseded\x125\n" +
+	"\x06events\x18\f \x03(\v2\x1d.msgx.control.v1.HistoryEventR\x06events\x12*\n" +
+	"\x02at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"D\n" +
+	"\n" +
+	"PartChange\x12\x12\n" +
+	"\x04part\x18\x01 \x01(\tR\x04part\x12\x10\n" +
+	"\x03old\x18\x02 \x01(\tR\x03old\x12\x10\n" +
+	"\x03new\x18\x03 \x01(\tR\x03new\"F\n" +
+	"\x0eSupersededPart\x12\x12\n" +
+	"\x04part\x18\x01 \x01(\tR\x04part\x12 \n" +
+	"\fnewer_msg_id\x18\x02 \x01(\x03R\n" +
+	"newerMsgId\"T\n" +
+	"\fHistoryEvent\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion*\xb2\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x18\n" +
@@ -6111,7 +6614,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x15REBUILD_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15REBUILD_STATE_RUNNING\x10\x02\x12\x16\n" +
 	"\x12REBUILD_STATE_DONE\x10\x03\x12\x1b\n" +
-	"\x17REBUILD_STATE_CANCELLED\x10\x042\x9e\x0f\n" +
+	"\x17REBUILD_STATE_CANCELLED\x10\x042\x8c\x10\n" +
 	"\x0eControlService\x12W\n" +
 	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\n" +
@@ -6132,7 +6635,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x14GetProjectionRebuild\x12,.msgx.control.v1.GetProjectionRebuildRequest\x1a-.msgx.control.v1.GetProjectionRebuildResponse\"\x03\x90\x02\x01\x12~\n" +
 	"\x16ListProjectionRebuilds\x12..msgx.control.v1.ListProjectionRebuildsRequest\x1a/.msgx.control.v1.ListProjectionRebuildsResponse\"\x03\x90\x02\x01\x12|\n" +
 	"\x17CancelProjectionRebuild\x12/.msgx.control.v1.CancelProjectionRebuildRequest\x1a0.msgx.control.v1.CancelProjectionRebuildResponse\x12W\n" +
-	"\tGetFlight\x12!.msgx.control.v1.GetFlightRequest\x1a\".msgx.control.v1.GetFlightResponse\"\x03\x90\x02\x01BDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
+	"\tGetFlight\x12!.msgx.control.v1.GetFlightRequest\x1a\".msgx.control.v1.GetFlightResponse\"\x03\x90\x02\x01\x12l\n" +
+	"\x10GetFlightHistory\x12(.msgx.control.v1.GetFlightHistoryRequest\x1a).msgx.control.v1.GetFlightHistoryResponse\"\x03\x90\x02\x01BDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
 
 var (
 	file_msgx_control_v1_control_proto_rawDescOnce sync.Once
@@ -6147,7 +6651,7 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
@@ -6219,11 +6723,17 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(*GetFlightResponse)(nil),                // 67: msgx.control.v1.GetFlightResponse
 	(*FlightState)(nil),                      // 68: msgx.control.v1.FlightState
 	(*FlightProjection)(nil),                 // 69: msgx.control.v1.FlightProjection
-	(*timestamppb.Timestamp)(nil),            // 70: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),              // 71: google.protobuf.Duration
+	(*GetFlightHistoryRequest)(nil),          // 70: msgx.control.v1.GetFlightHistoryRequest
+	(*GetFlightHistoryResponse)(nil),         // 71: msgx.control.v1.GetFlightHistoryResponse
+	(*FlightHistoryEntry)(nil),               // 72: msgx.control.v1.FlightHistoryEntry
+	(*PartChange)(nil),                       // 73: msgx.control.v1.PartChange
+	(*SupersededPart)(nil),                   // 74: msgx.control.v1.SupersededPart
+	(*HistoryEvent)(nil),                     // 75: msgx.control.v1.HistoryEvent
+	(*timestamppb.Timestamp)(nil),            // 76: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 77: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	70,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	76,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
 	12,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
 	14,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
 	16,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
@@ -6231,150 +6741,159 @@ var file_msgx_control_v1_control_proto_depIdxs = []int32{
 	18,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
 	19,  // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
 	21,  // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	70,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	70,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	76,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	76,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
 	13,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	70,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	71,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	70,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	71,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	70,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	76,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	77,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	76,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	77,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	76,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
 	15,  // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	70,  // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	71,  // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	71,  // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	76,  // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	77,  // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	77,  // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,   // 20: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,   // 21: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
 	20,  // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,   // 23: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	71,  // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	77,  // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
 	41,  // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	3,   // 26: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
 	26,  // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
 	24,  // 28: msgx.control.v1.GetMessageResponse.timeline:type_name -> msgx.control.v1.TimelineStep
 	25,  // 29: msgx.control.v1.GetMessageResponse.attempts:type_name -> msgx.control.v1.Attempt
-	70,  // 30: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
-	71,  // 31: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
-	70,  // 32: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	70,  // 33: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
-	71,  // 34: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
-	0,   // 35: msgx.control.v1.Attempt.outcome:type_name -> msgx.control.v1.MessageState
-	1,   // 36: msgx.control.v1.Attempt.error_class:type_name -> msgx.control.v1.ErrorClass
-	4,   // 37: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	70,  // 38: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	70,  // 39: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	70,  // 40: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	70,  // 41: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
-	0,   // 42: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
-	1,   // 43: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	27,  // 44: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	70,  // 45: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
-	70,  // 46: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
-	41,  // 47: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
-	1,   // 48: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	27,  // 49: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
-	2,   // 50: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	36,  // 51: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	70,  // 52: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
-	5,   // 53: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
-	5,   // 54: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	70,  // 55: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
-	6,   // 56: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
-	70,  // 57: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
-	15,  // 58: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
-	6,   // 59: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
-	70,  // 60: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
-	0,   // 61: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,   // 62: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	70,  // 63: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	70,  // 64: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	70,  // 65: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	70,  // 66: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	70,  // 67: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	70,  // 68: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	70,  // 69: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	70,  // 70: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,   // 71: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	70,  // 72: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	46,  // 73: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
-	46,  // 74: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
-	70,  // 75: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
-	70,  // 76: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
-	70,  // 77: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
-	70,  // 78: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
-	49,  // 79: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
-	70,  // 80: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
-	70,  // 81: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
-	70,  // 82: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
-	56,  // 83: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	56,  // 84: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	7,   // 85: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
-	8,   // 86: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
-	56,  // 87: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
-	8,   // 88: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
-	7,   // 89: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
-	70,  // 90: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
-	70,  // 91: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
-	70,  // 92: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
-	70,  // 93: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
-	65,  // 94: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	65,  // 95: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	65,  // 96: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
-	65,  // 97: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	9,   // 98: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
-	70,  // 99: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	70,  // 100: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
-	70,  // 101: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
-	70,  // 102: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
-	68,  // 103: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
-	69,  // 104: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
-	41,  // 105: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
-	26,  // 106: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
-	70,  // 107: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
-	70,  // 108: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
-	10,  // 109: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	22,  // 110: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	28,  // 111: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	30,  // 112: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	32,  // 113: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	37,  // 114: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	34,  // 115: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	39,  // 116: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	42,  // 117: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	44,  // 118: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	47,  // 119: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	50,  // 120: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
-	52,  // 121: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
-	54,  // 122: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
-	57,  // 123: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	59,  // 124: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
-	61,  // 125: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
-	63,  // 126: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
-	66,  // 127: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	11,  // 128: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	23,  // 129: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	29,  // 130: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	31,  // 131: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	33,  // 132: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	38,  // 133: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	35,  // 134: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	40,  // 135: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	43,  // 136: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	45,  // 137: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	48,  // 138: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	51,  // 139: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
-	53,  // 140: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
-	55,  // 141: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
-	58,  // 142: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	60,  // 143: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
-	62,  // 144: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
-	64,  // 145: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
-	67,  // 146: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	128, // [128:147] is the sub-list for method output_type
-	109, // [109:128] is the sub-list for method input_type
-	109, // [109:109] is the sub-list for extension type_name
-	109, // [109:109] is the sub-list for extension extendee
-	0,   // [0:109] is the sub-list for field type_name
+	72,  // 30: msgx.control.v1.GetMessageResponse.flight_changes:type_name -> msgx.control.v1.FlightHistoryEntry
+	76,  // 31: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
+	77,  // 32: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
+	76,  // 33: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 34: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
+	77,  // 35: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
+	0,   // 36: msgx.control.v1.Attempt.outcome:type_name -> msgx.control.v1.MessageState
+	1,   // 37: msgx.control.v1.Attempt.error_class:type_name -> msgx.control.v1.ErrorClass
+	4,   // 38: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
+	76,  // 39: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	76,  // 40: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 41: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 42: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	0,   // 43: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,   // 44: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	27,  // 45: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	76,  // 46: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
+	76,  // 47: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
+	41,  // 48: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	1,   // 49: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	27,  // 50: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	2,   // 51: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
+	36,  // 52: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	76,  // 53: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	5,   // 54: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
+	5,   // 55: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
+	76,  // 56: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	6,   // 57: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
+	76,  // 58: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	15,  // 59: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
+	6,   // 60: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
+	76,  // 61: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	0,   // 62: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,   // 63: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	76,  // 64: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	76,  // 65: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	76,  // 66: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	76,  // 67: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	76,  // 68: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	76,  // 69: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	76,  // 70: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	76,  // 71: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,   // 72: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	76,  // 73: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	46,  // 74: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
+	46,  // 75: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
+	76,  // 76: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
+	76,  // 77: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
+	76,  // 78: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
+	76,  // 79: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
+	49,  // 80: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
+	76,  // 81: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
+	76,  // 82: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
+	76,  // 83: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
+	56,  // 84: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	56,  // 85: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	7,   // 86: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
+	8,   // 87: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
+	56,  // 88: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
+	8,   // 89: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
+	7,   // 90: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
+	76,  // 91: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 92: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
+	76,  // 93: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
+	76,  // 94: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
+	65,  // 95: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	65,  // 96: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	65,  // 97: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
+	65,  // 98: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	9,   // 99: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
+	76,  // 100: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	76,  // 101: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
+	76,  // 102: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
+	76,  // 103: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
+	68,  // 104: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
+	69,  // 105: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
+	41,  // 106: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
+	26,  // 107: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
+	76,  // 108: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 109: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
+	72,  // 110: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
+	0,   // 111: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
+	73,  // 112: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
+	74,  // 113: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
+	75,  // 114: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
+	76,  // 115: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
+	10,  // 116: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	22,  // 117: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	28,  // 118: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	30,  // 119: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	32,  // 120: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	37,  // 121: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	34,  // 122: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	39,  // 123: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	42,  // 124: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	44,  // 125: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	47,  // 126: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	50,  // 127: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	52,  // 128: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	54,  // 129: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	57,  // 130: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	59,  // 131: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
+	61,  // 132: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
+	63,  // 133: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
+	66,  // 134: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	70,  // 135: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
+	11,  // 136: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	23,  // 137: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	29,  // 138: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	31,  // 139: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	33,  // 140: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	38,  // 141: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	35,  // 142: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	40,  // 143: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	43,  // 144: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	45,  // 145: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	48,  // 146: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	51,  // 147: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	53,  // 148: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	55,  // 149: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	58,  // 150: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	60,  // 151: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
+	62,  // 152: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
+	64,  // 153: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
+	67,  // 154: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	71,  // 155: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
+	136, // [136:156] is the sub-list for method output_type
+	116, // [116:136] is the sub-list for method input_type
+	116, // [116:116] is the sub-list for extension type_name
+	116, // [116:116] is the sub-list for extension extendee
+	0,   // [0:116] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -6390,7 +6909,7 @@ func file_msgx_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   60,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

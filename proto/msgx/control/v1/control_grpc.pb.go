@@ -45,6 +45,7 @@ const (
 	ControlService_ListProjectionRebuilds_FullMethodName   = "/msgx.control.v1.ControlService/ListProjectionRebuilds"
 	ControlService_CancelProjectionRebuild_FullMethodName  = "/msgx.control.v1.ControlService/CancelProjectionRebuild"
 	ControlService_GetFlight_FullMethodName                = "/msgx.control.v1.ControlService/GetFlight"
+	ControlService_GetFlightHistory_FullMethodName         = "/msgx.control.v1.ControlService/GetFlightHistory"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -127,6 +128,12 @@ type ControlServiceClient interface {
 	// projection holds, with the drift between the two, the flight's last messages and its
 	// outbox events. NOT_FOUND when neither store nor any message knows the FLID.
 	GetFlight(ctx context.Context, in *GetFlightRequest, opts ...grpc.CallOption) (*GetFlightResponse, error)
+	// GetFlightHistory answers "why does this flight look like this?": every message that
+	// touched the flight, in ID order, with what it changed (old -> new), the parts a newer
+	// message had already written (superseded, and by which message), the events it wrote, and
+	// the messages that ended without writing (SKIPPED, with their reason). Kept as long as the
+	// processing records (pipeline.proc-retention). NOT_FOUND when nothing is kept of the FLID.
+	GetFlightHistory(ctx context.Context, in *GetFlightHistoryRequest, opts ...grpc.CallOption) (*GetFlightHistoryResponse, error)
 }
 
 type controlServiceClient struct {
@@ -327,6 +334,16 @@ func (c *controlServiceClient) GetFlight(ctx context.Context, in *GetFlightReque
 	return out, nil
 }
 
+func (c *controlServiceClient) GetFlightHistory(ctx context.Context, in *GetFlightHistoryRequest, opts ...grpc.CallOption) (*GetFlightHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFlightHistoryResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetFlightHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -407,6 +424,12 @@ type ControlServiceServer interface {
 	// projection holds, with the drift between the two, the flight's last messages and its
 	// outbox events. NOT_FOUND when neither store nor any message knows the FLID.
 	GetFlight(context.Context, *GetFlightRequest) (*GetFlightResponse, error)
+	// GetFlightHistory answers "why does this flight look like this?": every message that
+	// touched the flight, in ID order, with what it changed (old -> new), the parts a newer
+	// message had already written (superseded, and by which message), the events it wrote, and
+	// the messages that ended without writing (SKIPPED, with their reason). Kept as long as the
+	// processing records (pipeline.proc-retention). NOT_FOUND when nothing is kept of the FLID.
+	GetFlightHistory(context.Context, *GetFlightHistoryRequest) (*GetFlightHistoryResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -473,6 +496,9 @@ func (UnimplementedControlServiceServer) CancelProjectionRebuild(context.Context
 }
 func (UnimplementedControlServiceServer) GetFlight(context.Context, *GetFlightRequest) (*GetFlightResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetFlight not implemented")
+}
+func (UnimplementedControlServiceServer) GetFlightHistory(context.Context, *GetFlightHistoryRequest) (*GetFlightHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFlightHistory not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -837,6 +863,24 @@ func _ControlService_GetFlight_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_GetFlightHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFlightHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetFlightHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetFlightHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetFlightHistory(ctx, req.(*GetFlightHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -919,6 +963,10 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetFlight",
 			Handler:    _ControlService_GetFlight_Handler,
+		},
+		{
+			MethodName: "GetFlightHistory",
+			Handler:    _ControlService_GetFlightHistory_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

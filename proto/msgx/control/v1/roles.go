@@ -42,6 +42,7 @@ var readMethods = map[string]bool{
 	ControlService_GetResourceStatus_FullMethodName:      true,
 	ControlService_ListRequests_FullMethodName:           true,
 	ControlService_GetFlight_FullMethodName:              true,
+	ControlService_GetFlightHistory_FullMethodName:       true,
 	ControlService_GetProjectionRebuild_FullMethodName:   true,
 	ControlService_ListProjectionRebuilds_FullMethodName: true,
 }

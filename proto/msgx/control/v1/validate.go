@@ -98,6 +98,26 @@ func (r *GetFlightRequest) Validate() error {
 	return errors.Join(errs...)
 }
 
+// MaxFlightHistoryPage bounds GetFlightHistory's page; DefaultFlightHistoryPage is used when
+// page_size is 0.
+const (
+	MaxFlightHistoryPage     = 500
+	DefaultFlightHistoryPage = 50
+)
+
+// Validate checks the request: a FLID, a message ID not below 0 and a bounded page.
+func (r *GetFlightHistoryRequest) Validate() error {
+	var errs []error
+	errs = append(errs, validKey("flid", r.GetFlid()))
+	if r.GetAfterMsgId() < 0 {
+		errs = append(errs, fmt.Errorf("after_msg_id must not be negative, got %d", r.GetAfterMsgId()))
+	}
+	if n := r.GetPageSize(); n < 0 || n > MaxFlightHistoryPage {
+		errs = append(errs, fmt.Errorf("page_size must be between 0 (default %d) and %d, got %d", DefaultFlightHistoryPage, MaxFlightHistoryPage, n))
+	}
+	return errors.Join(errs...)
+}
+
 // Validate checks the request: at least one selector, and a class that may be replayed.
 func (r *ReplayRequest) Validate() error {
 	var errs []error

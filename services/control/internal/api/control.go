@@ -18,6 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
@@ -203,9 +204,10 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 // the call: the record is what an operator needs first, and raw_status says what went wrong.
 func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageRequest) (*controlv1.GetMessageResponse, error) {
 	var (
-		m      queue.Message
-		events []outbox.Row
-		hist   []queue.Attempt
+		m       queue.Message
+		events  []outbox.Row
+		hist    []queue.Attempt
+		changes []flightstore.Change
 	)
 	err := s.read(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -215,6 +217,9 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 		if hist, err = queue.Attempts(ctx, tx, req.GetMsgId()); err != nil {
 			return err
 		}
+		if changes, err = flightstore.ChangesOf(ctx, tx, req.GetMsgId(), controlv1.MaxFlightHistoryPage); err != nil {
+			return err
+		}
 		events, err = outbox.ByMessage(ctx, tx, req.GetMsgId())
 		return err
 	})
@@ -222,7 +227,10 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 		return nil, toStatus(ctx, "get message", err)
 	}
 	resp := &controlv1.GetMessageResponse{Message: message(m), Events: eventList(events),
-		Timeline: timeline(m, events), Attempts: attempts(m, hist)}
+		Timeline: timeline(m, events, changes), Attempts: attempts(m, hist)}
+	for _, c := range changes {
+		resp.FlightChanges = append(resp.FlightChanges, historyEntry(c, &m))
+	}
 	resp.TraceId, resp.TraceUrl = traceLink(str(m.TraceParent), s.cfg.TraceURL)
 	raw, err := s.cfg.Inbox.Raw(ctx, req.GetMsgId())
 	if err == nil {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -29,7 +31,7 @@ const (
 // happen, then the marker and the deliveries (independent of each other) in the order they did
 // happen, those not reached yet last. Each reached step carries the time since the reached step
 // before it. Pure: the handler reads, this decides what an operator sees.
-func timeline(m queue.Message, events []outbox.Row) []*controlv1.TimelineStep {
+func timeline(m queue.Message, events []outbox.Row, changes []flightstore.Change) []*controlv1.TimelineStep {
 	type step struct {
 		name, detail string
 		at           *time.Time
@@ -40,7 +42,7 @@ func timeline(m queue.Message, events []outbox.Row) []*controlv1.TimelineStep {
 		{name: StepInInbox, at: m.ReceivedAt, detail: "CMINMSGS_DATE_RECEIVED (the inbox's clock)"},
 		{name: StepEnqueued, at: &enqueued, detail: "discovered by ingest"},
 		{name: StepProcessingStarted, at: m.ProcessingStartedAt, detail: startedDetail(m)},
-		{name: StepTerminal, at: m.FinishedAt, detail: terminalDetail(m)},
+		{name: StepTerminal, at: m.FinishedAt, detail: terminalDetail(m) + supersededDetail(changes)},
 	}
 	if m.ReceivedAt == nil {
 		head[0].detail = "the inbox row carries no CMINMSGS_DATE_RECEIVED"
@@ -105,6 +107,21 @@ func terminalDetail(m queue.Message) string {
 		what += ": " + *m.LastError
 	}
 	return what
+}
+
+// supersededDetail names, for the terminal step, the parts of each flight the message left to
+// newer messages (R-ORDER-2): "; superseded F1 ESTT by msg 120".
+func supersededDetail(changes []flightstore.Change) string {
+	var parts []string
+	for _, c := range changes {
+		for _, p := range slices.Sorted(maps.Keys(c.Superseded)) {
+			parts = append(parts, fmt.Sprintf("%s %s by msg %d", c.FLID, p, c.Superseded[p]))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; superseded " + strings.Join(parts, ", ")
 }
 
 func markedDetail(m queue.Message) string {

@@ -80,7 +80,7 @@ func TestTimeline(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := timeline(tc.m, tc.events)
+			got := timeline(tc.m, tc.events, nil)
 			if len(got) != len(tc.want) {
 				t.Fatalf("%d steps, want %d: %v", len(got), len(tc.want), got)
 			}

@@ -182,7 +182,8 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		Short: fmt.Sprintf("call %s (%s)", md.Name(), kind),
 		Long: fmt.Sprintf("Calls /%s/%s (%s).\nThe flags are the fields of %s; see docs/control.md.",
 			md.Parent().FullName(), md.Name(), kind, md.Input().FullName()),
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		Aliases: aliases[md.Name()],
 	}
 	arg, hasArg := positional[md.Name()]
 	if hasArg {
@@ -254,7 +255,11 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 
 // positional names the one field a command also takes as its argument: msgxctl get-message
 // 123 is msgxctl get-message --msg-id 123.
-var positional = map[protoreflect.Name]string{"GetMessage": "msg-id", "GetFlight": "flid"}
+var positional = map[protoreflect.Name]string{"GetMessage": "msg-id", "GetFlight": "flid", "GetFlightHistory": "flid"}
+
+// aliases are a command's other names: the flight's history reads as a noun, as the runbook
+// says it.
+var aliases = map[protoreflect.Name][]string{"GetFlightHistory": {"flight-history"}}
 
 // newMessage returns an empty message of the generated type registered for md.
 func newMessage(md protoreflect.MessageDescriptor) (proto.Message, error) {

@@ -42,6 +42,8 @@ func render(w io.Writer, format string, m proto.Message) error {
 		return wrapWrite(renderMessage(w, resp))
 	case *controlv1.GetFlightResponse:
 		return wrapWrite(renderFlight(w, resp))
+	case *controlv1.GetFlightHistoryResponse:
+		return wrapWrite(renderFlightHistory(w, resp))
 	}
 	return wrapWrite(renderTable(w, m.ProtoReflect()))
 }

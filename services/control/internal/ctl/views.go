@@ -134,6 +134,44 @@ func renderFlight(w io.Writer, r *controlv1.GetFlightResponse) error {
 	return renderTable(w, r.ProtoReflect(), "flid", "postgres", "redis", "drift", "drifted")
 }
 
+// renderFlightHistory prints a flight's messages in ID order, one block each: the message and
+// its outcome, each part it changed (old -> new), each part it left to a newer message, and
+// the events it wrote.
+func renderFlightHistory(w io.Writer, r *controlv1.GetFlightHistoryResponse) error {
+	fmt.Fprintf(w, "flight %s: %d messages\n", r.GetFlid(), len(r.GetEntries()))
+	for _, e := range r.GetEntries() {
+		outcome := strings.TrimPrefix(e.GetMessageState().String(), "MESSAGE_STATE_")
+		if e.GetFlightState() != "" {
+			outcome += fmt.Sprintf(", flight %s v%d", e.GetFlightState(), e.GetVersion())
+		}
+		if e.GetReason() != "" {
+			outcome += ": " + e.GetReason()
+		}
+		cause := ""
+		if c := e.GetCause(); c != "" && c != "target" {
+			cause = " (" + c + ")"
+		}
+		fmt.Fprintf(w, "\nmsg %d  %s/%s%s  %s  %s\n", e.GetMsgId(), e.GetMsgType(), e.GetStyp(), cause, clock(e.GetAt()), outcome)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, c := range e.GetChanges() {
+			fmt.Fprintf(tw, "  changed\t%s\t%s -> %s\n", c.GetPart(), cmp.Or(c.GetOld(), "-"), cmp.Or(c.GetNew(), "-"))
+		}
+		for _, sp := range e.GetSuperseded() {
+			fmt.Fprintf(tw, "  superseded\t%s\tnewer at msg %d\n", sp.GetPart(), sp.GetNewerMsgId())
+		}
+		for _, ev := range e.GetEvents() {
+			fmt.Fprintf(tw, "  event\t%s\t%s v%d\n", ev.GetTarget(), ev.GetType(), ev.GetVersion())
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if n := r.GetNextAfterMsgId(); n > 0 {
+		fmt.Fprintf(w, "\nmore: --after-msg-id %d\n", n)
+	}
+	return nil
+}
+
 func differ(b bool) string {
 	if b {
 		return "≠"

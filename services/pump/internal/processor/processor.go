@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -145,6 +147,7 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		return pump.Result{}, fmt.Errorf("flights processor got %T", in.Message.Body)
 	}
 	var res pump.Result
+	var skips []string
 	for i, rec := range records {
 		fin := flight.Input{MsgID: in.MsgID, STYP: in.Message.Meta.STYP, Now: in.Now, Record: rec}
 		cur, g, err := f.load(ctx, tx, kind, rec, &fin)
@@ -153,14 +156,22 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		}
 		o := flight.Decide(kind, cur, fin, g, f.days)
 		if o.Skip != "" {
-			// FLOP carries one record, so a skip is the whole message's outcome and nothing was
-			// written before it.
-			f.skipped.WithLabelValues(o.Skip).Inc()
-			return pump.Result{}, pump.Skip(o.Skip)
+			f.skipped.WithLabelValues(skipLabel(o.Skip)).Inc()
+			if len(records) == 1 {
+				// One record: a skip is the whole message's outcome and nothing was written.
+				return pump.Result{}, pump.Skip(o.Skip)
+			}
+			// An ADFT of several flights goes on with the others (R-ORDER-2).
+			skips = append(skips, rec.FLID+" "+o.Skip)
+			continue
 		}
 		if len(o.Ignored) > 0 {
 			f.logger.InfoContext(ctx, "tags outside the STYP's rule were not merged", "msg_id", in.MsgID, "flid", rec.FLID,
 				"styp", in.Message.Meta.STYP, "ignored", o.Ignored)
+		}
+		if len(o.Superseded) > 0 {
+			f.logger.InfoContext(ctx, "parts a newer message wrote were left as they are", "msg_id", in.MsgID, "flid", rec.FLID,
+				"styp", in.Message.Meta.STYP, "superseded", o.Superseded)
 		}
 		// The record's writes and events in one round trip, which the next record's load sees;
 		// the last record's go out with the COMMIT (db.Defer), as nothing reads them before.
@@ -174,7 +185,12 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		for i := range fin.Children {
 			stored[fin.Children[i].FLID] = &fin.Children[i]
 		}
-		for _, w := range o.Writes {
+		for id, m := range g.Masters {
+			stored[id] = &m
+		}
+		// A state written without a version (only its provenance, or the details a deleted
+		// flight keeps) is written the same way: one upsert, and the detail tables that differ.
+		for _, w := range slices.Concat(o.Writes, o.Recorded) {
 			flightstore.QueueUpdate(batch, stored[w.FLID], w)
 		}
 		events := make([]outbox.NewEvent, len(o.Events))
@@ -185,6 +201,7 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		if err := outbox.Queue(batch, events, in.Now); err != nil {
 			return pump.Result{}, err
 		}
+		flightstore.QueueChanges(batch, changes(in, rec.FLID, stored, o))
 		switch {
 		case batch.Len() == 0:
 		case i == len(records)-1:
@@ -198,7 +215,57 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		}
 		res.Project = append(res.Project, o.Project...)
 	}
+	if len(skips) == len(records) {
+		return pump.Result{}, pump.Skip(strings.Join(skips, "; "))
+	}
 	return res, nil
+}
+
+// skipLabel is a skip reason's label for msgx_flight_skipped_total: its first word, so the
+// superseded reasons, which name parts and messages, stay one series.
+func skipLabel(reason string) string {
+	word, _, _ := strings.Cut(reason, ":")
+	return word
+}
+
+// changes are the history rows of one record's outcome (R-ORDER-8): one per flight it wrote,
+// and one for the target when it wrote nothing but left parts to newer messages. stored holds
+// the states the flights had before.
+func changes(in pump.Input, target string, stored map[string]*flight.Flight, o flight.Outcome) []flightstore.Change {
+	events := map[string][]flightstore.ChangeEvent{}
+	for _, e := range o.Events {
+		events[e.FLID] = append(events[e.FLID], flightstore.ChangeEvent{Target: e.Target, Type: e.Type, Version: e.Version})
+	}
+	row := func(f flight.Flight, cause string) flightstore.Change {
+		return flightstore.Change{MsgID: in.MsgID, FLID: f.FLID, MsgType: in.Message.Meta.TYPE, STYP: in.Message.Meta.STYP,
+			Cause: cause, State: f.State, Version: f.Version, Changes: flight.Diff(stored[f.FLID], f), Events: events[f.FLID], At: in.Now}
+	}
+	var out []flightstore.Change
+	seen := map[string]bool{}
+	for _, f := range slices.Concat(o.Writes, o.Recorded) {
+		if seen[f.FLID] {
+			continue
+		}
+		seen[f.FLID] = true
+		c := row(f, flightstore.CauseTarget)
+		switch {
+		case f.FLID == target:
+			c.Superseded = o.Superseded
+		case flight.IsChild(f) && f.Scalars["MAID"] == target:
+			c.Cause = flightstore.CauseCascade
+		default:
+			c.Cause = flightstore.CauseCodeShare
+		}
+		out = append(out, c)
+	}
+	if !seen[target] && len(o.Project) > 0 && o.Project[0].FLID == target {
+		// Nothing of the target written: its row says it was touched, and what a newer
+		// message held.
+		c := row(o.Project[0], flightstore.CauseTarget)
+		c.Changes, c.Superseded = nil, o.Superseded
+		out = append(out, c)
+	}
+	return out
 }
 
 // Reproject implements pump.Reprojector: the current states of the flights a message whose
@@ -275,14 +342,19 @@ func (f *Flights) load(ctx context.Context, tx pgx.Tx, kind flight.Kind, rec sis
 		return nil, g, err
 	}
 	if kind == flight.KindFLOP && (cur == nil || cur.State == flight.Deleted) {
-		return cur, g, nil // skipped: nothing else to read
+		// Skipped, or (older than the deletion) written to the details the deleted flight
+		// keeps, which publishes nothing: nothing else to read.
+		return cur, g, nil
 	}
 	if cur == nil && kind == flight.KindADFT {
 		// The FLID may have been moved to history: the new flight starts above the versions
-		// (and the sweep's tombstone) already published for it.
-		if in.VersionFloor, err = flightstore.VersionFloor(ctx, tx, rec.FLID); err != nil {
+		// (and the sweep's tombstone) already published for it, and a schedule older than the
+		// flight moved out does not bring it back (R-ORDER-4).
+		a, err := flightstore.ArchivedOf(ctx, tx, rec.FLID)
+		if err != nil {
 			return nil, g, err
 		}
+		in.VersionFloor, in.Archived = a.Floor, a.LastMsg
 	}
 	in.Children = children
 	var masters []string

@@ -105,6 +105,10 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 		return pump.Result{}, s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, *refusal)
 	}
 	s.report(ctx, in, plan)
+	stored := make(map[string]*flight.Flight, len(sin.Stored))
+	for i := range sin.Stored {
+		stored[sin.Stored[i].FLID] = &sin.Stored[i]
+	}
 	batches := plan.Batches(s.batchSize)
 	trail := trailOf(in, pkg, plan, len(batches))
 	res := pump.Result{Trail: func(ctx context.Context, q db.Executor) error { return flightstore.AppendSnapLog(ctx, q, trail) }}
@@ -115,7 +119,7 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 		// An empty DNLD covers no day; a RESP whose days are already as it says writes nothing.
 		return res, last(ctx, tx)
 	}
-	if res.Project, err = s.write(ctx, tx, in, batches[0]); err != nil {
+	if res.Project, err = s.write(ctx, tx, in, batches[0], stored); err != nil {
 		return pump.Result{}, err
 	}
 	if len(batches) == 1 {
@@ -123,7 +127,7 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 	}
 	for i, b := range batches[1:] {
 		res.Then = append(res.Then, func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error) {
-			states, err := s.write(ctx, tx, in, b)
+			states, err := s.write(ctx, tx, in, b, stored)
 			if err == nil && i == len(batches)-2 {
 				err = last(ctx, tx)
 			}
@@ -200,25 +204,60 @@ func (s *Schedule) load(ctx context.Context, tx pgx.Tx, in pump.Input, pkg fligh
 			absent = append(absent, id)
 		}
 	}
-	// A FLID the history sweep archived starts above its tombstone, as for ADFT.
-	if sin.VersionFloors, err = flightstore.VersionFloors(ctx, tx, absent); err != nil {
+	// A FLID the history sweep archived starts above its tombstone, as for ADFT, and is not
+	// brought back by a package older than the flight moved out (R-ORDER-5).
+	archived, err := flightstore.ArchivedOfMany(ctx, tx, absent)
+	if err != nil {
 		return sin, err
+	}
+	sin.VersionFloors, sin.Archived = map[string]int64{}, map[string]int64{}
+	for id, a := range archived {
+		sin.VersionFloors[id], sin.Archived[id] = a.Floor, a.LastMsg
 	}
 	sin.Stored = stored
 	return sin, nil
 }
 
-// write saves one batch's changed flights and adds their events (KAFKA:msg and KAFKA:schd per
-// change, tombstones for deletions) in tx, and returns every state of the batch to project.
-func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight.Batch) ([]flight.Flight, error) {
+// write saves one batch's changed flights, and those whose provenance alone changed, and adds
+// their events (KAFKA:msg and KAFKA:schd per change, tombstones for deletions) and their
+// history rows in tx, and returns every state of the batch to project. stored holds the
+// flights as the package found them.
+func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight.Batch, stored map[string]*flight.Flight) ([]flight.Flight, error) {
 	o := b.Outcome()
-	if err := flightstore.SaveMany(ctx, tx, o.Writes); err != nil {
+	if err := flightstore.SaveMany(ctx, tx, slices.Concat(o.Writes, o.Recorded)); err != nil {
 		return nil, err
 	}
-	if err := outbox.Add(ctx, tx, newEvents(in, o.Events), in.Now); err != nil {
+	batch := &pgx.Batch{}
+	if err := outbox.Queue(batch, newEvents(in, o.Events), in.Now); err != nil {
 		return nil, err
+	}
+	flightstore.QueueChanges(batch, scheduleChanges(in, b, stored))
+	if batch.Len() > 0 {
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return nil, fmt.Errorf("add %d events and the history of %d flights: %w", len(o.Events), len(b), err)
+		}
 	}
 	return o.Project, nil
+}
+
+// scheduleChanges are the history rows of a batch (R-ORDER-8): one per flight it wrote or
+// whose parts newer messages held.
+func scheduleChanges(in pump.Input, b flight.Batch, stored map[string]*flight.Flight) []flightstore.Change {
+	var out []flightstore.Change
+	for _, f := range b {
+		d := f.Decision
+		if !d.Changed && !d.Recorded && len(d.Superseded) == 0 {
+			continue
+		}
+		c := flightstore.Change{MsgID: in.MsgID, FLID: f.FLID, MsgType: in.Message.Meta.TYPE, STYP: in.Message.Meta.STYP,
+			Cause: string(f.Cause), State: d.Next.State, Version: d.Next.Version, Changes: flight.Diff(stored[f.FLID], d.Next),
+			Superseded: d.Superseded, At: in.Now}
+		for _, e := range d.Events {
+			c.Events = append(c.Events, flightstore.ChangeEvent{Target: e.Target, Type: e.Type, Version: e.Version})
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // newEvents are the rules' events as outbox rows of the message.
@@ -247,6 +286,20 @@ func (s *Schedule) report(ctx context.Context, in pump.Input, plan flight.Plan) 
 	if len(plan.Orphans) > 0 {
 		s.logger.WarnContext(ctx, "schedule snapshot keeps code-share children of masters it deletes", "msg_id", in.MsgID,
 			"children", len(plan.Orphans), "flids", first(plan.Orphans, 20))
+	}
+	if len(plan.Superseded) > 0 {
+		s.logger.InfoContext(ctx, "schedule snapshot records of flights moved to history after a newer message were not applied",
+			"msg_id", in.MsgID, "records", len(plan.Superseded), "flids", first(plan.Superseded, 20))
+	}
+	superseded := 0
+	for _, f := range plan.Flights {
+		if len(f.Decision.Superseded) > 0 {
+			superseded++
+		}
+	}
+	if superseded > 0 {
+		s.logger.InfoContext(ctx, "schedule snapshot left parts a newer message wrote as they are", "msg_id", in.MsgID,
+			"flights", superseded)
 	}
 	var tags []string
 	records := 0

@@ -65,9 +65,18 @@ func (m *message) process(ctx context.Context) outcome {
 		return o
 	}
 	m.span.SetAttributes(attribute.String("type", msg.Meta.TYPE), attribute.String("styp", msg.Meta.STYP))
+	// The flight the message is about: a FLOP's, or a single-flight ADFT's (its history reads
+	// the message from here when it ended without writing, R-ORDER-8).
 	var flid string
-	if f, ok := msg.Body.(*sis.Flop); ok {
-		flid = f.Record.FLID
+	switch b := msg.Body.(type) {
+	case *sis.Flop:
+		flid = b.Record.FLID
+	case *sis.Schd:
+		if b.STYP == "ADFT" && len(b.Records) == 1 {
+			flid = b.Records[0].FLID
+		}
+	}
+	if flid != "" {
 		m.span.SetAttributes(attribute.String("flid", flid))
 	}
 	m.binding = queue.Binding{MsgID: m.head.MsgID, Key: sis.Identity(msg.Meta, m.p.cfg.IdentityDayBounded), Type: msg.Meta.TYPE,

@@ -1,0 +1,134 @@
+package flightstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flight"
+)
+
+// Change is one row of a flight's change history (flight_change, R-ORDER-8): what one message
+// did to one flight, written in the transaction that did it.
+type Change struct {
+	MsgID   int64
+	FLID    string
+	MsgType string // FLOP, SCHD
+	STYP    string
+	// Cause is why the flight is in the message: "target" for the flight a FLOP or an ADFT
+	// names, a snapshot's flight.Cause (record, omitted, cascade, code-share), or "cascade" and
+	// "code-share" for the flights a single-flight message changed with its target.
+	Cause   string
+	State   string // the flight's state after the message
+	Version int64  // the flight's version after the message
+	// Changes are the parts that changed, old → new; Superseded the parts the message would
+	// have written that a newer message had, with that message.
+	Changes    map[string]flight.Change
+	Superseded map[string]int64
+	Events     []ChangeEvent
+	At         time.Time
+}
+
+// ChangeEvent is an outbox event a message wrote for the flight.
+type ChangeEvent struct {
+	Target  string `json:"target"`
+	Type    string `json:"type"`
+	Version int64  `json:"version"`
+}
+
+// Causes of a single-flight message's changes.
+const (
+	CauseTarget    = "target"
+	CauseCascade   = string(flight.CauseCascade)
+	CauseCodeShare = string(flight.CauseCodeShare)
+)
+
+// insertChangesSQL writes a message's history rows in one statement whatever their count; a
+// row already there (a snapshot batch committed before a crash, written again by the re-run's
+// plan) is kept.
+const insertChangesSQL = `INSERT INTO flight_change (msg_id, flid, msg_type, styp, cause, state, version, changes, superseded, events, written_at)
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+		$8::jsonb[], $9::jsonb[], $10::jsonb[], $11::timestamptz[])
+	ON CONFLICT (flid, msg_id) DO NOTHING`
+
+// QueueChanges queues the insert of changes into batch, in the round trip of the writes they
+// describe (one statement; nothing for none).
+func QueueChanges(batch *pgx.Batch, changes []Change) {
+	if len(changes) == 0 {
+		return
+	}
+	n := len(changes)
+	msgs, versions := make([]int64, n), make([]int64, n)
+	flids, types, styps, causes, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	diffs, sups, events := make([]string, n), make([]string, n), make([]string, n)
+	at := make([]time.Time, n)
+	for i, c := range changes {
+		msgs[i], flids[i], types[i], styps[i], causes[i], states[i], versions[i], at[i] =
+			c.MsgID, c.FLID, c.MsgType, c.STYP, c.Cause, c.State, c.Version, c.At
+		diffs[i], sups[i], events[i] = jsonOf(c.Changes, "{}"), jsonOf(c.Superseded, "{}"), jsonOf(c.Events, "[]")
+	}
+	batch.Queue(insertChangesSQL, msgs, flids, types, styps, causes, states, versions, diffs, sups, events, at)
+}
+
+// jsonOf encodes maps and slices of strings and numbers, empty when v has nothing.
+func jsonOf[T any](v T, empty string) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("flight change: %v", err)) // strings and numbers only: cannot fail
+	}
+	if s := string(b); s != "null" {
+		return s
+	}
+	return empty
+}
+
+const changeColumns = `msg_id, flid, msg_type, styp, cause, state, version, changes, superseded, events, written_at`
+
+func scanChange(row pgx.CollectableRow) (Change, error) {
+	var c Change
+	var diffs, sups, events []byte
+	if err := row.Scan(&c.MsgID, &c.FLID, &c.MsgType, &c.STYP, &c.Cause, &c.State, &c.Version, &diffs, &sups, &events, &c.At); err != nil {
+		return Change{}, err
+	}
+	for _, p := range []struct {
+		raw []byte
+		to  any
+	}{{diffs, &c.Changes}, {sups, &c.Superseded}, {events, &c.Events}} {
+		if err := json.Unmarshal(p.raw, p.to); err != nil {
+			return Change{}, fmt.Errorf("flight change of %s at msg %d: %w", c.FLID, c.MsgID, err)
+		}
+	}
+	return c, nil
+}
+
+// History returns up to limit rows of flid's change history after message after, in ID order
+// (the primary key serves it).
+func History(ctx context.Context, q db.Executor, flid string, after int64, limit int) ([]Change, error) {
+	rows, err := q.Query(ctx, `SELECT `+changeColumns+` FROM flight_change WHERE flid = $1 AND msg_id > $2 ORDER BY msg_id LIMIT $3`,
+		flid, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", flid, err)
+	}
+	out, err := pgx.CollectRows(rows, scanChange)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", flid, err)
+	}
+	return out, nil
+}
+
+// ChangesOf returns what message msgID did to each flight it wrote, by FLID (at most limit).
+func ChangesOf(ctx context.Context, q db.Executor, msgID int64, limit int) ([]Change, error) {
+	rows, err := q.Query(ctx, `SELECT `+changeColumns+` FROM flight_change WHERE msg_id = $1 ORDER BY flid LIMIT $2`, msgID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("changes of msg %d: %w", msgID, err)
+	}
+	out, err := pgx.CollectRows(rows, scanChange)
+	if err != nil {
+		return nil, fmt.Errorf("changes of msg %d: %w", msgID, err)
+	}
+	return out, nil
+}
