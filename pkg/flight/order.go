@@ -302,10 +302,14 @@ func take(cur Flight, cand *Flight, parts []string, m int64) map[string]int64 {
 			cand.named(m, cand.Scalars["MAID"])
 		}
 		if w := cur.Prov.Of(part); w > m {
-			if superseded == nil {
-				superseded = map[string]int64{}
+			// Reported only where the message wanted another value than the newer one's: an
+			// identity re-sent with every message (FFID) is no loss.
+			if !samePart(cur, *cand, part) {
+				if superseded == nil {
+					superseded = map[string]int64{}
+				}
+				superseded[part] = w
 			}
-			superseded[part] = w
 			restore(cur, cand, part)
 			continue
 		}
@@ -336,6 +340,16 @@ func restore(from Flight, f *Flight, part string) {
 			delete(f.Scalars, part)
 		}
 	}
+}
+
+// samePart reports whether part has the same value in a and b.
+func samePart(a, b Flight, part string) bool {
+	if slices.Contains(rawTags, part) {
+		ra, oka := a.Raw[part]
+		rb, okb := b.Raw[part]
+		return oka == okb && slices.Equal(ra, rb)
+	}
+	return partValue(a, part) == partValue(b, part)
 }
 
 // SupersededReason is the reason of a message every part of which a newer message wrote

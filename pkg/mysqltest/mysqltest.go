@@ -126,12 +126,41 @@ func New(t testing.TB) *DB {
 // t.Context, so it is for the test body, not for cleanups.
 func (db *DB) InsertInbox(t testing.TB, xml string, received *time.Time) int64 {
 	t.Helper()
+	return insertInbox(t, db.Admin, xml, received)
+}
+
+// HoldInbox inserts rows as InsertInbox does, in a transaction it leaves open on a connection
+// of its own, as an upstream insert that commits late: their IDs are allocated now, and the
+// rows become visible only when commit is called. A test that never commits rolls back at
+// cleanup.
+func (db *DB) HoldInbox(t testing.TB, xmls []string, received *time.Time) (ids []int64, commit func()) {
+	t.Helper()
+	tx, err := db.Admin.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("mysqltest: begin a held insert: %v", err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	for _, x := range xmls {
+		ids = append(ids, insertInbox(t, tx, x, received))
+	}
+	return ids, func() {
+		t.Helper()
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("mysqltest: commit the held insert: %v", err)
+		}
+	}
+}
+
+func insertInbox(t testing.TB, q interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}, xml string, received *time.Time) int64 {
+	t.Helper()
 	m := parseMeta(xml)
 	var recv any
 	if received != nil {
 		recv = received.UTC()
 	}
-	res, err := db.Admin.ExecContext(t.Context(), `INSERT INTO cminmsgs
+	res, err := q.ExecContext(t.Context(), `INSERT INTO cminmsgs
 		(CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_SUBSYSTEM_NAME, CMINMSGS_SUBSYSTEM_SEQUENCE,
 		 CMINMSGS_SUBSYSTEM_DATE_SENT, CMINMSGS_SUBSYSTEM_TYPE, CMINMSGS_SUBSYSTEM_SUBTYPE, CMINMSGS_STATUS)
 		VALUES (?, ?, ?, ?, ?, ?, ?, 'VALID')`,
