@@ -63,6 +63,17 @@ func BenchmarkFIFO(b *testing.B) {
 			benchreport.Add(b, figs...)
 		}
 		benchreport.Add(b, benchreport.Figure{Bench: "fifo", Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"})
+		// A FLOP's cost before the order-safe state (#31), recorded on main 8ee51c2 with this
+		// benchmark: 19 statements and 3 round trips per FLOP, and its backend's CPU 2.01 times
+		// that of the processor that writes nothing (1.10 / 0.547 ms, measured in one run). The
+		// report sets today's against them (docs/performance.md).
+		benchreport.Add(b,
+			benchreport.Figure{Bench: "fifo", Name: "before-order-pg-statements-per-msg", Value: 19},
+			benchreport.Figure{Bench: "fifo", Name: "before-order-pg-roundtrips-per-msg", Value: 3},
+			benchreport.Figure{Bench: "fifo", Name: "before-order-cpu-over-bare", Value: 1.100 / 0.547})
+		if flop.cpu > 0 && bare.cpu > 0 {
+			benchreport.Add(b, benchreport.Figure{Bench: "fifo", Name: "cpu-over-bare", Value: flop.cpu / bare.cpu})
+		}
 		b.Logf("FIFO: %d FLOPs at %.0f msgs/s, through a processor that writes nothing at %.0f msgs/s; one connection "+
 			"commits %.0f three-statement transactions/s; ratios %.3f and %.3f",
 			n, flop.rate, bare.rate, commits, flop.rate/commits, bare.rate/commits)
