@@ -59,6 +59,29 @@ func TestDeleteFinishedDeletesExactlyTheEligible(t *testing.T) {
 	}
 }
 
+// A message's flight history goes with its processing record, and only with it (R-ORDER-8).
+func TestDeleteFinishedTakesTheMessagesFlightHistory(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t)
+	now := bt0.Add(10 * 24 * time.Hour)
+	old, recent := now.Add(-25*time.Hour), now.Add(-23*time.Hour)
+	backfillRow(t, pg, 1, "SUCCEEDED", "marked", old)
+	backfillRow(t, pg, 2, "SUCCEEDED", "marked", recent)
+	pg.Exec(t, `INSERT INTO flight_change (msg_id, flid, msg_type, styp, cause, state, version, written_at) VALUES
+		(1, 'A', 'FLOP', 'ESTT', 'target', 'ACTIVE', 2, $1), (1, 'B', 'FLOP', 'ESTT', 'code-share', 'ACTIVE', 5, $1),
+		(2, 'A', 'FLOP', 'ESTT', 'target', 'ACTIVE', 3, $1)`, old)
+	if n, err := queue.DeleteFinished(t.Context(), pg.Pool, now.Add(-24*time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("deleted %d, %v; want message 1", n, err)
+	}
+	var left string
+	if err := pg.Pool.QueryRow(t.Context(), `SELECT string_agg(msg_id || flid, ',' ORDER BY msg_id, flid) FROM flight_change`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != "2A" {
+		t.Errorf("history left = %s, want only message 2's (2A)", left)
+	}
+}
+
 // A replay that holds the row (moving a DEAD, marked row back to PENDING) wins over the
 // cleanup: the row is skipped while locked, and after the replay commits it no longer matches.
 func TestDeleteFinishedLosesToAConcurrentReplay(t *testing.T) {
