@@ -71,6 +71,14 @@ func Decide(kind Kind, cur *Flight, in Input, g Group, days DayRule) Outcome {
 	}
 	if next := d.Next.Clone(); codeShare(&next, named...) {
 		d = resettle(cur, next, in, d)
+		if via := viaOf(d.Next, in.MsgID); via != "" && d.Changed {
+			// A schedule of a child under a deleted master: deleted with it (R-CODESHARE-5).
+			prev := New(next.FLID)
+			if cur != nil {
+				prev = *cur
+			}
+			d.Events = Events(prev, d.Next, in, via)
+		}
 	}
 	if !IsChild(d.Next) {
 		d = cascade(&out, cur, d, in)

@@ -54,9 +54,12 @@ var allParts = func() []string {
 type Life struct {
 	Msg   int64  `json:"msg"`
 	State string `json:"state"`
-	// Via names the master whose deletion this child's word follows (R-CODESHARE-4): the
-	// word stands only while the child named that master at its ID.
+	// Via names the master whose deletion this child's word follows (R-CODESHARE-4,
+	// R-CODESHARE-5): the word stands only while the child named that master at its ID. Was
+	// is the message's own word it overrode (a record of the child under a deleted master),
+	// which comes back if the reason goes.
 	Via string `json:"via,omitempty"`
+	Was string `json:"was,omitempty"`
 }
 
 // Named is one message's MAID: the master a code-share child named from that message on
@@ -226,15 +229,16 @@ func (f *Flight) named(m int64, maid string) {
 	f.Prov.MAID = h
 }
 
-// maidAt is the master the flight named as message m found it in ID order.
+// maidAt is the master the flight named at message m in ID order, m's own MAID included (a
+// snapshot both names a master and deletes it at one ID).
 func (f Flight) maidAt(m int64) string {
 	h := f.Prov.MAID
-	if len(h) == 0 || (len(h) >= maidKept && m <= h[0].Msg) {
+	if len(h) == 0 || (len(h) >= maidKept && m < h[0].Msg) {
 		return f.Scalars["MAID"] // unknown: taken as it is now
 	}
 	maid := ""
 	for _, n := range h {
-		if n.Msg >= m {
+		if n.Msg > m {
 			break
 		}
 		maid = n.MAID
@@ -242,39 +246,114 @@ func (f Flight) maidAt(m int64) string {
 	return maid
 }
 
-// codeShare brings child x's life in line with its masters' (R-CODESHARE-4, R-ORDER-7): in ID
-// order a master's deletion takes with it the children active at its ID that named it then.
-// Out of ID order x may have missed such a deletion (it was not yet the master's child, or did
-// not exist, when the deletion was applied), or hold one that no longer stands (a later-arriving
-// older message changed which master it named). A deletion of a master counts where it ended
-// the master (its word follows an ACTIVE one). masters are the flights x names or named,
-// as they are now. It reports whether x's life changed.
+// stateThrough is the flight's existence after message m in ID order, m's own word included.
+func (f Flight) stateThrough(m int64) string {
+	state := ""
+	for _, l := range f.life() {
+		if l.Msg > m {
+			break
+		}
+		state = l.State
+	}
+	if state == "" && len(f.life()) == 0 {
+		return f.State
+	}
+	return state
+}
+
+// endedAt reports whether the flight's word at m deleted it: a DELETED word that follows an
+// ACTIVE one.
+func (f Flight) endedAt(m int64) bool {
+	life := f.life()
+	i := slices.IndexFunc(life, func(l Life) bool { return l.Msg == m })
+	return i > 0 && life[i].State == Deleted && life[i-1].State == Active
+}
+
+// codeShare brings child x's life in line with its masters' (R-CODESHARE-4, R-CODESHARE-5,
+// R-ORDER-7): there is never an active child under a deleted master. In ID order a master's
+// deletion takes with it the children active at its ID that named it then, and a schedule
+// record of a child that names a master deleted by then (earlier, or by the same package)
+// leaves the child deleted with it. Out of ID order x may have missed such a deletion (it was
+// not yet the master's child, or did not exist, when the deletion was applied), or hold one
+// that no longer stands (a later-arriving older message changed which master it named, or
+// brought the master back before it). masters are the flights x names or named, as they are
+// now. It reports whether x's life changed.
 func codeShare(x *Flight, masters ...Flight) bool {
 	before := x.Prov.Life
-	life := slices.DeleteFunc(slices.Clone(x.life()), func(l Life) bool { return l.Via != "" && x.maidAt(l.Msg) != l.Via })
-	x.Prov.Life = life
+	byID := map[string]Flight{}
 	for _, m := range masters {
+		if m.FLID != x.FLID {
+			byID[m.FLID] = m
+		}
+	}
+	// The words a master's deletion put there stand only while their reason does.
+	var life []Life
+	for _, l := range x.life() {
+		if l.Via != "" {
+			m, known := byID[l.Via]
+			stands := x.maidAt(l.Msg) == l.Via
+			switch {
+			case !known:
+			case l.Was != "":
+				stands = stands && m.stateThrough(l.Msg) == Deleted
+			default:
+				stands = stands && m.endedAt(l.Msg)
+			}
+			if !stands {
+				if l.Was == "" {
+					continue // the cascade's word alone: gone
+				}
+				l = Life{Msg: l.Msg, State: l.Was} // the record's own word comes back
+			}
+		}
+		life = append(life, l)
+	}
+	x.setLife(life)
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		m := byID[id]
+		// A record of x naming a master deleted by then: x is deleted with it.
+		for i, l := range x.Prov.Life {
+			if l.State == Active && l.Via == "" && x.maidAt(l.Msg) == id && m.stateThrough(l.Msg) == Deleted {
+				x.Prov.Life[i] = Life{Msg: l.Msg, State: Deleted, Via: id, Was: Active}
+			}
+		}
+		x.setLife(x.Prov.Life)
+		// A deletion of the master while x was active and named it.
 		words := m.life()
 		for i := 1; i < len(words); i++ {
 			w := words[i]
-			if w.State != Deleted || words[i-1].State != Active || m.FLID == x.FLID || x.maidAt(w.Msg) != m.FLID ||
-				x.hasWord(w.Msg) || x.stateAt(w.Msg) != Active {
+			if w.State != Deleted || words[i-1].State != Active || x.maidAt(w.Msg) != id || x.hasWord(w.Msg) || x.stateAt(w.Msg) != Active {
 				continue
 			}
 			x.say(w.Msg, Deleted)
-			if i := slices.IndexFunc(x.Prov.Life, func(l Life) bool { return l.Msg == w.Msg }); i >= 0 {
-				x.Prov.Life[i].Via = m.FLID
+			if j := slices.IndexFunc(x.Prov.Life, func(l Life) bool { return l.Msg == w.Msg }); j >= 0 {
+				x.Prov.Life[j].Via = id
 			}
 		}
-	}
-	if len(x.Prov.Life) > 0 {
-		x.State = x.Prov.Life[len(x.Prov.Life)-1].State
 	}
 	if slices.Equal(before, x.Prov.Life) {
 		x.Prov.Life = before
 		return false
 	}
 	return true
+}
+
+// viaOf is the master whose deletion took the flight's word at message m ("" for none).
+func viaOf(f Flight, m int64) string {
+	for _, l := range f.Prov.Life {
+		if l.Msg == m {
+			return l.Via
+		}
+	}
+	return ""
+}
+
+// setLife sets the life and the state its newest word says.
+func (f *Flight) setLife(life []Life) {
+	f.Prov.Life = life
+	if len(life) > 0 {
+		f.State = life[len(life)-1].State
+	}
 }
 
 // hasWord reports whether message m spoke of the flight's existence.

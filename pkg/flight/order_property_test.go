@@ -23,7 +23,8 @@ import (
 // load the target, its children and its masters, decide, write what was decided.
 type world struct {
 	flights map[string]flight.Flight
-	// changed records, per message, the flights it changed (not skipped, not unchanged)
+	// changed records, per message, the flights it wrote: changed, or its provenance alone
+	// (not skipped)
 	changed map[int64]map[string]bool
 }
 
@@ -90,6 +91,19 @@ func (w *world) record(fs ...flight.Flight) {
 
 func (w *world) apply(t testing.TB, m msg) {
 	t.Helper()
+	w.decide(t, m)
+	// Never an active child under a deleted master, in any order, after any message
+	// (R-CODESHARE-4, R-CODESHARE-5).
+	for _, id := range propFLIDs[1:] {
+		c, ok := w.flights[id]
+		if ok && c.State == flight.Active && c.Scalars["MAID"] == propMaster && w.flights[propMaster].State == flight.Deleted {
+			t.Fatalf("after %v: %s is active under its deleted master %s", m, id, propMaster)
+		}
+	}
+}
+
+func (w *world) decide(t testing.TB, m msg) {
+	t.Helper()
 	if m.kind == "DNLD" {
 		w.applySnapshot(t, m)
 		return
@@ -126,7 +140,7 @@ func (w *world) apply(t testing.TB, m msg) {
 		return
 	}
 	w.write(m.id, o.Writes...)
-	w.record(o.Recorded...)
+	w.write(m.id, o.Recorded...)
 }
 
 func (w *world) applySnapshot(t testing.TB, m msg) {
@@ -151,7 +165,7 @@ func (w *world) applySnapshot(t testing.TB, m msg) {
 	for _, b := range plan.Batches(2) {
 		o := b.Outcome()
 		w.write(m.id, o.Writes...)
-		w.record(o.Recorded...)
+		w.write(m.id, o.Recorded...)
 	}
 }
 

@@ -64,10 +64,11 @@ type Plan struct {
 	// map order: the package's records in package order, then the other flights by FLID, each
 	// code-share group pulled together at the place of its first flight.
 	Flights []SnapshotFlight
-	// Orphans lists, in package order, the records that stay code-share children of a master
-	// this package deletes: the record is AODB's word on that flight, so it is kept (no
-	// cascade), and the processor reports it.
-	Orphans []string
+	// WithMaster lists, in package order, the records of code-share children whose master is
+	// deleted at the package's ID (the package omits it, or it was deleted before): the package
+	// contradicts itself, and the child is deleted with its master, its record's fields kept in
+	// its details (R-CODESHARE-5); the processor reports them.
+	WithMaster []string
 	// Superseded lists, in package order, the records of FLIDs the history sweep moved out
 	// after a newer message: nothing is planned for them (R-ORDER-5).
 	Superseded []string
@@ -212,9 +213,6 @@ func PlanSnapshot(in SnapshotInput) (Plan, *Refusal) {
 	// bring it back before a newer deletion, which then takes its children.
 	for _, id := range sortedKeys(plan) {
 		e := plan[id]
-		if e.cause != CauseRecord {
-			continue
-		}
 		if next := e.next.Clone(); codeShare(&next, mastersOf(next, stored[id], current)...) {
 			e.next = next
 		}
@@ -226,7 +224,7 @@ func PlanSnapshot(in SnapshotInput) (Plan, *Refusal) {
 		}
 		for _, c := range prevChildren[id] {
 			if plan[c.FLID] != nil {
-				continue // a record (kept, see Orphans) or a flight of the scope deleted on its own
+				continue // a record (see WithMaster) or a flight of the scope deleted on its own
 			}
 			if next := c.Clone(); codeShare(&next, mastersOf(next, c, current)...) {
 				plan[c.FLID] = &planned{cause: CauseCascade, next: next, via: id}
@@ -282,6 +280,9 @@ func PlanSnapshot(in SnapshotInput) (Plan, *Refusal) {
 			d = settle(prev, e.next, fin, prevChildren[id], nextChildren[id])
 			d.Ignored = e.ignored
 			d.Superseded = e.superseded
+			if via := viaOf(d.Next, in.MsgID); via != "" && d.Changed {
+				d.Events = Events(prev, d.Next, fin, via) // deleted with its master (R-CODESHARE-5)
+			}
 		case CauseOmitted, CauseCascade:
 			// the FDEL rule, with the words e.next took of the cascade (R-ORDER-7)
 			s := stored[id]
@@ -300,7 +301,7 @@ func PlanSnapshot(in SnapshotInput) (Plan, *Refusal) {
 		}
 		flights = append(flights, sf)
 	}
-	return Plan{Scope: in.Scope, Flights: order(flights, stored, len(p.records)), Orphans: orphans(p, plan, flights, stored),
+	return Plan{Scope: in.Scope, Flights: order(flights, stored, len(p.records)), WithMaster: withMaster(p, plan, in.MsgID),
 		Superseded: superseded}, nil
 }
 
@@ -394,17 +395,16 @@ func order(flights []SnapshotFlight, stored map[string]Flight, records int) []Sn
 	return flights
 }
 
-// orphans are the records that stay children of a master this package deletes.
-func orphans(p Package, plan map[string]*planned, flights []SnapshotFlight, stored map[string]Flight) []string {
-	deleted := map[string]bool{}
-	for _, f := range flights {
-		if f.Cause == CauseOmitted && f.Decision.Changed && !IsChild(stored[f.FLID]) {
-			deleted[f.FLID] = true
-		}
-	}
+// withMaster are the records a master's deletion took (R-CODESHARE-5): their own word at the
+// package's ID became the master's.
+func withMaster(p Package, plan map[string]*planned, msgID int64) []string {
 	var out []string
 	for _, r := range p.records {
-		if e := plan[r.Record.FLID]; e != nil && IsChild(e.next) && deleted[e.next.Scalars["MAID"]] {
+		e := plan[r.Record.FLID]
+		if e == nil {
+			continue
+		}
+		if i := slices.IndexFunc(e.next.Prov.Life, func(l Life) bool { return l.Msg == msgID }); i >= 0 && e.next.Prov.Life[i].Via != "" {
 			out = append(out, r.Record.FLID)
 		}
 	}

@@ -265,18 +265,18 @@ func TestPlanCrossDay(t *testing.T) {
 }
 
 func TestPlanCodeShare(t *testing.T) {
-	t.Run("an omitted master takes its children along, except those the package carries", func(t *testing.T) {
+	t.Run("an omitted master takes its children along, those the package carries too", func(t *testing.T) {
 		st := []flight.Flight{
 			stored(t, fltr("M", "CA1", d1, "", ""), 5),
 			stored(t, fltr("C1", "ZH1", d1, "M", ""), 2),          // omitted itself
 			stored(t, fltr("C2", "ZH2", d2, "M", ""), 2),          // another day: cascaded
-			stored(t, fltr("C3", "ZH3", d1, "M", ""), 2),          // carried: kept
+			stored(t, fltr("C3", "ZH3", d1, "M", ""), 2),          // carried, still naming M: deleted with it
 			deleted(stored(t, fltr("C4", "ZH4", d2, "M", ""), 3)), // already deleted: projected again
 			stored(t, fltr("Z", "HU1", d1, "", ""), 1),
 		}
 		p := pkg(t, "DNLD", fltr("Z", "HU1", d1, "", ""), fltr("C3", "ZH3", d1, "M", ""))
 		pl := plan(t, p, nil, st)
-		want := []string{"Z record false", "C3 record false", "C1 omitted true", "C2 cascade true", "C4 cascade false", "M omitted true"}
+		want := []string{"Z record false", "C3 record true", "C1 omitted true", "C2 cascade true", "C4 cascade false", "M omitted true"}
 		if got := planned(pl); !slices.Equal(got, want) {
 			t.Fatalf("plan\n got %v\nwant %v", got, want)
 		}
@@ -287,8 +287,14 @@ func TestPlanCodeShare(t *testing.T) {
 		if n := noteOf(t, f["C1"].Decision); n.VIA != "" {
 			t.Errorf("an omitted child is deleted for itself: %+v", n)
 		}
-		if !slices.Equal(pl.Orphans, []string{"C3"}) {
-			t.Errorf("orphans %v", pl.Orphans)
+		if !slices.Equal(pl.WithMaster, []string{"C3"}) {
+			t.Errorf("deleted with their master %v", pl.WithMaster)
+		}
+		// The record a package carries under a master it deletes is deleted with it, with its
+		// tombstones and VIA the master: never an active child under a deleted master
+		// (R-CODESHARE-5).
+		if n := noteOf(t, f["C3"].Decision); n.VIA != "M" || n.STATE != flight.Deleted || f["C3"].Decision.Events[1].Type != flight.Tombstone {
+			t.Errorf("carried child of the omitted master: %+v", n)
 		}
 		if g := f["M"].Group; g != "C3" || f["C1"].Group != g || f["C2"].Group != g || f["C4"].Group != g || f["Z"].Group != "Z" {
 			t.Errorf("groups: %+v", f)
@@ -466,8 +472,8 @@ func TestPlanBatches(t *testing.T) {
 	}
 	fl = append(fl, fltr("G", "CG", d1, "M", ""), fltr("V", "CV", d1, "", ""), fltr("H", "CH", d1, "M", ""), fltr("M", "CA0", d1, "", ""))
 	pl := plan(t, pkg(t, "DNLD", fl...), nil, st)
-	if len(pl.Orphans) != 0 {
-		t.Fatalf("orphans %v", pl.Orphans)
+	if len(pl.WithMaster) != 0 {
+		t.Fatalf("deleted with their master %v", pl.WithMaster)
 	}
 	if got, want := ids(pl.Flights), []string{"U", "A", "B", "C", "D", "E", "F", "G", "H", "M", "V", "W"}; !slices.Equal(got, want) {
 		t.Fatalf("order %v, want %v", got, want)

@@ -583,3 +583,25 @@ func FLIDsByNumber(ctx context.Context, q db.Executor, flno string, day time.Tim
 	}
 	return out, nil
 }
+
+// CodeShareViolations returns the ACTIVE code-share children, by FLID, whose master is DELETED
+// or was moved to flight_history while they stayed (R-CODESHARE-4, R-CODESHARE-5: never an
+// active child under a deleted master), up to limit of them, and how many there are. A MAID
+// naming a flight never seen is dangling, which R-CODESHARE-1 allows: not counted.
+func CodeShareViolations(ctx context.Context, q db.Executor, limit int) (int, []string, error) {
+	rows, err := q.Query(ctx, `SELECT c.flid, count(*) OVER () FROM flight_schd c LEFT JOIN flight_schd m ON m.flid = c.maid
+		WHERE c.state = 'ACTIVE' AND c.maid IS NOT NULL AND c.maid <> c.flid
+		  AND (m.state = 'DELETED' OR (m.flid IS NULL AND EXISTS (SELECT 1 FROM flight_history h WHERE h.flid = c.maid)))
+		ORDER BY c.flid LIMIT $1`, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("code-share violations: %w", err)
+	}
+	var flids []string
+	n := 0
+	var flid string
+	var total int
+	if _, err := pgx.ForEachRow(rows, []any{&flid, &total}, func() error { flids = append(flids, flid); n = total; return nil }); err != nil {
+		return 0, nil, fmt.Errorf("code-share violations: %w", err)
+	}
+	return n, flids, nil
+}

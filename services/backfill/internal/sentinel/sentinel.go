@@ -73,6 +73,9 @@ type Result struct {
 	Checked  int
 	Drift    map[projection.Drift]int
 	Repaired int
+	// CodeShare counts the active code-share children under a deleted master
+	// (flightstore.CodeShareViolations), a state the rules never leave: not repaired, reported.
+	CodeShare int
 }
 
 // Found is the number of drifted flights.
@@ -141,7 +144,8 @@ func (s *Sentinel) runOnce(ctx context.Context, sess Session, ratio float64) {
 	}
 	s.logger.Log(ctx, level, "projection consistency check done", "ratio", ratio, "checked", res.Checked,
 		"missing", res.Drift[projection.Missing], "stale", res.Drift[projection.Stale],
-		"content", res.Drift[projection.Content], "extra", res.Drift[projection.Extra], "repaired", res.Repaired)
+		"content", res.Drift[projection.Content], "extra", res.Drift[projection.Extra], "repaired", res.Repaired,
+		"codeshare_violations", res.CodeShare)
 }
 
 // startupRatio is 1 for a current state small enough to compare whole, the sample ratio
@@ -181,8 +185,30 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 	if err := s.extras(ctx, sess, &res); err != nil {
 		return res, err
 	}
+	if err := s.codeShare(ctx, sess, &res); err != nil {
+		return res, err
+	}
 	s.observe(res)
 	return res, nil
+}
+
+// codeShare counts the active children under a deleted master (R-CODESHARE-4, R-CODESHARE-5).
+// The rules never leave one, so one found is a defect or a hand-made change: it is logged at
+// ERROR with the first of them and exported, never repaired on a guess.
+func (s *Sentinel) codeShare(ctx context.Context, sess Session, res *Result) error {
+	var flids []string
+	err := sess.Tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		res.CodeShare, flids, err = flightstore.CodeShareViolations(ctx, tx, 20)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if res.CodeShare > 0 {
+		s.logger.ErrorContext(ctx, "active code-share children name a deleted master", "children", res.CodeShare, "flids", flids)
+	}
+	return nil
 }
 
 // comparePage compares and repairs (unless dryRun) one page under the pipeline lock, in tx.
@@ -298,6 +324,7 @@ func (s *Sentinel) observe(res Result) {
 	s.metrics.lastChecked.Set(float64(res.Checked))
 	s.metrics.lastFound.Set(float64(res.Found()))
 	s.metrics.streak.Set(float64(s.streak))
+	s.metrics.codeShare.Set(float64(res.CodeShare))
 }
 
 func fate(dryRun bool) string {
@@ -322,6 +349,7 @@ type metrics struct {
 	lastChecked prometheus.Gauge
 	lastFound   prometheus.Gauge
 	streak      prometheus.Gauge
+	codeShare   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -338,15 +366,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Drifted flights the last consistency check found (and repaired)."}),
 		streak: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_projection_check_drift_streak",
 			Help: "Consecutive consistency checks that found drift; alert at 2."}),
+		codeShare: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_projection_check_codeshare_violations",
+			Help: "Active code-share children whose master is deleted, as the last consistency check found them (should be 0)."}),
 	}
 	for _, k := range projection.Kinds() {
 		m.drift.WithLabelValues(string(k))
 	}
-	reg.MustRegister(m.drift, m.repaired, m.lastRun, m.lastChecked, m.lastFound, m.streak)
+	reg.MustRegister(m.drift, m.repaired, m.lastRun, m.lastChecked, m.lastFound, m.streak, m.codeShare)
 	return m
 }
 
 // String renders a result for logs and errors.
 func (r Result) String() string {
-	return fmt.Sprintf("checked %d, drift %v, repaired %d", r.Checked, r.Drift, r.Repaired)
+	return fmt.Sprintf("checked %d, drift %v, repaired %d, code-share violations %d", r.Checked, r.Drift, r.Repaired, r.CodeShare)
 }

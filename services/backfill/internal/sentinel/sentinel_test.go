@@ -187,6 +187,28 @@ func TestDriftStreak(t *testing.T) {
 	}
 }
 
+// The check counts the active code-share children under a deleted master, a state the rules
+// never leave (R-CODESHARE-5), and exports the count; a child whose master was never seen
+// (dangling, R-CODESHARE-1) is not one, nor is a deleted child of a deleted master.
+func TestCheckCountsChildrenUnderADeletedMaster(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 100)
+	gone := mk("M1", 2, map[string]string{"FLNO": "CA1"})
+	gone.State = flight.Deleted
+	deletedChild := mk("C3", 2, map[string]string{"FLNO": "ZH3", "MAID": "M1"})
+	deletedChild.State = flight.Deleted
+	e.save(t, mk("M2", 1, map[string]string{"FLNO": "CA2"}), mk("C2", 1, map[string]string{"FLNO": "ZH2", "MAID": "M2"}),
+		mk("D1", 1, map[string]string{"FLNO": "ZH4", "MAID": "NEVER-SEEN"}), gone, deletedChild)
+	if res := e.check(t); res.CodeShare != 0 || gauge(t, e.reg, "msgx_projection_check_codeshare_violations") != 0 {
+		t.Fatalf("consistent code-share counted %d violations", res.CodeShare)
+	}
+	// A child left active under the deleted master, as an earlier release could leave it.
+	e.save(t, mk("C1", 1, map[string]string{"FLNO": "ZH1", "MAID": "M1"}))
+	if res := e.check(t); res.CodeShare != 1 || gauge(t, e.reg, "msgx_projection_check_codeshare_violations") != 1 {
+		t.Fatalf("violations %d, want C1", res.CodeShare)
+	}
+}
+
 // The check takes the pipeline lock for each page: while the pump holds it (between its domain
 // commit and its projection write) the check waits, and afterwards it sees the pump's newer
 // state: it never overwrites a version the pump wrote meanwhile.

@@ -49,7 +49,8 @@ func WithMetrics(reg prometheus.Registerer) Option {
 	return func(s *settings) { s.reg = reg }
 }
 
-// WithLogger sets where ignored tags and a snapshot's code-share orphans are reported.
+// WithLogger sets where ignored tags and the code-share children a snapshot deletes with their
+// master are reported.
 func WithLogger(l *slog.Logger) Option {
 	return func(s *settings) { s.logger = l }
 }

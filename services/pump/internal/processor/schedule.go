@@ -283,9 +283,9 @@ func (s *Schedule) refuse(in pump.Input, styp string, records int, scope flight.
 // code-share children of a master the package deletes, and tags that are not flight state.
 // One line each per package, not per record: a package has thousands.
 func (s *Schedule) report(ctx context.Context, in pump.Input, plan flight.Plan) {
-	if len(plan.Orphans) > 0 {
-		s.logger.WarnContext(ctx, "schedule snapshot keeps code-share children of masters it deletes", "msg_id", in.MsgID,
-			"children", len(plan.Orphans), "flids", first(plan.Orphans, 20))
+	if len(plan.WithMaster) > 0 {
+		s.logger.WarnContext(ctx, "schedule snapshot carries code-share children of masters it deletes: deleted with them",
+			"msg_id", in.MsgID, "children", len(plan.WithMaster), "flids", first(plan.WithMaster, 20))
 	}
 	if len(plan.Superseded) > 0 {
 		s.logger.InfoContext(ctx, "schedule snapshot records of flights moved to history after a newer message were not applied",

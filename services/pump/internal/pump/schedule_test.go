@@ -195,6 +195,72 @@ func TestScheduleDNLDReplacesItsDays(t *testing.T) {
 	wantTrail(t, e.trail(t, again), "APPLIED 1 0 0 4 1 2026-03-01 ")
 }
 
+// A DNLD that carries a code-share child still naming a master it omits contradicts itself:
+// the child is deleted with its master in the same batch, with its tombstones VIA the master,
+// so no active child ever names a deleted master (R-CODESHARE-4, R-CODESHARE-5). Then an ADFT
+// of the child under the deleted master leaves it deleted too, and a schedule that brings the
+// master back does not bring the child back by itself.
+func TestScheduleDeletesAChildWithTheMasterItOmits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.session(t)
+	p := e.newPump(t, options{})
+
+	m, c := snap("M1", day1, 9), child(snap("C1", day1, 10), "M1")
+	first := e.add(t, e.dnld(m, c))
+	drain(t, p, s, e)
+	wantState(t, e.get(t, first), queue.Succeeded, "")
+	if !strings.Contains(e.projected(t, "M1"), `"C1"`) {
+		t.Fatalf("the master's projection has no MAFL with its child: %s", e.projected(t, "M1"))
+	}
+
+	second := e.add(t, e.dnld(c)) // the child, still naming M1, without M1
+	drain(t, p, s, e)
+	wantState(t, e.get(t, second), queue.Succeeded, "")
+	for _, flid := range []string{"M1", "C1"} {
+		if r, _ := e.row(t, flid); r.state != flight.Deleted || r.lastMsg != second {
+			t.Errorf("%s = %+v, want DELETED by message %d", flid, r, second)
+		}
+		if doc := e.projected(t, flid); doc != "" {
+			t.Errorf("%s is still projected: %s", flid, doc)
+		}
+	}
+	if got, want := e.eventsOf(t, second), strings.Join([]string{
+		"KAFKA:msg TOMBSTONE C1 via M1", "KAFKA:msg TOMBSTONE M1", "KAFKA:schd TOMBSTONE C1", "KAFKA:schd TOMBSTONE M1"}, "\n"); got != want {
+		t.Errorf("second DNLD's events:\n%s\nwant:\n%s", got, want)
+	}
+	if n := e.count(t, `SELECT count(*) FROM flight_schd c JOIN flight_schd m ON m.flid = c.maid
+		WHERE c.state = 'ACTIVE' AND c.maid <> c.flid AND m.state = 'DELETED'`); n != 0 {
+		t.Errorf("%d active children name a deleted master", n)
+	}
+
+	// An ADFT of the child under the still deleted master: deleted with it.
+	c.ACFT = "359"
+	adft := e.add(t, traffic.ADFT(e.nextSeq(), e.now(), c))
+	drain(t, p, s, e)
+	wantState(t, e.get(t, adft), queue.Succeeded, "")
+	if r, _ := e.row(t, "C1"); r.state != flight.Deleted {
+		t.Errorf("C1 after an ADFT under its deleted master = %+v, want DELETED", r)
+	}
+	// The master comes back on its own; the child needs a schedule of its own once its master
+	// is active, as after an FDEL's cascade.
+	back := e.add(t, traffic.ADFT(e.nextSeq(), e.now(), m))
+	drain(t, p, s, e)
+	wantState(t, e.get(t, back), queue.Succeeded, "")
+	if r, _ := e.row(t, "M1"); r.state != flight.Active {
+		t.Errorf("M1 after its ADFT = %+v, want ACTIVE", r)
+	}
+	if r, _ := e.row(t, "C1"); r.state != flight.Deleted {
+		t.Errorf("C1 came back with its master: %+v", r)
+	}
+	again := e.add(t, traffic.ADFT(e.nextSeq(), e.now(), c))
+	drain(t, p, s, e)
+	wantState(t, e.get(t, again), queue.Succeeded, "")
+	if r, _ := e.row(t, "C1"); r.state != flight.Active || !strings.Contains(e.projected(t, "M1"), `"C1"`) {
+		t.Errorf("C1 after its ADFT under the active master = %+v; master's projection %s", r, e.projected(t, "M1"))
+	}
+}
+
 // Every whole-package refusal makes the message DEAD with nothing written (INV-4) and the
 // pump goes on with the next message. A FLTR without FLID is refused by the codec already
 // (MALFORMED); the others are the snapshot rules' (PROTOCOL, with the trail of the refusal).
