@@ -50,7 +50,7 @@ func TestOrderGolden(t *testing.T) {
 			skip: "superseded: ESTT newer at msg 300", superseded: []string{"ESTT"}, want: map[string]string{"ESTT": "30NOV261030"}},
 		{name: "an older GTDT leaves the newer gates", newer: `GTDT <GTDT GTNO="1"><GATE>B2</GATE></GTDT>`,
 			older: `GTDT <GTDT GTNO="1"><GATE>A1</GATE></GTDT><GTDT GTNO="2"><GATE>A2</GATE></GTDT>`,
-			skip: "superseded: GTDT newer at msg 300", superseded: []string{"GTDT"}, wantColl: map[string]int{"GTDT": 1}},
+			skip:  "superseded: GTDT newer at msg 300", superseded: []string{"GTDT"}, wantColl: map[string]int{"GTDT": 1}},
 		{name: "an older empty tag does not clear a newer value", newer: "ACTT <ACTT>30NOV260912</ACTT>", older: "ACTT <ACTT/>",
 			skip: "superseded: ACTT", superseded: []string{"ACTT"}, want: map[string]string{"ACTT": "30NOV260912"}},
 		{name: "an older message of another part still applies", newer: "ESTT <ESTT>30NOV261030</ESTT>", older: "ACTT <ACTT>30NOV260912</ACTT>",
