@@ -70,6 +70,8 @@ type env struct {
 	grpcAddr string
 	httpAddr string
 	records  *recorder
+	vars     []string // the services' environment
+	logs     *testLog
 }
 
 const (
@@ -79,7 +81,12 @@ const (
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	bin := binaries(t)
+	return newEnvOf(t, binaries(t))
+}
+
+// newEnvOf is newEnv running the binaries in bin (another release's, say).
+func newEnvOf(t testing.TB, bin string) *env {
+	t.Helper()
 	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), redis: redistest.New(t), token: "e2e-token", grpcAddr: freePort(t), httpAddr: freePort(t)}
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topicMsg, topicSchd))
 	if err != nil {
@@ -88,8 +95,8 @@ func newEnv(t testing.TB) *env {
 	t.Cleanup(broker.Close)
 	e.broker = broker
 	e.records = consume(t, broker.ListenAddrs())
-	logs := &testLog{t: t}
-	e.stack = stack.New(bin, []string{
+	e.logs = &testLog{t: t}
+	e.vars = []string{
 		"MSGX_PG_DSN=" + e.pg.DSN,
 		"MSGX_MYSQL_DSN=" + e.my.ServiceDSN,
 		"MSGX_REDIS_URL=" + e.redis.URL,
@@ -105,12 +112,20 @@ func newEnv(t testing.TB) *env {
 		"MSGX_SCHD_FLUSH_PERIOD=200ms",
 		"MSGX_SHUTDOWN_TIMEOUT=5s",
 		"MSGX_LOG_LEVEL=info",
-	}, logs)
+	}
+	e.stack = stack.New(bin, e.vars, e.logs)
 	t.Cleanup(func() {
 		e.stack.StopAll(10 * time.Second)
-		logs.stop()
+		e.logs.stop()
 	})
 	return e
+}
+
+// switchTo stops every service and runs the binaries in bin from now on, on the same
+// dependencies: an upgrade (or a rollback) of the whole release.
+func (e *env) switchTo(bin string) {
+	e.stack.StopAll(10 * time.Second)
+	e.stack = stack.New(bin, e.vars, e.logs)
 }
 
 // start runs the given roles.
