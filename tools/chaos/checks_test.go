@@ -287,6 +287,11 @@ func TestLongOutageSparesThePump(t *testing.T) {
 			t.Errorf("during the Redis outage %s blocked = %v, want %v", k, got, want)
 		}
 	}
+	in.holding(true)
+	if !in.blocked(InboxLock) {
+		t.Error("LOCK TABLES while a late-arrival insert is open: it would wait for it and stall the inbox")
+	}
+	in.holding(false)
 	in.setLong(DepRedis, false)
 	in.setLong(DepKafka, true)
 	if !in.blocked(BrokerBounce) || in.blocked(PGTerminate) {

@@ -100,7 +100,13 @@ func load(ctx context.Context, db *sql.DB, p loadPlan, dis *disorder) *loadResul
 			res.rolledBack = append(res.rolledBack, id)
 		}
 		if a, ok := p.arrivals[i]; ok && dis != nil {
+			if dis.holding != nil {
+				dis.holding(true) // before the insert: LOCK TABLES must not begin behind it
+			}
 			id, commit, err := insertOpen(ctx, db, m)
+			if err != nil && dis.holding != nil {
+				dis.holding(false)
+			}
 			if err != nil {
 				res.err = fmt.Errorf("late arrival insert of message %d: %w", i, err)
 				return res

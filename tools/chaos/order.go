@@ -226,6 +226,10 @@ type disorder struct {
 	control controlv1.ControlServiceClient
 	token   string
 
+	// holding is told when a late-arrival insert is held open and when it is committed (the
+	// injector holds back LOCK TABLES meanwhile); nil for none.
+	holding func(on bool)
+
 	mu  sync.Mutex
 	ids map[int]int64 // plan index → inbox ID, as the loader inserts
 }
@@ -282,6 +286,9 @@ func waitFor(ctx context.Context, d time.Duration, cond func() bool) bool {
 func (d *disorder) holdLate(ctx context.Context, id int64, a arrivalPlan, commit func() error) lateArrival {
 	began := time.Now()
 	la := lateArrival{id: id, flid: a.flid}
+	if d.holding != nil {
+		defer d.holding(false)
+	}
 	la.released = waitFor(ctx, releaseWait, func() bool {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
