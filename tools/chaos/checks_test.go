@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/msgexchange/msgexchange/pkg/traffic"
 )
 
@@ -285,9 +287,149 @@ func TestLongOutageSparesThePump(t *testing.T) {
 			t.Errorf("during the Redis outage %s blocked = %v, want %v", k, got, want)
 		}
 	}
+	in.holding(true)
+	if !in.blocked(InboxLock) {
+		t.Error("LOCK TABLES while a late-arrival insert is open: it would wait for it and stall the inbox")
+	}
+	in.holding(false)
 	in.setLong(DepRedis, false)
 	in.setLong(DepKafka, true)
 	if !in.blocked(BrokerBounce) || in.blocked(PGTerminate) {
 		t.Error("during the broker outage only the broker's own faults are held back")
+	}
+}
+
+// disordered is healthy with message 1 applied out of ID order: a late arrival that its
+// flight's newer messages superseded, so in the chaos run it ended SKIPPED and F1's version
+// and writer differ from the clean run's.
+func disordered() evidence {
+	ev := healthy()
+	ev.load.arrivals = []lateArrival{{id: 1, flid: "F1", released: true}}
+	ev.chaos.late = []int64{1}
+	ev.chaos.holes = append(ev.chaos.holes, [2]int64{1, 1})
+	ev.clean.holes = ev.chaos.holes
+	ev.chaos.outcomes[1] = outcome{State: "SKIPPED", Reason: "superseded: ESTT newer at msg 5", Identity: "AODB|FLOP|ESTT|1", Marked: true}
+	ev.chaos.tables["flight_schd"] = []string{`{"flid": "F1", "estt": "x", "state_version": 3, "last_msg_id": 1, "provenance": {"base": 1, "last": 1}}`}
+	ev.clean.tables["flight_schd"] = []string{`{"flid": "F1", "estt": "x", "state_version": 4, "last_msg_id": 5, "provenance": {"base": 1, "last": 5}}`}
+	ev.chaos.redis["flight:F1"] = `{"FLID":"F1","STATE_VERSION":3}`
+	ev.clean.redis["flight:F1"] = `{"FLID":"F1","STATE_VERSION":4}`
+	ev.chaos.redis["flight-version/F1"], ev.clean.redis["flight-version/F1"] = "3", "4"
+	ev.chaos.events[0].Version, ev.chaos.events[1].Version = 3, 3
+	ev.chaos.events[1].Payload = `{"FLID": "F1", "STATE_VERSION": 3}`
+	ev.clean.events[1].Payload = `{"FLID": "F1", "STATE_VERSION": 4}`
+	return ev
+}
+
+func TestChecksAcceptTheOutOfOrderDifferences(t *testing.T) {
+	for _, c := range runChecks(disordered())[:6] {
+		if !c.Pass {
+			t.Errorf("%s failed a run whose only differences are those out of ID order: %s", c.Name, c.Detail)
+		}
+	}
+	defects := []struct {
+		check string
+		spoil func(*evidence)
+	}{
+		// Content still counts: a column, the provenance's writers, a document, the latest state.
+		{CheckClean, func(e *evidence) {
+			e.chaos.tables["flight_schd"] = []string{`{"flid": "F1", "estt": "y", "state_version": 3, "last_msg_id": 1, "provenance": {"base": 1, "last": 1}}`}
+		}},
+		{CheckClean, func(e *evidence) {
+			e.chaos.tables["flight_schd"] = []string{`{"flid": "F1", "estt": "x", "state_version": 3, "last_msg_id": 1, "provenance": {"base": 5, "last": 1}}`}
+		}},
+		{CheckClean, func(e *evidence) { e.chaos.redis["flight:F1"] = `{"FLID":"F1","ESTT":"y","STATE_VERSION":3}` }},
+		{CheckClean, func(e *evidence) { e.chaos.events[1].Payload = `{"FLID": "F1", "ESTT": "y", "STATE_VERSION": 3}` }},
+		// Only the superseded skip of an out-of-order message is accepted.
+		{CheckClean, func(e *evidence) {
+			e.chaos.outcomes[1] = outcome{State: "SKIPPED", Reason: "unknown-flight", Identity: "AODB|FLOP|ESTT|1", Marked: true}
+		}},
+		{CheckClean, func(e *evidence) {
+			e.load.arrivals = nil
+			e.chaos.late = nil
+			e.chaos.holes = e.chaos.holes[:1]
+		}},
+		// A late arrival the harness did not plan, or a planned one never found.
+		{CheckEnqueued, func(e *evidence) { e.chaos.late = []int64{1, 3} }},
+		{CheckEnqueued, func(e *evidence) { e.chaos.late = nil }},
+		{CheckEnqueued, func(e *evidence) { e.load.arrivals[0].released = false }},
+		// Out of ID order a message still writes one change event per flight.
+		{CheckDouble, func(e *evidence) {
+			e.chaos.events = append(e.chaos.events, event{ID: 12, FLID: "F1", Target: "KAFKA:msg", Version: 4, MsgID: 3, State: "SENT"},
+				event{ID: 13, FLID: "F1", Target: "KAFKA:msg", Version: 5, MsgID: 3, State: "SENT"})
+		}},
+	}
+	for i, d := range defects {
+		ev := disordered()
+		d.spoil(&ev)
+		for _, c := range runChecks(ev) {
+			if c.Name == d.check && c.Pass {
+				t.Errorf("defect %d: %s passed: %s", i, c.Name, c.Detail)
+			}
+		}
+	}
+}
+
+func TestPlanOrder(t *testing.T) {
+	msgs := traffic.Day(traffic.Options{Flights: 60, Seed: 7})
+	p := planLoad(rand.New(rand.NewPCG(5, 6)), msgs, 4, 7, 1500*time.Millisecond, 2*time.Minute)
+	pg := []longSlot{{dep: DepPG, at: 10 * time.Second, dur: 41 * time.Second}}
+	planOrder(rand.New(rand.NewPCG(8, 9)), &p, 4, 2, pg)
+	if len(p.arrivals) != 4 || len(p.replays) != 1 {
+		// 2 minutes of load hold one replay clear of the PostgreSQL outage (ending at 51s,
+		// 5s after it) and 60s from the next.
+		t.Fatalf("%d late arrivals and %d replays planned, want 4 and 1", len(p.arrivals), len(p.replays))
+	}
+	at := func(i int) time.Duration { return p.span * time.Duration(i) / time.Duration(len(msgs)) }
+	flights := map[string]bool{}
+	for i, a := range p.arrivals {
+		m := msgs[i]
+		if m.Kind != traffic.KindFLOP || m.FLID != a.flid || p.late[i] > 0 || flights[a.flid] {
+			t.Errorf("late arrival %d: %s of %s (late commit %v), flight taken %v", i, m.Kind, m.FLID, p.late[i] > 0, flights[a.flid])
+		}
+		if msgs[a.next].FLID != a.flid || a.next <= i {
+			t.Errorf("late arrival %d: next message %d is not a later one of %s", i, a.next, a.flid)
+		}
+		if at(i) >= 10*time.Second-15*time.Second && at(i) <= 56*time.Second {
+			t.Errorf("late arrival %d at %s meets the PostgreSQL outage", i, at(i))
+		}
+		flights[a.flid] = true
+	}
+	for i, r := range p.replays {
+		m := msgs[i]
+		if m.Kind != traffic.KindFLOP || m.FLID != r.flid || flights[r.flid] || msgs[r.pred].FLID != r.flid || r.pred >= i || len(r.later) == 0 {
+			t.Errorf("replay %d: %s of %s, previous %d, %d later", i, m.Kind, m.FLID, r.pred, len(r.later))
+		}
+		if at(i) <= 56*time.Second {
+			t.Errorf("replay %d at %s meets the PostgreSQL outage", i, at(i))
+		}
+		flights[r.flid] = true
+	}
+	// The clean reference never sees the plan: it copies the inbox; without counts nothing is
+	// planned.
+	q := planLoad(rand.New(rand.NewPCG(5, 6)), msgs, 4, 7, 1500*time.Millisecond, 2*time.Minute)
+	planOrder(rand.New(rand.NewPCG(8, 9)), &q, 0, 0, nil)
+	if len(q.arrivals)+len(q.replays) != 0 {
+		t.Error("planned without counts")
+	}
+}
+
+func TestWithLockTimeout(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u@h:5432/db?sslmode=disable": "postgres://u@h:5432/db?options=-c%20lock_timeout%3D2000&sslmode=disable",
+		"host=h user=u dbname=db":                "host=h user=u dbname=db options='-c lock_timeout=2000'",
+	} {
+		got, err := withLockTimeout(in, 2*time.Second)
+		if err != nil || got != want {
+			t.Errorf("withLockTimeout(%q) = %q, %v; want %q", in, got, err, want)
+			continue
+		}
+		// What the pump's driver sends the server at start-up.
+		c, err := pgx.ParseConfig(got)
+		if err != nil || c.RuntimeParams["options"] != "-c lock_timeout=2000" {
+			t.Errorf("%q parses to options %q (%v)", got, c.RuntimeParams["options"], err)
+		}
+	}
+	if _, err := withLockTimeout("postgres://h/db?options=-c%20x%3D1", time.Second); err == nil {
+		t.Error("a DSN with options of its own was overwritten")
 	}
 }

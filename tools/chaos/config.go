@@ -42,6 +42,13 @@ type Config struct {
 	// while later rows commit around it.
 	LateCommits int
 	LateMax     time.Duration
+	// LateArrivals is the number of FLOPs whose insert stays open until ingest released its
+	// ID, so that the row is a late arrival processed after newer messages of its flight;
+	// Replays the number of FLOPs made DEAD(EXHAUSTED) behind a held flight row and replayed
+	// through control after later messages of the flight succeeded (docs/chaos.md, "Out of ID
+	// order"). Each is placed where it can happen; the summary says how many were made.
+	LateArrivals int
+	Replays      int
 	// MaxCommitDelay is pipeline.max-commit-delay of the chaos stack. It must exceed LateMax
 	// with a margin: a late commit is meant to land while ingest still waits on its ID, so
 	// that discovery stays in ID order and the clean run is a valid reference.
@@ -70,6 +77,8 @@ func Defaults(window time.Duration) Config {
 		Holes:          max(3, secs/30),
 		LateCommits:    max(6, secs/15),
 		LateMax:        1500 * time.Millisecond,
+		LateArrivals:   max(2, secs/30),
+		Replays:        max(1, secs/60),
 		MaxCommitDelay: 4 * time.Second,
 		Long:           slices.Clone(AllDeps),
 		DrainTimeout:   3 * time.Minute,
@@ -162,8 +171,9 @@ func (c Config) validate() error {
 	if c.Window < minWindow {
 		return fmt.Errorf("window %s: at least %s", c.Window, minWindow)
 	}
-	if c.Flights < 1 || c.Holes < 0 || c.LateCommits < 0 {
-		return fmt.Errorf("flights %d, holes %d, late commits %d: want flights ≥ 1 and no negative counts", c.Flights, c.Holes, c.LateCommits)
+	if c.Flights < 1 || c.Holes < 0 || c.LateCommits < 0 || c.LateArrivals < 0 || c.Replays < 0 {
+		return fmt.Errorf("flights %d, holes %d, late commits %d, late arrivals %d, replays %d: want flights ≥ 1 and no negative counts",
+			c.Flights, c.Holes, c.LateCommits, c.LateArrivals, c.Replays)
 	}
 	// A late commit must land while ingest still waits on its ID (docs/chaos.md): otherwise
 	// the row is a late arrival, processed out of ID order, and the clean run in ID order is

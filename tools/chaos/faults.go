@@ -81,6 +81,7 @@ type injector struct {
 	mu        sync.Mutex
 	counts    map[Kind]*tally
 	long      map[Dep]bool // dependencies in a long outage now
+	open      int          // late-arrival inserts held open now
 	lastPause time.Time
 	brokerMu  sync.Mutex // one broker stop at a time
 }
@@ -124,6 +125,20 @@ func (in *injector) setLong(d Dep, on bool) {
 	in.long[d] = on
 }
 
+// holding counts a late-arrival insert held open (on) or committed (off). LOCK TABLES waits
+// for an open transaction on the table, and every statement on it queues behind the waiting
+// lock: the inbox lock is held back meanwhile, or it would fail after lock_wait_timeout and
+// stall discovery all that time.
+func (in *injector) holding(on bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if on {
+		in.open++
+	} else {
+		in.open--
+	}
+}
+
 // pumpSpared reports whether a long outage that the pump meets is on: the inbox or Redis.
 // Then the pump is left alone. An interrupted attempt is not counted (docs/pump.md), so a
 // kill or a terminated lock connection would stretch the pump's budget past the outage.
@@ -136,6 +151,14 @@ func (in *injector) blocked(k Kind) bool {
 	}
 	if k == PGTerminate && in.pumpSpared() {
 		return true
+	}
+	if k == InboxLock {
+		in.mu.Lock()
+		open := in.open
+		in.mu.Unlock()
+		if open > 0 {
+			return true
+		}
 	}
 	if k == RedisPause {
 		in.mu.Lock()

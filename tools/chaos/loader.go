@@ -27,17 +27,22 @@ type loadResult struct {
 	ids        []int64 // the committed messages' IDs, in insert order (= ID order)
 	rolledBack []int64 // IDs allocated to inserts that were rolled back
 	late       []lateCommit
-	err        error // the first insert that failed; the rest was not loaded
+	arrivals   []lateArrival // the planned late arrivals, as they went
+	replays    []replayed    // the planned replays, as they went
+	err        error         // the first insert that failed; the rest was not loaded
 	took       time.Duration
 }
 
-// loadPlan says where the holes and late commits go: holes[i] is a rolled-back insert just
-// before message i, late[i] makes message i a late commit.
+// loadPlan says where the holes, late commits, late arrivals and replays go: holes[i] is a
+// rolled-back insert just before message i, late[i] makes message i a late commit,
+// arrivals[i] a late arrival and replays[i] a replay (planOrder).
 type loadPlan struct {
-	msgs  []traffic.Message
-	holes map[int]bool
-	late  map[int]time.Duration
-	span  time.Duration // the inserts are spread over this long
+	msgs     []traffic.Message
+	holes    map[int]bool
+	late     map[int]time.Duration
+	arrivals map[int]arrivalPlan
+	replays  map[int]replayPlan
+	span     time.Duration // the inserts are spread over this long
 }
 
 func planLoad(r *rand.Rand, msgs []traffic.Message, holes, late int, lateMax, span time.Duration) loadPlan {
@@ -65,7 +70,10 @@ func planLoad(r *rand.Rand, msgs []traffic.Message, holes, late int, lateMax, sp
 // row with status VALID and the subsystem columns from its META. A rolled-back insert
 // allocates an ID and never commits it; a late commit inserts its row, hands the open
 // transaction to a goroutine that commits it after its delay, and goes on with the next rows.
-func load(ctx context.Context, db *sql.DB, p loadPlan) *loadResult {
+// With dis, a late arrival is a late commit held until ingest released its ID, and a replay's
+// row is inserted while its flight row is held, then replayed (disorder); load returns when
+// both are done.
+func load(ctx context.Context, db *sql.DB, p loadPlan, dis *disorder) *loadResult {
 	res := &loadResult{}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -91,6 +99,60 @@ func load(ctx context.Context, db *sql.DB, p loadPlan) *loadResult {
 			}
 			res.rolledBack = append(res.rolledBack, id)
 		}
+		if a, ok := p.arrivals[i]; ok && dis != nil {
+			if dis.holding != nil {
+				dis.holding(true) // before the insert: LOCK TABLES must not begin behind it
+			}
+			id, commit, err := insertOpen(ctx, db, m)
+			if err != nil && dis.holding != nil {
+				dis.holding(false)
+			}
+			if err != nil {
+				res.err = fmt.Errorf("late arrival insert of message %d: %w", i, err)
+				return res
+			}
+			res.ids = append(res.ids, id)
+			dis.inserted(i, id)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				la := dis.holdLate(ctx, id, a, commit)
+				mu.Lock()
+				res.arrivals = append(res.arrivals, la)
+				mu.Unlock()
+			}()
+			continue
+		}
+		if rp, ok := p.replays[i]; ok && dis != nil {
+			lock, why := dis.lockFlight(ctx, rp)
+			id, err := insert(ctx, db, m)
+			if err != nil {
+				if lock != nil {
+					lock.release()
+				}
+				res.err = fmt.Errorf("insert message %d: %w", i, err)
+				return res
+			}
+			res.ids = append(res.ids, id)
+			dis.inserted(i, id)
+			if lock == nil {
+				dis.logf("replay of %d (flight %s) not made: %s", id, rp.flid, why)
+				mu.Lock()
+				res.replays = append(res.replays, replayed{id: id, flid: rp.flid, why: why})
+				mu.Unlock()
+				continue
+			}
+			dis.logf("flight %s row held before message %d: its processing fails until it is DEAD(EXHAUSTED)", rp.flid, id)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := dis.replay(ctx, id, rp, lock)
+				mu.Lock()
+				res.replays = append(res.replays, r)
+				mu.Unlock()
+			}()
+			continue
+		}
 		if d := p.late[i]; d > 0 {
 			id, commit, err := insertOpen(ctx, db, m)
 			if err != nil {
@@ -98,6 +160,9 @@ func load(ctx context.Context, db *sql.DB, p loadPlan) *loadResult {
 				return res
 			}
 			res.ids = append(res.ids, id)
+			if dis != nil {
+				dis.inserted(i, id)
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -116,6 +181,9 @@ func load(ctx context.Context, db *sql.DB, p loadPlan) *loadResult {
 			return res
 		}
 		res.ids = append(res.ids, id)
+		if dis != nil {
+			dis.inserted(i, id)
+		}
 	}
 	return res
 }

@@ -18,12 +18,20 @@ type Report struct {
 
 	Messages, RolledBack, Late int
 	LateMax                    time.Duration
-	Records                    int // records the consumer received, redeliveries included
-	Outcomes                   map[string]int
-	Faults                     []FaultLine
-	SelfExits                  int
-	SelfExitLines              []string
-	Drained                    bool
+	// The out-of-order messages: late arrivals made (held until ingest released their ID)
+	// and replays made (DEAD(EXHAUSTED) behind a held flight row, replayed through control),
+	// each of those planned; ReplayLater counts the later messages of the replayed flights
+	// that had succeeded before the replays.
+	ArrivalsPlanned, Arrivals int
+	ArrivalMax                time.Duration
+	ReplaysPlanned, Replays   int
+	ReplayLater               int
+	Records                   int // records the consumer received, redeliveries included
+	Outcomes                  map[string]int
+	Faults                    []FaultLine
+	SelfExits                 int
+	SelfExitLines             []string
+	Drained                   bool
 
 	Setup, WindowTook, Drain, Clean, Total time.Duration
 	Checks                                 []Check
@@ -111,6 +119,8 @@ func (r *Report) Print(w io.Writer) {
 	p("  window              %s", window)
 	p("  traffic             %d messages, %d rolled-back inserts, %d late commits (held up to %s)",
 		r.Messages, r.RolledBack, r.Late, r.LateMax.Round(time.Millisecond))
+	p("  out of ID order     %d late arrivals of %d planned (held until ingest released their IDs, up to %s), %d replays of %d planned through control (after %d later messages of their flights succeeded)",
+		r.Arrivals, r.ArrivalsPlanned, r.ArrivalMax.Round(time.Millisecond), r.Replays, r.ReplaysPlanned, r.ReplayLater)
 	p("  outcomes")
 	for _, k := range slices.Sorted(maps.Keys(r.Outcomes)) {
 		p("    %-26s %d", k, r.Outcomes[k])

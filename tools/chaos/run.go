@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 
 	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
@@ -100,6 +101,9 @@ type harness struct {
 	myUser  string
 	redis   *redis.Client
 	aclUser string
+	pumpEnv []string // the pump's own settings on top of the stack's (its lock_timeout)
+	dis     *disorder
+	grpc    *grpc.ClientConn
 
 	brokerAddr string
 	brokerDir  string
@@ -139,8 +143,10 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	long, window := planLong(r, cfg.Window, cfg.Long)
 	rep.Window, rep.Long = window, long
 	plan := planLoad(r, msgs, cfg.Holes, cfg.LateCommits, cfg.LateMax, loadSpan(window, long))
-	h.logf("seed %d: %d messages for %d flights, %d rolled-back inserts, %d late commits, window %s, long outages %s",
-		cfg.Seed, len(msgs), cfg.Flights, len(plan.holes), len(plan.late), window, describeLong(long))
+	planOrder(r, &plan, cfg.LateArrivals, cfg.Replays, long)
+	rep.ArrivalsPlanned, rep.ReplaysPlanned = len(plan.arrivals), len(plan.replays)
+	h.logf("seed %d: %d messages for %d flights, %d rolled-back inserts, %d late commits, %d late arrivals, %d replays, window %s, long outages %s",
+		cfg.Seed, len(msgs), cfg.Flights, len(plan.holes), len(plan.late), len(plan.arrivals), len(plan.replays), window, describeLong(long))
 
 	if err := h.startStack(ctx); err != nil {
 		return nil, err
@@ -153,7 +159,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	defer stopSup()
 	go h.sup.run(sctx)
 	loadDone := make(chan *loadResult, 1)
-	go func() { loadDone <- load(ctx, h.loader, plan) }()
+	go func() { loadDone <- load(ctx, h.loader, plan, h.dis) }()
 	wctx, endWindow := context.WithTimeout(ctx, window)
 	defer endWindow()
 	var wg sync.WaitGroup
@@ -190,6 +196,18 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	rep.Messages, rep.RolledBack, rep.Late = len(lr.ids), len(lr.rolledBack), len(lr.late)
 	for _, l := range lr.late {
 		rep.LateMax = max(rep.LateMax, l.held)
+	}
+	for _, a := range lr.arrivals {
+		if a.released && a.err == nil {
+			rep.Arrivals++
+			rep.ArrivalMax = max(rep.ArrivalMax, a.held)
+		}
+	}
+	for _, x := range lr.replays {
+		if x.made {
+			rep.Replays++
+			rep.ReplayLater += x.after
+		}
 	}
 	rep.Drained = h.drain(ctx)
 	rep.Drain = time.Since(drainStart)
@@ -377,7 +395,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 		"MSGX_ADMIN_ADDR=127.0.0.1:0",
 		"MSGX_HTTP_ADDR=127.0.0.1:0",
 		"MSGX_GRPC_ADDR=127.0.0.1:" + strconv.Itoa(grpcPort),
-		"MSGX_CONTROL_TOKEN=chaos-token",
+		"MSGX_CONTROL_TOKEN=" + controlToken,
 		"MSGX_PIPELINE_POLL_INTERVAL=100ms",
 		"MSGX_PIPELINE_BACKFILL_PERIOD=500ms",
 		"MSGX_SCHD_FLUSH_PERIOD=200ms",
@@ -392,13 +410,27 @@ func (h *harness) open(ctx context.Context, t Target) error {
 		"MSGX_SHUTDOWN_TIMEOUT=5s",
 		"MSGX_LOG_LEVEL=info",
 	}
+	// The pump's sessions wait at most pumpLockTimeout for a row lock: a flight row another
+	// session holds fails the message's attempt (the replays, docs/chaos.md).
+	pumpDSN, err := withLockTimeout(t.PGDSN, pumpLockTimeout)
+	if err != nil {
+		return err
+	}
+	h.pumpEnv = []string{"MSGX_PG_DSN=" + pumpDSN}
+	if h.dis, h.grpc, err = newDisorder(h.pg, h.logf, "127.0.0.1:"+strconv.Itoa(grpcPort), controlToken); err != nil {
+		return err
+	}
 	h.st = stack.New(h.cfg.Bin, env, h.logFile)
 	h.sup = newSupervisor(h.st, append([]string{brokerName}, services...), h.startProc)
 	h.inj = &injector{logf: h.logf, services: services, sup: h.sup, restart: h.restartProc, stop: h.stopProc,
 		pg: h.pg, pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
 		redis: h.redis, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
+	h.dis.holding = h.inj.holding
 	return nil
 }
+
+// controlToken is the control service's operator token in the chaos stack.
+const controlToken = "chaos-token"
 
 // aclPrefix names the harness's Redis users; staleACL is how old one must be before a run
 // deletes it (left by a run that died before its cleanup).
@@ -448,6 +480,9 @@ func (h *harness) stopProc(name string, crash bool) {
 // startProc starts a process of the stack; the broker also waits until it accepts
 // connections.
 func (h *harness) startProc(name string) error {
+	if name == "pump" {
+		return h.st.Start(name, nil, h.pumpEnv...)
+	}
 	if name != brokerName {
 		return h.st.Start(name, nil)
 	}
@@ -554,6 +589,9 @@ func (h *harness) close() {
 	}
 	if h.rec != nil {
 		h.rec.close()
+	}
+	if h.grpc != nil {
+		_ = h.grpc.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 	defer cancel()
