@@ -25,6 +25,7 @@ const (
 	CheckDouble     = "0 double-applied identities"
 	CheckKafkaOrder = "per-FLID Kafka order intact, every event delivered"
 	CheckClean      = "final state identical to a clean run in the same ID order"
+	CheckCodeShare  = "0 active code-share children under a deleted master"
 	CheckFaults     = "every planned fault injected"
 )
 
@@ -43,7 +44,7 @@ type evidence struct {
 func runChecks(ev evidence) []Check {
 	return []Check{
 		checkEnqueued(ev), checkTerminal(ev), checkExhausted(ev), checkDouble(ev),
-		checkKafkaOrder(ev), checkClean(ev), checkFaults(ev),
+		checkKafkaOrder(ev), checkClean(ev), checkCodeShare(ev), checkFaults(ev),
 	}
 }
 
@@ -793,6 +794,55 @@ func firstDiff(a, b []string) string {
 		}
 	}
 	return "none"
+}
+
+// checkCodeShare is the code-share invariant on the final state of the run with faults: no
+// ACTIVE flight's MAID names a flight that is DELETED, or gone to flight_history
+// (R-CODESHARE-4, R-CODESHARE-5). A MAID naming a flight never seen is dangling, which
+// R-CODESHARE-1 allows, and is only counted.
+func checkCodeShare(ev evidence) Check {
+	c := Check{Name: CheckCodeShare}
+	type row struct {
+		FLID  string  `json:"flid"`
+		State string  `json:"state"`
+		MAID  *string `json:"maid"`
+	}
+	flights := map[string]row{}
+	for _, r := range ev.chaos.tables["flight_schd"] {
+		var f row
+		if err := json.Unmarshal([]byte(r), &f); err != nil {
+			c.Detail = "flight_schd row: " + err.Error()
+			return c
+		}
+		flights[f.FLID] = f
+	}
+	archived := map[string]bool{}
+	for _, r := range ev.chaos.tables["flight_history"] {
+		var f row
+		if json.Unmarshal([]byte(r), &f) == nil {
+			archived[f.FLID] = true
+		}
+	}
+	var bad []string
+	children, dangling := 0, 0
+	for _, id := range slices.Sorted(maps.Keys(flights)) {
+		f := flights[id]
+		if f.State != "ACTIVE" || f.MAID == nil || *f.MAID == "" || *f.MAID == id {
+			continue
+		}
+		children++
+		m, ok := flights[*f.MAID]
+		switch {
+		case ok && m.State == "DELETED", !ok && archived[*f.MAID]:
+			bad = append(bad, id+" under "+*f.MAID)
+		case !ok:
+			dangling++
+		}
+	}
+	c.Pass = len(bad) == 0
+	c.Detail = fmt.Sprintf("%d active children, %d under a deleted master%s, %d dangling (allowed)", children, len(bad),
+		examples(bad, func(s string) string { return s }), dangling)
+	return c
 }
 
 // checkFaults makes sure the run did what it claims: every short fault kind at least once,

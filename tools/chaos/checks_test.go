@@ -187,7 +187,7 @@ func healthy() evidence {
 }
 
 func TestChecksPassAHealthyRun(t *testing.T) {
-	for _, c := range runChecks(healthy())[:6] {
+	for _, c := range runChecks(healthy())[:7] {
 		if !c.Pass {
 			t.Errorf("%s failed a healthy run: %s", c.Name, c.Detail)
 		}
@@ -220,6 +220,10 @@ func TestChecksFailTheirDefect(t *testing.T) {
 		{CheckClean, func(e *evidence) { e.chaos.redis["flight:F1"] = `{"FLID":"F1","ESTT":"y"}` }},
 		{CheckClean, func(e *evidence) { e.chaos.events[0].Payload = `{"CHANGED": ["ESTT"]}` }},
 		{CheckClean, func(e *evidence) { e.chaos.outcomes[3] = outcome{State: "DEAD", Class: "EXHAUSTED", Marked: true} }},
+		{CheckCodeShare, func(e *evidence) {
+			e.chaos.tables["flight_schd"] = append(e.chaos.tables["flight_schd"], `{"flid": "M9", "state": "DELETED"}`,
+				`{"flid": "C9", "state": "ACTIVE", "maid": "M9"}`)
+		}},
 	}
 	for _, d := range defects {
 		ev := healthy()
