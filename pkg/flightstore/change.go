@@ -108,27 +108,24 @@ func scanChange(row pgx.CollectableRow) (Change, error) {
 // History returns up to limit rows of flid's change history after message after, in ID order
 // (the primary key serves it).
 func History(ctx context.Context, q db.Executor, flid string, after int64, limit int) ([]Change, error) {
-	rows, err := q.Query(ctx, `SELECT `+changeColumns+` FROM flight_change WHERE flid = $1 AND msg_id > $2 ORDER BY msg_id LIMIT $3`,
-		flid, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("history of %s: %w", flid, err)
-	}
-	out, err := pgx.CollectRows(rows, scanChange)
-	if err != nil {
-		return nil, fmt.Errorf("history of %s: %w", flid, err)
-	}
-	return out, nil
+	return queryChanges(ctx, q, "history of "+flid,
+		`SELECT `+changeColumns+` FROM flight_change WHERE flid = $1 AND msg_id > $2 ORDER BY msg_id LIMIT $3`, flid, after, limit)
 }
 
 // ChangesOf returns what message msgID did to each flight it wrote, by FLID (at most limit).
 func ChangesOf(ctx context.Context, q db.Executor, msgID int64, limit int) ([]Change, error) {
-	rows, err := q.Query(ctx, `SELECT `+changeColumns+` FROM flight_change WHERE msg_id = $1 ORDER BY flid LIMIT $2`, msgID, limit)
+	return queryChanges(ctx, q, fmt.Sprintf("changes of msg %d", msgID),
+		`SELECT `+changeColumns+` FROM flight_change WHERE msg_id = $1 ORDER BY flid LIMIT $2`, msgID, limit)
+}
+
+func queryChanges(ctx context.Context, q db.Executor, what, sql string, args ...any) ([]Change, error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("changes of msg %d: %w", msgID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out, err := pgx.CollectRows(rows, scanChange)
 	if err != nil {
-		return nil, fmt.Errorf("changes of msg %d: %w", msgID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
