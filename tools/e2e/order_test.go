@@ -23,7 +23,9 @@ import (
 func TestLateArrivalNeverOverwritesNewerData(t *testing.T) {
 	e := newEnv(t)
 	const flid = "E2E-ORDER"
-	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	cst := time.FixedZone("CST", 8*3600)
+	today := time.Now().In(cst)
+	day := time.Date(today.Year(), today.Month(), today.Day(), 0, 0, 0, 0, cst) // the history sweep leaves today's flights
 	f := traffic.Flight{FLID: flid, ALCD: "CA", FLNO: "CA1601", MVIN: "D", SODT: day.Add(9 * time.Hour), FLTY: "W", FLIN: "D",
 		ACFT: "33L", TRML: "T3", Route: []string{"PEK", "SHA"}}
 	dttm := day.Add(6 * time.Hour)
