@@ -213,6 +213,13 @@ func Apply(ctx context.Context, q db.Executor, s Seed, v View, now time.Time) (i
 	if tag.RowsAffected() != 1 {
 		return 0, refusal(ctx, q)
 	}
+	// The open holes and the scan beyond W belong to the unseeded start too (D-15).
+	if _, err := q.Exec(ctx, `DELETE FROM inbox_open_hole`); err != nil {
+		return 0, fmt.Errorf("seed inbox cursor: clear the open holes: %w", err)
+	}
+	if _, err := q.Exec(ctx, `UPDATE inbox_cursor SET scanned_to = $1, waiting_rows = 0, waiting_since = NULL WHERE id = 1`, w); err != nil {
+		return 0, fmt.Errorf("seed inbox cursor: reset the scan: %w", err)
+	}
 	for _, h := range SeedHoles(s, w, v.Min, v.Visible) {
 		if err := ReleaseHole(ctx, q, h[0], h[1], now); err != nil {
 			return 0, fmt.Errorf("seed inbox cursor: watch the IDs not visible below W: %w", err)

@@ -63,3 +63,29 @@ func (i *Inbox) IDsBetween(ctx context.Context, first, last int64) ([]int64, err
 	}
 	return ids, nil
 }
+
+// IDsAfter returns up to limit IDs of visible rows in (after, upTo], in order: the scan of the
+// hole window beyond a discovery round's batch (docs/ingest.md, "Holes"). It reads the primary
+// key only and never looks at the processed marker (R-INGEST-2).
+func (i *Inbox) IDsAfter(ctx context.Context, after, upTo int64, limit int) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	rows, err := i.db.QueryContext(ctx, `SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID > ? AND CMINMSGS_ID <= ?
+		ORDER BY CMINMSGS_ID LIMIT ?`, after, upTo, limit)
+	if err != nil {
+		return nil, fmt.Errorf("scan inbox ids after %d: %w", after, err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("scan inbox ids after %d: %w", after, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("scan inbox ids after %d: %w", after, err)
+	}
+	return ids, nil
+}

@@ -32,6 +32,10 @@ type Report struct {
 	SelfExits                 int
 	SelfExitLines             []string
 	Drained                   bool
+	// LongestStall is the longest wait of the oldest row beyond W for discovery (sampled every
+	// 10 s); LongestFill the longest measured commit delay (seconds; nil before any fill) (#33).
+	LongestStall time.Duration
+	LongestFill  *float64
 
 	Setup, WindowTook, Drain, Clean, Total time.Duration
 	Checks                                 []Check
@@ -121,6 +125,12 @@ func (r *Report) Print(w io.Writer) {
 		r.Messages, r.RolledBack, r.Late, r.LateMax.Round(time.Millisecond))
 	p("  out of ID order     %d late arrivals of %d planned (held until ingest released their IDs, up to %s), %d replays of %d planned through control (after %d later messages of their flights succeeded)",
 		r.Arrivals, r.ArrivalsPlanned, r.ArrivalMax.Round(time.Millisecond), r.Replays, r.ReplaysPlanned, r.ReplayLater)
+	fill := "none measured"
+	if r.LongestFill != nil {
+		fill = (time.Duration(*r.LongestFill * float64(time.Second))).Round(time.Millisecond).String()
+	}
+	p("  discovery           longest stall %s (the oldest row waiting beyond W, sampled every 10s); longest measured commit delay %s",
+		r.LongestStall.Round(100*time.Millisecond), fill)
 	p("  outcomes")
 	for _, k := range slices.Sorted(maps.Keys(r.Outcomes)) {
 		p("    %-26s %d", k, r.Outcomes[k])

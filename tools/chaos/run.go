@@ -96,6 +96,10 @@ type harness struct {
 	pgAdmin *pgxpool.Pool
 	pgDB    string
 	inbox   *sql.DB // admin on the inbox database: checks, KILL
+	// stall is the longest discovery stall sampled so far (the oldest inbox row waiting beyond
+	// W, ingest's inbox_cursor.waiting_since), for the report (#33); read on the progress
+	// goroutines under outMu.
+	stall   time.Duration
 	loader  *sql.DB // admin on the inbox database: upstream's inserts
 	lockDB  *sql.DB // admin, no idle connections: LOCK TABLES
 	myUser  string
@@ -211,6 +215,11 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	}
 	rep.Drained = h.drain(ctx)
 	rep.Drain = time.Since(drainStart)
+	h.sampleStall(ctx)
+	h.outMu.Lock()
+	rep.LongestStall = h.stall
+	h.outMu.Unlock()
+	_ = h.pg.QueryRow(ctx, `SELECT hole_fill_max_seconds FROM inbox_cursor WHERE id = 1`).Scan(&rep.LongestFill)
 	// Asked while the broker still runs; the Kafka check shows it when it fails.
 	kafkaState := h.rec.diagnose(ctx)
 	stopSup()
@@ -534,6 +543,19 @@ func (h *harness) startStack(ctx context.Context) error {
 }
 
 // progressLoop prints the pipeline's progress every ten seconds.
+// sampleStall keeps the longest time the oldest row beyond W has waited for discovery, as
+// ingest records it each round. Sampled with the progress (every 10 s), so it is a lower bound
+// by up to one sample.
+func (h *harness) sampleStall(ctx context.Context) {
+	var since *time.Time
+	if err := h.pg.QueryRow(ctx, `SELECT waiting_since FROM inbox_cursor WHERE id = 1`).Scan(&since); err != nil || since == nil {
+		return
+	}
+	h.outMu.Lock()
+	h.stall = max(h.stall, time.Since(*since))
+	h.outMu.Unlock()
+}
+
 func (h *harness) progressLoop(ctx context.Context) {
 	for clock.Sleep(ctx, 10*time.Second) {
 		h.printProgress(ctx)
@@ -541,6 +563,7 @@ func (h *harness) progressLoop(ctx context.Context) {
 }
 
 func (h *harness) printProgress(ctx context.Context) {
+	h.sampleStall(ctx)
 	p, err := readProgress(ctx, h.pg, h.inbox)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -990,8 +990,27 @@ type Discovery struct {
 	// Set while ingest has stopped advancing W because the upstream broke the inbox contract
 	// (IDs only grow; docs/operations.md has the way out). Unset when there is none.
 	ContractViolation *ContractViolation `protobuf:"bytes,14,opt,name=contract_violation,json=contractViolation,proto3" json:"contract_violation,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The rows visible beyond W, not enqueued yet (D-15): those ingest scanned, plus every ID
+	// between what it scanned (scanned_to) and inbox_max_id, counted as a row (a bound: holes
+	// there are not known yet). Zero when nothing waits.
+	WaitingRows int64 `protobuf:"varint,15,opt,name=waiting_rows,json=waitingRows,proto3" json:"waiting_rows,omitempty"`
+	ScannedTo   int64 `protobuf:"varint,16,opt,name=scanned_to,json=scannedTo,proto3" json:"scanned_to,omitempty"`
+	// How long the oldest of them has waited since ingest first saw it; unset when none waits.
+	OldestWaitingAge *durationpb.Duration `protobuf:"bytes,17,opt,name=oldest_waiting_age,json=oldestWaitingAge,proto3" json:"oldest_waiting_age,omitempty"`
+	// The holes above W, each waiting pipeline.max-commit-delay from its own first sighting: how
+	// many ranges and IDs, the first of them (at most 100, in ID order), and when the next one is
+	// due for release (unset when there is none).
+	OpenHoleRanges int64                  `protobuf:"varint,18,opt,name=open_hole_ranges,json=openHoleRanges,proto3" json:"open_hole_ranges,omitempty"`
+	OpenHoleIds    int64                  `protobuf:"varint,19,opt,name=open_hole_ids,json=openHoleIds,proto3" json:"open_hole_ids,omitempty"`
+	OpenHoles      []*OpenHole            `protobuf:"bytes,20,rep,name=open_holes,json=openHoles,proto3" json:"open_holes,omitempty"`
+	NextReleaseAt  *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=next_release_at,json=nextReleaseAt,proto3" json:"next_release_at,omitempty"`
+	// The measured commit delays: holes that filled while W waited for them (docs/operations.md,
+	// "Choosing pipeline.max-commit-delay").
+	CommitDelay *CommitDelay `protobuf:"bytes,22,opt,name=commit_delay,json=commitDelay,proto3" json:"commit_delay,omitempty"`
+	// Ingest's pipeline.max-commit-delay, as it last reported it.
+	MaxCommitDelay *durationpb.Duration `protobuf:"bytes,23,opt,name=max_commit_delay,json=maxCommitDelay,proto3" json:"max_commit_delay,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Discovery) Reset() {
@@ -1122,6 +1141,221 @@ func (x *Discovery) GetContractViolation() *ContractViolation {
 	return nil
 }
 
+func (x *Discovery) GetWaitingRows() int64 {
+	if x != nil {
+		return x.WaitingRows
+	}
+	return 0
+}
+
+func (x *Discovery) GetScannedTo() int64 {
+	if x != nil {
+		return x.ScannedTo
+	}
+	return 0
+}
+
+func (x *Discovery) GetOldestWaitingAge() *durationpb.Duration {
+	if x != nil {
+		return x.OldestWaitingAge
+	}
+	return nil
+}
+
+func (x *Discovery) GetOpenHoleRanges() int64 {
+	if x != nil {
+		return x.OpenHoleRanges
+	}
+	return 0
+}
+
+func (x *Discovery) GetOpenHoleIds() int64 {
+	if x != nil {
+		return x.OpenHoleIds
+	}
+	return 0
+}
+
+func (x *Discovery) GetOpenHoles() []*OpenHole {
+	if x != nil {
+		return x.OpenHoles
+	}
+	return nil
+}
+
+func (x *Discovery) GetNextReleaseAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextReleaseAt
+	}
+	return nil
+}
+
+func (x *Discovery) GetCommitDelay() *CommitDelay {
+	if x != nil {
+		return x.CommitDelay
+	}
+	return nil
+}
+
+func (x *Discovery) GetMaxCommitDelay() *durationpb.Duration {
+	if x != nil {
+		return x.MaxCommitDelay
+	}
+	return nil
+}
+
+// OpenHole is a range of missing inbox IDs above W with a larger ID committed beyond it.
+type OpenHole struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	FirstId int64                  `protobuf:"varint,1,opt,name=first_id,json=firstId,proto3" json:"first_id,omitempty"`
+	LastId  int64                  `protobuf:"varint,2,opt,name=last_id,json=lastId,proto3" json:"last_id,omitempty"`
+	// The first discovery round that saw it, and observed_at minus that.
+	SeenAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=seen_at,json=seenAt,proto3" json:"seen_at,omitempty"`
+	Age    *durationpb.Duration   `protobuf:"bytes,4,opt,name=age,proto3" json:"age,omitempty"`
+	// seen_at + max_commit_delay: from then on the next round whose batch reaches it releases it.
+	ReleaseAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=release_at,json=releaseAt,proto3" json:"release_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenHole) Reset() {
+	*x = OpenHole{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenHole) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenHole) ProtoMessage() {}
+
+func (x *OpenHole) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenHole.ProtoReflect.Descriptor instead.
+func (*OpenHole) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *OpenHole) GetFirstId() int64 {
+	if x != nil {
+		return x.FirstId
+	}
+	return 0
+}
+
+func (x *OpenHole) GetLastId() int64 {
+	if x != nil {
+		return x.LastId
+	}
+	return 0
+}
+
+func (x *OpenHole) GetSeenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SeenAt
+	}
+	return nil
+}
+
+func (x *OpenHole) GetAge() *durationpb.Duration {
+	if x != nil {
+		return x.Age
+	}
+	return nil
+}
+
+func (x *OpenHole) GetReleaseAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReleaseAt
+	}
+	return nil
+}
+
+// CommitDelay is the evidence for pipeline.max-commit-delay: every hole that filled late is the
+// time from its first sighting to its row appearing (msgx_ingest_hole_fill_seconds).
+type CommitDelay struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Fills int64                  `protobuf:"varint,1,opt,name=fills,proto3" json:"fills,omitempty"`
+	// The longest one and when it was measured; unset before the first fill.
+	Max   *durationpb.Duration   `protobuf:"bytes,2,opt,name=max,proto3" json:"max,omitempty"`
+	MaxAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=max_at,json=maxAt,proto3" json:"max_at,omitempty"`
+	// The upper bound of the histogram bucket holding the 99th percentile (never below it);
+	// unset before the first fill or when it lies past the last bucket (one hour).
+	P99Bound      *durationpb.Duration `protobuf:"bytes,4,opt,name=p99_bound,json=p99Bound,proto3" json:"p99_bound,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitDelay) Reset() {
+	*x = CommitDelay{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitDelay) ProtoMessage() {}
+
+func (x *CommitDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitDelay.ProtoReflect.Descriptor instead.
+func (*CommitDelay) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CommitDelay) GetFills() int64 {
+	if x != nil {
+		return x.Fills
+	}
+	return 0
+}
+
+func (x *CommitDelay) GetMax() *durationpb.Duration {
+	if x != nil {
+		return x.Max
+	}
+	return nil
+}
+
+func (x *CommitDelay) GetMaxAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.MaxAt
+	}
+	return nil
+}
+
+func (x *CommitDelay) GetP99Bound() *durationpb.Duration {
+	if x != nil {
+		return x.P99Bound
+	}
+	return nil
+}
+
 // ContractViolation is an observation that the shared inbox no longer matches what ingest has
 // recorded, so advancing W could lose or re-run messages.
 type ContractViolation struct {
@@ -1139,7 +1373,7 @@ type ContractViolation struct {
 
 func (x *ContractViolation) Reset() {
 	*x = ContractViolation{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[5]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1385,7 @@ func (x *ContractViolation) String() string {
 func (*ContractViolation) ProtoMessage() {}
 
 func (x *ContractViolation) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[5]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1398,7 @@ func (x *ContractViolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContractViolation.ProtoReflect.Descriptor instead.
 func (*ContractViolation) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{5}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ContractViolation) GetKind() string {
@@ -1198,15 +1432,20 @@ type Backlog struct {
 	// Messages that reached a terminal state in the last five minutes, and that as a rate.
 	FinishedLast_5M   int64   `protobuf:"varint,3,opt,name=finished_last_5m,json=finishedLast5m,proto3" json:"finished_last_5m,omitempty"`
 	FinishedPerSecond float64 `protobuf:"fixed64,4,opt,name=finished_per_second,json=finishedPerSecond,proto3" json:"finished_per_second,omitempty"`
-	// unfinished / finished_per_second; unset when the rate is zero (unknown, not infinite).
+	// (unfinished + waiting_discovery) / finished_per_second, and never before the last open hole
+	// is due for release (the rows behind it cannot start sooner); unset when that is unknown
+	// (a zero rate with rows left), zero only when nothing is unfinished or waiting.
 	EstimatedDrain *durationpb.Duration `protobuf:"bytes,5,opt,name=estimated_drain,json=estimatedDrain,proto3" json:"estimated_drain,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Rows visible in the inbox beyond W, not enqueued yet (discovery.waiting_rows): the backlog
+	// discovery still holds.
+	WaitingDiscovery int64 `protobuf:"varint,6,opt,name=waiting_discovery,json=waitingDiscovery,proto3" json:"waiting_discovery,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Backlog) Reset() {
 	*x = Backlog{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[6]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1457,7 @@ func (x *Backlog) String() string {
 func (*Backlog) ProtoMessage() {}
 
 func (x *Backlog) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[6]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1470,7 @@ func (x *Backlog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backlog.ProtoReflect.Descriptor instead.
 func (*Backlog) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{6}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Backlog) GetUnfinished() int64 {
@@ -1269,6 +1508,13 @@ func (x *Backlog) GetEstimatedDrain() *durationpb.Duration {
 	return nil
 }
 
+func (x *Backlog) GetWaitingDiscovery() int64 {
+	if x != nil {
+		return x.WaitingDiscovery
+	}
+	return 0
+}
+
 type StateCount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	State         MessageState           `protobuf:"varint,1,opt,name=state,proto3,enum=msgx.control.v1.MessageState" json:"state,omitempty"`
@@ -1279,7 +1525,7 @@ type StateCount struct {
 
 func (x *StateCount) Reset() {
 	*x = StateCount{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[7]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1537,7 @@ func (x *StateCount) String() string {
 func (*StateCount) ProtoMessage() {}
 
 func (x *StateCount) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[7]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1550,7 @@ func (x *StateCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCount.ProtoReflect.Descriptor instead.
 func (*StateCount) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{7}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StateCount) GetState() MessageState {
@@ -1331,7 +1577,7 @@ type ErrorClassCount struct {
 
 func (x *ErrorClassCount) Reset() {
 	*x = ErrorClassCount{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[8]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1589,7 @@ func (x *ErrorClassCount) String() string {
 func (*ErrorClassCount) ProtoMessage() {}
 
 func (x *ErrorClassCount) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[8]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1602,7 @@ func (x *ErrorClassCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorClassCount.ProtoReflect.Descriptor instead.
 func (*ErrorClassCount) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ErrorClassCount) GetErrorClass() ErrorClass {
@@ -1387,7 +1633,7 @@ type Backfill struct {
 
 func (x *Backfill) Reset() {
 	*x = Backfill{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[9]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1645,7 @@ func (x *Backfill) String() string {
 func (*Backfill) ProtoMessage() {}
 
 func (x *Backfill) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[9]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1658,7 @@ func (x *Backfill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backfill.ProtoReflect.Descriptor instead.
 func (*Backfill) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Backfill) GetPending() int64 {
@@ -1446,7 +1692,7 @@ type AbandonedCount struct {
 
 func (x *AbandonedCount) Reset() {
 	*x = AbandonedCount{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[10]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1704,7 @@ func (x *AbandonedCount) String() string {
 func (*AbandonedCount) ProtoMessage() {}
 
 func (x *AbandonedCount) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[10]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1717,7 @@ func (x *AbandonedCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonedCount.ProtoReflect.Descriptor instead.
 func (*AbandonedCount) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{10}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AbandonedCount) GetReason() AbandonReason {
@@ -1502,7 +1748,7 @@ type OutboxTarget struct {
 
 func (x *OutboxTarget) Reset() {
 	*x = OutboxTarget{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[11]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1760,7 @@ func (x *OutboxTarget) String() string {
 func (*OutboxTarget) ProtoMessage() {}
 
 func (x *OutboxTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[11]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1773,7 @@ func (x *OutboxTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxTarget.ProtoReflect.Descriptor instead.
 func (*OutboxTarget) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{11}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OutboxTarget) GetTarget() string {
@@ -1568,7 +1814,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1826,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[12]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1839,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{12}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetMessageRequest) GetMsgId() int64 {
@@ -1638,7 +1884,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1896,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[13]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1909,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{13}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetMessageResponse) GetMessage() *Message {
@@ -1765,7 +2011,7 @@ type TimelineStep struct {
 
 func (x *TimelineStep) Reset() {
 	*x = TimelineStep{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +2023,7 @@ func (x *TimelineStep) String() string {
 func (*TimelineStep) ProtoMessage() {}
 
 func (x *TimelineStep) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[14]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +2036,7 @@ func (x *TimelineStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineStep.ProtoReflect.Descriptor instead.
 func (*TimelineStep) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{14}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TimelineStep) GetStep() string {
@@ -1846,7 +2092,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2104,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[15]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2117,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{15}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Attempt) GetNumber() int32 {
@@ -1950,7 +2196,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2208,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2221,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetEventId() int64 {
@@ -2087,7 +2333,7 @@ type IdRange struct {
 
 func (x *IdRange) Reset() {
 	*x = IdRange{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2345,7 @@ func (x *IdRange) String() string {
 func (*IdRange) ProtoMessage() {}
 
 func (x *IdRange) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2358,7 @@ func (x *IdRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdRange.ProtoReflect.Descriptor instead.
 func (*IdRange) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *IdRange) GetFirst() int64 {
@@ -2162,7 +2408,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2420,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2433,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -2278,7 +2524,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2536,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2549,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2339,7 +2585,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2597,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2610,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplayRequest) GetMsgIds() []int64 {
@@ -2427,7 +2673,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2685,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2698,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReplayResponse) GetDryRun() bool {
@@ -2527,7 +2773,7 @@ type ReopenRequest struct {
 
 func (x *ReopenRequest) Reset() {
 	*x = ReopenRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2785,7 @@ func (x *ReopenRequest) String() string {
 func (*ReopenRequest) ProtoMessage() {}
 
 func (x *ReopenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2798,7 @@ func (x *ReopenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenRequest.ProtoReflect.Descriptor instead.
 func (*ReopenRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReopenRequest) GetMsgIds() []int64 {
@@ -2597,7 +2843,7 @@ type ReopenResponse struct {
 
 func (x *ReopenResponse) Reset() {
 	*x = ReopenResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2855,7 @@ func (x *ReopenResponse) String() string {
 func (*ReopenResponse) ProtoMessage() {}
 
 func (x *ReopenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2868,7 @@ func (x *ReopenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenResponse.ProtoReflect.Descriptor instead.
 func (*ReopenResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReopenResponse) GetDryRun() bool {
@@ -2676,7 +2922,7 @@ type RequeueEventsRequest struct {
 
 func (x *RequeueEventsRequest) Reset() {
 	*x = RequeueEventsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2934,7 @@ func (x *RequeueEventsRequest) String() string {
 func (*RequeueEventsRequest) ProtoMessage() {}
 
 func (x *RequeueEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2947,7 @@ func (x *RequeueEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueEventsRequest.ProtoReflect.Descriptor instead.
 func (*RequeueEventsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RequeueEventsRequest) GetEventIds() []int64 {
@@ -2771,7 +3017,7 @@ type RequeueEventsResponse struct {
 
 func (x *RequeueEventsResponse) Reset() {
 	*x = RequeueEventsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +3029,7 @@ func (x *RequeueEventsResponse) String() string {
 func (*RequeueEventsResponse) ProtoMessage() {}
 
 func (x *RequeueEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +3042,7 @@ func (x *RequeueEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueEventsResponse.ProtoReflect.Descriptor instead.
 func (*RequeueEventsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RequeueEventsResponse) GetDryRun() bool {
@@ -2858,7 +3104,7 @@ type DeadEvent struct {
 
 func (x *DeadEvent) Reset() {
 	*x = DeadEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3116,7 @@ func (x *DeadEvent) String() string {
 func (*DeadEvent) ProtoMessage() {}
 
 func (x *DeadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3129,7 @@ func (x *DeadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadEvent.ProtoReflect.Descriptor instead.
 func (*DeadEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeadEvent) GetEventId() int64 {
@@ -2962,7 +3208,7 @@ type SeedCutoverRequest struct {
 
 func (x *SeedCutoverRequest) Reset() {
 	*x = SeedCutoverRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2974,7 +3220,7 @@ func (x *SeedCutoverRequest) String() string {
 func (*SeedCutoverRequest) ProtoMessage() {}
 
 func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2987,7 +3233,7 @@ func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverRequest.ProtoReflect.Descriptor instead.
 func (*SeedCutoverRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SeedCutoverRequest) GetMode() SeedMode {
@@ -3027,7 +3273,7 @@ type SeedCutoverResponse struct {
 
 func (x *SeedCutoverResponse) Reset() {
 	*x = SeedCutoverResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3039,7 +3285,7 @@ func (x *SeedCutoverResponse) String() string {
 func (*SeedCutoverResponse) ProtoMessage() {}
 
 func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3052,7 +3298,7 @@ func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverResponse.ProtoReflect.Descriptor instead.
 func (*SeedCutoverResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SeedCutoverResponse) GetMode() SeedMode {
@@ -3112,7 +3358,7 @@ type ResolveContractViolationRequest struct {
 
 func (x *ResolveContractViolationRequest) Reset() {
 	*x = ResolveContractViolationRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3124,7 +3370,7 @@ func (x *ResolveContractViolationRequest) String() string {
 func (*ResolveContractViolationRequest) ProtoMessage() {}
 
 func (x *ResolveContractViolationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3137,7 +3383,7 @@ func (x *ResolveContractViolationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveContractViolationRequest.ProtoReflect.Descriptor instead.
 func (*ResolveContractViolationRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResolveContractViolationRequest) GetKind() string {
@@ -3208,7 +3454,7 @@ type ResolveContractViolationResponse struct {
 
 func (x *ResolveContractViolationResponse) Reset() {
 	*x = ResolveContractViolationResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3466,7 @@ func (x *ResolveContractViolationResponse) String() string {
 func (*ResolveContractViolationResponse) ProtoMessage() {}
 
 func (x *ResolveContractViolationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3479,7 @@ func (x *ResolveContractViolationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveContractViolationResponse.ProtoReflect.Descriptor instead.
 func (*ResolveContractViolationResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResolveContractViolationResponse) GetDryRun() bool {
@@ -3344,7 +3590,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3602,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3615,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Message) GetMsgId() int64 {
@@ -3538,7 +3784,7 @@ type GetReferenceRequest struct {
 
 func (x *GetReferenceRequest) Reset() {
 	*x = GetReferenceRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3796,7 @@ func (x *GetReferenceRequest) String() string {
 func (*GetReferenceRequest) ProtoMessage() {}
 
 func (x *GetReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3809,7 @@ func (x *GetReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReferenceRequest.ProtoReflect.Descriptor instead.
 func (*GetReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetReferenceRequest) GetRtype() string {
@@ -3589,7 +3835,7 @@ type GetReferenceResponse struct {
 
 func (x *GetReferenceResponse) Reset() {
 	*x = GetReferenceResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +3847,7 @@ func (x *GetReferenceResponse) String() string {
 func (*GetReferenceResponse) ProtoMessage() {}
 
 func (x *GetReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +3860,7 @@ func (x *GetReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReferenceResponse.ProtoReflect.Descriptor instead.
 func (*GetReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetReferenceResponse) GetReference() *Reference {
@@ -3638,7 +3884,7 @@ type ListReferenceRequest struct {
 
 func (x *ListReferenceRequest) Reset() {
 	*x = ListReferenceRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3650,7 +3896,7 @@ func (x *ListReferenceRequest) String() string {
 func (*ListReferenceRequest) ProtoMessage() {}
 
 func (x *ListReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3663,7 +3909,7 @@ func (x *ListReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReferenceRequest.ProtoReflect.Descriptor instead.
 func (*ListReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListReferenceRequest) GetRtype() string {
@@ -3698,7 +3944,7 @@ type ListReferenceResponse struct {
 
 func (x *ListReferenceResponse) Reset() {
 	*x = ListReferenceResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3956,7 @@ func (x *ListReferenceResponse) String() string {
 func (*ListReferenceResponse) ProtoMessage() {}
 
 func (x *ListReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3969,7 @@ func (x *ListReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReferenceResponse.ProtoReflect.Descriptor instead.
 func (*ListReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListReferenceResponse) GetReferences() []*Reference {
@@ -3760,7 +4006,7 @@ type Reference struct {
 
 func (x *Reference) Reset() {
 	*x = Reference{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3772,7 +4018,7 @@ func (x *Reference) String() string {
 func (*Reference) ProtoMessage() {}
 
 func (x *Reference) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3785,7 +4031,7 @@ func (x *Reference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reference.ProtoReflect.Descriptor instead.
 func (*Reference) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Reference) GetRtype() string {
@@ -3850,7 +4096,7 @@ type GetResourceStatusRequest struct {
 
 func (x *GetResourceStatusRequest) Reset() {
 	*x = GetResourceStatusRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +4108,7 @@ func (x *GetResourceStatusRequest) String() string {
 func (*GetResourceStatusRequest) ProtoMessage() {}
 
 func (x *GetResourceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +4121,7 @@ func (x *GetResourceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetResourceStatusRequest) GetRtyp() string {
@@ -3916,7 +4162,7 @@ type GetResourceStatusResponse struct {
 
 func (x *GetResourceStatusResponse) Reset() {
 	*x = GetResourceStatusResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3928,7 +4174,7 @@ func (x *GetResourceStatusResponse) String() string {
 func (*GetResourceStatusResponse) ProtoMessage() {}
 
 func (x *GetResourceStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3941,7 +4187,7 @@ func (x *GetResourceStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetResourceStatusResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetResourceStatusResponse) GetRtyp() string {
@@ -4004,7 +4250,7 @@ type ResourceEvent struct {
 
 func (x *ResourceEvent) Reset() {
 	*x = ResourceEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4262,7 @@ func (x *ResourceEvent) String() string {
 func (*ResourceEvent) ProtoMessage() {}
 
 func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4275,7 @@ func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceEvent.ProtoReflect.Descriptor instead.
 func (*ResourceEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ResourceEvent) GetStat() string {
@@ -4090,7 +4336,7 @@ type RequestScheduleRequest struct {
 
 func (x *RequestScheduleRequest) Reset() {
 	*x = RequestScheduleRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4102,7 +4348,7 @@ func (x *RequestScheduleRequest) String() string {
 func (*RequestScheduleRequest) ProtoMessage() {}
 
 func (x *RequestScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4115,7 +4361,7 @@ func (x *RequestScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestScheduleRequest.ProtoReflect.Descriptor instead.
 func (*RequestScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RequestScheduleRequest) GetFromDay() string {
@@ -4159,7 +4405,7 @@ type RequestScheduleResponse struct {
 
 func (x *RequestScheduleResponse) Reset() {
 	*x = RequestScheduleResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4171,7 +4417,7 @@ func (x *RequestScheduleResponse) String() string {
 func (*RequestScheduleResponse) ProtoMessage() {}
 
 func (x *RequestScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4184,7 +4430,7 @@ func (x *RequestScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestScheduleResponse.ProtoReflect.Descriptor instead.
 func (*RequestScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RequestScheduleResponse) GetDryRun() bool {
@@ -4224,7 +4470,7 @@ type RequestReferenceRequest struct {
 
 func (x *RequestReferenceRequest) Reset() {
 	*x = RequestReferenceRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4236,7 +4482,7 @@ func (x *RequestReferenceRequest) String() string {
 func (*RequestReferenceRequest) ProtoMessage() {}
 
 func (x *RequestReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4249,7 +4495,7 @@ func (x *RequestReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReferenceRequest.ProtoReflect.Descriptor instead.
 func (*RequestReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RequestReferenceRequest) GetCategory() string {
@@ -4291,7 +4537,7 @@ type RequestReferenceResponse struct {
 
 func (x *RequestReferenceResponse) Reset() {
 	*x = RequestReferenceResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4303,7 +4549,7 @@ func (x *RequestReferenceResponse) String() string {
 func (*RequestReferenceResponse) ProtoMessage() {}
 
 func (x *RequestReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4316,7 +4562,7 @@ func (x *RequestReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReferenceResponse.ProtoReflect.Descriptor instead.
 func (*RequestReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RequestReferenceResponse) GetDryRun() bool {
@@ -4355,7 +4601,7 @@ type ListRequestsRequest struct {
 
 func (x *ListRequestsRequest) Reset() {
 	*x = ListRequestsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +4613,7 @@ func (x *ListRequestsRequest) String() string {
 func (*ListRequestsRequest) ProtoMessage() {}
 
 func (x *ListRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4626,7 @@ func (x *ListRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListRequestsRequest) GetState() RequestState {
@@ -4422,7 +4668,7 @@ type ListRequestsResponse struct {
 
 func (x *ListRequestsResponse) Reset() {
 	*x = ListRequestsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4434,7 +4680,7 @@ func (x *ListRequestsResponse) String() string {
 func (*ListRequestsResponse) ProtoMessage() {}
 
 func (x *ListRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4447,7 +4693,7 @@ func (x *ListRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListRequestsResponse) GetRequests() []*UpstreamRequest {
@@ -4498,7 +4744,7 @@ type UpstreamRequest struct {
 
 func (x *UpstreamRequest) Reset() {
 	*x = UpstreamRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4510,7 +4756,7 @@ func (x *UpstreamRequest) String() string {
 func (*UpstreamRequest) ProtoMessage() {}
 
 func (x *UpstreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4523,7 +4769,7 @@ func (x *UpstreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamRequest.ProtoReflect.Descriptor instead.
 func (*UpstreamRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpstreamRequest) GetReqId() int64 {
@@ -4662,7 +4908,7 @@ type RebuildProjectionRequest struct {
 
 func (x *RebuildProjectionRequest) Reset() {
 	*x = RebuildProjectionRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4674,7 +4920,7 @@ func (x *RebuildProjectionRequest) String() string {
 func (*RebuildProjectionRequest) ProtoMessage() {}
 
 func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4687,7 +4933,7 @@ func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RebuildProjectionRequest) GetAll() bool {
@@ -4731,7 +4977,7 @@ type RebuildProjectionResponse struct {
 
 func (x *RebuildProjectionResponse) Reset() {
 	*x = RebuildProjectionResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4743,7 +4989,7 @@ func (x *RebuildProjectionResponse) String() string {
 func (*RebuildProjectionResponse) ProtoMessage() {}
 
 func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4756,7 +5002,7 @@ func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RebuildProjectionResponse) GetRebuild() *ProjectionRebuild {
@@ -4782,7 +5028,7 @@ type GetProjectionRebuildRequest struct {
 
 func (x *GetProjectionRebuildRequest) Reset() {
 	*x = GetProjectionRebuildRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4794,7 +5040,7 @@ func (x *GetProjectionRebuildRequest) String() string {
 func (*GetProjectionRebuildRequest) ProtoMessage() {}
 
 func (x *GetProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4807,7 +5053,7 @@ func (x *GetProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionRebuildRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectionRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetProjectionRebuildRequest) GetRebuildId() int64 {
@@ -4826,7 +5072,7 @@ type GetProjectionRebuildResponse struct {
 
 func (x *GetProjectionRebuildResponse) Reset() {
 	*x = GetProjectionRebuildResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4838,7 +5084,7 @@ func (x *GetProjectionRebuildResponse) String() string {
 func (*GetProjectionRebuildResponse) ProtoMessage() {}
 
 func (x *GetProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4851,7 +5097,7 @@ func (x *GetProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionRebuildResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectionRebuildResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
@@ -4873,7 +5119,7 @@ type ListProjectionRebuildsRequest struct {
 
 func (x *ListProjectionRebuildsRequest) Reset() {
 	*x = ListProjectionRebuildsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4885,7 +5131,7 @@ func (x *ListProjectionRebuildsRequest) String() string {
 func (*ListProjectionRebuildsRequest) ProtoMessage() {}
 
 func (x *ListProjectionRebuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4898,7 +5144,7 @@ func (x *ListProjectionRebuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectionRebuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectionRebuildsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListProjectionRebuildsRequest) GetPageSize() int32 {
@@ -4926,7 +5172,7 @@ type ListProjectionRebuildsResponse struct {
 
 func (x *ListProjectionRebuildsResponse) Reset() {
 	*x = ListProjectionRebuildsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4938,7 +5184,7 @@ func (x *ListProjectionRebuildsResponse) String() string {
 func (*ListProjectionRebuildsResponse) ProtoMessage() {}
 
 func (x *ListProjectionRebuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4951,7 +5197,7 @@ func (x *ListProjectionRebuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectionRebuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectionRebuildsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{52}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListProjectionRebuildsResponse) GetRebuilds() []*ProjectionRebuild {
@@ -4979,7 +5225,7 @@ type CancelProjectionRebuildRequest struct {
 
 func (x *CancelProjectionRebuildRequest) Reset() {
 	*x = CancelProjectionRebuildRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4991,7 +5237,7 @@ func (x *CancelProjectionRebuildRequest) String() string {
 func (*CancelProjectionRebuildRequest) ProtoMessage() {}
 
 func (x *CancelProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5004,7 +5250,7 @@ func (x *CancelProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectionRebuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelProjectionRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{53}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CancelProjectionRebuildRequest) GetRebuildId() int64 {
@@ -5030,7 +5276,7 @@ type CancelProjectionRebuildResponse struct {
 
 func (x *CancelProjectionRebuildResponse) Reset() {
 	*x = CancelProjectionRebuildResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5042,7 +5288,7 @@ func (x *CancelProjectionRebuildResponse) String() string {
 func (*CancelProjectionRebuildResponse) ProtoMessage() {}
 
 func (x *CancelProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5055,7 +5301,7 @@ func (x *CancelProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectionRebuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelProjectionRebuildResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{54}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CancelProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
@@ -5103,7 +5349,7 @@ type ProjectionRebuild struct {
 
 func (x *ProjectionRebuild) Reset() {
 	*x = ProjectionRebuild{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5115,7 +5361,7 @@ func (x *ProjectionRebuild) String() string {
 func (*ProjectionRebuild) ProtoMessage() {}
 
 func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5128,7 +5374,7 @@ func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectionRebuild.ProtoReflect.Descriptor instead.
 func (*ProjectionRebuild) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{55}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ProjectionRebuild) GetRebuildId() int64 {
@@ -5290,7 +5536,7 @@ type GetFlightRequest struct {
 
 func (x *GetFlightRequest) Reset() {
 	*x = GetFlightRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5302,7 +5548,7 @@ func (x *GetFlightRequest) String() string {
 func (*GetFlightRequest) ProtoMessage() {}
 
 func (x *GetFlightRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5315,7 +5561,7 @@ func (x *GetFlightRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightRequest.ProtoReflect.Descriptor instead.
 func (*GetFlightRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{56}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetFlightRequest) GetFlid() string {
@@ -5356,7 +5602,7 @@ type GetFlightResponse struct {
 
 func (x *GetFlightResponse) Reset() {
 	*x = GetFlightResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5368,7 +5614,7 @@ func (x *GetFlightResponse) String() string {
 func (*GetFlightResponse) ProtoMessage() {}
 
 func (x *GetFlightResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5381,7 +5627,7 @@ func (x *GetFlightResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightResponse.ProtoReflect.Descriptor instead.
 func (*GetFlightResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{57}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetFlightResponse) GetFlid() string {
@@ -5453,7 +5699,7 @@ type FlightState struct {
 
 func (x *FlightState) Reset() {
 	*x = FlightState{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5465,7 +5711,7 @@ func (x *FlightState) String() string {
 func (*FlightState) ProtoMessage() {}
 
 func (x *FlightState) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5478,7 +5724,7 @@ func (x *FlightState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightState.ProtoReflect.Descriptor instead.
 func (*FlightState) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{58}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FlightState) GetState() string {
@@ -5552,7 +5798,7 @@ type FlightProjection struct {
 
 func (x *FlightProjection) Reset() {
 	*x = FlightProjection{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5564,7 +5810,7 @@ func (x *FlightProjection) String() string {
 func (*FlightProjection) ProtoMessage() {}
 
 func (x *FlightProjection) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5577,7 +5823,7 @@ func (x *FlightProjection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightProjection.ProtoReflect.Descriptor instead.
 func (*FlightProjection) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{59}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FlightProjection) GetVersion() int64 {
@@ -5616,7 +5862,7 @@ type GetFlightHistoryRequest struct {
 
 func (x *GetFlightHistoryRequest) Reset() {
 	*x = GetFlightHistoryRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5628,7 +5874,7 @@ func (x *GetFlightHistoryRequest) String() string {
 func (*GetFlightHistoryRequest) ProtoMessage() {}
 
 func (x *GetFlightHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5641,7 +5887,7 @@ func (x *GetFlightHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetFlightHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{60}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetFlightHistoryRequest) GetFlid() string {
@@ -5678,7 +5924,7 @@ type GetFlightHistoryResponse struct {
 
 func (x *GetFlightHistoryResponse) Reset() {
 	*x = GetFlightHistoryResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5690,7 +5936,7 @@ func (x *GetFlightHistoryResponse) String() string {
 func (*GetFlightHistoryResponse) ProtoMessage() {}
 
 func (x *GetFlightHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5703,7 +5949,7 @@ func (x *GetFlightHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetFlightHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{61}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetFlightHistoryResponse) GetFlid() string {
@@ -5759,7 +6005,7 @@ type FlightHistoryEntry struct {
 
 func (x *FlightHistoryEntry) Reset() {
 	*x = FlightHistoryEntry{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5771,7 +6017,7 @@ func (x *FlightHistoryEntry) String() string {
 func (*FlightHistoryEntry) ProtoMessage() {}
 
 func (x *FlightHistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5784,7 +6030,7 @@ func (x *FlightHistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightHistoryEntry.ProtoReflect.Descriptor instead.
 func (*FlightHistoryEntry) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{62}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *FlightHistoryEntry) GetMsgId() int64 {
@@ -5891,7 +6137,7 @@ type PartChange struct {
 
 func (x *PartChange) Reset() {
 	*x = PartChange{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5903,7 +6149,7 @@ func (x *PartChange) String() string {
 func (*PartChange) ProtoMessage() {}
 
 func (x *PartChange) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5916,7 +6162,7 @@ func (x *PartChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartChange.ProtoReflect.Descriptor instead.
 func (*PartChange) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{63}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PartChange) GetPart() string {
@@ -5951,7 +6197,7 @@ type SupersededPart struct {
 
 func (x *SupersededPart) Reset() {
 	*x = SupersededPart{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5963,7 +6209,7 @@ func (x *SupersededPart) String() string {
 func (*SupersededPart) ProtoMessage() {}
 
 func (x *SupersededPart) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5976,7 +6222,7 @@ func (x *SupersededPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersededPart.ProtoReflect.Descriptor instead.
 func (*SupersededPart) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{64}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SupersededPart) GetPart() string {
@@ -6005,7 +6251,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6017,7 +6263,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6030,7 +6276,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{65}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *HistoryEvent) GetTarget() string {
@@ -6093,7 +6339,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x04 \x01(\tR\tlastError\x12\x15\n" +
 	"\x06msg_id\x18\x05 \x01(\x03R\x05msgId\x12\x16\n" +
-	"\x06probes\x18\x06 \x01(\x03R\x06probes\"\x86\x05\n" +
+	"\x06probes\x18\x06 \x01(\x03R\x06probes\"\xe3\b\n" +
 	"\tDiscovery\x12\x1c\n" +
 	"\twatermark\x18\x01 \x01(\x03R\twatermark\x129\n" +
 	"\n" +
@@ -6113,13 +6359,36 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x03lag\x18\f \x01(\x03H\x01R\x03lag\x88\x01\x01\x12\x1f\n" +
 	"\vinbox_error\x18\r \x01(\tR\n" +
 	"inboxError\x12Q\n" +
-	"\x12contract_violation\x18\x0e \x01(\v2\".msgx.control.v1.ContractViolationR\x11contractViolationB\x0f\n" +
+	"\x12contract_violation\x18\x0e \x01(\v2\".msgx.control.v1.ContractViolationR\x11contractViolation\x12!\n" +
+	"\fwaiting_rows\x18\x0f \x01(\x03R\vwaitingRows\x12\x1d\n" +
+	"\n" +
+	"scanned_to\x18\x10 \x01(\x03R\tscannedTo\x12G\n" +
+	"\x12oldest_waiting_age\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\x10oldestWaitingAge\x12(\n" +
+	"\x10open_hole_ranges\x18\x12 \x01(\x03R\x0eopenHoleRanges\x12\"\n" +
+	"\ropen_hole_ids\x18\x13 \x01(\x03R\vopenHoleIds\x128\n" +
+	"\n" +
+	"open_holes\x18\x14 \x03(\v2\x19.msgx.control.v1.OpenHoleR\topenHoles\x12B\n" +
+	"\x0fnext_release_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\rnextReleaseAt\x12?\n" +
+	"\fcommit_delay\x18\x16 \x01(\v2\x1c.msgx.control.v1.CommitDelayR\vcommitDelay\x12C\n" +
+	"\x10max_commit_delay\x18\x17 \x01(\v2\x19.google.protobuf.DurationR\x0emaxCommitDelayB\x0f\n" +
 	"\r_inbox_max_idB\x06\n" +
-	"\x04_lag\"q\n" +
+	"\x04_lag\"\xdb\x01\n" +
+	"\bOpenHole\x12\x19\n" +
+	"\bfirst_id\x18\x01 \x01(\x03R\afirstId\x12\x17\n" +
+	"\alast_id\x18\x02 \x01(\x03R\x06lastId\x123\n" +
+	"\aseen_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06seenAt\x12+\n" +
+	"\x03age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03age\x129\n" +
+	"\n" +
+	"release_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\treleaseAt\"\xbb\x01\n" +
+	"\vCommitDelay\x12\x14\n" +
+	"\x05fills\x18\x01 \x01(\x03R\x05fills\x12+\n" +
+	"\x03max\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03max\x121\n" +
+	"\x06max_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05maxAt\x126\n" +
+	"\tp99_bound\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bp99Bound\"q\n" +
 	"\x11ContractViolation\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x120\n" +
 	"\x05since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"\x96\x02\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xc3\x02\n" +
 	"\aBacklog\x12\x1e\n" +
 	"\n" +
 	"unfinished\x18\x01 \x01(\x03R\n" +
@@ -6127,7 +6396,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x15oldest_unfinished_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x13oldestUnfinishedAge\x12(\n" +
 	"\x10finished_last_5m\x18\x03 \x01(\x03R\x0efinishedLast5m\x12.\n" +
 	"\x13finished_per_second\x18\x04 \x01(\x01R\x11finishedPerSecond\x12B\n" +
-	"\x0festimated_drain\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eestimatedDrain\"W\n" +
+	"\x0festimated_drain\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eestimatedDrain\x12+\n" +
+	"\x11waiting_discovery\x18\x06 \x01(\x03R\x10waitingDiscovery\"W\n" +
 	"\n" +
 	"StateCount\x123\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\x05state\x12\x14\n" +
@@ -6651,7 +6921,7 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
@@ -6668,232 +6938,245 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(*RoleStatus)(nil),                       // 12: msgx.control.v1.RoleStatus
 	(*Blocked)(nil),                          // 13: msgx.control.v1.Blocked
 	(*Discovery)(nil),                        // 14: msgx.control.v1.Discovery
-	(*ContractViolation)(nil),                // 15: msgx.control.v1.ContractViolation
-	(*Backlog)(nil),                          // 16: msgx.control.v1.Backlog
-	(*StateCount)(nil),                       // 17: msgx.control.v1.StateCount
-	(*ErrorClassCount)(nil),                  // 18: msgx.control.v1.ErrorClassCount
-	(*Backfill)(nil),                         // 19: msgx.control.v1.Backfill
-	(*AbandonedCount)(nil),                   // 20: msgx.control.v1.AbandonedCount
-	(*OutboxTarget)(nil),                     // 21: msgx.control.v1.OutboxTarget
-	(*GetMessageRequest)(nil),                // 22: msgx.control.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),               // 23: msgx.control.v1.GetMessageResponse
-	(*TimelineStep)(nil),                     // 24: msgx.control.v1.TimelineStep
-	(*Attempt)(nil),                          // 25: msgx.control.v1.Attempt
-	(*Event)(nil),                            // 26: msgx.control.v1.Event
-	(*IdRange)(nil),                          // 27: msgx.control.v1.IdRange
-	(*ListMessagesRequest)(nil),              // 28: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),             // 29: msgx.control.v1.ListMessagesResponse
-	(*ReplayRequest)(nil),                    // 30: msgx.control.v1.ReplayRequest
-	(*ReplayResponse)(nil),                   // 31: msgx.control.v1.ReplayResponse
-	(*ReopenRequest)(nil),                    // 32: msgx.control.v1.ReopenRequest
-	(*ReopenResponse)(nil),                   // 33: msgx.control.v1.ReopenResponse
-	(*RequeueEventsRequest)(nil),             // 34: msgx.control.v1.RequeueEventsRequest
-	(*RequeueEventsResponse)(nil),            // 35: msgx.control.v1.RequeueEventsResponse
-	(*DeadEvent)(nil),                        // 36: msgx.control.v1.DeadEvent
-	(*SeedCutoverRequest)(nil),               // 37: msgx.control.v1.SeedCutoverRequest
-	(*SeedCutoverResponse)(nil),              // 38: msgx.control.v1.SeedCutoverResponse
-	(*ResolveContractViolationRequest)(nil),  // 39: msgx.control.v1.ResolveContractViolationRequest
-	(*ResolveContractViolationResponse)(nil), // 40: msgx.control.v1.ResolveContractViolationResponse
-	(*Message)(nil),                          // 41: msgx.control.v1.Message
-	(*GetReferenceRequest)(nil),              // 42: msgx.control.v1.GetReferenceRequest
-	(*GetReferenceResponse)(nil),             // 43: msgx.control.v1.GetReferenceResponse
-	(*ListReferenceRequest)(nil),             // 44: msgx.control.v1.ListReferenceRequest
-	(*ListReferenceResponse)(nil),            // 45: msgx.control.v1.ListReferenceResponse
-	(*Reference)(nil),                        // 46: msgx.control.v1.Reference
-	(*GetResourceStatusRequest)(nil),         // 47: msgx.control.v1.GetResourceStatusRequest
-	(*GetResourceStatusResponse)(nil),        // 48: msgx.control.v1.GetResourceStatusResponse
-	(*ResourceEvent)(nil),                    // 49: msgx.control.v1.ResourceEvent
-	(*RequestScheduleRequest)(nil),           // 50: msgx.control.v1.RequestScheduleRequest
-	(*RequestScheduleResponse)(nil),          // 51: msgx.control.v1.RequestScheduleResponse
-	(*RequestReferenceRequest)(nil),          // 52: msgx.control.v1.RequestReferenceRequest
-	(*RequestReferenceResponse)(nil),         // 53: msgx.control.v1.RequestReferenceResponse
-	(*ListRequestsRequest)(nil),              // 54: msgx.control.v1.ListRequestsRequest
-	(*ListRequestsResponse)(nil),             // 55: msgx.control.v1.ListRequestsResponse
-	(*UpstreamRequest)(nil),                  // 56: msgx.control.v1.UpstreamRequest
-	(*RebuildProjectionRequest)(nil),         // 57: msgx.control.v1.RebuildProjectionRequest
-	(*RebuildProjectionResponse)(nil),        // 58: msgx.control.v1.RebuildProjectionResponse
-	(*GetProjectionRebuildRequest)(nil),      // 59: msgx.control.v1.GetProjectionRebuildRequest
-	(*GetProjectionRebuildResponse)(nil),     // 60: msgx.control.v1.GetProjectionRebuildResponse
-	(*ListProjectionRebuildsRequest)(nil),    // 61: msgx.control.v1.ListProjectionRebuildsRequest
-	(*ListProjectionRebuildsResponse)(nil),   // 62: msgx.control.v1.ListProjectionRebuildsResponse
-	(*CancelProjectionRebuildRequest)(nil),   // 63: msgx.control.v1.CancelProjectionRebuildRequest
-	(*CancelProjectionRebuildResponse)(nil),  // 64: msgx.control.v1.CancelProjectionRebuildResponse
-	(*ProjectionRebuild)(nil),                // 65: msgx.control.v1.ProjectionRebuild
-	(*GetFlightRequest)(nil),                 // 66: msgx.control.v1.GetFlightRequest
-	(*GetFlightResponse)(nil),                // 67: msgx.control.v1.GetFlightResponse
-	(*FlightState)(nil),                      // 68: msgx.control.v1.FlightState
-	(*FlightProjection)(nil),                 // 69: msgx.control.v1.FlightProjection
-	(*GetFlightHistoryRequest)(nil),          // 70: msgx.control.v1.GetFlightHistoryRequest
-	(*GetFlightHistoryResponse)(nil),         // 71: msgx.control.v1.GetFlightHistoryResponse
-	(*FlightHistoryEntry)(nil),               // 72: msgx.control.v1.FlightHistoryEntry
-	(*PartChange)(nil),                       // 73: msgx.control.v1.PartChange
-	(*SupersededPart)(nil),                   // 74: msgx.control.v1.SupersededPart
-	(*HistoryEvent)(nil),                     // 75: msgx.control.v1.HistoryEvent
-	(*timestamppb.Timestamp)(nil),            // 76: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),              // 77: google.protobuf.Duration
+	(*OpenHole)(nil),                         // 15: msgx.control.v1.OpenHole
+	(*CommitDelay)(nil),                      // 16: msgx.control.v1.CommitDelay
+	(*ContractViolation)(nil),                // 17: msgx.control.v1.ContractViolation
+	(*Backlog)(nil),                          // 18: msgx.control.v1.Backlog
+	(*StateCount)(nil),                       // 19: msgx.control.v1.StateCount
+	(*ErrorClassCount)(nil),                  // 20: msgx.control.v1.ErrorClassCount
+	(*Backfill)(nil),                         // 21: msgx.control.v1.Backfill
+	(*AbandonedCount)(nil),                   // 22: msgx.control.v1.AbandonedCount
+	(*OutboxTarget)(nil),                     // 23: msgx.control.v1.OutboxTarget
+	(*GetMessageRequest)(nil),                // 24: msgx.control.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),               // 25: msgx.control.v1.GetMessageResponse
+	(*TimelineStep)(nil),                     // 26: msgx.control.v1.TimelineStep
+	(*Attempt)(nil),                          // 27: msgx.control.v1.Attempt
+	(*Event)(nil),                            // 28: msgx.control.v1.Event
+	(*IdRange)(nil),                          // 29: msgx.control.v1.IdRange
+	(*ListMessagesRequest)(nil),              // 30: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),             // 31: msgx.control.v1.ListMessagesResponse
+	(*ReplayRequest)(nil),                    // 32: msgx.control.v1.ReplayRequest
+	(*ReplayResponse)(nil),                   // 33: msgx.control.v1.ReplayResponse
+	(*ReopenRequest)(nil),                    // 34: msgx.control.v1.ReopenRequest
+	(*ReopenResponse)(nil),                   // 35: msgx.control.v1.ReopenResponse
+	(*RequeueEventsRequest)(nil),             // 36: msgx.control.v1.RequeueEventsRequest
+	(*RequeueEventsResponse)(nil),            // 37: msgx.control.v1.RequeueEventsResponse
+	(*DeadEvent)(nil),                        // 38: msgx.control.v1.DeadEvent
+	(*SeedCutoverRequest)(nil),               // 39: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),              // 40: msgx.control.v1.SeedCutoverResponse
+	(*ResolveContractViolationRequest)(nil),  // 41: msgx.control.v1.ResolveContractViolationRequest
+	(*ResolveContractViolationResponse)(nil), // 42: msgx.control.v1.ResolveContractViolationResponse
+	(*Message)(nil),                          // 43: msgx.control.v1.Message
+	(*GetReferenceRequest)(nil),              // 44: msgx.control.v1.GetReferenceRequest
+	(*GetReferenceResponse)(nil),             // 45: msgx.control.v1.GetReferenceResponse
+	(*ListReferenceRequest)(nil),             // 46: msgx.control.v1.ListReferenceRequest
+	(*ListReferenceResponse)(nil),            // 47: msgx.control.v1.ListReferenceResponse
+	(*Reference)(nil),                        // 48: msgx.control.v1.Reference
+	(*GetResourceStatusRequest)(nil),         // 49: msgx.control.v1.GetResourceStatusRequest
+	(*GetResourceStatusResponse)(nil),        // 50: msgx.control.v1.GetResourceStatusResponse
+	(*ResourceEvent)(nil),                    // 51: msgx.control.v1.ResourceEvent
+	(*RequestScheduleRequest)(nil),           // 52: msgx.control.v1.RequestScheduleRequest
+	(*RequestScheduleResponse)(nil),          // 53: msgx.control.v1.RequestScheduleResponse
+	(*RequestReferenceRequest)(nil),          // 54: msgx.control.v1.RequestReferenceRequest
+	(*RequestReferenceResponse)(nil),         // 55: msgx.control.v1.RequestReferenceResponse
+	(*ListRequestsRequest)(nil),              // 56: msgx.control.v1.ListRequestsRequest
+	(*ListRequestsResponse)(nil),             // 57: msgx.control.v1.ListRequestsResponse
+	(*UpstreamRequest)(nil),                  // 58: msgx.control.v1.UpstreamRequest
+	(*RebuildProjectionRequest)(nil),         // 59: msgx.control.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),        // 60: msgx.control.v1.RebuildProjectionResponse
+	(*GetProjectionRebuildRequest)(nil),      // 61: msgx.control.v1.GetProjectionRebuildRequest
+	(*GetProjectionRebuildResponse)(nil),     // 62: msgx.control.v1.GetProjectionRebuildResponse
+	(*ListProjectionRebuildsRequest)(nil),    // 63: msgx.control.v1.ListProjectionRebuildsRequest
+	(*ListProjectionRebuildsResponse)(nil),   // 64: msgx.control.v1.ListProjectionRebuildsResponse
+	(*CancelProjectionRebuildRequest)(nil),   // 65: msgx.control.v1.CancelProjectionRebuildRequest
+	(*CancelProjectionRebuildResponse)(nil),  // 66: msgx.control.v1.CancelProjectionRebuildResponse
+	(*ProjectionRebuild)(nil),                // 67: msgx.control.v1.ProjectionRebuild
+	(*GetFlightRequest)(nil),                 // 68: msgx.control.v1.GetFlightRequest
+	(*GetFlightResponse)(nil),                // 69: msgx.control.v1.GetFlightResponse
+	(*FlightState)(nil),                      // 70: msgx.control.v1.FlightState
+	(*FlightProjection)(nil),                 // 71: msgx.control.v1.FlightProjection
+	(*GetFlightHistoryRequest)(nil),          // 72: msgx.control.v1.GetFlightHistoryRequest
+	(*GetFlightHistoryResponse)(nil),         // 73: msgx.control.v1.GetFlightHistoryResponse
+	(*FlightHistoryEntry)(nil),               // 74: msgx.control.v1.FlightHistoryEntry
+	(*PartChange)(nil),                       // 75: msgx.control.v1.PartChange
+	(*SupersededPart)(nil),                   // 76: msgx.control.v1.SupersededPart
+	(*HistoryEvent)(nil),                     // 77: msgx.control.v1.HistoryEvent
+	(*timestamppb.Timestamp)(nil),            // 78: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 79: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	76,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	78,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
 	12,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
 	14,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
-	16,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
-	17,  // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
-	18,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
-	19,  // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
-	21,  // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	76,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	76,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	18,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
+	19,  // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
+	20,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
+	21,  // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
+	23,  // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
+	78,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	78,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
 	13,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	76,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	77,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	76,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	77,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	76,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
-	15,  // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	76,  // 17: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	77,  // 18: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	77,  // 19: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
-	0,   // 20: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
-	1,   // 21: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
-	20,  // 22: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
-	2,   // 23: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	77,  // 24: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	41,  // 25: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
-	3,   // 26: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
-	26,  // 27: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
-	24,  // 28: msgx.control.v1.GetMessageResponse.timeline:type_name -> msgx.control.v1.TimelineStep
-	25,  // 29: msgx.control.v1.GetMessageResponse.attempts:type_name -> msgx.control.v1.Attempt
-	72,  // 30: msgx.control.v1.GetMessageResponse.flight_changes:type_name -> msgx.control.v1.FlightHistoryEntry
-	76,  // 31: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
-	77,  // 32: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
-	76,  // 33: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 34: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
-	77,  // 35: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
-	0,   // 36: msgx.control.v1.Attempt.outcome:type_name -> msgx.control.v1.MessageState
-	1,   // 37: msgx.control.v1.Attempt.error_class:type_name -> msgx.control.v1.ErrorClass
-	4,   // 38: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	76,  // 39: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	76,  // 40: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 41: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 42: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
-	0,   // 43: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
-	1,   // 44: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	27,  // 45: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	76,  // 46: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
-	76,  // 47: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
-	41,  // 48: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
-	1,   // 49: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	27,  // 50: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
-	2,   // 51: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	36,  // 52: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	76,  // 53: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
-	5,   // 54: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
-	5,   // 55: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	76,  // 56: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
-	6,   // 57: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
-	76,  // 58: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
-	15,  // 59: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
-	6,   // 60: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
-	76,  // 61: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
-	0,   // 62: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,   // 63: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	76,  // 64: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	76,  // 65: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	76,  // 66: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	76,  // 67: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	76,  // 68: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	76,  // 69: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	76,  // 70: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	76,  // 71: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,   // 72: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	76,  // 73: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	46,  // 74: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
-	46,  // 75: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
-	76,  // 76: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
-	76,  // 77: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
-	76,  // 78: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
-	76,  // 79: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
-	49,  // 80: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
-	76,  // 81: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
-	76,  // 82: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
-	76,  // 83: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
-	56,  // 84: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	56,  // 85: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	7,   // 86: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
-	8,   // 87: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
-	56,  // 88: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
-	8,   // 89: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
-	7,   // 90: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
-	76,  // 91: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 92: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
-	76,  // 93: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
-	76,  // 94: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
-	65,  // 95: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	65,  // 96: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	65,  // 97: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
-	65,  // 98: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	9,   // 99: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
-	76,  // 100: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	76,  // 101: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
-	76,  // 102: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
-	76,  // 103: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
-	68,  // 104: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
-	69,  // 105: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
-	41,  // 106: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
-	26,  // 107: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
-	76,  // 108: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 109: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
-	72,  // 110: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
-	0,   // 111: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
-	73,  // 112: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
-	74,  // 113: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
-	75,  // 114: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
-	76,  // 115: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
-	10,  // 116: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	22,  // 117: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	28,  // 118: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	30,  // 119: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	32,  // 120: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	37,  // 121: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	34,  // 122: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	39,  // 123: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	42,  // 124: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	44,  // 125: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	47,  // 126: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	50,  // 127: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
-	52,  // 128: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
-	54,  // 129: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
-	57,  // 130: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	59,  // 131: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
-	61,  // 132: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
-	63,  // 133: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
-	66,  // 134: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	70,  // 135: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
-	11,  // 136: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	23,  // 137: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	29,  // 138: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	31,  // 139: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	33,  // 140: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	38,  // 141: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	35,  // 142: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	40,  // 143: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	43,  // 144: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	45,  // 145: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	48,  // 146: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	51,  // 147: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
-	53,  // 148: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
-	55,  // 149: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
-	58,  // 150: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	60,  // 151: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
-	62,  // 152: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
-	64,  // 153: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
-	67,  // 154: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	71,  // 155: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
-	136, // [136:156] is the sub-list for method output_type
-	116, // [116:136] is the sub-list for method input_type
-	116, // [116:116] is the sub-list for extension type_name
-	116, // [116:116] is the sub-list for extension extendee
-	0,   // [0:116] is the sub-list for field type_name
+	78,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	79,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	78,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	79,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	78,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	17,  // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
+	79,  // 17: msgx.control.v1.Discovery.oldest_waiting_age:type_name -> google.protobuf.Duration
+	15,  // 18: msgx.control.v1.Discovery.open_holes:type_name -> msgx.control.v1.OpenHole
+	78,  // 19: msgx.control.v1.Discovery.next_release_at:type_name -> google.protobuf.Timestamp
+	16,  // 20: msgx.control.v1.Discovery.commit_delay:type_name -> msgx.control.v1.CommitDelay
+	79,  // 21: msgx.control.v1.Discovery.max_commit_delay:type_name -> google.protobuf.Duration
+	78,  // 22: msgx.control.v1.OpenHole.seen_at:type_name -> google.protobuf.Timestamp
+	79,  // 23: msgx.control.v1.OpenHole.age:type_name -> google.protobuf.Duration
+	78,  // 24: msgx.control.v1.OpenHole.release_at:type_name -> google.protobuf.Timestamp
+	79,  // 25: msgx.control.v1.CommitDelay.max:type_name -> google.protobuf.Duration
+	78,  // 26: msgx.control.v1.CommitDelay.max_at:type_name -> google.protobuf.Timestamp
+	79,  // 27: msgx.control.v1.CommitDelay.p99_bound:type_name -> google.protobuf.Duration
+	78,  // 28: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	79,  // 29: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	79,  // 30: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	0,   // 31: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
+	1,   // 32: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
+	22,  // 33: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
+	2,   // 34: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
+	79,  // 35: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	43,  // 36: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	3,   // 37: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
+	28,  // 38: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
+	26,  // 39: msgx.control.v1.GetMessageResponse.timeline:type_name -> msgx.control.v1.TimelineStep
+	27,  // 40: msgx.control.v1.GetMessageResponse.attempts:type_name -> msgx.control.v1.Attempt
+	74,  // 41: msgx.control.v1.GetMessageResponse.flight_changes:type_name -> msgx.control.v1.FlightHistoryEntry
+	78,  // 42: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
+	79,  // 43: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
+	78,  // 44: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	78,  // 45: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
+	79,  // 46: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
+	0,   // 47: msgx.control.v1.Attempt.outcome:type_name -> msgx.control.v1.MessageState
+	1,   // 48: msgx.control.v1.Attempt.error_class:type_name -> msgx.control.v1.ErrorClass
+	4,   // 49: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
+	78,  // 50: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	78,  // 51: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	78,  // 52: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	78,  // 53: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	0,   // 54: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,   // 55: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	29,  // 56: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	78,  // 57: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
+	78,  // 58: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
+	43,  // 59: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	1,   // 60: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	29,  // 61: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	2,   // 62: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
+	38,  // 63: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	78,  // 64: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	5,   // 65: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
+	5,   // 66: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
+	78,  // 67: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	6,   // 68: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
+	78,  // 69: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	17,  // 70: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
+	6,   // 71: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
+	78,  // 72: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	0,   // 73: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,   // 74: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	78,  // 75: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	78,  // 76: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	78,  // 77: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	78,  // 78: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	78,  // 79: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	78,  // 80: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	78,  // 81: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	78,  // 82: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,   // 83: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	78,  // 84: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	48,  // 85: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
+	48,  // 86: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
+	78,  // 87: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
+	78,  // 88: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
+	78,  // 89: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
+	78,  // 90: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
+	51,  // 91: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
+	78,  // 92: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
+	78,  // 93: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
+	78,  // 94: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
+	58,  // 95: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	58,  // 96: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	7,   // 97: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
+	8,   // 98: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
+	58,  // 99: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
+	8,   // 100: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
+	7,   // 101: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
+	78,  // 102: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
+	78,  // 103: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
+	78,  // 104: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
+	78,  // 105: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
+	67,  // 106: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	67,  // 107: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	67,  // 108: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
+	67,  // 109: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	9,   // 110: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
+	78,  // 111: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	78,  // 112: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
+	78,  // 113: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
+	78,  // 114: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
+	70,  // 115: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
+	71,  // 116: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
+	43,  // 117: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
+	28,  // 118: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
+	78,  // 119: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
+	78,  // 120: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
+	74,  // 121: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
+	0,   // 122: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
+	75,  // 123: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
+	76,  // 124: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
+	77,  // 125: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
+	78,  // 126: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
+	10,  // 127: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	24,  // 128: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	30,  // 129: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	32,  // 130: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	34,  // 131: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	39,  // 132: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	36,  // 133: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	41,  // 134: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	44,  // 135: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	46,  // 136: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	49,  // 137: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	52,  // 138: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	54,  // 139: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	56,  // 140: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	59,  // 141: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	61,  // 142: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
+	63,  // 143: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
+	65,  // 144: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
+	68,  // 145: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	72,  // 146: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
+	11,  // 147: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	25,  // 148: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	31,  // 149: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	33,  // 150: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	35,  // 151: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	40,  // 152: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	37,  // 153: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	42,  // 154: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	45,  // 155: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	47,  // 156: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	50,  // 157: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	53,  // 158: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	55,  // 159: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	57,  // 160: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	60,  // 161: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	62,  // 162: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
+	64,  // 163: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
+	66,  // 164: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
+	69,  // 165: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	73,  // 166: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
+	147, // [147:167] is the sub-list for method output_type
+	127, // [127:147] is the sub-list for method input_type
+	127, // [127:127] is the sub-list for extension type_name
+	127, // [127:127] is the sub-list for extension extendee
+	0,   // [0:127] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -6902,14 +7185,14 @@ func file_msgx_control_v1_control_proto_init() {
 		return
 	}
 	file_msgx_control_v1_control_proto_msgTypes[4].OneofWrappers = []any{}
-	file_msgx_control_v1_control_proto_msgTypes[59].OneofWrappers = []any{}
+	file_msgx_control_v1_control_proto_msgTypes[61].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -151,6 +151,7 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 		qs      queue.Statistics
 		targets map[string]outbox.TargetStats
 		holders []leader.Holder
+		disc    discoveryView
 	)
 	// One read-only REPEATABLE READ transaction: the watermark, the counts and the outbox come
 	// from one snapshot, so (for example) unfinished rows never exceed what the states add up to.
@@ -160,6 +161,9 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 			return err
 		}
 		if holes, err = cursor.Holes(ctx, tx); err != nil {
+			return err
+		}
+		if disc, err = loadDiscoveryView(ctx, tx, cur.W); err != nil {
 			return err
 		}
 		if qs, err = queue.Stats(ctx, tx, now); err != nil {
@@ -176,6 +180,11 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 		return nil, toStatus(ctx, "get status", err)
 	}
 	d := discovery(cur, holes, now)
+	var inboxMaxID *int64
+	if im.err == nil {
+		inboxMaxID = &im.id
+	}
+	disc.fill(d, cur.W, inboxMaxID, now)
 	if im.err != nil {
 		d.InboxError = im.err.Error()
 	} else {
@@ -191,7 +200,7 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 		ServedByActive: active,
 		Roles:          roleStatus(holders, now),
 		Discovery:      d,
-		Backlog:        backlog(qs),
+		Backlog:        backlogWithDiscovery(qs, d, disc.lastDue, now),
 		ByState:        stateCounts(qs.ByState),
 		ByErrorClass:   errorClassCounts(qs.ByErrorClass),
 		Backfill:       backfill(qs),

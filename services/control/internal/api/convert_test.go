@@ -134,3 +134,26 @@ func TestContractWordsAgree(t *testing.T) {
 		}
 	}
 }
+
+// #33: the drain estimate counts the rows discovery holds, never ends before the last open
+// hole is due, and is unknown, not zero, while nothing finishes.
+func TestBacklogCountsRowsWaitingForDiscovery(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	due := now.Add(3 * time.Minute)
+	d := &controlv1.Discovery{WaitingRows: 553}
+	if b := backlogWithDiscovery(queue.Statistics{}, d, &due, now); b.EstimatedDrain != nil || b.GetWaitingDiscovery() != 553 {
+		t.Errorf("no rate: drain %v, waiting %d; want unknown and 553", b.EstimatedDrain, b.GetWaitingDiscovery())
+	}
+	b := backlogWithDiscovery(queue.Statistics{Unfinished: 47, FinishedPerSecond: 100}, d, &due, now)
+	if got := b.GetEstimatedDrain().AsDuration(); got != 3*time.Minute {
+		t.Errorf("drain = %s, want the last hole's release in 3m (600 rows at 100/s is only 6s)", got)
+	}
+	b = backlogWithDiscovery(queue.Statistics{Unfinished: 600, FinishedPerSecond: 1}, &controlv1.Discovery{}, nil, now)
+	if got := b.GetEstimatedDrain().AsDuration(); got != 10*time.Minute {
+		t.Errorf("drain = %s, want 600 rows at 1/s", got)
+	}
+	if b := backlogWithDiscovery(queue.Statistics{}, &controlv1.Discovery{}, nil, now); b.GetEstimatedDrain().AsDuration() != 0 || b.EstimatedDrain == nil {
+		t.Errorf("nothing left: drain %v, want 0", b.EstimatedDrain)
+	}
+}

@@ -174,6 +174,19 @@ func TestGetStatus(t *testing.T) {
 	}
 	db.Exec(t, `INSERT INTO inbox_late (msg_id, hole_first, detected_at, enqueued_at) VALUES
 		(11, 10, $1, $1), (20, 20, $1, NULL)`, ago(time.Minute))
+	// #33: two open holes above W with their own clocks (43 seen 3m ago, 50-51 1m ago), 15 rows
+	// scanned beyond W and waiting, and three measured commit delays.
+	if err := cursor.SaveOpenHoles(ctx, db.Pool, nil, []cursor.OpenHole{{First: 43, Last: 43, SeenAt: holeSince},
+		{First: 50, Last: 51, SeenAt: ago(time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cursor.SaveDiscovery(ctx, db.Pool, cursor.Discovery{ScannedTo: 60, WaitingRows: 15, WaitingSince: &holeSince,
+		MaxCommitDelay: 5 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cursor.RecordFills(ctx, db.Pool, []float64{0.2, 1.5, 40}, ago(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 
 	// Queue: 3 unfinished (oldest enqueued 20m ago), 4 terminal of which 3 finished within the
 	// last five minutes; one marked, one abandoned, two awaiting their marker.
@@ -251,6 +264,19 @@ func TestGetStatus(t *testing.T) {
 			d.GetPermanentHoleRanges(), d.GetPermanentHoleIds(), d.GetLateDetected(), d.GetLateEnqueued())
 	}
 
+	if d.GetWaitingRows() != 15 || d.GetScannedTo() != 60 || d.GetOldestWaitingAge().AsDuration() != 3*time.Minute ||
+		d.GetOpenHoleRanges() != 2 || d.GetOpenHoleIds() != 3 || len(d.GetOpenHoles()) != 2 ||
+		d.GetOpenHoles()[1].GetAge().AsDuration() != time.Minute || !d.GetOpenHoles()[1].GetReleaseAt().AsTime().Equal(now.Add(4*time.Minute)) ||
+		!d.GetNextReleaseAt().AsTime().Equal(now.Add(2*time.Minute)) || d.GetMaxCommitDelay().AsDuration() != 5*time.Minute {
+		t.Errorf("waiting beyond W = %d rows (scanned to %d, oldest %v), open holes %d/%d %v, next release %v; want 15 (60, 3m), 2/3, next in 2m",
+			d.GetWaitingRows(), d.GetScannedTo(), d.GetOldestWaitingAge().AsDuration(), d.GetOpenHoleRanges(), d.GetOpenHoleIds(),
+			d.GetOpenHoles(), d.GetNextReleaseAt().AsTime())
+	}
+	if cd := d.GetCommitDelay(); cd.GetFills() != 3 || cd.GetMax().AsDuration() != 40*time.Second ||
+		!cd.GetMaxAt().AsTime().Equal(ago(time.Hour)) || cd.GetP99Bound().AsDuration() != 60*time.Second {
+		t.Errorf("commit delay = %v, want 3 fills, max 40s an hour ago, p99 within the 60s bucket", cd)
+	}
+
 	wantStates := []*controlv1.StateCount{
 		{State: controlv1.MessageState_MESSAGE_STATE_PENDING, Count: 2},
 		{State: controlv1.MessageState_MESSAGE_STATE_FAILED, Count: 1},
@@ -270,10 +296,10 @@ func TestGetStatus(t *testing.T) {
 	}
 
 	bl := st.GetBacklog()
-	// 3 finished in the window → 0.01/s; 3 unfinished → 300s.
-	if bl.GetUnfinished() != 3 || bl.GetOldestUnfinishedAge().AsDuration() != 20*time.Minute ||
-		bl.GetFinishedLast_5M() != 3 || bl.GetFinishedPerSecond() != 0.01 || bl.GetEstimatedDrain().AsDuration() != 300*time.Second {
-		t.Errorf("backlog = %v, want 3 unfinished, oldest 20m, 3 finished in 5m, 0.01/s, drain 300s", bl)
+	// 3 finished in the window → 0.01/s; 3 unfinished and 15 waiting for discovery → 1800s.
+	if bl.GetUnfinished() != 3 || bl.GetOldestUnfinishedAge().AsDuration() != 20*time.Minute || bl.GetWaitingDiscovery() != 15 ||
+		bl.GetFinishedLast_5M() != 3 || bl.GetFinishedPerSecond() != 0.01 || bl.GetEstimatedDrain().AsDuration() != 1800*time.Second {
+		t.Errorf("backlog = %v, want 3 unfinished, 15 waiting, oldest 20m, 3 finished in 5m, 0.01/s, drain 1800s", bl)
 	}
 
 	bf := st.GetBackfill()

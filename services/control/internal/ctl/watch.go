@@ -154,6 +154,35 @@ func renderScreen(st *controlv1.GetStatusResponse, callErr error, ws *watchState
 	}
 	fmt.Fprintf(&b, "  hole %s   permanent holes %d (%d ids)   late arrivals %d found, %d enqueued\n", hole,
 		d.GetPermanentHoleRanges(), d.GetPermanentHoleIds(), d.GetLateDetected(), d.GetLateEnqueued())
+	// The rows discovery still holds and the holes that hold them, each with its own clock (D-15).
+	fmt.Fprintf(&b, "  waiting beyond W %d rows", d.GetWaitingRows())
+	if d.OldestWaitingAge != nil {
+		fmt.Fprintf(&b, ", oldest seen %s ago", short(d.GetOldestWaitingAge()))
+	}
+	fmt.Fprintf(&b, "   open holes %d (%d ids)", d.GetOpenHoleRanges(), d.GetOpenHoleIds())
+	if d.NextReleaseAt != nil {
+		fmt.Fprintf(&b, "   next release %s", d.GetNextReleaseAt().AsTime().UTC().Format(time.RFC3339))
+	}
+	b.WriteString("\n")
+	if hs := d.GetOpenHoles(); len(hs) > 0 {
+		b.WriteString("  holes")
+		for i, h := range hs {
+			if i == 8 {
+				fmt.Fprintf(&b, " …+%d", d.GetOpenHoleRanges()-8)
+				break
+			}
+			if h.GetFirstId() == h.GetLastId() {
+				fmt.Fprintf(&b, " %d:%s", h.GetFirstId(), short(h.GetAge()))
+			} else {
+				fmt.Fprintf(&b, " %d-%d:%s", h.GetFirstId(), h.GetLastId(), short(h.GetAge()))
+			}
+		}
+		b.WriteString("\n")
+	}
+	if cd := d.GetCommitDelay(); cd.GetFills() > 0 {
+		fmt.Fprintf(&b, "  commit delay measured %d fills   max %s   p99 ≤ %s   (max-commit-delay %s)\n", cd.GetFills(),
+			short(cd.GetMax()), p99(cd), short(d.GetMaxCommitDelay()))
+	}
 	if v := d.GetContractViolation(); v != nil {
 		fmt.Fprintf(&b, "  CONTRACT VIOLATION %s since %s: %s\n", v.GetKind(), v.GetSince().AsTime().UTC().Format(time.RFC3339),
 			oneLine(v.GetDetail(), 100))
@@ -167,6 +196,10 @@ func renderScreen(st *controlv1.GetStatusResponse, callErr error, ws *watchState
 	}
 	if bl.OldestUnfinishedAge != nil {
 		fmt.Fprintf(&b, "   oldest %s", short(bl.GetOldestUnfinishedAge()))
+	}
+	if n := bl.GetWaitingDiscovery(); n > 0 {
+		// Not enqueued yet, so not unfinished: discovery holds them (holes, a batch not read).
+		fmt.Fprintf(&b, "   + %d waiting for discovery", n)
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  rate %.1f/s (last 5m)   estimated drain %s\n", bl.GetFinishedPerSecond(), drain(bl))
@@ -211,7 +244,12 @@ func renderLine(st *controlv1.GetStatusResponse, callErr error, ws *watchState) 
 	if d.HoleSince != nil {
 		hole = short(d.GetHoleAge())
 	}
-	fmt.Fprintf(&b, " hole_age=%s holes=%d/%d unfinished=%d", hole, d.GetPermanentHoleRanges(), d.GetPermanentHoleIds(), bl.GetUnfinished())
+	waitAge := "0s"
+	if d.OldestWaitingAge != nil {
+		waitAge = short(d.GetOldestWaitingAge())
+	}
+	fmt.Fprintf(&b, " hole_age=%s holes=%d/%d open_holes=%d waiting=%d oldest_waiting=%s unfinished=%d", hole, d.GetPermanentHoleRanges(),
+		d.GetPermanentHoleIds(), d.GetOpenHoleRanges(), d.GetWaitingRows(), waitAge, bl.GetUnfinished())
 	if share, ok := ws.drained(bl.GetUnfinished()); ok {
 		fmt.Fprintf(&b, " drained=%.0f%%", share*100)
 	}
@@ -247,10 +285,17 @@ func drain(bl *controlv1.Backlog) string {
 	switch {
 	case bl.EstimatedDrain != nil:
 		return short(bl.GetEstimatedDrain())
-	case bl.GetUnfinished() == 0:
+	case bl.GetUnfinished() == 0 && bl.GetWaitingDiscovery() == 0:
 		return "0s"
 	}
 	return "unknown"
+}
+
+func p99(cd *controlv1.CommitDelay) string {
+	if cd.P99Bound == nil {
+		return "beyond 1h"
+	}
+	return short(cd.GetP99Bound())
 }
 
 func oneLine(s string, n int) string {

@@ -75,7 +75,7 @@ func TestWatchLine(t *testing.T) {
 	t.Parallel()
 	var ws watchState
 	first := renderLine(statusOf(1000, 0), nil, &ws)
-	want := "2026-03-01T12:00:00Z W=100 lag=4 hole_age=0s holes=2/3 unfinished=1000 rate=0.0/s drain=unknown backfill=5/0" +
+	want := "2026-03-01T12:00:00Z W=100 lag=4 hole_age=0s holes=2/3 open_holes=0 waiting=0 oldest_waiting=0s unfinished=1000 rate=0.0/s drain=unknown backfill=5/0" +
 		" outbox=KAFKA:msg:9/2,KAFKA:schd:0/0 roles=ingest:ingest-a,pump:pump-a,dispatcher:- blocked=pump:redis\n"
 	if first != want {
 		t.Errorf("line\n%q, want\n%q", first, want)
@@ -85,5 +85,40 @@ func TestWatchLine(t *testing.T) {
 	}
 	if got := renderLine(nil, errors.New("boom"), &ws); !strings.HasSuffix(got, ` error="boom"`+"\n") || strings.Contains(got, "\x1b") {
 		t.Errorf("error line %q", got)
+	}
+}
+
+// #33: rows held behind holes are not unfinished, yet they are a backlog: the watch shows them,
+// each hole's age, and no "estimated drain 0s".
+func TestWatchShowsRowsWaitingForDiscovery(t *testing.T) {
+	t.Parallel()
+	st := statusOf(0, 0)
+	t0 := st.GetObservedAt().AsTime()
+	st.Discovery.WaitingRows, st.Discovery.OpenHoleRanges, st.Discovery.OpenHoleIds = 553, 2, 2
+	st.Discovery.OldestWaitingAge = durationpb.New(4 * time.Minute)
+	st.Discovery.NextReleaseAt = timestamppb.New(t0.Add(time.Minute))
+	st.Discovery.OpenHoles = []*controlv1.OpenHole{
+		{FirstId: 151, LastId: 151, Age: durationpb.New(4 * time.Minute)},
+		{FirstId: 226, LastId: 227, Age: durationpb.New(3 * time.Minute)},
+	}
+	st.Discovery.CommitDelay = &controlv1.CommitDelay{Fills: 40, Max: durationpb.New(2 * time.Second), P99Bound: durationpb.New(time.Second)}
+	st.Discovery.MaxCommitDelay = durationpb.New(5 * time.Minute)
+	st.Backlog.WaitingDiscovery = 553
+	var ws watchState
+	screen := renderScreen(st, nil, &ws, 2*time.Second, t0)
+	for _, want := range []string{
+		"waiting beyond W 553 rows, oldest seen 4m0s ago   open holes 2 (2 ids)   next release 2026-03-01T12:01:00Z",
+		"holes 151:4m0s 226-227:3m0s",
+		"commit delay measured 40 fills   max 2s   p99 ≤ 1s   (max-commit-delay 5m0s)",
+		"unfinished 0   + 553 waiting for discovery",
+		"estimated drain unknown",
+	} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("screen lacks %q:\n%s", want, screen)
+		}
+	}
+	if line := renderLine(st, nil, &ws); !strings.Contains(line, "open_holes=2 waiting=553 oldest_waiting=4m0s unfinished=0") ||
+		!strings.Contains(line, "drain=unknown") {
+		t.Errorf("line: %s", line)
 	}
 }

@@ -221,10 +221,10 @@ func TestUnreachableInboxLeavesTheWatermark(t *testing.T) {
 	e.wantQueued(first, second)
 }
 
-// (e) Two holes in one batch: one is resolved per round, and the second gets its own clock
-// from its first observation.
+// (e) Two holes seen in the same round wait once and are released together; a hole seen later
+// waits its own delay from its own first sighting (D-15).
 // Guards R-INV-1.
-func TestOneHoleResolvedPerRound(t *testing.T) {
+func TestHolesSeenTogetherReleaseTogether(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := e.poller()
@@ -235,25 +235,36 @@ func TestOneHoleResolvedPerRound(t *testing.T) {
 
 	e.round(p)
 	e.wantQueued()
-	e.clk.Advance(5 * time.Minute)
+	e.clk.Advance(time.Minute)
+	g3 := e.gap() // seen a minute later
+	r3 := e.insert(e.my.Admin)
 	e.round(p)
-	e.wantW(r1)
-	e.wantQueued(r1)
-	if c := e.cursor(); c.HoleSince == nil || !c.HoleSince.Equal(e.clk.Now()) {
-		t.Fatalf("the second hole's clock = %v, want %v", c.HoleSince, e.clk.Now())
-	}
-	e.round(p) // same instant: the second hole is not old yet
-	e.wantQueued(r1)
-	e.clk.Advance(5 * time.Minute)
+	e.wantQueued()
+	e.clk.Advance(4*time.Minute - time.Second)
+	e.round(p)
+	e.wantQueued() // the first two are not old yet
+	e.clk.Advance(time.Second)
 	e.round(p)
 	e.wantW(r2)
 	e.wantQueued(r1, r2)
+	if c := e.cursor(); c.HoleSince == nil || !c.HoleSince.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("the third hole's clock = %v, want its own first sighting %v", c.HoleSince, t0.Add(time.Minute))
+	}
+	e.clk.Advance(time.Minute - time.Second)
+	p = e.poller() // a restart keeps every clock
+	e.round(p)
+	e.wantQueued(r1, r2)
+	e.clk.Advance(time.Second)
+	e.round(p)
+	e.wantW(r3)
+	e.wantQueued(r1, r2, r3)
 	holes, err := cursor.WatchedHoles(t.Context(), e.pg.Pool, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(holes) != 2 || holes[0].First != g1 || holes[1].First != g2 {
-		t.Errorf("holes = %+v, want %d and %d", holes, g1, g2)
+	if len(holes) != 3 || holes[0].First != g1 || holes[1].First != g2 || holes[2].First != g3 ||
+		!holes[0].ReleasedAt.Equal(holes[1].ReleasedAt) || !holes[2].ReleasedAt.After(holes[1].ReleasedAt) {
+		t.Errorf("holes = %+v, want %d and %d released together, then %d", holes, g1, g2, g3)
 	}
 }
 

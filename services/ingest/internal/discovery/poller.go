@@ -65,6 +65,8 @@ type Poller struct {
 	// standing is the violation this process last logged as standing, so a stop is logged
 	// once per process rather than every round; cleared when a round finds it resolved.
 	standing *cursor.Violation
+	// sightings are when the largest inbox IDs were first seen, for the oldest waiting row.
+	sightings sightings
 }
 
 // New builds a poller and registers its metrics.
@@ -150,10 +152,12 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (Progress, error) {
 			return Progress{}, err
 		}
 	}
-	cur, err := db.TxV(ctx, txer, func(tx pgx.Tx) (cursor.Cursor, error) { return cursor.Load(ctx, tx) })
+	st, err := db.TxV(ctx, txer, func(tx pgx.Tx) (state, error) { return loadState(ctx, tx) })
 	if err != nil {
 		return Progress{}, err
 	}
+	cur := st.cur
+	p.sightings.resume(st)
 	p.showViolation(cur.Violation)
 	if cur.Violation != nil {
 		p.stillStanding(ctx, cur)
@@ -170,13 +174,26 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (Progress, error) {
 		p.metrics.readErrors.Inc()
 		return Progress{}, fmt.Errorf("read inbox: %w", err)
 	}
+	in, err := p.readWindow(ctx, st, rows)
+	if err != nil {
+		p.metrics.readErrors.Inc()
+		return Progress{}, err
+	}
 	now := p.clock.Now()
-	pl := plan(cur.W, cur.HoleSince, rows, now, p.cfg.MaxCommitDelay)
+	in.Now, in.Delay = now, p.cfg.MaxCommitDelay
+	pl := plan(in)
 	pl, violation, err := p.checkContract(ctx, cur, rows, pl, now)
 	if err != nil {
 		p.metrics.readErrors.Inc()
 		return Progress{}, err
 	}
+	// The inbox's largest ID after the reads: for the lag, and for when the rows still waiting
+	// beyond W were first seen (sightings).
+	maxID, maxErr := p.inbox.MaxID(ctx)
+	if maxErr == nil {
+		p.sightings.see(now, maxID)
+	}
+	waitingSince := p.sightings.oldestWaiting(pl, rows, maxID, maxErr == nil)
 	var inserted int64
 	err = txer.Tx(ctx, func(tx pgx.Tx) error {
 		again, err := cursor.LoadForUpdate(ctx, tx)
@@ -196,10 +213,19 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (Progress, error) {
 		if inserted, err = queue.Enqueue(ctx, tx, msgs, now); err != nil {
 			return err
 		}
-		if pl.Released != nil {
-			if err := cursor.ReleaseHole(ctx, tx, pl.Released[0], pl.Released[1], now); err != nil {
-				return err
-			}
+		if err := cursor.ReleaseHoles(ctx, tx, pl.Released, now); err != nil {
+			return err
+		}
+		// The clocks per hole are written with W, so a restart resumes each one (R-INGEST-6).
+		if err := cursor.SaveOpenHoles(ctx, tx, st.holes, pl.Holes); err != nil {
+			return err
+		}
+		if err := cursor.RecordFills(ctx, tx, pl.Fills, now); err != nil {
+			return err
+		}
+		if err := cursor.SaveDiscovery(ctx, tx, cursor.Discovery{ScannedTo: pl.ScannedTo, WaitingRows: pl.WaitingRows,
+			WaitingSince: waitingSince, MaxCommitDelay: p.cfg.MaxCommitDelay}); err != nil {
+			return err
 		}
 		if violation != nil {
 			if err := cursor.RecordViolation(ctx, tx, *violation); err != nil {
@@ -216,7 +242,7 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (Progress, error) {
 	if err != nil {
 		return Progress{}, err
 	}
-	p.observe(ctx, cur, pl, inserted, now)
+	p.observe(ctx, cur, pl, inserted, now, maxID, maxErr == nil, waitingSince)
 	if violation != nil {
 		p.showViolation(violation)
 		p.standing = violation
@@ -225,7 +251,10 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (Progress, error) {
 		return Progress{}, nil
 	}
 	moved := pl.W > cur.W
-	return Progress{Moved: moved, Full: moved && len(rows) == p.cfg.ClaimBatch}, nil
+	// A full page of the scan beyond the batch also goes on at once: the window catches up
+	// with the inbox before the holes in it are seen late.
+	scanning := len(in.Beyond) == p.cfg.ClaimBatch && !pl.Capped
+	return Progress{Moved: moved, Full: (moved && len(rows) == p.cfg.ClaimBatch) || scanning}, nil
 }
 
 // startTrace opens the message's trace: discovery is its first step, and the stored context
@@ -238,7 +267,7 @@ func (p *Poller) startTrace(msgID int64) [2]string {
 	return [2]string{c.Parent, c.State}
 }
 
-func (p *Poller) observe(ctx context.Context, prev cursor.Cursor, pl Plan, inserted int64, now time.Time) {
+func (p *Poller) observe(ctx context.Context, prev cursor.Cursor, pl Plan, inserted int64, now time.Time, maxID int64, maxKnown bool, waitingSince *time.Time) {
 	p.metrics.watermark.Set(float64(pl.W))
 	p.metrics.enqueued.Add(float64(inserted))
 	if pl.HoleSince != nil {
@@ -246,18 +275,44 @@ func (p *Poller) observe(ctx context.Context, prev cursor.Cursor, pl Plan, inser
 	} else {
 		p.metrics.holeAge.Set(0)
 	}
-	if pl.Released != nil {
-		p.metrics.permanentHoles.Inc()
-		p.logger.WarnContext(ctx, "permanent hole released; its IDs are watched for late arrivals",
-			"first_id", pl.Released[0], "last_id", pl.Released[1], "hole_since", prev.HoleSince)
+	p.metrics.openHoles.Set(float64(len(pl.Holes)))
+	next := 0.0
+	if len(pl.Holes) > 0 {
+		next = max(pl.Holes[0].SeenAt.Add(p.cfg.MaxCommitDelay).Sub(now).Seconds(), 0)
+	}
+	p.metrics.nextRelease.Set(next)
+	waiting := pl.WaitingRows
+	if maxKnown && maxID > pl.ScannedTo {
+		waiting += maxID - pl.ScannedTo // not scanned yet: counted as rows, a bound
+	}
+	p.metrics.waitingRows.Set(float64(waiting))
+	if waitingSince != nil {
+		p.metrics.oldestWaiting.Set(max(now.Sub(*waitingSince).Seconds(), 0))
+	} else {
+		p.metrics.oldestWaiting.Set(0)
+	}
+	for _, f := range pl.Fills {
+		p.metrics.holeFill.Observe(f)
+	}
+	if len(pl.Released) > 0 {
+		p.metrics.permanentHoles.Add(float64(len(pl.Released)))
+		p.logger.WarnContext(ctx, "permanent holes released; their IDs are watched for late arrivals",
+			"holes", len(pl.Released), "first_id", pl.Released[0][0], "last_id", pl.Released[len(pl.Released)-1][1], "w", pl.W)
 	}
 	if pl.HoleSince != nil && (prev.HoleSince == nil || !prev.HoleSince.Equal(*pl.HoleSince)) {
-		p.logger.InfoContext(ctx, "hole in the inbox IDs; waiting for a late commit", "missing_id", pl.W+1, "max_commit_delay", p.cfg.MaxCommitDelay)
+		p.logger.InfoContext(ctx, "hole in the inbox IDs; waiting for a late commit", "missing_id", pl.W+1,
+			"hole_since", *pl.HoleSince, "open_holes", len(pl.Holes), "max_commit_delay", p.cfg.MaxCommitDelay)
+	}
+	if pl.Capped {
+		p.logger.WarnContext(ctx, "the hole window is full: holes beyond it are seen, and wait, only once W comes closer",
+			"w", pl.W, "scanned_to", pl.ScannedTo, "open_holes", len(pl.Holes))
 	}
 	if inserted > 0 {
 		p.logger.DebugContext(ctx, "enqueued", "rows", inserted, "w", pl.W)
 	}
-	p.observeLag(ctx, pl.W)
+	if maxKnown {
+		p.metrics.lag.Set(float64(maxID - pl.W))
+	}
 }
 
 // observeLag sets the lag behind the inbox's largest ID, never clamped: it is negative while
@@ -280,6 +335,11 @@ type metrics struct {
 	lateEnqueued   prometheus.Counter
 	watchedHoles   prometheus.Gauge
 	violation      *prometheus.GaugeVec
+	openHoles      prometheus.Gauge
+	nextRelease    prometheus.Gauge
+	waitingRows    prometheus.Gauge
+	oldestWaiting  prometheus.Gauge
+	holeFill       prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -307,13 +367,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		violation: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_ingest_contract_violation",
 			Help: "1 while an upstream contract violation of this kind stops the watermark (until an operator resolves it), 0 otherwise."},
 			[]string{"kind"}),
+		openHoles: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_ingest_open_holes",
+			Help: "Holes above W waiting for max-commit-delay, each from its own first sighting."}),
+		nextRelease: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_ingest_next_hole_release_seconds",
+			Help: "Seconds until the oldest open hole reaches max-commit-delay (0 when none, or when it is due)."}),
+		waitingRows: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_ingest_waiting_rows",
+			Help: "Inbox rows visible beyond W, not enqueued yet (IDs beyond the scan window counted as rows)."}),
+		oldestWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_ingest_oldest_waiting_seconds",
+			Help: "Time since the oldest inbox row visible beyond W, not enqueued yet, was first seen (0 when none)."}),
+		holeFill: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgx_ingest_hole_fill_seconds",
+			Help:    "Measured commit delays: from a hole's first sighting to its row appearing while W waited for it.",
+			Buckets: cursor.FillBuckets}),
 	}
 	// Every kind from the start, so an alert on 1 never waits for a series to appear.
 	for _, k := range cursor.Kinds() {
 		m.violation.WithLabelValues(k).Set(0)
 	}
 	reg.MustRegister(m.watermark, m.lag, m.holeAge, m.permanentHoles, m.enqueued, m.readErrors, m.roundDuration,
-		m.lateDetected, m.lateEnqueued, m.watchedHoles, m.violation)
+		m.lateDetected, m.lateEnqueued, m.watchedHoles, m.violation, m.openHoles, m.nextRelease, m.waitingRows,
+		m.oldestWaiting, m.holeFill)
 	return m
 }
 
