@@ -173,6 +173,14 @@ func addDetail(f *flight.Flight, tag string, seq *string, fields map[string]*str
 	f.Collections[tag] = append(f.Collections[tag], it)
 }
 
+// QueueRows queues the upsert of the flight_schd rows of flights alone (one statement), for
+// states whose details are the stored ones: a write of the provenance only (R-ORDER-2).
+func QueueRows(batch *pgx.Batch, flights []flight.Flight) {
+	if len(flights) > 0 {
+		queueRows(batch, flights)
+	}
+}
+
 // SaveMany writes the full states of several flights, as Save does for one, in one round
 // trip and the same few statements (queueSave).
 func SaveMany(ctx context.Context, tx pgx.Tx, flights []flight.Flight) error {
