@@ -27,7 +27,9 @@ type Problem struct {
 	File, Statement, Why string
 }
 
-func (p Problem) String() string { return fmt.Sprintf("%s: %s: %s", p.File, p.Why, oneLine(p.Statement)) }
+func (p Problem) String() string {
+	return fmt.Sprintf("%s: %s: %s", p.File, p.Why, oneLine(p.Statement))
+}
 
 var rules = []struct {
 	re       *regexp.Regexp
