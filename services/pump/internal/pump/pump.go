@@ -149,6 +149,13 @@ type RawReader interface {
 	Probe(ctx context.Context) error
 }
 
+// Termed is the optional capability of a RawReader that works in the background (ReadAhead):
+// Run gives it the term's context with Term and calls end before it returns, so nothing the
+// reader started outlives the term.
+type Termed interface {
+	Term(ctx context.Context) (end func())
+}
+
 // Config is what the pump needs of the configuration. Zero durations mean the defaults.
 type Config struct {
 	// PollInterval is how long the pump waits for work when no wake-up comes.
@@ -208,6 +215,9 @@ func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock
 func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 	// A head read in an earlier term says nothing of this one: another holder may have run it.
 	p.next = nil
+	if t, ok := p.inbox.(Termed); ok {
+		defer t.Term(ctx)()
+	}
 	for ctx.Err() == nil {
 		wait, err := p.tick(ctx, s, true)
 		if err != nil {
