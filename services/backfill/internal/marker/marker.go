@@ -18,7 +18,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
-	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/retry"
@@ -27,10 +26,12 @@ import (
 
 // Session gives exclusive use of the backfill role's lock connection (leader.Session). Tx
 // never commits on a cancelled context, which would make pgx close the connection and with it
-// the lock.
+// the lock. SetBlocked records the inbox outage the sweep waits out (nil once it is over) for
+// GetStatus, under the session's own role.
 type Session interface {
 	db.Doer
 	db.Txer
+	SetBlocked(ctx context.Context, b *outage.State) error
 }
 
 // Marker writes markers to the inbox. Probe tells whether the inbox table answers at all, to
@@ -40,9 +41,6 @@ type Marker interface {
 	MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]inbox.MarkResult, error)
 	Probe(ctx context.Context) error
 }
-
-// role is the backfill's role name, under which it reports a blocked state.
-const role = "backfill"
 
 // errOutage ends a round: the inbox does not answer, which is no row's failure.
 var errOutage = errors.New("inbox outage")
@@ -429,7 +427,7 @@ func (s *Sweeper) probeBlocked(ctx context.Context, sess Session, cur *outage.St
 
 // report records the blocked state for GetStatus, best effort.
 func (s *Sweeper) report(ctx context.Context, sess Session, st *outage.State) {
-	err := sess.Do(ctx, func(conn *pgx.Conn) error { return leader.SetBlocked(ctx, conn, role, st) })
+	err := sess.SetBlocked(ctx, st)
 	if err != nil && ctx.Err() == nil {
 		s.logger.DebugContext(ctx, "could not record the blocked state", "err", err)
 	}

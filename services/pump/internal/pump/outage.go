@@ -11,9 +11,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/outage"
 )
 
-// role is the pump's role name, under which it reports a blocked state (leader.SetBlocked).
-const role = "pump"
-
 // isOutage decides whether a failed call is an outage rather than the message's attempt: a
 // dependency that is down is; an unsure failure (a timeout) is when a probe of the same
 // dependency fails too.
@@ -91,11 +88,9 @@ func (p *Pump) outageWait() time.Duration {
 // report records the blocked state for GetStatus. It is best effort: with PostgreSQL itself
 // down it cannot be written, and the outage is still handled in memory and in the metrics.
 func (p *Pump) report(ctx context.Context, s Session, st *outage.State) {
-	err := s.Do(ctx, func(conn *pgx.Conn) error {
-		ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
-		defer cancel()
-		return leader.SetBlocked(ctx, conn, role, st)
-	})
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
+	defer cancel()
+	err := s.SetBlocked(ctx, st)
 	if err != nil && ctx.Err() == nil && !errors.Is(err, leader.ErrLost) {
 		p.logger.DebugContext(ctx, "could not record the blocked state", "err", err)
 	}

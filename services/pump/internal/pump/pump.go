@@ -31,8 +31,12 @@ import (
 
 // Session gives exclusive use of the connection that holds the pump role's lock: every write
 // of the pump runs on it, so a pump that lost its lock cannot commit (leader.Session). A
-// failure that ends the session wraps leader.ErrLost.
-type Session = db.Doer
+// failure that ends the session wraps leader.ErrLost. SetBlocked records the outage the pump
+// waits out (nil once it is over) for GetStatus, under the session's own role.
+type Session interface {
+	db.Doer
+	SetBlocked(ctx context.Context, b *outage.State) error
+}
 
 // Input is one message ready for its business step.
 type Input struct {
