@@ -378,7 +378,7 @@ func TestUnreachableInboxIsAnOutageThenMarks(t *testing.T) {
 	if r.BackfillAttempts != 0 || r.BackfillAt != nil || r.BackfillAbandonedAt != nil {
 		t.Fatalf("during the outage: attempts %d marked %v abandoned %v; want nothing charged", r.BackfillAttempts, r.BackfillAt, r.BackfillAbandonedAt)
 	}
-	if got := testutil.ToFloat64(s.blocked.Gauges("x", "x", b.clk.Now, "inbox")[0]); got < 3*3600 {
+	if got := s.blocked.BlockedFor("inbox").Seconds(); got < 3*3600 {
 		t.Errorf("blocked for %vs, want at least the 3 hours of the outage", got)
 	}
 	var dep string
