@@ -21,10 +21,15 @@ HELM_STAMP   := bin/.helm-$(HELM_VERSION)
 # outside go.work (its dependencies would otherwise join the workspace's), pinned there with
 # `go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0`.
 JAEGER       := bin/jaeger
+# The dead-code check uses this deadcode (golang.org/x/tools), installed into bin/ like helm.
+DEADCODE_VERSION := v0.52.0
+DEADCODE         := bin/deadcode
+DEADCODE_STAMP   := bin/.deadcode-$(DEADCODE_VERSION)
+DEADCODE_ALLOW   := tools/deadcode-allow.txt
 CHART        := deploy/helm/msgexchange
 CHART_PROD   := $(CHART)/ci/production-values.yaml
 
-.PHONY: all build test vet mod-check fmt-check chart-check helm promtool jaeger bench demo chaos proto clean
+.PHONY: all build test vet mod-check fmt-check deadcode chart-check helm promtool jaeger bench demo chaos proto clean
 
 all: build
 
@@ -35,7 +40,7 @@ build:
 
 ## test: formatting, vet, the chart checks and every test of every module, against the local
 ## PostgreSQL, MariaDB and Redis (see README); tools/chartcheck decodes the rendered chart
-test: fmt-check vet mod-check chart-check promtool $(JAEGER)
+test: fmt-check vet mod-check deadcode chart-check promtool $(JAEGER)
 	MSGX_PROMTOOL=$$(command -v promtool >/dev/null 2>&1 || echo skip) go test $(GOTEST_FLAGS) $(PKGS)
 
 vet:
@@ -53,6 +58,26 @@ mod-check:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+## deadcode: no function that no program or test of the workspace reaches (deadcode -test over
+## every module, with the go.work), except those kept on purpose in tools/deadcode-allow.txt;
+## an entry there that deadcode no longer reports fails too
+deadcode: $(DEADCODE_STAMP)
+	@$(DEADCODE) -test -f '{{range .Funcs}}{{$$.Path}}.{{.Name}} {{.Position}}{{"\n"}}{{end}}' $(PKGS) >bin/deadcode.raw || exit 1; \
+	sort bin/deadcode.raw >bin/deadcode.found; \
+	sed -e 's/#.*//' -e 's/[[:space:]]*$$//' -e '/^$$/d' $(DEADCODE_ALLOW) | sort -u >bin/deadcode.allowed; \
+	cut -d' ' -f1 bin/deadcode.found | sort -u | comm -23 - bin/deadcode.allowed >bin/deadcode.new; \
+	cut -d' ' -f1 bin/deadcode.found | sort -u | comm -13 - bin/deadcode.allowed >bin/deadcode.stale; \
+	if [ -s bin/deadcode.new ]; then echo "unreachable functions (delete them, or list them in $(DEADCODE_ALLOW) with the reason):"; \
+		sed 's/$$/ /' bin/deadcode.new | grep -F -f - bin/deadcode.found; fi; \
+	if [ -s bin/deadcode.stale ]; then echo "$(DEADCODE_ALLOW) lists functions deadcode no longer reports (remove them):"; \
+		cat bin/deadcode.stale; fi; \
+	test ! -s bin/deadcode.new && test ! -s bin/deadcode.stale
+
+$(DEADCODE_STAMP):
+	@mkdir -p bin
+	GOBIN=$(CURDIR)/bin go install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
+	@touch $@
 
 ## chart-check: helm lint --strict and helm template, with the default and production-like values
 chart-check: $(HELM_STAMP)

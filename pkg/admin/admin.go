@@ -45,9 +45,6 @@ func New(addr string, reg *prometheus.Registry, logger *slog.Logger) *Server {
 // AddCheck adds a named readiness check.
 func (s *Server) AddCheck(name string, c Check) { s.checks[name] = c }
 
-// Handle mounts an extra handler (for a service's own diagnostics).
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
-
 // ready answers anonymous callers with "ready" or "not ready" and nothing more: the failing
 // dependency's error names users, databases and internal addresses. The details go to the log,
 // once per change (a probe every few seconds would repeat them), and GetStatus reports them.

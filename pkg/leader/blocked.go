@@ -12,10 +12,14 @@ import (
 // Blocked is a holder's report that its work is paused by a dependency that does not answer.
 type Blocked = outage.State
 
-// SetBlocked records on the holder's own lock connection that the role is blocked (b set) or
-// working again (b nil). Fenced like the heartbeat: it writes only the row of the term that
-// conn holds, so a deposed holder cannot mark its successor.
-func SetBlocked(ctx context.Context, conn *pgx.Conn, role string, b *Blocked) error {
+// SetBlocked records, under Do on the lock connection, that the term's role is blocked (b set)
+// or working again (b nil), for GetStatus. Fenced like the heartbeat: it writes only the row of
+// the term this connection holds, so a deposed holder cannot mark its successor.
+func (s *Session) SetBlocked(ctx context.Context, b *Blocked) error {
+	return s.Do(ctx, func(conn *pgx.Conn) error { return setBlocked(ctx, conn, s.role, b) })
+}
+
+func setBlocked(ctx context.Context, conn *pgx.Conn, role Role, b *Blocked) error {
 	var err error
 	if b == nil {
 		_, err = conn.Exec(ctx, `UPDATE role_holder SET blocked_on = NULL, blocked_since = NULL, blocked_error = NULL,

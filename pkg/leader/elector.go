@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"os"
 	"strconv"
@@ -40,7 +39,7 @@ const (
 // Config configures an Elector. Zero values mean the defaults.
 type Config struct {
 	DSN           string
-	Role          string                // "ingest","pump","dispatcher","backfill","control"
+	Role          Role                  // one of Roles
 	Instance      string                // human-readable instance id; default host-pid
 	Clock         clock.Clock           // default clock.Real
 	Logger        *slog.Logger          // default slog.Default()
@@ -67,11 +66,11 @@ type Elector struct {
 	cur     *Session // the held term, nil while standing by
 }
 
-// New returns an elector. It panics when DSN or Role is empty: that is a wiring mistake, not a
-// condition to handle at run time.
+// New returns an elector. It panics when DSN is empty or Role is not one of Roles: that is a
+// wiring mistake, not a condition to handle at run time.
 func New(cfg Config) *Elector {
-	if cfg.DSN == "" || cfg.Role == "" {
-		panic("leader: Config.DSN and Config.Role are required")
+	if cfg.DSN == "" || !cfg.Role.Known() {
+		panic(fmt.Sprintf("leader: Config.DSN is required and Config.Role must be one of leader.Roles (got %q)", cfg.Role))
 	}
 	if cfg.Instance == "" {
 		host, _ := os.Hostname()
@@ -95,14 +94,6 @@ func New(cfg Config) *Elector {
 	e.checkTimeout = e.lease / 4
 	e.activeGauge, e.acquiredCounter = e.metrics(cfg.Registerer)
 	return e
-}
-
-// Key is the advisory lock key of a role. It must never change: two versions of a service that
-// computed different keys would both hold "the" lock during a rolling deploy.
-func Key(role string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("msgx/role/" + role))
-	return int64(h.Sum64())
 }
 
 // Active reports whether this elector holds the lock right now.
@@ -167,7 +158,7 @@ func (e *Elector) connConfig() (*pgx.ConnConfig, error) {
 	}
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		// Operators find the lock connections in pg_stat_activity by this name.
-		name := "msgx-leader " + e.cfg.Role + " " + e.cfg.Instance
+		name := "msgx-leader " + string(e.cfg.Role) + " " + e.cfg.Instance
 		cfg.RuntimeParams["application_name"] = strings.ToValidUTF8(name[:min(len(name), 63)], "")
 	}
 	// pgx's default answer to a cancelled context is to cut the connection, which on this
@@ -257,6 +248,7 @@ func (e *Elector) hold(ctx context.Context, conn *pgx.Conn, work func(context.Co
 	termCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(errTermOver)
 	s := &Session{
+		role:         e.cfg.Role,
 		conn:         conn,
 		pid:          conn.PgConn().PID(),
 		since:        e.cfg.Clock.Now(),
@@ -467,9 +459,9 @@ func (e *Elector) metrics(reg prometheus.Registerer) (prometheus.Gauge, promethe
 			e.log.Warn("leader: cannot register metrics", "err", err)
 		}
 	}
-	g := active.WithLabelValues(e.cfg.Role)
+	g := active.WithLabelValues(string(e.cfg.Role))
 	g.Set(0)
-	return g, acquired.WithLabelValues(e.cfg.Role)
+	return g, acquired.WithLabelValues(string(e.cfg.Role))
 }
 
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {

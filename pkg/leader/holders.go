@@ -10,9 +10,11 @@ import (
 
 // Holder is the last recorded holder of a role.
 type Holder struct {
-	Role, Instance string
-	PID            uint32
-	Since          time.Time
+	// Role is as recorded: one of a newer version may be unknown to this one (Role.Known).
+	Role     Role
+	Instance string
+	PID      uint32
+	Since    time.Time
 	// Active is whether backend PID holds the role's lock now. A holder whose connection is gone
 	// keeps its row (the last holder is useful to know) but reads as not active.
 	Active      bool

@@ -253,22 +253,92 @@ func (w *writer) snapshot() (pid uint32, commits int, cancelled bool, afterCance
 func TestKeyIsStable(t *testing.T) {
 	t.Parallel()
 	// Pinned: a changed key would let two versions of a service both lead during a deploy.
-	want := map[string]int64{
-		"ingest":     -543510797345967920,
-		"pump":       -2996536531718711702,
-		"dispatcher": -2160447488469695331,
-		"backfill":   -635748546545881054,
-		"control":    339881395526396733,
+	want := map[leader.Role]int64{
+		leader.Ingest:     -543510797345967920,
+		leader.Pump:       -2996536531718711702,
+		leader.Dispatcher: -2160447488469695331,
+		leader.Backfill:   -635748546545881054,
+		leader.Control:    339881395526396733,
 	}
-	seen := map[int64]string{}
-	for r, k := range want {
-		if got := leader.Key(r); got != k {
-			t.Errorf("Key(%q) = %d, want %d", r, got, k)
+	if len(leader.Roles()) != len(want) {
+		t.Errorf("Roles() = %v: every role's key is pinned here", leader.Roles())
+	}
+	seen := map[int64]leader.Role{}
+	for _, r := range leader.Roles() {
+		k, ok := want[r]
+		if got := leader.Key(r); !ok || got != k {
+			t.Errorf("Key(%q) = %d, want %d (pinned: %v)", r, got, k, ok)
 		}
 		if other, dup := seen[leader.Key(r)]; dup {
 			t.Errorf("roles %q and %q share a key", r, other)
 		}
 		seen[leader.Key(r)] = r
+	}
+}
+
+// A role that is not one of Roles (a misspelling) would elect on a lock of its own: New
+// refuses it.
+func TestNewRefusesAnUnknownRole(t *testing.T) {
+	t.Parallel()
+	for _, r := range []leader.Role{"", "pumps", "Pump"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New with role %q did not panic", r)
+				}
+			}()
+			leader.New(leader.Config{DSN: "postgres://x@127.0.0.1:1/x", Role: r})
+		}()
+	}
+}
+
+// The session knows its role: SetBlocked marks the term's own role_holder row and clears it.
+func TestSessionSetBlocked(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	e := newElector(t, db, "A", 50*time.Millisecond, nil)
+	since := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	type step struct {
+		b    *leader.Blocked
+		done chan error
+	}
+	steps := make(chan step)
+	start(t, e, func(ctx context.Context, s *leader.Session) error {
+		if s.Role() != role {
+			t.Errorf("session role %q, want %q", s.Role(), role)
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case st := <-steps:
+				st.done <- s.SetBlocked(ctx, st.b)
+			}
+		}
+	})
+	set := func(b *leader.Blocked) {
+		t.Helper()
+		done := make(chan error, 1)
+		steps <- step{b, done}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	blocked := func() *leader.Blocked {
+		t.Helper()
+		hs, err := leader.Holders(t.Context(), db.Pool)
+		if err != nil || len(hs) != 1 || hs[0].Role != role {
+			t.Fatalf("Holders = %+v, %v; want the pump", hs, err)
+		}
+		return hs[0].Blocked
+	}
+	set(&leader.Blocked{Dependency: "redis", Since: since, MsgID: 7, LastError: "i/o timeout", Probes: 2})
+	if b := blocked(); b == nil || b.Dependency != "redis" || !b.Since.Equal(since) || b.MsgID != 7 || b.LastError != "i/o timeout" || b.Probes != 2 {
+		t.Errorf("blocked = %+v, want redis since %v at 7 after 2 probes", b, since)
+	}
+	set(nil)
+	if b := blocked(); b != nil {
+		t.Errorf("blocked = %+v after clearing", b)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 // Session is one held term: the lock connection, valid until the work function returns.
 type Session struct {
+	role         Role
 	conn         *pgx.Conn
 	pid          uint32
 	since        time.Time
@@ -24,6 +25,9 @@ type Session struct {
 	sem   chan struct{}
 	ended bool // guarded by sem
 }
+
+// Role is the role the term holds.
+func (s *Session) Role() Role { return s.role }
 
 // PID is the backend process id of the lock connection.
 func (s *Session) PID() uint32 { return s.pid }

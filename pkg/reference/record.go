@@ -12,9 +12,6 @@ func Categories() []string {
 	return []string{"COUL", "ARPT", "AIRL", "AIRC", "REGN", "ORGN", "FLTL", "TLST", "GLST", "SLST", "CLST", "BLST", "CHLT"}
 }
 
-// IsCategory reports whether rtype is one of the 13 categories.
-func IsCategory(rtype string) bool { return slices.Contains(Categories(), rtype) }
-
 // rule is what R-REF-5 says of one category's record.
 type rule struct {
 	// ignore lists the tags that do not enter the model (SIS declares them unused upstream).

@@ -35,7 +35,7 @@ import (
 
 // Base is what every component of a service is built from.
 type Base struct {
-	Role      string
+	Role      leader.Role
 	Config    config.Config
 	Logger    *slog.Logger
 	Clock     clock.Clock
@@ -51,15 +51,15 @@ type Base struct {
 
 // Main runs a service binary: it builds the Base for role, calls run, and returns the process
 // exit code. run wires the components and returns b.Run(ctx, actors...).
-func Main(role string, run func(ctx context.Context, b *Base) error) int {
-	if buildinfo.PrintVersion("msgx-"+role, os.Args[1:], os.Stdout) {
+func Main(role leader.Role, run func(ctx context.Context, b *Base) error) int {
+	if buildinfo.PrintVersion("msgx-"+string(role), os.Args[1:], os.Stdout) {
 		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	cfg, err := config.FromEnv()
 	// The logger masks every configured credential, so no error below can print one.
-	logger := logging.New(os.Stdout, "msgx-"+role, cfg.LogLevel, cfg.SecretValues()...)
+	logger := logging.New(os.Stdout, "msgx-"+string(role), cfg.LogLevel, cfg.SecretValues()...)
 	if err != nil {
 		logger.Error("configuration refused", "err", err)
 		return 2
@@ -79,11 +79,11 @@ func Main(role string, run func(ctx context.Context, b *Base) error) int {
 }
 
 // New connects the shared dependencies of a service.
-func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logger) (*Base, error) {
+func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.Logger) (*Base, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildinfo.Collector())
-	tel, err := telemetry.New(ctx, "msgx-"+role)
+	tel, err := telemetry.New(ctx, "msgx-"+string(role))
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
 )
 
-func main() { os.Exit(service.Main("backfill", run)) }
+func main() { os.Exit(service.Main(leader.Backfill, run)) }
 
 func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config

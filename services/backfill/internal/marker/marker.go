@@ -18,7 +18,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
-	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/retry"
@@ -27,10 +26,12 @@ import (
 
 // Session gives exclusive use of the backfill role's lock connection (leader.Session). Tx
 // never commits on a cancelled context, which would make pgx close the connection and with it
-// the lock.
+// the lock. SetBlocked records the inbox outage the sweep waits out (nil once it is over) for
+// GetStatus, under the session's own role.
 type Session interface {
 	db.Doer
 	db.Txer
+	SetBlocked(ctx context.Context, b *outage.State) error
 }
 
 // Marker writes markers to the inbox. Probe tells whether the inbox table answers at all, to
@@ -40,9 +41,6 @@ type Marker interface {
 	MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]inbox.MarkResult, error)
 	Probe(ctx context.Context) error
 }
-
-// role is the backfill's role name, under which it reports a blocked state.
-const role = "backfill"
 
 // errOutage ends a round: the inbox does not answer, which is no row's failure.
 var errOutage = errors.New("inbox outage")
@@ -86,8 +84,8 @@ type Sweeper struct {
 	logger    *slog.Logger
 	telemetry *telemetry.Telemetry
 	metrics   *metrics
-	// blocked is the inbox outage the sweep is waiting out, if any.
-	blocked outage.Tracker
+	// blocked is the outage policy, with the inbox outage the sweep is waiting out, if any.
+	blocked *outage.Policy
 	// afterRead, set by tests only, runs after a round's candidate read and its flush wait,
 	// before any gate is taken.
 	afterRead func()
@@ -97,9 +95,15 @@ type Sweeper struct {
 func New(cfg Config, in Marker, clk clock.Clock, logger *slog.Logger, tel *telemetry.Telemetry, reg prometheus.Registerer) *Sweeper {
 	s := &Sweeper{cfg: cfg, inbox: in, clock: clk, logger: logger, telemetry: tel}
 	s.metrics = newMetrics(reg)
-	reg.MustRegister(s.blocked.Gauges("msgx_backfill_blocked_seconds",
-		"How long the backfill has been waiting for the inbox to answer, charging no marker (0 when not blocked).",
-		clk.Now, outage.Inbox)...)
+	s.blocked = outage.NewPolicy(outage.Config{
+		Gauge:        "msgx_backfill_blocked_seconds",
+		Help:         "How long the backfill has been waiting for the inbox to answer, charging no marker (0 when not blocked).",
+		Dependencies: []string{outage.Inbox},
+		Blocked:      "inbox does not answer: backfill rounds pause, no marker attempt is charged",
+		Resumed:      "inbox answers again: backfill resumes",
+		Logger:       logger,
+		Now:          clk.Now,
+	}, reg)
 	if cfg.Shadow {
 		s.metrics.shadow.Set(1)
 		logger.Warn("SHADOW MODE: no processed markers and no COUTMSGS rows are written to the shared MySQL")
@@ -143,7 +147,7 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 	if s.cfg.Shadow {
 		return false, nil
 	}
-	if cur := s.blocked.Current(); cur != nil && !s.probeBlocked(ctx, sess, cur) {
+	if !s.blocked.Resume(ctx, term{s, sess}) {
 		return false, nil
 	}
 	now := s.clock.Now()
@@ -170,7 +174,7 @@ func (s *Sweeper) Sweep(ctx context.Context, sess Session) (more bool, err error
 	}
 	if len(due) > 1 {
 		written, err := s.markBatch(ctx, sess, due)
-		if s.inboxDown(ctx, err) {
+		if s.inboxDown(ctx, sess, err) {
 			err = fmt.Errorf("%w: %w", errOutage, err)
 		}
 		switch {
@@ -226,7 +230,7 @@ func (s *Sweeper) markRow(ctx context.Context, sess Session, c queue.BackfillCan
 	if !errors.As(err, &u) || ctx.Err() != nil {
 		return transient, err
 	}
-	if s.inboxDown(ctx, err) {
+	if s.inboxDown(ctx, sess, err) {
 		return false, fmt.Errorf("%w: %w", errOutage, err)
 	}
 	if ctx.Err() != nil {
@@ -400,40 +404,25 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 
 // inboxDown decides a marker write that failed unsure, with no gate held: an outage when a
 // probe of the table fails too, unless the probe failed because the sweep is stopping.
-func (s *Sweeper) inboxDown(ctx context.Context, err error) bool {
-	return errors.As(err, new(unsure)) && ctx.Err() == nil && s.inbox.Probe(ctx) != nil && ctx.Err() == nil
+func (s *Sweeper) inboxDown(ctx context.Context, sess Session, err error) bool {
+	return errors.As(err, new(unsure)) && s.blocked.Outage(ctx, term{s, sess}, outage.Inbox, outage.Unsure)
 }
 
 // block records an inbox outage: logged once at ERROR, reported for GetStatus.
 func (s *Sweeper) block(ctx context.Context, sess Session, id int64, err error) {
-	st, first := s.blocked.Begin(outage.Inbox, id, err.Error(), s.clock.Now())
-	if first {
-		s.logger.ErrorContext(ctx, "inbox does not answer: backfill rounds pause, no marker attempt is charged", "msg_id", id, "err", err)
-	}
-	s.report(ctx, sess, st)
+	s.blocked.Block(ctx, term{s, sess}, outage.Inbox, id, err.Error())
 }
 
-// probeBlocked probes the inbox during an outage and reports whether it answers again.
-func (s *Sweeper) probeBlocked(ctx context.Context, sess Session, cur *outage.State) bool {
-	if err := s.inbox.Probe(ctx); err != nil {
-		if ctx.Err() == nil {
-			s.report(ctx, sess, s.blocked.ProbeFailed(err))
-		}
-		return false
-	}
-	s.blocked.End()
-	s.logger.InfoContext(ctx, "inbox answers again: backfill resumes", "blocked_for", s.clock.Now().Sub(cur.Since), "probes", cur.Probes)
-	s.report(ctx, sess, nil)
-	return true
+// term is what the outage policy asks of the sweep within a term: the inbox probe, and the
+// report on the role's session.
+type term struct {
+	s    *Sweeper
+	sess Session
 }
 
-// report records the blocked state for GetStatus, best effort.
-func (s *Sweeper) report(ctx context.Context, sess Session, st *outage.State) {
-	err := sess.Do(ctx, func(conn *pgx.Conn) error { return leader.SetBlocked(ctx, conn, role, st) })
-	if err != nil && ctx.Err() == nil {
-		s.logger.DebugContext(ctx, "could not record the blocked state", "err", err)
-	}
-}
+func (t term) Probe(ctx context.Context, _ string) error { return t.s.inbox.Probe(ctx) }
+
+func (t term) Report(ctx context.Context, st *outage.State) error { return t.sess.SetBlocked(ctx, st) }
 
 // RefreshHealth reads what the backfill still owes and sets the gauges.
 func (s *Sweeper) RefreshHealth(ctx context.Context, sess Session) error {

@@ -23,7 +23,9 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
@@ -39,6 +41,42 @@ func (s connSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) erro
 
 func (s connSession) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return db.WithTx(ctx, s.conn, fn)
+}
+
+// SetBlocked writes nothing: the connection holds no role_holder row. A test that reads the
+// blocked state sweeps on a held term (heldSession).
+func (s connSession) SetBlocked(ctx context.Context, b *outage.State) error { return nil }
+
+// heldSession runs a backfill elector on the test's database and returns its session once it
+// holds the role, for a test that reads what the holder records in role_holder. The term ends
+// with the test.
+func (b *bundle) heldSession(t *testing.T) *leader.Session {
+	t.Helper()
+	el := leader.New(leader.Config{DSN: b.pg.DSN, Role: leader.Backfill, Instance: "test",
+		Logger: slog.New(slog.DiscardHandler), RetryInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	held := make(chan *leader.Session, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- el.Run(ctx, func(ctx context.Context, s *leader.Session) error {
+			held <- s
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case s := <-held:
+		return s
+	case <-time.After(15 * time.Second):
+		t.Fatal("the backfill role was not acquired")
+		return nil
+	}
 }
 
 // faultMarker is the real inbox with failures injected: every call fails while down is set,
@@ -229,7 +267,13 @@ func (b *bundle) row(t *testing.T, id int64) queue.Message {
 
 func sweep(t *testing.T, s *Sweeper, b *bundle) bool {
 	t.Helper()
-	more, err := s.Sweep(t.Context(), b.sess)
+	return sweepOn(t, s, b.sess)
+}
+
+// sweepOn is sweep on sess.
+func sweepOn(t *testing.T, s *Sweeper, sess Session) bool {
+	t.Helper()
+	more, err := s.Sweep(t.Context(), sess)
 	if err != nil {
 		t.Fatalf("sweep: %v", err)
 	}
@@ -311,8 +355,7 @@ func TestUnreachableInboxIsAnOutageThenMarks(t *testing.T) {
 	s, b := setup(t, Config{})
 	id := b.inboxRow(t)
 	b.terminal(t, id, queue.Succeeded, t0, t0)
-	b.pg.Exec(t, `INSERT INTO role_holder (role, instance, backend_pid, since, heartbeat_at)
-		VALUES ('backfill', 'test', $1, $2, $2)`, int32(b.sess.conn.PgConn().PID()), t0)
+	held := b.heldSession(t)
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -328,14 +371,14 @@ func TestUnreachableInboxIsAnOutageThenMarks(t *testing.T) {
 	b.fault.real = down
 
 	for range 3 {
-		sweep(t, s, b)
+		sweepOn(t, s, held)
 		b.clk.Advance(time.Hour)
 	}
 	r := b.row(t, id)
 	if r.BackfillAttempts != 0 || r.BackfillAt != nil || r.BackfillAbandonedAt != nil {
 		t.Fatalf("during the outage: attempts %d marked %v abandoned %v; want nothing charged", r.BackfillAttempts, r.BackfillAt, r.BackfillAbandonedAt)
 	}
-	if got := testutil.ToFloat64(s.blocked.Gauges("x", "x", b.clk.Now, "inbox")[0]); got < 3*3600 {
+	if got := s.blocked.BlockedFor("inbox").Seconds(); got < 3*3600 {
 		t.Errorf("blocked for %vs, want at least the 3 hours of the outage", got)
 	}
 	var dep string
@@ -343,7 +386,7 @@ func TestUnreachableInboxIsAnOutageThenMarks(t *testing.T) {
 		t.Fatalf("role_holder blocked_on %q %v, want inbox", dep, err)
 	}
 	b.fault.real = b.in
-	sweep(t, s, b)
+	sweepOn(t, s, held)
 	if m := b.marker(t, id); m.processed == nil {
 		t.Fatal("not marked once the inbox was back")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/control/internal/app"
@@ -26,7 +27,7 @@ func main() {
 	if len(os.Args) > 1 {
 		os.Exit(subcommand(os.Args[1], os.Args[2:]))
 	}
-	os.Exit(service.Main("control", run))
+	os.Exit(service.Main(leader.Control, run))
 }
 
 func run(ctx context.Context, b *service.Base) error {

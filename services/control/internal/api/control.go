@@ -28,10 +28,6 @@ import (
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
-// Roles returns the roles of the system, each with its advisory lock (R-LEADER-1), in pipeline
-// order. GetStatus lists every one of them, held or not, so a role nobody started is visible.
-func Roles() []string { return []string{"ingest", "pump", "dispatcher", "backfill", "control"} }
-
 // DB is what the handlers need of PostgreSQL: a pool in production.
 type DB interface {
 	db.Executor

@@ -60,24 +60,24 @@ func str(s *string) string {
 	return *s
 }
 
-// roleStatus lists every known role in Roles() order, then any other role found recorded (a
-// newer service), so nothing held is hidden.
+// roleStatus lists every role in leader.Roles() order, held or not, so a role nobody started is
+// visible; then any other role found recorded (a newer service), so nothing held is hidden.
 func roleStatus(holders []leader.Holder, now time.Time) []*controlv1.RoleStatus {
-	byRole := make(map[string]leader.Holder, len(holders))
+	byRole := make(map[leader.Role]leader.Holder, len(holders))
 	for _, h := range holders {
 		byRole[h.Role] = h
 	}
-	roles := Roles()
+	roles := leader.Roles()
 	out := make([]*controlv1.RoleStatus, 0, len(roles))
-	add := func(role string) {
+	add := func(role leader.Role) {
 		h, ok := byRole[role]
 		if !ok {
-			out = append(out, &controlv1.RoleStatus{Role: role})
+			out = append(out, &controlv1.RoleStatus{Role: string(role)})
 			return
 		}
 		delete(byRole, role)
 		out = append(out, &controlv1.RoleStatus{
-			Role:        role,
+			Role:        string(role),
 			Held:        true,
 			Instance:    h.Instance,
 			BackendPid:  h.PID,

@@ -117,11 +117,6 @@ func TokenAuth(token string) Auth {
 	return a
 }
 
-// RoleTokens returns an Auth with an operator and a reader token, for tests.
-func RoleTokens(operator, reader string) (Auth, error) {
-	return LoadAuth(AuthConfig{OperatorToken: operator, ReaderToken: reader, Source: "RoleTokens"})
-}
-
 var errBadToken = status.Error(codes.Unauthenticated, "invalid bearer token")
 
 // tokenRole is the role a bearer token grants, RoleNone for an unknown one.

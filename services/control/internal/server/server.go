@@ -70,7 +70,7 @@ type Server struct {
 	log     *slog.Logger
 }
 
-// New builds the server; register services on Registrar() before Run or Serve.
+// New builds the server; register services on Registrar() before Serve.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.Auth.validate(); err != nil {
 		return nil, err
@@ -197,17 +197,8 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, grpc: gs, health: hs, metrics: metrics, log: log}, nil
 }
 
-// Registrar is where the API's services are registered, before Run or Serve.
+// Registrar is where the API's services are registered, before Serve.
 func (s *Server) Registrar() grpc.ServiceRegistrar { return s.grpc }
-
-// Run listens on Config.Addr and serves until ctx ends.
-func (s *Server) Run(ctx context.Context) error {
-	ln, err := s.Listen()
-	if err != nil {
-		return err
-	}
-	return s.Serve(ctx, ln)
-}
 
 // Listen opens the listener on Config.Addr; with ":0" the kernel picks the port, which
 // ln.Addr() then tells.

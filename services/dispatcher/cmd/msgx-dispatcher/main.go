@@ -17,7 +17,7 @@ import (
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/requests"
 )
 
-func main() { os.Exit(service.Main("dispatcher", run)) }
+func main() { os.Exit(service.Main(leader.Dispatcher, run)) }
 
 func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config

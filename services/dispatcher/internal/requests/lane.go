@@ -66,7 +66,8 @@ type Lane struct {
 	clock   clock.Clock
 	logger  *slog.Logger
 	metrics *metrics
-	blocked outage.Tracker
+	// blocked is the outage policy, with the shared-MySQL outage the lane is waiting out, if any.
+	blocked *outage.Policy
 	// failures counts the rounds in a row that ended on a refused COUTMSGS write.
 	failures int
 	// afterInsert runs between a committed COUTMSGS insert and MarkSent: the crash window the
@@ -84,9 +85,15 @@ func New(cfg Config, out Outbox, clk clock.Clock, logger *slog.Logger, reg prome
 	cfg.Batch = cmp.Or(cfg.Batch, 100)
 	cfg.DBTimeout = cmp.Or(cfg.DBTimeout, 5*time.Second)
 	l := &Lane{cfg: cfg, out: out, clock: clk, logger: logger.With("target", Target), metrics: newMetrics(reg)}
-	reg.MustRegister(l.blocked.Gauges("msgx_dispatcher_requests_blocked_seconds",
-		"How long the COUTMSGS lane has been waiting for the shared MySQL to answer, charging no request (0 when not blocked).",
-		clk.Now, outage.Inbox)...)
+	l.blocked = outage.NewPolicy(outage.Config{
+		Gauge:        "msgx_dispatcher_requests_blocked_seconds",
+		Help:         "How long the COUTMSGS lane has been waiting for the shared MySQL to answer, charging no request (0 when not blocked).",
+		Dependencies: []string{outage.Inbox},
+		Blocked:      "shared MySQL does not answer: COUTMSGS lane pauses, no request is charged",
+		Resumed:      "shared MySQL answers again: COUTMSGS lane resumes",
+		Logger:       l.logger,
+		Now:          clk.Now,
+	}, reg)
 	if cfg.Shadow {
 		l.logger.Warn("SHADOW MODE: no upstream request is written to COUTMSGS; registered requests stay PENDING")
 	}
@@ -126,7 +133,7 @@ func (l *Lane) Round(ctx context.Context, s Session) (sent int, err error) {
 	if l.cfg.Shadow {
 		return 0, nil
 	}
-	if cur := l.blocked.Current(); cur != nil && !l.probeBlocked(ctx, cur) {
+	if !l.blocked.Resume(ctx, lane{l}) {
 		return 0, errOutage
 	}
 	var pending []request.Request
@@ -222,30 +229,25 @@ func (l *Lane) mysqlFailure(ctx context.Context, r request.Request, op string, e
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	verdict := inbox.Classify(err)
-	if verdict == outage.Down || (verdict == outage.Unsure && l.out.Probe(ctx) != nil) {
-		if _, first := l.blocked.Begin(outage.Inbox, 0, err.Error(), l.clock.Now()); first {
-			l.logger.ErrorContext(ctx, "shared MySQL does not answer: COUTMSGS lane pauses, no request is charged",
-				"req_id", r.ID, "op", op, "err", err)
-		}
+	if l.blocked.Outage(ctx, lane{l}, outage.Inbox, inbox.Classify(err)) {
+		l.blocked.Block(ctx, lane{l}, outage.Inbox, 0, err.Error(), "req_id", r.ID, "op", op)
 		return fmt.Errorf("%w: %s request %d: %w", errOutage, op, r.ID, err)
+	}
+	if ctx.Err() != nil { // the probe was cut short by the lane stopping
+		return context.Cause(ctx)
 	}
 	l.metrics.failures.Inc()
 	return fmt.Errorf("%s request %d in COUTMSGS: %w", op, r.ID, err)
 }
 
-// probeBlocked probes the shared MySQL during an outage and reports whether it answers again.
-func (l *Lane) probeBlocked(ctx context.Context, cur *outage.State) bool {
-	if err := l.out.Probe(ctx); err != nil {
-		if ctx.Err() == nil {
-			l.blocked.ProbeFailed(err)
-		}
-		return false
-	}
-	l.blocked.End()
-	l.logger.InfoContext(ctx, "shared MySQL answers again: COUTMSGS lane resumes", "blocked_for", l.clock.Now().Sub(cur.Since), "probes", cur.Probes)
-	return true
-}
+// lane is what the outage policy asks of the lane: the shared-MySQL probe. The lane reports
+// its outage in its gauge and its log only, not in role_holder: the dispatcher's role is not
+// blocked by it, the Kafka lanes go on.
+type lane struct{ l *Lane }
+
+func (t lane) Probe(ctx context.Context, _ string) error { return t.l.out.Probe(ctx) }
+
+func (lane) Report(context.Context, *outage.State) error { return nil }
 
 // do runs fn on the lock connection with its statement bounded: a timeout cancels the query
 // and keeps the lock. A PostgreSQL outage there ends the term (leader.ErrLost); the next term

@@ -16,7 +16,7 @@ import (
 	"github.com/msgexchange/msgexchange/services/ingest/internal/discovery"
 )
 
-func main() { os.Exit(service.Main("ingest", run)) }
+func main() { os.Exit(service.Main(leader.Ingest, run)) }
 
 func run(ctx context.Context, b *service.Base) error {
 	in, err := b.Inbox()

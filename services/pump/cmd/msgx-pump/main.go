@@ -16,7 +16,7 @@ import (
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
 
-func main() { os.Exit(service.Main("pump", run)) }
+func main() { os.Exit(service.Main(leader.Pump, run)) }
 
 func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config

@@ -15,6 +15,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -29,6 +30,9 @@ import (
 type connSession struct{ conn *pgx.Conn }
 
 func (s connSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error { return fn(s.conn) }
+
+// SetBlocked writes nothing: the connection holds no role_holder row.
+func (s connSession) SetBlocked(ctx context.Context, b *outage.State) error { return nil }
 
 const (
 	benchFlights = 10_000

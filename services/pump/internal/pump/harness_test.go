@@ -21,6 +21,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -184,6 +185,10 @@ func (s *connSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) err
 	}
 	return err
 }
+
+// SetBlocked writes nothing: the connection holds no role_holder row. The tests that read the
+// blocked state run a real elector (start).
+func (s *connSession) SetBlocked(ctx context.Context, b *outage.State) error { return nil }
 
 func (s *connSession) pid() uint32 { return s.conn.PgConn().PID() }
 

@@ -3,100 +3,70 @@ package pump
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 )
 
-// role is the pump's role name, under which it reports a blocked state (leader.SetBlocked).
-const role = "pump"
-
-// isOutage decides whether a failed call is an outage rather than the message's attempt: a
-// dependency that is down is; an unsure failure (a timeout) is when a probe of the same
-// dependency fails too.
-func (p *Pump) isOutage(ctx context.Context, s Session, o outcome) bool {
-	switch o.verdict {
-	case outage.Down:
-		return true
-	case outage.Unsure:
-		err := p.probe(ctx, s, o.dependency)
-		if err != nil && ctx.Err() == nil {
-			p.logger.DebugContext(ctx, "probe after an unsure failure failed too: an outage", "dependency", o.dependency, "err", err)
-			return true
-		}
-	}
-	return false
+// newOutages is the pump's outage policy: the inbox, Redis or PostgreSQL not answering keeps
+// the head, uncharged, until a probe answers.
+func newOutages(now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) *outage.Policy {
+	return outage.NewPolicy(outage.Config{
+		Gauge:        "msgx_pump_blocked_seconds",
+		Help:         "How long the pump has been waiting for this dependency to answer, keeping the head (0 when not blocked).",
+		Dependencies: []string{outage.Inbox, outage.Redis, outage.Postgres},
+		Blocked:      "dependency does not answer: the pump keeps the head and waits, nothing is charged to the message",
+		Resumed:      "dependency answers again: the pump resumes at the head",
+		Logger:       logger,
+		Now:          now,
+	}, reg)
 }
 
-// probe checks that a dependency answers. PostgreSQL is probed on the lock connection, which
+// term is what the outage policy asks of the pump within a term: probes and reports on its
+// session.
+type term struct {
+	p *Pump
+	s Session
+}
+
+// Probe checks that a dependency answers. PostgreSQL is probed on the lock connection, which
 // is the connection every write of the pump needs.
-func (p *Pump) probe(ctx context.Context, s Session, dependency string) error {
+func (t term) Probe(ctx context.Context, dependency string) error {
 	switch dependency {
 	case outage.Inbox:
-		return p.inbox.Probe(ctx)
+		return t.p.inbox.Probe(ctx)
 	case outage.Redis:
-		return p.project.Probe(ctx)
+		return t.p.project.Probe(ctx)
 	}
-	return s.Do(ctx, func(conn *pgx.Conn) error {
-		ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
+	return t.s.Do(ctx, func(conn *pgx.Conn) error {
+		ctx, cancel := context.WithTimeout(ctx, t.p.cfg.RecordTimeout)
 		defer cancel()
 		_, err := conn.Exec(ctx, "SELECT 1")
 		return err
 	})
 }
 
-// block starts (or goes on with) waiting out an outage: the first failure of an outage is
-// logged at ERROR, and the state is reported in role_holder for GetStatus.
-func (p *Pump) block(ctx context.Context, s Session, dependency string, msgID int64, reason string) {
-	st, first := p.blocked.Begin(dependency, msgID, reason, p.clock.Now())
-	if first {
-		p.logger.ErrorContext(ctx, "dependency does not answer: the pump keeps the head and waits, nothing is charged to the message",
-			"dependency", dependency, "msg_id", msgID, "err", reason)
+// Report records the blocked state in role_holder for GetStatus. A lost term has nothing to
+// report on: its successor starts unblocked.
+func (t term) Report(ctx context.Context, st *outage.State) error {
+	ctx, cancel := context.WithTimeout(ctx, t.p.cfg.RecordTimeout)
+	defer cancel()
+	if err := t.s.SetBlocked(ctx, st); err != nil && !errors.Is(err, leader.ErrLost) {
+		return err
 	}
-	p.report(ctx, s, st)
+	return nil
 }
 
-// probeBlocked probes the dependency of the current outage. still reports that it still does
-// not answer, with the wait before the next probe (the retry backoff of that step, capped by
-// pipeline.backoff-cap); otherwise the outage is over and the head runs.
-func (p *Pump) probeBlocked(ctx context.Context, s Session, cur *outage.State) (wait time.Duration, still bool) {
-	err := p.probe(ctx, s, cur.Dependency)
-	if ctx.Err() != nil {
-		return 0, true
-	}
-	if err != nil {
-		st := p.blocked.ProbeFailed(err)
-		p.logger.DebugContext(ctx, "dependency still does not answer", "dependency", st.Dependency, "probes", st.Probes, "err", err)
-		p.report(ctx, s, st)
-		return p.outageWait(), true
-	}
-	p.blocked.End()
-	p.logger.InfoContext(ctx, "dependency answers again: the pump resumes at the head", "dependency", cur.Dependency,
-		"msg_id", cur.MsgID, "blocked_for", p.clock.Now().Sub(cur.Since), "probes", cur.Probes)
-	p.report(ctx, s, nil)
-	return 0, false
-}
-
-// outageWait is the wait before the next probe of the current outage.
+// outageWait is the wait before the next probe of the current outage: the retry backoff of
+// that probe, capped by pipeline.backoff-cap.
 func (p *Pump) outageWait() time.Duration {
 	if st := p.blocked.Current(); st != nil {
 		return p.cfg.Retry.After(st.Probes + 1)
 	}
 	return 0
-}
-
-// report records the blocked state for GetStatus. It is best effort: with PostgreSQL itself
-// down it cannot be written, and the outage is still handled in memory and in the metrics.
-func (p *Pump) report(ctx context.Context, s Session, st *outage.State) {
-	err := s.Do(ctx, func(conn *pgx.Conn) error {
-		ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
-		defer cancel()
-		return leader.SetBlocked(ctx, conn, role, st)
-	})
-	if err != nil && ctx.Err() == nil && !errors.Is(err, leader.ErrLost) {
-		p.logger.DebugContext(ctx, "could not record the blocked state", "err", err)
-	}
 }

@@ -31,8 +31,12 @@ import (
 
 // Session gives exclusive use of the connection that holds the pump role's lock: every write
 // of the pump runs on it, so a pump that lost its lock cannot commit (leader.Session). A
-// failure that ends the session wraps leader.ErrLost.
-type Session = db.Doer
+// failure that ends the session wraps leader.ErrLost. SetBlocked records the outage the pump
+// waits out (nil once it is over) for GetStatus, under the session's own role.
+type Session interface {
+	db.Doer
+	SetBlocked(ctx context.Context, b *outage.State) error
+}
 
 // Input is one message ready for its business step.
 type Input struct {
@@ -149,6 +153,13 @@ type RawReader interface {
 	Probe(ctx context.Context) error
 }
 
+// Termed is the optional capability of a RawReader that works in the background (ReadAhead):
+// Run gives it the term's context with Term and calls end before it returns, so nothing the
+// reader started outlives the term.
+type Termed interface {
+	Term(ctx context.Context) (end func())
+}
+
 // Config is what the pump needs of the configuration. Zero durations mean the defaults.
 type Config struct {
 	// PollInterval is how long the pump waits for work when no wake-up comes.
@@ -182,8 +193,8 @@ type Pump struct {
 
 	// alerted is the head whose age crossed pipeline.head-age-alert, so it is logged once.
 	alerted int64
-	// blocked is the outage the pump is waiting out, if any.
-	blocked outage.Tracker
+	// blocked is the outage policy, with the outage the pump is waiting out, if any.
+	blocked *outage.Policy
 	// next is the head read in the round trip that finished the previous message, for the tick
 	// that follows at once; nil otherwise.
 	next *queue.Message
@@ -196,9 +207,8 @@ func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock
 	cfg.RecordTimeout = cmp.Or(cfg.RecordTimeout, 10*time.Second)
 	cfg.BacklogInterval = cmp.Or(cfg.BacklogInterval, 15*time.Second)
 	p := &Pump{cfg: cfg, inbox: in, project: proj, route: route, clock: clk, logger: logger, telemetry: tel}
-	p.metrics = newMetrics(reg, p.blocked.Gauges("msgx_pump_blocked_seconds",
-		"How long the pump has been waiting for this dependency to answer, keeping the head (0 when not blocked).",
-		clk.Now, outage.Inbox, outage.Redis, outage.Postgres))
+	p.metrics = newMetrics(reg)
+	p.blocked = newOutages(clk.Now, logger, reg)
 	p.metrics.headAgeAlert.Set(cfg.HeadAgeAlert.Seconds())
 	return p
 }
@@ -208,6 +218,9 @@ func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock
 func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 	// A head read in an earlier term says nothing of this one: another holder may have run it.
 	p.next = nil
+	if t, ok := p.inbox.(Termed); ok {
+		defer t.Term(ctx)()
+	}
 	for ctx.Err() == nil {
 		wait, err := p.tick(ctx, s, true)
 		if err != nil {
@@ -258,10 +271,9 @@ func (p *Pump) tick(ctx context.Context, s Session, chained bool) (time.Duration
 	if !chained {
 		next = nil
 	}
-	if cur := p.blocked.Current(); cur != nil {
-		if wait, still := p.probeBlocked(ctx, s, cur); still {
-			return wait, nil
-		}
+	if !p.blocked.Resume(ctx, term{p, s}) {
+		// Still blocked: the next probe after the backoff of the probes so far.
+		return p.outageWait(), nil
 	}
 	var head queue.Message
 	var ok bool
@@ -407,10 +419,10 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 		p.logger.InfoContext(ctx, "interrupted by shutdown or lost leadership; the attempt is not counted",
 			"msg_id", head.MsgID, "err", o.err)
 		return true
-	case o.dependency != "" && p.isOutage(parent, s, o):
+	case o.dependency != "" && p.blocked.Outage(parent, term{p, s}, o.dependency, o.verdict):
 		// Not the message's fault: it keeps the head, uncharged, until the dependency answers.
 		span.SetAttributes(attribute.String("blocked_on", o.dependency))
-		p.block(parent, s, o.dependency, head.MsgID, o.reason)
+		p.blocked.Block(parent, term{p, s}, o.dependency, head.MsgID, o.reason)
 		return true
 	}
 	// The step's context may have expired (that is the failure being recorded), so the
@@ -525,7 +537,7 @@ type metrics struct {
 	backlog      backlogGauges
 }
 
-func newMetrics(reg prometheus.Registerer, blocked []prometheus.Collector) *metrics {
+func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_pump_outcomes_total",
 			Help: "Recorded processing outcomes by state (FAILED = a counted failed attempt) and error class."}, []string{"state", "error_class"}),
@@ -540,7 +552,6 @@ func newMetrics(reg prometheus.Registerer, blocked []prometheus.Collector) *metr
 		backlog: newBacklogGauges(),
 	}
 	reg.MustRegister(m.finished, m.duration, m.headAge, m.headStuck, m.headAgeAlert)
-	reg.MustRegister(blocked...)
 	m.backlog.register(reg)
 	return m
 }

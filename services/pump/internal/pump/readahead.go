@@ -28,6 +28,10 @@ const (
 // inbox moves off the critical path. A row the read ahead did not find (not written yet,
 // longer than the bound, the read failed) is read on demand, with the errors of the inner
 // reader: an outage or a missing row is decided there, never by the read ahead.
+//
+// The background reads live within a term (Term, which Pump.Run calls): they run on the
+// term's context, and the term does not end before they have. Outside a term every row is
+// read on demand.
 type ReadAhead struct {
 	inner  RangeReader
 	logger *slog.Logger
@@ -36,11 +40,36 @@ type ReadAhead struct {
 	texts   map[int64]string
 	through int64 // the highest ID a read ahead covered
 	running bool
+	// term is the context of the current term, nil outside one; reads counts the background
+	// reads started in it, for the term's end to wait for.
+	term  context.Context
+	reads sync.WaitGroup
 }
 
 // NewReadAhead wraps r.
 func NewReadAhead(r RangeReader, logger *slog.Logger) *ReadAhead {
 	return &ReadAhead{inner: r, logger: logger, texts: map[int64]string{}}
+}
+
+// Term starts a term of reads ahead on ctx. end cancels the read in flight, waits for it and
+// forgets what was read, so nothing of the term outlives it; it must be called before the
+// next Term.
+func (a *ReadAhead) Term(ctx context.Context) (end func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	a.mu.Lock()
+	a.term = ctx
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		a.term = nil // no read starts after this
+		a.mu.Unlock()
+		cancel()
+		a.reads.Wait()
+		a.mu.Lock()
+		clear(a.texts)
+		a.through = 0
+		a.mu.Unlock()
+	}
 }
 
 // Raw implements RawReader.
@@ -53,7 +82,7 @@ func (a *ReadAhead) Raw(ctx context.Context, id int64) (string, error) {
 		}
 	}
 	if a.through < id || a.through-id < readAheadSpan/2 {
-		a.startLocked(ctx, max(a.through, id))
+		a.startLocked(max(a.through, id))
 	}
 	a.mu.Unlock()
 	if ok {
@@ -62,22 +91,30 @@ func (a *ReadAhead) Raw(ctx context.Context, id int64) (string, error) {
 	return a.inner.Raw(ctx, id)
 }
 
-// startLocked reads the rows after `after` in the background unless a read is running.
-func (a *ReadAhead) startLocked(ctx context.Context, after int64) {
-	if a.running {
+// startLocked reads the rows after `after` in the background unless a read is running or no
+// term is.
+func (a *ReadAhead) startLocked(after int64) {
+	if a.running || a.term == nil {
 		return
 	}
 	a.running = true
-	// The read outlives the step that started it; the inbox bounds it.
-	ctx = context.WithoutCancel(ctx)
+	// The read outlives the step that started it, not the term; the inbox bounds it.
+	ctx := a.term
+	a.reads.Add(1)
 	go func() {
+		defer a.reads.Done()
 		texts, err := a.inner.RawAfter(ctx, after, readAheadSpan, readAheadMaxBytes)
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.running = false
 		if err != nil {
-			a.logger.Debug("inbox read ahead failed; the rows are read one by one", "after", after, "err", err)
+			if ctx.Err() == nil {
+				a.logger.Debug("inbox read ahead failed; the rows are read one by one", "after", after, "err", err)
+			}
 			return
+		}
+		if ctx.Err() != nil {
+			return // the term ended: what it read is not kept past it
 		}
 		for id, t := range texts {
 			a.texts[id] = t

@@ -43,6 +43,7 @@ func TestReadAheadServesTheNextRowsFromOneRead(t *testing.T) {
 	large := e.my.InsertInbox(t, e.remark("4711", strings.Repeat("L", 70<<10)), nil)
 	in := &countingInbox{Inbox: e.inbox}
 	ra := pump.NewReadAhead(in, slog.New(slog.DiscardHandler))
+	defer ra.Term(ctx)()
 	read := func(id int64) string {
 		t.Helper()
 		got, err := ra.Raw(ctx, id)
@@ -71,5 +72,46 @@ func TestReadAheadServesTheNextRowsFromOneRead(t *testing.T) {
 	}
 	if _, err := ra.Raw(ctx, large+1000); !errors.Is(err, inbox.ErrRowMissing) {
 		t.Fatalf("missing row: %v, want ErrRowMissing", err)
+	}
+}
+
+// blockingInbox is a RangeReader whose range reads wait until their context ends.
+type blockingInbox struct {
+	started, returned chan struct{}
+}
+
+func (b *blockingInbox) Raw(ctx context.Context, id int64) (string, error) { return "text", nil }
+func (b *blockingInbox) Probe(ctx context.Context) error                   { return nil }
+
+func (b *blockingInbox) RawAfter(ctx context.Context, after int64, span, maxBytes int) (map[int64]string, error) {
+	close(b.started)
+	defer close(b.returned)
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+// The read ahead lives within its term: the end of the term cancels the read in flight and
+// returns only once it has, and outside a term nothing is read ahead.
+func TestReadAheadEndsWithItsTerm(t *testing.T) {
+	in := &blockingInbox{started: make(chan struct{}), returned: make(chan struct{})}
+	ra := pump.NewReadAhead(in, slog.New(slog.DiscardHandler))
+	if _, err := ra.Raw(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-in.started:
+		t.Fatal("a read ahead started outside a term")
+	case <-time.After(100 * time.Millisecond):
+	}
+	end := ra.Term(t.Context())
+	if _, err := ra.Raw(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	<-in.started
+	end()
+	select {
+	case <-in.returned:
+	default:
+		t.Fatal("the term ended before its read ahead returned")
 	}
 }
