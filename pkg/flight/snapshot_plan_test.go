@@ -400,6 +400,13 @@ func TestPlanRESP(t *testing.T) {
 	if none := plan(t, pkg(t, "DNLD"), nil, st); len(none.Flights) != 0 {
 		t.Errorf("an empty DNLD covers no day: %v", planned(none))
 	}
+	// A RESP that omits a master of its range and carries its child (of a day outside the
+	// range) deletes the child with it, as a DNLD does (R-CODESHARE-5).
+	withChild := append(slices.Clone(st), stored(t, fltr("K", "ZH1", d3, "B", ""), 1))
+	cs := plan(t, pkg(t, "RESP", fltr("A", "CA1", d1, "", ""), fltr("K", "ZH1", d3, "B", "")), &flight.DayRange{First: d1, Last: d2}, withChild)
+	if k := byFLID(cs)["K"].Decision; k.Next.State != flight.Deleted || !slices.Equal(cs.WithMaster, []string{"K"}) {
+		t.Errorf("RESP: the child of the omitted master is %s, deleted with their master %v", k.Next.State, cs.WithMaster)
+	}
 }
 
 func TestPlanVersionFloor(t *testing.T) {
