@@ -181,9 +181,13 @@ func planOrder(r *rand.Rand, p *loadPlan, arrivals, replays int, long []longSlot
 	var taken []int
 	// The PostgreSQL outage ends the harness's session and so the held row; the inbox outage
 	// kills the pump and blocks the insert. The Redis and broker outages do not reach a
-	// message that fails before its projection; they may only delay the later messages.
-	replayBefore := map[Dep]time.Duration{DepInbox: 20 * time.Second, DepPG: 50 * time.Second}
-	replayAfter := map[Dep]time.Duration{DepInbox: 10 * time.Second, DepPG: 5 * time.Second}
+	// message that fails before its projection, but the held message is the queue's head
+	// until it is DEAD (its attempts and their backoff, up to about 50 s): a Redis or broker
+	// outage in that time meets no work, which voids it (checkFaults).
+	replayBefore := map[Dep]time.Duration{DepInbox: 20 * time.Second, DepPG: 50 * time.Second, DepRedis: 50 * time.Second,
+		DepKafka: 50 * time.Second}
+	replayAfter := map[Dep]time.Duration{DepInbox: 10 * time.Second, DepPG: 5 * time.Second, DepRedis: 5 * time.Second,
+		DepKafka: 5 * time.Second}
 	for _, i := range flop {
 		if len(p.replays) >= replays {
 			break
