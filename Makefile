@@ -130,9 +130,10 @@ bench:
 	go test -run '^$$' -bench . -benchtime 1x ./services/pump/internal/processor/
 	@go run ./tools/cmd/msgx-benchreport $(BENCH_FIGURES)
 
-## demo: the whole system end to end on this machine with a generated day of SIS traffic
+## demo: the whole system end to end on this machine with a generated day of SIS traffic; exits 1
+## when a row ends otherwise than the generator expects (DEMO_FLAGS=-keep keeps its databases)
 demo: build
-	bin/msgx-demo -bin bin
+	bin/msgx-demo -bin bin $(DEMO_FLAGS)
 
 ## chaos: the chaos run of docs/chaos.md: faults of every kind while a generated day drains
 ## through the five services, then the checks and the comparison with a clean run. Bounded:

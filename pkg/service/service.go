@@ -49,11 +49,12 @@ type Base struct {
 	closers []func()
 }
 
-// Main runs a service binary: it builds the Base for role, calls run, and returns the process
-// exit code. run wires the components and returns b.Run(ctx, actors...).
+// Main runs a service binary: it answers --help and --version (and refuses any other argument)
+// without reading the configuration, else builds the Base for role, calls run, and returns the
+// process exit code. run wires the components and returns b.Run(ctx, actors...).
 func Main(role leader.Role, run func(ctx context.Context, b *Base) error) int {
-	if buildinfo.PrintVersion("msgx-"+string(role), os.Args[1:], os.Stdout) {
-		return 0
+	if code, exit := ServiceCommand(string(role)).Args(os.Args[1:], os.Stdout, os.Stderr); exit {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

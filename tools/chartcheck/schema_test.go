@@ -221,6 +221,8 @@ func TestValuesSchemaRefuses(t *testing.T) {
 		{"unknown service", []string{"--set", "services.router.enabled=true"}, "router"},
 		{"unknown top-level key", []string{"--set", "replicaCount=2"}, "replicaCount"},
 		{"chart-managed parameter", []string{"--set", "config.pg-dsn=postgres://x"}, "pg-dsn"},
+		{"extra volume mount without a path", []string{"--set", "services.ingest.extraVolumeMounts[0].name=tls"}, "mountPath"},
+		{"spread constraint without a key", []string{"--set", "topologySpreadConstraints[0].maxSkew=1"}, "topologyKey"},
 	} {
 		out, err := render(c.args...)
 		if err == nil {

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
@@ -40,5 +43,69 @@ func TestLogLevelRefused(t *testing.T) {
 	}
 	if !regexp.MustCompile(`configuration refused.*MSGX_LOG_LEVEL=\\"verbose\\"`).Match(out) {
 		t.Errorf("the refusal does not name MSGX_LOG_LEVEL:\n%s", out)
+	}
+}
+
+// TestHelpFlag: every binary answers --help with its usage and exits 0, and refuses a flag it
+// does not know with exit 2, both before it reads its configuration or touches a database (the
+// environment names a PostgreSQL nothing listens on and a log level that does not parse, so a
+// binary that started would exit 1 or 2 with a different text).
+func TestHelpFlag(t *testing.T) {
+	bin := binaries(t)
+	noDB := []string{"MSGX_PG_DSN=postgres://nobody@127.0.0.1:1/none?connect_timeout=1", "MSGX_LOG_LEVEL=nonsense"}
+	runBin := func(name string, args ...string) (string, int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
+		cmd.Env = noDB
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s %v: %v", name, args, err)
+		}
+		return string(out), code
+	}
+	for name := range stack.Binaries {
+		out, code := runBin(name, "--help")
+		if code != 0 {
+			t.Errorf("%s --help: exit %d, want 0\n%s", name, code, out)
+		}
+		if !strings.Contains(strings.ToLower(out), "usage") || !strings.Contains(out, name) {
+			t.Errorf("%s --help printed no usage:\n%s", name, out)
+		}
+		if name == "msgx-devkafka" {
+			if !strings.Contains(out, "-addr") {
+				t.Errorf("%s --help does not list its flags:\n%s", name, out)
+			}
+		} else {
+			// A service: its settings are environment variables, listed in docs/environment.md.
+			if !strings.Contains(out, "MSGX_") || !strings.Contains(out, "docs/environment.md") {
+				t.Errorf("%s --help does not point at docs/environment.md for the MSGX_* settings:\n%s", name, out)
+			}
+		}
+		if name == "msgx-control" {
+			for _, sub := range []string{"migrate", "migrate status", "probe"} {
+				if !strings.Contains(out, "  "+sub+" ") {
+					t.Errorf("msgx-control --help does not list the command %q:\n%s", sub, out)
+				}
+			}
+		}
+		if out, code := runBin(name, "--no-such-flag"); code != 2 || !strings.Contains(out, "no-such-flag") {
+			t.Errorf("%s --no-such-flag: exit %d, want 2 naming the flag\n%s", name, code, out)
+		}
+	}
+	for _, args := range [][]string{{"-h"}, {"help"}} {
+		if out, code := runBin("msgx-pump", args...); code != 0 || !strings.HasPrefix(out, "usage: msgx-pump") {
+			t.Errorf("msgx-pump %v: exit %d\n%s", args, code, out)
+		}
+	}
+	// A service takes no arguments; control's unknown command is a usage error too.
+	if out, code := runBin("msgx-pump", "serve"); code != 2 || !strings.Contains(out, `unexpected argument "serve"`) {
+		t.Errorf("msgx-pump serve: exit %d, want 2\n%s", code, out)
+	}
+	if out, code := runBin("msgx-control", "migrat"); code != 2 || !strings.Contains(out, `unknown command "migrat"`) || !strings.Contains(out, "usage: msgx-control") {
+		t.Errorf("msgx-control migrat: exit %d, want 2 with the usage\n%s", code, out)
 	}
 }

@@ -3,7 +3,10 @@
 // MSGX_KAFKA_BROKERS names one, migrates, starts the five services, loads a generated day of
 // SIS traffic into cminmsgs — the day's schedule snapshot (SCHD DNLD) first, then one schedule
 // request to AODB and its answer, then the day's updates — shows progress while it drains,
-// prints a summary and stops everything it started.
+// prints a summary with the reason of every SKIPPED and DEAD row, stops everything it started,
+// drops the databases, the inbox account and the Redis keys it made (named for this run; -keep
+// keeps them) and ends with one verdict line: PASS, or FAIL with the rows that ended otherwise
+// than the traffic generator expects (exit 1).
 package main
 
 import (
@@ -19,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -40,9 +44,21 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		var rows *errRows
+		if !errors.As(err, &rows) {
+			fmt.Fprintln(os.Stderr, "demo failed:", err)
+		}
+		fmt.Println("FAIL: " + firstLine(err.Error()))
 		os.Exit(1)
 	}
+	fmt.Println("PASS")
+}
+
+// errRows is the verdict of a run whose rows did not all end as the generator expects.
+type errRows struct{ rows []string }
+
+func (e *errRows) Error() string {
+	return fmt.Sprintf("%d rows ended otherwise than the generator expects: %s", len(e.rows), strings.Join(e.rows, "; "))
 }
 
 type options struct {
@@ -51,6 +67,8 @@ type options struct {
 	seed     int64
 	timeout  time.Duration
 	verbose  bool
+	keep     bool
+	breakRow bool
 	pgAdmin  string
 	myAdmin  string
 	redisURL string
@@ -74,7 +92,14 @@ func run() error {
 	flag.Int64Var(&o.seed, "seed", 1, "traffic generator seed")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the inbox has not drained by then")
 	flag.BoolVar(&o.verbose, "v", false, "show the services' logs")
+	flag.BoolVar(&o.keep, "keep", false, "keep this run's databases, inbox account and Redis keys (their names are printed)")
+	flag.BoolVar(&o.breakRow, "break-row", false, "truncate one message the generator expects to succeed, so the run must FAIL (the demo's own test)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "msgx-demo: unexpected arguments %q\n", flag.Args())
+		flag.Usage()
+		os.Exit(2)
+	}
 	o.pgAdmin = env("MSGX_TEST_PG_DSN", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	o.myAdmin = env("MSGX_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/")
 	o.redisURL = env("MSGX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -87,20 +112,34 @@ func run() error {
 		return err
 	}
 
-	step("preparing fresh databases")
-	pgDSN, err := freshPG(ctx, o.pgAdmin, "msgx_demo")
+	// Names of this run's own, so that two runs (or a run and a kept one) never share state.
+	runID := strconv.FormatInt(time.Now().Unix(), 36) + "_" + strconv.Itoa(os.Getpid())
+	names := runNames{pg: "msgx_demo_" + runID, inbox: "msgx_demo_" + runID + "_inbox", account: "msgx_demo_" + runID,
+		prefix: "msgx-demo:" + runID + ":"}
+	step(fmt.Sprintf("preparing fresh databases: PostgreSQL %s, inbox %s (account %s), Redis prefix %s",
+		names.pg, names.inbox, names.account, names.prefix))
+	defer func() {
+		if o.keep {
+			step(fmt.Sprintf("kept (-keep): PostgreSQL database %s, inbox database %s and account %s, Redis keys %s*",
+				names.pg, names.inbox, names.account, names.prefix))
+			return
+		}
+		if err := dropRun(o, names); err != nil {
+			fmt.Fprintln(os.Stderr, "demo: dropping this run's databases:", err)
+		} else {
+			step("dropped this run's databases, inbox account and Redis keys (-keep keeps them)")
+		}
+	}()
+	pgDSN, err := freshPG(ctx, o.pgAdmin, names.pg)
 	if err != nil {
 		return err
 	}
-	inboxDSN, inboxDB, err := freshInbox(ctx, o.myAdmin, "msgx_demo_inbox")
+	inboxDSN, inboxDB, err := freshInbox(ctx, o.myAdmin, names.inbox, names.account)
 	if err != nil {
 		return err
 	}
 	defer inboxDB.Close()
-	prefix := "msgx-demo:"
-	if err := clearRedis(ctx, o.redisURL, prefix); err != nil {
-		return err
-	}
+	prefix := names.prefix
 
 	var logs io.Writer = io.Discard
 	if o.verbose {
@@ -170,6 +209,9 @@ func run() error {
 
 	dayOpts := traffic.Options{Flights: o.flights, Seed: o.seed, Snapshot: true}
 	msgs := traffic.Day(dayOpts)
+	if o.breakRow {
+		breakOne(msgs)
+	}
 	step(fmt.Sprintf("loading a generated day of SIS traffic: %d messages for %d flights", len(msgs), o.flights))
 	start := time.Now()
 	insert := func(text string) (int64, error) {
@@ -195,7 +237,7 @@ func run() error {
 			return fmt.Errorf("insert message %d: %w", i, err)
 		}
 	}
-	msgs = append(msgs, traffic.Message{Kind: "answer", XML: "", Want: traffic.Succeeded})
+	msgs = append(msgs, traffic.Message{Kind: "answer", TYPE: "SCHD", STYP: "RESP", Want: traffic.Succeeded})
 	ids = append(ids, answer)
 
 	pool, err := pgxpool.New(ctx, pgDSN)
@@ -234,13 +276,60 @@ func run() error {
 		}
 	}
 	elapsed := time.Since(start)
-	if err := summary(ctx, pool, msgs, ids, p, elapsed); err != nil {
+	differ, err := summary(ctx, pool, msgs, ids, p, elapsed)
+	if err != nil {
 		return err
 	}
 	if jaeger != nil && len(ids) > 0 {
 		traces(ctx, jaeger, ids[len(ids)/2])
 	}
+	if len(differ) > 0 {
+		return &errRows{rows: differ}
+	}
 	return nil
+}
+
+// runNames are what one run creates, and drops at its end.
+type runNames struct{ pg, inbox, account, prefix string }
+
+// dropRun drops the run's PostgreSQL database, inbox database and account, and Redis keys. It
+// runs after the services stopped, on a context of its own: an interrupted run cleans up too.
+func dropRun(o options, n runNames) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	if conn, err := pgx.Connect(ctx, o.pgAdmin); err != nil {
+		errs = append(errs, err)
+	} else {
+		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{n.pg}.Sanitize()+" WITH (FORCE)")
+		errs = append(errs, err, conn.Close(ctx))
+	}
+	if cfg, err := mysql.ParseDSN(o.myAdmin); err != nil {
+		errs = append(errs, err)
+	} else if admin, err := sql.Open("mysql", cfg.FormatDSN()); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, s := range []string{"DROP DATABASE IF EXISTS " + n.inbox, "DROP USER IF EXISTS '" + n.account + "'@'%'"} {
+			if _, err := admin.ExecContext(ctx, s); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		errs = append(errs, admin.Close())
+	}
+	errs = append(errs, clearRedis(ctx, o.redisURL, n.prefix))
+	return errors.Join(errs...)
+}
+
+// breakOne truncates the text of the first operational update the generator expects to
+// succeed: it cannot be decoded, ends DEAD(MALFORMED), and the run must say FAIL naming it.
+func breakOne(msgs []traffic.Message) {
+	for i, m := range msgs {
+		if m.Kind == traffic.KindFLOP && m.Want == traffic.Succeeded {
+			msgs[i].XML = m.XML[:len(m.XML)/2]
+			step(fmt.Sprintf("-break-row: the day's message %d (%s %s) truncated; the generator still expects %s", i+1, m.TYPE, m.STYP, m.Want))
+			return
+		}
+	}
 }
 
 // traces prints how to find one message's trace through Jaeger's HTTP API, and what it holds.
@@ -282,10 +371,12 @@ func readProgress(ctx context.Context, pool *pgxpool.Pool, inbox *sql.DB) (progr
 	return p, nil
 }
 
-func summary(ctx context.Context, pool *pgxpool.Pool, msgs []traffic.Message, ids []int64, p progress, elapsed time.Duration) error {
+// summary prints the counts, then every SKIPPED and DEAD row with its reason, and returns the
+// rows that ended otherwise than the generator expects.
+func summary(ctx context.Context, pool *pgxpool.Pool, msgs []traffic.Message, ids []int64, p progress, elapsed time.Duration) ([]string, error) {
 	rows, err := pool.Query(ctx, `SELECT msg_id, state, coalesce(error_class, ''), coalesce(last_error, '') FROM proc_state`)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	type outcome struct{ state, class, reason string }
 	got := map[int64]outcome{}
@@ -294,7 +385,7 @@ func summary(ctx context.Context, pool *pgxpool.Pool, msgs []traffic.Message, id
 		var id int64
 		var o outcome
 		if err := rows.Scan(&id, &o.state, &o.class, &o.reason); err != nil {
-			return err
+			return nil, err
 		}
 		got[id] = o
 		key := o.state
@@ -304,12 +395,27 @@ func summary(ctx context.Context, pool *pgxpool.Pool, msgs []traffic.Message, id
 		counts[key]++
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	var mismatches []string
+	state := func(o outcome) string {
+		if o.state == "" {
+			return "missing"
+		}
+		if o.class != "" {
+			return o.state + "(" + o.class + ")"
+		}
+		return o.state
+	}
+	// The expectation is the generator's (traffic.Message.Want), never the demo's: the rows it
+	// expects SKIPPED (re-sends, unsupported kinds, an order-safe supersession) are its to say.
+	var mismatches, ended []string
 	for i, m := range msgs {
-		if o := got[ids[i]]; o.state != m.Want {
-			mismatches = append(mismatches, fmt.Sprintf("  msg %d (%s): %s %s %s, expected %s", ids[i], m.Kind, o.state, o.class, o.reason, m.Want))
+		o := got[ids[i]]
+		if o.state != m.Want {
+			mismatches = append(mismatches, fmt.Sprintf("msg %d (%s %s %s) %s, expected %s", ids[i], m.Kind, m.TYPE, m.STYP, state(o), m.Want))
+		}
+		if o.state == traffic.Skipped || o.state == traffic.Dead {
+			ended = append(ended, fmt.Sprintf("  msg %-6d %-12s %-10s %-22s %s", ids[i], m.Kind, strings.TrimSpace(m.TYPE+" "+m.STYP), state(o), firstLine(o.reason)))
 		}
 	}
 	fmt.Println("summary")
@@ -323,17 +429,18 @@ func summary(ctx context.Context, pool *pgxpool.Pool, msgs []traffic.Message, id
 		fmt.Printf("  %-24s%d\n", k, counts[k])
 	}
 	if err := scheduleAndRequests(ctx, pool); err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Printf("  events published        %d\n", p.sent)
 	fmt.Printf("  markers written         %d\n", p.marked)
 	fmt.Printf("  non-terminal rows       %d\n", p.enqueued-p.terminal)
 	fmt.Printf("  elapsed                 %s\n", elapsed.Round(time.Millisecond))
 	fmt.Printf("  throughput              %.1f rows/s (inbox insert to marker)\n", float64(p.inbox)/elapsed.Seconds())
-	if len(mismatches) > 0 {
-		fmt.Printf("  %d rows ended differently from what the generator expects of the finished system:\n%s\n", len(mismatches), strings.Join(mismatches, "\n"))
+	fmt.Printf("SKIPPED and DEAD rows, with their reasons (%d)\n", len(ended))
+	for _, l := range ended {
+		fmt.Println(l)
 	}
-	return nil
+	return mismatches, nil
 }
 
 // scheduleAndRequests prints the schedule messages and the upstream requests by outcome.
@@ -428,7 +535,7 @@ func freshPG(ctx context.Context, adminDSN, name string) (string, error) {
 
 // freshInbox recreates the demo inbox database from the dev fixture, with a service account
 // that may only SELECT, INSERT and UPDATE the two shared tables.
-func freshInbox(ctx context.Context, adminDSN, name string) (string, *sql.DB, error) {
+func freshInbox(ctx context.Context, adminDSN, name, account string) (string, *sql.DB, error) {
 	cfg, err := mysql.ParseDSN(adminDSN)
 	if err != nil {
 		return "", nil, err
@@ -444,10 +551,10 @@ func freshInbox(ctx context.Context, adminDSN, name string) (string, *sql.DB, er
 		"CREATE DATABASE " + name + " CHARACTER SET utf8mb4",
 		"USE " + name,
 		migrations.InboxFixture,
-		"DROP USER IF EXISTS 'msgx_demo'@'%'",
-		"CREATE USER 'msgx_demo'@'%' IDENTIFIED BY 'msgx_demo'",
-		"GRANT SELECT, INSERT, UPDATE ON " + name + ".cminmsgs TO 'msgx_demo'@'%'",
-		"GRANT SELECT, INSERT, UPDATE ON " + name + ".coutmsgs TO 'msgx_demo'@'%'",
+		"DROP USER IF EXISTS '" + account + "'@'%'",
+		"CREATE USER '" + account + "'@'%' IDENTIFIED BY 'msgx_demo'",
+		"GRANT SELECT, INSERT, UPDATE ON " + name + ".cminmsgs TO '" + account + "'@'%'",
+		"GRANT SELECT, INSERT, UPDATE ON " + name + ".coutmsgs TO '" + account + "'@'%'",
 	}
 	for _, s := range stmts {
 		if _, err := admin.ExecContext(ctx, s); err != nil {
@@ -455,7 +562,7 @@ func freshInbox(ctx context.Context, adminDSN, name string) (string, *sql.DB, er
 		}
 	}
 	svc := mysql.NewConfig()
-	svc.User, svc.Passwd, svc.Net, svc.Addr, svc.DBName = "msgx_demo", "msgx_demo", cfg.Net, cfg.Addr, name
+	svc.User, svc.Passwd, svc.Net, svc.Addr, svc.DBName = account, "msgx_demo", cfg.Net, cfg.Addr, name
 	svc.ParseTime = true
 	svc.Loc, _ = time.LoadLocation("Asia/Shanghai")
 	inbox := mysql.NewConfig()

@@ -43,11 +43,19 @@ func main() {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
+	case errors.Is(err, errUsage):
+		if err != errUsage { // the flag package has printed its own refusal
+			fmt.Fprintf(os.Stderr, "msgx-devkafka: %v\n", err)
+		}
+		os.Exit(2)
 	default:
 		fmt.Fprintf(os.Stderr, "msgx-devkafka: %v\n", err)
 		os.Exit(1)
 	}
 }
+
+// errUsage marks a command line the flags refuse: exit 2, as every binary does.
+var errUsage = errors.New("usage")
 
 // options are the parsed command line.
 type options struct {
@@ -88,10 +96,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	level := fs.String("log-level", "warn", "broker log level on stderr: none, error, warn, info, debug")
 	dataDir := fs.String("data-dir", "", "keep the broker's records and state in this directory across restarts (empty: in memory)")
 	if err := fs.Parse(args); err != nil {
-		return options{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			return options{}, err
+		}
+		return options{}, errUsage
 	}
 	if fs.NArg() > 0 {
-		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return options{}, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 
 	o := options{addr: *addr, partitions: *partitions, dataDir: *dataDir}

@@ -5,12 +5,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/logging"
@@ -21,8 +19,8 @@ import (
 )
 
 func main() {
-	if buildinfo.PrintVersion("msgx-control", os.Args[1:], os.Stdout) {
-		return
+	if code, exit := command.Args(os.Args[1:], os.Stdout, os.Stderr); exit {
+		os.Exit(code)
 	}
 	if len(os.Args) > 1 {
 		os.Exit(subcommand(os.Args[1], os.Args[2:]))
@@ -51,7 +49,6 @@ func subcommand(name string, args []string) int {
 		defer stop()
 		return probecmd.Run(ctx, args, os.Stdout, os.Stderr)
 	default:
-		fmt.Fprintf(os.Stderr, "msgx-control: unknown subcommand %q\nusage: msgx-control [migrate [status] | probe -grpc host:port -readyz url...]\n", name)
-		return 2
+		return command.Refuse(name, os.Stderr)
 	}
 }
