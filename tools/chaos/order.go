@@ -182,19 +182,26 @@ func planOrder(r *rand.Rand, p *loadPlan, arrivals, replays int, long []longSlot
 	// The PostgreSQL outage ends the harness's session and so the held row; the inbox outage
 	// kills the pump and blocks the insert. The Redis and broker outages do not reach a
 	// message that fails before its projection, but the held message is the queue's head
-	// until it is DEAD (its attempts and their backoff, up to about 50 s): a Redis or broker
-	// outage in that time meets no work, which voids it (checkFaults).
-	replayBefore := map[Dep]time.Duration{DepInbox: 20 * time.Second, DepPG: 50 * time.Second, DepRedis: 50 * time.Second,
-		DepKafka: 50 * time.Second}
-	replayAfter := map[Dep]time.Duration{DepInbox: 10 * time.Second, DepPG: 5 * time.Second, DepRedis: 5 * time.Second,
-		DepKafka: 5 * time.Second}
+	// until it is DEAD (its attempts and their backoff, about as long as such an outage): one
+	// that begins just after the hold would end before any work reached it (checkFaults), so
+	// a replay does not begin in the 20 s before one.
+	replayBefore := map[Dep]time.Duration{DepInbox: 20 * time.Second, DepPG: 50 * time.Second}
+	replayAfter := map[Dep]time.Duration{DepInbox: 10 * time.Second, DepPG: 5 * time.Second}
+	justBefore := func(at time.Duration) bool {
+		for _, s := range long {
+			if (s.dep == DepRedis || s.dep == DepKafka) && at >= s.at-20*time.Second && at <= s.at {
+				return true
+			}
+		}
+		return false
+	}
 	for _, i := range flop {
 		if len(p.replays) >= replays {
 			break
 		}
 		f := p.msgs[i].FLID
 		if !replayOK[i] || i >= upto || p.late[i] > 0 || used[f] || !spaced(i, taken, replaySpacing) ||
-			!clearOf(at(i), long, replayBefore, replayAfter) {
+			!clearOf(at(i), long, replayBefore, replayAfter) || justBefore(at(i)) {
 			continue
 		}
 		own := byFlight[f]
