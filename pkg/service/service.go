@@ -60,6 +60,7 @@ func Main(role string, run func(ctx context.Context, b *Base) error) int {
 	cfg, err := config.FromEnv()
 	// The logger masks every configured credential, so no error below can print one.
 	logger := logging.New(os.Stdout, "msgx-"+role, cfg.LogLevel, cfg.SecretValues()...)
+	inbox.RouteDriverLog(logger)
 	if err != nil {
 		logger.Error("configuration refused", "err", err)
 		return 2
@@ -92,7 +93,10 @@ func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logge
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.PGDSN)
 	if err != nil {
-		return nil, fmt.Errorf("postgres pool (%s): %w", config.EnvName("pg-dsn"), secret.DSNError(cfg.PGDSN, err))
+		return nil, fmt.Errorf("postgres pool (%s): %w", config.EnvName("pg-dsn"), secret.ParseError(cfg.PGDSN, err, func(s string) error {
+			_, err := pgxpool.ParseConfig(s)
+			return err
+		}))
 	}
 	// A fixed pool size (pg.max-conns) rather than pgx's CPU-count default, so a database's
 	// max_connections can be planned: five services, their standbys, plus one lock connection
@@ -154,8 +158,12 @@ func (b *Base) RedisOptional() (*redis.Client, error) {
 	}
 	opts, err := redis.ParseURL(b.Config.RedisURL)
 	if err != nil {
-		// url.Parse quotes the whole URL, password included, in its error.
-		return nil, fmt.Errorf("redis url (%s): %w", config.EnvName("redis-url"), secret.DSNError(b.Config.RedisURL, err))
+		// url.Parse quotes the whole URL, password included, in its error, and a piece of a
+		// password it split at '/', '#', '?' or '%'.
+		return nil, fmt.Errorf("redis url (%s): %w", config.EnvName("redis-url"), secret.ParseError(b.Config.RedisURL, err, func(s string) error {
+			_, err := redis.ParseURL(s)
+			return err
+		}))
 	}
 	// go-redis honours context deadlines only when asked to, and its socket timeouts come from
 	// the URL: bound both by redis.timeout, so a Redis that stops answering never holds the
