@@ -2,14 +2,20 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
 )
 
 // A Redis password holding a character URL parsers split at (/ # ? @ %) reaches no output of
@@ -71,4 +77,83 @@ func TestRedisPasswordPiecesNeverReachTheOutput(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs (pump, control, backfill × 5 passwords × env and _FILE, + '@'): %d leaked a piece of the password", len(runs), leaks)
+}
+
+// The probe of #34 on /readyz: a flood of anonymous requests from 16 clients for 5 s. Each round
+// of the readiness checks (PostgreSQL and MySQL pings) serves its verdict for 1 s and only one
+// runs at a time, so the flood costs at most one round a second, and a compat POST meanwhile
+// takes about as long as before it.
+func TestReadyzFloodChecksOncePerSecond(t *testing.T) {
+	e := newEnv(t)
+	admin := freePort(t)
+	if err := e.stack.Start("ingest", nil, "MSGX_ADMIN_ADDR="+admin); err != nil {
+		t.Fatal(err)
+	}
+	testwait.ForState(t, 30*time.Second, "ingest to be ready", func() (bool, string) {
+		res, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = res.Body.Close()
+		return res.StatusCode == http.StatusOK, res.Status
+	})
+	post := func(i int) time.Duration {
+		xml := traffic.FLOP(int64(i), time.Now(), fmt.Sprintf("E2E-RDY%d", i), "", "REMC", "<REMC>x</REMC>")
+		req, _ := http.NewRequest(http.MethodPost, "http://"+e.httpAddr+"/cminmsgs/send", strings.NewReader(xml))
+		req.Header.Set("Content-Type", "application/xml")
+		req.Header.Set("Authorization", "Bearer "+e.token)
+		start := time.Now()
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("compat POST: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("compat POST: %s", res.Status)
+		}
+		return time.Since(start)
+	}
+	median := func(ds []time.Duration) time.Duration {
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	var before []time.Duration
+	for i := range 20 {
+		before = append(before, post(i))
+	}
+	rounds0 := metric(t, admin, "msgx_admin_readiness_checks_total")
+	const flood = 5 * time.Second
+	var requests atomic.Int64
+	stop := time.Now().Add(flood)
+	var wg sync.WaitGroup
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 5 * time.Second}
+	for range 16 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				res, err := client.Get("http://" + admin + "/readyz")
+				if err != nil {
+					continue
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				_ = res.Body.Close()
+				requests.Add(1)
+			}
+		})
+	}
+	var during []time.Duration
+	for i := 100; time.Now().Before(stop.Add(-200 * time.Millisecond)); i++ {
+		during = append(during, post(i))
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	rounds := metric(t, admin, "msgx_admin_readiness_checks_total") - rounds0
+	t.Logf("%d /readyz requests in %s: %.0f rounds of checks; compat POST median %s before, %s during (%d posts)",
+		requests.Load(), flood, rounds, median(before), median(during), len(during))
+	if rounds > flood.Seconds()+2 {
+		t.Errorf("%.0f rounds of checks in %s, want at most one a second", rounds, flood)
+	}
+	if requests.Load() < 1000 {
+		t.Errorf("only %d requests: the flood did not happen", requests.Load())
+	}
 }
