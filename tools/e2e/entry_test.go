@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,14 +9,22 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/pkg/traffic"
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
 // A Redis password holding a character URL parsers split at (/ # ? @ %) reaches no output of
@@ -156,4 +165,105 @@ func TestReadyzFloodChecksOncePerSecond(t *testing.T) {
 	if requests.Load() < 1000 {
 		t.Errorf("only %d requests: the flood did not happen", requests.Load())
 	}
+}
+
+// The probe of #34 on anonymous calls: 1,000 reflection calls and 1,000 calls without a token,
+// over 100 connections (within each connection's unauthenticated budget). Neither writes a line
+// per call at INFO: the access log keeps them at DEBUG, the refusal summary writes one WARN
+// line per 10 s, and msgx_control_grpc_anonymous_calls_total counts them.
+func TestAnonymousCallsAreCountedNotLogged(t *testing.T) {
+	e := newEnv(t)
+	admin := e.startControl(t)
+	before := len(e.stack.Output("control"))
+	var reflections, refused atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 100 {
+		wg.Go(func() {
+			conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for range 10 {
+				if c%2 == 0 {
+					if listServices(ctx, conn) == nil {
+						reflections.Add(1)
+					}
+					continue
+				}
+				_, err := controlv1.NewControlServiceClient(conn).GetStatus(ctx, &controlv1.GetStatusRequest{})
+				if status.Code(err) == codes.Unauthenticated {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	lines := strings.Split(e.stack.Output("control")[before:], "\n")
+	info, warn := 0, 0
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, `"level":"INFO"`):
+			info++
+		case strings.Contains(l, `"level":"WARN"`):
+			warn++
+		}
+	}
+	count := func(kind string) float64 {
+		return labelled(t, admin, "msgx_control_grpc_anonymous_calls_total", `kind="`+kind+`"`)
+	}
+	t.Logf("%d reflection calls and %d unauthenticated calls: %d INFO and %d WARN lines; counted reflection %.0f, unauthenticated %.0f",
+		reflections.Load(), refused.Load(), info, warn, count("reflection"), count("unauthenticated"))
+	if reflections.Load() != 500 || refused.Load() != 500 {
+		t.Errorf("%d reflection calls answered and %d refused, want 500 and 500", reflections.Load(), refused.Load())
+	}
+	if info > 0 || warn > 2 {
+		t.Errorf("%d INFO and %d WARN lines for anonymous calls, want none and at most one summary per 10 s:\n%s",
+			info, warn, strings.Join(lines, "\n"))
+	}
+	if count("reflection") < 500 || count("unauthenticated") < 500 {
+		t.Errorf("the metric counted %.0f reflection and %.0f unauthenticated calls, want 500 each", count("reflection"), count("unauthenticated"))
+	}
+}
+
+// listServices is one server reflection call (what grpcurl list makes).
+func listServices(ctx context.Context, conn *grpc.ClientConn) error {
+	stream, err := reflectionv1.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&reflectionv1.ServerReflectionRequest{MessageRequest: &reflectionv1.ServerReflectionRequest_ListServices{}}); err != nil {
+		return err
+	}
+	if _, err := stream.Recv(); err != nil {
+		return err
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		return fmt.Errorf("reflection stream did not end: %v", err)
+	}
+	return nil
+}
+
+// labelled reads one labelled sample from a service's /metrics, 0 when it is absent.
+func labelled(t *testing.T, admin, name, label string) float64 {
+	t.Helper()
+	res, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+"{"+label+"} "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
 }
