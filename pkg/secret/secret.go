@@ -21,6 +21,11 @@ const Mask = "xxxxx"
 // a password too (below).
 const minLen = 3
 
+// MinTokenLength is the shortest bearer token a service accepts (MSGX_CONTROL_TOKEN,
+// MSGX_CONTROL_READER_TOKEN, MSGX_HTTP_TOKEN): 32 random characters are beyond offline guessing,
+// and a short one is refused at start-up naming its variable.
+const MinTokenLength = 32
+
 // urlDelims are the characters a URL parser splits at: a password holding one unescaped is cut
 // there, and the parser's error quotes a piece of it ("invalid port \":Sec\" after host", the
 // URL without its "#fragment", "invalid URL escape \"%re\"").
@@ -95,7 +100,9 @@ func NewRedactor(values ...string) *Redactor {
 	seen := map[string]bool{}
 	var forms []string
 	add := func(s string) {
-		if len(s) >= minLen && !seen[s] {
+		// Blanks around a value are not part of it (the services trim what they read), and a
+		// value of blanks alone would mask every run of spaces.
+		if s = strings.TrimSpace(s); len(s) >= minLen && !seen[s] {
 			seen[s] = true
 			forms = append(forms, s)
 		}

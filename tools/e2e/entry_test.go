@@ -267,3 +267,36 @@ func labelled(t *testing.T, admin, name, label string) float64 {
 	}
 	return 0
 }
+
+// The probe of #34 on tokens: a token shorter than 32 characters (or, for compat, whitespace
+// only) stops control and ingest at start-up with an error naming its variable.
+func TestShortTokensAreStartupErrors(t *testing.T) {
+	e := newEnv(t)
+	short := "0123456789abcdef0123456789abcde" // 31
+	cases := []struct{ name, role, env, must string }{
+		{"control-short-operator", "control", "MSGX_CONTROL_TOKEN=" + short, "MSGX_CONTROL_TOKEN is 31 characters"},
+		{"control-short-reader", "control", "MSGX_CONTROL_READER_TOKEN=reader", "MSGX_CONTROL_READER_TOKEN is 6 characters"},
+		{"ingest-short-http", "ingest", "MSGX_HTTP_TOKEN=" + short, "MSGX_HTTP_TOKEN is 31 characters"},
+		{"ingest-blank-http", "ingest", "MSGX_HTTP_TOKEN=   ", "MSGX_HTTP_TOKEN is 0 characters"},
+	}
+	for _, c := range cases {
+		if err := e.stack.StartBinary(c.name, "msgx-"+c.role, nil, c.env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cases {
+		testwait.ForState(t, 30*time.Second, c.name+" to exit", func() (bool, string) {
+			_, exited := e.stack.Exited(c.name)
+			return exited, "running"
+		})
+		code, _ := e.stack.Exited(c.name)
+		out := e.stack.Output(c.name)
+		if code == 0 || !strings.Contains(out, c.must) {
+			t.Errorf("%s: exit %d, want an error with %q:\n%s", c.name, code, c.must, out)
+		}
+		if strings.Contains(out, short) {
+			t.Errorf("%s printed the token:\n%s", c.name, out)
+		}
+		t.Logf("%s: exit %d, %q", c.name, code, c.must)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/secret"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -80,6 +81,9 @@ func LoadAuth(c AuthConfig) (Auth, error) {
 			// A bearer token travels in one header value after "Bearer "; whitespace inside
 			// it would never match what a client sends.
 			return Auth{}, fmt.Errorf("control token %s contains whitespace", t.env)
+		}
+		if len(t.token) < secret.MinTokenLength {
+			return Auth{}, fmt.Errorf("%s is %d characters: a token needs at least %d (e.g. openssl rand -hex 32)", t.env, len(t.token), secret.MinTokenLength)
 		}
 		a.tokens = append(a.tokens, roleToken{sum: sha256.Sum256([]byte(t.token)), role: t.role})
 	}
@@ -209,11 +213,11 @@ func (a Auth) authenticate(ctx context.Context) (context.Context, error) {
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	switch {
 	case err == nil:
-		role, sum := a.tokenRole(token)
+		role, _ := a.tokenRole(token)
 		if role == controlv1.RoleNone {
 			return nil, errBadToken
 		}
-		c.Token = tokenFingerprint(sum)
+		c.Token = tokenName(role)
 		c.Role = max(c.Role, role)
 	case c.Role == controlv1.RoleNone:
 		return nil, err // already Unauthenticated
