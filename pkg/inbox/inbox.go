@@ -50,7 +50,7 @@ func Open(dsn string, timeout time.Duration) (*Inbox, error) {
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("inbox dsn: %w", secret.ParseError(dsn, err, func(s string) error {
+		return nil, fmt.Errorf("MSGX_MYSQL_DSN does not parse: %w", secret.ParseError(dsn, err, func(s string) error {
 			_, err := mysql.ParseDSN(s)
 			return err
 		}))

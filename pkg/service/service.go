@@ -106,6 +106,10 @@ func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("postgres pool: %w", secret.DSNError(cfg.PGDSN, err))
 	}
+	if err := firstContact(ctx, logger, "PostgreSQL", config.EnvName("pg-dsn"), cfg.PGDSN, 5*time.Second, pool.Ping, pgSettingsError); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	b := &Base{
 		Role:      role,
 		Config:    cfg,
@@ -127,6 +131,10 @@ func New(ctx context.Context, role string, cfg config.Config, logger *slog.Logge
 func (b *Base) Inbox() (*inbox.Inbox, error) {
 	in, err := inbox.Open(b.Config.MySQLDSN, b.Config.InboxTimeout)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.CheckInbox(in); err != nil {
+		_ = in.Close()
 		return nil, err
 	}
 	b.Admin.AddCheck("inbox", in.Ping)
@@ -173,6 +181,11 @@ func (b *Base) RedisOptional() (*redis.Client, error) {
 	opts.WriteTimeout = min(cmp.Or(opts.WriteTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
 	opts.DialTimeout = min(cmp.Or(opts.DialTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
 	rdb := redis.NewClient(opts)
+	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+	if err := firstContact(context.Background(), b.Logger, "Redis", config.EnvName("redis-url"), b.Config.RedisURL, b.Config.RedisTimeout, ping, redisSettingsError); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
 	b.closers = append(b.closers, func() { _ = rdb.Close() })
 	return rdb, nil
 }

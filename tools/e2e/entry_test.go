@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -299,4 +303,123 @@ func TestShortTokensAreStartupErrors(t *testing.T) {
 		}
 		t.Logf("%s: exit %d, %q", c.name, code, c.must)
 	}
+}
+
+// The probe of #34 on bad settings: refused credentials or an unknown database, in PostgreSQL,
+// MySQL and Redis, stop the pump at start-up naming the variable; an unreachable PostgreSQL or
+// Redis (a transport failure) keeps it running and retrying. A '#' in a PostgreSQL URL password
+// is kept whole: the pump connects with it.
+func TestBadSettingsAreStartupErrors(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	// A login role whose password holds '#' and '?'.
+	role := "msgx_e2e_pw_" + strings.ReplaceAll(strings.ToLower(e.pg.Name), "-", "_")
+	const rightPW = "ri#ght?Pw-e2e"
+	if _, err := e.pg.Pool.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s' IN ROLE msgx_app`, pgx.Identifier{role}.Sanitize(), rightPW)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = e.pg.Pool.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
+		_, _ = e.pg.Pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE IF EXISTS %s`, pgx.Identifier{role}.Sanitize()))
+	})
+	pgURL := func(user, pw, db string) string {
+		u, err := url.Parse(e.pg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(user, pw)
+		if db != "" {
+			u.Path = "/" + db
+		}
+		return u.String()
+	}
+	mycfg, err := mysql.ParseDSN(e.my.ServiceDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	myDSN := func(edit func(*mysql.Config)) string {
+		c := mycfg.Clone()
+		edit(c)
+		return c.FormatDSN()
+	}
+	redisAddr := startRedisWithPassword(t, "e2e-redis-right")
+
+	stopping := []struct{ name, env, must string }{
+		// The local server trusts loopback, so it checks no password: an unknown role is its
+		// authentication failure (SQLSTATE 28000), as a wrong password (28P01) is elsewhere.
+		{"pg-unknown-role", "MSGX_PG_DSN=" + pgURL("msgx_no_such_role", "wrong-pw", ""), "MSGX_PG_DSN"},
+		{"pg-unknown-database", "MSGX_PG_DSN=" + pgURL(role, rightPW, "msgx_no_such_db"), "MSGX_PG_DSN"},
+		{"mysql-wrong-password", "MSGX_MYSQL_DSN=" + myDSN(func(c *mysql.Config) { c.Passwd = "wrong-pw" }), "MSGX_MYSQL_DSN"},
+		{"mysql-unknown-database", "MSGX_MYSQL_DSN=" + myDSN(func(c *mysql.Config) { c.DBName = "msgx_no_such_db" }), "MSGX_MYSQL_DSN"},
+		{"mysql-dsn-does-not-parse", "MSGX_MYSQL_DSN=root@tcp(127.0.0.1:3306)", "MSGX_MYSQL_DSN does not parse"},
+		{"redis-wrongpass", "MSGX_REDIS_URL=redis://:e2e-redis-wrong@" + redisAddr + "/0", "MSGX_REDIS_URL"},
+		{"redis-no-password", "MSGX_REDIS_URL=redis://" + redisAddr + "/0", "MSGX_REDIS_URL"},
+	}
+	running := []struct{ name, env string }{
+		{"pg-unreachable", "MSGX_PG_DSN=postgres://msgx:pw@127.0.0.1:1/msgx?connect_timeout=1"},
+		{"redis-unreachable", "MSGX_REDIS_URL=redis://127.0.0.1:1/0"},
+		{"pg-hash-in-password", "MSGX_PG_DSN=" + pgURL(role, rightPW, "")},
+	}
+	started := time.Now()
+	for _, c := range stopping {
+		if err := e.stack.StartBinary(c.name, "msgx-pump", nil, c.env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range running {
+		if err := e.stack.StartBinary(c.name, "msgx-pump", nil, c.env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Operator subjects without mTLS: control refuses them.
+	if err := e.stack.StartBinary("control-subjects-without-tls", "msgx-control", nil, "MSGX_CONTROL_OPERATOR_SUBJECTS=CN=ops,O=Airport"); err != nil {
+		t.Fatal(err)
+	}
+	stopping = append(stopping, struct{ name, env, must string }{"control-subjects-without-tls", "", "MSGX_CONTROL_OPERATOR_SUBJECTS"})
+	for _, c := range stopping {
+		testwait.ForState(t, 30*time.Second, c.name+" to exit", func() (bool, string) {
+			_, exited := e.stack.Exited(c.name)
+			return exited, "running"
+		})
+		code, _ := e.stack.Exited(c.name)
+		out := e.stack.Output(c.name)
+		if code == 0 || !strings.Contains(out, c.must) || strings.Contains(out, "wrong-pw") || strings.Contains(out, "e2e-redis-wrong") {
+			t.Errorf("%s: exit %d, want a start-up error naming %s (and no password):\n%s", c.name, code, c.must, out)
+		}
+		t.Logf("%s: exit %d after %s", c.name, code, time.Since(started).Round(10*time.Millisecond))
+	}
+	time.Sleep(5 * time.Second)
+	for _, c := range running {
+		if !e.stack.Running(c.name) {
+			t.Errorf("%s exited; want it running and retrying:\n%s", c.name, e.stack.Output(c.name))
+		}
+	}
+	testwait.ForState(t, 20*time.Second, "the pump with a '#' in its password to take its role", func() (bool, string) {
+		return strings.Contains(e.stack.Output("pg-hash-in-password"), "acquired the role"), "not yet"
+	})
+	t.Logf("after %s: %d settings refused at start-up, %d transport failures still retrying, '#' password connected",
+		time.Since(started).Round(time.Second), len(stopping), len(running)-1)
+}
+
+// startRedisWithPassword runs a second redis-server on a free loopback port that requires
+// password, and stops it when the test ends.
+func startRedisWithPassword(t *testing.T, password string) string {
+	t.Helper()
+	addr := freePort(t)
+	_, port, _ := strings.Cut(addr, ":")
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--requirepass", password,
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Skipf("redis-server: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testwait.ForState(t, 10*time.Second, "the second redis-server", func() (bool, string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = c.Close()
+		return true, ""
+	})
+	return addr
 }
