@@ -20,20 +20,44 @@ import (
 // Check reports whether one dependency is usable.
 type Check func(ctx context.Context) error
 
+// ReadyTTL is how long a /readyz verdict is served without checking again. /readyz needs no
+// credential, so every request used to ping PostgreSQL and MySQL: a flood of them took
+// connections and time from the work. The kubelet probes every few seconds; one check a
+// second is still fresh for it.
+const ReadyTTL = time.Second
+
+// checkTimeout bounds one round of the readiness checks.
+const checkTimeout = 2 * time.Second
+
 // Server is the admin HTTP server.
 type Server struct {
 	addr   string
 	logger *slog.Logger
 	mux    *http.ServeMux
 	checks map[string]Check
+	ttl    time.Duration
+	rounds prometheus.Counter
 
 	mu       sync.Mutex
-	lastFail string // the failures /readyz last logged, "" while ready
+	lastFail string   // the failures /readyz last logged, "" while ready
+	last     *verdict // the latest round of checks, in flight until its done is closed
+}
+
+// verdict is one round of the readiness checks; summary and at are set before done is closed.
+type verdict struct {
+	done    chan struct{}
+	summary string // "" when ready
+	at      time.Time
 }
 
 // New builds the server; register readiness checks with AddCheck before Run.
 func New(addr string, reg *prometheus.Registry, logger *slog.Logger) *Server {
-	s := &Server{addr: addr, logger: logger, mux: http.NewServeMux(), checks: map[string]Check{}}
+	s := &Server{addr: addr, logger: logger, mux: http.NewServeMux(), checks: map[string]Check{}, ttl: ReadyTTL,
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "msgx_admin_readiness_checks_total",
+			Help: "Rounds of the readiness checks /readyz ran (at most one at a time, its verdict served for 1 s).",
+		})}
+	reg.MustRegister(s.rounds)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -49,7 +73,49 @@ func (s *Server) AddCheck(name string, c Check) { s.checks[name] = c }
 // dependency's error names users, databases and internal addresses. The details go to the log,
 // once per change (a probe every few seconds would repeat them), and GetStatus reports them.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	summary, ok := s.verdict(r.Context())
+	if !ok || summary != "" {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// verdict is the failures of the latest round of checks ("" when ready): the cached one while
+// younger than the TTL, else the one in flight, else a new round. Callers share a round, so at
+// most one runs at a time however many ask. ok is false when ctx ended before the round did.
+func (s *Server) verdict(ctx context.Context) (summary string, ok bool) {
+	s.mu.Lock()
+	v := s.last
+	if v != nil {
+		select {
+		case <-v.done:
+			if time.Since(v.at) >= s.ttl {
+				v = nil
+			}
+		default: // in flight: wait for it
+		}
+	}
+	if v == nil {
+		v = &verdict{done: make(chan struct{})}
+		s.last = v
+		go s.check(v)
+	}
+	s.mu.Unlock()
+	select {
+	case <-v.done:
+		return v.summary, true
+	case <-ctx.Done():
+		return "", false
+	}
+}
+
+// check runs one round of the checks, detached from the request that started it (the others
+// waiting on it must not lose it when that client goes away), and logs a change of verdict
+// before it answers.
+func (s *Server) check(v *verdict) {
+	s.rounds.Inc()
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
 	names := make([]string, 0, len(s.checks))
 	for name := range s.checks {
@@ -62,25 +128,21 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 			failed = append(failed, fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	summary := ""
 	if len(failed) > 0 {
-		summary = errors.Join(failed...).Error()
+		v.summary = errors.Join(failed...).Error()
 	}
+	v.at = time.Now()
 	s.mu.Lock()
-	changed := summary != s.lastFail
-	s.lastFail = summary
+	changed := v.summary != s.lastFail
+	s.lastFail = v.summary
 	s.mu.Unlock()
 	switch {
-	case changed && summary != "":
-		s.logger.Warn("not ready", "failed", summary)
+	case changed && v.summary != "":
+		s.logger.Warn("not ready", "failed", v.summary)
 	case changed:
 		s.logger.Info("ready again")
 	}
-	if summary != "" {
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = w.Write([]byte("ready\n"))
+	close(v.done)
 }
 
 // Run serves until ctx ends, then shuts down gracefully.

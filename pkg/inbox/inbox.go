@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -29,6 +30,18 @@ type Inbox struct {
 	timeout time.Duration
 }
 
+// RouteDriverLog sends the MySQL driver's own lines ("[mysql] … broken pipe"), which it writes
+// to stderr otherwise, to logger at WARN: in JSON, and masked like every other line.
+func RouteDriverLog(logger *slog.Logger) {
+	_ = mysql.SetLogger(driverLog{logger})
+}
+
+type driverLog struct{ l *slog.Logger }
+
+func (d driverLog) Print(v ...any) {
+	d.l.Warn("mysql driver", "detail", strings.TrimSpace(fmt.Sprint(v...)))
+}
+
 // Open connects to the shared MySQL. The DSN's loc names the zone the inbox DATETIME columns
 // are written in (the airport zone in production); parseTime must be on.
 func Open(dsn string, timeout time.Duration) (*Inbox, error) {
@@ -37,7 +50,10 @@ func Open(dsn string, timeout time.Duration) (*Inbox, error) {
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("inbox dsn: %w", secret.DSNError(dsn, err))
+		return nil, fmt.Errorf("MSGX_MYSQL_DSN does not parse: %w", secret.ParseError(dsn, err, func(s string) error {
+			_, err := mysql.ParseDSN(s)
+			return err
+		}))
 	}
 	cfg.ParseTime = true
 	if cfg.Timeout == 0 {

@@ -151,7 +151,10 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, s *Ses
 func (e *Elector) connConfig() (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(e.cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("leader: parse dsn: %w", secret.DSNError(e.cfg.DSN, err))
+		return nil, fmt.Errorf("leader: parse dsn: %w", secret.ParseError(e.cfg.DSN, err, func(s string) error {
+			_, err := pgx.ParseConfig(s)
+			return err
+		}))
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout

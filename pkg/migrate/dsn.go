@@ -11,7 +11,10 @@ import (
 func pgxConfig(dsn string) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: parse dsn: %w", secret.DSNError(dsn, err))
+		return nil, fmt.Errorf("migrate: parse dsn: %w", secret.ParseError(dsn, err, func(s string) error {
+			_, err := pgx.ParseConfig(s)
+			return err
+		}))
 	}
 	return cfg, nil
 }

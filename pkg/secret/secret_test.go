@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestPassword(t *testing.T) {
@@ -54,5 +56,42 @@ func TestRedactor(t *testing.T) {
 	var nilR *Redactor
 	if nilR.String("x") != "x" || nilR.Error(nil) != nil {
 		t.Error("nil redactor")
+	}
+}
+
+// A password holding a character URL parsers split at is masked whole, in pieces and in every
+// URL encoding, and the parse error of its connection string holds no piece of it.
+func TestPasswordPiecesAndEncodings(t *testing.T) {
+	t.Parallel()
+	for _, pw := range []string{"Sec/retPart1", "Sec#retPart2", "Sec?retPart3", "Sec@retPart4", "Sec%retPart5", "12345/retPart6"} {
+		dsn := "redis://:" + pw + "@127.0.0.1:6379/0"
+		r := NewRedactor(dsn)
+		pieces := strings.FieldsFunc(pw, func(r rune) bool { return strings.ContainsRune(urlDelims, r) })
+		for _, in := range append([]string{pw, url.PathEscape(pw), url.QueryEscape(pw), strings.NewReplacer("%2F", "%2f", "%3F", "%3f").Replace(url.QueryEscape(pw))}, pieces...) {
+			if out := r.String("at " + in + " end"); out != "at xxxxx end" {
+				t.Errorf("%q: String(%q) = %q", pw, in, out)
+			}
+		}
+		_, perr := redis.ParseURL(dsn)
+		if perr == nil {
+			continue
+		}
+		err := ParseError(dsn, perr, func(s string) error { _, err := redis.ParseURL(s); return err })
+		for _, piece := range append(pieces, "%re") {
+			if strings.Contains(err.Error(), piece) {
+				t.Errorf("%q: ParseError = %q holds %q (parser said %q)", pw, err, piece, perr)
+			}
+		}
+		t.Logf("%q: parser said %q, reported %q", pw, perr, err)
+	}
+	// A connection string that is wrong elsewhere keeps the parser's reason.
+	dsn := "redis://:Sec/ret@127.0.0.1:notaport/0"
+	_, perr := redis.ParseURL(dsn)
+	err := ParseError(dsn, perr, func(s string) error { _, err := redis.ParseURL(s); return err })
+	if !strings.Contains(err.Error(), "notaport") || strings.Contains(err.Error(), "Sec") || errors.Is(err, ErrPasswordSyntax) {
+		t.Errorf("ParseError = %q", err)
+	}
+	if w, ok := WithoutPassword("u:p@ss@tcp(h:3306)/db"); !ok || w != "u:xxxxx@tcp(h:3306)/db" {
+		t.Errorf("WithoutPassword = %q", w)
 	}
 }

@@ -61,6 +61,7 @@ func Main(role leader.Role, run func(ctx context.Context, b *Base) error) int {
 	cfg, err := config.FromEnv()
 	// The logger masks every configured credential, so no error below can print one.
 	logger := logging.New(os.Stdout, "msgx-"+string(role), cfg.LogLevel, cfg.SecretValues()...)
+	inbox.RouteDriverLog(logger)
 	if err != nil {
 		logger.Error("configuration refused", "err", err)
 		return 2
@@ -93,7 +94,10 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.PGDSN)
 	if err != nil {
-		return nil, fmt.Errorf("postgres pool (%s): %w", config.EnvName("pg-dsn"), secret.DSNError(cfg.PGDSN, err))
+		return nil, fmt.Errorf("postgres pool (%s): %w", config.EnvName("pg-dsn"), secret.ParseError(cfg.PGDSN, err, func(s string) error {
+			_, err := pgxpool.ParseConfig(s)
+			return err
+		}))
 	}
 	// A fixed pool size (pg.max-conns) rather than pgx's CPU-count default, so a database's
 	// max_connections can be planned: five services, their standbys, plus one lock connection
@@ -102,6 +106,10 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres pool: %w", secret.DSNError(cfg.PGDSN, err))
+	}
+	if err := firstContact(ctx, logger, "PostgreSQL", config.EnvName("pg-dsn"), cfg.PGDSN, 5*time.Second, pool.Ping, pgSettingsError); err != nil {
+		pool.Close()
+		return nil, err
 	}
 	b := &Base{
 		Role:      role,
@@ -124,6 +132,10 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 func (b *Base) Inbox() (*inbox.Inbox, error) {
 	in, err := inbox.Open(b.Config.MySQLDSN, b.Config.InboxTimeout)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.CheckInbox(in); err != nil {
+		_ = in.Close()
 		return nil, err
 	}
 	b.Admin.AddCheck("inbox", in.Ping)
@@ -155,8 +167,12 @@ func (b *Base) RedisOptional() (*redis.Client, error) {
 	}
 	opts, err := redis.ParseURL(b.Config.RedisURL)
 	if err != nil {
-		// url.Parse quotes the whole URL, password included, in its error.
-		return nil, fmt.Errorf("redis url (%s): %w", config.EnvName("redis-url"), secret.DSNError(b.Config.RedisURL, err))
+		// url.Parse quotes the whole URL, password included, in its error, and a piece of a
+		// password it split at '/', '#', '?' or '%'.
+		return nil, fmt.Errorf("redis url (%s): %w", config.EnvName("redis-url"), secret.ParseError(b.Config.RedisURL, err, func(s string) error {
+			_, err := redis.ParseURL(s)
+			return err
+		}))
 	}
 	// go-redis honours context deadlines only when asked to, and its socket timeouts come from
 	// the URL: bound both by redis.timeout, so a Redis that stops answering never holds the
@@ -166,6 +182,11 @@ func (b *Base) RedisOptional() (*redis.Client, error) {
 	opts.WriteTimeout = min(cmp.Or(opts.WriteTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
 	opts.DialTimeout = min(cmp.Or(opts.DialTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
 	rdb := redis.NewClient(opts)
+	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+	if err := firstContact(context.Background(), b.Logger, "Redis", config.EnvName("redis-url"), b.Config.RedisURL, b.Config.RedisTimeout, ping, redisSettingsError); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
 	b.closers = append(b.closers, func() { _ = rdb.Close() })
 	return rdb, nil
 }

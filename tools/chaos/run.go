@@ -439,7 +439,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 }
 
 // controlToken is the control service's operator token in the chaos stack.
-const controlToken = "chaos-token"
+const controlToken = "chaos-operator-token-0123456789abcdef"
 
 // aclPrefix names the harness's Redis users; staleACL is how old one must be before a run
 // deletes it (left by a run that died before its cleanup).

@@ -87,7 +87,7 @@ func newEnv(t testing.TB) *env {
 // newEnvOf is newEnv running the binaries in bin (another release's, say).
 func newEnvOf(t testing.TB, bin string) *env {
 	t.Helper()
-	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), redis: redistest.New(t), token: "e2e-token", grpcAddr: freePort(t), httpAddr: freePort(t)}
+	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), redis: redistest.New(t), token: "e2e-operator-token-0123456789abcdef", grpcAddr: freePort(t), httpAddr: freePort(t)}
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topicMsg, topicSchd))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)

@@ -174,7 +174,7 @@ func run() error {
 		"MSGX_ADMIN_ADDR=127.0.0.1:0",
 		"MSGX_HTTP_ADDR=127.0.0.1:0",
 		"MSGX_GRPC_ADDR=" + grpcAddr,
-		"MSGX_CONTROL_TOKEN=demo",
+		"MSGX_CONTROL_TOKEN=" + demoToken,
 		"MSGX_PIPELINE_POLL_INTERVAL=200ms",
 		"MSGX_PIPELINE_BACKFILL_PERIOD=1s",
 		"MSGX_SCHD_FLUSH_PERIOD=500ms",
@@ -228,7 +228,7 @@ func run() error {
 	if ids[0], err = insert(msgs[0].XML); err != nil {
 		return fmt.Errorf("insert the snapshot: %w", err)
 	}
-	answer, err := requestRoundTrip(ctx, grpcAddr, "demo", dayOpts, insert)
+	answer, err := requestRoundTrip(ctx, grpcAddr, demoToken, dayOpts, insert)
 	if err != nil {
 		return err
 	}
@@ -635,3 +635,7 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// demoToken is the control token of the demo's control instance (at least secret.MinTokenLength
+// characters, as control requires).
+const demoToken = "demo-operator-token-0123456789abcdef"

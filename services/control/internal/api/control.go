@@ -71,7 +71,7 @@ type Config struct {
 	// less). It stays well under the lock connection's lease (10 s) so a slow write cannot
 	// cost the control role. Default 5s.
 	WriteTimeout time.Duration
-	// Caller names who made a call (the token's fingerprint, the client certificate's
+	// Caller names who made a call (the token by its role, the client certificate's
 	// subject), for the rows that keep it (projection_rebuild.requested_by); "unknown" when nil.
 	Caller func(ctx context.Context) string
 	// ReadTimeout bounds every read statement in PostgreSQL (statement_timeout), so a slow

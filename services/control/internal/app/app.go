@@ -51,10 +51,20 @@ func New(b *service.Base) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control TLS: %w", err)
 	}
+	// A subject is only ever verified over mTLS: without a client CA the rules would grant
+	// nothing, and the operator would believe them in force.
+	if len(c.ControlOperatorSubjects)+len(c.ControlReaderSubjects) > 0 && c.ControlClientCA == "" {
+		return nil, fmt.Errorf("control authentication: %s or %s is set without mTLS: set MSGX_CONTROL_CLIENT_CA (with MSGX_CONTROL_TLS_CERT and MSGX_CONTROL_TLS_KEY), or remove them",
+			server.EnvOperatorSubjects, server.EnvReaderSubjects)
+	}
 	// The inbox is read for raw messages, the watermark lag and cutover seeding; control never
 	// writes it. The pool connects lazily, so an unreachable inbox does not stop the API.
 	in, err := inbox.Open(b.Config.MySQLDSN, b.Config.InboxTimeout)
 	if err != nil {
+		return nil, err
+	}
+	if err := b.CheckInbox(in); err != nil {
+		_ = in.Close()
 		return nil, err
 	}
 	// Redis is read for GetFlight only, without a readiness check: a Redis outage must not take

@@ -31,7 +31,7 @@ import (
 	"github.com/msgexchange/msgexchange/services/control/internal/app"
 )
 
-const token = "s3cret-operator-token"
+const token = "s3cret-operator-token-0123456789ab"
 
 // instance is a running control instance and a client connection to it.
 type instance struct {

@@ -113,13 +113,20 @@ type tlsFiles struct {
 	strangerCert, strangerKey string // signed by a CA the server does not trust
 	caPool                    *x509.CertPool
 	client, stranger          tls.Certificate
+	issuer                    *testCA
+}
+
+// caCert is the CA the server trusts, to issue more client certificates.
+func (f *tlsFiles) caCert(t *testing.T) *testCA {
+	t.Helper()
+	return f.issuer
 }
 
 func newTLSFiles(t *testing.T) *tlsFiles {
 	t.Helper()
 	ca, other := newCA(t, "msgx test CA"), newCA(t, "someone else's CA")
 	dir := t.TempDir()
-	f := &tlsFiles{dir: dir, ca: writeFile(t, dir, "ca.pem", ca.pem)}
+	f := &tlsFiles{dir: dir, ca: writeFile(t, dir, "ca.pem", ca.pem), issuer: ca}
 	sc, sk := ca.issue(t, "msgx-control", true)
 	f.serverCert, f.serverKey = writeFile(t, dir, "server.pem", sc), writeFile(t, dir, "server-key.pem", sk)
 	cc, ck := ca.issue(t, "operator-alice", false)

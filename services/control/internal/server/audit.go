@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"time"
 
@@ -18,8 +16,10 @@ import (
 
 // Caller is who made a call, as far as the server can tell.
 type Caller struct {
-	// Token identifies the bearer token without revealing it: "sha256:" and the first 8 hex
-	// digits of its digest, or "none" on an insecure server.
+	// Token names the bearer token by the role it grants ("operator-token", "reader-token"),
+	// "none" on an insecure server, empty without one. Nothing derived from the token's value
+	// is shown: a reader sees requested_by, and part of a digest allows guessing a weak token
+	// offline.
 	Token string
 	// CertSubject is the verified client certificate's subject (mTLS), empty without one.
 	CertSubject string
@@ -46,7 +46,7 @@ func withCaller(ctx context.Context, c Caller) context.Context {
 }
 
 // CallerName is the caller in ctx as one string: the client certificate's subject when there is
-// one, else the token's fingerprint; empty without an authenticated caller.
+// one, else the token's name (Caller.Token); empty without an authenticated caller.
 func CallerName(ctx context.Context) string {
 	c, ok := CallerFrom(ctx)
 	switch {
@@ -58,7 +58,8 @@ func CallerName(ctx context.Context) string {
 	return c.Token
 }
 
-func tokenFingerprint(sum [sha256.Size]byte) string { return "sha256:" + hex.EncodeToString(sum[:4]) }
+// tokenName is how a caller by token is named in the audit and in requested_by.
+func tokenName(role controlv1.Role) string { return role.String() + "-token" }
 
 // Mutating reports whether a method changes the pipeline: whatever the role table does not
 // list as a read (controlv1.RequiredRole), so a new RPC is audited and fenced until it is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/secret"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -26,6 +28,9 @@ const (
 	EnvOperatorToken = "MSGX_CONTROL_TOKEN"
 	EnvReaderToken   = "MSGX_CONTROL_READER_TOKEN"
 	EnvInsecure      = "MSGX_CONTROL_INSECURE"
+	// The certificate subject rules of each role.
+	EnvOperatorSubjects = "MSGX_CONTROL_OPERATOR_SUBJECTS"
+	EnvReaderSubjects   = "MSGX_CONTROL_READER_SUBJECTS"
 )
 
 // AuthConfig is what LoadAuth builds an Auth from (pkg/config's control-* keys, the token
@@ -34,7 +39,8 @@ type AuthConfig struct {
 	// OperatorToken may call every RPC; ReaderToken only the reads (controlv1.RequiredRole).
 	OperatorToken, ReaderToken string
 	// OperatorSubjects and ReaderSubjects grant the role to a verified client certificate whose
-	// subject (Go's RFC 2253 form, "CN=ops,O=Airport") is listed; they need mTLS.
+	// subject is listed (RFC 4514, "CN=ops,O=Airport": every RDN, in order) or whose URI SAN is
+	// ("URI:spiffe://airport/ops"); they need mTLS.
 	OperatorSubjects, ReaderSubjects []string
 	Insecure                         bool
 	// Source says where the credentials came from, for the start-up log (never a token).
@@ -76,19 +82,30 @@ func LoadAuth(c AuthConfig) (Auth, error) {
 			// it would never match what a client sends.
 			return Auth{}, fmt.Errorf("control token %s contains whitespace", t.env)
 		}
+		if len(t.token) < secret.MinTokenLength {
+			return Auth{}, fmt.Errorf("%s is %d characters: a token needs at least %d (e.g. openssl rand -hex 32)", t.env, len(t.token), secret.MinTokenLength)
+		}
 		a.tokens = append(a.tokens, roleToken{sum: sha256.Sum256([]byte(t.token)), role: t.role})
 	}
 	if c.OperatorToken != "" && c.OperatorToken == c.ReaderToken {
 		return Auth{}, fmt.Errorf("%s and %s are the same token: a reader could then call every RPC", EnvOperatorToken, EnvReaderToken)
 	}
 	for _, s := range c.ReaderSubjects {
-		a.subjects[s] = controlv1.RoleReader
+		k, err := subjectKey(s)
+		if err != nil {
+			return Auth{}, fmt.Errorf("%s: certificate subject %q: %w", EnvReaderSubjects, s, err)
+		}
+		a.subjects[k] = controlv1.RoleReader
 	}
 	for _, s := range c.OperatorSubjects {
-		if a.subjects[s] == controlv1.RoleReader {
+		k, err := subjectKey(s)
+		if err != nil {
+			return Auth{}, fmt.Errorf("%s: certificate subject %q: %w", EnvOperatorSubjects, s, err)
+		}
+		if a.subjects[k] == controlv1.RoleReader {
 			return Auth{}, fmt.Errorf("certificate subject %q is listed for both roles", s)
 		}
-		a.subjects[s] = controlv1.RoleOperator
+		a.subjects[k] = controlv1.RoleOperator
 	}
 	if c.OperatorToken == "" && len(c.OperatorSubjects) == 0 {
 		if !c.Insecure {
@@ -132,16 +149,30 @@ func (a Auth) tokenRole(token string) (controlv1.Role, [sha256.Size]byte) {
 	return role, sum
 }
 
-// certSubject is the verified client certificate's subject, empty without mTLS.
-func certSubject(ctx context.Context) string {
+// clientCert is the verified client certificate, nil without mTLS.
+func clientCert(ctx context.Context) *x509.Certificate {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return ""
+		return nil
 	}
 	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
-		return ti.State.VerifiedChains[0][0].Subject.String()
+		return ti.State.VerifiedChains[0][0]
 	}
-	return ""
+	return nil
+}
+
+// certRole is the role the verified client certificate grants (the higher of its subject's and
+// its URI SANs'), and its whole subject for the audit; RoleNone and "" without mTLS.
+func (a Auth) certRole(ctx context.Context) (controlv1.Role, string) {
+	cert := clientCert(ctx)
+	if cert == nil {
+		return controlv1.RoleNone, ""
+	}
+	role := controlv1.RoleNone
+	for _, k := range certKeys(cert) {
+		role = max(role, a.subjects[k])
+	}
+	return role, subjectString(cert)
 }
 
 // authenticated reports, from the headers alone, whether a call carries a credential that
@@ -150,7 +181,7 @@ func (a Auth) authenticated(ctx context.Context, md metadata.MD) bool {
 	if a.Insecure {
 		return true
 	}
-	if a.subjects[certSubject(ctx)] != controlv1.RoleNone {
+	if r, _ := a.certRole(ctx); r != controlv1.RoleNone {
 		return true
 	}
 	for _, v := range md.Get("authorization") {
@@ -172,16 +203,16 @@ func (a Auth) authenticate(ctx context.Context) (context.Context, error) {
 	if a.Insecure {
 		return withCaller(ctx, Caller{Token: "none", Role: controlv1.RoleOperator}), nil
 	}
-	subject := certSubject(ctx)
-	c := Caller{CertSubject: subject, Role: a.subjects[subject]}
+	role, subject := a.certRole(ctx)
+	c := Caller{CertSubject: subject, Role: role}
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	switch {
 	case err == nil:
-		role, sum := a.tokenRole(token)
+		role, _ := a.tokenRole(token)
 		if role == controlv1.RoleNone {
 			return nil, errBadToken
 		}
-		c.Token = tokenFingerprint(sum)
+		c.Token = tokenName(role)
 		c.Role = max(c.Role, role)
 	case c.Role == controlv1.RoleNone:
 		return nil, err // already Unauthenticated

@@ -13,6 +13,12 @@ import (
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
+// Tokens of the minimum length (secret.MinTokenLength).
+const (
+	opTok = "operator-token-0123456789abcdef0"
+	rdTok = "reader-token-0123456789abcdef012"
+)
+
 func TestLoadAuth(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -23,20 +29,22 @@ func TestLoadAuth(t *testing.T) {
 		// the role each bearer token gets ("" = refused)
 		roles map[string]controlv1.Role
 	}{
-		{name: "operator token only (the old single token)", cfg: AuthConfig{OperatorToken: "op"},
-			roles: map[string]controlv1.Role{"op": controlv1.RoleOperator, "rd": controlv1.RoleNone, "": controlv1.RoleNone}},
-		{name: "both roles", cfg: AuthConfig{OperatorToken: "op", ReaderToken: "rd"},
-			roles: map[string]controlv1.Role{"op": controlv1.RoleOperator, "rd": controlv1.RoleReader, "opx": controlv1.RoleNone}},
-		{name: "the same token for both roles", cfg: AuthConfig{OperatorToken: "same", ReaderToken: "same"}, wantErr: "same token"},
-		{name: "reader only is refused", cfg: AuthConfig{ReaderToken: "rd"}, wantErr: "no operator credential"},
+		{name: "operator token only (the old single token)", cfg: AuthConfig{OperatorToken: opTok},
+			roles: map[string]controlv1.Role{opTok: controlv1.RoleOperator, rdTok: controlv1.RoleNone, "": controlv1.RoleNone}},
+		{name: "both roles", cfg: AuthConfig{OperatorToken: opTok, ReaderToken: rdTok},
+			roles: map[string]controlv1.Role{opTok: controlv1.RoleOperator, rdTok: controlv1.RoleReader, opTok + "x": controlv1.RoleNone}},
+		{name: "the same token for both roles", cfg: AuthConfig{OperatorToken: strings.Repeat("s", 32), ReaderToken: strings.Repeat("s", 32)}, wantErr: "same token"},
+		{name: "reader only is refused", cfg: AuthConfig{ReaderToken: rdTok}, wantErr: "no operator credential"},
 		{name: "whitespace inside", cfg: AuthConfig{OperatorToken: "two words"}, wantErr: "whitespace"},
+		{name: "a short operator token", cfg: AuthConfig{OperatorToken: opTok[:31]}, wantErr: EnvOperatorToken + " is 31 characters"},
+		{name: "a short reader token", cfg: AuthConfig{OperatorToken: opTok, ReaderToken: "rd"}, wantErr: EnvReaderToken + " is 2 characters"},
 		{name: "nothing refuses", wantErr: EnvInsecure + "=true"},
 		{name: "insecure", cfg: AuthConfig{Insecure: true}, insecure: true},
-		{name: "insecure with only a reader token is refused", cfg: AuthConfig{ReaderToken: "rd", Insecure: true}, wantErr: "only reader"},
-		{name: "a token beats insecure", cfg: AuthConfig{OperatorToken: "op", Insecure: true},
-			roles: map[string]controlv1.Role{"op": controlv1.RoleOperator, "x": controlv1.RoleNone}},
-		{name: "operator by certificate subject", cfg: AuthConfig{OperatorSubjects: []string{"CN=ops"}, ReaderToken: "rd"},
-			roles: map[string]controlv1.Role{"rd": controlv1.RoleReader}},
+		{name: "insecure with only a reader token is refused", cfg: AuthConfig{ReaderToken: rdTok, Insecure: true}, wantErr: "only reader"},
+		{name: "a token beats insecure", cfg: AuthConfig{OperatorToken: opTok, Insecure: true},
+			roles: map[string]controlv1.Role{opTok: controlv1.RoleOperator, "x": controlv1.RoleNone}},
+		{name: "operator by certificate subject", cfg: AuthConfig{OperatorSubjects: []string{"CN=ops"}, ReaderToken: rdTok},
+			roles: map[string]controlv1.Role{rdTok: controlv1.RoleReader}},
 		{name: "a subject in both lists", cfg: AuthConfig{OperatorSubjects: []string{"CN=x"}, ReaderSubjects: []string{"CN=x"}}, wantErr: "both roles"},
 	}
 	for _, tc := range tests {
@@ -83,7 +91,7 @@ func TestLoadAuth(t *testing.T) {
 					t.Errorf("token %q refused: %v", token, err)
 					continue
 				}
-				if c, _ := CallerFrom(ctx); c.Role != want || !strings.HasPrefix(c.Token, "sha256:") {
+				if c, _ := CallerFrom(ctx); c.Role != want || c.Token != want.String()+"-token" || strings.Contains(c.Token, token) {
 					t.Errorf("token %q: caller %+v, want role %s", token, c, want)
 				}
 			}

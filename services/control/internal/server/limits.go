@@ -94,17 +94,22 @@ func deadline(services map[string]bool, timeout time.Duration) grpc.UnaryServerI
 type refusalLog struct {
 	log   *slog.Logger
 	clock clock.Clock
+	// unauthenticated counts the calls refused UNAUTHENTICATED, every one of them.
+	unauthenticated prometheus.Counter
 
 	mu         sync.Mutex
 	next       time.Time
 	suppressed map[string]int
 }
 
-func newRefusalLog(log *slog.Logger, clk clock.Clock) *refusalLog {
-	return &refusalLog{log: log, clock: clk, suppressed: map[string]int{}}
+func newRefusalLog(log *slog.Logger, clk clock.Clock, unauthenticated prometheus.Counter) *refusalLog {
+	return &refusalLog{log: log, clock: clk, unauthenticated: unauthenticated, suppressed: map[string]int{}}
 }
 
 func (r *refusalLog) note(ctx context.Context, kind, method string) {
+	if kind == "unauthenticated" && r.unauthenticated != nil {
+		r.unauthenticated.Inc()
+	}
 	now := r.clock.Now()
 	r.mu.Lock()
 	if now.Before(r.next) {
@@ -151,5 +156,13 @@ func refusalsStream(r *refusalLog) grpc.StreamServerInterceptor {
 			r.note(ss.Context(), "permission_denied", info.FullMethod)
 		}
 		return err
+	}
+}
+
+// countStream counts every stream it sees.
+func countStream(c prometheus.Counter) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		c.Inc()
+		return handler(srv, ss)
 	}
 }

@@ -16,7 +16,7 @@ func TestRefusalLogIsRateLimited(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	clk := clock.NewMutable(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	r := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)), clk)
+	r := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)), clk, nil)
 	for range 1000 {
 		r.note(context.Background(), "unauthenticated", "/x/Y")
 	}

@@ -111,7 +111,15 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Registerer.Register(throttled); err != nil {
 		return nil, fmt.Errorf("server: register throttle counter: %w", err)
 	}
-	refused := newRefusalLog(log, cfg.Clock)
+	anonymous := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "msgx_control_grpc_anonymous_calls_total",
+		Help: "Control gRPC calls that the access log keeps at DEBUG: server reflection (needs no credential) and calls refused UNAUTHENTICATED.",
+	}, []string{"kind"})
+	if err := cfg.Registerer.Register(anonymous); err != nil {
+		return nil, fmt.Errorf("server: register anonymous call counter: %w", err)
+	}
+	refused := newRefusalLog(log, cfg.Clock, anonymous.WithLabelValues("unauthenticated"))
+	reflected := anonymous.WithLabelValues("reflection")
 
 	grpcLog := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, fields...)
@@ -120,17 +128,27 @@ func New(cfg Config) (*Server, error) {
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithLevels(codeToLevel),
 	}
+	// Reflection needs no credential, so anyone can make many such calls: logged at DEBUG and
+	// counted, never a line each at INFO.
+	debugOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(func(codes.Code) logging.Level { return logging.LevelDebug }),
+	}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		panics.Inc()
 		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
 	// Health checks arrive every few seconds from probes: they are neither logged nor asked for
-	// a token. Reflection needs no token either (it only describes the API) but is logged.
+	// a token. Reflection needs no token either (it only describes the API); it is logged at
+	// DEBUG and counted.
 	needsToken := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return !isHealth(c.Service) && !isReflection(c.Service)
 	})
-	logged := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !isHealth(c.Service) })
+	logged := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return !isHealth(c.Service) && !isReflection(c.Service)
+	})
+	reflectionCall := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return isReflection(c.Service) })
 
 	// The order follows go-grpc-middleware's v2 example server: metrics see every call,
 	// refused ones included; logging sees the auth outcome, and the refusal log summarises
@@ -178,6 +196,8 @@ func New(cfg Config) (*Server, error) {
 		grpc.ChainStreamInterceptor(
 			metrics.StreamServerInterceptor(),
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, logOpts...), logged),
+			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, debugOpts...), reflectionCall),
+			selector.StreamServerInterceptor(countStream(reflected), reflectionCall),
 			refusalsStream(refused),
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(cfg.Auth.authenticate), needsToken),
 			auditStreamInterceptor(cfg.Logger.With("component", "audit"), api),

@@ -7,6 +7,7 @@ package compat
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
 	"encoding/json"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/secret"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
@@ -50,6 +52,8 @@ type Config struct {
 	MaxInFlight int
 	// TLS, when set, serves HTTPS.
 	TLS *tls.Config
+
+	tokenSum [sha256.Size]byte
 }
 
 // retryAfter is the Retry-After of a request refused because the entry is busy;
@@ -58,6 +62,9 @@ const (
 	retryAfter      = "1"
 	inboxRetryAfter = "5"
 )
+
+// EnvToken is the variable of the compat token, named in start-up errors.
+const EnvToken = "MSGX_HTTP_TOKEN"
 
 // ErrNoToken means neither a token nor insecure mode is configured.
 var ErrNoToken = errors.New("compat HTTP needs http.token (or http.insecure=true for development)")
@@ -80,15 +87,23 @@ func New(cfg Config, in Inserter, clk clock.Clock, logger *slog.Logger, reg prom
 	if cfg.Token == "" && !cfg.Insecure {
 		return nil, ErrNoToken
 	}
+	// A token read from a file or an env file may carry the newline an editor adds; the
+	// client side trims it too, so both compare the same bytes. A token that is all
+	// whitespace is no token: refused, not served as if http.insecure were set.
+	if cfg.Token != "" {
+		cfg.Token = strings.TrimSpace(cfg.Token)
+		if len(cfg.Token) < secret.MinTokenLength {
+			return nil, fmt.Errorf("%s is %d characters after trimming: a token needs at least %d (e.g. openssl rand -hex 32)",
+				EnvToken, len(cfg.Token), secret.MinTokenLength)
+		}
+		cfg.tokenSum = sha256.Sum256([]byte(cfg.Token))
+	}
 	if cfg.MaxBody <= 0 {
 		return nil, fmt.Errorf("compat HTTP: max body must be positive, got %d", cfg.MaxBody)
 	}
 	if cfg.MaxInFlight <= 0 {
 		return nil, fmt.Errorf("compat HTTP: max in flight must be positive, got %d", cfg.MaxInFlight)
 	}
-	// A token read from a file or an env file may carry the newline an editor adds; the
-	// client side trims it too, so both compare the same bytes.
-	cfg.Token = strings.TrimSpace(cfg.Token)
 	h := &Handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxInFlight), inbox: in, clock: clk, logger: logger,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_ingest_compat_requests_total",
 			Help: "Compat HTTP requests to POST /cminmsgs/send by response status code."}, []string{"code"}),
@@ -207,8 +222,10 @@ func (h *Handler) authorized(r *http.Request) bool {
 	}
 	// The scheme is case-insensitive (RFC 7235, section 2.1): clients send "bearer" as well.
 	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.cfg.Token)) == 1
+	// Digests of equal length are compared, so the time tells nothing of the token's length
+	// (ConstantTimeCompare returns at once on a length mismatch).
+	sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+	return subtle.ConstantTimeCompare(sum[:], h.cfg.tokenSum[:]) == 1 && ok && strings.EqualFold(scheme, "Bearer")
 }
 
 func (h *Handler) fail(w http.ResponseWriter, code int, msg string) {

@@ -22,7 +22,7 @@ import (
 	"github.com/msgexchange/msgexchange/services/ingest/internal/netfaulttest"
 )
 
-const token = "compat-test-token"
+const token = "compat-test-token-0123456789abcdef"
 
 var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
@@ -243,6 +243,14 @@ func TestTokenIsRequiredUnlessInsecure(t *testing.T) {
 	e := newEnv(t, Config{Insecure: true, MaxBody: 1024, MaxInFlight: 1})
 	if r := e.post(t, "", "", []byte("<MSG/>")); r.code != http.StatusOK {
 		t.Errorf("insecure, no Content-Type: reply = %+v, want 200", r)
+	}
+	// A short token and one of whitespace only are start-up errors naming the variable, not
+	// a server that says it is insecure and refuses everything.
+	for _, tok := range []string{token[:31], " \t\n", token[:31] + "\n"} {
+		_, err := New(Config{Token: tok, Insecure: tok == " \t\n", MaxBody: 10, MaxInFlight: 1}, nil, clock.Real{}, slog.Default(), prometheus.NewRegistry())
+		if err == nil || !strings.Contains(err.Error(), EnvToken) || !strings.Contains(err.Error(), "at least 32") {
+			t.Errorf("New with the token %q: err = %v, want one naming %s and the minimum", tok, err, EnvToken)
+		}
 	}
 }
 

@@ -1,0 +1,87 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/secret"
+)
+
+// A dependency is contacted once at start-up. A refusal that only the settings can cure (the
+// credentials refused, the database unknown) stops the service naming the variable: retrying it
+// for ever as "standby cannot reach the database" would hide a typo behind an outage. Any other
+// failure (a refused connection, a timeout, a server starting up) is an outage: logged, and the
+// service starts and retries as before, so a database that is down when a pod starts does not
+// crash-loop it.
+
+// firstContact pings a dependency within timeout and turns a settings refusal into the start-up
+// error; every other failure is logged and left to the usual retries.
+func firstContact(ctx context.Context, logger *slog.Logger, what, env, dsn string, timeout time.Duration,
+	ping func(context.Context) error, settings func(error) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := ping(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case settings(err):
+		return fmt.Errorf("%s refused the settings of %s (fix the credentials or the database name; retrying cannot help): %w",
+			what, env, secret.DSNError(dsn, err))
+	}
+	logger.Warn(what+" not reachable at start-up; starting anyway and retrying", "variable", env, "err", secret.DSNError(dsn, err))
+	return nil
+}
+
+// pgSettingsError: SQLSTATE class 28 (invalid authorization: a wrong password, no such role,
+// no pg_hba entry) or 3D000 (no such database).
+func pgSettingsError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000")
+}
+
+// mysqlSettingsError: 1044 (no access to the database), 1045 (access denied: the password),
+// 1049 (no such database), 1698 (access denied without a password).
+func mysqlSettingsError(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case 1044, 1045, 1049, 1698:
+		return true
+	}
+	return false
+}
+
+// redisSettingsError: WRONGPASS, NOAUTH, a password the server does not expect ("ERR AUTH …
+// called without any password configured") or a database number it does not have.
+func redisSettingsError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "ERR AUTH", "ERR invalid password", "ERR DB index is out of range"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckInbox contacts the shared MySQL once: refused credentials or an unknown database are the
+// start-up error, naming MSGX_MYSQL_DSN; an unreachable server is logged and retried later.
+func (b *Base) CheckInbox(in *inbox.Inbox) error {
+	return firstContact(context.Background(), b.Logger, "MySQL", config.EnvName("mysql-dsn"), b.Config.MySQLDSN,
+		b.Config.InboxTimeout, in.Ping, mysqlSettingsError)
+}
