@@ -223,6 +223,9 @@ func TestValuesSchemaRefuses(t *testing.T) {
 		{"chart-managed parameter", []string{"--set", "config.pg-dsn=postgres://x"}, "pg-dsn"},
 		{"extra volume mount without a path", []string{"--set", "services.ingest.extraVolumeMounts[0].name=tls"}, "mountPath"},
 		{"spread constraint without a key", []string{"--set", "topologySpreadConstraints[0].maxSkew=1"}, "topologyKey"},
+		{"operator token shorter than 32", []string{"--set", "tokens.controlToken=short-token"}, "controlToken"},
+		{"reader token shorter than 32", []string{"--set", "tokens.readerToken=short-token"}, "readerToken"},
+		{"compat token shorter than 32", []string{"--set", "tokens.httpToken=short-token"}, "httpToken"},
 	} {
 		out, err := render(c.args...)
 		if err == nil {
