@@ -88,7 +88,7 @@ var targets = []target{
 	{"steady 50 msg/s, poll 100ms: p99 / (poll + 150 ms)", "steady-100ms/p99-ms", "steady-100ms/p99-target-ms", true, 1, "≤ 1"},
 	{"2,000-flight SCHD DNLD terminal, seconds", "dnld/changed-package-s", "", true, 3, "≤ 3 s"},
 	{"backlog: RSS growth after the first 10 % (largest of the five services)", "backlog/rss-growth-max", "", true, 1.20, "≤ 1.20"},
-	// The order-safe state (#31) may cost a FLOP at most 10 % more than before it.
+	// The order-safe state (R-ORDER-1) may cost a FLOP at most 10 % more than before it.
 	{"FLOP statements / before the order-safe state", "fifo/pg-statements-per-msg", "fifo/before-order-pg-statements-per-msg", true, 1.10, "≤ 1.10"},
 	{"FLOP round trips / before the order-safe state", "fifo/pg-roundtrips-per-msg", "fifo/before-order-pg-roundtrips-per-msg", true, 1.10, "≤ 1.10"},
 	{"FLOP server CPU over the bare sequence's / the same before", "fifo/cpu-over-bare", "fifo/before-order-cpu-over-bare", true, 1.10, "≤ 1.10"},

@@ -33,7 +33,7 @@ type Report struct {
 	SelfExitLines             []string
 	Drained                   bool
 	// LongestStall is the longest wait of the oldest row beyond W for discovery (sampled every
-	// 10 s); LongestFill the longest measured commit delay (seconds; nil before any fill) (#33).
+	// 10 s); LongestFill the longest measured commit delay (seconds; nil before any fill).
 	LongestStall time.Duration
 	LongestFill  *float64
 

@@ -97,7 +97,7 @@ type harness struct {
 	pgDB    string
 	inbox   *sql.DB // admin on the inbox database: checks, KILL
 	// stall is the longest discovery stall sampled so far (the oldest inbox row waiting beyond
-	// W, ingest's inbox_cursor.waiting_since), for the report (#33); read on the progress
+	// W, ingest's inbox_cursor.waiting_since), for the report; read on the progress
 	// goroutines under outMu.
 	stall   time.Duration
 	loader  *sql.DB // admin on the inbox database: upstream's inserts

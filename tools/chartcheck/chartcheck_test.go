@@ -79,7 +79,7 @@ var wantAlerts = []string{
 	"MsgxLateArrivalDetected",     // late arrival detected
 	"MsgxIngestHoleStuck",         // hole stuck past pipeline.max-commit-delay
 	"MsgxIngestWatermarkLag",      // watermark lag
-	"MsgxIngestRowsWaiting",       // the oldest row beyond W waits past max-commit-delay (#33)
+	"MsgxIngestRowsWaiting",       // the oldest row beyond W waits past max-commit-delay
 	"MsgxIngestContractViolation", // the inbox broke the ID or marker contract (issue #15)
 	"MsgxBackfillAbandoned",       // backfill abandoned
 	"MsgxBackfillRetriesExceeded", // pipeline.backfill-max-attempts (alert only)

@@ -92,7 +92,7 @@ func TestRedisPasswordPiecesNeverReachTheOutput(t *testing.T) {
 	t.Logf("%d runs (pump, control, backfill × 5 passwords × env and _FILE, + '@'): %d leaked a piece of the password", len(runs), leaks)
 }
 
-// The probe of #34 on /readyz: a flood of anonymous requests from 16 clients for 5 s. Each round
+// The probe on /readyz: a flood of anonymous requests from 16 clients for 5 s. Each round
 // of the readiness checks (PostgreSQL and MySQL pings) serves its verdict for 1 s and only one
 // runs at a time, so the flood costs at most one round a second, and a compat POST meanwhile
 // takes about as long as before it.
@@ -171,7 +171,7 @@ func TestReadyzFloodChecksOncePerSecond(t *testing.T) {
 	}
 }
 
-// The probe of #34 on anonymous calls: 1,000 reflection calls and 1,000 calls without a token,
+// The probe on anonymous calls: 1,000 reflection calls and 1,000 calls without a token,
 // over 100 connections (within each connection's unauthenticated budget). Neither writes a line
 // per call at INFO: the access log keeps them at DEBUG, the refusal summary writes one WARN
 // line per 10 s, and msgx_control_grpc_anonymous_calls_total counts them.
@@ -272,7 +272,7 @@ func labelled(t *testing.T, admin, name, label string) float64 {
 	return 0
 }
 
-// The probe of #34 on tokens: a token shorter than 32 characters (or, for compat, whitespace
+// The probe on tokens: a token shorter than 32 characters (or, for compat, whitespace
 // only) stops control and ingest at start-up with an error naming its variable.
 func TestShortTokensAreStartupErrors(t *testing.T) {
 	e := newEnv(t)
@@ -305,7 +305,7 @@ func TestShortTokensAreStartupErrors(t *testing.T) {
 	}
 }
 
-// The probe of #34 on bad settings: refused credentials or an unknown database, in PostgreSQL,
+// The probe on bad settings: refused credentials or an unknown database, in PostgreSQL,
 // MySQL and Redis, stop the pump at start-up naming the variable; an unreachable PostgreSQL or
 // Redis (a transport failure) keeps it running and retrying. A '#' in a PostgreSQL URL password
 // is kept whole: the pump connects with it.

@@ -135,7 +135,7 @@ func TestContractWordsAgree(t *testing.T) {
 	}
 }
 
-// #33: the drain estimate counts the rows discovery holds, never ends before the last open
+// The drain estimate counts the rows discovery holds, never ends before the last open
 // hole is due, and is unknown, not zero, while nothing finishes.
 func TestBacklogCountsRowsWaitingForDiscovery(t *testing.T) {
 	t.Parallel()

@@ -174,7 +174,7 @@ func TestGetStatus(t *testing.T) {
 	}
 	db.Exec(t, `INSERT INTO inbox_late (msg_id, hole_first, detected_at, enqueued_at) VALUES
 		(11, 10, $1, $1), (20, 20, $1, NULL)`, ago(time.Minute))
-	// #33: two open holes above W with their own clocks (43 seen 3m ago, 50-51 1m ago), 15 rows
+	// Two open holes above W with their own clocks (43 seen 3m ago, 50-51 1m ago), 15 rows
 	// scanned beyond W and waiting, and three measured commit delays.
 	if err := cursor.SaveOpenHoles(ctx, db.Pool, nil, []cursor.OpenHole{{First: 43, Last: 43, SeenAt: holeSince},
 		{First: 50, Last: 51, SeenAt: ago(time.Minute)}}); err != nil {

@@ -167,7 +167,7 @@ func TestMsgxctlLookup(t *testing.T) {
 		}
 		lines := bufio.NewScanner(stdout)
 		// The rows waiting beyond W count in the drain estimate: with one waiting and nothing
-		// finishing, the drain is unknown (#33).
+		// finishing, the drain is unknown.
 		line := regexp.MustCompile(`^\S+Z W=\d+ lag=\d+ hole_age=\S+ holes=0/0 open_holes=0 waiting=\d+ oldest_waiting=\S+ unfinished=0 ` +
 			`rate=\S+ drain=(0s|unknown) backfill=0/0 ` +
 			`outbox=KAFKA:msg:0/0,KAFKA:schd:0/0 roles=.*control:control-lookup`)

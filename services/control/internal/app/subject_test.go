@@ -68,7 +68,7 @@ func rdn(oid asn1.ObjectIdentifier, v string) pkix.RelativeDistinguishedNameSET 
 	return pkix.RelativeDistinguishedNameSET{{Type: oid, Value: v}}
 }
 
-// The probe of #34: a CA-signed certificate "CN=ops,CN=mallory,O=Airport" printed as
+// The probe of the entry-point review: a CA-signed certificate "CN=ops,CN=mallory,O=Airport" printed as
 // "CN=ops,O=Airport" by Go's Subject.String() and got the operator role. Subjects now match
 // their parsed RDN sequence exactly, or a URI SAN.
 func TestSubjectRulesMatchTheWholeRDNSequence(t *testing.T) {
@@ -107,7 +107,7 @@ func TestSubjectRulesMatchTheWholeRDNSequence(t *testing.T) {
 				return st.GetServedByActive()
 			})
 		}
-		_, err := client.Replay(callCtx(t), &controlv1.ReplayRequest{MsgIds: []int64{1}, DryRun: true, Comment: "#34 probe"})
+		_, err := client.Replay(callCtx(t), &controlv1.ReplayRequest{MsgIds: []int64{1}, DryRun: true, Comment: "subject probe"})
 		switch {
 		case c.operator && err != nil:
 			t.Errorf("%s: Replay = %v, want the operator role", c.name, err)

@@ -88,7 +88,7 @@ func TestWatchLine(t *testing.T) {
 	}
 }
 
-// #33: rows held behind holes are not unfinished, yet they are a backlog: the watch shows them,
+// Rows held behind holes are not unfinished, yet they are a backlog: the watch shows them,
 // each hole's age, and no "estimated drain 0s".
 func TestWatchShowsRowsWaitingForDiscovery(t *testing.T) {
 	t.Parallel()

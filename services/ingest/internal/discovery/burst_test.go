@@ -13,7 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 )
 
-// The scenario of #33, on real concurrent MariaDB transactions: 603 inserts at about 200 rows/s
+// The scenario of a burst of holes, on real concurrent MariaDB transactions: 603 inserts at about 200 rows/s
 // from four writers, every 75th rolled back (8 holes), and one insert whose transaction stays
 // open past max-commit-delay. Rounds run on the injected clock, 100 ms apart while the burst
 // lasts and on the poll interval after it. Every committed row is enqueued within

@@ -63,7 +63,7 @@ func BenchmarkFIFO(b *testing.B) {
 			benchreport.Add(b, figs...)
 		}
 		benchreport.Add(b, benchreport.Figure{Bench: "fifo", Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"})
-		// A FLOP's cost before the order-safe state (#31), recorded on main 8ee51c2 with this
+		// A FLOP's cost before the order-safe state (R-ORDER-1), recorded on main 8ee51c2 with this
 		// benchmark: 19 statements and 3 round trips per FLOP, and its backend's CPU 2.01 times
 		// that of the processor that writes nothing (1.10 / 0.547 ms, measured in one run). The
 		// report sets today's against them (docs/performance.md).
