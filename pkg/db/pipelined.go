@@ -57,7 +57,7 @@ func (p pipelined) Begin(context.Context) (pgx.Tx, error) {
 	return t, nil
 }
 
-// prelude queues into b, which is empty, what goes ahead of the transaction's own statements:
+// prelude adds to b, which is empty, what goes ahead of the transaction's own statements:
 // before's transaction, then BEGIN and first.
 func (t *pipelinedTx) prelude(b *pgx.Batch) {
 	b.BeginTx(pgx.TxOptions{})

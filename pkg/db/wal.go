@@ -8,21 +8,21 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// QueueAsyncCommit queues, first into a batch sent outside a transaction, the setting that
+// AddCommitAsync adds, first to a batch sent outside a transaction, the setting that
 // lets the batch's implicit transaction commit without waiting for its WAL flush
 // (synchronous_commit off for that transaction only). Only for a commit whose loss in a server
 // crash a re-run repairs, and that nothing outside PostgreSQL acts on before WaitFlushed says
 // it is durable: a later commit that waits for its flush flushes this one too, since the WAL
 // is written in order.
-func QueueAsyncCommit(b *pgx.Batch) {
+func AddCommitAsync(b *pgx.Batch) {
 	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 }
 
-// CommitAsync lets tx commit without waiting for its WAL flush, like QueueAsyncCommit; the
+// CommitAsync lets tx commit without waiting for its WAL flush, like AddCommitAsync; the
 // setting goes out with tx's COMMIT when tx is Pipelined (Defer), so it costs no round trip.
 func CommitAsync(ctx context.Context, tx pgx.Tx) error {
 	b := &pgx.Batch{}
-	QueueAsyncCommit(b)
+	AddCommitAsync(b)
 	return Defer(ctx, tx, b)
 }
 

@@ -142,10 +142,10 @@ func TestWaitFlushedWaitsForThePosition(t *testing.T) {
 	}
 }
 
-// QueueAsyncCommit turns synchronous_commit off for the batch's own implicit transaction: the
+// AddCommitAsync turns synchronous_commit off for the batch's own implicit transaction: the
 // statements behind it in the batch run with it off, the connection's next statement with the
 // server's setting again. (That the commit then skips its flush wait is PostgreSQL's part.)
-func TestQueueAsyncCommitLastsForTheBatch(t *testing.T) {
+func TestAddCommitAsyncLastsForTheBatch(t *testing.T) {
 	d := pgtest.New(t)
 	conn, err := d.Pool.Acquire(t.Context())
 	if err != nil {
@@ -163,7 +163,7 @@ func TestQueueAsyncCommitLastsForTheBatch(t *testing.T) {
 		t.Fatalf("server setting %q, want on", s)
 	}
 	b := &pgx.Batch{}
-	db.QueueAsyncCommit(b)
+	db.AddCommitAsync(b)
 	var inBatch string
 	b.Queue(`SELECT current_setting('synchronous_commit')`).QueryRow(func(row pgx.Row) error { return row.Scan(&inBatch) })
 	if err := conn.SendBatch(t.Context(), b).Close(); err != nil {

@@ -173,16 +173,16 @@ func addDetail(f *flight.Flight, tag string, seq *string, fields map[string]*str
 	f.Collections[tag] = append(f.Collections[tag], it)
 }
 
-// QueueRows queues the upsert of the flight_schd rows of flights alone (one statement), for
+// AddRows adds the upsert of the flight_schd rows of flights alone (one statement), for
 // states whose details are the stored ones: a write of the provenance only (R-ORDER-2).
-func QueueRows(batch *pgx.Batch, flights []flight.Flight) {
+func AddRows(batch *pgx.Batch, flights []flight.Flight) {
 	if len(flights) > 0 {
-		queueRows(batch, flights)
+		addRows(batch, flights)
 	}
 }
 
 // SaveMany writes the full states of several flights, as Save does for one, in one round
-// trip and the same few statements (queueSave).
+// trip and the same few statements (addSave).
 func SaveMany(ctx context.Context, tx pgx.Tx, flights []flight.Flight) error {
 	if len(flights) == 0 {
 		return nil
@@ -196,7 +196,7 @@ func SaveMany(ctx context.Context, tx pgx.Tx, flights []flight.Flight) error {
 		seen[f.FLID] = true
 	}
 	batch := &pgx.Batch{}
-	queueSave(batch, flights)
+	addSave(batch, flights)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("save %d flights: %w", len(flights), err)
 	}

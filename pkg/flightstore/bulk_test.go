@@ -291,11 +291,11 @@ func rowLocked(t *testing.T, d *pgtest.DB, flid string) bool {
 	return len(free) == 0
 }
 
-// QueueUpdate writes only the detail tables whose rows changed, and leaves the same stored
+// AddUpdate writes only the detail tables whose rows changed, and leaves the same stored
 // state as Save: every change of a collection (changed, cleared, added, a raw tag, a scalar
 // only) read back equals the new state, and the statements sent are the row upsert plus a
 // delete and an insert per changed table only.
-func TestQueueUpdateEqualsSave(t *testing.T) {
+func TestAddUpdateEqualsSave(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -325,7 +325,7 @@ func TestQueueUpdateEqualsSave(t *testing.T) {
 					return err
 				}
 				b := &pgx.Batch{}
-				flightstore.QueueUpdate(b, stored, next)
+				flightstore.AddUpdate(b, stored, next)
 				if b.Len() != tc.statements {
 					t.Errorf("%d statements, want %d", b.Len(), tc.statements)
 				}

@@ -55,9 +55,9 @@ const insertChangesSQL = `INSERT INTO flight_change (msg_id, flid, msg_type, sty
 		$8::jsonb[], $9::jsonb[], $10::jsonb[], $11::timestamptz[])
 	ON CONFLICT (flid, msg_id) DO NOTHING`
 
-// QueueChanges queues the insert of changes into batch, in the round trip of the writes they
+// AddChanges adds the insert of changes to batch, in the round trip of the writes they
 // describe (one statement; nothing for none).
-func QueueChanges(batch *pgx.Batch, changes []Change) {
+func AddChanges(batch *pgx.Batch, changes []Change) {
 	if len(changes) == 0 {
 		return
 	}

@@ -221,29 +221,29 @@ func loadDetails(ctx context.Context, q db.Executor, f *flight.Flight) error {
 func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 	// The row and its details go in one batch: one round trip per saved flight.
 	batch := &pgx.Batch{}
-	queueSave(batch, []flight.Flight{f})
+	addSave(batch, []flight.Flight{f})
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("save flight %s: %w", f.FLID, err)
 	}
 	return nil
 }
 
-// QueueSave queues what Save writes for f into batch, for a caller that sends its other
+// AddSave adds what Save writes for f to batch, for a caller that sends its other
 // writes of the same transaction in the same round trip.
-func QueueSave(batch *pgx.Batch, f flight.Flight) { queueSave(batch, []flight.Flight{f}) }
+func AddSave(batch *pgx.Batch, f flight.Flight) { addSave(batch, []flight.Flight{f}) }
 
-// QueueUpdate queues what Save writes for next into batch when prev is its stored state, read
+// AddUpdate adds what Save writes for next to batch when prev is its stored state, read
 // with its details and locked in the same transaction (LoadLocked): the flight_schd row, and
 // of the detail tables only those whose rows differ, each cleared and rewritten. A FLOP changes
 // one or two collections of a flight, if any, so the other tables are left alone: the server
 // skips a ten-table delete and a rewrite of rows it already holds. The result is the same
 // stored state as Save's. A nil prev is Save.
-func QueueUpdate(batch *pgx.Batch, prev *flight.Flight, next flight.Flight) {
+func AddUpdate(batch *pgx.Batch, prev *flight.Flight, next flight.Flight) {
 	if prev == nil || prev.FLID != next.FLID {
-		QueueSave(batch, next)
+		AddSave(batch, next)
 		return
 	}
-	queueRows(batch, []flight.Flight{next})
+	addRows(batch, []flight.Flight{next})
 	was, is := detailRows([]flight.Flight{*prev}), detailRows([]flight.Flight{next})
 	for _, table := range detailTables() {
 		if reflect.DeepEqual(was[table], is[table]) {
@@ -253,7 +253,7 @@ func QueueUpdate(batch *pgx.Batch, prev *flight.Flight, next flight.Flight) {
 			batch.Queue(deleteDetailSQL[table], next.FLID)
 		}
 		if a := is[table]; a != nil {
-			queueDetailInsert(batch, table, a)
+			addDetailInsert(batch, table, a)
 		}
 	}
 }
@@ -267,20 +267,20 @@ var deleteDetailSQL = func() map[string]string {
 	return m
 }()
 
-// queueSave queues the writes of flights in a fixed number of statements, whatever their
+// addSave adds the writes of flights in a fixed number of statements, whatever their
 // count and their details: one upsert of their flight_schd rows, one statement clearing every
 // detail table for them, then one multi-row insert per detail table that has rows to write.
 // Each statement costs the server a parse, a plan lookup and an execution, so the statement
 // count, not the row count, is what a single writer waits for. The caller makes the FLIDs
 // unique (an upsert cannot change a row twice).
-func queueSave(batch *pgx.Batch, flights []flight.Flight) {
-	queueRows(batch, flights)
+func addSave(batch *pgx.Batch, flights []flight.Flight) {
+	addRows(batch, flights)
 	flids := make([]string, len(flights))
 	for i, f := range flights {
 		flids[i] = f.FLID
 	}
 	batch.Queue(deleteDetailsSQL, flids)
-	queueDetails(batch, flights)
+	addDetails(batch, flights)
 }
 
 // rowWriteColumns are the flight_schd columns an upsert writes, in the order of its arrays.
@@ -326,8 +326,8 @@ var upsertRowsSQL = func() string {
 		ON CONFLICT (flid) DO UPDATE SET ` + strings.Join(set, ", ")
 }()
 
-// queueRows queues the upsert of the flight_schd rows of flights.
-func queueRows(batch *pgx.Batch, flights []flight.Flight) {
+// addRows adds the upsert of the flight_schd rows of flights.
+func addRows(batch *pgx.Batch, flights []flight.Flight) {
 	n := len(flights)
 	flids, states, present, prov := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	versions, lastMsgs := make([]int64, n), make([]int64, n)
@@ -428,12 +428,12 @@ func detailColumns(c collection) []string {
 	return cols
 }
 
-// queueDetails queues the inserts of every detail row of flights, one statement per table
-// that has rows, in stored order; the caller has queued the deletion of the old ones before.
-func queueDetails(batch *pgx.Batch, flights []flight.Flight) {
+// addDetails adds the inserts of every detail row of flights, one statement per table
+// that has rows, in stored order; the caller has added the deletion of the old ones before.
+func addDetails(batch *pgx.Batch, flights []flight.Flight) {
 	tables := detailRows(flights)
 	for _, table := range slices.Sorted(maps.Keys(tables)) {
-		queueDetailInsert(batch, table, tables[table])
+		addDetailInsert(batch, table, tables[table])
 	}
 }
 
@@ -444,7 +444,7 @@ type detailArrays struct {
 	text     [][]*string
 }
 
-func queueDetailInsert(batch *pgx.Batch, table string, a *detailArrays) {
+func addDetailInsert(batch *pgx.Batch, table string, a *detailArrays) {
 	// flid first, then the ordinal, then the rest in column order
 	args := []any{a.text[0], a.ordinals}
 	for _, col := range a.text[1:] {

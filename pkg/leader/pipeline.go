@@ -37,15 +37,15 @@ const (
 	unlockSQL = `SELECT pg_advisory_unlock($1)`
 )
 
-// QueueLockPipeline queues LockPipeline into b, for a caller that takes the lock in the round
+// AddLockPipeline adds LockPipeline to b, for a caller that takes the lock in the round
 // trip of its first statements (db.Pipelined).
-func QueueLockPipeline(b *pgx.Batch) {
+func AddLockPipeline(b *pgx.Batch) {
 	b.Queue(lockSQL, pipelineLockKey)
 }
 
-// QueueUnlockPipeline queues UnlockPipeline into b, for a caller that sends its last statements
+// AddUnlockPipeline adds UnlockPipeline to b, for a caller that sends its last statements
 // with the release.
-func QueueUnlockPipeline(b *pgx.Batch) {
+func AddUnlockPipeline(b *pgx.Batch) {
 	b.Queue(unlockSQL, pipelineLockKey)
 }
 

@@ -50,7 +50,7 @@ func Add(ctx context.Context, q db.Executor, events []NewEvent, now time.Time) e
 	if b, ok := q.(batcher); ok {
 		// One round trip for all, whether a FLOP's two events or a schedule snapshot's hundreds.
 		batch := &pgx.Batch{}
-		if err := Queue(batch, events, now); err != nil {
+		if err := AddTo(batch, events, now); err != nil {
 			return err
 		}
 		if err := b.SendBatch(ctx, batch).Close(); err != nil {
@@ -73,10 +73,10 @@ func Add(ctx context.Context, q db.Executor, events []NewEvent, now time.Time) e
 	return nil
 }
 
-// Queue queues what Add writes into batch, for a caller that sends its own writes with the
+// AddTo adds what Add writes to batch, for a caller that sends its own writes with the
 // events in one round trip; the events are written when the batch is sent in the caller's
 // transaction, and the dispatcher is notified when it commits.
-func Queue(batch *pgx.Batch, events []NewEvent, now time.Time) error {
+func AddTo(batch *pgx.Batch, events []NewEvent, now time.Time) error {
 	if len(events) == 0 {
 		return nil
 	}

@@ -138,10 +138,10 @@ func Head(ctx context.Context, q db.Executor) (m Message, ok bool, err error) {
 	return head(q.QueryRow(ctx, headSQL))
 }
 
-// QueueHead queues Head into b, for a caller that reads the next head in the round trip that
+// AddHead adds Head to b, for a caller that reads the next head in the round trip that
 // ends the current one (the pump, with the release of the pipeline lock): got receives it
 // once b is read.
-func QueueHead(b *pgx.Batch, got func(m Message, ok bool)) {
+func AddHead(b *pgx.Batch, got func(m Message, ok bool)) {
 	b.Queue(headSQL).QueryRow(func(row pgx.Row) error {
 		m, ok, err := head(row)
 		if err == nil {
@@ -211,9 +211,9 @@ func Bind(ctx context.Context, q db.Executor, b Binding) (holder int64, err erro
 	return bindResult(b.MsgID, holder, err)
 }
 
-// QueueBind queues Bind's statement into batch; done receives what Bind would have returned,
+// AddBind adds Bind's statement to batch; done receives what Bind would have returned,
 // and its error is the statement's in the batch.
-func QueueBind(batch *pgx.Batch, b Binding, done func(holder int64, err error) error) {
+func AddBind(batch *pgx.Batch, b Binding, done func(holder int64, err error) error) {
 	batch.Queue(bindSQL, b.args()...).QueryRow(func(row pgx.Row) error {
 		var holder int64
 		err := row.Scan(&holder)
@@ -221,13 +221,13 @@ func QueueBind(batch *pgx.Batch, b Binding, done func(holder int64, err error) e
 	})
 }
 
-// QueueHoldsIdentity queues into batch the server's check that msgID is still unfinished and
+// AddIdentityCheck adds to batch the server's check that msgID is still unfinished and
 // holds its identity, for a transaction behind a binding whose verdict is read in Go only after
 // the server ran what came with it (db.PipelinedAfter): deferred to the transaction's COMMIT
 // (db.Defer), it keeps a binding that found the identity held elsewhere from committing
 // anything of the transaction, whatever its caller did with the refusal (R-TX-10). It runs
 // last, so a caller that stopped at the refusal never sends it: no error reaches the server.
-func QueueHoldsIdentity(batch *pgx.Batch, msgID int64) {
+func AddIdentityCheck(batch *pgx.Batch, msgID int64) {
 	batch.Queue(`SELECT msgx_expect(EXISTS (SELECT 1 FROM proc_state WHERE msg_id = $1 AND identity_key IS NOT NULL
 		AND state IN ('PENDING', 'FAILED')), 'message ' || $1 || ' is not unfinished or does not hold its identity')`, msgID)
 }
@@ -327,9 +327,9 @@ func Finish(ctx context.Context, q db.Executor, o Outcome) error {
 	return finished(o, q.QueryRow(ctx, sql, args...))
 }
 
-// QueueFinish queues Finish into b, for a caller that sends it with other statements (the pump
+// AddFinish adds Finish to b, for a caller that sends it with other statements (the pump
 // sends it with the release of the pipeline lock); its error is the batch's.
-func QueueFinish(b *pgx.Batch, o Outcome) error {
+func AddFinish(b *pgx.Batch, o Outcome) error {
 	sql, args, err := finishStatement(o)
 	if err != nil {
 		return err

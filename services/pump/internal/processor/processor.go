@@ -192,17 +192,17 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		// A state written without a version (only its provenance, or the details a deleted
 		// flight keeps) is written the same way: one upsert, and the detail tables that differ.
 		for _, w := range slices.Concat(o.Writes, o.Recorded) {
-			flightstore.QueueUpdate(batch, stored[w.FLID], w)
+			flightstore.AddUpdate(batch, stored[w.FLID], w)
 		}
 		events := make([]outbox.NewEvent, len(o.Events))
 		for i, e := range o.Events {
 			events[i] = outbox.NewEvent{Target: e.Target, PartitionKey: e.FLID, Type: e.Type, Version: e.Version,
 				Payload: e.Payload, MsgID: in.MsgID, Trace: in.Trace}
 		}
-		if err := outbox.Queue(batch, events, in.Now); err != nil {
+		if err := outbox.AddTo(batch, events, in.Now); err != nil {
 			return pump.Result{}, err
 		}
-		flightstore.QueueChanges(batch, changes(in, rec.FLID, stored, o))
+		flightstore.AddChanges(batch, changes(in, rec.FLID, stored, o))
 		switch {
 		case batch.Len() == 0:
 		case i == len(records)-1:

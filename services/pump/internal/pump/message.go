@@ -153,7 +153,7 @@ func (m *message) bind(ctx context.Context) outcome {
 // heardBinding hears the verdict of the binding sent in ①'s first round trip. A verdict that
 // decides the message is kept and refused: the refusal is the failure of ①'s first statement
 // (db.PipelinedAfter), and ①'s COMMIT is stopped on the server whatever the processor does
-// with it (queue.QueueHoldsIdentity).
+// with it (queue.AddIdentityCheck).
 func (m *message) heardBinding(holder int64, err error) error {
 	if o := bindOutcome(m.head.MsgID, holder, err); o.ends() {
 		m.bound = o
@@ -286,12 +286,12 @@ func (h *held) reproject(ctx context.Context) outcome {
 // outcome that ends the message.
 func (h *held) apply(ctx context.Context) (Result, outcome) {
 	before := &pgx.Batch{}
-	queue.QueueBind(before, h.binding, h.heardBinding)
+	queue.AddBind(before, h.binding, h.heardBinding)
 	res, err := db.WithTxV(ctx, db.PipelinedAfter(h.conn, before, h.lock), func(tx pgx.Tx) (Result, error) {
 		// A binding that decided fails ①'s first statement; this stops ①'s COMMIT on the
 		// server, whatever the processor does with that failure.
 		check := &pgx.Batch{}
-		queue.QueueHoldsIdentity(check, h.in.MsgID)
+		queue.AddIdentityCheck(check, h.in.MsgID)
 		if err := db.Defer(ctx, tx, check); err != nil {
 			return Result{}, err
 		}
@@ -351,19 +351,19 @@ func (h *held) projectStates(ctx context.Context, states []flight.Flight, label 
 	return outcome{}
 }
 
-// finish queues ③, SUCCEEDED with its backfill intent, into the lock's release, and behind it
+// finish adds ③, SUCCEEDED with its backfill intent, to the lock's release, and behind it
 // the read of the next head for the tick that follows; trail is appended once the release went
 // through. ③ commits without waiting for its WAL flush (R-TX-9): the next message's ① flushes
 // it, a ③ lost in a server crash is the re-run of a message whose ① stands (applied_at): ② and
 // ③ again, nothing applied twice; and the backfill marks the inbox row only once ③ is flushed
 // (R-BACKFILL-10).
 func (h *held) finish(trail Trail) outcome {
-	db.QueueAsyncCommit(h.release)
-	if err := queue.QueueFinish(h.release, queue.Outcome{MsgID: h.in.MsgID, State: queue.Succeeded, Started: h.started,
+	db.AddCommitAsync(h.release)
+	if err := queue.AddFinish(h.release, queue.Outcome{MsgID: h.in.MsgID, State: queue.Succeeded, Started: h.started,
 		Now: h.p.clock.Now()}); err != nil {
 		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
 	}
-	queue.QueueHead(h.release, h.heardNext)
+	queue.AddHead(h.release, h.heardNext)
 	h.trail = trail
 	return outcome{state: queue.Succeeded, recorded: true}
 }

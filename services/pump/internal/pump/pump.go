@@ -450,20 +450,20 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 // the session, ends the term (leader.ErrLost) and lets the elector start a clean one.
 func (p *Pump) withPipelineLock(ctx context.Context, conn *pgx.Conn, fn func(lock, release *pgx.Batch) error) (err error) {
 	lock, release := &pgx.Batch{}, &pgx.Batch{}
-	leader.QueueLockPipeline(lock)
+	leader.AddLockPipeline(lock)
 	defer func() {
 		if conn.IsClosed() {
 			return
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.RecordTimeout)
 		defer cancel()
-		// Only what fn queued when it succeeded: a failed fn's outcome is recorded after the
+		// Only what fn added when it succeeded: a failed fn's outcome is recorded after the
 		// release, by record.
 		last := &pgx.Batch{}
 		if err == nil {
 			last = release
 		}
-		leader.QueueUnlockPipeline(last)
+		leader.AddUnlockPipeline(last)
 		rerr := conn.SendBatch(rctx, last).Close()
 		if rerr != nil && last.Len() > 1 {
 			// One of fn's statements failed, and the server skipped the unlock behind it:
