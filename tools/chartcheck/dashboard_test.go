@@ -36,9 +36,25 @@ func checkDashboardJSON(t *testing.T, root string, cm *corev1.ConfigMap) {
 	var d struct {
 		UID    string `json:"uid"`
 		Panels []struct {
-			Title   string `json:"title"`
+			Title       string `json:"title"`
+			FieldConfig struct {
+				Defaults struct {
+					Unit string `json:"unit"`
+				} `json:"defaults"`
+				Overrides []struct {
+					Matcher struct {
+						ID      string `json:"id"`
+						Options string `json:"options"`
+					} `json:"matcher"`
+					Properties []struct {
+						ID    string `json:"id"`
+						Value string `json:"value"`
+					} `json:"properties"`
+				} `json:"overrides"`
+			} `json:"fieldConfig"`
 			Targets []struct {
-				Expr string `json:"expr"`
+				RefID string `json:"refId"`
+				Expr  string `json:"expr"`
 			} `json:"targets"`
 		} `json:"panels"`
 	}
@@ -65,11 +81,62 @@ func checkDashboardJSON(t *testing.T, root string, cm *corev1.ConfigMap) {
 			if strings.Count(target.Expr, "(") != strings.Count(target.Expr, ")") || strings.Count(target.Expr, "{") != strings.Count(target.Expr, "}") {
 				t.Errorf("dashboard panel %q: unbalanced expression %s", p.Title, target.Expr)
 			}
+			// Each series is shown in the unit of what it measures: the panel's unit, or an
+			// override for its query.
+			unit := p.FieldConfig.Defaults.Unit
+			for _, o := range p.FieldConfig.Overrides {
+				if o.Matcher.ID == "byFrameRefID" && o.Matcher.Options == target.RefID {
+					for _, prop := range o.Properties {
+						if prop.ID == "unit" {
+							unit = prop.Value
+						}
+					}
+				}
+			}
+			if want := baseUnit(target.Expr); unit != want {
+				t.Errorf("dashboard panel %q: query %s (%s) shows in unit %q, its metric's base unit is %q", p.Title, target.RefID, target.Expr, unit, want)
+			}
 		}
 	}
 	for _, w := range wantPanels {
 		if !have[w] {
 			t.Errorf("the dashboard has no panel %q", w)
+		}
+	}
+}
+
+// baseUnit is the Grafana unit of what a query measures, from its metric's name (the
+// Prometheus naming conventions the services follow): seconds ("s") for a _seconds gauge or a
+// quantile of a _seconds histogram, per second ("ops") for a rate of a counter or a
+// _per_second gauge, a plain number ("short") otherwise.
+func baseUnit(expr string) string {
+	names := metricNames(expr)
+	if len(names) == 0 {
+		return ""
+	}
+	name := names[0]
+	switch {
+	case strings.HasSuffix(name, "_seconds_bucket") && strings.Contains(expr, "histogram_quantile"):
+		return "s"
+	case strings.Contains(expr, "rate(") && strings.HasSuffix(name, "_total"), strings.HasSuffix(name, "_per_second"):
+		return "ops"
+	case strings.HasSuffix(name, "_seconds"):
+		return "s"
+	}
+	return "short"
+}
+
+// TestBaseUnit pins the unit rule on the shapes the dashboard uses.
+func TestBaseUnit(t *testing.T) {
+	for expr, want := range map[string]string{
+		`max(msgx_ingest_hole_age_seconds{job="x"})`:                                            "s",
+		`max(msgx_pipeline_backlog_rate_per_second)`:                                            "ops",
+		`sum(rate(msgx_pump_outcomes_total[5m]))`:                                               "ops",
+		`histogram_quantile(0.99, sum by (le) (rate(msgx_dispatcher_send_seconds_bucket[5m])))`: "s",
+		`max(msgx_ingest_watched_holes)`:                                                        "short",
+	} {
+		if got := baseUnit(expr); got != want {
+			t.Errorf("baseUnit(%s) = %q, want %q", expr, got, want)
 		}
 	}
 }
