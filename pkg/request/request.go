@@ -102,6 +102,12 @@ func (s Spec) Validate() error {
 		if n := days(s.From, s.To); n > MaxRangeDays {
 			return fmt.Errorf("%w: %d days from %s to %s, at most %d per request", ErrInvalid, n, dayString(s.From), dayString(s.To), MaxRangeDays)
 		}
+		for _, d := range []time.Time{s.From, s.To} {
+			if y := d.Year(); y < sis.FirstBodyYear || y > sis.LastBodyYear {
+				return fmt.Errorf("%w: %s cannot be written in the SIS form ddMMMyy without being read back in another century: "+
+					"only %d to %d", ErrInvalid, dayString(d), sis.FirstBodyYear, sis.LastBodyYear)
+			}
+		}
 		return nil
 	case TypeRQRD:
 		if s.Category == RSTA {

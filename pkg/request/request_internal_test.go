@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
 func TestSpecValidateAndScope(t *testing.T) {
@@ -31,6 +33,11 @@ func TestSpecValidateAndScope(t *testing.T) {
 		{"resource status without type", ReferenceSpec("RSTA", ""), ""},
 		{"resource status unknown type", ReferenceSpec("RSTA", "DOOR"), ""},
 		{"unknown type", Spec{Type: "EROR"}, ""},
+		// ddMMMyy: 9999-12-25 would go out as 25DEC99 and be read as 1999, 1900-02-28 as 2000.
+		{"a year after the two-digit form's", ScheduleSpec(d("9999-12-25"), d("9999-12-25")), ""},
+		{"a year before the two-digit form's", ScheduleSpec(d("1900-02-28"), d("1900-02-28")), ""},
+		{"the last year of the form", ScheduleSpec(d("2068-12-31"), d("2068-12-31")), "2068-12-31..2068-12-31"},
+		{"the first year of the form", ScheduleSpec(d("1969-01-01"), d("1969-01-01")), "1969-01-01..1969-01-01"},
 	}
 	for _, tc := range tests {
 		err := tc.spec.Validate()
@@ -84,6 +91,19 @@ func TestDecide(t *testing.T) {
 		}
 		if got != tc.want || skip != tc.skip {
 			t.Errorf("%s: decide = request %d skip %q, want %d %q", tc.name, got, skip, tc.want, tc.skip)
+		}
+	}
+}
+
+// TestBodyYearsRoundTrip: every day of the years a body time can carry is read back as written
+// (sis.FirstBodyYear..LastBodyYear), and the years just outside are not.
+func TestBodyYearsRoundTrip(t *testing.T) {
+	for y := sis.FirstBodyYear - 1; y <= sis.LastBodyYear+1; y++ {
+		day := time.Date(y, 3, 1, 0, 0, 0, 0, time.UTC)
+		back, err := sis.ParseTime(sis.FormatBodyTime(day), time.UTC)
+		inside := y >= sis.FirstBodyYear && y <= sis.LastBodyYear
+		if got := err == nil && back.Equal(day); got != inside {
+			t.Errorf("%d: read back %v (%v), want a round trip %v", y, back, err, inside)
 		}
 	}
 }

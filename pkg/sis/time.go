@@ -39,6 +39,7 @@ func ParseTime(s string, zone *time.Location) (time.Time, error) {
 		if yy >= 69 {
 			year = 1900 + yy
 		}
+		// The pivot decides which century a two-digit year is: FirstBodyYear..LastBodyYear.
 		if day < 1 || day > daysIn(mon, year) {
 			return time.Time{}, fmt.Errorf("%q: day out of range: %w", s, errTimeFormat)
 		}
@@ -148,3 +149,11 @@ func daysIn(m time.Month, year int) int {
 	// shift it.
 	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
+
+// FirstBodyYear and LastBodyYear bound the years a body time (ddMMMyy…) can carry: two digits,
+// read as 20yy below 69 and 19yy from 69 (ParseTime). A day of another year written in that form
+// would be read back in the wrong century, so nothing outside them is ever written.
+const (
+	FirstBodyYear = 1969
+	LastBodyYear  = 2068
+)
