@@ -457,23 +457,29 @@ func Document(f Flight) []byte {
 		doc[k] = v
 	}
 	for k, items := range f.Collections {
-		arr := make([]map[string]string, 0, len(items))
-		for _, it := range items {
-			o := maps.Clone(it.Fields)
-			if o == nil {
-				o = map[string]string{}
-			}
-			if a := seqAttr[k]; a != "" && it.Seq != "" {
-				o[a] = it.Seq
-			}
-			arr = append(arr, o)
-		}
-		doc[k] = arr
+		doc[k] = collectionDoc(k, items)
 	}
 	if len(f.MAFL) > 0 {
 		doc["MAFL"] = f.MAFL
 	}
 	return mustJSON(f.FLID, doc)
+}
+
+// collectionDoc is a collection as documents publish it: its items in stored order, each with
+// its sequence attribute under the collection's attribute name.
+func collectionDoc(tag string, items []Item) []map[string]string {
+	arr := make([]map[string]string, 0, len(items))
+	for _, it := range items {
+		o := maps.Clone(it.Fields)
+		if o == nil {
+			o = map[string]string{}
+		}
+		if a := seqAttr[tag]; a != "" && it.Seq != "" {
+			o[a] = it.Seq
+		}
+		arr = append(arr, o)
+	}
+	return arr
 }
 
 func mustJSON(flid string, v any) []byte {

@@ -1,7 +1,6 @@
 package flight
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -248,15 +247,16 @@ func (f Flight) maidAt(m int64) string {
 
 // stateThrough is the flight's existence after message m in ID order, m's own word included.
 func (f Flight) stateThrough(m int64) string {
+	life := f.life()
+	if len(life) == 0 {
+		return f.State
+	}
 	state := ""
-	for _, l := range f.life() {
+	for _, l := range life {
 		if l.Msg > m {
 			break
 		}
 		state = l.State
-	}
-	if state == "" && len(f.life()) == 0 {
-		return f.State
 	}
 	return state
 }
@@ -493,9 +493,7 @@ func partValue(f Flight, tag string) string {
 		if !ok {
 			return ""
 		}
-		doc := map[string]any{}
-		_ = json.Unmarshal(Document(Flight{FLID: f.FLID, Collections: map[string][]Item{tag: items}}), &doc)
-		return string(mustJSON(f.FLID, doc[tag]))
+		return string(mustJSON(f.FLID, collectionDoc(tag, items)))
 	}
 	return f.Scalars[tag]
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -275,4 +276,16 @@ func (e *env) facts(t *testing.T, id int64) facts {
 		}
 	}
 	return f
+}
+
+// exited waits up to limit for the process name to exit on its own and returns its exit code
+// and its output.
+func (e *env) exited(t *testing.T, limit time.Duration, name string) (int, string) {
+	t.Helper()
+	testwait.ForState(t, limit, name+" to exit", func() (bool, string) {
+		_, exited := e.stack.Exited(name)
+		return exited, "running"
+	})
+	code, _ := e.stack.Exited(name)
+	return code, e.stack.Output(name)
 }

@@ -69,12 +69,7 @@ func TestRedisPasswordPiecesNeverReachTheOutput(t *testing.T) {
 	}
 	leaks := 0
 	for _, r := range runs {
-		testwait.ForState(t, 60*time.Second, r.name+" to exit", func() (bool, string) {
-			_, exited := e.stack.Exited(r.name)
-			return exited, "running"
-		})
-		code, _ := e.stack.Exited(r.name)
-		out := e.stack.Output(r.name)
+		code, out := e.exited(t, 60*time.Second, r.name)
 		if code == 0 {
 			t.Errorf("%s exited 0 with a bad Redis URL", r.name)
 		}
@@ -289,12 +284,7 @@ func TestShortTokensAreStartupErrors(t *testing.T) {
 		}
 	}
 	for _, c := range cases {
-		testwait.ForState(t, 30*time.Second, c.name+" to exit", func() (bool, string) {
-			_, exited := e.stack.Exited(c.name)
-			return exited, "running"
-		})
-		code, _ := e.stack.Exited(c.name)
-		out := e.stack.Output(c.name)
+		code, out := e.exited(t, 30*time.Second, c.name)
 		if code == 0 || !strings.Contains(out, c.must) {
 			t.Errorf("%s: exit %d, want an error with %q:\n%s", c.name, code, c.must, out)
 		}
@@ -377,12 +367,7 @@ func TestBadSettingsAreStartupErrors(t *testing.T) {
 	}
 	stopping = append(stopping, struct{ name, env, must string }{"control-subjects-without-tls", "", "MSGX_CONTROL_OPERATOR_SUBJECTS"})
 	for _, c := range stopping {
-		testwait.ForState(t, 30*time.Second, c.name+" to exit", func() (bool, string) {
-			_, exited := e.stack.Exited(c.name)
-			return exited, "running"
-		})
-		code, _ := e.stack.Exited(c.name)
-		out := e.stack.Output(c.name)
+		code, out := e.exited(t, 30*time.Second, c.name)
 		if code == 0 || !strings.Contains(out, c.must) || strings.Contains(out, "wrong-pw") || strings.Contains(out, "e2e-redis-wrong") {
 			t.Errorf("%s: exit %d, want a start-up error naming %s (and no password):\n%s", c.name, code, c.must, out)
 		}
@@ -410,7 +395,7 @@ func startRedisWithPassword(t *testing.T, password string) string {
 	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--requirepass", password,
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
 	if err := cmd.Start(); err != nil {
-		t.Skipf("redis-server: %v", err)
+		t.Fatalf("redis-server (installed with the Redis the tests need): %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	testwait.ForState(t, 10*time.Second, "the second redis-server", func() (bool, string) {

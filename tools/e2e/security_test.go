@@ -388,12 +388,7 @@ func TestSecretsNeverReachTheOutput(t *testing.T) {
 		}
 	}
 	for _, c := range cases {
-		testwait.ForState(t, 20*time.Second, c.role+" to exit", func() (bool, string) {
-			_, exited := e.stack.Exited(c.role)
-			return exited, "running"
-		})
-		code, _ := e.stack.Exited(c.role)
-		out := e.stack.Output(c.role)
+		code, out := e.exited(t, 20*time.Second, c.role)
 		if code == 0 {
 			t.Errorf("%s exited 0 with a bad connection string", c.role)
 		}

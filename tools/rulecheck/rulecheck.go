@@ -10,7 +10,7 @@
 //     document's file or section ("seed NNN §x.y", a gap or question number after it), the
 //     design documents by their old collective name, a path into the reference folder beside the repository
 //     (its README, its seeds, its style guide, its SIS notes), the SIS format notes by their
-//     file name, a section of the style guide ("STYLE §n"), a number of the old decision list
+//     file name, a numbered section of the style guide, a number of the old decision list
 //     ("DECISIONS n"), and a D- ID that docs/decisions.md does not define;
 //   - in Go, a bare section sign with a number that names no document (docs/x.md §n does);
 //   - a rule ID, or a group such as "the R-PUMP rules", that docs/rules.md does not define,
