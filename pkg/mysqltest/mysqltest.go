@@ -58,14 +58,19 @@ var harness = testname.NewRun()
 // the test ends.
 func New(t testing.TB) *DB {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
-
 	rawDSN := cmp.Or(os.Getenv(EnvDSN), defaultDSN)
 	rootCfg, err := mysql.ParseDSN(rawDSN)
 	if err != nil {
 		t.Fatalf("mysqltest: parse %s: %v", EnvDSN, err)
 	}
+	return newOn(t, rawDSN, rootCfg)
+}
+
+// newOn is New on the server that rootCfg (spelt rawDSN) reaches as its administrator.
+func newOn(t testing.TB, rawDSN string, rootCfg *mysql.Config) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
 	if rootCfg.Timeout == 0 {
 		rootCfg.Timeout = 5 * time.Second
 	}
@@ -151,28 +156,45 @@ func (db *DB) HoldInbox(t testing.TB, xmls []string, received *time.Time) (ids [
 	}
 }
 
-func insertInbox(t testing.TB, q interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}, xml string, received *time.Time) int64 {
+func insertInbox(t testing.TB, q execer, xml string, received *time.Time) int64 {
 	t.Helper()
+	id, err := execInsert(t.Context(), q, xml, received)
+	if err != nil {
+		t.Fatalf("mysqltest: %v", err)
+	}
+	return id
+}
+
+// TryInsertInbox is InsertInbox for a writer that goes on through inbox outages: it returns the
+// error instead of failing the test. An error does not tell whether the row was committed (the
+// server may have gone away after the commit), so such a writer finds out by reading back.
+func (db *DB) TryInsertInbox(ctx context.Context, xml string, received *time.Time) (int64, error) {
+	return execInsert(ctx, db.Admin, xml, received)
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func execInsert(ctx context.Context, q execer, xml string, received *time.Time) (int64, error) {
 	m := parseMeta(xml)
 	var recv any
 	if received != nil {
 		recv = received.UTC()
 	}
-	res, err := q.ExecContext(t.Context(), `INSERT INTO cminmsgs
+	res, err := q.ExecContext(ctx, `INSERT INTO cminmsgs
 		(CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_SUBSYSTEM_NAME, CMINMSGS_SUBSYSTEM_SEQUENCE,
 		 CMINMSGS_SUBSYSTEM_DATE_SENT, CMINMSGS_SUBSYSTEM_TYPE, CMINMSGS_SUBSYSTEM_SUBTYPE, CMINMSGS_STATUS)
 		VALUES (?, ?, ?, ?, ?, ?, ?, 'VALID')`,
 		xml, recv, m.sender, m.seq, m.sent, m.typ, m.subtype)
 	if err != nil {
-		t.Fatalf("mysqltest: insert inbox row: %v", err)
+		return 0, fmt.Errorf("insert inbox row: %w", err)
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		t.Fatalf("mysqltest: insert inbox row: %v", err)
+		return 0, fmt.Errorf("insert inbox row: %w", err)
 	}
-	return id
+	return id, nil
 }
 
 // InsertInboxRows writes many messages into cminmsgs with multi-row INSERTs (as upstream would,

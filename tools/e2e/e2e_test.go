@@ -88,7 +88,13 @@ func newEnv(t testing.TB) *env {
 // newEnvOf is newEnv running the binaries in bin (another release's, say).
 func newEnvOf(t testing.TB, bin string) *env {
 	t.Helper()
-	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), redis: redistest.New(t), token: "e2e-operator-token-0123456789abcdef", grpcAddr: freePort(t), httpAddr: freePort(t)}
+	return newEnvOn(t, bin, mysqltest.New(t))
+}
+
+// newEnvOn is newEnvOf with the inbox database my (on a MariaDB server of the test's own, say).
+func newEnvOn(t testing.TB, bin string, my *mysqltest.DB) *env {
+	t.Helper()
+	e := &env{pg: pgtest.New(t), my: my, redis: redistest.New(t), token: "e2e-operator-token-0123456789abcdef", grpcAddr: freePort(t), httpAddr: freePort(t)}
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topicMsg, topicSchd))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)

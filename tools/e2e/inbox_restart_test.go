@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/tools/stack"
+)
+
+// TestInboxServerRestart stops and starts the inbox's MariaDB server itself under traffic: once
+// cleanly (SIGTERM, as an upgrade or a node drain would) and once by a crash (SIGKILL), each
+// with a backlog in flight and each longer than the services' whole retry budget. An outage is
+// never the message's fault (R-PUMP-7): no row may be lost or end DEAD, every row ends
+// SUCCEEDED with its marker and its events delivered, and every flight ends as the rows give it
+// in ID order, one version per message.
+//
+// The server is one of the test's own (mysqltest.Own), so the fault never reaches the shared
+// server the other packages use.
+func TestInboxServerRestart(t *testing.T) {
+	server := mysqltest.Own(t)
+	e := newEnvOn(t, binaries(t), server.New(t))
+	extra := []string{
+		// A retry budget of 1.5 s against outages of 4 s.
+		"MSGX_PIPELINE_BACKOFF=100ms,200ms,300ms,400ms,500ms", "MSGX_PIPELINE_BACKOFF_CAP=500ms",
+		"MSGX_INBOX_TIMEOUT=1s",
+	}
+	for _, r := range stack.Services {
+		if err := e.stack.Start(r, nil, extra...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitAllRolesActive(t)
+
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	dttm := day.Add(6 * time.Hour)
+	const nFlights = 5
+	flights := make([]traffic.Flight, nFlights)
+	for i := range flights {
+		flights[i] = traffic.Flight{FLID: fmt.Sprintf("MDB-%d", i), ALCD: "CA", FLNO: fmt.Sprintf("CA%d", 1800+i), MVIN: "D",
+			SODT: day.Add(9 * time.Hour), FLTY: "W", FLIN: "D", ACFT: "33L", Route: []string{"PEK", "SHA"}}
+		now := time.Now()
+		e.my.InsertInbox(t, traffic.ADFT(int64(i+1), dttm, flights[i]), &now)
+	}
+
+	// What GetStatus reported while the server was down, for the log.
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if st, err := e.status(ctx); err == nil {
+				for _, r := range st.GetRoles() {
+					if b := r.GetBlocked(); b != nil {
+						mu.Lock()
+						seen[r.GetRole()+":"+b.GetDependency()] = true
+						mu.Unlock()
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+
+	w := &inboxWriter{db: e.my, flights: flights, dttm: dttm, seq: nFlights, burst: make(chan int), burstDone: make(chan struct{})}
+	wrote := make(chan error, 1)
+	go func() { wrote <- w.run(ctx, 300) }()
+
+	pause := func(d time.Duration) {
+		select {
+		case <-time.After(d):
+		case err := <-wrote:
+			t.Fatalf("the writer ended before the faults: %v", err)
+		}
+	}
+	pause(2 * time.Second)
+	for _, fault := range []struct {
+		name string
+		down func()
+	}{{"stopped (SIGTERM)", server.Stop}, {"killed (SIGKILL)", server.Kill}} {
+		// A backlog the pump is still working through when the server goes away.
+		w.burst <- 40
+		<-w.burstDone
+		fault.down()
+		t.Logf("inbox server %s", fault.name)
+		pause(4 * time.Second)
+		server.Start()
+		t.Logf("inbox server started again")
+		pause(3 * time.Second)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if w.failed == 0 {
+		t.Fatal("the writer never met the stopped server: the faults did not happen")
+	}
+	t.Logf("the writer wrote %d rows; %d inserts failed while the server was down", w.written, w.failed)
+
+	// The rows as the inbox holds them, in ID order: what in-order processing gives.
+	rows, err := e.my.Admin.QueryContext(t.Context(), `SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG FROM cminmsgs ORDER BY CMINMSGS_ID`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	last := map[string]string{}
+	changes := map[string]int{}
+	for rows.Next() {
+		var id int64
+		var xml string
+		if err := rows.Scan(&id, &xml); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		if m := remarkOf.FindStringSubmatch(xml); m != nil {
+			last[m[1]], changes[m[1]] = m[2], changes[m[1]]+1
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	if got, want := len(ids), nFlights+w.written; got != want {
+		t.Fatalf("the inbox holds %d rows, the writer wrote %d: a row was lost or written twice", got, want)
+	}
+
+	for _, id := range ids {
+		testwait.ForState(t, 2*time.Minute, fmt.Sprintf("the five facts of message %d", id), func() (bool, string) {
+			f := e.facts(t, id)
+			return f.terminal && f.marked && f.delivered, f.String()
+		})
+	}
+	stop()
+	wg.Wait()
+	var notSucceeded int
+	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT count(*) FROM proc_state WHERE state <> 'SUCCEEDED'`).Scan(&notSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if notSucceeded != 0 {
+		t.Errorf("%d messages did not end SUCCEEDED: an inbox outage was made the message's fault", notSucceeded)
+	}
+	var enqueued int
+	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT count(*) FROM proc_state`).Scan(&enqueued); err != nil {
+		t.Fatal(err)
+	}
+	if enqueued != len(ids) {
+		t.Errorf("%d messages enqueued, the inbox holds %d", enqueued, len(ids))
+	}
+	for _, f := range flights {
+		var remc string
+		var version int
+		if err := e.pg.Pool.QueryRow(t.Context(), `SELECT coalesce(remc, ''), state_version FROM flight_schd WHERE flid = $1`, f.FLID).
+			Scan(&remc, &version); err != nil {
+			t.Fatal(err)
+		}
+		if remc != last[f.FLID] || version != 1+changes[f.FLID] {
+			t.Errorf("flight %s: REMC %q version %d, want %q and %d (each message applied once, in ID order)",
+				f.FLID, remc, version, last[f.FLID], 1+changes[f.FLID])
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("GetStatus showed blocked: %v", seen)
+}
+
+// remarkOf finds the flight and the remark of a FLOP the inboxWriter wrote.
+var remarkOf = regexp.MustCompile(`(?s)<FLID>([^<]+)</FLID>.*<REMC>(W[0-9]+)</REMC>`)
+
+// inboxWriter is upstream writing FLOPs at 20 a second, each with a remark of its own. It goes
+// on through the server's outages as upstream would: an insert that fails is tried again until
+// it is in, and since a failed insert may still have been committed (the server went away after
+// the commit), it first looks whether the row is there.
+type inboxWriter struct {
+	db      *mysqltest.DB
+	flights []traffic.Flight
+	dttm    time.Time
+	seq     int64
+	// burst asks for n rows at once, without the pause; burstDone answers when they are in.
+	burst     chan int
+	burstDone chan struct{}
+
+	written, failed int
+}
+
+func (w *inboxWriter) run(ctx context.Context, n int) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i < n; i++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case k := <-w.burst:
+			for j := 0; j < k; j++ {
+				if err := w.write(ctx, i); err != nil {
+					return err
+				}
+				i++
+			}
+			w.burstDone <- struct{}{}
+		case <-tick.C:
+		}
+		if err := w.write(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *inboxWriter) write(ctx context.Context, i int) error {
+	f := w.flights[i%len(w.flights)]
+	remark := fmt.Sprintf("W%04d", i)
+	w.seq++
+	xml := traffic.FLOP(w.seq, w.dttm.Add(time.Duration(i)*time.Second), f.FLID, f.FFID(), "REMC", "    <REMC>"+remark+"</REMC>\n")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		now := time.Now()
+		_, err := w.db.TryInsertInbox(ctx, xml, &now)
+		if err == nil {
+			w.written++
+			return nil
+		}
+		w.failed++
+		if time.Now().After(deadline) {
+			return fmt.Errorf("row %s: the inbox server did not come back within a minute: %w", remark, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		var in int
+		if err := w.db.Admin.QueryRowContext(ctx, `SELECT count(*) FROM cminmsgs WHERE CMINMSGS_CLOB_MSG LIKE ?`, "%<REMC>"+remark+"</REMC>%").Scan(&in); err == nil && in > 0 {
+			w.written++
+			return nil
+		}
+	}
+}
