@@ -86,6 +86,7 @@ var wantAlerts = []string{
 	"MsgxDispatcherDead",          // dispatcher DEAD
 	"MsgxDispatcherOldestPending", // delivery stalled (docs/dispatcher.md)
 	"MsgxPumpBlocked",             // an outage holds the pump (docs/architecture.md)
+	"MsgxIngestBlocked",           // an outage holds discovery
 	"MsgxBackfillBlocked",         // an outage holds the backfill
 	"MsgxProjectionDrift",         // the consistency sentinel keeps finding drift
 	"MsgxEndToEndLatencyHigh",     // enqueue → Kafka acknowledgement too slow

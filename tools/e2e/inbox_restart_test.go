@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,6 +171,13 @@ func TestInboxServerRestart(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("GetStatus showed blocked: %v", seen)
+	// Discovery reads the inbox every poll, so it meets each outage whatever the pump was doing.
+	if !seen["ingest:inbox"] {
+		t.Errorf("GetStatus never showed ingest blocked on the inbox; saw %v", seen)
+	}
+	if n := strings.Count(e.stack.Output("ingest"), "dependency does not answer"); n != 2 {
+		t.Errorf("ingest logged the start of an inbox outage %d times, want 2 (once per outage)", n)
+	}
 }
 
 // remarkOf finds the flight and the remark of a FLOP the inboxWriter wrote.

@@ -17,7 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
+	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 // (a) A row whose transaction is still open stops the watermark: nothing after it is enqueued
@@ -218,6 +220,54 @@ func TestUnreachableInboxLeavesTheWatermark(t *testing.T) {
 	e.proxy.Up()
 	e.round(p)
 	e.wantW(second)
+	e.wantQueued(first, second)
+}
+
+// An inbox that stays unreachable is an outage of the inbox, not a failure per round: Run logs
+// it once when it begins and once when it ends (not once per poll), reports it for GetStatus,
+// probes it at the poll interval, and resumes from the watermark when it answers.
+// Guards R-INV-2.
+func TestInboxOutageIsLoggedOnceAndReported(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := e.poller()
+	first := e.insert(e.my.Admin)
+	e.round(p)
+	e.wantW(first)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	defer func() {
+		cancel()
+		<-done
+	}()
+	e.proxy.Down()
+	go func() { done <- p.Run(ctx, e.tx) }()
+	testwait.ForState(t, 10*time.Second, "discovery to report the inbox blocked", func() (bool, string) {
+		b, _ := e.tx.lastBlocked()
+		return b != nil && b.Dependency == outage.Inbox, fmt.Sprint(b)
+	})
+	// Some polls later the outage is still one line, and each probe was reported.
+	testwait.ForState(t, 10*time.Second, "three failed probes", func() (bool, string) {
+		b, _ := e.tx.lastBlocked()
+		return b != nil && b.Probes >= 3, fmt.Sprint(b)
+	})
+	if n := strings.Count(e.logs.String(), "dependency does not answer"); n != 1 {
+		t.Errorf("the outage was logged %d times, want once:\n%s", n, e.logs)
+	}
+	if n := strings.Count(e.logs.String(), "discovery round failed"); n != 0 {
+		t.Errorf("%d rounds were logged as failed during the outage, want none: the outage is not the round's", n)
+	}
+
+	second := e.insert(e.my.Admin)
+	e.proxy.Up()
+	testwait.ForState(t, 10*time.Second, "discovery to resume and enqueue the row written meanwhile", func() (bool, string) {
+		b, _ := e.tx.lastBlocked()
+		return b == nil && e.cursor().W == second, fmt.Sprintf("blocked=%v w=%d", b, e.cursor().W)
+	})
+	if n := strings.Count(e.logs.String(), "dependency answers again"); n != 1 {
+		t.Errorf("the end of the outage was logged %d times, want once", n)
+	}
 	e.wantQueued(first, second)
 }
 

@@ -20,15 +20,36 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 	"github.com/msgexchange/msgexchange/services/ingest/internal/netfaulttest"
 )
 
-// poolTxer runs the round's transactions on the test pool (leader.Session in production).
-type poolTxer struct{ pool *pgxpool.Pool }
+// poolTxer runs the round's transactions on the test pool and keeps the blocked state
+// reported (leader.Session in production).
+type poolTxer struct {
+	pool    *pgxpool.Pool
+	mu      sync.Mutex
+	blocked *outage.State
+	reports int
+}
 
-func (p poolTxer) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+func (p *poolTxer) SetBlocked(_ context.Context, b *outage.State) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked, p.reports = b, p.reports+1
+	return nil
+}
+
+// lastBlocked is the blocked state last reported and how many reports were made.
+func (p *poolTxer) lastBlocked() (*outage.State, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.blocked, p.reports
+}
+
+func (p *poolTxer) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return db.WithTx(ctx, p.pool, fn)
 }
 
@@ -44,7 +65,7 @@ type env struct {
 	logs  *logBuffer
 	tel   *telemetry.Telemetry
 	cfg   Config
-	tx    Txer
+	tx    *poolTxer
 }
 
 var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
@@ -67,7 +88,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.cfg = Config{PollInterval: 100 * time.Millisecond, ClaimBatch: 500, MaxCommitDelay: 5 * time.Minute,
 		LateDetectPeriod: time.Minute, LateWatchRetention: 30 * 24 * time.Hour}
-	e.tx = poolTxer{e.pg.Pool}
+	e.tx = &poolTxer{pool: e.pg.Pool}
 	return e
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
@@ -54,6 +55,7 @@ type Poller struct {
 	logger    *slog.Logger
 	telemetry *telemetry.Telemetry
 	metrics   *metrics
+	outages   *outage.Policy
 
 	// seed is the configured seed until it has been applied or refused; only the goroutine
 	// running the rounds touches it.
@@ -71,27 +73,42 @@ type Poller struct {
 
 // New builds a poller and registers its metrics.
 func New(cfg Config, in *inbox.Inbox, clk clock.Clock, logger *slog.Logger, tel *telemetry.Telemetry, reg prometheus.Registerer) *Poller {
-	return &Poller{cfg: cfg, inbox: in, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg), seed: cfg.Seed}
+	return &Poller{cfg: cfg, inbox: in, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg), seed: cfg.Seed,
+		outages: newOutages(clk.Now, logger, reg)}
 }
 
 // Run runs rounds until ctx ends, each after the wait the previous one's progress calls for
 // (Config.wait), and the late-arrival lookup every late-detect period. A failed round changes
 // nothing and is retried after the poll interval.
-func (p *Poller) Run(ctx context.Context, tx Txer) error {
+//
+// An inbox or PostgreSQL that does not answer is an outage (outage.go): rounds stop, the
+// dependency is probed once per poll interval, and the rounds resume when it answers.
+func (p *Poller) Run(ctx context.Context, s Session) error {
 	// A standby judges nothing: once this term ends the new holder reports the violation, and a
 	// 1 left here would keep alerting after an operator resolved it.
 	defer p.showViolation(nil)
+	l := term{p, s}
 	for {
 		start := p.clock.Now()
-		progress, err := p.Round(ctx, tx)
-		if err != nil && ctx.Err() == nil {
-			p.logger.ErrorContext(ctx, "discovery round failed; watermark unchanged", "err", err)
+		if !p.outages.Resume(ctx, l) {
+			if err := p.sleep(ctx, p.cfg.PollInterval); err != nil {
+				return err
+			}
+			continue
 		}
-		if now := p.clock.Now(); !now.Before(p.lateDue) && ctx.Err() == nil {
+		progress, err := p.Round(ctx, s)
+		if err != nil && ctx.Err() == nil {
+			if dep, ok := l.outageOf(ctx, err); ok {
+				p.outages.Block(ctx, l, dep, 0, err.Error())
+			} else {
+				p.logger.ErrorContext(ctx, "discovery round failed; watermark unchanged", "err", err)
+			}
+		}
+		if now := p.clock.Now(); !now.Before(p.lateDue) && ctx.Err() == nil && p.outages.Current() == nil {
 			// Due again one period later whether or not it succeeded: a failing inbox is
 			// already retried by every round, and the holes stay watched.
 			p.lateDue = now.Add(p.cfg.LateDetectPeriod)
-			if _, err := p.Reconcile(ctx, tx); err != nil && ctx.Err() == nil {
+			if _, err := p.Reconcile(ctx, s); err != nil && ctx.Err() == nil {
 				p.logger.ErrorContext(ctx, "late-arrival lookup failed; retried next period", "err", err)
 			}
 		}
@@ -100,20 +117,24 @@ func (p *Poller) Run(ctx context.Context, tx Txer) error {
 		}
 		// The wait counts from the round's start, so a quiet inbox is read once per poll
 		// interval however long a round takes.
-		wait := p.cfg.wait(progress) - p.clock.Now().Sub(start)
-		if wait <= 0 {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			continue
+		if err := p.sleep(ctx, p.cfg.wait(progress)-p.clock.Now().Sub(start)); err != nil {
+			return err
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
-		}
+	}
+}
+
+// sleep waits d (nothing when d <= 0) and returns ctx's error if it ends first.
+func (p *Poller) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
 	}
 }
 
