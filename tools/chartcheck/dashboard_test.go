@@ -12,7 +12,7 @@ import (
 // wantPanels are the dashboard's panels: what an operator watches, by title.
 var wantPanels = []string{
 	"Backlog: unfinished messages", "Backlog: estimated drain time", "Watermark lag", "Holes",
-	"Outcomes by state and class", "DEAD messages", "Pump blocked on a dependency",
+	"Outcomes by state and class", "DEAD messages", "Blocked on a dependency",
 	"Dispatcher pending and DEAD", "Dispatcher send latency", "Backfill pending and abandoned",
 	"Role holders", "End-to-end latency (enqueue → Kafka)", "Builds",
 }
