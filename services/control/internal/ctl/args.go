@@ -224,4 +224,3 @@ func joinIDs(ids []int64) string {
 	}
 	return strings.Join(s, ", ")
 }
-

@@ -278,7 +278,9 @@ type column struct {
 	sep    string
 }
 
-func col(header string, fields ...string) column { return column{header: header, fields: fields, sep: "/"} }
+func col(header string, fields ...string) column {
+	return column{header: header, fields: fields, sep: "/"}
+}
 
 // narrowColumns are the default table's columns of the rows an operator lists, chosen to fit
 // a 120-column terminal; -o wide shows every field. A row type not here shows every field
