@@ -129,9 +129,9 @@ func Command(stdout io.Writer) *cobra.Command {
 			"  export " + EnvTokenFile + "=/run/secrets/msgx-token\n\n" +
 			"Exit codes: 0 ok, 1 local failure, 2 usage, 10+N the server answered gRPC code N\n" +
 			"(e.g. 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
-		Example: "# The pipeline at a glance\nmsgxctl get-status\n" +
+		Example: indent("# The pipeline at a glance\nmsgxctl get-status\n" +
 			"# One message's story\nmsgxctl get-message 123456\n" +
-			"# What needs an operator\nmsgxctl list-messages --state dead --all",
+			"# What needs an operator\nmsgxctl list-messages --state dead --all"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -160,12 +160,20 @@ func Command(stdout io.Writer) *cobra.Command {
 	return root
 }
 
+// indent sets examples off from the text, as kubectl and gh print them.
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
 // versionCommand prints msgxctl's build, as the services' --version does.
 func versionCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
 		Short:   "Show msgxctl's version and commit",
-		Example: "msgxctl version",
+		Example: indent("# This binary's build\nmsgxctl version"),
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprintf(stdout, "msgxctl %s\n", buildinfo.Get())
@@ -240,7 +248,7 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		Use:     CommandName(md),
 		Short:   short,
 		Long:    long + "\n\n" + kind + "\nAPI: " + string(md.Parent().FullName()) + "/" + string(md.Name()) + " (docs/control.md).",
-		Example: doc.Example,
+		Example: indent(doc.Example),
 		Aliases: aliases[md.Name()],
 	}
 	flags := newRequestFlags(doc, md.Input(), cmd.Flags(), root.PersistentFlags())

@@ -72,7 +72,7 @@ func TestFlagsBuildTheRequest(t *testing.T) {
 		{method: "get-status", want: &controlv1.GetStatusRequest{}},
 		{method: "replay", args: []string{"--error-class", "sometimes"}, err: `"sometimes" is not one of malformed, protocol`},
 		{method: "get-message", args: []string{"--msg-id", "12x"}, err: `"12x" is not valid: expected a whole number such as 123`},
-		{method: "list-messages", args: []string{"--page-size", "9999999999"}, err: `"9999999999" is too large: expected a whole number such as 123 that fits a int32`},
+		{method: "list-messages", args: []string{"--page-size", "9999999999"}, err: `"9999999999" is out of range: expected a number up to 2147483647`},
 		{method: "replay", args: []string{"--msg-ids", "1,x"}, err: `"x" is not valid: expected a whole number`},
 		{method: "list-messages", args: []string{"--enqueued-from", "yesterday"}, err: "expected a time such as 2026-03-01T06:00:00Z"},
 		// One spelling per flag; the proto spelling stays accepted.

@@ -68,10 +68,23 @@ func (l *leafFlag) Set(v string) error {
 	return nil
 }
 
+// Type is the value's kind as --help shows it next to the flag.
 func (l *leafFlag) Type() string {
 	fd := l.leaf()
 	t := typeName(fd)
-	if fd.IsList() {
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		t = "choice"
+	case protoreflect.StringKind:
+		t = "text"
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		t = "decimal"
+	case protoreflect.BoolKind:
+	case protoreflect.MessageKind, protoreflect.BytesKind:
+	default:
+		t = "number"
+	}
+	if fd.IsList() && t != "bool" {
 		return t + "s"
 	}
 	return t
@@ -168,6 +181,23 @@ func usage(doc commandDoc, field string, fd protoreflect.FieldDescriptor) string
 	return u
 }
 
+// maxOf is the largest value a numeric field holds.
+func maxOf(fd protoreflect.FieldDescriptor) string {
+	switch fd.Kind() {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return strconv.Itoa(math.MaxInt32)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return strconv.FormatUint(math.MaxUint32, 10)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return strconv.FormatUint(math.MaxUint64, 10)
+	case protoreflect.FloatKind:
+		return "3.4e38"
+	case protoreflect.DoubleKind:
+		return "1.8e308"
+	}
+	return strconv.FormatInt(math.MaxInt64, 10)
+}
+
 // expected says in words what a field's flag takes, for an error.
 func expected(fd protoreflect.FieldDescriptor) string {
 	switch fd.Kind() {
@@ -232,7 +262,7 @@ func parseScalar(fd protoreflect.FieldDescriptor, s string) (protoreflect.Value,
 	// needs what the flag takes.
 	bad := func(err error) (protoreflect.Value, error) {
 		if errors.Is(err, strconv.ErrRange) {
-			return protoreflect.Value{}, fmt.Errorf("%q is too large: expected %s that fits a %s", s, expected(fd), typeName(fd))
+			return protoreflect.Value{}, fmt.Errorf("%q is out of range: expected a number up to %s", s, maxOf(fd))
 		}
 		return protoreflect.Value{}, fmt.Errorf("%q is not valid: expected %s", s, expected(fd))
 	}
