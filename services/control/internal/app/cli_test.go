@@ -93,6 +93,7 @@ func TestMsgxctl(t *testing.T) {
 	})
 	t.Run("get-status as a table", func(t *testing.T) {
 		out, _, code := msgxctl(t, env, "get-status")
+		t.Logf("msgxctl get-status:\n%s", out)
 		if code != 0 || !strings.Contains(out, "discovery.watermark") || !strings.Contains(out, "by_state (5):") ||
 			!strings.Contains(out, "EXHAUSTED") {
 			t.Errorf("exit %d, table:\n%s", code, out)
@@ -110,6 +111,7 @@ func TestMsgxctl(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
+		t.Logf("msgxctl list-messages:\n%s", out)
 		header := regexp.MustCompile(`(?m)^MSG_ID .*$`).FindString(out)
 		for _, col := range []string{"MSG_ID", "STATE", "CLASS", "RETRIES", "TYPE", "FLID", "ENQUEUED", "FINISHED"} {
 			if !strings.Contains(header, col) {

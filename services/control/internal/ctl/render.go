@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -192,7 +193,13 @@ func renderTable(w io.Writer, m protoreflect.Message, opt tableOpts) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, s := range t.sections {
+	for i, s := range t.sections {
+		// A list's table opens the output when nothing came before it.
+		if i > 0 || len(t.pairs) > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
 		if err := writeSection(w, s, opt.wide); err != nil {
 			return err
 		}
@@ -221,7 +228,8 @@ func (t *tableOut) walk(m protoreflect.Message, prefix string) {
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
-		if prefix == "" && t.opt.skip[fd.Name()] {
+		if prefix == "" && (t.opt.skip[fd.Name()] || strings.HasPrefix(string(fd.Name()), "next_")) {
+			// A list's next page is the "more:" line after the table (or --all).
 			continue
 		}
 		key := prefix + string(fd.Name())
@@ -245,7 +253,7 @@ func (t *tableOut) walk(m protoreflect.Message, prefix string) {
 			for j := range list.Len() {
 				vals[j] = format(fd, list.Get(j))
 			}
-			t.pairs = append(t.pairs, [2]string{label, strings.Join(vals, ",")})
+			t.pairs = append(t.pairs, [2]string{label, cmp.Or(strings.Join(vals, ","), "-")})
 		case fd.Kind() == protoreflect.MessageKind && !isWellKnown(fd.Message()):
 			if !m.Has(fd) {
 				t.pairs = append(t.pairs, [2]string{label, "-"})
@@ -254,7 +262,7 @@ func (t *tableOut) walk(m protoreflect.Message, prefix string) {
 			t.walk(m.Get(fd).Message(), key+".")
 		default:
 			v := "-"
-			if m.Has(fd) || !fd.HasPresence() {
+			if m.Has(fd) || alwaysShown(fd) {
 				v = cell(fd, m.Get(fd), t.opt.wide)
 			}
 			if strings.Contains(v, "\n") {
@@ -348,7 +356,7 @@ func wideColumns(md protoreflect.MessageDescriptor) []column {
 
 // writeSection prints the rows of a repeated field as a table.
 func writeSection(w io.Writer, s section, wide bool) error {
-	if _, err := fmt.Fprintf(w, "\n%s (%d):\n", s.title, len(s.rows)); err != nil {
+	if _, err := fmt.Fprintf(w, "%s (%d):\n", s.title, len(s.rows)); err != nil {
 		return err
 	}
 	if len(s.rows) == 0 {
@@ -376,6 +384,9 @@ func writeSection(w io.Writer, s section, wide bool) error {
 				vals[j] = fieldCell(r, f, wide)
 			}
 			cells[i] = strings.Join(vals, c.sep)
+			if strings.Trim(cells[i], "-"+c.sep) == "" {
+				cells[i] = "-"
+			}
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}

@@ -136,6 +136,7 @@ func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) er
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w)
 	opt.skip = names("flid", "postgres", "redis", "drift", "drifted")
 	return renderTable(w, r.ProtoReflect(), opt)
 }
