@@ -65,7 +65,7 @@ func followRebuild(ctx context.Context, o *options, resp proto.Message, stdout, 
 		}
 		select {
 		case <-ctx.Done():
-			return localErr(fmt.Errorf("stopped following rebuild %d, which goes on: msgxctl get-projection-rebuild --rebuild-id %d", job.GetRebuildId(), job.GetRebuildId()))
+			return localErr(fmt.Errorf("stopped following rebuild %d, which goes on: msgxctl get-projection-rebuild %d", job.GetRebuildId(), job.GetRebuildId()))
 		case <-time.After(pollInterval):
 		}
 		got := &controlv1.GetProjectionRebuildResponse{}
