@@ -150,7 +150,7 @@ func Command(stdout io.Writer) *cobra.Command {
 		_ = root.MarkPersistentFlagFilename(f)
 	}
 	_ = root.RegisterFlagCompletionFunc("output", fixedChoices(outputFormats))
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return flagError(c, err) })
 
 	methods := Service().Methods()
 	for i := range methods.Len() {
@@ -183,7 +183,7 @@ func versionCommand(stdout io.Writer) *cobra.Command {
 }
 
 // flagError says which flag was given what, and what it takes, without the parser's internals.
-func flagError(err error) error {
+func flagError(cmd *cobra.Command, err error) error {
 	var iv *pflag.InvalidValueError
 	if errors.As(err, &iv) {
 		f := iv.GetFlag()
@@ -196,7 +196,7 @@ func flagError(err error) error {
 		}
 		return usageErr("--%s: %s", f.Name, cause)
 	}
-	return usageErr("%v", err)
+	return usageErr("%v ('%s --help' lists the flags)", err, cmd.CommandPath())
 }
 
 func envOr(key, def string) string {
