@@ -6,9 +6,11 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -236,6 +238,41 @@ func TestPagerFromTheDescriptor(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("%s pages by %q, want %q", rpc, got, want)
+		}
+	}
+}
+
+// TestServerRefusalsInOperatorTerms checks what msgxctl adds to a server's refusal: what to set
+// for a missing or refused token, the operator token for a reader, the address it could not
+// reach, and flags for the fields a message names.
+func TestServerRefusalsInOperatorTerms(t *testing.T) {
+	t.Parallel()
+	replay := Service().Methods().ByName("Replay")
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	rf := newRequestFlags(commandDocs["Replay"], replay.Input(), fs, Command(io.Discard).PersistentFlags())
+	tests := []struct {
+		c    client
+		code codes.Code
+		msg  string
+		want string
+	}{
+		{client{}, codes.Unauthenticated, "Request unauthenticated with bearer",
+			"this control needs a token and none was given: set MSGXCTL_TOKEN_FILE (a file holding it) or MSGXCTL_TOKEN, or give --token-file"},
+		{client{token: "x", source: "the token file /run/t"}, codes.Unauthenticated, "invalid bearer token",
+			"the token from the token file /run/t was refused (invalid bearer token)"},
+		{client{token: "x"}, codes.PermissionDenied, "Replay needs the operator role", "Replay needs the operator role (this command needs the operator token)"},
+		{client{addr: "10.0.0.9:9000"}, codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 10.0.0.9:9000: connect: connection refused"`,
+			"cannot reach the control API at 10.0.0.9:9000: dial tcp 10.0.0.9:9000: connect: connection refused"},
+		{client{timeout: 5 * time.Second}, codes.DeadlineExceeded, "context deadline exceeded", "no answer within --timeout 5s"},
+		{client{words: rf.inFlagWords}, codes.InvalidArgument, "error_class ERROR_CLASS_MALFORMED is never replayed; msg_ids has 3 IDs",
+			"--error-class malformed is never replayed; --msg-id has 3 IDs"},
+		{client{words: rf.inFlagWords}, codes.FailedPrecondition, "range must have 0 < first <= last",
+			"--range.first/--range.last must have 0 < first <= last"},
+	}
+	for _, tc := range tests {
+		got := tc.c.explain(status.New(tc.code, tc.msg))
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("%s %q: got %q, want %q", tc.code, tc.msg, got, tc.want)
 		}
 	}
 }
