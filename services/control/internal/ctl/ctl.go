@@ -131,7 +131,8 @@ func Command(stdout io.Writer) *cobra.Command {
 			"(e.g. 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
 		Example: indent("# The pipeline at a glance\nmsgxctl get-status\n" +
 			"# One message's story\nmsgxctl get-message 123456\n" +
-			"# What needs an operator\nmsgxctl list-messages --state dead --all"),
+			"# What needs an operator\nmsgxctl list-messages --state dead --all\n" +
+			"# Tab completion of commands, flags and their values (bash; zsh and fish alike)\nsource <(msgxctl completion bash)"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
