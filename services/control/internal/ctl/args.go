@@ -194,7 +194,7 @@ func (r *requestFlags) inFlagWords(msg string) string {
 // enumWord is the flag value of an enum value name (SEED_MODE_MAX or SKIP_MARKED) of the
 // request's enums.
 func (r *requestFlags) enumWord(w string) (string, bool) {
-	if strings.ToUpper(w) != w || !strings.Contains(w, "_") && len(w) < 4 {
+	if strings.ToUpper(w) != w || (!strings.Contains(w, "_") && len(w) < 4) {
 		return "", false
 	}
 	for _, l := range r.leaves {
