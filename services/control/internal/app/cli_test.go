@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,6 +93,7 @@ func TestMsgxctl(t *testing.T) {
 	})
 	t.Run("get-status as a table", func(t *testing.T) {
 		out, _, code := msgxctl(t, env, "get-status")
+		t.Logf("msgxctl get-status:\n%s", out)
 		if code != 0 || !strings.Contains(out, "discovery.watermark") || !strings.Contains(out, "by_state (5):") ||
 			!strings.Contains(out, "EXHAUSTED") {
 			t.Errorf("exit %d, table:\n%s", code, out)
@@ -102,6 +104,48 @@ func TestMsgxctl(t *testing.T) {
 			"--range.first", "1", "--range.last", "2")
 		if code != 0 || !strings.Contains(out, "MSG_ID") || !strings.Contains(out, "MALFORMED") {
 			t.Errorf("exit %d: %s\n%s", code, errOut, out)
+		}
+	})
+	t.Run("list-messages: a narrow table with stable columns, wide, every page, names, yaml", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "list-messages")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		t.Logf("msgxctl list-messages:\n%s", out)
+		header := regexp.MustCompile(`(?m)^MSG_ID .*$`).FindString(out)
+		for _, col := range []string{"MSG_ID", "STATE", "CLASS", "RETRIES", "TYPE", "FLID", "ENQUEUED", "FINISHED"} {
+			if !strings.Contains(header, col) {
+				t.Errorf("narrow header %q lacks %s", header, col)
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if len(line) > 120 {
+				t.Errorf("a line of %d characters:\n%s", len(line), line)
+			}
+		}
+		if strings.Contains(out, "LAST_ERROR") {
+			t.Errorf("the narrow table shows long text:\n%s", out)
+		}
+		// The same columns for a page where no message has a FLID or an error.
+		one, _, _ := msgxctl(t, env, "list-messages", "--range.first", "2", "--range.last", "2")
+		if got := regexp.MustCompile(`(?m)^MSG_ID .*$`).FindString(one); strings.Fields(got) == nil || strings.Join(strings.Fields(got), " ") != strings.Join(strings.Fields(header), " ") {
+			t.Errorf("columns change between calls: %q vs %q", got, header)
+		}
+		wide, _, code := msgxctl(t, env, "list-messages", "-o", "wide")
+		if code != 0 || !strings.Contains(wide, "LAST_ERROR") || !strings.Contains(wide, "BACKFILL_ABANDON_REASON") {
+			t.Errorf("wide: exit %d\n%s", code, wide)
+		}
+		paged, errOut, code := msgxctl(t, env, "list-messages", "--page-size", "1")
+		if code != 0 || !strings.Contains(paged, "more: --page-token ") || !strings.Contains(paged, ", or --all for every page") {
+			t.Errorf("one page: exit %d: %s\n%s", code, errOut, paged)
+		}
+		names, errOut, code := msgxctl(t, env, "list-messages", "--page-size", "1", "--all", "-o", "name")
+		if code != 0 || names != "1\n2\n" {
+			t.Errorf("--all -o name: exit %d: %s\n%q", code, errOut, names)
+		}
+		y, errOut, code := msgxctl(t, env, "list-messages", "--state", "dead", "--all", "-o", "yaml")
+		if code != 0 || !strings.Contains(y, "messages:\n") || !strings.Contains(y, "msg_id: \"2\"") || !strings.Contains(y, "next_page_token: \"\"") {
+			t.Errorf("yaml: exit %d: %s\n%s", code, errOut, y)
 		}
 	})
 	t.Run("replay dry run, then for real", func(t *testing.T) {
@@ -191,18 +235,46 @@ func TestMsgxctl(t *testing.T) {
 			{"wrong token", []string{ctl.EnvAddr + "=" + in.addr, ctl.EnvToken + "=nope"}, []string{"get-status"}, ctl.ExitCode(codes.Unauthenticated)},
 			{"unknown message", env, []string{"get-message", "--msg-id", "999"}, ctl.ExitCode(codes.NotFound)},
 			{"no server", []string{ctl.EnvAddr + "=127.0.0.1:1"}, []string{"get-status", "--timeout", "5s"}, ctl.ExitCode(codes.Unavailable)},
+			{"no token for a remote control", []string{ctl.EnvAddr + "=control.invalid:9000"}, []string{"get-status"}, ctl.ExitUsage},
+			{"address without a port", env, []string{"get-status", "--addr", "127.0.0.1"}, ctl.ExitUsage},
 			{"replay without selector", env, []string{"replay"}, ctl.ExitUsage},
 			{"unknown flag", env, []string{"replay", "--nope"}, ctl.ExitUsage},
 			{"bad enum", env, []string{"replay", "--error-class", "sometimes"}, ctl.ExitUsage},
 			{"bad integer", env, []string{"get-message", "--msg-id", "x"}, ctl.ExitUsage},
 			{"unknown command", env, []string{"explode"}, ctl.ExitUsage},
-			{"bad output", env, []string{"get-status", "-o", "yaml"}, ctl.ExitUsage},
+			{"bad output", env, []string{"get-status", "-o", "xml"}, ctl.ExitUsage},
 			{"missing token file", []string{ctl.EnvAddr + "=" + in.addr, ctl.EnvTokenFile + "=/nonexistent"}, []string{"get-status"}, ctl.ExitLocal},
 		}
 		for _, tc := range cases {
 			if _, errOut, code := msgxctl(t, tc.env, tc.args...); code != tc.want {
 				t.Errorf("%s: exit %d, want %d: %s", tc.name, code, tc.want, errOut)
 			}
+		}
+	})
+	t.Run("no token given to a control that needs one", func(t *testing.T) {
+		_, errOut, code := msgxctl(t, []string{ctl.EnvAddr + "=" + in.addr}, "get-status")
+		if code != ctl.ExitCode(codes.Unauthenticated) || !strings.Contains(errOut, "none was given: set MSGXCTL_TOKEN_FILE") {
+			t.Errorf("exit %d: %s", code, errOut)
+		}
+		_, errOut, code = msgxctl(t, []string{ctl.EnvAddr + "=" + in.addr, ctl.EnvToken + "=not-the-token-of-this-control-0123"}, "get-status")
+		if code != ctl.ExitCode(codes.Unauthenticated) || !strings.Contains(errOut, "the token from --token (env MSGXCTL_TOKEN) was refused") {
+			t.Errorf("exit %d: %s", code, errOut)
+		}
+	})
+	t.Run("--timeout 0 is no limit", func(t *testing.T) {
+		if _, errOut, code := msgxctl(t, env, "get-status", "--timeout", "0"); code != 0 {
+			t.Errorf("exit %d: %s", code, errOut)
+		}
+	})
+	t.Run("reopen that changes nothing says why", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "reopen", "2", "--dry-run")
+		if code != 0 || !strings.Contains(out, "nothing would be reopened: only messages whose processed marker was abandoned can be reopened") ||
+			!strings.Contains(out, "message 2 is DEAD, not abandoned") {
+			t.Errorf("exit %d: %s\n%s", code, errOut, out)
+		}
+		out, errOut, code = msgxctl(t, env, "reopen", "2", "--dry-run", "-o", "json")
+		if code != 0 || !json.Valid([]byte(out)) || !strings.Contains(errOut, "message 2 is DEAD") {
+			t.Errorf("with -o json the reason goes to stderr: exit %d: %s\n%s", code, errOut, out)
 		}
 	})
 	t.Run("mTLS", func(t *testing.T) {

@@ -93,7 +93,7 @@ func TestMsgxctlLookup(t *testing.T) {
 			regexp.MustCompile(`message ` + sid + `  SUCCEEDED  FLOP/ESTT  flight F1`),
 			regexp.MustCompile(`trace http://jaeger.test:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736`),
 			steps,
-			regexp.MustCompile(`attempts \(3\):\n\s+#1 .*1s\s+FAILED\(INFRA\)\s+redis: connection refused\n\s+#2 .*\n\s+#3 .*SUCCEEDED`),
+			regexp.MustCompile(`attempts \(3 kept; \d+ failed since the last replay\):\n\s+#1 .*1s\s+FAILED\(INFRA\)\s+redis: connection refused\n\s+#2 .*\n\s+#3 .*SUCCEEDED`),
 			regexp.MustCompile(`events \(1\):`),
 		} {
 			if !want.MatchString(out) {

@@ -175,4 +175,15 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 	if !strings.Contains(errOut, "cancelled") {
 		t.Errorf("stderr %q does not say the rebuild was cancelled", errOut)
 	}
+
+	// The rebuild's ID is the argument, as everywhere an ID is the subject, and completes from
+	// the server's latest rebuilds.
+	out, errOut, code = msgxctl(t, env, "get-projection-rebuild", "1", "-o", "name")
+	if code != 0 || out != "1\n" {
+		t.Errorf("get-projection-rebuild 1 -o name: exit %d, %q %s", code, out, errOut)
+	}
+	out, errOut, code = msgxctl(t, env, "__complete", "cancel-projection-rebuild", "")
+	if code != 0 || !strings.Contains(out, "1\tDONE, 4 FLIDs\n") || !strings.Contains(out, "2\tCANCELLED, all flights, dry run\n") {
+		t.Errorf("rebuild IDs do not complete: exit %d\n%s%s", code, out, errOut)
+	}
 }

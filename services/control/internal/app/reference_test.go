@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,20 @@ func TestReferenceReads(t *testing.T) {
 		out, errOut, code = msgxctl(t, env, "get-resource-status", "--rtyp", "GATE", "--rsid", "G17", "--at", "2024-03-15T11:00:00+08:00", "-o", "json")
 		if code != 0 || !strings.Contains(out, `"known": true`) || strings.Contains(out, `"available": true`) {
 			t.Errorf("get-resource-status: exit %d %s\n%s", code, errOut, out)
+		}
+		// The old spellings above still work, hidden; the subjects are arguments, in one spelling.
+		byFlags := out
+		out, errOut, code = msgxctl(t, env, "get-resource-status", "GATE", "G17", "--at", "2024-03-15T11:00:00+08:00", "-o", "json")
+		if code != 0 || out != byFlags {
+			t.Errorf("get-resource-status GATE G17: exit %d %s\n%s", code, errOut, out)
+		}
+		out, errOut, code = msgxctl(t, env, "get-reference", "GLST", "G3")
+		if code != 0 || !regexp.MustCompile(`reference.rkey\s+G3\n`).MatchString(out) {
+			t.Errorf("get-reference GLST G3: exit %d %s\n%s", code, errOut, out)
+		}
+		out, _, _ = msgxctl(t, env, "get-reference", "--help")
+		if !strings.Contains(out, "--category") || !strings.Contains(out, "--record-key") || strings.Contains(out, "--rtype") {
+			t.Errorf("get-reference --help does not show one spelling:\n%s", out)
 		}
 	})
 }

@@ -14,12 +14,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -31,6 +35,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -105,40 +110,94 @@ func Service() protoreflect.ServiceDescriptor {
 	return controlv1.File_msgx_control_v1_control_proto.Services().ByName("ControlService")
 }
 
+// Output formats of -o.
+var outputFormats = []string{"table", "wide", "json", "yaml", "name"}
+
 // Command builds the command tree from the service descriptor.
 func Command(stdout io.Writer) *cobra.Command {
 	o := &options{}
 	root := &cobra.Command{
 		Use:   "msgxctl",
-		Short: "Operate msgexchange through its control API (" + string(Service().FullName()) + ")",
-		Long: "msgxctl calls the control service of msgexchange. Each command is one RPC of " +
-			string(Service().FullName()) + "; its flags are the request's fields.\n\n" +
-			"Reads are served by any control instance; mutating commands only by the active one\n" +
-			"(a standby answers UNAVAILABLE naming it) and are written to the audit log.\n" +
-			"Reads need the reader or the operator token, mutating commands the operator token\n" +
-			"(a reader token gets PERMISSION_DENIED, exit 17); each command's help says which.\n\n" +
+		Short: "Operate msgexchange: look at the pipeline, messages and flights, and act on them",
+		Long: "msgxctl calls the control API of msgexchange (" + string(Service().FullName()) + ").\n\n" +
+			"Reads are served by any control instance; commands that change something only by the\n" +
+			"active one (a standby answers UNAVAILABLE naming it), and they are written to the audit\n" +
+			"log. Reads need the reader or the operator token, changes the operator token (a reader\n" +
+			"token gets PERMISSION_DENIED, exit 17); each command's help says which.\n\n" +
+			"Set the address and the token once per shell:\n" +
+			"  export " + EnvAddr + "=control.example:9000\n" +
+			"  export " + EnvTokenFile + "=/run/secrets/msgx-token\n\n" +
 			"Exit codes: 0 ok, 1 local failure, 2 usage, 10+N the server answered gRPC code N\n" +
 			"(e.g. 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
+		Example: indent("# The pipeline at a glance\nmsgxctl get-status\n" +
+			"# One message's story\nmsgxctl get-message 123456\n" +
+			"# What needs an operator\nmsgxctl list-messages --state dead --all\n" +
+			"# Tab completion of commands, flags and their values (bash; zsh and fish alike)\nsource <(msgxctl completion bash)"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&o.addr, "addr", envOr(EnvAddr, "localhost:9000"), "control API address host:port (env "+EnvAddr+")")
-	pf.StringVar(&o.token, "token", os.Getenv(EnvToken), "bearer token (env "+EnvToken+"; prefer --token-file)")
-	pf.StringVar(&o.tokenFile, "token-file", os.Getenv(EnvTokenFile), "file holding the bearer token (env "+EnvTokenFile+")")
-	pf.StringVar(&o.ca, "ca", "", "PEM CA bundle to verify the server's certificate (turns TLS on)")
-	pf.StringVar(&o.cert, "cert", "", "PEM client certificate for mTLS (turns TLS on; needs --key)")
-	pf.StringVar(&o.key, "key", "", "PEM private key of --cert")
-	pf.StringVar(&o.serverName, "server-name", "", "name to verify the server's certificate against (default: the host of --addr)")
+	pf.StringVar(&o.addr, "addr", envOr(EnvAddr, "localhost:9000"), "the control API's address as host:port (env "+EnvAddr+")")
+	pf.StringVar(&o.token, "token", os.Getenv(EnvToken), "the bearer token (env "+EnvToken+"; prefer --token-file, since ps shows flags)")
+	pf.StringVar(&o.tokenFile, "token-file", os.Getenv(EnvTokenFile), "a file holding the bearer token (env "+EnvTokenFile+")")
+	pf.StringVar(&o.ca, "ca", "", "a PEM CA bundle to verify the server's certificate (turns TLS on)")
+	pf.StringVar(&o.cert, "cert", "", "a PEM client certificate for mTLS (turns TLS on; needs --key)")
+	pf.StringVar(&o.key, "key", "", "the PEM private key of --cert")
+	pf.StringVar(&o.serverName, "server-name", "", "the name to verify the server's certificate against (default: the host of --addr)")
 	pf.BoolVar(&o.insecure, "insecure", false, "TLS without verifying the server's certificate (testing only)")
-	pf.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
-	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "deadline of the call")
+	pf.StringVarP(&o.output, "output", "o", "table", "output format: table (narrow), wide (every column, long text too), json, yaml, or name (IDs only, one a line)")
+	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for each answer (0: no limit)")
+	for _, f := range []string{"ca", "cert", "key", "token-file"} {
+		_ = root.MarkPersistentFlagFilename(f)
+	}
+	_ = root.RegisterFlagCompletionFunc("output", fixedChoices(outputFormats))
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return flagError(c, err) })
 
 	methods := Service().Methods()
 	for i := range methods.Len() {
 		root.AddCommand(methodCommand(o, root, methods.Get(i), stdout))
 	}
+	root.AddCommand(versionCommand(stdout))
 	return root
+}
+
+// indent sets examples off from the text, as kubectl and gh print them.
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// versionCommand prints msgxctl's build, as the services' --version does.
+func versionCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Show msgxctl's version and commit",
+		Example: indent("# This binary's build\nmsgxctl version"),
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(stdout, "msgxctl %s\n", buildinfo.Get())
+			return wrapWrite(err)
+		},
+	}
+}
+
+// flagError says which flag was given what, and what it takes, without the parser's internals.
+func flagError(cmd *cobra.Command, err error) error {
+	var iv *pflag.InvalidValueError
+	if errors.As(err, &iv) {
+		f := iv.GetFlag()
+		cause := iv.Unwrap().Error()
+		switch f.Value.Type() {
+		case "duration":
+			cause = fmt.Sprintf("%q is not valid: expected a duration such as 30s, 2m or 1h30m (0: no limit)", iv.GetValue())
+		case "bool":
+			cause = fmt.Sprintf("%q is not valid: expected true or false", iv.GetValue())
+		}
+		return usageErr("--%s: %s", f.Name, cause)
+	}
+	return usageErr("%v ('%s --help' lists the flags)", err, cmd.CommandPath())
 }
 
 func envOr(key, def string) string {
@@ -171,31 +230,43 @@ func fullMethod(md protoreflect.MethodDescriptor) string {
 }
 
 func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescriptor, stdout io.Writer) *cobra.Command {
+	doc, _ := docOf(md)
 	// The server's own table decides, so the help cannot promise a reader what the server
 	// refuses.
-	kind := "read, reader or operator token: served by any control instance"
+	kind := "Reads only: needs the reader or the operator token; served by any control instance."
 	if controlv1.Mutating(fullMethod(md)) {
-		kind = "MUTATING, operator token: served by the active instance only, audited"
+		kind = "Changes state: needs the operator token; served by the active control instance only, and audited."
+	}
+	short := doc.Short
+	if short == "" {
+		short = "Call " + string(md.Name())
+	}
+	long := short + "."
+	if doc.Long != "" {
+		long = doc.Long
 	}
 	cmd := &cobra.Command{
-		Use:   CommandName(md),
-		Short: fmt.Sprintf("call %s (%s)", md.Name(), kind),
-		Long: fmt.Sprintf("Calls /%s/%s (%s).\nThe flags are the fields of %s; see docs/control.md.",
-			md.Parent().FullName(), md.Name(), kind, md.Input().FullName()),
-		Args:    cobra.NoArgs,
+		Use:     CommandName(md),
+		Short:   short,
+		Long:    long + "\n\n" + kind + "\nAPI: " + string(md.Parent().FullName()) + "/" + string(md.Name()) + " (docs/control.md).",
+		Example: indent(doc.Example),
 		Aliases: aliases[md.Name()],
 	}
-	arg, hasArg := positional[md.Name()]
-	if hasArg {
-		cmd.Use += " [" + arg + "]"
-		cmd.Args = cobra.MaximumNArgs(1)
-	}
-	flags := newRequestFlags(md.Input(), cmd.Flags(), root.PersistentFlags())
+	flags := newRequestFlags(doc, md.Input(), cmd.Flags(), root.PersistentFlags())
+	pos := positionals(doc, flags)
+	cmd.Use += pos.usage()
+	cmd.Args = pos.check
+	cmd.ValidArgsFunction = pos.complete(o)
+	registerCompletions(o, cmd, flags)
 	var requestJSON string
 	cmd.Flags().StringVar(&requestJSON, "request-json", "", "the whole request as JSON (protojson); flags given too override its fields")
 	follow, detach := followers[md.Name()], false
 	if follow != nil {
 		cmd.Flags().BoolVar(&detach, "detach", false, "return once the server accepted the call instead of following the job it started")
+	}
+	pg, all := pagerOf(md), false
+	if pg != nil {
+		cmd.Flags().BoolVar(&all, "all", false, "follow the pages to the end and print them as one list")
 	}
 	var w watchFlags
 	if md.Name() == "GetStatus" {
@@ -203,13 +274,14 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		cmd.Flags().DurationVar(&w.interval, "interval", 5*time.Second, "with --watch: how often to ask")
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if len(args) == 1 {
-			if cmd.Flags().Changed(arg) {
-				return usageErr("give the %s as an argument or as --%s, not both", arg, arg)
-			}
-			if err := cmd.Flags().Set(arg, args[0]); err != nil {
-				return usageErr("%s %q: %v", arg, args[0], err)
-			}
+		if err := pos.set(args); err != nil {
+			return err
+		}
+		if !slices.Contains(outputFormats, o.output) {
+			return usageErr("-o %q: expected one of %s", o.output, strings.Join(outputFormats, ", "))
+		}
+		if err := checkAddr(o.addr); err != nil {
+			return err
 		}
 		req, err := newMessage(md.Input())
 		if err != nil {
@@ -217,7 +289,7 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		}
 		if requestJSON != "" {
 			if err := protojson.Unmarshal([]byte(requestJSON), req); err != nil {
-				return usageErr("--request-json: %v", err)
+				return usageErr("--request-json: not a valid %s request: %v", CommandName(md), err)
 			}
 		}
 		if err := flags.apply(req); err != nil {
@@ -226,36 +298,64 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		// The same checks the server runs, before dialling: a runbook typo is a usage error.
 		if v, ok := req.(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
-				return usageErr("invalid %s request: %v", CommandName(md), err)
+				return usageErr("%s: %s", CommandName(md), flags.inFlagWords(err.Error()))
 			}
-		}
-		if o.output != "table" && o.output != "json" {
-			return usageErr("-o must be table or json, got %q", o.output)
 		}
 		if w.on {
 			if w.interval < time.Second {
-				return usageErr("--interval must be at least 1s, got %s", w.interval)
+				return usageErr("--interval %s: expected at least 1s", w.interval)
 			}
 			return o.watch(cmd.Context(), md, req, stdout, w.interval)
 		}
+		if all && pg.started(req) {
+			return usageErr("--all starts at the first page: leave out --%s", flags.flagName(pg.request))
+		}
+		c, err := o.dial()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.conn.Close() }()
+		c.words = flags.inFlagWords
+		c.command = CommandName(md)
 		resp, err := newMessage(md.Output())
 		if err != nil {
 			return localErr(err)
 		}
-		if err := o.invoke(cmd.Context(), md, req, resp); err != nil {
+		if all {
+			err = pg.fetchAll(cmd.Context(), c, md, req, resp)
+		} else {
+			err = c.call(cmd.Context(), md, req, resp)
+		}
+		if err != nil {
 			return err
 		}
 		if follow != nil && !detach {
 			return follow(cmd.Context(), o, resp, stdout, cmd.ErrOrStderr())
 		}
-		return render(stdout, o.output, resp)
+		if err := renderAs(stdout, o.output, resp, doc.Name, strings.HasPrefix(CommandName(md), "get-")); err != nil {
+			return err
+		}
+		if explain := explainers[md.Name()]; explain != nil {
+			note := explain(cmd.Context(), c, req, resp)
+			if note != "" {
+				out := stdout
+				if o.output != "table" && o.output != "wide" {
+					out = cmd.ErrOrStderr() // the output stays parseable
+				}
+				_, err := fmt.Fprintln(out, note)
+				return wrapWrite(err)
+			}
+		}
+		if pg != nil && !all && (o.output == "table" || o.output == "wide") {
+			if next := pg.next(resp); next != "" {
+				_, err := fmt.Fprintf(stdout, "\nmore: --%s %s, or --all for every page\n", flags.flagName(pg.request), next)
+				return wrapWrite(err)
+			}
+		}
+		return nil
 	}
 	return cmd
 }
-
-// positional names the one field a command also takes as its argument: msgxctl get-message
-// 123 is msgxctl get-message --msg-id 123.
-var positional = map[protoreflect.Name]string{"GetMessage": "msg-id", "GetFlight": "flid", "GetFlightHistory": "flid"}
 
 // aliases are a command's other names: the flight's history reads as a noun, as the runbook
 // says it.
@@ -283,54 +383,138 @@ func (o *options) invoke(ctx context.Context, md protoreflect.MethodDescriptor, 
 // client is a connection and the token its calls carry.
 type client struct {
 	conn    *grpc.ClientConn
+	addr    string
 	token   string
+	source  string // where the token came from, for an error
 	timeout time.Duration
+	// command names the calls in errors; words turns the request's field names in a server's
+	// message into flags.
+	command string
+	words   func(string) string
+}
+
+// checkAddr refuses an address gRPC would otherwise complete on its own (a host without a port
+// is dialled on 443, which is never control's port).
+func checkAddr(addr string) error {
+	if strings.Contains(addr, "://") || strings.HasPrefix(addr, "unix:") {
+		return nil // a gRPC target with a scheme names its own form
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && host != "" {
+		if n, perr := strconv.Atoi(port); perr == nil && n > 0 && n < 65536 {
+			return nil
+		}
+	}
+	return usageErr("--addr %q: expected host:port, e.g. localhost:9000 or [::1]:9000 (env %s)", addr, EnvAddr)
+}
+
+// loopback reports whether addr's host is this machine: the development control
+// (MSGX_CONTROL_INSECURE=true) that needs no token listens there.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (o *options) dial() (*client, error) {
+	if err := checkAddr(o.addr); err != nil {
+		return nil, err
+	}
 	creds, err := o.credentials()
 	if err != nil {
 		return nil, err
 	}
-	token, err := o.bearer()
+	token, source, err := o.bearer()
 	if err != nil {
 		return nil, err
+	}
+	// Every control outside a developer's machine needs a credential: say which before dialling
+	// rather than relay the server's refusal. A client certificate may be the credential (mTLS
+	// subjects), and a loopback control may be the development one without any.
+	if token == "" && o.cert == "" && !loopback(o.addr) {
+		return nil, usageErr("no token: set %s (a file holding it) or %s, or give --token-file or --token", EnvTokenFile, EnvToken)
 	}
 	conn, err := grpc.NewClient(o.addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, usageErr("--addr %q: %v", o.addr, err)
 	}
-	return &client{conn: conn, token: token, timeout: o.timeout}, nil
+	return &client{conn: conn, addr: o.addr, token: token, source: source, timeout: o.timeout}, nil
 }
 
-// call makes one call, bounded by --timeout.
+// call makes one call, bounded by --timeout (none when it is 0).
 func (c *client) call(ctx context.Context, md protoreflect.MethodDescriptor, req, resp proto.Message) error {
-	token, conn := c.token, c.conn
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	if token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
 	}
-	method := "/" + string(md.Parent().FullName()) + "/" + string(md.Name())
-	if err := conn.Invoke(ctx, method, req, resp); err != nil {
+	if c.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+	}
+	if err := c.conn.Invoke(ctx, fullMethod(md), req, resp); err != nil {
 		st := status.Convert(err)
-		return &exitError{code: ExitCode(st.Code()), err: fmt.Errorf("%s: %s: %s", md.Name(), st.Code(), st.Message())}
+		name := c.command
+		if name == "" {
+			name = CommandName(md)
+		}
+		return &exitError{code: ExitCode(st.Code()), err: fmt.Errorf("%s: %s: %s", name, st.Code(), c.explain(st))}
 	}
 	return nil
 }
 
-func (o *options) bearer() (string, error) {
+// explain is a server's refusal in the operator's terms: what to set or check, the flags a
+// message names.
+func (c *client) explain(st *status.Status) string {
+	msg := st.Message()
+	switch st.Code() {
+	case codes.Unauthenticated:
+		if c.token == "" {
+			return fmt.Sprintf("this control needs a token and none was given: set %s (a file holding it) or %s, or give --token-file", EnvTokenFile, EnvToken)
+		}
+		return fmt.Sprintf("the token from %s was refused (%s): check that it is this control's reader or operator token", c.source, msg)
+	case codes.PermissionDenied:
+		return msg + " (this command needs the operator token)"
+	case codes.DeadlineExceeded:
+		if c.timeout > 0 {
+			return fmt.Sprintf("no answer within --timeout %s (%s)", c.timeout, msg)
+		}
+	case codes.Unavailable:
+		if i := strings.Index(msg, "Error while dialing: "); i >= 0 {
+			return fmt.Sprintf("cannot reach the control API at %s: %s", c.addr, strings.Trim(msg[i+len("Error while dialing: "):], `"`))
+		}
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		if c.words != nil {
+			return c.words(msg)
+		}
+	}
+	return msg
+}
+
+// bearer is the token and where it came from.
+func (o *options) bearer() (token, source string, err error) {
 	switch {
 	case o.token != "" && o.tokenFile != "":
-		return "", usageErr("set --token or --token-file, not both")
+		return "", "", usageErr("set --token or --token-file, not both (env %s and %s count as them: unset one)", EnvToken, EnvTokenFile)
 	case o.tokenFile != "":
 		b, err := os.ReadFile(o.tokenFile)
 		if err != nil {
-			return "", localErr(fmt.Errorf("token file: %w", err))
+			return "", "", localErr(fmt.Errorf("token file %s (--token-file, env %s): %w", o.tokenFile, EnvTokenFile, err))
 		}
-		return strings.TrimSpace(string(b)), nil
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", "", localErr(fmt.Errorf("token file %s (--token-file, env %s) is empty", o.tokenFile, EnvTokenFile))
+		}
+		return t, "the token file " + o.tokenFile, nil
+	case o.token != "":
+		return o.token, "--token (env " + EnvToken + ")", nil
 	}
-	return o.token, nil
+	return "", "", nil
 }
 
 // credentials chooses the transport: TLS as soon as any TLS flag is given, plaintext

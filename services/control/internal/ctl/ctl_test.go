@@ -35,7 +35,7 @@ func build(t *testing.T, command string, args ...string) (proto.Message, error) 
 	}
 	fs := pflag.NewFlagSet(command, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	rf := newRequestFlags(md.Input(), fs, Command(io.Discard).PersistentFlags())
+	rf := newRequestFlags(commandDocs[md.Name()], md.Input(), fs, Command(io.Discard).PersistentFlags())
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func TestFlagsBuildTheRequest(t *testing.T) {
 		want   proto.Message
 		err    string
 	}{
-		{method: "replay", args: []string{"--msg-ids", "1,2", "--msg-ids=3", "--dry-run"},
+		{method: "replay", args: []string{"--msg-id", "1,2", "--msg-ids=3", "--dry-run"},
 			want: &controlv1.ReplayRequest{MsgIds: []int64{1, 2, 3}, DryRun: true}},
 		{method: "rebuild-projection", args: []string{"--flid", "F1,F2", "--flid", "F3", "--dry-run"},
 			want: &controlv1.RebuildProjectionRequest{Flid: []string{"F1", "F2", "F3"}, DryRun: true}},
@@ -71,9 +71,18 @@ func TestFlagsBuildTheRequest(t *testing.T) {
 			want: &controlv1.SeedCutoverRequest{Mode: controlv1.SeedMode_SEED_MODE_ID, Watermark: 41}},
 		{method: "get-status", want: &controlv1.GetStatusRequest{}},
 		{method: "replay", args: []string{"--error-class", "sometimes"}, err: `"sometimes" is not one of malformed, protocol`},
-		{method: "get-message", args: []string{"--msg-id", "12x"}, err: "not a valid int64"},
-		{method: "list-messages", args: []string{"--page-size", "9999999999"}, err: "not a valid int32"},
-		{method: "replay", args: []string{"--msg-ids", "1,x"}, err: "not a valid int64"},
+		{method: "get-message", args: []string{"--msg-id", "12x"}, err: `"12x" is not valid: expected a whole number such as 123`},
+		{method: "list-messages", args: []string{"--page-size", "9999999999"}, err: `"9999999999" is out of range: expected a number up to 2147483647`},
+		{method: "replay", args: []string{"--msg-ids", "1,x"}, err: `"x" is not valid: expected a whole number`},
+		{method: "list-messages", args: []string{"--enqueued-from", "yesterday"}, err: "expected a time such as 2026-03-01T06:00:00Z"},
+		// One spelling per flag; the proto spelling stays accepted.
+		{method: "list-messages", args: []string{"--state", "dead", "--states", "failed", "--error-class", "infra"},
+			want: &controlv1.ListMessagesRequest{States: []controlv1.MessageState{controlv1.MessageState_MESSAGE_STATE_DEAD,
+				controlv1.MessageState_MESSAGE_STATE_FAILED}, ErrorClasses: []controlv1.ErrorClass{controlv1.ErrorClass_ERROR_CLASS_INFRA}}},
+		{method: "get-resource-status", args: []string{"--resource-type", "GATE", "--rsid", "G1"},
+			want: &controlv1.GetResourceStatusRequest{Rtyp: "GATE", Rsid: "G1"}},
+		{method: "get-reference", args: []string{"--rtype", "GLST", "--record-key", "G3"},
+			want: &controlv1.GetReferenceRequest{Rtype: "GLST", Rkey: "G3"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+" "+strings.Join(tc.args, " "), func(t *testing.T) {

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -24,13 +25,18 @@ const maxDepth = 4
 // parsing, so a flag never given leaves its field unset.
 type requestFlags struct {
 	leaves []*leafFlag
+	// byField finds a leaf by its proto path (range.first); parents are the paths of the
+	// nested messages (range).
+	byField map[string]*leafFlag
+	parents map[string]bool
 }
 
 type leafFlag struct {
-	name string
-	path []protoreflect.FieldDescriptor // from the request down to the leaf field
-	raw  []string
-	set  bool
+	name  string
+	field string                         // the proto path, range.first
+	path  []protoreflect.FieldDescriptor // from the request down to the leaf field
+	raw   []string
+	set   bool
 }
 
 func (l *leafFlag) leaf() protoreflect.FieldDescriptor { return l.path[len(l.path)-1] }
@@ -62,10 +68,23 @@ func (l *leafFlag) Set(v string) error {
 	return nil
 }
 
+// Type is the value's kind as --help shows it next to the flag.
 func (l *leafFlag) Type() string {
 	fd := l.leaf()
 	t := typeName(fd)
-	if fd.IsList() {
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		t = "choice"
+	case protoreflect.StringKind:
+		t = "text"
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		t = "decimal"
+	case protoreflect.BoolKind:
+	case protoreflect.MessageKind, protoreflect.BytesKind:
+	default:
+		t = "number"
+	}
+	if fd.IsList() && t != "bool" {
 		return t + "s"
 	}
 	return t
@@ -86,20 +105,26 @@ func typeName(fd protoreflect.FieldDescriptor) string {
 	return fd.Kind().String()
 }
 
-func newRequestFlags(md protoreflect.MessageDescriptor, fs, global *pflag.FlagSet) *requestFlags {
-	r := &requestFlags{}
-	r.add(md, nil, "", fs, global)
+func newRequestFlags(doc commandDoc, md protoreflect.MessageDescriptor, fs, global *pflag.FlagSet) *requestFlags {
+	r := &requestFlags{byField: map[string]*leafFlag{}, parents: map[string]bool{}}
+	r.add(doc, md, nil, "", "", fs, global)
 	return r
 }
 
-func (r *requestFlags) add(md protoreflect.MessageDescriptor, path []protoreflect.FieldDescriptor, prefix string, fs, global *pflag.FlagSet) {
+func (r *requestFlags) add(doc commandDoc, md protoreflect.MessageDescriptor, path []protoreflect.FieldDescriptor, prefix, fieldPrefix string,
+	fs, global *pflag.FlagSet) {
 	if len(path) >= maxDepth {
 		return
 	}
 	fields := md.Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
-		name := prefix + strings.ReplaceAll(string(fd.Name()), "_", "-")
+		protoName := prefix + strings.ReplaceAll(string(fd.Name()), "_", "-")
+		name := protoName
+		if n, ok := flagNames[string(fd.Name())]; ok {
+			name = prefix + n
+		}
+		field := fieldPrefix + string(fd.Name())
 		p := append(append([]protoreflect.FieldDescriptor(nil), path...), fd)
 		if fd.IsMap() {
 			continue // no request has a map; a future one is reachable through --request-json
@@ -107,7 +132,8 @@ func (r *requestFlags) add(md protoreflect.MessageDescriptor, path []protoreflec
 		if fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind {
 			if typeName(fd) == fd.Kind().String() {
 				if !fd.IsList() {
-					r.add(fd.Message(), p, name+".", fs, global)
+					r.parents[field] = true
+					r.add(doc, fd.Message(), p, name+".", field+".", fs, global)
 				}
 				continue
 			}
@@ -115,30 +141,85 @@ func (r *requestFlags) add(md protoreflect.MessageDescriptor, path []protoreflec
 		if fs.Lookup(name) != nil || global.Lookup(name) != nil {
 			name = "field." + name // never shadow a global flag
 		}
-		l := &leafFlag{name: name, path: p}
-		f := fs.VarPF(l, name, "", usage(fd))
-		if fd.Kind() == protoreflect.BoolKind && !fd.IsList() {
-			f.NoOptDefVal = "true"
+		l := &leafFlag{name: name, field: field, path: p}
+		names := []string{name}
+		if protoName != name && fs.Lookup(protoName) == nil && global.Lookup(protoName) == nil {
+			names = append(names, protoName)
+		}
+		for j, n := range names {
+			f := fs.VarPF(l, n, "", usage(doc, field, fd))
+			if fd.Kind() == protoreflect.BoolKind && !fd.IsList() {
+				f.NoOptDefVal = "true"
+			}
+			if j > 0 {
+				// The proto spelling keeps scripts written before the rename working.
+				f.Hidden = true
+			}
 		}
 		r.leaves = append(r.leaves, l)
+		r.byField[field] = l
 	}
 }
 
-// usage describes a field's flag: its proto name and what values it takes.
-func usage(fd protoreflect.FieldDescriptor) string {
-	u := "field " + string(fd.FullName())
+// usage describes a field's flag in words: its written help and what values it takes.
+func usage(doc commandDoc, field string, fd protoreflect.FieldDescriptor) string {
+	u, ok := flagDoc(doc, field)
+	if !ok {
+		u = words(field)
+	}
 	switch {
 	case fd.Kind() == protoreflect.EnumKind:
-		u += ": one of " + strings.Join(enumChoices(fd.Enum()), ", ")
+		u += " (" + strings.Join(enumChoices(fd.Enum()), ", ") + ")"
 	case typeName(fd) == "time":
-		u += ": RFC 3339 time"
+		u += " (a time such as 2026-03-01T06:00:00Z or 2026-03-01T14:00:00+08:00)"
 	case typeName(fd) == "duration":
-		u += ": Go duration (90s, 5m)"
+		u += " (a duration such as 90s or 5m)"
 	}
 	if fd.IsList() {
-		u += " (repeat the flag or separate with commas)"
+		u += "; repeat the flag or separate values with commas"
 	}
 	return u
+}
+
+// maxOf is the largest value a numeric field holds.
+func maxOf(fd protoreflect.FieldDescriptor) string {
+	switch fd.Kind() {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return strconv.Itoa(math.MaxInt32)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return strconv.FormatUint(math.MaxUint32, 10)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return strconv.FormatUint(math.MaxUint64, 10)
+	case protoreflect.FloatKind:
+		return "3.4e38"
+	case protoreflect.DoubleKind:
+		return "1.8e308"
+	}
+	return strconv.FormatInt(math.MaxInt64, 10)
+}
+
+// expected says in words what a field's flag takes, for an error.
+func expected(fd protoreflect.FieldDescriptor) string {
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		return "true or false"
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return "a whole number such as 123"
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return "a whole number of 0 or more such as 123"
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		return "a number such as 1.5"
+	case protoreflect.EnumKind:
+		return "one of " + strings.Join(enumChoices(fd.Enum()), ", ")
+	}
+	switch typeName(fd) {
+	case "time":
+		return "a time such as 2026-03-01T06:00:00Z or 2026-03-01T14:00:00+08:00 (RFC 3339, with its zone)"
+	case "duration":
+		return "a duration such as 90s, 5m or 1h30m"
+	}
+	return "a " + typeName(fd)
 }
 
 // enumPrefix is the part every value name of an enum shares, taken from its zero value
@@ -157,7 +238,7 @@ func enumChoices(ed protoreflect.EnumDescriptor) []string {
 	values := ed.Values()
 	for i := range values.Len() {
 		if v := values.Get(i); v.Number() != 0 {
-			out = append(out, strings.ToLower(strings.TrimPrefix(string(v.Name()), prefix)))
+			out = append(out, enumWordOf(prefix, v))
 		}
 	}
 	return out
@@ -177,8 +258,13 @@ func parseEnum(ed protoreflect.EnumDescriptor, s string) (protoreflect.EnumNumbe
 
 // parseScalar turns a flag's text into the field's value.
 func parseScalar(fd protoreflect.FieldDescriptor, s string) (protoreflect.Value, error) {
+	// The parser's own error names Go internals (strconv.ParseInt, a layout); the operator
+	// needs what the flag takes.
 	bad := func(err error) (protoreflect.Value, error) {
-		return protoreflect.Value{}, fmt.Errorf("%q is not a valid %s: %v", s, typeName(fd), err)
+		if errors.Is(err, strconv.ErrRange) {
+			return protoreflect.Value{}, fmt.Errorf("%q is out of range: expected a number up to %s", s, maxOf(fd))
+		}
+		return protoreflect.Value{}, fmt.Errorf("%q is not valid: expected %s", s, expected(fd))
 	}
 	switch fd.Kind() {
 	case protoreflect.BoolKind:
@@ -218,7 +304,7 @@ func parseScalar(fd protoreflect.FieldDescriptor, s string) (protoreflect.Value,
 		}
 		if fd.Kind() == protoreflect.FloatKind {
 			if math.Abs(f) > math.MaxFloat32 {
-				return bad(fmt.Errorf("out of range"))
+				return bad(strconv.ErrRange)
 			}
 			return protoreflect.ValueOfFloat32(float32(f)), nil
 		}

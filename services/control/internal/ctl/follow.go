@@ -50,7 +50,7 @@ func followRebuild(ctx context.Context, o *options, resp proto.Message, stdout, 
 	tty := terminal(stdout)
 	last := ""
 	for {
-		if o.output == "table" {
+		if o.output == "table" || o.output == "wide" {
 			if line := progressLine(job); line != last {
 				if tty {
 					fmt.Fprintf(stdout, "\r\033[K%s", line)
@@ -65,7 +65,7 @@ func followRebuild(ctx context.Context, o *options, resp proto.Message, stdout, 
 		}
 		select {
 		case <-ctx.Done():
-			return localErr(fmt.Errorf("stopped following rebuild %d, which goes on: msgxctl get-projection-rebuild --rebuild-id %d", job.GetRebuildId(), job.GetRebuildId()))
+			return localErr(fmt.Errorf("stopped following rebuild %d, which goes on: msgxctl get-projection-rebuild %d", job.GetRebuildId(), job.GetRebuildId()))
 		case <-time.After(pollInterval):
 		}
 		got := &controlv1.GetProjectionRebuildResponse{}
@@ -77,7 +77,7 @@ func followRebuild(ctx context.Context, o *options, resp proto.Message, stdout, 
 		}
 		job = got.GetRebuild()
 	}
-	if tty && o.output == "table" {
+	if tty && (o.output == "table" || o.output == "wide") {
 		fmt.Fprintln(stdout)
 	}
 	if err := render(stdout, o.output, &controlv1.GetProjectionRebuildResponse{Rebuild: job}); err != nil {

@@ -2,9 +2,11 @@ package ctl
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,37 +17,137 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"sigs.k8s.io/yaml"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
-// render writes a response as JSON (protojson with the .proto's field names and every field,
-// zero values included, so scripts see a stable shape) or as tables for people.
+// render writes a response as renderAs does with the generic name and table.
 func render(w io.Writer, format string, m proto.Message) error {
-	if format == "json" {
-		b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	return renderAs(w, format, m, "", true)
+}
+
+// renderAs writes a response in an -o format. json is protojson with the .proto's field names
+// and every field, zero values included, so scripts see a stable shape; yaml is the same
+// document as YAML; name prints the IDs (namePath, or the rows' first field), one a line;
+// table and wide are for people. long shows long text (payloads, errors, raw XML) in a
+// table too, as a get does: a list shows it in wide only.
+func renderAs(w io.Writer, format string, m proto.Message, namePath string, long bool) error {
+	switch format {
+	case "json", "yaml":
+		b, err := jsonOf(m)
 		if err != nil {
-			return localErr(fmt.Errorf("render: %w", err))
+			return err
 		}
-		// protojson varies its whitespace on purpose; re-indenting makes the bytes stable, so
-		// scripts can diff two outputs.
-		var out bytes.Buffer
-		if err := json.Indent(&out, b, "", "  "); err != nil {
-			return localErr(fmt.Errorf("render: %w", err))
+		if format == "yaml" {
+			if b, err = yaml.JSONToYAML(b); err != nil {
+				return localErr(fmt.Errorf("render: %w", err))
+			}
 		}
-		out.WriteByte('\n')
-		_, err = out.WriteTo(w)
+		_, err = w.Write(b)
 		return wrapWrite(err)
+	case "name":
+		names, err := namesOf(m.ProtoReflect(), namePath)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if _, err := fmt.Fprintln(w, n); err != nil {
+				return wrapWrite(err)
+			}
+		}
+		return nil
 	}
+	opt := tableOpts{wide: format == "wide", long: long || format == "wide"}
 	switch resp := m.(type) {
 	case *controlv1.GetMessageResponse:
-		return wrapWrite(renderMessage(w, resp))
+		return wrapWrite(renderMessage(w, resp, opt))
 	case *controlv1.GetFlightResponse:
-		return wrapWrite(renderFlight(w, resp))
+		return wrapWrite(renderFlight(w, resp, opt))
 	case *controlv1.GetFlightHistoryResponse:
 		return wrapWrite(renderFlightHistory(w, resp))
 	}
-	return wrapWrite(renderTable(w, m.ProtoReflect()))
+	return wrapWrite(renderTable(w, m.ProtoReflect(), opt))
+}
+
+func jsonOf(m proto.Message) ([]byte, error) {
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return nil, localErr(fmt.Errorf("render: %w", err))
+	}
+	// protojson varies its whitespace on purpose; re-indenting makes the bytes stable, so
+	// scripts can diff two outputs.
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return nil, localErr(fmt.Errorf("render: %w", err))
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// namesOf is what -o name prints: the values at path (a dotted field path; a list gives one
+// name per entry), or, without a path, the rows of the response's first repeated message field,
+// else the response's first field.
+func namesOf(m protoreflect.Message, path string) ([]string, error) {
+	if path == "" {
+		fields := m.Descriptor().Fields()
+		for i := range fields.Len() {
+			if fd := fields.Get(i); fd.IsList() && fd.Kind() == protoreflect.MessageKind {
+				return listNames(fd, m.Get(fd).List()), nil
+			}
+		}
+		if fields.Len() == 0 {
+			return nil, usageErr("-o name: this answer has no names; use -o table or -o json")
+		}
+		path = string(fields.Get(0).Name())
+	}
+	parts := strings.Split(path, ".")
+	for i, part := range parts {
+		fd := m.Descriptor().Fields().ByName(protoreflect.Name(part))
+		if fd == nil {
+			return nil, localErr(fmt.Errorf("-o name: the answer has no field %s", path))
+		}
+		switch {
+		case fd.IsList():
+			return listNames(fd, m.Get(fd).List()), nil
+		case fd.Kind() == protoreflect.MessageKind && !isWellKnown(fd.Message()):
+			if !m.Has(fd) {
+				return nil, nil
+			}
+			if i == len(parts)-1 {
+				return []string{rowName(m.Get(fd).Message())}, nil
+			}
+			m = m.Get(fd).Message()
+		default:
+			if !m.Has(fd) && fd.HasPresence() {
+				return nil, nil
+			}
+			return []string{format(fd, m.Get(fd))}, nil
+		}
+	}
+	return nil, nil
+}
+
+func listNames(fd protoreflect.FieldDescriptor, list protoreflect.List) []string {
+	out := make([]string, list.Len())
+	for i := range list.Len() {
+		if fd.Kind() == protoreflect.MessageKind {
+			out[i] = rowName(list.Get(i).Message())
+		} else {
+			out[i] = format(fd, list.Get(i))
+		}
+	}
+	return out
+}
+
+// rowName is a row's name: its first field (msg_id, req_id, rebuild_id, event_id), or for a
+// reference record category/key.
+func rowName(m protoreflect.Message) string {
+	if r, ok := m.Interface().(*controlv1.Reference); ok {
+		return r.GetRtype() + "/" + r.GetRkey()
+	}
+	fd := m.Descriptor().Fields().Get(0)
+	return format(fd, m.Get(fd))
 }
 
 func wrapWrite(err error) error {
@@ -55,28 +157,34 @@ func wrapWrite(err error) error {
 	return nil
 }
 
+// tableOpts are the table's choices: wide shows every column of a list and exact values,
+// long the long text (payloads, errors, raw XML) of singular fields.
+type tableOpts struct {
+	wide, long bool
+	// skip names top-level fields a view has printed already; labels rename keys.
+	skip   map[protoreflect.Name]bool
+	labels map[string]string
+}
+
 // A table rendering, derived from the response's descriptor like the flags: the singular
 // fields as KEY VALUE lines (nested messages flattened with dotted keys), then one table per
-// repeated message field with a column per field that is set in some row, then multi-line
-// text (raw XML) as blocks at the end.
+// repeated message field, then multi-line text (raw XML) as blocks at the end.
 type tableOut struct {
+	opt      tableOpts
 	pairs    [][2]string
 	sections []section
 	blocks   [][2]string
-	// skip names top-level fields a view has printed already.
-	skip map[protoreflect.Name]bool
+	hidden   []string
 }
 
 type section struct {
 	title string
+	fd    protoreflect.FieldDescriptor
 	rows  []protoreflect.Message
 }
 
-func renderTable(w io.Writer, m protoreflect.Message, skip ...protoreflect.Name) error {
-	t := tableOut{skip: map[protoreflect.Name]bool{}}
-	for _, n := range skip {
-		t.skip[n] = true
-	}
+func renderTable(w io.Writer, m protoreflect.Message, opt tableOpts) error {
+	t := tableOut{opt: opt}
 	t.walk(m, "")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, p := range t.pairs {
@@ -85,8 +193,14 @@ func renderTable(w io.Writer, m protoreflect.Message, skip ...protoreflect.Name)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, s := range t.sections {
-		if err := writeSection(w, s); err != nil {
+	for i, s := range t.sections {
+		// A list's table opens the output when nothing came before it.
+		if i > 0 || len(t.pairs) > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if err := writeSection(w, s, opt.wide); err != nil {
 			return err
 		}
 	}
@@ -95,100 +209,213 @@ func renderTable(w io.Writer, m protoreflect.Message, skip ...protoreflect.Name)
 			return err
 		}
 	}
+	if len(t.hidden) > 0 {
+		if _, err := fmt.Fprintf(w, "\n(%s: -o wide shows %s)\n", strings.Join(t.hidden, ", "), pronoun(len(t.hidden))); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 func (t *tableOut) walk(m protoreflect.Message, prefix string) {
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
-		if prefix == "" && t.skip[fd.Name()] {
+		if prefix == "" && (t.opt.skip[fd.Name()] || strings.HasPrefix(string(fd.Name()), "next_")) {
+			// A list's next page is the "more:" line after the table (or --all).
 			continue
 		}
 		key := prefix + string(fd.Name())
+		label := key
+		if l, ok := t.opt.labels[key]; ok {
+			label = l
+		}
 		switch {
 		case fd.IsMap():
-			t.pairs = append(t.pairs, [2]string{key, compactJSON(m, fd)})
+			t.pairs = append(t.pairs, [2]string{label, compactJSON(m, fd)})
 		case fd.IsList() && fd.Kind() == protoreflect.MessageKind && !isWellKnown(fd.Message()):
 			list := m.Get(fd).List()
 			rows := make([]protoreflect.Message, list.Len())
 			for j := range list.Len() {
 				rows[j] = list.Get(j).Message()
 			}
-			t.sections = append(t.sections, section{title: key, rows: rows})
+			t.sections = append(t.sections, section{title: label, fd: fd, rows: rows})
 		case fd.IsList():
 			list := m.Get(fd).List()
 			vals := make([]string, list.Len())
 			for j := range list.Len() {
 				vals[j] = format(fd, list.Get(j))
 			}
-			t.pairs = append(t.pairs, [2]string{key, strings.Join(vals, ",")})
+			t.pairs = append(t.pairs, [2]string{label, cmp.Or(strings.Join(vals, ","), "-")})
 		case fd.Kind() == protoreflect.MessageKind && !isWellKnown(fd.Message()):
 			if !m.Has(fd) {
-				t.pairs = append(t.pairs, [2]string{key, "-"})
+				t.pairs = append(t.pairs, [2]string{label, "-"})
 				continue
 			}
 			t.walk(m.Get(fd).Message(), key+".")
 		default:
 			v := "-"
-			if m.Has(fd) || !fd.HasPresence() {
-				v = format(fd, m.Get(fd))
+			if m.Has(fd) || alwaysShown(fd) {
+				v = cell(fd, m.Get(fd), t.opt.wide)
 			}
 			if strings.Contains(v, "\n") {
-				t.blocks = append(t.blocks, [2]string{key, v})
+				if !t.opt.long {
+					t.hidden = append(t.hidden, label)
+					continue
+				}
+				t.blocks = append(t.blocks, [2]string{label, v})
 				continue
 			}
-			t.pairs = append(t.pairs, [2]string{key, v})
+			t.pairs = append(t.pairs, [2]string{label, v})
 		}
 	}
 }
 
-// writeSection prints the rows of a repeated field as a table; columns are the numbers, enums
-// and booleans, and the other fields set in at least one row; nested messages inside a row are
-// compact JSON.
-func writeSection(w io.Writer, s section) error {
-	if _, err := fmt.Fprintf(w, "\n%s (%d):\n", s.title, len(s.rows)); err != nil {
+// column is one column of a list's narrow table: the header and the fields it shows (two
+// joined by sep, as TYPE shows SCHD/RESP).
+type column struct {
+	header string
+	fields []string
+	sep    string
+}
+
+func col(header string, fields ...string) column {
+	return column{header: header, fields: fields, sep: "/"}
+}
+
+// narrowColumns are the default table's columns of the rows an operator lists, chosen to fit
+// a 120-column terminal; -o wide shows every field. A row type not here shows every field
+// that is not long text (narrowFallback). Every column is always present, empty or not, so
+// scripts and eyes find it in the same place on every call.
+var narrowColumns = map[protoreflect.FullName][]column{
+	"msgx.control.v1.Message": {col("MSG_ID", "msg_id"), col("STATE", "state"), col("CLASS", "error_class"),
+		col("RETRIES", "attempts"), col("TYPE", "msg_type", "msg_styp"), col("FLID", "flid"),
+		col("ENQUEUED", "enqueued_at"), col("FINISHED", "finished_at")},
+	"msgx.control.v1.UpstreamRequest": {col("REQ_ID", "req_id"), col("TYPE", "type"), col("SCOPE", "scope"),
+		col("STATE", "state"), col("SEQN", "seqn"), col("CREATED", "created_at"), col("ANSWER_MSG", "answer_msg_id")},
+	"msgx.control.v1.ProjectionRebuild": {col("REBUILD_ID", "rebuild_id"), col("STATE", "state"), col("ALL", "all"),
+		col("DRY_RUN", "dry_run"), col("FLIGHTS", "done", "total"), col("MISSING", "missing"), col("STALE", "stale"),
+		col("CONTENT", "content"), col("EXTRA", "extra"), col("REPAIRED", "repaired"), col("REQUESTED", "requested_at")},
+	"msgx.control.v1.Reference": {col("CATEGORY", "rtype"), col("KEY", "rkey"), col("SOURCE_MSG", "source_msg_id"),
+		col("BATCH", "batch"), col("REFRESHED", "refreshed_at")},
+	"msgx.control.v1.DeadEvent": {col("EVENT_ID", "event_id"), col("TARGET", "target"), col("FLID", "flid"),
+		col("TYPE", "event_type"), col("VERSION", "state_version"), col("MSG_ID", "msg_id"), col("ATTEMPTS", "attempts"),
+		col("DEAD_AT", "dead_at")},
+	"msgx.control.v1.Event": {col("EVENT_ID", "event_id"), col("TARGET", "target"), col("KEY", "partition_key"),
+		col("TYPE", "event_type"), col("VERSION", "state_version"), col("STATE", "state"), col("ATTEMPTS", "attempts"),
+		col("CREATED", "created_at")},
+	"msgx.control.v1.RoleStatus": {col("ROLE", "role"), col("HELD", "held"), col("INSTANCE", "instance"),
+		col("ACTIVE", "active"), col("SINCE", "since"), col("BLOCKED_ON", "blocked.dependency")},
+	"msgx.control.v1.FlightHistoryEntry": {col("MSG_ID", "msg_id"), col("FLID", "flid"), col("CAUSE", "cause"),
+		col("MESSAGE", "message_state"), col("FLIGHT", "flight_state"), col("VERSION", "version"), col("AT", "at")},
+}
+
+// longText is a field too long for a narrow column or a list: payloads, documents, errors.
+func longText(fd protoreflect.FieldDescriptor) bool {
+	if fd.Kind() != protoreflect.StringKind && fd.Kind() != protoreflect.BytesKind {
+		return false
+	}
+	n := string(fd.Name())
+	return strings.Contains(n, "payload") || strings.HasSuffix(n, "_json") || strings.HasSuffix(n, "xml") ||
+		strings.HasSuffix(n, "error") || strings.HasPrefix(n, "trace_") || n == "comment" || n == "detail" ||
+		n == "identity_key"
+}
+
+// narrowFallback is the narrow table of a row type without narrowColumns: every field that is
+// neither long text nor nested.
+func narrowFallback(md protoreflect.MessageDescriptor) []column {
+	var cols []column
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if longText(fd) || fd.IsList() || fd.IsMap() || (fd.Kind() == protoreflect.MessageKind && !isWellKnown(fd.Message())) {
+			continue
+		}
+		cols = append(cols, col(strings.ToUpper(string(fd.Name())), string(fd.Name())))
+	}
+	return cols
+}
+
+// wideColumns is every field of a row, one column each.
+func wideColumns(md protoreflect.MessageDescriptor) []column {
+	var cols []column
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		cols = append(cols, col(strings.ToUpper(string(fd.Name())), string(fd.Name())))
+	}
+	return cols
+}
+
+// writeSection prints the rows of a repeated field as a table.
+func writeSection(w io.Writer, s section, wide bool) error {
+	if _, err := fmt.Fprintf(w, "%s (%d):\n", s.title, len(s.rows)); err != nil {
 		return err
 	}
 	if len(s.rows) == 0 {
 		return nil
 	}
-	fields := s.rows[0].Descriptor().Fields()
-	var cols []protoreflect.FieldDescriptor
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		if alwaysShown(fd) {
-			cols = append(cols, fd)
-			continue
-		}
-		for _, r := range s.rows {
-			if r.Has(fd) {
-				cols = append(cols, fd)
-				break
-			}
-		}
+	md := s.fd.Message()
+	cols, ok := narrowColumns[md.FullName()]
+	switch {
+	case wide:
+		cols = wideColumns(md)
+	case !ok:
+		cols = narrowFallback(md)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := make([]string, len(cols))
-	for i, fd := range cols {
-		header[i] = strings.ToUpper(string(fd.Name()))
+	for i, c := range cols {
+		header[i] = c.header
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, r := range s.rows {
 		cells := make([]string, len(cols))
-		for i, fd := range cols {
-			switch {
-			case !r.Has(fd) && !alwaysShown(fd):
+		for i, c := range cols {
+			vals := make([]string, len(c.fields))
+			for j, f := range c.fields {
+				vals[j] = fieldCell(r, f, wide)
+			}
+			cells[i] = strings.Join(vals, c.sep)
+			if strings.Trim(cells[i], "-"+c.sep) == "" {
 				cells[i] = "-"
-			case fd.IsList() || fd.IsMap() || (fd.Kind() == protoreflect.MessageKind && !isWellKnown(fd.Message())):
-				cells[i] = compactJSON(r, fd)
-			default:
-				cells[i] = strings.ReplaceAll(format(fd, r.Get(fd)), "\n", `\n`)
 			}
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
+}
+
+// fieldCell is the cell of a dotted field path of row r; "-" when unset.
+func fieldCell(r protoreflect.Message, path string, wide bool) string {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		fd := r.Descriptor().Fields().ByName(protoreflect.Name(p))
+		if fd == nil || !r.Has(fd) {
+			return "-"
+		}
+		r = r.Get(fd).Message()
+	}
+	fd := r.Descriptor().Fields().ByName(protoreflect.Name(parts[len(parts)-1]))
+	switch {
+	case fd == nil:
+		return "?"
+	case fd.IsList() || fd.IsMap() || (fd.Kind() == protoreflect.MessageKind && !isWellKnown(fd.Message())):
+		if !r.Has(fd) {
+			return "-"
+		}
+		return compactJSON(r, fd)
+	case !r.Has(fd) && !alwaysShown(fd):
+		return "-"
+	}
+	return strings.ReplaceAll(cell(fd, r.Get(fd), wide), "\n", `\n`)
 }
 
 // alwaysShown is a scalar whose zero value means something (a count of 0, false).
@@ -208,7 +435,68 @@ func isWellKnown(md protoreflect.MessageDescriptor) bool {
 	return n == "google.protobuf.Timestamp" || n == "google.protobuf.Duration"
 }
 
-// format prints one value: enums without their common prefix, times in RFC 3339 UTC,
+// cell prints a value for a person: counts with thousands separators (IDs as they are, to be
+// copied), durations rounded, times to the second, rates to two decimals; wide prints the
+// exact value.
+func cell(fd protoreflect.FieldDescriptor, v protoreflect.Value, wide bool) string {
+	if wide {
+		return format(fd, v)
+	}
+	switch fd.Kind() {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		if identifier(fd) {
+			return format(fd, v)
+		}
+		return grouped(v.Int())
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		if identifier(fd) || v.Uint() > math.MaxInt64 {
+			return format(fd, v)
+		}
+		return grouped(int64(v.Uint()))
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		return strconv.FormatFloat(v.Float(), 'f', 2, 64)
+	case protoreflect.MessageKind:
+		switch msg := v.Message().Interface().(type) {
+		case *timestamppb.Timestamp:
+			return msg.AsTime().UTC().Truncate(time.Second).Format(time.RFC3339)
+		case *durationpb.Duration:
+			return short(msg)
+		}
+	}
+	return format(fd, v)
+}
+
+// identifier is a number that names something (an ID, a watermark, a version): never grouped.
+func identifier(fd protoreflect.FieldDescriptor) bool {
+	n := string(fd.Name())
+	switch n {
+	case "watermark", "first", "last", "through", "version", "state_version", "seed_value", "scanned_to", "number",
+		"backend_pid", "watermark_before":
+		return true
+	}
+	return n == "id" || strings.HasSuffix(n, "_id") || strings.HasSuffix(n, "_ids")
+}
+
+// grouped prints n with thousands separators: 1234567 → 1,234,567.
+func grouped(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// format prints one value exactly: enums without their common prefix, times in RFC 3339 UTC,
 // durations as Go durations.
 func format(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
 	switch fd.Kind() {

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -22,7 +23,7 @@ import (
 // response holds follows in the generic rendering, so no field is lost.
 
 // renderMessage prints a message's timeline and attempts, then the rest of the response.
-func renderMessage(w io.Writer, r *controlv1.GetMessageResponse) error {
+func renderMessage(w io.Writer, r *controlv1.GetMessageResponse, opt tableOpts) error {
 	m := r.GetMessage()
 	state := strings.TrimPrefix(m.GetState().String(), "MESSAGE_STATE_")
 	if c := m.GetErrorClass(); c != controlv1.ErrorClass_ERROR_CLASS_UNSPECIFIED {
@@ -61,7 +62,9 @@ func renderMessage(w io.Writer, r *controlv1.GetMessageResponse) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nattempts (%d):\n", len(r.GetAttempts()))
+	// The processing record's counter restarts at 0 on a replay and counts the failed tries the
+	// retry limit sees; the list below is every attempt kept, across replays.
+	fmt.Fprintf(w, "\nattempts (%d kept; %d failed since the last replay):\n", len(r.GetAttempts()), m.GetAttempts())
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, a := range r.GetAttempts() {
 		outcome := strings.TrimPrefix(a.GetOutcome().String(), "MESSAGE_STATE_")
@@ -75,12 +78,14 @@ func renderMessage(w io.Writer, r *controlv1.GetMessageResponse) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	return renderTable(w, r.ProtoReflect(), "timeline", "attempts", "trace_id", "trace_url")
+	opt.skip = names("timeline", "attempts", "trace_id", "trace_url")
+	opt.labels = map[string]string{"message.attempts": "message.failed_attempts_since_replay"}
+	return renderTable(w, r.ProtoReflect(), opt)
 }
 
 // renderFlight prints a flight's PostgreSQL state and Redis projection field by field side by
 // side, marking the fields that differ, then its messages and events.
-func renderFlight(w io.Writer, r *controlv1.GetFlightResponse) error {
+func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) error {
 	pg, rd := r.GetPostgres(), r.GetRedis()
 	drift := "none"
 	if r.GetDrifted() {
@@ -131,7 +136,9 @@ func renderFlight(w io.Writer, r *controlv1.GetFlightResponse) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return renderTable(w, r.ProtoReflect(), "flid", "postgres", "redis", "drift", "drifted")
+	fmt.Fprintln(w)
+	opt.skip = names("flid", "postgres", "redis", "drift", "drifted")
+	return renderTable(w, r.ProtoReflect(), opt)
 }
 
 // renderFlightHistory prints a flight's messages in ID order, one block each: the message and
@@ -166,10 +173,15 @@ func renderFlightHistory(w io.Writer, r *controlv1.GetFlightHistoryResponse) err
 			return err
 		}
 	}
-	if n := r.GetNextAfterMsgId(); n > 0 {
-		fmt.Fprintf(w, "\nmore: --after-msg-id %d\n", n)
-	}
 	return nil
+}
+
+func names(ns ...protoreflect.Name) map[protoreflect.Name]bool {
+	m := map[protoreflect.Name]bool{}
+	for _, n := range ns {
+		m[n] = true
+	}
+	return m
 }
 
 func differ(b bool) string {

@@ -26,7 +26,7 @@ func TestRenderFlight(t *testing.T) {
 			[]string{"drift EXTRA", `≠  version\s+-\s+4\n`, `≠  FLNO\s+-\s+"MU1"\n`, `messages \(0\):`, `events \(0\):`}},
 	} {
 		var b bytes.Buffer
-		if err := renderFlight(&b, tc.r); err != nil {
+		if err := renderFlight(&b, tc.r, tableOpts{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, w := range tc.want {
