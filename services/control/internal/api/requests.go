@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/sis"
@@ -57,9 +59,15 @@ func (s *Service) register(ctx context.Context, op string, spec request.Spec, dr
 	if !dryRun {
 		caller := s.caller(ctx)
 		if ok, wait := s.callers.take(caller, now); !ok {
-			return nil, nil, status.Errorf(codes.ResourceExhausted,
+			wait = max(time.Second, wait.Round(time.Second))
+			st := status.Newf(codes.ResourceExhausted,
 				"%s: caller %s is over its rate of %d registrations a minute (req.caller-per-minute, burst %d, req.caller-burst): try again in %s",
-				op, caller, limits.PerMinute, limits.Burst, max(time.Second, wait.Round(time.Second)))
+				op, caller, limits.PerMinute, limits.Burst, wait)
+			// RetryInfo tells a client when, in the form gRPC clients read.
+			if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
+				st = d
+			}
+			return nil, nil, st.Err()
 		}
 	}
 	var res request.Registered

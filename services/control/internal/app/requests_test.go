@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -268,7 +269,17 @@ func TestRequestLimits(t *testing.T) {
 			t.Fatalf("%s within the burst: %v", d, err)
 		}
 	}
-	refused("past the burst", schedule("2026-03-04", "2026-03-04"), codes.ResourceExhausted, "req.caller-per-minute")
+	err := schedule("2026-03-04", "2026-03-04")
+	refused("past the burst", err, codes.ResourceExhausted, "req.caller-per-minute")
+	var retry time.Duration
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			retry = ri.GetRetryDelay().AsDuration()
+		}
+	}
+	if retry != 30*time.Second {
+		t.Errorf("past the burst: RetryInfo %s, want 30s (2 a minute)", retry)
+	}
 	// A dry run spends nothing.
 	if _, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: "2026-03-04", ToDay: "2026-03-04", DryRun: true}); err != nil {
 		t.Errorf("a dry run past the burst: %v", err)
