@@ -194,6 +194,13 @@ type Requests struct {
 	// from the active control instance (schd.daily-request-at; off when empty).
 	Daily   bool
 	DailyAt time.Duration
+	// CallerPerMinute and CallerBurst rate-limit the registrations of each caller
+	// (req.caller-per-minute, req.caller-burst); MaxOpen caps the open requests (req.max-open)
+	// and DayWindow bounds an RQFD's days around today (req.day-window), R-REQ-6.
+	CallerPerMinute int
+	CallerBurst     int
+	MaxOpen         int
+	DayWindow       int
 }
 
 // param binds one key to its default and its field.
@@ -369,6 +376,12 @@ func params() []param {
 		{key: "outbound.sndr", def: "OMMS", set: str(func(c *Config) *string { return &c.OutboundSender })},
 		{key: "outbound.routing-id", def: "AODB", set: str(func(c *Config) *string { return &c.Requests.RoutingID })},
 		{key: "req.timeout", def: "30m", set: dur(func(c *Config) *time.Duration { return &c.Requests.Timeout })},
+		// The bounds of what a caller of RequestSchedule and RequestReference registers
+		// (R-REQ-6): a flood of requests is refused before it reaches COUTMSGS.
+		{key: "req.caller-per-minute", def: "10", set: num(func(c *Config) *int { return &c.Requests.CallerPerMinute })},
+		{key: "req.caller-burst", def: "10", set: num(func(c *Config) *int { return &c.Requests.CallerBurst })},
+		{key: "req.max-open", def: "50", set: num(func(c *Config) *int { return &c.Requests.MaxOpen })},
+		{key: "req.day-window", def: "31", set: num(func(c *Config) *int { return &c.Requests.DayWindow })},
 		{key: "schd.daily-request-at", def: "", set: custom(KindTimeOfDay, func(c *Config, v string) error {
 			c.Requests.Daily, c.Requests.DailyAt = false, 0
 			v = strings.TrimSpace(v)
@@ -620,6 +633,8 @@ func (c Config) validate() []error {
 		{"codec.max-depth", c.CodecMaxDepth}, {"codec.max-text", c.CodecMaxText}, {"http.max-body", c.HTTPMaxBody},
 		{"dispatcher.batch", c.DispatcherBatch}, {"kafka.max-message-bytes", c.KafkaMaxMessageBytes},
 		{"http.max-in-flight", c.HTTPMaxInFlight}, {"pg.max-conns", c.PGMaxConns},
+		{"req.caller-per-minute", c.Requests.CallerPerMinute}, {"req.caller-burst", c.Requests.CallerBurst},
+		{"req.max-open", c.Requests.MaxOpen}, {"req.day-window", c.Requests.DayWindow},
 	}
 	for _, i := range ints {
 		if i.v <= 0 {

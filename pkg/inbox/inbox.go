@@ -75,6 +75,13 @@ func Open(dsn string, timeout time.Duration) (*Inbox, error) {
 		cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(max(1, int(timeout/time.Second)-1))
 	}
 	cfg.InterpolateParams = interpolate(dsn)
+	// The driver's default (64 MiB) is not the server's: a statement between the two is sent
+	// and the server drops the connection, which reads as an outage. Read at connect, the
+	// server's value makes the driver bind a statement it cannot send inline and split a
+	// large parameter into packets the server takes (COM_STMT_SEND_LONG_DATA).
+	if _, set := dsnParams(dsn)["maxAllowedPacket"]; !set {
+		cfg.MaxAllowedPacket = 0
+	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("inbox connector: %w", err)
@@ -93,12 +100,8 @@ func Open(dsn string, timeout time.Duration) (*Inbox, error) {
 // whose escaping is not, BIG5, CP932, GB2312, GBK, SJIS, by collation only, so a charset
 // named in the DSN is checked here), and never against a DSN that decides it itself.
 func interpolate(dsn string) bool {
-	q := ""
-	if i := strings.LastIndexByte(dsn, '?'); i >= 0 {
-		q = dsn[i+1:]
-	}
-	params, err := url.ParseQuery(q)
-	if err != nil {
+	params := dsnParams(dsn)
+	if params == nil {
 		return false
 	}
 	if _, set := params["interpolateParams"]; set {
@@ -114,6 +117,19 @@ func interpolate(dsn string) bool {
 		return false
 	}
 	return true
+}
+
+// dsnParams is the query of a DSN; nil when it does not parse.
+func dsnParams(dsn string) url.Values {
+	q := ""
+	if i := strings.LastIndexByte(dsn, '?'); i >= 0 {
+		q = dsn[i+1:]
+	}
+	params, err := url.ParseQuery(q)
+	if err != nil {
+		return nil
+	}
+	return params
 }
 
 // Close closes the connection pool.
@@ -414,13 +430,37 @@ func inList(ids []int64) (string, []any) {
 	return "?" + strings.Repeat(", ?", len(ids)-1), args
 }
 
+// insertOverhead is what a bound INSERT of the inbox row carries besides the text: the
+// statement's packet header and the other parameters.
+const insertOverhead = 1 << 10
+
 // Insert writes one message into the inbox as upstream would (the compat HTTP entry) and
 // returns its CMINMSGS_ID once committed.
+//
+// The text is a bound parameter of a prepared statement, never put into the statement's text:
+// escaping doubles a text of backslashes or quotes, which then passes max_allowed_packet, and
+// the server drops the connection instead of refusing the row (an outage to the sender, who
+// retries for ever). Bound, the text travels as it is, so whether it fits is known before it
+// is sent: a text the server's max_allowed_packet cannot take is refused here as too large
+// (TooLarge), never attempted.
 func (i *Inbox) Insert(ctx context.Context, text string, received time.Time) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, i.timeout)
 	defer cancel()
-	res, err := i.db.ExecContext(ctx, `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
-		VALUES (?, ?, 'VALID')`, text, received)
+	var maxPacket int
+	if err := i.db.QueryRowContext(ctx, `SELECT @@max_allowed_packet`).Scan(&maxPacket); err != nil {
+		return 0, fmt.Errorf("insert inbox row: read max_allowed_packet: %w", err)
+	}
+	if len(text)+insertOverhead > maxPacket {
+		return 0, fmt.Errorf("insert inbox row: %d bytes with the statement, the inbox server's max_allowed_packet is %d: %w",
+			len(text)+insertOverhead, maxPacket, mysql.ErrPktTooLarge)
+	}
+	stmt, err := i.db.PrepareContext(ctx, `INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
+		VALUES (?, ?, 'VALID')`)
+	if err != nil {
+		return 0, fmt.Errorf("insert inbox row: prepare: %w", err)
+	}
+	defer stmt.Close()
+	res, err := stmt.ExecContext(ctx, text, received)
 	if err != nil {
 		return 0, fmt.Errorf("insert inbox row: %w", err)
 	}

@@ -61,6 +61,46 @@ const ClockSkew = 2 * time.Minute
 // applies in one transaction.
 const MaxRangeDays = 7
 
+// ErrTooManyOpen is wrapped by the refusal of a registration while the cap of open requests
+// is reached (R-REQ-6): the system's state, not the request, must change first.
+var ErrTooManyOpen = errors.New("request: too many open requests")
+
+// Limits are the bounds of what callers may register (R-REQ-6).
+type Limits struct {
+	// DayWindow: an RQFD's days lie at most this many days before or after today (airport time).
+	DayWindow int
+	// MaxOpen: at most this many requests open (PENDING or SENT) after a registration.
+	MaxOpen int
+}
+
+// CheckWindow refuses an RQFD with a day more than l.DayWindow days before or after today
+// (R-REQ-6): a schedule far from today is a mistake or a flood, and each one becomes a snapshot
+// AODB builds and the pump applies. today is the airport's calendar day. RQRD has no days.
+func (l Limits) CheckWindow(s Spec, today time.Time) error {
+	if s.Type != TypeRQFD {
+		return nil
+	}
+	t := day(today)
+	first, last := t.AddDate(0, 0, -l.DayWindow), t.AddDate(0, 0, l.DayWindow)
+	for _, d := range []time.Time{s.From, s.To} {
+		if d.Before(first) || d.After(last) {
+			return fmt.Errorf("%w: %s is outside the request window of %d days around today %s (%s..%s, req.day-window)",
+				ErrInvalid, dayString(d), l.DayWindow, dayString(t), dayString(first), dayString(last))
+		}
+	}
+	return nil
+}
+
+// CheckOpen refuses a registration that would leave more than l.MaxOpen requests open; others
+// counts the open requests except those of its own type and scope, which it expires (R-REQ-2).
+func (l Limits) CheckOpen(others int) error {
+	if others >= l.MaxOpen {
+		return fmt.Errorf("%w: %d requests are open (PENDING or SENT), at most %d (req.max-open); wait for their answers or their expiry",
+			ErrTooManyOpen, others, l.MaxOpen)
+	}
+	return nil
+}
+
 // RSTA is the resource-status category of an RQRD; its scope names the resource type too.
 const RSTA = "RSTA"
 

@@ -107,3 +107,59 @@ func TestBodyYearsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestLimitsCheckWindow(t *testing.T) {
+	d := func(s string) time.Time {
+		v, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2026-03-10 00:30 in Shanghai is still 2026-03-09 in UTC: today is the airport's day.
+	today := time.Date(2026, 3, 10, 0, 30, 0, 0, shanghai)
+	l := Limits{DayWindow: 31, MaxOpen: 50}
+	tests := []struct {
+		name string
+		spec Spec
+		ok   bool
+	}{
+		{"today", ScheduleSpec(d("2026-03-10"), d("2026-03-10")), true},
+		{"the window's last day", ScheduleSpec(d("2026-04-04"), d("2026-04-10")), true},
+		{"the window's first day", ScheduleSpec(d("2026-02-07"), d("2026-02-07")), true},
+		{"a day after the window", ScheduleSpec(d("2026-04-05"), d("2026-04-11")), false},
+		{"a day before the window", ScheduleSpec(d("2026-02-06"), d("2026-02-07")), false},
+		{"years ahead", ScheduleSpec(d("2031-03-01"), d("2031-03-01")), false},
+		{"a reference request has no days", ReferenceSpec("GLST", ""), true},
+	}
+	for _, tc := range tests {
+		err := l.CheckWindow(tc.spec, today)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: CheckWindow = %v", tc.name, err)
+		case !tc.ok && !errors.Is(err, ErrInvalid):
+			t.Errorf("%s: CheckWindow = %v, want ErrInvalid", tc.name, err)
+		}
+	}
+}
+
+func TestLimitsCheckOpen(t *testing.T) {
+	l := Limits{DayWindow: 31, MaxOpen: 3}
+	tests := []struct {
+		others int
+		ok     bool
+	}{{0, true}, {2, true}, {3, false}, {40, false}}
+	for _, tc := range tests {
+		err := l.CheckOpen(tc.others)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%d others open: CheckOpen = %v", tc.others, err)
+		case !tc.ok && !errors.Is(err, ErrTooManyOpen):
+			t.Errorf("%d others open: CheckOpen = %v, want ErrTooManyOpen", tc.others, err)
+		}
+	}
+}

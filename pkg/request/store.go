@@ -361,3 +361,14 @@ func OpenIDs(ctx context.Context, q db.Executor, typ, scope string) ([]int64, er
 	}
 	return nil, fmt.Errorf("open %s %s: %w", typ, scope, err)
 }
+
+// OpenOthers counts the open (PENDING, SENT) requests other than those of this type and scope,
+// which a registration expires: what the cap of open requests counts (Limits.CheckOpen).
+func OpenOthers(ctx context.Context, q db.Executor, typ, scope string) (int, error) {
+	var n int
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM req_track WHERE state IN ('PENDING', 'SENT')
+		AND NOT (req_type = $1 AND scope = $2)`, typ, scope).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count open requests: %w", err)
+	}
+	return n, nil
+}

@@ -313,3 +313,43 @@ func TestMatchOpen(t *testing.T) {
 		t.Errorf("second answer = %+v, %v", m, err)
 	}
 }
+
+// The cap of open requests counts what stays open after a registration: the open requests
+// other than those of the registered type and scope, which it expires (R-REQ-2, R-REQ-6).
+func TestOpenOthers(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t)
+	ctx := t.Context()
+	week := request.ScheduleSpec(day("2026-03-01"), day("2026-03-07"))
+	register(t, pg, week, t0)
+	oneDay := register(t, pg, request.ScheduleSpec(day("2026-03-02"), day("2026-03-02")), t0)
+	glst := register(t, pg, request.ReferenceSpec("GLST", ""), t0)
+	// SENT is open; DONE is not.
+	for _, err := range []error{
+		request.MarkSent(ctx, pg.Pool, oneDay.Request.ID, 1, t0),
+		request.MarkSent(ctx, pg.Pool, glst.Request.ID, 2, t0),
+		request.Done(ctx, pg.Pool, glst.Request.ID, 99, t0.Add(time.Minute)),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(spec request.Spec) int {
+		t.Helper()
+		n, err := request.OpenOthers(ctx, pg.Pool, spec.Type, spec.Scope())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(week); n != 1 {
+		t.Errorf("open besides the week: %d, want 1 (the SENT day; GLST is DONE)", n)
+	}
+	if n := count(request.ReferenceSpec("AIRL", "")); n != 2 {
+		t.Errorf("open besides AIRL: %d, want 2", n)
+	}
+	register(t, pg, week, t0.Add(time.Minute)) // expires the first week
+	if n := count(request.ReferenceSpec("AIRL", "")); n != 2 {
+		t.Errorf("open besides AIRL after the week was registered again: %d, want 2 (the older week expired)", n)
+	}
+}

@@ -65,7 +65,7 @@ func TestStandbysAndPolicies(t *testing.T) {
 		t.Errorf("ServiceAccount %s: %+v, want one that mounts no token", fullname, a)
 	}
 
-	// NetworkPolicy: control's gRPC only from the named namespace and pods, ingest's compat
+	// NetworkPolicy: control's gRPC only from the helm test pod and the named namespace and pods, ingest's compat
 	// port closed (no senders named), the admin port from the monitoring namespace.
 	ports := func(role string) map[string][]string {
 		np := m.policies[fullname+"-"+role]
@@ -82,8 +82,10 @@ func TestStandbysAndPolicies(t *testing.T) {
 				switch {
 				case p.NamespaceSelector != nil:
 					from = append(from, "ns:"+p.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
-				case p.PodSelector != nil:
+				case p.PodSelector != nil && p.PodSelector.MatchLabels["app"] != "":
 					from = append(from, "pod:"+p.PodSelector.MatchLabels["app"])
+				case p.PodSelector != nil:
+					from = append(from, "pod:"+p.PodSelector.MatchLabels["app.kubernetes.io/component"])
 				}
 			}
 			for _, port := range r.Ports {
@@ -95,8 +97,8 @@ func TestStandbysAndPolicies(t *testing.T) {
 		}
 		return out
 	}
-	if got := ports("control"); !slices.Equal(got["grpc"], []string{"ns:ops", "pod:msgxctl"}) || !slices.Equal(got["admin"], []string{"ns:monitoring"}) {
-		t.Errorf("control's NetworkPolicy admits %v, want grpc from ns:ops and pod:msgxctl, admin from ns:monitoring", got)
+	if got := ports("control"); !slices.Equal(got["grpc"], []string{"pod:test", "ns:ops", "pod:msgxctl"}) || !slices.Equal(got["admin"], []string{"ns:monitoring"}) {
+		t.Errorf("control's NetworkPolicy admits %v, want grpc from the helm test pod, ns:ops and pod:msgxctl, admin from ns:monitoring", got)
 	}
 	if got := ports("ingest"); len(got) != 1 || got["http"] != nil {
 		t.Errorf("ingest's NetworkPolicy admits %v, want the admin port only (no compat senders named)", got)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/pkg/traffic"
@@ -30,11 +33,13 @@ func TestRequestReachesCOUTMSGS(t *testing.T) {
 	client := controlv1.NewControlServiceClient(conn)
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+e.token)
 
+	// A day within req.day-window of today (R-REQ-6).
+	today := time.Now().In(time.FixedZone("CST", 8*3600)).Format(time.DateOnly)
 	var req *controlv1.UpstreamRequest
 	testwait.ForState(t, 30*time.Second, "control to register the request", func() (bool, string) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		resp, err := client.RequestSchedule(cctx, &controlv1.RequestScheduleRequest{FromDay: "2026-03-02", ToDay: "2026-03-02", Comment: "e2e"})
+		resp, err := client.RequestSchedule(cctx, &controlv1.RequestScheduleRequest{FromDay: today, ToDay: today, Comment: "e2e"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -171,4 +176,117 @@ func TestScheduleRequestRoundTrip(t *testing.T) {
 	if !e.records.has(tomb) {
 		t.Error("the tombstone never reached Kafka")
 	}
+}
+
+// TestRequestFloodIsBounded reproduces the COUTMSGS flood through the real control and
+// dispatcher binaries (R-REQ-6): 300 RequestSchedule calls as fast as they go, each for other
+// days, register no more than the caller's burst; with the rate raised, the cap of open requests
+// stops them; a day outside the window is refused whatever the rate. COUTMSGS receives only the
+// registered requests.
+func TestRequestFloodIsBounded(t *testing.T) {
+	e := newEnv(t)
+	e.start(t, "control", "dispatcher")
+	client, ctx := e.control(t)
+	cst := time.FixedZone("CST", 8*3600)
+	y, mo, d := time.Now().In(cst).Date()
+	today := time.Date(y, mo, d, 0, 0, 0, 0, time.UTC)
+	const window = 31 // req.day-window's default
+	// Every scope inside the window, ranges of 1 to 7 days (420): the first flood takes 300, the
+	// second the rest, so no call of the second expires a request of the first (R-REQ-2).
+	var all [][2]string
+	for n := 1; n <= 7; n++ {
+		for from := -window; from+n-1 <= window; from++ {
+			all = append(all, [2]string{today.AddDate(0, 0, from).Format(time.DateOnly), today.AddDate(0, 0, from+n-1).Format(time.DateOnly)})
+		}
+	}
+	specs, rest := all[:300], all[300:]
+	testwait.ForState(t, 30*time.Second, "control to take writes", func() (bool, string) {
+		_, err := client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: specs[0][0], ToDay: specs[0][1], DryRun: true})
+		return err == nil, fmt.Sprint(err)
+	})
+	flood := func(specs [][2]string) (map[codes.Code]int, time.Duration) {
+		var mu sync.Mutex
+		counts := map[codes.Code]int{}
+		var wg sync.WaitGroup
+		next := make(chan [2]string)
+		start := time.Now()
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for sp := range next {
+					_, err := client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: sp[0], ToDay: sp[1], Comment: "flood"})
+					mu.Lock()
+					counts[status.Code(err)]++
+					mu.Unlock()
+				}
+			}()
+		}
+		for _, sp := range specs {
+			next <- sp
+		}
+		close(next)
+		wg.Wait()
+		return counts, time.Since(start)
+	}
+	open := func() (rows, days int) {
+		t.Helper()
+		if err := e.pg.Pool.QueryRow(t.Context(), `SELECT count(*), coalesce(sum(to_day - from_day + 1), 0) FROM req_track
+			WHERE req_type = 'RQFD' AND state IN ('PENDING', 'SENT')`).Scan(&rows, &days); err != nil {
+			t.Fatal(err)
+		}
+		return rows, days
+	}
+
+	counts, took := flood(specs)
+	rows, days := open()
+	t.Logf("300 calls in %s at the default rate: %v; %d open RQFD rows covering %d days", took.Round(time.Millisecond), counts, rows, days)
+	// The burst, and one more for each 6 s the flood took (10 a minute).
+	allowed := 10 + int(took/(6*time.Second))
+	if counts[codes.OK] < 10 || counts[codes.OK] > allowed || counts[codes.OK]+counts[codes.ResourceExhausted] != 300 || rows != counts[codes.OK] {
+		t.Errorf("default rate (burst 10): %v and %d rows, want 10 to %d OK, the rest RESOURCE_EXHAUSTED, a row each OK", counts, rows, allowed)
+	}
+
+	// The rate raised far past the flood's: the cap of open requests holds it.
+	e.stack.Stop("control", 10*time.Second)
+	if err := e.stack.Start("control", nil, "MSGX_REQ_CALLER_PER_MINUTE=100000", "MSGX_REQ_CALLER_BURST=1000", "MSGX_REQ_MAX_OPEN=25"); err != nil {
+		t.Fatal(err)
+	}
+	testwait.ForState(t, 30*time.Second, "control to take writes again", func() (bool, string) {
+		_, err := client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: specs[0][0], ToDay: specs[0][1], DryRun: true})
+		return err == nil, fmt.Sprint(err)
+	})
+	before := rows
+	counts, took = flood(rest)
+	rows, days = open()
+	t.Logf("%d more calls in %s with the rate raised and req.max-open=25: %v; %d open RQFD rows covering %d days",
+		len(rest), took.Round(time.Millisecond), counts, rows, days)
+	if counts[codes.OK] != 25-before || counts[codes.FailedPrecondition] != len(rest)-(25-before) || rows != 25 {
+		t.Errorf("open cap 25: %v and %d rows, want %d OK, the rest FAILED_PRECONDITION, 25 rows", counts, rows, 25-before)
+	}
+
+	for _, sp := range [][2]string{
+		{today.AddDate(0, 0, window+1).Format(time.DateOnly), today.AddDate(0, 0, window+1).Format(time.DateOnly)},
+		{today.AddDate(0, 0, -window-1).Format(time.DateOnly), today.AddDate(0, 0, -window-1).Format(time.DateOnly)},
+		{"2031-01-01", "2031-01-07"},
+	} {
+		_, err := client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: sp[0], ToDay: sp[1]})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "req.day-window") {
+			t.Errorf("%s..%s: %v, want INVALID_ARGUMENT naming req.day-window", sp[0], sp[1], err)
+		}
+	}
+
+	// What reaches COUTMSGS is what was registered.
+	var coutmsgs int
+	testwait.ForState(t, 60*time.Second, "the dispatcher to write the 25 requests", func() (bool, string) {
+		if err := e.my.Admin.QueryRowContext(t.Context(), `SELECT count(*) FROM coutmsgs`).Scan(&coutmsgs); err != nil {
+			return false, err.Error()
+		}
+		return coutmsgs == 25, fmt.Sprint(coutmsgs, " rows")
+	})
+	time.Sleep(2 * time.Second) // a flood that got past the bounds would show up by now
+	if err := e.my.Admin.QueryRowContext(t.Context(), `SELECT count(*) FROM coutmsgs`).Scan(&coutmsgs); err != nil || coutmsgs != 25 {
+		t.Errorf("COUTMSGS holds %d rows (%v), want 25", coutmsgs, err)
+	}
+	t.Logf("COUTMSGS: %d rows after %d calls", coutmsgs, len(all))
 }

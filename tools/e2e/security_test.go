@@ -360,6 +360,106 @@ func TestCompatFloodStaysBounded(t *testing.T) {
 	}
 }
 
+// TestCompatEscapedBodyIsNeverRetryable reproduces the probe of a body the driver's escaping
+// would double: 16,711,680 bytes (http.max-body) of `\` inside <MSG>. The body is a bound
+// parameter of a prepared statement, so it goes to the inbox as it is: stored, or 413 when the
+// inbox cannot take it, never the 503 a sender retries for ever. 4 of them in parallel and a
+// repeated flood keep ingest's peak RSS (VmHWM) under the bound docs/security.md gives.
+func TestCompatEscapedBodyIsNeverRetryable(t *testing.T) {
+	e := newEnv(t)
+	if err := e.stack.Start("ingest", nil, "MSGX_HTTP_MAX_IN_FLIGHT=4", "MSGX_INBOX_TIMEOUT=8s"); err != nil {
+		t.Fatal(err)
+	}
+	post := func(body []byte) (int, string, error) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+e.httpAddr+"/cminmsgs/send", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e.token)
+		req.Header.Set("Content-Type", "application/xml")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, strings.TrimSpace(string(b)), nil
+	}
+	testwait.ForState(t, 30*time.Second, "the compat entry", func() (bool, string) {
+		code, msg, err := post([]byte("<MSG/>"))
+		return code == http.StatusOK, fmt.Sprint(code, msg, err)
+	})
+	pid := e.stack.PID("ingest")
+	const maxBody = 16711680 // http.max-body's default
+	body := func(n int) []byte {
+		return append(append([]byte("<MSG>"), bytes.Repeat([]byte(`\`), n-len("<MSG></MSG>"))...), "</MSG>"...)
+	}
+	stored := func() int {
+		var n int
+		if err := e.my.Admin.QueryRowContext(t.Context(), `SELECT count(*) FROM cminmsgs WHERE length(CMINMSGS_CLOB_MSG) > 1000000`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	one := body(maxBody)
+	code, msg, err := post(one)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("one %d-byte `\\` body: %d %s %v, want 200 (stored as it is)", len(one), code, msg, err)
+	}
+	var got int
+	if err := e.my.Admin.QueryRowContext(t.Context(), `SELECT length(CMINMSGS_CLOB_MSG) FROM cminmsgs ORDER BY CMINMSGS_ID DESC LIMIT 1`).Scan(&got); err != nil || got != len(one) {
+		t.Fatalf("the stored row has %d bytes (%v), want %d", got, err, len(one))
+	}
+	afterOne := peakRSS(t, pid)
+
+	// flood sends n bodies from n clients at once, each retrying a 503 after its Retry-After
+	// as a sender would, until every one has its final answer.
+	flood := func(n int) map[string]int {
+		var mu sync.Mutex
+		counts := map[string]int{}
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					code, msg, err := post(one)
+					if err == nil && code == http.StatusServiceUnavailable && strings.Contains(msg, "in flight") {
+						mu.Lock()
+						counts["503 busy, retried"]++
+						mu.Unlock()
+						time.Sleep(time.Second)
+						continue
+					}
+					mu.Lock()
+					counts[fmt.Sprint(code, " ", err)]++
+					mu.Unlock()
+					if code != http.StatusOK && code != http.StatusRequestEntityTooLarge {
+						t.Errorf("a %d-byte `\\` body: %d %s %v, want 200 or 413", len(one), code, msg, err)
+					}
+					return
+				}
+			}()
+		}
+		wg.Wait()
+		return counts
+	}
+	parallel := flood(4)
+	afterParallel := peakRSS(t, pid)
+	var repeated []map[string]int
+	for range 2 {
+		repeated = append(repeated, flood(8))
+	}
+	peak := peakRSS(t, pid)
+	t.Logf("one %d-byte body: peak RSS %d MiB; 4 in parallel %v: %d MiB; 2 floods of 8 %v: %d MiB; %d large rows stored",
+		len(one), afterOne>>20, parallel, afterParallel>>20, repeated, peak>>20, stored())
+	if n := stored(); n != 1+4+2*8 {
+		t.Errorf("%d large rows stored, want %d", n, 1+4+2*8)
+	}
+	// docs/security.md: in flight at most 4 × 4 × the body (256 MiB) and the runtime's own.
+	if peak > 300<<20 {
+		t.Errorf("ingest peak RSS %d MiB, want under 300 MiB", peak>>20)
+	}
+}
+
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) {

@@ -177,4 +177,39 @@ namespace="{{ .Release.Namespace }}",job=~"{{ include "msgexchange.fullname" . }
     matchLabels:
       {{- toYaml . | nindent 6 }}
 {{- end }}
+{{- range .from.ipBlocks }}
+- ipBlock:
+    cidr: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+What the chart refuses to render, each with what to set instead: the services connecting as
+the schema owner (one DSN for them and the migration Job) unless connections.allowOwnerDSN, and
+client-certificate subjects without the CA that would verify them.
+*/}}
+{{- define "msgexchange.validate" -}}
+{{- $c := .Values.connections -}}
+{{- $fix := "put the schema owner's DSN in connections.migrationPgDSN (key migration-pg-dsn with existingSecret and existingSecretHasMigrationDSN=true) and the DML-only role msgx_app's in pgDSN (docs/security.md, \"Database roles\"), or set connections.allowOwnerDSN=true to accept one DSN for both" -}}
+{{- if not $c.allowOwnerDSN -}}
+{{- if $c.existingSecret -}}
+{{- if not $c.existingSecretHasMigrationDSN -}}
+{{- fail (printf "connections.existingSecret without migration-pg-dsn (connections.existingSecretHasMigrationDSN is false): the migration Job and the services would share pg-dsn, so the services would run as the schema owner and could run DDL; %s" $fix) -}}
+{{- end -}}
+{{- else if not $c.migrationPgDSN -}}
+{{- fail (printf "connections.migrationPgDSN is empty: the migration Job and the services would share pgDSN, so the services would run as the schema owner and could run DDL; %s" $fix) -}}
+{{- else if eq $c.migrationPgDSN $c.pgDSN -}}
+{{- fail (printf "connections.migrationPgDSN equals connections.pgDSN: the services would run as the schema owner and could run DDL; %s" $fix) -}}
+{{- end -}}
+{{- end -}}
+{{- $cfg := .Values.config -}}
+{{- $subjects := list -}}
+{{- range $k := list "control-operator-subjects" "control-reader-subjects" -}}
+{{- if get $cfg $k -}}
+{{- $subjects = append $subjects (printf "config.%s" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $subjects (not .Values.services.control.tls.clientCASecret) -}}
+{{- fail (printf "%s name client-certificate subjects, but services.control.tls.clientCASecret is empty: without a client CA no certificate is verified, so no subject could ever match (control would refuse to start); set services.control.tls.clientCASecret (with tls.secretName) or clear the subjects" (join " and " $subjects)) -}}
+{{- end -}}
 {{- end -}}

@@ -90,6 +90,9 @@ type Config struct {
 	Projection Projection
 	// TraceURL is tracing.ui-url: a trace's link with config.TraceIDPlaceholder; empty for none.
 	TraceURL string
+	// Requests bounds what callers of RequestSchedule and RequestReference register (R-REQ-6);
+	// a zero field takes its default (10 a minute, burst 10, 50 open, 31 days).
+	Requests RequestLimits
 }
 
 // Projection is what GetFlight reads of the Redis projection (projection.Projection).
@@ -100,8 +103,9 @@ type Projection interface {
 // Service is the ControlService implementation.
 type Service struct {
 	controlv1.UnimplementedControlServiceServer
-	cfg   Config
-	reads chan struct{}
+	cfg     Config
+	reads   chan struct{}
+	callers *callerLimits
 }
 
 // New returns the service.
@@ -121,7 +125,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxReads <= 0 {
 		cfg.MaxReads = 8
 	}
-	return &Service{cfg: cfg, reads: make(chan struct{}, cfg.MaxReads)}, nil
+	cfg.Requests = cfg.Requests.withDefaults()
+	return &Service{cfg: cfg, reads: make(chan struct{}, cfg.MaxReads), callers: newCallerLimits(cfg.Requests)}, nil
 }
 
 // GetStatus implements ControlService.GetStatus.

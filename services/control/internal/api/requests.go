@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/sis"
@@ -49,26 +51,61 @@ func (s *Service) register(ctx context.Context, op string, spec request.Spec, dr
 		return nil, nil, status.Errorf(codes.InvalidArgument, "%s: %v", op, err)
 	}
 	now := s.cfg.Clock.Now()
+	limits := s.cfg.Requests
+	if err := limits.CheckWindow(spec, now.In(s.zone())); err != nil {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "%s: %v", op, err)
+	}
+	// A dry run writes nothing, so only a registration spends the caller's allowance.
+	if !dryRun {
+		caller := s.caller(ctx)
+		if ok, wait := s.callers.take(caller, now); !ok {
+			wait = max(time.Second, wait.Round(time.Second))
+			st := status.Newf(codes.ResourceExhausted,
+				"%s: caller %s is over its rate of %d registrations a minute (req.caller-per-minute, burst %d, req.caller-burst): try again in %s",
+				op, caller, limits.PerMinute, limits.Burst, wait)
+			// RetryInfo tells a client when, in the form gRPC clients read.
+			if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
+				st = d
+			}
+			return nil, nil, st.Err()
+		}
+	}
 	var res request.Registered
 	err := s.write(ctx, func(tx pgx.Tx) error {
+		others, err := request.OpenOthers(ctx, tx, spec.Type, spec.Scope())
+		if err != nil {
+			return err
+		}
+		if err := limits.CheckOpen(others); err != nil {
+			return err
+		}
 		if dryRun {
 			ids, err := request.OpenIDs(ctx, tx, spec.Type, spec.Scope())
 			res = request.Registered{Expired: ids, Request: preview(spec, s.cfg.Outbound, now)}
 			return err
 		}
-		var err error
 		res, err = request.Register(ctx, tx, spec, s.cfg.Outbound, now)
 		return err
 	})
 	switch {
 	case errors.Is(err, request.ErrInvalid):
 		return nil, nil, status.Errorf(codes.InvalidArgument, "%s: %v", op, err)
+	case errors.Is(err, request.ErrTooManyOpen):
+		return nil, nil, status.Errorf(codes.FailedPrecondition, "%s: %v", op, err)
 	case errors.Is(err, request.ErrOpenConflict):
 		return nil, nil, status.Errorf(codes.Aborted, "%s: %v; try again", op, err)
 	case err != nil:
 		return nil, nil, s.writeStatus(ctx, op, err)
 	}
 	return upstreamRequest(res.Request), res.Expired, nil
+}
+
+// zone is the airport's, in which "today" of the day window is a calendar day.
+func (s *Service) zone() *time.Location {
+	if z := s.cfg.Outbound.Encoder.Zone; z != nil {
+		return z
+	}
+	return time.UTC
 }
 
 // preview is the request a dry run would register, without an ID, SEQN or payload.

@@ -88,8 +88,10 @@ func New(b *service.Base) (*App, error) {
 			Encoder:   sis.Encoder{Sender: b.Config.OutboundSender, Zone: b.Config.AirportZone},
 			RoutingID: b.Config.Requests.RoutingID,
 		},
-		Projection:  projection.New(rdb, b.Config.RedisPrefix, b.Config.RedisTimeout),
-		TraceURL:    b.Config.TracingUIURL,
+		Projection: projection.New(rdb, b.Config.RedisPrefix, b.Config.RedisTimeout),
+		TraceURL:   b.Config.TracingUIURL,
+		Requests: api.RequestLimits{PerMinute: c.Requests.CallerPerMinute, Burst: c.Requests.CallerBurst,
+			Limits: request.Limits{MaxOpen: c.Requests.MaxOpen, DayWindow: c.Requests.DayWindow}},
 		ReadTimeout: c.ControlReadTimeout,
 		PoolWait:    c.ControlPoolWait,
 		// Two pool connections stay free of reads: the readiness check and the fenced

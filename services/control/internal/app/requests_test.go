@@ -1,14 +1,17 @@
 package app_test
 
 import (
+	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/request"
@@ -231,4 +234,82 @@ func TestDailyScheduleRequest(t *testing.T) {
 	if err != nil || len(rows) != 1 {
 		t.Errorf("after a restart the same day: %d RQFD requests, %v; want 1", len(rows), err)
 	}
+}
+
+// The bounds of R-REQ-6 through the production wiring, on the injected clock: a caller's burst
+// then RESOURCE_EXHAUSTED until the clock has moved on; the cap of open requests
+// FAILED_PRECONDITION; days outside the window around the clock's today INVALID_ARGUMENT, and
+// the window moves with the clock. Each refusal names its setting.
+func TestRequestLimits(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	in := startWith(t, db, "control-req-limits", now, func(c *config.Config) {
+		c.Requests.CallerPerMinute, c.Requests.CallerBurst, c.Requests.MaxOpen, c.Requests.DayWindow = 2, 3, 5, 10
+	}, io.Discard)
+	waitActive(t, in)
+	clk := in.base.Clock.(*clock.Mutable)
+	ctx := withToken(callCtx(t), token)
+	schedule := func(from, to string) error {
+		_, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: from, ToDay: to})
+		return err
+	}
+	refused := func(what string, err error, code codes.Code, setting string) {
+		t.Helper()
+		if status.Code(err) != code || !strings.Contains(err.Error(), setting) {
+			t.Errorf("%s: %v, want %s naming %s", what, err, code, setting)
+		}
+	}
+
+	// Today is 2026-03-01 (airport time, 20:00): the window is 2026-02-19..2026-03-11.
+	refused("a day after the window", schedule("2026-03-12", "2026-03-12"), codes.InvalidArgument, "req.day-window")
+	refused("a day before the window", schedule("2026-02-18", "2026-02-19"), codes.InvalidArgument, "req.day-window")
+	for _, d := range []string{"2026-03-01", "2026-03-02", "2026-03-03"} {
+		if err := schedule(d, d); err != nil {
+			t.Fatalf("%s within the burst: %v", d, err)
+		}
+	}
+	err := schedule("2026-03-04", "2026-03-04")
+	refused("past the burst", err, codes.ResourceExhausted, "req.caller-per-minute")
+	var retry time.Duration
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			retry = ri.GetRetryDelay().AsDuration()
+		}
+	}
+	if retry != 30*time.Second {
+		t.Errorf("past the burst: RetryInfo %s, want 30s (2 a minute)", retry)
+	}
+	// A dry run spends nothing.
+	if _, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: "2026-03-04", ToDay: "2026-03-04", DryRun: true}); err != nil {
+		t.Errorf("a dry run past the burst: %v", err)
+	}
+	clk.Advance(30 * time.Second) // 2 a minute: one more
+	if err := schedule("2026-03-04", "2026-03-04"); err != nil {
+		t.Fatalf("after 30 s: %v", err)
+	}
+	clk.Advance(time.Minute)
+	if _, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Category: "GLST"}); err != nil {
+		t.Fatalf("the fifth open request: %v", err)
+	}
+	refused("a sixth open request", schedule("2026-03-05", "2026-03-05"), codes.FailedPrecondition, "req.max-open")
+	// The same scope again expires its older request: the count stays at the cap. (The refused
+	// call spent its allowance too: a refusal still costs a transaction.)
+	clk.Advance(30 * time.Second)
+	if err := schedule("2026-03-01", "2026-03-01"); err != nil {
+		t.Errorf("registering an open scope again at the cap: %v", err)
+	}
+	var open int
+	if err := db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM req_track WHERE state IN ('PENDING', 'SENT')`).Scan(&open); err != nil || open != 5 {
+		t.Errorf("%d open requests (%v), want 5", open, err)
+	}
+
+	clk.Advance(20 * 24 * time.Hour) // today 2026-03-21: 2026-03-12 is inside, 2026-03-05 outside
+	if _, err := db.Pool.Exec(t.Context(), `UPDATE req_track SET state = 'EXPIRED', expired_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if err := schedule("2026-03-12", "2026-03-12"); err != nil {
+		t.Errorf("2026-03-12 with today 2026-03-21: %v", err)
+	}
+	refused("2026-03-05 with today 2026-03-21", schedule("2026-03-05", "2026-03-05"), codes.InvalidArgument, "req.day-window")
 }

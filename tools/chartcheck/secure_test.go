@@ -1,0 +1,194 @@
+package chartcheck
+
+import (
+	"fmt"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+)
+
+// TestSecureDefaults renders the default values and checks what a secure install needs
+// without any value set: the services connect as the DML-only role and the migration Job as the
+// schema owner, every DSN example verifies the server's certificate, and a NetworkPolicy per
+// service admits only the documented flows in and out (docs/security.md).
+func TestSecureDefaults(t *testing.T) {
+	root := repoRoot(t)
+	helm := helmBinary(t, root)
+	chart := filepath.Join(root, chartDir)
+	m := decodeAll(t, run(t, helm, "template", "msgx", chart, "-f", filepath.Join(chart, "ci/tokens-values.yaml")))
+	const fullname = "msgx-msgexchange"
+
+	conns := m.secrets[fullname+"-connections"]
+	migrate := m.secrets[fullname+"-migrate"]
+	if conns == nil || migrate == nil {
+		t.Fatalf("want the connections Secret and the migration hook Secret, got %v", sortedKeys(m.secrets))
+	}
+	user := func(dsn string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("DSN does not parse: %v", err)
+		}
+		return u.User.Username()
+	}
+	if u := user(conns.StringData["pg-dsn"]); u != "msgx_app" {
+		t.Errorf("the services connect as %q, want the DML-only role msgx_app", u)
+	}
+	if u := user(migrate.StringData["pg-dsn"]); u != "msgx" {
+		t.Errorf("the migration Job connects as %q, want the schema owner msgx", u)
+	}
+	for key, want := range map[string]string{"pg-dsn": "sslmode=verify-full", "mysql-dsn": "tls=true", "redis-url": "rediss://"} {
+		if v := conns.StringData[key]; !strings.Contains(v, want) {
+			t.Errorf("the example %s %q does not verify TLS (%s)", key, v, want)
+		}
+	}
+	if v := migrate.StringData["pg-dsn"]; !strings.Contains(v, "sslmode=verify-full") {
+		t.Errorf("the example migration DSN %q does not verify TLS", v)
+	}
+
+	// Egress by role: DNS over UDP and TCP for every one, then what each connects to.
+	wantEgress := map[string][]string{
+		"ingest":     {"TCP/3306", "TCP/53", "TCP/5432", "UDP/53"},
+		"pump":       {"TCP/3306", "TCP/53", "TCP/5432", "TCP/6379", "UDP/53"},
+		"dispatcher": {"TCP/3306", "TCP/53", "TCP/5432", "TCP/9092", "UDP/53"},
+		"backfill":   {"TCP/3306", "TCP/53", "TCP/5432", "TCP/6379", "UDP/53"},
+		"control":    {"TCP/3306", "TCP/53", "TCP/5432", "TCP/6379", "UDP/53"},
+	}
+	for _, role := range roles {
+		np := m.policies[fullname+"-"+role]
+		if np == nil {
+			t.Errorf("no NetworkPolicy for %s by default", role)
+			continue
+		}
+		if !slices.Contains(np.Spec.PolicyTypes, "Ingress") || !slices.Contains(np.Spec.PolicyTypes, "Egress") {
+			t.Errorf("NetworkPolicy %s: policyTypes %v, want Ingress and Egress", np.Name, np.Spec.PolicyTypes)
+		}
+		if got := egressPorts(np.Spec.Egress); !slices.Equal(got, wantEgress[role]) {
+			t.Errorf("NetworkPolicy %s: egress %v, want %v", np.Name, got, wantEgress[role])
+		}
+		ingress := map[string]int{}
+		for _, r := range np.Spec.Ingress {
+			for _, p := range r.Ports {
+				ingress[p.Port.String()] = len(r.From)
+			}
+		}
+		want := map[string]int{"admin": 0} // open to every namespace when admin.namespaces is empty
+		if role == "control" {
+			want["grpc"] = 1 // the helm test pod only
+		}
+		if fmt.Sprint(ingress) != fmt.Sprint(want) {
+			t.Errorf("NetworkPolicy %s: ingress ports (with their number of peers) %v, want %v (compat closed until senders are named)", np.Name, ingress, want)
+		}
+	}
+
+	// The production values: tracing adds the OTLP port; named compat senders by CIDR.
+	m = decodeAll(t, run(t, helm, "template", "gw", chart, "-f", filepath.Join(chart, "ci/production-values.yaml"),
+		"--set", "networkPolicy.compat.ipBlocks={10.20.0.0/16}", "--set", "networkPolicy.egress.postgres.to[0].ipBlock.cidr=10.30.0.0/24"))
+	np := m.policies["gw-msgexchange-ingest"]
+	if np == nil {
+		t.Fatal("no NetworkPolicy for ingest with the production values")
+	}
+	if got := egressPorts(np.Spec.Egress); !slices.Contains(got, "TCP/4317") {
+		t.Errorf("ingest's egress %v lacks the OTLP collector's port 4317 with tracing.otlpEndpoint set", got)
+	}
+	var compat, pg []string
+	for _, r := range np.Spec.Ingress {
+		for _, p := range r.Ports {
+			if p.Port.String() == "http" {
+				for _, f := range r.From {
+					if f.IPBlock != nil {
+						compat = append(compat, f.IPBlock.CIDR)
+					}
+				}
+			}
+		}
+	}
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.Ports {
+			if p.Port.IntValue() == 5432 {
+				for _, to := range r.To {
+					if to.IPBlock != nil {
+						pg = append(pg, to.IPBlock.CIDR)
+					}
+				}
+			}
+		}
+	}
+	if !slices.Equal(compat, []string{"10.20.0.0/16"}) || !slices.Equal(pg, []string{"10.30.0.0/24"}) {
+		t.Errorf("compat ingress from %v and PostgreSQL egress to %v, want 10.20.0.0/16 and 10.30.0.0/24", compat, pg)
+	}
+}
+
+func egressPorts(rules []networkingv1.NetworkPolicyEgressRule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, p := range r.Ports {
+			proto := corev1.ProtocolTCP
+			if p.Protocol != nil {
+				proto = *p.Protocol
+			}
+			out = append(out, fmt.Sprintf("%s/%s", proto, p.Port.String()))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestUnsafeValuesAreRefused: a render that would run the services as the schema owner, or
+// name certificate subjects no CA can verify, fails with a message naming what to set; the
+// explicit values that accept or fix it render.
+func TestUnsafeValuesAreRefused(t *testing.T) {
+	root := repoRoot(t)
+	helm := helmBinary(t, root)
+	chart := filepath.Join(root, chartDir)
+	tokens := filepath.Join(chart, "ci/tokens-values.yaml")
+	cases := []struct {
+		name   string
+		set    []string
+		refuse []string // substrings of the refusal; nil: it renders
+	}{
+		{"no migration DSN", []string{"connections.migrationPgDSN="}, []string{"connections.migrationPgDSN is empty", "connections.allowOwnerDSN=true"}},
+		{"no migration DSN, accepted", []string{"connections.migrationPgDSN=", "connections.allowOwnerDSN=true"}, nil},
+		{"the same DSN twice", []string{"connections.migrationPgDSN=postgres://msgx_app:msgx_app@postgresql:5432/msgx?sslmode=verify-full"},
+			[]string{"equals connections.pgDSN", "connections.allowOwnerDSN=true"}},
+		{"an existing Secret without migration-pg-dsn", []string{"connections.existingSecret=msgx-connections"},
+			[]string{"existingSecretHasMigrationDSN", "connections.allowOwnerDSN=true"}},
+		{"an existing Secret with migration-pg-dsn", []string{"connections.existingSecret=msgx-connections", "connections.existingSecretHasMigrationDSN=true"}, nil},
+		{"an existing Secret without it, accepted", []string{"connections.existingSecret=msgx-connections", "connections.allowOwnerDSN=true"}, nil},
+		{"operator subjects without a client CA", []string{"config.control-operator-subjects=CN=ops\\,O=Airport"},
+			[]string{"config.control-operator-subjects", "services.control.tls.clientCASecret"}},
+		{"reader subjects without a client CA", []string{"config.control-reader-subjects=CN=viewer", "services.control.tls.secretName=msgx-tls"},
+			[]string{"config.control-reader-subjects", "services.control.tls.clientCASecret"}},
+		{"subjects with a client CA", []string{"config.control-operator-subjects=CN=ops", "services.control.tls.secretName=msgx-tls",
+			"services.control.tls.clientCASecret=msgx-ca"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"template", "msgx", chart, "-f", tokens}
+			for _, s := range c.set {
+				args = append(args, "--set", s)
+			}
+			out, err := exec.Command(helm, args...).CombinedOutput()
+			if c.refuse == nil {
+				if err != nil {
+					t.Fatalf("refused: %v\n%s", err, out)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("rendered; want a refusal naming %v", c.refuse)
+			}
+			for _, want := range c.refuse {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("the refusal does not name %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
