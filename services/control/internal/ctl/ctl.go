@@ -255,7 +255,7 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 
 // positional names the one field a command also takes as its argument: msgxctl get-message
 // 123 is msgxctl get-message --msg-id 123.
-var positional = map[protoreflect.Name]string{"GetMessage": "msg-id", "GetFlight": "flid", "GetFlightHistory": "flid"}
+var positional = map[protoreflect.Name]string{"GetMessage": "msg-id", "GetMessageBody": "msg-id", "GetFlight": "flid", "GetFlightHistory": "flid"}
 
 // aliases are a command's other names: the flight's history reads as a noun, as the runbook
 // says it.
