@@ -316,10 +316,10 @@ func (s *Service) body(ctx context.Context, id, offset, limit int64) (bodyPart, 
 	if err == nil {
 		return bodyPart{text: text, chars: chars, source: "inbox"}, nil
 	}
-	var kept string
+	var kept bodyPart
 	if kerr := s.read(ctx, func(tx pgx.Tx) error {
 		var err error
-		kept, err = queue.StoredRaw(ctx, tx, id)
+		kept.text, kept.chars, err = queue.StoredRawPart(ctx, tx, id, offset, limit)
 		return err
 	}); kerr != nil {
 		if errors.Is(kerr, errPoolBusy) {
@@ -327,30 +327,8 @@ func (s *Service) body(ctx context.Context, id, offset, limit int64) (bodyPart, 
 		}
 		return bodyPart{}, err
 	}
-	part, chars := runes(kept, offset, limit)
-	return bodyPart{text: part, chars: chars, source: "kept"}, nil
-}
-
-// runes is the part of text from the character offset, limit characters at most, and the
-// length of text in characters: the kept text counted as the inbox counts its own.
-func runes(text string, offset, limit int64) (string, int64) {
-	var (
-		n          int64
-		start, end = len(text), len(text)
-	)
-	for i := range text {
-		if n == offset {
-			start = i
-		}
-		if n == offset+limit {
-			end = i
-		}
-		n++
-	}
-	if start > end {
-		start = end
-	}
-	return text[start:end], n
+	kept.source = "kept"
+	return kept, nil
 }
 
 // errPoolBusy is a read that found no free pool connection within PoolWait.
