@@ -166,8 +166,9 @@ type gate struct {
 	throttled, full prometheus.Counter
 }
 
-// errNoCredential refuses, in the tap, a call of the API without a valid credential; the auth
-// interceptor words it the same way for the calls it sees.
+// errNoCredential refuses, in the tap, a call of the API without a valid credential. It does
+// not say which part was missing or wrong: the tap has not parsed the call far enough to tell
+// a caller more than the auth interceptor would.
 var errNoCredential = status.Error(codes.Unauthenticated, "missing or invalid credential: an authorization bearer token or a client certificate of a configured subject")
 
 // handle decides a call from its headers and its connection: a call without a valid

@@ -74,7 +74,8 @@ type Server struct {
 	// the connections closed at the bound.
 	conns       *slots
 	connRefused prometheus.Counter
-	refused     *refusalLog
+	// refused summarises those connections in the log with the refused calls.
+	refused *refusalLog
 }
 
 // New builds the server; register services on Registrar() before Serve.
