@@ -106,6 +106,9 @@ type Config struct {
 	ControlCallTimeout time.Duration
 	ControlReadTimeout time.Duration
 	ControlPoolWait    time.Duration
+	// ControlBounds are the control server's global limits: what all clients together can make
+	// it hold, whatever their credentials (docs/security.md, "Control API: limits").
+	ControlBounds ControlBounds
 	// SecretFiles records which secrets came from a file (key → path), for start-up logs.
 	SecretFiles map[string]string
 	// HTTPToken is the bearer token of ingest's compat HTTP entry; HTTPInsecure serves it
@@ -130,6 +133,36 @@ type Config struct {
 	// (GetMessage's trace_url); empty for none.
 	TracingUIURL string
 }
+
+// ControlBounds holds the control server's global bounds. Their defaults keep control well
+// under the chart's memory limit (256 Mi) with every bound reached at once.
+type ControlBounds struct {
+	// MaxConnections bounds the open gRPC connections; a connection past it is closed as
+	// soon as it is accepted (control.max-connections).
+	MaxConnections int
+	// MaxAnonymousCalls bounds the calls of the credential-free services (health, reflection)
+	// in flight, over all connections (control.max-anonymous-calls).
+	MaxAnonymousCalls int
+	// MaxCalls bounds the authenticated calls of the API in flight, over all connections
+	// (control.max-calls).
+	MaxCalls int
+	// MaxConnectionAge is how long a connection may live before the server asks the client
+	// to reconnect (GOAWAY); MaxConnectionAgeGrace is how long its calls then have to finish.
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
+	// MaxBodyChars bounds the message text one response carries: GetMessage truncates
+	// longer text and GetMessageBody returns at most this many characters per call
+	// (control.max-body-chars).
+	MaxBodyChars int
+}
+
+// Bounds of control.max-body-chars: below the lower one a message's head would not show its
+// type; above the upper one a chunk of 4-byte characters could pass the 4 MiB a gRPC client
+// accepts by default.
+const (
+	MinControlBodyChars = 4 << 10
+	MaxControlBodyChars = 512 << 10
+)
 
 // Pipeline holds the msgx.pipeline.* parameters.
 type Pipeline struct {
@@ -282,6 +315,13 @@ func params() []param {
 		{key: "control.call-timeout", def: "10s", set: dur(func(c *Config) *time.Duration { return &c.ControlCallTimeout })},
 		{key: "control.read-timeout", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.ControlReadTimeout })},
 		{key: "control.pool-wait", def: "2s", set: dur(func(c *Config) *time.Duration { return &c.ControlPoolWait })},
+		// The control server's global bounds (ControlBounds, docs/security.md).
+		{key: "control.max-connections", def: "128", set: num(func(c *Config) *int { return &c.ControlBounds.MaxConnections })},
+		{key: "control.max-anonymous-calls", def: "128", set: num(func(c *Config) *int { return &c.ControlBounds.MaxAnonymousCalls })},
+		{key: "control.max-calls", def: "64", set: num(func(c *Config) *int { return &c.ControlBounds.MaxCalls })},
+		{key: "control.max-connection-age", def: "30m", set: dur(func(c *Config) *time.Duration { return &c.ControlBounds.MaxConnectionAge })},
+		{key: "control.max-connection-age-grace", def: "1m", set: dur(func(c *Config) *time.Duration { return &c.ControlBounds.MaxConnectionAgeGrace })},
+		{key: "control.max-body-chars", def: "262144", set: num(func(c *Config) *int { return &c.ControlBounds.MaxBodyChars })},
 		{key: "control-insecure", def: "false", set: boolean(func(c *Config) *bool { return &c.ControlInsecure })},
 		{key: "control-tls-cert", def: "", set: str(func(c *Config) *string { return &c.ControlTLSCert })},
 		{key: "control-tls-key", def: "", set: str(func(c *Config) *string { return &c.ControlTLSKey })},
@@ -611,7 +651,8 @@ func (c Config) validate() []error {
 		"inbox.timeout": c.InboxTimeout, "redis.timeout": c.RedisTimeout,
 		"kafka.send-timeout": c.KafkaSendTimeout, "req.timeout": c.Requests.Timeout,
 		"control.call-timeout": c.ControlCallTimeout, "control.read-timeout": c.ControlReadTimeout,
-		"control.pool-wait": c.ControlPoolWait,
+		"control.pool-wait": c.ControlPoolWait, "control.max-connection-age": c.ControlBounds.MaxConnectionAge,
+		"control.max-connection-age-grace": c.ControlBounds.MaxConnectionAgeGrace,
 	}
 	keys := make([]string, 0, len(positive))
 	for k := range positive {
@@ -635,6 +676,8 @@ func (c Config) validate() []error {
 		{"http.max-in-flight", c.HTTPMaxInFlight}, {"pg.max-conns", c.PGMaxConns},
 		{"req.caller-per-minute", c.Requests.CallerPerMinute}, {"req.caller-burst", c.Requests.CallerBurst},
 		{"req.max-open", c.Requests.MaxOpen}, {"req.day-window", c.Requests.DayWindow},
+		{"control.max-connections", c.ControlBounds.MaxConnections}, {"control.max-anonymous-calls", c.ControlBounds.MaxAnonymousCalls},
+		{"control.max-calls", c.ControlBounds.MaxCalls},
 	}
 	for _, i := range ints {
 		if i.v <= 0 {
@@ -693,6 +736,14 @@ func (c Config) validate() []error {
 	if c.ControlReadTimeout >= c.ControlCallTimeout || c.ControlPoolWait >= c.ControlCallTimeout {
 		errs = append(errs, fmt.Errorf("control.read-timeout (%s) and control.pool-wait (%s) must be shorter than control.call-timeout (%s)",
 			c.ControlReadTimeout, c.ControlPoolWait, c.ControlCallTimeout))
+	}
+	if n := c.ControlBounds.MaxBodyChars; n < MinControlBodyChars || n > MaxControlBodyChars {
+		errs = append(errs, fmt.Errorf("control.max-body-chars must be between %d and %d, got %d", MinControlBodyChars, MaxControlBodyChars, n))
+	}
+	// Reads wait for their slot inside a call: with fewer calls than reads in flight the read
+	// bound would never be reached and the call bound would refuse what the pool could serve.
+	if b := c.ControlBounds; b.MaxCalls > 0 && b.MaxCalls < c.PGMaxConns {
+		errs = append(errs, fmt.Errorf("control.max-calls (%d) must be at least pg.max-conns (%d)", b.MaxCalls, c.PGMaxConns))
 	}
 	if (c.HTTPTLSCert == "") != (c.HTTPTLSKey == "") {
 		errs = append(errs, errors.New("set both http.tls-cert and http.tls-key, or neither"))

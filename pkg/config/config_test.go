@@ -37,6 +37,8 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"schd.flush-period", c.Schd.FlushPeriod, 3 * time.Second},
 		{"schd.snap-log-retention", c.Schd.SnapLogRetention, 90 * 24 * time.Hour},
 		{"req.timeout", c.Requests.Timeout, 30 * time.Minute},
+		{"control.max-connection-age", c.ControlBounds.MaxConnectionAge, 30 * time.Minute},
+		{"control.max-connection-age-grace", c.ControlBounds.MaxConnectionAgeGrace, time.Minute},
 	}
 	for _, d := range durations {
 		if d.got != d.want {
@@ -59,6 +61,11 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		// The broker's own default message.max.bytes.
 		{"kafka.max-message-bytes", c.KafkaMaxMessageBytes, 1048588},
 		{"schd.batch-size", c.Schd.BatchSize, 200},
+		// Sized for the chart's 256 Mi (docs/security.md, "Control API: limits").
+		{"control.max-connections", c.ControlBounds.MaxConnections, 128},
+		{"control.max-anonymous-calls", c.ControlBounds.MaxAnonymousCalls, 128},
+		{"control.max-calls", c.ControlBounds.MaxCalls, 64},
+		{"control.max-body-chars", c.ControlBounds.MaxBodyChars, 256 << 10},
 	}
 	for _, i := range ints {
 		if i.got != i.want {
@@ -142,6 +149,11 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 		{"record bound not a number", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "1MiB"}, []string{"MSGX_KAFKA_MAX_MESSAGE_BYTES"}},
 		{"trace link without its placeholder", map[string]string{"MSGX_TRACING_UI_URL": "http://jaeger:16686/trace/"}, []string{"MSGX_TRACING_UI_URL", "{trace_id}"}},
 		{"trace link not http", map[string]string{"MSGX_TRACING_UI_URL": "jaeger/{trace_id}"}, []string{"MSGX_TRACING_UI_URL"}},
+		{"control body bound above a safe chunk", map[string]string{"MSGX_CONTROL_MAX_BODY_CHARS": "1048576"}, []string{"control.max-body-chars must be between 4096 and 524288"}},
+		{"control body bound below a message head", map[string]string{"MSGX_CONTROL_MAX_BODY_CHARS": "100"}, []string{"control.max-body-chars must be between"}},
+		{"control bounds not positive", map[string]string{"MSGX_CONTROL_MAX_CONNECTIONS": "0", "MSGX_CONTROL_MAX_ANONYMOUS_CALLS": "-1", "MSGX_CONTROL_MAX_CONNECTION_AGE": "0s"},
+			[]string{"control.max-connections must be positive", "control.max-anonymous-calls must be positive", "control.max-connection-age must be positive"}},
+		{"control calls below the pool", map[string]string{"MSGX_CONTROL_MAX_CALLS": "5", "MSGX_PG_MAX_CONNS": "10"}, []string{"control.max-calls (5) must be at least pg.max-conns (10)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

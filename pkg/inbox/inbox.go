@@ -249,6 +249,27 @@ func (i *Inbox) Raw(ctx context.Context, id int64) (string, error) {
 	return text, nil
 }
 
+// RawPart returns limit characters at most of a row's text from offset (0-based), and the
+// length of the whole text in characters. MySQL cuts the text, so a reader of a 16 MiB row
+// holds only its part: a characters' count, unlike a bytes' one, never splits a character.
+func (i *Inbox) RawPart(ctx context.Context, id, offset, limit int64) (string, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, i.timeout)
+	defer cancel()
+	var (
+		text  string
+		chars int64
+	)
+	err := i.db.QueryRowContext(ctx, `SELECT SUBSTRING(CMINMSGS_CLOB_MSG, ?, ?), CHAR_LENGTH(CMINMSGS_CLOB_MSG)
+		FROM cminmsgs WHERE CMINMSGS_ID = ?`, offset+1, limit, id).Scan(&text, &chars)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, fmt.Errorf("inbox row %d: %w", id, ErrRowMissing)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("read inbox row %d: %w", id, err)
+	}
+	return text, chars, nil
+}
+
 // RawAfter returns the text of the rows with an ID in (after, after+span], those up to
 // maxBytes long only, by ID: a read ahead of the rows the pump will ask Raw for next. A row
 // that is absent or longer is simply not in the result.

@@ -109,3 +109,37 @@ func TestAbandonedMarkerWriteNeverLandsLater(t *testing.T) {
 		t.Errorf("the abandoned marker write landed after the lock was released: %v", processed.Time)
 	}
 }
+
+// A row's text is read a part at a time, counted in characters: a multi-byte character is
+// never split, and the length is the whole text's.
+func TestRawPart(t *testing.T) {
+	t.Parallel()
+	my := mysqltest.New(t)
+	in := openInbox(t, my, 5*time.Second)
+	id := my.InsertInbox(t, "<MSG>北京首都</MSG>", nil)
+	tests := []struct {
+		offset, limit int64
+		want          string
+	}{
+		{0, 100, "<MSG>北京首都</MSG>"},
+		{0, 6, "<MSG>北"},
+		{5, 4, "北京首都"},
+		{9, 100, "</MSG>"},
+		{15, 10, ""},
+		{40, 10, ""},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("offset %d limit %d", tt.offset, tt.limit), func(t *testing.T) {
+			text, chars, err := in.RawPart(t.Context(), id, tt.offset, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text != tt.want || chars != 15 {
+				t.Errorf("RawPart = %q, %d; want %q, 15", text, chars, tt.want)
+			}
+		})
+	}
+	if _, _, err := in.RawPart(t.Context(), id+1, 0, 10); !errors.Is(err, inbox.ErrRowMissing) {
+		t.Errorf("a missing row: %v, want ErrRowMissing", err)
+	}
+}

@@ -1,9 +1,13 @@
 package queue
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,4 +56,42 @@ func StoredRaw(ctx context.Context, q db.Executor, msgID int64) (string, error) 
 		return "", fmt.Errorf("stored raw text of %d: %w", msgID, err)
 	}
 	return decompress(b)
+}
+
+// StoredRawPart returns limit characters at most of the text kept for msgID from the
+// character offset (0-based), and the length of the whole text in characters, as
+// inbox.RawPart reads the inbox row. It decompresses as a stream, so a reader of a 16 MiB
+// text holds its part and the decoder's window, never the whole text. An error wrapping
+// db.ErrNotFound when nothing was kept.
+func StoredRawPart(ctx context.Context, q db.Executor, msgID, offset, limit int64) (string, int64, error) {
+	var b []byte
+	err := q.QueryRow(ctx, `SELECT raw_zstd FROM proc_raw WHERE msg_id = $1`, msgID).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", 0, fmt.Errorf("stored raw text of %d: %w", msgID, db.ErrNotFound)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("stored raw text of %d: %w", msgID, err)
+	}
+	d, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(256<<20))
+	if err != nil {
+		return "", 0, fmt.Errorf("decompress raw text of %d: %w", msgID, err)
+	}
+	defer d.Close()
+	r := bufio.NewReader(d)
+	var (
+		part  strings.Builder
+		chars int64
+	)
+	for ; ; chars++ {
+		c, _, err := r.ReadRune()
+		if errors.Is(err, io.EOF) {
+			return part.String(), chars, nil
+		}
+		if err != nil {
+			return "", 0, fmt.Errorf("decompress raw text of %d: %w", msgID, err)
+		}
+		if chars >= offset && chars < offset+limit {
+			part.WriteRune(c)
+		}
+	}
 }

@@ -55,3 +55,40 @@ func TestRawTextKeptWithTheRecord(t *testing.T) {
 		t.Fatalf("%d raw texts outlived their records (%v)", left, err)
 	}
 }
+
+// The kept text is read a part at a time, counted in characters as the inbox counts its own:
+// a multi-byte character is never split, and the length is the whole text's.
+func TestStoredRawPart(t *testing.T) {
+	t.Parallel()
+	d := pgtest.New(t)
+	now := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	if _, err := queue.Enqueue(t.Context(), d.Pool, []queue.NewMessage{{MsgID: 1}, {MsgID: 2}}, now); err != nil {
+		t.Fatal(err)
+	}
+	const text = "<MSG>北京首都</MSG>"
+	if err := queue.KeepRaw(t.Context(), d.Pool, 1, text, now); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		offset, limit int64
+		want          string
+	}{
+		{0, 100, text},
+		{0, 6, "<MSG>北"},
+		{5, 4, "北京首都"},
+		{6, 1, "京"},
+		{9, 6, "</MSG>"},
+		{15, 10, ""},
+		{40, 10, ""},
+		{0, 0, ""},
+	}
+	for _, tt := range tests {
+		got, n, err := queue.StoredRawPart(t.Context(), d.Pool, 1, tt.offset, tt.limit)
+		if err != nil || got != tt.want || n != 15 {
+			t.Errorf("StoredRawPart(%d, %d) = %q, %d, %v; want %q, 15", tt.offset, tt.limit, got, n, err, tt.want)
+		}
+	}
+	if _, _, err := queue.StoredRawPart(t.Context(), d.Pool, 2, 0, 10); !errors.Is(err, db.ErrNotFound) {
+		t.Errorf("nothing kept: %v, want ErrNotFound", err)
+	}
+}

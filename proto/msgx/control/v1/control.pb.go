@@ -1878,6 +1878,13 @@ type GetMessageResponse struct {
 	// What the message did to each flight it wrote (its flight history entries, by FLID), with
 	// the parts newer messages had already written (R-ORDER-2).
 	FlightChanges []*FlightHistoryEntry `protobuf:"bytes,11,rep,name=flight_changes,json=flightChanges,proto3" json:"flight_changes,omitempty"`
+	// True when raw_xml holds only the first control.max-body-chars characters of the text:
+	// the rest is read with GetMessageBody (msgxctl get-message-body). A response stays bounded
+	// however large an inbox row is (docs/security.md).
+	BodyTruncated bool `protobuf:"varint,12,opt,name=body_truncated,json=bodyTruncated,proto3" json:"body_truncated,omitempty"`
+	// The length of the whole text in characters (as MySQL's CHAR_LENGTH counts them), whether
+	// or not raw_xml holds all of it; 0 when there is no raw_xml.
+	BodyChars     int64 `protobuf:"varint,13,opt,name=body_chars,json=bodyChars,proto3" json:"body_chars,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1989,6 +1996,173 @@ func (x *GetMessageResponse) GetFlightChanges() []*FlightHistoryEntry {
 	return nil
 }
 
+func (x *GetMessageResponse) GetBodyTruncated() bool {
+	if x != nil {
+		return x.BodyTruncated
+	}
+	return false
+}
+
+func (x *GetMessageResponse) GetBodyChars() int64 {
+	if x != nil {
+		return x.BodyChars
+	}
+	return 0
+}
+
+type GetMessageBodyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The inbox ID (CMINMSGS_ID).
+	MsgId int64 `protobuf:"varint,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// The first character to return, from 0.
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// How many characters at most; 0 or more than the server's control.max-body-chars means
+	// control.max-body-chars.
+	Limit         int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageBodyRequest) Reset() {
+	*x = GetMessageBodyRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageBodyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageBodyRequest) ProtoMessage() {}
+
+func (x *GetMessageBodyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageBodyRequest.ProtoReflect.Descriptor instead.
+func (*GetMessageBodyRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetMessageBodyRequest) GetMsgId() int64 {
+	if x != nil {
+		return x.MsgId
+	}
+	return 0
+}
+
+func (x *GetMessageBodyRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetMessageBodyRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type GetMessageBodyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The characters [offset, next_offset) of the text.
+	Text   string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	Offset int64  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Where the next chunk starts; equal to body_chars at the end.
+	NextOffset int64 `protobuf:"varint,3,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// The length of the whole text in characters.
+	BodyChars int64 `protobuf:"varint,4,opt,name=body_chars,json=bodyChars,proto3" json:"body_chars,omitempty"`
+	// True when this chunk reaches the end of the text.
+	Eof bool `protobuf:"varint,5,opt,name=eof,proto3" json:"eof,omitempty"`
+	// Where the text comes from: "inbox" or "kept", as GetMessageResponse.raw_source.
+	RawSource     string `protobuf:"bytes,6,opt,name=raw_source,json=rawSource,proto3" json:"raw_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageBodyResponse) Reset() {
+	*x = GetMessageBodyResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageBodyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageBodyResponse) ProtoMessage() {}
+
+func (x *GetMessageBodyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageBodyResponse.ProtoReflect.Descriptor instead.
+func (*GetMessageBodyResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetMessageBodyResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *GetMessageBodyResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetMessageBodyResponse) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *GetMessageBodyResponse) GetBodyChars() int64 {
+	if x != nil {
+		return x.BodyChars
+	}
+	return 0
+}
+
+func (x *GetMessageBodyResponse) GetEof() bool {
+	if x != nil {
+		return x.Eof
+	}
+	return false
+}
+
+func (x *GetMessageBodyResponse) GetRawSource() string {
+	if x != nil {
+		return x.RawSource
+	}
+	return ""
+}
+
 // TimelineStep is one fact of a message's life (docs/control.md, "Message timeline").
 type TimelineStep struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2011,7 +2185,7 @@ type TimelineStep struct {
 
 func (x *TimelineStep) Reset() {
 	*x = TimelineStep{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2197,7 @@ func (x *TimelineStep) String() string {
 func (*TimelineStep) ProtoMessage() {}
 
 func (x *TimelineStep) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[16]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2210,7 @@ func (x *TimelineStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineStep.ProtoReflect.Descriptor instead.
 func (*TimelineStep) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{16}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TimelineStep) GetStep() string {
@@ -2092,7 +2266,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2278,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[17]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2291,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{17}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Attempt) GetNumber() int32 {
@@ -2196,7 +2370,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2382,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[18]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2395,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{18}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Event) GetEventId() int64 {
@@ -2333,7 +2507,7 @@ type IdRange struct {
 
 func (x *IdRange) Reset() {
 	*x = IdRange{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2519,7 @@ func (x *IdRange) String() string {
 func (*IdRange) ProtoMessage() {}
 
 func (x *IdRange) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[19]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2532,7 @@ func (x *IdRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdRange.ProtoReflect.Descriptor instead.
 func (*IdRange) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{19}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *IdRange) GetFirst() int64 {
@@ -2408,7 +2582,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2594,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[20]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2607,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{20}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListMessagesRequest) GetStates() []MessageState {
@@ -2524,7 +2698,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2710,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[21]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2723,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{21}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2585,7 +2759,7 @@ type ReplayRequest struct {
 
 func (x *ReplayRequest) Reset() {
 	*x = ReplayRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2771,7 @@ func (x *ReplayRequest) String() string {
 func (*ReplayRequest) ProtoMessage() {}
 
 func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[22]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2784,7 @@ func (x *ReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayRequest.ProtoReflect.Descriptor instead.
 func (*ReplayRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{22}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReplayRequest) GetMsgIds() []int64 {
@@ -2673,7 +2847,7 @@ type ReplayResponse struct {
 
 func (x *ReplayResponse) Reset() {
 	*x = ReplayResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2859,7 @@ func (x *ReplayResponse) String() string {
 func (*ReplayResponse) ProtoMessage() {}
 
 func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[23]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2872,7 @@ func (x *ReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayResponse.ProtoReflect.Descriptor instead.
 func (*ReplayResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{23}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReplayResponse) GetDryRun() bool {
@@ -2773,7 +2947,7 @@ type ReopenRequest struct {
 
 func (x *ReopenRequest) Reset() {
 	*x = ReopenRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +2959,7 @@ func (x *ReopenRequest) String() string {
 func (*ReopenRequest) ProtoMessage() {}
 
 func (x *ReopenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[24]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2798,7 +2972,7 @@ func (x *ReopenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenRequest.ProtoReflect.Descriptor instead.
 func (*ReopenRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{24}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReopenRequest) GetMsgIds() []int64 {
@@ -2843,7 +3017,7 @@ type ReopenResponse struct {
 
 func (x *ReopenResponse) Reset() {
 	*x = ReopenResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +3029,7 @@ func (x *ReopenResponse) String() string {
 func (*ReopenResponse) ProtoMessage() {}
 
 func (x *ReopenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[25]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3042,7 @@ func (x *ReopenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenResponse.ProtoReflect.Descriptor instead.
 func (*ReopenResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{25}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReopenResponse) GetDryRun() bool {
@@ -2922,7 +3096,7 @@ type RequeueEventsRequest struct {
 
 func (x *RequeueEventsRequest) Reset() {
 	*x = RequeueEventsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3108,7 @@ func (x *RequeueEventsRequest) String() string {
 func (*RequeueEventsRequest) ProtoMessage() {}
 
 func (x *RequeueEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[26]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3121,7 @@ func (x *RequeueEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueEventsRequest.ProtoReflect.Descriptor instead.
 func (*RequeueEventsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{26}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RequeueEventsRequest) GetEventIds() []int64 {
@@ -3017,7 +3191,7 @@ type RequeueEventsResponse struct {
 
 func (x *RequeueEventsResponse) Reset() {
 	*x = RequeueEventsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3203,7 @@ func (x *RequeueEventsResponse) String() string {
 func (*RequeueEventsResponse) ProtoMessage() {}
 
 func (x *RequeueEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[27]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3216,7 @@ func (x *RequeueEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueEventsResponse.ProtoReflect.Descriptor instead.
 func (*RequeueEventsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{27}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RequeueEventsResponse) GetDryRun() bool {
@@ -3104,7 +3278,7 @@ type DeadEvent struct {
 
 func (x *DeadEvent) Reset() {
 	*x = DeadEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3290,7 @@ func (x *DeadEvent) String() string {
 func (*DeadEvent) ProtoMessage() {}
 
 func (x *DeadEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[28]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3303,7 @@ func (x *DeadEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadEvent.ProtoReflect.Descriptor instead.
 func (*DeadEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{28}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeadEvent) GetEventId() int64 {
@@ -3208,7 +3382,7 @@ type SeedCutoverRequest struct {
 
 func (x *SeedCutoverRequest) Reset() {
 	*x = SeedCutoverRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3394,7 @@ func (x *SeedCutoverRequest) String() string {
 func (*SeedCutoverRequest) ProtoMessage() {}
 
 func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[29]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3407,7 @@ func (x *SeedCutoverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverRequest.ProtoReflect.Descriptor instead.
 func (*SeedCutoverRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{29}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SeedCutoverRequest) GetMode() SeedMode {
@@ -3273,7 +3447,7 @@ type SeedCutoverResponse struct {
 
 func (x *SeedCutoverResponse) Reset() {
 	*x = SeedCutoverResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3459,7 @@ func (x *SeedCutoverResponse) String() string {
 func (*SeedCutoverResponse) ProtoMessage() {}
 
 func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[30]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3472,7 @@ func (x *SeedCutoverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeedCutoverResponse.ProtoReflect.Descriptor instead.
 func (*SeedCutoverResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{30}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SeedCutoverResponse) GetMode() SeedMode {
@@ -3358,7 +3532,7 @@ type ResolveContractViolationRequest struct {
 
 func (x *ResolveContractViolationRequest) Reset() {
 	*x = ResolveContractViolationRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3544,7 @@ func (x *ResolveContractViolationRequest) String() string {
 func (*ResolveContractViolationRequest) ProtoMessage() {}
 
 func (x *ResolveContractViolationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[31]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3557,7 @@ func (x *ResolveContractViolationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveContractViolationRequest.ProtoReflect.Descriptor instead.
 func (*ResolveContractViolationRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{31}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResolveContractViolationRequest) GetKind() string {
@@ -3454,7 +3628,7 @@ type ResolveContractViolationResponse struct {
 
 func (x *ResolveContractViolationResponse) Reset() {
 	*x = ResolveContractViolationResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3640,7 @@ func (x *ResolveContractViolationResponse) String() string {
 func (*ResolveContractViolationResponse) ProtoMessage() {}
 
 func (x *ResolveContractViolationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[32]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3653,7 @@ func (x *ResolveContractViolationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveContractViolationResponse.ProtoReflect.Descriptor instead.
 func (*ResolveContractViolationResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{32}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResolveContractViolationResponse) GetDryRun() bool {
@@ -3590,7 +3764,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +3776,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[33]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +3789,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{33}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Message) GetMsgId() int64 {
@@ -3784,7 +3958,7 @@ type GetReferenceRequest struct {
 
 func (x *GetReferenceRequest) Reset() {
 	*x = GetReferenceRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3970,7 @@ func (x *GetReferenceRequest) String() string {
 func (*GetReferenceRequest) ProtoMessage() {}
 
 func (x *GetReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[34]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3983,7 @@ func (x *GetReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReferenceRequest.ProtoReflect.Descriptor instead.
 func (*GetReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{34}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetReferenceRequest) GetRtype() string {
@@ -3835,7 +4009,7 @@ type GetReferenceResponse struct {
 
 func (x *GetReferenceResponse) Reset() {
 	*x = GetReferenceResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3847,7 +4021,7 @@ func (x *GetReferenceResponse) String() string {
 func (*GetReferenceResponse) ProtoMessage() {}
 
 func (x *GetReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[35]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3860,7 +4034,7 @@ func (x *GetReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReferenceResponse.ProtoReflect.Descriptor instead.
 func (*GetReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{35}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetReferenceResponse) GetReference() *Reference {
@@ -3884,7 +4058,7 @@ type ListReferenceRequest struct {
 
 func (x *ListReferenceRequest) Reset() {
 	*x = ListReferenceRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3896,7 +4070,7 @@ func (x *ListReferenceRequest) String() string {
 func (*ListReferenceRequest) ProtoMessage() {}
 
 func (x *ListReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[36]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3909,7 +4083,7 @@ func (x *ListReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReferenceRequest.ProtoReflect.Descriptor instead.
 func (*ListReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{36}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListReferenceRequest) GetRtype() string {
@@ -3944,7 +4118,7 @@ type ListReferenceResponse struct {
 
 func (x *ListReferenceResponse) Reset() {
 	*x = ListReferenceResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4130,7 @@ func (x *ListReferenceResponse) String() string {
 func (*ListReferenceResponse) ProtoMessage() {}
 
 func (x *ListReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[37]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4143,7 @@ func (x *ListReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReferenceResponse.ProtoReflect.Descriptor instead.
 func (*ListReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{37}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListReferenceResponse) GetReferences() []*Reference {
@@ -4006,7 +4180,7 @@ type Reference struct {
 
 func (x *Reference) Reset() {
 	*x = Reference{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4018,7 +4192,7 @@ func (x *Reference) String() string {
 func (*Reference) ProtoMessage() {}
 
 func (x *Reference) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[38]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4031,7 +4205,7 @@ func (x *Reference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reference.ProtoReflect.Descriptor instead.
 func (*Reference) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{38}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Reference) GetRtype() string {
@@ -4096,7 +4270,7 @@ type GetResourceStatusRequest struct {
 
 func (x *GetResourceStatusRequest) Reset() {
 	*x = GetResourceStatusRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +4282,7 @@ func (x *GetResourceStatusRequest) String() string {
 func (*GetResourceStatusRequest) ProtoMessage() {}
 
 func (x *GetResourceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[39]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4121,7 +4295,7 @@ func (x *GetResourceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{39}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetResourceStatusRequest) GetRtyp() string {
@@ -4162,7 +4336,7 @@ type GetResourceStatusResponse struct {
 
 func (x *GetResourceStatusResponse) Reset() {
 	*x = GetResourceStatusResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4348,7 @@ func (x *GetResourceStatusResponse) String() string {
 func (*GetResourceStatusResponse) ProtoMessage() {}
 
 func (x *GetResourceStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[40]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4361,7 @@ func (x *GetResourceStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetResourceStatusResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{40}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetResourceStatusResponse) GetRtyp() string {
@@ -4250,7 +4424,7 @@ type ResourceEvent struct {
 
 func (x *ResourceEvent) Reset() {
 	*x = ResourceEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4436,7 @@ func (x *ResourceEvent) String() string {
 func (*ResourceEvent) ProtoMessage() {}
 
 func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[41]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4449,7 @@ func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceEvent.ProtoReflect.Descriptor instead.
 func (*ResourceEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{41}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResourceEvent) GetStat() string {
@@ -4336,7 +4510,7 @@ type RequestScheduleRequest struct {
 
 func (x *RequestScheduleRequest) Reset() {
 	*x = RequestScheduleRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4348,7 +4522,7 @@ func (x *RequestScheduleRequest) String() string {
 func (*RequestScheduleRequest) ProtoMessage() {}
 
 func (x *RequestScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[42]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4361,7 +4535,7 @@ func (x *RequestScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestScheduleRequest.ProtoReflect.Descriptor instead.
 func (*RequestScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{42}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RequestScheduleRequest) GetFromDay() string {
@@ -4405,7 +4579,7 @@ type RequestScheduleResponse struct {
 
 func (x *RequestScheduleResponse) Reset() {
 	*x = RequestScheduleResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4417,7 +4591,7 @@ func (x *RequestScheduleResponse) String() string {
 func (*RequestScheduleResponse) ProtoMessage() {}
 
 func (x *RequestScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[43]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4430,7 +4604,7 @@ func (x *RequestScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestScheduleResponse.ProtoReflect.Descriptor instead.
 func (*RequestScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{43}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RequestScheduleResponse) GetDryRun() bool {
@@ -4470,7 +4644,7 @@ type RequestReferenceRequest struct {
 
 func (x *RequestReferenceRequest) Reset() {
 	*x = RequestReferenceRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4482,7 +4656,7 @@ func (x *RequestReferenceRequest) String() string {
 func (*RequestReferenceRequest) ProtoMessage() {}
 
 func (x *RequestReferenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[44]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4495,7 +4669,7 @@ func (x *RequestReferenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReferenceRequest.ProtoReflect.Descriptor instead.
 func (*RequestReferenceRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{44}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RequestReferenceRequest) GetCategory() string {
@@ -4537,7 +4711,7 @@ type RequestReferenceResponse struct {
 
 func (x *RequestReferenceResponse) Reset() {
 	*x = RequestReferenceResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4549,7 +4723,7 @@ func (x *RequestReferenceResponse) String() string {
 func (*RequestReferenceResponse) ProtoMessage() {}
 
 func (x *RequestReferenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[45]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4562,7 +4736,7 @@ func (x *RequestReferenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestReferenceResponse.ProtoReflect.Descriptor instead.
 func (*RequestReferenceResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{45}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RequestReferenceResponse) GetDryRun() bool {
@@ -4601,7 +4775,7 @@ type ListRequestsRequest struct {
 
 func (x *ListRequestsRequest) Reset() {
 	*x = ListRequestsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4613,7 +4787,7 @@ func (x *ListRequestsRequest) String() string {
 func (*ListRequestsRequest) ProtoMessage() {}
 
 func (x *ListRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[46]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4626,7 +4800,7 @@ func (x *ListRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{46}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListRequestsRequest) GetState() RequestState {
@@ -4668,7 +4842,7 @@ type ListRequestsResponse struct {
 
 func (x *ListRequestsResponse) Reset() {
 	*x = ListRequestsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4680,7 +4854,7 @@ func (x *ListRequestsResponse) String() string {
 func (*ListRequestsResponse) ProtoMessage() {}
 
 func (x *ListRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[47]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4693,7 +4867,7 @@ func (x *ListRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{47}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListRequestsResponse) GetRequests() []*UpstreamRequest {
@@ -4744,7 +4918,7 @@ type UpstreamRequest struct {
 
 func (x *UpstreamRequest) Reset() {
 	*x = UpstreamRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4756,7 +4930,7 @@ func (x *UpstreamRequest) String() string {
 func (*UpstreamRequest) ProtoMessage() {}
 
 func (x *UpstreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[48]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4769,7 +4943,7 @@ func (x *UpstreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamRequest.ProtoReflect.Descriptor instead.
 func (*UpstreamRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{48}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpstreamRequest) GetReqId() int64 {
@@ -4908,7 +5082,7 @@ type RebuildProjectionRequest struct {
 
 func (x *RebuildProjectionRequest) Reset() {
 	*x = RebuildProjectionRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4920,7 +5094,7 @@ func (x *RebuildProjectionRequest) String() string {
 func (*RebuildProjectionRequest) ProtoMessage() {}
 
 func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[49]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4933,7 +5107,7 @@ func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{49}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RebuildProjectionRequest) GetAll() bool {
@@ -4977,7 +5151,7 @@ type RebuildProjectionResponse struct {
 
 func (x *RebuildProjectionResponse) Reset() {
 	*x = RebuildProjectionResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4989,7 +5163,7 @@ func (x *RebuildProjectionResponse) String() string {
 func (*RebuildProjectionResponse) ProtoMessage() {}
 
 func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[50]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5002,7 +5176,7 @@ func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{50}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RebuildProjectionResponse) GetRebuild() *ProjectionRebuild {
@@ -5028,7 +5202,7 @@ type GetProjectionRebuildRequest struct {
 
 func (x *GetProjectionRebuildRequest) Reset() {
 	*x = GetProjectionRebuildRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5040,7 +5214,7 @@ func (x *GetProjectionRebuildRequest) String() string {
 func (*GetProjectionRebuildRequest) ProtoMessage() {}
 
 func (x *GetProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[51]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5053,7 +5227,7 @@ func (x *GetProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionRebuildRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectionRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{51}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetProjectionRebuildRequest) GetRebuildId() int64 {
@@ -5072,7 +5246,7 @@ type GetProjectionRebuildResponse struct {
 
 func (x *GetProjectionRebuildResponse) Reset() {
 	*x = GetProjectionRebuildResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5084,7 +5258,7 @@ func (x *GetProjectionRebuildResponse) String() string {
 func (*GetProjectionRebuildResponse) ProtoMessage() {}
 
 func (x *GetProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[52]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5097,7 +5271,7 @@ func (x *GetProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionRebuildResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectionRebuildResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{52}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
@@ -5119,7 +5293,7 @@ type ListProjectionRebuildsRequest struct {
 
 func (x *ListProjectionRebuildsRequest) Reset() {
 	*x = ListProjectionRebuildsRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5131,7 +5305,7 @@ func (x *ListProjectionRebuildsRequest) String() string {
 func (*ListProjectionRebuildsRequest) ProtoMessage() {}
 
 func (x *ListProjectionRebuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[53]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5144,7 +5318,7 @@ func (x *ListProjectionRebuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectionRebuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectionRebuildsRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{53}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListProjectionRebuildsRequest) GetPageSize() int32 {
@@ -5172,7 +5346,7 @@ type ListProjectionRebuildsResponse struct {
 
 func (x *ListProjectionRebuildsResponse) Reset() {
 	*x = ListProjectionRebuildsResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5184,7 +5358,7 @@ func (x *ListProjectionRebuildsResponse) String() string {
 func (*ListProjectionRebuildsResponse) ProtoMessage() {}
 
 func (x *ListProjectionRebuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[54]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5197,7 +5371,7 @@ func (x *ListProjectionRebuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectionRebuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectionRebuildsResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{54}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListProjectionRebuildsResponse) GetRebuilds() []*ProjectionRebuild {
@@ -5225,7 +5399,7 @@ type CancelProjectionRebuildRequest struct {
 
 func (x *CancelProjectionRebuildRequest) Reset() {
 	*x = CancelProjectionRebuildRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5237,7 +5411,7 @@ func (x *CancelProjectionRebuildRequest) String() string {
 func (*CancelProjectionRebuildRequest) ProtoMessage() {}
 
 func (x *CancelProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[55]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5250,7 +5424,7 @@ func (x *CancelProjectionRebuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectionRebuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelProjectionRebuildRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{55}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CancelProjectionRebuildRequest) GetRebuildId() int64 {
@@ -5276,7 +5450,7 @@ type CancelProjectionRebuildResponse struct {
 
 func (x *CancelProjectionRebuildResponse) Reset() {
 	*x = CancelProjectionRebuildResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5288,7 +5462,7 @@ func (x *CancelProjectionRebuildResponse) String() string {
 func (*CancelProjectionRebuildResponse) ProtoMessage() {}
 
 func (x *CancelProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[56]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5301,7 +5475,7 @@ func (x *CancelProjectionRebuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectionRebuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelProjectionRebuildResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{56}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CancelProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
@@ -5349,7 +5523,7 @@ type ProjectionRebuild struct {
 
 func (x *ProjectionRebuild) Reset() {
 	*x = ProjectionRebuild{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5361,7 +5535,7 @@ func (x *ProjectionRebuild) String() string {
 func (*ProjectionRebuild) ProtoMessage() {}
 
 func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[57]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5374,7 +5548,7 @@ func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectionRebuild.ProtoReflect.Descriptor instead.
 func (*ProjectionRebuild) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{57}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ProjectionRebuild) GetRebuildId() int64 {
@@ -5536,7 +5710,7 @@ type GetFlightRequest struct {
 
 func (x *GetFlightRequest) Reset() {
 	*x = GetFlightRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5548,7 +5722,7 @@ func (x *GetFlightRequest) String() string {
 func (*GetFlightRequest) ProtoMessage() {}
 
 func (x *GetFlightRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[58]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5561,7 +5735,7 @@ func (x *GetFlightRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightRequest.ProtoReflect.Descriptor instead.
 func (*GetFlightRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{58}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetFlightRequest) GetFlid() string {
@@ -5602,7 +5776,7 @@ type GetFlightResponse struct {
 
 func (x *GetFlightResponse) Reset() {
 	*x = GetFlightResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5614,7 +5788,7 @@ func (x *GetFlightResponse) String() string {
 func (*GetFlightResponse) ProtoMessage() {}
 
 func (x *GetFlightResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5627,7 +5801,7 @@ func (x *GetFlightResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightResponse.ProtoReflect.Descriptor instead.
 func (*GetFlightResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{59}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetFlightResponse) GetFlid() string {
@@ -5699,7 +5873,7 @@ type FlightState struct {
 
 func (x *FlightState) Reset() {
 	*x = FlightState{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5711,7 +5885,7 @@ func (x *FlightState) String() string {
 func (*FlightState) ProtoMessage() {}
 
 func (x *FlightState) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5724,7 +5898,7 @@ func (x *FlightState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightState.ProtoReflect.Descriptor instead.
 func (*FlightState) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{60}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *FlightState) GetState() string {
@@ -5798,7 +5972,7 @@ type FlightProjection struct {
 
 func (x *FlightProjection) Reset() {
 	*x = FlightProjection{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5810,7 +5984,7 @@ func (x *FlightProjection) String() string {
 func (*FlightProjection) ProtoMessage() {}
 
 func (x *FlightProjection) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5823,7 +5997,7 @@ func (x *FlightProjection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightProjection.ProtoReflect.Descriptor instead.
 func (*FlightProjection) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{61}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *FlightProjection) GetVersion() int64 {
@@ -5862,7 +6036,7 @@ type GetFlightHistoryRequest struct {
 
 func (x *GetFlightHistoryRequest) Reset() {
 	*x = GetFlightHistoryRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5874,7 +6048,7 @@ func (x *GetFlightHistoryRequest) String() string {
 func (*GetFlightHistoryRequest) ProtoMessage() {}
 
 func (x *GetFlightHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5887,7 +6061,7 @@ func (x *GetFlightHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetFlightHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{62}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetFlightHistoryRequest) GetFlid() string {
@@ -5924,7 +6098,7 @@ type GetFlightHistoryResponse struct {
 
 func (x *GetFlightHistoryResponse) Reset() {
 	*x = GetFlightHistoryResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5936,7 +6110,7 @@ func (x *GetFlightHistoryResponse) String() string {
 func (*GetFlightHistoryResponse) ProtoMessage() {}
 
 func (x *GetFlightHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5949,7 +6123,7 @@ func (x *GetFlightHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetFlightHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{63}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetFlightHistoryResponse) GetFlid() string {
@@ -6005,7 +6179,7 @@ type FlightHistoryEntry struct {
 
 func (x *FlightHistoryEntry) Reset() {
 	*x = FlightHistoryEntry{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6017,7 +6191,7 @@ func (x *FlightHistoryEntry) String() string {
 func (*FlightHistoryEntry) ProtoMessage() {}
 
 func (x *FlightHistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6030,7 +6204,7 @@ func (x *FlightHistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightHistoryEntry.ProtoReflect.Descriptor instead.
 func (*FlightHistoryEntry) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{64}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FlightHistoryEntry) GetMsgId() int64 {
@@ -6137,7 +6311,7 @@ type PartChange struct {
 
 func (x *PartChange) Reset() {
 	*x = PartChange{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6149,7 +6323,7 @@ func (x *PartChange) String() string {
 func (*PartChange) ProtoMessage() {}
 
 func (x *PartChange) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6162,7 +6336,7 @@ func (x *PartChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartChange.ProtoReflect.Descriptor instead.
 func (*PartChange) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{65}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PartChange) GetPart() string {
@@ -6197,7 +6371,7 @@ type SupersededPart struct {
 
 func (x *SupersededPart) Reset() {
 	*x = SupersededPart{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6209,7 +6383,7 @@ func (x *SupersededPart) String() string {
 func (*SupersededPart) ProtoMessage() {}
 
 func (x *SupersededPart) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6222,7 +6396,7 @@ func (x *SupersededPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersededPart.ProtoReflect.Descriptor instead.
 func (*SupersededPart) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{66}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SupersededPart) GetPart() string {
@@ -6251,7 +6425,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6263,7 +6437,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6276,7 +6450,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{67}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *HistoryEvent) GetTarget() string {
@@ -6419,7 +6593,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x04dead\x18\x03 \x01(\x03R\x04dead\x12G\n" +
 	"\x12oldest_pending_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10oldestPendingAge\"*\n" +
 	"\x11GetMessageRequest\x12\x15\n" +
-	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\xfd\x03\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\xc3\x04\n" +
 	"\x12GetMessageResponse\x122\n" +
 	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\x12\x17\n" +
 	"\araw_xml\x18\x02 \x01(\tR\x06rawXml\x129\n" +
@@ -6434,7 +6608,24 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\btrace_id\x18\t \x01(\tR\atraceId\x12\x1b\n" +
 	"\ttrace_url\x18\n" +
 	" \x01(\tR\btraceUrl\x12J\n" +
-	"\x0eflight_changes\x18\v \x03(\v2#.msgx.control.v1.FlightHistoryEntryR\rflightChanges\"\xc3\x01\n" +
+	"\x0eflight_changes\x18\v \x03(\v2#.msgx.control.v1.FlightHistoryEntryR\rflightChanges\x12%\n" +
+	"\x0ebody_truncated\x18\f \x01(\bR\rbodyTruncated\x12\x1d\n" +
+	"\n" +
+	"body_chars\x18\r \x01(\x03R\tbodyChars\"\\\n" +
+	"\x15GetMessageBodyRequest\x12\x15\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\"\xb5\x01\n" +
+	"\x16GetMessageBodyResponse\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1f\n" +
+	"\vnext_offset\x18\x03 \x01(\x03R\n" +
+	"nextOffset\x12\x1d\n" +
+	"\n" +
+	"body_chars\x18\x04 \x01(\x03R\tbodyChars\x12\x10\n" +
+	"\x03eof\x18\x05 \x01(\bR\x03eof\x12\x1d\n" +
+	"\n" +
+	"raw_source\x18\x06 \x01(\tR\trawSource\"\xc3\x01\n" +
 	"\fTimelineStep\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\tR\x04step\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12@\n" +
@@ -6884,11 +7075,12 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x15REBUILD_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15REBUILD_STATE_RUNNING\x10\x02\x12\x16\n" +
 	"\x12REBUILD_STATE_DONE\x10\x03\x12\x1b\n" +
-	"\x17REBUILD_STATE_CANCELLED\x10\x042\x8c\x10\n" +
+	"\x17REBUILD_STATE_CANCELLED\x10\x042\xf4\x10\n" +
 	"\x0eControlService\x12W\n" +
 	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\n" +
-	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponse\"\x03\x90\x02\x01\x12`\n" +
+	"GetMessage\x12\".msgx.control.v1.GetMessageRequest\x1a#.msgx.control.v1.GetMessageResponse\"\x03\x90\x02\x01\x12f\n" +
+	"\x0eGetMessageBody\x12&.msgx.control.v1.GetMessageBodyRequest\x1a'.msgx.control.v1.GetMessageBodyResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\fListMessages\x12$.msgx.control.v1.ListMessagesRequest\x1a%.msgx.control.v1.ListMessagesResponse\"\x03\x90\x02\x01\x12I\n" +
 	"\x06Replay\x12\x1e.msgx.control.v1.ReplayRequest\x1a\x1f.msgx.control.v1.ReplayResponse\x12I\n" +
 	"\x06Reopen\x12\x1e.msgx.control.v1.ReopenRequest\x1a\x1f.msgx.control.v1.ReopenResponse\x12X\n" +
@@ -6921,7 +7113,7 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
@@ -6949,63 +7141,65 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(*OutboxTarget)(nil),                     // 23: msgx.control.v1.OutboxTarget
 	(*GetMessageRequest)(nil),                // 24: msgx.control.v1.GetMessageRequest
 	(*GetMessageResponse)(nil),               // 25: msgx.control.v1.GetMessageResponse
-	(*TimelineStep)(nil),                     // 26: msgx.control.v1.TimelineStep
-	(*Attempt)(nil),                          // 27: msgx.control.v1.Attempt
-	(*Event)(nil),                            // 28: msgx.control.v1.Event
-	(*IdRange)(nil),                          // 29: msgx.control.v1.IdRange
-	(*ListMessagesRequest)(nil),              // 30: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),             // 31: msgx.control.v1.ListMessagesResponse
-	(*ReplayRequest)(nil),                    // 32: msgx.control.v1.ReplayRequest
-	(*ReplayResponse)(nil),                   // 33: msgx.control.v1.ReplayResponse
-	(*ReopenRequest)(nil),                    // 34: msgx.control.v1.ReopenRequest
-	(*ReopenResponse)(nil),                   // 35: msgx.control.v1.ReopenResponse
-	(*RequeueEventsRequest)(nil),             // 36: msgx.control.v1.RequeueEventsRequest
-	(*RequeueEventsResponse)(nil),            // 37: msgx.control.v1.RequeueEventsResponse
-	(*DeadEvent)(nil),                        // 38: msgx.control.v1.DeadEvent
-	(*SeedCutoverRequest)(nil),               // 39: msgx.control.v1.SeedCutoverRequest
-	(*SeedCutoverResponse)(nil),              // 40: msgx.control.v1.SeedCutoverResponse
-	(*ResolveContractViolationRequest)(nil),  // 41: msgx.control.v1.ResolveContractViolationRequest
-	(*ResolveContractViolationResponse)(nil), // 42: msgx.control.v1.ResolveContractViolationResponse
-	(*Message)(nil),                          // 43: msgx.control.v1.Message
-	(*GetReferenceRequest)(nil),              // 44: msgx.control.v1.GetReferenceRequest
-	(*GetReferenceResponse)(nil),             // 45: msgx.control.v1.GetReferenceResponse
-	(*ListReferenceRequest)(nil),             // 46: msgx.control.v1.ListReferenceRequest
-	(*ListReferenceResponse)(nil),            // 47: msgx.control.v1.ListReferenceResponse
-	(*Reference)(nil),                        // 48: msgx.control.v1.Reference
-	(*GetResourceStatusRequest)(nil),         // 49: msgx.control.v1.GetResourceStatusRequest
-	(*GetResourceStatusResponse)(nil),        // 50: msgx.control.v1.GetResourceStatusResponse
-	(*ResourceEvent)(nil),                    // 51: msgx.control.v1.ResourceEvent
-	(*RequestScheduleRequest)(nil),           // 52: msgx.control.v1.RequestScheduleRequest
-	(*RequestScheduleResponse)(nil),          // 53: msgx.control.v1.RequestScheduleResponse
-	(*RequestReferenceRequest)(nil),          // 54: msgx.control.v1.RequestReferenceRequest
-	(*RequestReferenceResponse)(nil),         // 55: msgx.control.v1.RequestReferenceResponse
-	(*ListRequestsRequest)(nil),              // 56: msgx.control.v1.ListRequestsRequest
-	(*ListRequestsResponse)(nil),             // 57: msgx.control.v1.ListRequestsResponse
-	(*UpstreamRequest)(nil),                  // 58: msgx.control.v1.UpstreamRequest
-	(*RebuildProjectionRequest)(nil),         // 59: msgx.control.v1.RebuildProjectionRequest
-	(*RebuildProjectionResponse)(nil),        // 60: msgx.control.v1.RebuildProjectionResponse
-	(*GetProjectionRebuildRequest)(nil),      // 61: msgx.control.v1.GetProjectionRebuildRequest
-	(*GetProjectionRebuildResponse)(nil),     // 62: msgx.control.v1.GetProjectionRebuildResponse
-	(*ListProjectionRebuildsRequest)(nil),    // 63: msgx.control.v1.ListProjectionRebuildsRequest
-	(*ListProjectionRebuildsResponse)(nil),   // 64: msgx.control.v1.ListProjectionRebuildsResponse
-	(*CancelProjectionRebuildRequest)(nil),   // 65: msgx.control.v1.CancelProjectionRebuildRequest
-	(*CancelProjectionRebuildResponse)(nil),  // 66: msgx.control.v1.CancelProjectionRebuildResponse
-	(*ProjectionRebuild)(nil),                // 67: msgx.control.v1.ProjectionRebuild
-	(*GetFlightRequest)(nil),                 // 68: msgx.control.v1.GetFlightRequest
-	(*GetFlightResponse)(nil),                // 69: msgx.control.v1.GetFlightResponse
-	(*FlightState)(nil),                      // 70: msgx.control.v1.FlightState
-	(*FlightProjection)(nil),                 // 71: msgx.control.v1.FlightProjection
-	(*GetFlightHistoryRequest)(nil),          // 72: msgx.control.v1.GetFlightHistoryRequest
-	(*GetFlightHistoryResponse)(nil),         // 73: msgx.control.v1.GetFlightHistoryResponse
-	(*FlightHistoryEntry)(nil),               // 74: msgx.control.v1.FlightHistoryEntry
-	(*PartChange)(nil),                       // 75: msgx.control.v1.PartChange
-	(*SupersededPart)(nil),                   // 76: msgx.control.v1.SupersededPart
-	(*HistoryEvent)(nil),                     // 77: msgx.control.v1.HistoryEvent
-	(*timestamppb.Timestamp)(nil),            // 78: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),              // 79: google.protobuf.Duration
+	(*GetMessageBodyRequest)(nil),            // 26: msgx.control.v1.GetMessageBodyRequest
+	(*GetMessageBodyResponse)(nil),           // 27: msgx.control.v1.GetMessageBodyResponse
+	(*TimelineStep)(nil),                     // 28: msgx.control.v1.TimelineStep
+	(*Attempt)(nil),                          // 29: msgx.control.v1.Attempt
+	(*Event)(nil),                            // 30: msgx.control.v1.Event
+	(*IdRange)(nil),                          // 31: msgx.control.v1.IdRange
+	(*ListMessagesRequest)(nil),              // 32: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),             // 33: msgx.control.v1.ListMessagesResponse
+	(*ReplayRequest)(nil),                    // 34: msgx.control.v1.ReplayRequest
+	(*ReplayResponse)(nil),                   // 35: msgx.control.v1.ReplayResponse
+	(*ReopenRequest)(nil),                    // 36: msgx.control.v1.ReopenRequest
+	(*ReopenResponse)(nil),                   // 37: msgx.control.v1.ReopenResponse
+	(*RequeueEventsRequest)(nil),             // 38: msgx.control.v1.RequeueEventsRequest
+	(*RequeueEventsResponse)(nil),            // 39: msgx.control.v1.RequeueEventsResponse
+	(*DeadEvent)(nil),                        // 40: msgx.control.v1.DeadEvent
+	(*SeedCutoverRequest)(nil),               // 41: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),              // 42: msgx.control.v1.SeedCutoverResponse
+	(*ResolveContractViolationRequest)(nil),  // 43: msgx.control.v1.ResolveContractViolationRequest
+	(*ResolveContractViolationResponse)(nil), // 44: msgx.control.v1.ResolveContractViolationResponse
+	(*Message)(nil),                          // 45: msgx.control.v1.Message
+	(*GetReferenceRequest)(nil),              // 46: msgx.control.v1.GetReferenceRequest
+	(*GetReferenceResponse)(nil),             // 47: msgx.control.v1.GetReferenceResponse
+	(*ListReferenceRequest)(nil),             // 48: msgx.control.v1.ListReferenceRequest
+	(*ListReferenceResponse)(nil),            // 49: msgx.control.v1.ListReferenceResponse
+	(*Reference)(nil),                        // 50: msgx.control.v1.Reference
+	(*GetResourceStatusRequest)(nil),         // 51: msgx.control.v1.GetResourceStatusRequest
+	(*GetResourceStatusResponse)(nil),        // 52: msgx.control.v1.GetResourceStatusResponse
+	(*ResourceEvent)(nil),                    // 53: msgx.control.v1.ResourceEvent
+	(*RequestScheduleRequest)(nil),           // 54: msgx.control.v1.RequestScheduleRequest
+	(*RequestScheduleResponse)(nil),          // 55: msgx.control.v1.RequestScheduleResponse
+	(*RequestReferenceRequest)(nil),          // 56: msgx.control.v1.RequestReferenceRequest
+	(*RequestReferenceResponse)(nil),         // 57: msgx.control.v1.RequestReferenceResponse
+	(*ListRequestsRequest)(nil),              // 58: msgx.control.v1.ListRequestsRequest
+	(*ListRequestsResponse)(nil),             // 59: msgx.control.v1.ListRequestsResponse
+	(*UpstreamRequest)(nil),                  // 60: msgx.control.v1.UpstreamRequest
+	(*RebuildProjectionRequest)(nil),         // 61: msgx.control.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),        // 62: msgx.control.v1.RebuildProjectionResponse
+	(*GetProjectionRebuildRequest)(nil),      // 63: msgx.control.v1.GetProjectionRebuildRequest
+	(*GetProjectionRebuildResponse)(nil),     // 64: msgx.control.v1.GetProjectionRebuildResponse
+	(*ListProjectionRebuildsRequest)(nil),    // 65: msgx.control.v1.ListProjectionRebuildsRequest
+	(*ListProjectionRebuildsResponse)(nil),   // 66: msgx.control.v1.ListProjectionRebuildsResponse
+	(*CancelProjectionRebuildRequest)(nil),   // 67: msgx.control.v1.CancelProjectionRebuildRequest
+	(*CancelProjectionRebuildResponse)(nil),  // 68: msgx.control.v1.CancelProjectionRebuildResponse
+	(*ProjectionRebuild)(nil),                // 69: msgx.control.v1.ProjectionRebuild
+	(*GetFlightRequest)(nil),                 // 70: msgx.control.v1.GetFlightRequest
+	(*GetFlightResponse)(nil),                // 71: msgx.control.v1.GetFlightResponse
+	(*FlightState)(nil),                      // 72: msgx.control.v1.FlightState
+	(*FlightProjection)(nil),                 // 73: msgx.control.v1.FlightProjection
+	(*GetFlightHistoryRequest)(nil),          // 74: msgx.control.v1.GetFlightHistoryRequest
+	(*GetFlightHistoryResponse)(nil),         // 75: msgx.control.v1.GetFlightHistoryResponse
+	(*FlightHistoryEntry)(nil),               // 76: msgx.control.v1.FlightHistoryEntry
+	(*PartChange)(nil),                       // 77: msgx.control.v1.PartChange
+	(*SupersededPart)(nil),                   // 78: msgx.control.v1.SupersededPart
+	(*HistoryEvent)(nil),                     // 79: msgx.control.v1.HistoryEvent
+	(*timestamppb.Timestamp)(nil),            // 80: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 81: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	78,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	80,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
 	12,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
 	14,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
 	18,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
@@ -7013,167 +7207,169 @@ var file_msgx_control_v1_control_proto_depIdxs = []int32{
 	20,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
 	21,  // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
 	23,  // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	78,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	78,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	80,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	80,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
 	13,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	78,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	79,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	78,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	79,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	78,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	80,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	81,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	80,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	81,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	80,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
 	17,  // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	79,  // 17: msgx.control.v1.Discovery.oldest_waiting_age:type_name -> google.protobuf.Duration
+	81,  // 17: msgx.control.v1.Discovery.oldest_waiting_age:type_name -> google.protobuf.Duration
 	15,  // 18: msgx.control.v1.Discovery.open_holes:type_name -> msgx.control.v1.OpenHole
-	78,  // 19: msgx.control.v1.Discovery.next_release_at:type_name -> google.protobuf.Timestamp
+	80,  // 19: msgx.control.v1.Discovery.next_release_at:type_name -> google.protobuf.Timestamp
 	16,  // 20: msgx.control.v1.Discovery.commit_delay:type_name -> msgx.control.v1.CommitDelay
-	79,  // 21: msgx.control.v1.Discovery.max_commit_delay:type_name -> google.protobuf.Duration
-	78,  // 22: msgx.control.v1.OpenHole.seen_at:type_name -> google.protobuf.Timestamp
-	79,  // 23: msgx.control.v1.OpenHole.age:type_name -> google.protobuf.Duration
-	78,  // 24: msgx.control.v1.OpenHole.release_at:type_name -> google.protobuf.Timestamp
-	79,  // 25: msgx.control.v1.CommitDelay.max:type_name -> google.protobuf.Duration
-	78,  // 26: msgx.control.v1.CommitDelay.max_at:type_name -> google.protobuf.Timestamp
-	79,  // 27: msgx.control.v1.CommitDelay.p99_bound:type_name -> google.protobuf.Duration
-	78,  // 28: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	79,  // 29: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	79,  // 30: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	81,  // 21: msgx.control.v1.Discovery.max_commit_delay:type_name -> google.protobuf.Duration
+	80,  // 22: msgx.control.v1.OpenHole.seen_at:type_name -> google.protobuf.Timestamp
+	81,  // 23: msgx.control.v1.OpenHole.age:type_name -> google.protobuf.Duration
+	80,  // 24: msgx.control.v1.OpenHole.release_at:type_name -> google.protobuf.Timestamp
+	81,  // 25: msgx.control.v1.CommitDelay.max:type_name -> google.protobuf.Duration
+	80,  // 26: msgx.control.v1.CommitDelay.max_at:type_name -> google.protobuf.Timestamp
+	81,  // 27: msgx.control.v1.CommitDelay.p99_bound:type_name -> google.protobuf.Duration
+	80,  // 28: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	81,  // 29: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	81,  // 30: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,   // 31: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,   // 32: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
 	22,  // 33: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,   // 34: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	79,  // 35: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	43,  // 36: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	81,  // 35: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	45,  // 36: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	3,   // 37: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
-	28,  // 38: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
-	26,  // 39: msgx.control.v1.GetMessageResponse.timeline:type_name -> msgx.control.v1.TimelineStep
-	27,  // 40: msgx.control.v1.GetMessageResponse.attempts:type_name -> msgx.control.v1.Attempt
-	74,  // 41: msgx.control.v1.GetMessageResponse.flight_changes:type_name -> msgx.control.v1.FlightHistoryEntry
-	78,  // 42: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
-	79,  // 43: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
-	78,  // 44: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	78,  // 45: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
-	79,  // 46: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
+	30,  // 38: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
+	28,  // 39: msgx.control.v1.GetMessageResponse.timeline:type_name -> msgx.control.v1.TimelineStep
+	29,  // 40: msgx.control.v1.GetMessageResponse.attempts:type_name -> msgx.control.v1.Attempt
+	76,  // 41: msgx.control.v1.GetMessageResponse.flight_changes:type_name -> msgx.control.v1.FlightHistoryEntry
+	80,  // 42: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
+	81,  // 43: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
+	80,  // 44: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 45: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
+	81,  // 46: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
 	0,   // 47: msgx.control.v1.Attempt.outcome:type_name -> msgx.control.v1.MessageState
 	1,   // 48: msgx.control.v1.Attempt.error_class:type_name -> msgx.control.v1.ErrorClass
 	4,   // 49: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	78,  // 50: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	78,  // 51: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	78,  // 52: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	78,  // 53: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	80,  // 50: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	80,  // 51: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 52: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	80,  // 53: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
 	0,   // 54: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
 	1,   // 55: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	29,  // 56: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	78,  // 57: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
-	78,  // 58: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
-	43,  // 59: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	31,  // 56: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	80,  // 57: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
+	80,  // 58: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
+	45,  // 59: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
 	1,   // 60: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	29,  // 61: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	31,  // 61: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
 	2,   // 62: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	38,  // 63: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	78,  // 64: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	40,  // 63: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	80,  // 64: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
 	5,   // 65: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
 	5,   // 66: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	78,  // 67: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	80,  // 67: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
 	6,   // 68: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
-	78,  // 69: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	80,  // 69: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
 	17,  // 70: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
 	6,   // 71: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
-	78,  // 72: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	80,  // 72: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
 	0,   // 73: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
 	1,   // 74: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	78,  // 75: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	78,  // 76: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	78,  // 77: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	78,  // 78: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	78,  // 79: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	78,  // 80: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	78,  // 81: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	78,  // 82: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	80,  // 75: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	80,  // 76: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	80,  // 77: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	80,  // 78: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	80,  // 79: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	80,  // 80: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	80,  // 81: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	80,  // 82: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
 	2,   // 83: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	78,  // 84: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	48,  // 85: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
-	48,  // 86: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
-	78,  // 87: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
-	78,  // 88: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
-	78,  // 89: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
-	78,  // 90: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
-	51,  // 91: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
-	78,  // 92: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
-	78,  // 93: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
-	78,  // 94: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
-	58,  // 95: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	58,  // 96: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	80,  // 84: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	50,  // 85: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
+	50,  // 86: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
+	80,  // 87: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
+	80,  // 88: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
+	80,  // 89: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
+	80,  // 90: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
+	53,  // 91: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
+	80,  // 92: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
+	80,  // 93: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
+	80,  // 94: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
+	60,  // 95: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	60,  // 96: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
 	7,   // 97: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
 	8,   // 98: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
-	58,  // 99: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
+	60,  // 99: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
 	8,   // 100: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
 	7,   // 101: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
-	78,  // 102: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
-	78,  // 103: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
-	78,  // 104: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
-	78,  // 105: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
-	67,  // 106: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	67,  // 107: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	67,  // 108: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
-	67,  // 109: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	80,  // 102: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 103: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
+	80,  // 104: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
+	80,  // 105: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
+	69,  // 106: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	69,  // 107: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	69,  // 108: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
+	69,  // 109: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
 	9,   // 110: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
-	78,  // 111: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	78,  // 112: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
-	78,  // 113: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
-	78,  // 114: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
-	70,  // 115: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
-	71,  // 116: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
-	43,  // 117: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
-	28,  // 118: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
-	78,  // 119: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
-	78,  // 120: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
-	74,  // 121: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
+	80,  // 111: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	80,  // 112: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 113: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
+	80,  // 114: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
+	72,  // 115: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
+	73,  // 116: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
+	45,  // 117: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
+	30,  // 118: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
+	80,  // 119: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 120: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 121: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
 	0,   // 122: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
-	75,  // 123: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
-	76,  // 124: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
-	77,  // 125: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
-	78,  // 126: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
+	77,  // 123: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
+	78,  // 124: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
+	79,  // 125: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
+	80,  // 126: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
 	10,  // 127: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
 	24,  // 128: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	30,  // 129: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	32,  // 130: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	34,  // 131: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	39,  // 132: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	36,  // 133: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	41,  // 134: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	44,  // 135: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	46,  // 136: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	49,  // 137: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	52,  // 138: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
-	54,  // 139: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
-	56,  // 140: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
-	59,  // 141: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	61,  // 142: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
-	63,  // 143: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
-	65,  // 144: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
-	68,  // 145: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	72,  // 146: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
-	11,  // 147: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	25,  // 148: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	31,  // 149: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	33,  // 150: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	35,  // 151: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	40,  // 152: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	37,  // 153: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	42,  // 154: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	45,  // 155: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	47,  // 156: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	50,  // 157: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	53,  // 158: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
-	55,  // 159: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
-	57,  // 160: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
-	60,  // 161: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	62,  // 162: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
-	64,  // 163: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
-	66,  // 164: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
-	69,  // 165: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	73,  // 166: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
-	147, // [147:167] is the sub-list for method output_type
-	127, // [127:147] is the sub-list for method input_type
+	26,  // 129: msgx.control.v1.ControlService.GetMessageBody:input_type -> msgx.control.v1.GetMessageBodyRequest
+	32,  // 130: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	34,  // 131: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	36,  // 132: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	41,  // 133: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	38,  // 134: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	43,  // 135: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	46,  // 136: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	48,  // 137: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	51,  // 138: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	54,  // 139: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	56,  // 140: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	58,  // 141: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	61,  // 142: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	63,  // 143: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
+	65,  // 144: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
+	67,  // 145: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
+	70,  // 146: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	74,  // 147: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
+	11,  // 148: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	25,  // 149: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	27,  // 150: msgx.control.v1.ControlService.GetMessageBody:output_type -> msgx.control.v1.GetMessageBodyResponse
+	33,  // 151: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	35,  // 152: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	37,  // 153: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	42,  // 154: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	39,  // 155: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	44,  // 156: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	47,  // 157: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	49,  // 158: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	52,  // 159: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	55,  // 160: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	57,  // 161: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	59,  // 162: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	62,  // 163: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	64,  // 164: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
+	66,  // 165: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
+	68,  // 166: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
+	71,  // 167: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	75,  // 168: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
+	148, // [148:169] is the sub-list for method output_type
+	127, // [127:148] is the sub-list for method input_type
 	127, // [127:127] is the sub-list for extension type_name
 	127, // [127:127] is the sub-list for extension extendee
 	0,   // [0:127] is the sub-list for field type_name
@@ -7185,14 +7381,14 @@ func file_msgx_control_v1_control_proto_init() {
 		return
 	}
 	file_msgx_control_v1_control_proto_msgTypes[4].OneofWrappers = []any{}
-	file_msgx_control_v1_control_proto_msgTypes[61].OneofWrappers = []any{}
+	file_msgx_control_v1_control_proto_msgTypes[63].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   68,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

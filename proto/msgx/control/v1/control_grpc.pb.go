@@ -28,6 +28,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ControlService_GetStatus_FullMethodName                = "/msgx.control.v1.ControlService/GetStatus"
 	ControlService_GetMessage_FullMethodName               = "/msgx.control.v1.ControlService/GetMessage"
+	ControlService_GetMessageBody_FullMethodName           = "/msgx.control.v1.ControlService/GetMessageBody"
 	ControlService_ListMessages_FullMethodName             = "/msgx.control.v1.ControlService/ListMessages"
 	ControlService_Replay_FullMethodName                   = "/msgx.control.v1.ControlService/Replay"
 	ControlService_Reopen_FullMethodName                   = "/msgx.control.v1.ControlService/Reopen"
@@ -70,6 +71,12 @@ type ControlServiceClient interface {
 	// inbox and its outbox events. NOT_FOUND when the message was never enqueued or its record
 	// has been cleaned up after retention.
 	GetMessage(ctx context.Context, in *GetMessageRequest, opts ...grpc.CallOption) (*GetMessageResponse, error)
+	// GetMessageBody returns one chunk of a message's raw text: the characters from offset, at
+	// most limit of them and never more than the server's control.max-body-chars. It is how
+	// the whole text of a message is read when GetMessage truncated it (body_truncated): call it
+	// with next_offset until eof. NOT_FOUND when neither the inbox nor the kept text has the
+	// message; UNAVAILABLE when the inbox cannot be read and no text was kept.
+	GetMessageBody(ctx context.Context, in *GetMessageBodyRequest, opts ...grpc.CallOption) (*GetMessageBodyResponse, error)
 	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
@@ -158,6 +165,16 @@ func (c *controlServiceClient) GetMessage(ctx context.Context, in *GetMessageReq
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetMessageResponse)
 	err := c.cc.Invoke(ctx, ControlService_GetMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) GetMessageBody(ctx context.Context, in *GetMessageBodyRequest, opts ...grpc.CallOption) (*GetMessageBodyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMessageBodyResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetMessageBody_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -366,6 +383,12 @@ type ControlServiceServer interface {
 	// inbox and its outbox events. NOT_FOUND when the message was never enqueued or its record
 	// has been cleaned up after retention.
 	GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error)
+	// GetMessageBody returns one chunk of a message's raw text: the characters from offset, at
+	// most limit of them and never more than the server's control.max-body-chars. It is how
+	// the whole text of a message is read when GetMessage truncated it (body_truncated): call it
+	// with next_offset until eof. NOT_FOUND when neither the inbox nor the kept text has the
+	// message; UNAVAILABLE when the inbox cannot be read and no text was kept.
+	GetMessageBody(context.Context, *GetMessageBodyRequest) (*GetMessageBodyResponse, error)
 	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
@@ -445,6 +468,9 @@ func (UnimplementedControlServiceServer) GetStatus(context.Context, *GetStatusRe
 }
 func (UnimplementedControlServiceServer) GetMessage(context.Context, *GetMessageRequest) (*GetMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetMessage not implemented")
+}
+func (UnimplementedControlServiceServer) GetMessageBody(context.Context, *GetMessageBodyRequest) (*GetMessageBodyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMessageBody not implemented")
 }
 func (UnimplementedControlServiceServer) ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListMessages not implemented")
@@ -553,6 +579,24 @@ func _ControlService_GetMessage_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ControlServiceServer).GetMessage(ctx, req.(*GetMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_GetMessageBody_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMessageBodyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetMessageBody(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetMessageBody_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetMessageBody(ctx, req.(*GetMessageBodyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -895,6 +939,10 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetMessage",
 			Handler:    _ControlService_GetMessage_Handler,
+		},
+		{
+			MethodName: "GetMessageBody",
+			Handler:    _ControlService_GetMessageBody_Handler,
 		},
 		{
 			MethodName: "ListMessages",

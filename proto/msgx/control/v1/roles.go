@@ -36,6 +36,7 @@ func (r Role) Allows(need Role) bool { return r >= need }
 var readMethods = map[string]bool{
 	ControlService_GetStatus_FullMethodName:              true,
 	ControlService_GetMessage_FullMethodName:             true,
+	ControlService_GetMessageBody_FullMethodName:         true,
 	ControlService_ListMessages_FullMethodName:           true,
 	ControlService_GetReference_FullMethodName:           true,
 	ControlService_ListReference_FullMethodName:          true,

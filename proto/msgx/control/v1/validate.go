@@ -46,6 +46,21 @@ func (r *GetMessageRequest) Validate() error {
 }
 
 // Validate checks the request.
+func (r *GetMessageBodyRequest) Validate() error {
+	var errs []error
+	if r.GetMsgId() <= 0 {
+		errs = append(errs, fmt.Errorf("msg_id must be a positive inbox ID, got %d", r.GetMsgId()))
+	}
+	if r.GetOffset() < 0 {
+		errs = append(errs, fmt.Errorf("offset must not be negative, got %d", r.GetOffset()))
+	}
+	if r.GetLimit() < 0 {
+		errs = append(errs, fmt.Errorf("limit must be 0 (the server's bound) or positive, got %d", r.GetLimit()))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the request.
 func (r *GetStatusRequest) Validate() error { return nil }
 
 // Validate checks the request.

@@ -25,6 +25,11 @@ func TestValidate(t *testing.T) {
 	}{
 		{"get message", &controlv1.GetMessageRequest{MsgId: 1}, ""},
 		{"get message zero", &controlv1.GetMessageRequest{}, "msg_id must be a positive"},
+		{"get body", &controlv1.GetMessageBodyRequest{MsgId: 1, Offset: 262144, Limit: 1000}, ""},
+		{"get body defaults", &controlv1.GetMessageBodyRequest{MsgId: 1}, ""},
+		{"get body zero", &controlv1.GetMessageBodyRequest{}, "msg_id must be a positive"},
+		{"get body negative offset", &controlv1.GetMessageBodyRequest{MsgId: 1, Offset: -1}, "offset must not be negative"},
+		{"get body negative limit", &controlv1.GetMessageBodyRequest{MsgId: 1, Limit: -5}, "limit must be 0"},
 		{"status", &controlv1.GetStatusRequest{}, ""},
 		{"list all", &controlv1.ListMessagesRequest{}, ""},
 		{"list filtered", &controlv1.ListMessagesRequest{States: []controlv1.MessageState{controlv1.MessageState_MESSAGE_STATE_DEAD},

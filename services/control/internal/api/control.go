@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -49,7 +50,7 @@ type Writer interface {
 // Inbox is what the handlers read of the shared MySQL inbox (inbox.Inbox, each call bounded
 // by inbox.timeout).
 type Inbox interface {
-	Raw(ctx context.Context, id int64) (string, error)
+	RawPart(ctx context.Context, id, offset, limit int64) (string, int64, error)
 	MinID(ctx context.Context) (int64, error)
 	MaxID(ctx context.Context) (int64, error)
 	IDsBetween(ctx context.Context, first, last int64) ([]int64, error)
@@ -85,6 +86,10 @@ type Config struct {
 	// for the readiness check and the writes however many slow reads pile up, so /readyz
 	// stays true to the database rather than to a busy pool. Default 8.
 	MaxReads int
+	// MaxBodyChars bounds the message text one response carries (control.max-body-chars):
+	// GetMessage truncates longer text, GetMessageBody returns a chunk of at most this many
+	// characters. Default 256 Ki.
+	MaxBodyChars int
 	// Projection reads what Redis holds for a flight (GetFlight). Optional: without it GetFlight
 	// reports Redis as not read.
 	Projection Projection
@@ -124,6 +129,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxReads <= 0 {
 		cfg.MaxReads = 8
+	}
+	if cfg.MaxBodyChars <= 0 {
+		cfg.MaxBodyChars = 256 << 10
 	}
 	cfg.Requests = cfg.Requests.withDefaults()
 	return &Service{cfg: cfg, reads: make(chan struct{}, cfg.MaxReads), callers: newCallerLimits(cfg.Requests)}, nil
@@ -242,22 +250,14 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 		resp.FlightChanges = append(resp.FlightChanges, historyEntry(c, &m))
 	}
 	resp.TraceId, resp.TraceUrl = traceLink(str(m.TraceParent), s.cfg.TraceURL)
-	raw, err := s.cfg.Inbox.Raw(ctx, req.GetMsgId())
-	if err == nil {
-		resp.RawXml, resp.RawStatus, resp.RawSource = raw, controlv1.RawStatus_RAW_STATUS_OK, "inbox"
-		return resp, nil
-	}
-	// The text the pump kept answers when the inbox row is purged or the inbox is down.
-	var kept string
-	if kerr := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		kept, err = queue.StoredRaw(ctx, tx, req.GetMsgId())
-		return err
-	}); kerr == nil {
-		resp.RawXml, resp.RawStatus, resp.RawSource = kept, controlv1.RawStatus_RAW_STATUS_OK, "kept"
-		return resp, nil
-	}
+	b, err := s.body(ctx, req.GetMsgId(), 0, int64(s.cfg.MaxBodyChars))
 	switch {
+	case err == nil:
+		resp.RawXml, resp.RawStatus, resp.RawSource = b.text, controlv1.RawStatus_RAW_STATUS_OK, b.source
+		resp.BodyChars = b.chars
+		resp.BodyTruncated = int64(utf8.RuneCountInString(b.text)) < b.chars
+	case errors.Is(err, errPoolBusy):
+		return nil, toStatus(ctx, "get message", err)
 	case errors.Is(err, inbox.ErrRowMissing):
 		resp.RawStatus, resp.RawError = controlv1.RawStatus_RAW_STATUS_MISSING, err.Error()
 	default:
@@ -269,6 +269,73 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 	return resp, nil
 }
 
+// GetMessageBody implements ControlService.GetMessageBody: a bounded chunk of a message's
+// text, from the inbox or, when the inbox row is gone or cannot be read, the kept text.
+func (s *Service) GetMessageBody(ctx context.Context, req *controlv1.GetMessageBodyRequest) (*controlv1.GetMessageBodyResponse, error) {
+	limit := req.GetLimit()
+	if limit <= 0 || limit > int64(s.cfg.MaxBodyChars) {
+		limit = int64(s.cfg.MaxBodyChars)
+	}
+	b, err := s.body(ctx, req.GetMsgId(), req.GetOffset(), limit)
+	switch {
+	case err == nil:
+	case errors.Is(err, errPoolBusy):
+		return nil, toStatus(ctx, "get message body", err)
+	case errors.Is(err, inbox.ErrRowMissing):
+		return nil, status.Errorf(codes.NotFound, "message %d: no text in the inbox and none kept: %v", req.GetMsgId(), err)
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	default:
+		return nil, status.Errorf(codes.Unavailable, "message %d: inbox unavailable and no text kept: %v", req.GetMsgId(), err)
+	}
+	if req.GetOffset() > b.chars {
+		return nil, status.Errorf(codes.OutOfRange, "offset %d is past the end of the text (%d characters)", req.GetOffset(), b.chars)
+	}
+	next := req.GetOffset() + int64(utf8.RuneCountInString(b.text))
+	return &controlv1.GetMessageBodyResponse{Text: b.text, Offset: req.GetOffset(), NextOffset: next,
+		BodyChars: b.chars, Eof: next >= b.chars, RawSource: b.source}, nil
+}
+
+// bodyPart is a part of a message's text, the length of the whole text and where it came
+// from ("inbox" or "kept").
+type bodyPart struct {
+	text   string
+	chars  int64
+	source string
+}
+
+// body reads limit characters at most of a message's text from offset: from the inbox, which
+// cuts the text itself, or, when the inbox row is purged or the inbox is down, from the text
+// the pump kept. The inbox read takes a slot of the reads in flight like every read, so
+// parallel readers of large rows are bounded like any other read. The error is the inbox's
+// when neither source has the text; errPoolBusy when no slot was free.
+func (s *Service) body(ctx context.Context, id, offset, limit int64) (bodyPart, error) {
+	wait, cancel := context.WithTimeout(ctx, s.cfg.PoolWait)
+	release, err := s.slot(ctx, wait)
+	cancel()
+	if err != nil {
+		return bodyPart{}, err
+	}
+	text, chars, err := s.cfg.Inbox.RawPart(ctx, id, offset, limit)
+	release()
+	if err == nil {
+		return bodyPart{text: text, chars: chars, source: "inbox"}, nil
+	}
+	var kept bodyPart
+	if kerr := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		kept.text, kept.chars, err = queue.StoredRawPart(ctx, tx, id, offset, limit)
+		return err
+	}); kerr != nil {
+		if errors.Is(kerr, errPoolBusy) {
+			return bodyPart{}, kerr
+		}
+		return bodyPart{}, err
+	}
+	kept.source = "kept"
+	return kept, nil
+}
+
 // errPoolBusy is a read that found no free pool connection within PoolWait.
 var errPoolBusy = errors.New("no free database connection")
 
@@ -277,16 +344,12 @@ var errPoolBusy = errors.New("no free database connection")
 // context of BeginTx covers the acquisition and the BEGIN only, not the transaction).
 func (s *Service) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	bctx, cancel := context.WithTimeout(ctx, s.cfg.PoolWait)
-	select {
-	case s.reads <- struct{}{}:
-		defer func() { <-s.reads }()
-	case <-bctx.Done():
+	release, err := s.slot(ctx, bctx)
+	if err != nil {
 		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("begin read: %w within %s: %d reads in flight", errPoolBusy, s.cfg.PoolWait, s.cfg.MaxReads)
+		return err
 	}
+	defer release()
 	tx, err := s.cfg.DB.BeginTx(bctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	waited := bctx.Err() != nil && ctx.Err() == nil
 	cancel()
@@ -302,6 +365,20 @@ func (s *Service) read(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return fmt.Errorf("set statement timeout: %w", err)
 	}
 	return fn(tx)
+}
+
+// slot takes one of the MaxReads slots of the reads in flight, waiting until wait (ctx bounded
+// by PoolWait) ends at most; errPoolBusy past it. The caller releases it.
+func (s *Service) slot(ctx, wait context.Context) (func(), error) {
+	select {
+	case s.reads <- struct{}{}:
+		return func() { <-s.reads }, nil
+	case <-wait.Done():
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("begin read: %w within %s: %d reads in flight", errPoolBusy, s.cfg.PoolWait, s.cfg.MaxReads)
+	}
 }
 
 // toStatus maps a store error to the gRPC status a client can act on: NOT_FOUND for a missing

@@ -96,7 +96,8 @@ func New(b *service.Base) (*App, error) {
 		PoolWait:    c.ControlPoolWait,
 		// Two pool connections stay free of reads: the readiness check and the fenced
 		// writes' fallbacks never queue behind a pile of slow reads.
-		MaxReads: max(1, c.PGMaxConns-2),
+		MaxReads:     max(1, c.PGMaxConns-2),
+		MaxBodyChars: c.ControlBounds.MaxBodyChars,
 	})
 	if err != nil {
 		_ = in.Close()
@@ -115,6 +116,13 @@ func New(b *service.Base) (*App, error) {
 		StopTimeout: b.Config.ShutdownTimeout / 2,
 		CallTimeout: c.ControlCallTimeout,
 		Clock:       b.Clock,
+		Bounds: server.Bounds{
+			MaxConnections:        c.ControlBounds.MaxConnections,
+			MaxAnonymousCalls:     c.ControlBounds.MaxAnonymousCalls,
+			MaxCalls:              c.ControlBounds.MaxCalls,
+			MaxConnectionAge:      c.ControlBounds.MaxConnectionAge,
+			MaxConnectionAgeGrace: c.ControlBounds.MaxConnectionAgeGrace,
+		},
 	})
 	if err != nil {
 		_ = in.Close()

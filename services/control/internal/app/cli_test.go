@@ -206,6 +206,27 @@ func TestMsgxctl(t *testing.T) {
 			t.Errorf("exit %d: %s\n%s", code, errOut, out)
 		}
 	})
+	t.Run("get-message-body", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "get-message-body", "1", "--offset", "2", "--limit", "3", "-o", "json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+		}
+		var chunk struct {
+			Text       string `json:"text"`
+			NextOffset string `json:"next_offset"`
+			BodyChars  string `json:"body_chars"`
+			RawSource  string `json:"raw_source"`
+		}
+		if err := json.Unmarshal([]byte(out), &chunk); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		if chunk.Text != "SG/" || chunk.NextOffset != "5" || chunk.BodyChars != "6" || chunk.RawSource != "inbox" {
+			t.Errorf("chunk = %+v, want SG/ of <MSG/>, next at 5 of 6, from the inbox", chunk)
+		}
+		if _, errOut, code := msgxctl(t, env, "get-message-body", "1", "--offset", "7"); code != ctl.ExitCode(codes.OutOfRange) {
+			t.Errorf("an offset past the end: exit %d, want %d: %s", code, ctl.ExitCode(codes.OutOfRange), errOut)
+		}
+	})
 	t.Run("seed-cutover, then its refusal", func(t *testing.T) {
 		db2 := pgtest.New(t)
 		in2 := startWith(t, db2, "control-cli-seed", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)

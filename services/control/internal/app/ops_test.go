@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -17,6 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/queue"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -505,6 +507,53 @@ func TestGetMessageWithRawAndEvents(t *testing.T) {
 	}
 	if got.GetRawStatus() != controlv1.RawStatus_RAW_STATUS_MISSING || got.GetRawXml() != "" || len(got.GetEvents()) != 0 {
 		t.Errorf("message without inbox row: %v, want RAW_STATUS_MISSING and no events", got)
+	}
+
+	// A text longer than control.max-body-chars is truncated, and read whole chunk by chunk;
+	// here the kept text of a purged row, cut by characters as the inbox's is.
+	long := "<MSG>" + strings.Repeat("旅客x", 4000) + "</MSG>"
+	procRow(t, db, id+2, "DEAD", "MALFORMED", now)
+	if err := queue.KeepRaw(t.Context(), db.Pool, id+2, long, now); err != nil {
+		t.Fatal(err)
+	}
+	small := startWith(t, db, "control-get-small", now, func(cfg *config.Config) {
+		cfg.MySQLDSN = my.ServiceDSN
+		cfg.ControlBounds.MaxBodyChars = config.MinControlBodyChars
+	}, nil)
+	chars := int64(utf8.RuneCountInString(long))
+	got, err = small.client.GetMessage(ctx, &controlv1.GetMessageRequest{MsgId: id + 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.GetBodyTruncated() || got.GetBodyChars() != chars || got.GetRawSource() != "kept" ||
+		utf8.RuneCountInString(got.GetRawXml()) != config.MinControlBodyChars || !strings.HasPrefix(long, got.GetRawXml()) {
+		t.Errorf("a long kept text: truncated %v, %d of %d characters from %q; want the first %d of %d, truncated",
+			got.GetBodyTruncated(), utf8.RuneCountInString(got.GetRawXml()), got.GetBodyChars(), got.GetRawSource(), config.MinControlBodyChars, chars)
+	}
+	var whole strings.Builder
+	for offset := int64(0); ; {
+		chunk, err := small.client.GetMessageBody(ctx, &controlv1.GetMessageBodyRequest{MsgId: id + 2, Offset: offset, Limit: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := utf8.RuneCountInString(chunk.GetText()); n > config.MinControlBodyChars || chunk.GetBodyChars() != chars {
+			t.Fatalf("a chunk of %d characters of %d, want at most %d of %d", n, chunk.GetBodyChars(), config.MinControlBodyChars, chars)
+		}
+		whole.WriteString(chunk.GetText())
+		if chunk.GetEof() {
+			break
+		}
+		offset = chunk.GetNextOffset()
+	}
+	if whole.String() != long {
+		t.Errorf("the chunks make %d bytes, want the %d kept", whole.Len(), len(long))
+	}
+	got, err = small.client.GetMessage(ctx, &controlv1.GetMessageRequest{MsgId: id})
+	if err != nil || got.GetBodyTruncated() || got.GetBodyChars() != int64(utf8.RuneCountInString(xml)) || got.GetRawSource() != "inbox" {
+		t.Errorf("a short inbox text: %v, truncated %v, %d characters; want whole, %d", err, got.GetBodyTruncated(), got.GetBodyChars(), utf8.RuneCountInString(xml))
+	}
+	if _, err := small.client.GetMessageBody(ctx, &controlv1.GetMessageBodyRequest{MsgId: id + 1}); status.Code(err) != codes.NotFound {
+		t.Errorf("GetMessageBody of a message without any text: %v, want NOT_FOUND", err)
 	}
 
 	// An unreachable inbox does not fail the call.

@@ -173,6 +173,18 @@ func TestTable(t *testing.T) {
 	if !strings.Contains(out.String(), "\nraw_xml:\n<MSG>\n</MSG>\n") || !strings.Contains(squeeze(out.String()), "message -") {
 		t.Errorf("multi-line text is not a block:\n%s", out.String())
 	}
+	if strings.Contains(out.String(), "raw_xml is truncated") {
+		t.Errorf("a whole text is called truncated:\n%s", out.String())
+	}
+	msg = &controlv1.GetMessageResponse{Message: &controlv1.Message{MsgId: 42}, RawXml: "<MSG>北京", RawStatus: controlv1.RawStatus_RAW_STATUS_OK,
+		BodyTruncated: true, BodyChars: 1 << 24}
+	out.Reset()
+	if err := render(&out, "table", msg); err != nil {
+		t.Fatal(err)
+	}
+	if want := "raw_xml is truncated: 7 of 16777216 characters shown; read the rest with: msgxctl get-message-body 42 --offset 7"; !strings.Contains(out.String(), want) {
+		t.Errorf("a truncated text does not say so with the command for the rest (%q):\n%s", want, out.String())
+	}
 }
 
 // squeeze collapses the table padding, so expectations do not depend on column widths.

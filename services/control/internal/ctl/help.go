@@ -72,6 +72,19 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 			"# Everything, exactly, for a ticket\nmsgxctl get-message 123456 -o yaml",
 		Args: []string{"msg_id"},
 	},
+	"GetMessageBody": {
+		Short: "Print a message's raw XML a chunk at a time, for a text get-message truncates",
+		Long: "get-message shows at most control.max-body-chars characters of the raw XML. This prints\n" +
+			"the text from --offset, at most --limit characters (the server's bound when 0), and the\n" +
+			"offset of the next chunk.",
+		Example: "# The first chunk\nmsgxctl get-message-body 123456\n" +
+			"# The next one, from the offset the previous printed\nmsgxctl get-message-body 123456 --offset 262144",
+		Args: []string{"msg_id"},
+		Flags: map[string]string{
+			"offset": "the first character to print, from 0",
+			"limit":  "at most this many characters (0: the server's control.max-body-chars)",
+		},
+	},
 	"ListMessages": {
 		Short: "List messages by state, error class, flight or time, a page at a time",
 		Long: "Lists processing records in inbox ID order. Filters combine: a message must match all\n" +

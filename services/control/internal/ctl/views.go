@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -37,6 +38,13 @@ func renderMessage(w io.Writer, r *controlv1.GetMessageResponse, opt tableOpts) 
 		fmt.Fprintf(w, "  flight %s", f)
 	}
 	fmt.Fprintln(w)
+	if r.GetBodyTruncated() {
+		// The server bounds a response's text (control.max-body-chars): say so before the
+		// text, with the command that reads the rest.
+		shown := int64(utf8.RuneCountInString(r.GetRawXml()))
+		fmt.Fprintf(w, "raw_xml is truncated: %d of %d characters shown; read the rest with: msgxctl get-message-body %d --offset %d\n",
+			shown, r.GetBodyChars(), m.GetMsgId(), shown)
+	}
 	switch {
 	case r.GetTraceUrl() != "":
 		fmt.Fprintf(w, "trace %s\n", r.GetTraceUrl())

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -40,6 +42,101 @@ const (
 	RefusalLogInterval = 10 * time.Second
 )
 
+// Bounds are the server's global limits (docs/security.md): what all clients together can
+// make it hold, where the constants above bound one connection. Zero fields take the defaults
+// of pkg/config's registry.
+type Bounds struct {
+	// MaxConnections bounds the open connections: one past it is closed when it is accepted,
+	// before any of its bytes are read (control.max-connections).
+	MaxConnections int
+	// MaxAnonymousCalls bounds the calls of the credential-free services (health, reflection)
+	// in flight over all connections (control.max-anonymous-calls).
+	MaxAnonymousCalls int
+	// MaxCalls bounds the authenticated calls of the API in flight over all connections
+	// (control.max-calls).
+	MaxCalls int
+	// MaxConnectionAge and MaxConnectionAgeGrace bound a connection's life: past the age the
+	// client is asked to reconnect, past the grace its calls are cut.
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
+}
+
+func (b Bounds) withDefaults() Bounds {
+	if b.MaxConnections <= 0 {
+		b.MaxConnections = 128
+	}
+	if b.MaxAnonymousCalls <= 0 {
+		b.MaxAnonymousCalls = 128
+	}
+	if b.MaxCalls <= 0 {
+		b.MaxCalls = 64
+	}
+	if b.MaxConnectionAge <= 0 {
+		b.MaxConnectionAge = 30 * time.Minute
+	}
+	if b.MaxConnectionAgeGrace <= 0 {
+		b.MaxConnectionAgeGrace = time.Minute
+	}
+	return b
+}
+
+// slots is a counting semaphore that never waits: a bound refuses at once what it cannot
+// hold, since a waiting call would hold its memory all the same.
+type slots struct{ c chan struct{} }
+
+func newSlots(n int) *slots { return &slots{c: make(chan struct{}, n)} }
+
+func (s *slots) tryAcquire() bool {
+	select {
+	case s.c <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *slots) release() { <-s.c }
+
+func (s *slots) inUse() int { return len(s.c) }
+
+// boundedListener accepts at most cap(slots) open connections: one past it is closed at
+// once. grpc-go would otherwise give every accepted connection its buffers and goroutines,
+// however many there are.
+type boundedListener struct {
+	net.Listener
+	slots *slots
+	// refused is called for every connection closed at the bound.
+	refused func()
+}
+
+func (l *boundedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.slots.tryAcquire() {
+			return &slotConn{Conn: c, release: l.slots.release}, nil
+		}
+		l.refused()
+		_ = c.Close()
+	}
+}
+
+// slotConn gives its connection's slot back when it is closed, once however often Close is
+// called.
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
 // connLimiter is the per-connection budget of unauthenticated calls, attached to the
 // connection's context by the stats handler and spent by the tap handle.
 type connLimiter struct{ *rate.Limiter }
@@ -56,22 +153,55 @@ func (connTagger) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Con
 	return context.WithValue(ctx, connLimiterKey{}, connLimiter{rate.NewLimiter(UnauthenticatedRate, UnauthenticatedBurst)})
 }
 
-// tapHandle refuses, before the stream exists, a call without a valid credential once its
-// connection spent its budget. It runs on the transport's reader goroutine: it must stay cheap
-// (a token digest and a limiter).
-func tapHandle(a Auth, refused *refusalLog, throttled prometheus.Counter) tap.ServerInHandle {
-	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		if a.authenticated(ctx, info.Header) {
-			return ctx, nil
+// gate is the check every call passes before its stream exists, on the transport's reader
+// goroutine, so before a byte of its body is read or buffered. It must stay cheap: a token
+// digest, a limiter and two semaphores.
+type gate struct {
+	auth Auth
+	// anonymous holds the calls of the credential-free services in flight, calls the
+	// authenticated calls of the API (and of any other registered service).
+	anonymous, calls *slots
+	refused          *refusalLog
+	// throttled counts the calls over their connection's rate, full those over a global bound.
+	throttled, full prometheus.Counter
+}
+
+// errNoCredential refuses, in the tap, a call of the API without a valid credential. It does
+// not say which part was missing or wrong: the tap has not parsed the call far enough to tell
+// a caller more than the auth interceptor would.
+var errNoCredential = status.Error(codes.Unauthenticated, "missing or invalid credential: an authorization bearer token or a client certificate of a configured subject")
+
+// handle decides a call from its headers and its connection: a call without a valid
+// credential spends its connection's rate budget and, unless it is for a credential-free
+// service, is refused UNAUTHENTICATED; every call then takes a slot of its global bound
+// (the credential-free services' or the authenticated calls'), RESOURCE_EXHAUSTED when none
+// is free. The slot is given back when the stream's context ends, which it does however the
+// stream ends.
+func (t *gate) handle(ctx context.Context, info *tap.Info) (context.Context, error) {
+	service := serviceOf(info.FullMethodName)
+	free := isHealth(service) || isReflection(service)
+	if !t.auth.authenticated(ctx, info.Header) {
+		if l, ok := ctx.Value(connLimiterKey{}).(connLimiter); ok && !l.Allow() {
+			t.throttled.Inc()
+			t.refused.note(ctx, "throttled", info.FullMethodName)
+			return nil, status.Error(codes.ResourceExhausted, "too many calls without a valid credential on this connection")
 		}
-		l, ok := ctx.Value(connLimiterKey{}).(connLimiter)
-		if !ok || l.Allow() {
-			return ctx, nil
+		if !free {
+			t.refused.note(ctx, "unauthenticated", info.FullMethodName)
+			return nil, errNoCredential
 		}
-		throttled.Inc()
-		refused.note(ctx, "throttled", info.FullMethodName)
-		return nil, status.Error(codes.ResourceExhausted, "too many calls without a valid credential on this connection")
 	}
+	bound, what := t.calls, "calls"
+	if free {
+		bound, what = t.anonymous, "calls without a credential (health, reflection)"
+	}
+	if !bound.tryAcquire() {
+		t.full.Inc()
+		t.refused.note(ctx, "server_full", info.FullMethodName)
+		return nil, status.Errorf(codes.ResourceExhausted, "the server has %d %s in flight, its bound; retry later", cap(bound.c), what)
+	}
+	context.AfterFunc(ctx, bound.release)
+	return ctx, nil
 }
 
 // deadline gives every call of the API's services a server-side deadline, so a client that
@@ -165,4 +295,39 @@ func countStream(c prometheus.Counter) grpc.StreamServerInterceptor {
 		c.Inc()
 		return handler(srv, ss)
 	}
+}
+
+// boundMetrics are the global bounds' counters.
+type boundMetrics struct {
+	full, connRefused prometheus.Counter
+}
+
+// registerBounds registers the counters of the refusals at the global bounds and the gauges
+// of what each bound holds now, so an operator sees a bound reached before a caller reports it.
+func registerBounds(reg prometheus.Registerer, g *gate, conns *slots) (boundMetrics, error) {
+	m := boundMetrics{
+		full: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "msgx_control_grpc_bound_refused_total",
+			Help: "Control gRPC calls refused RESOURCE_EXHAUSTED because a global bound (control.max-calls, control.max-anonymous-calls) was reached.",
+		}),
+		connRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "msgx_control_grpc_connections_refused_total",
+			Help: "Connections to the control gRPC listener closed on accept because control.max-connections were open.",
+		}),
+	}
+	collectors := []prometheus.Collector{m.full, m.connRefused,
+		gaugeFunc("msgx_control_grpc_connections_open", "Open connections to the control gRPC listener (bound: control.max-connections).", conns),
+		gaugeFunc("msgx_control_grpc_calls_in_flight", "Authenticated control API calls in flight (bound: control.max-calls).", g.calls),
+		gaugeFunc("msgx_control_grpc_anonymous_calls_in_flight", "Health and reflection calls in flight (bound: control.max-anonymous-calls).", g.anonymous),
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return boundMetrics{}, fmt.Errorf("server: register bound metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func gaugeFunc(name, help string, s *slots) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(s.inUse()) })
 }

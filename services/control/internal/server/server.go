@@ -59,6 +59,8 @@ type Config struct {
 	CallTimeout time.Duration
 	// Clock times the refusal log's intervals; default the real clock.
 	Clock clock.Clock
+	// Bounds are the global limits (control.max-connections and the rest).
+	Bounds Bounds
 }
 
 // Server is the control gRPC server.
@@ -68,6 +70,12 @@ type Server struct {
 	health  *health.Server
 	metrics *grpcprom.ServerMetrics
 	log     *slog.Logger
+	// conns holds the open connections' slots (Bounds.MaxConnections); connRefused counts
+	// the connections closed at the bound.
+	conns       *slots
+	connRefused prometheus.Counter
+	// refused summarises those connections in the log with the refused calls.
+	refused *refusalLog
 }
 
 // New builds the server; register services on Registrar() before Serve.
@@ -90,6 +98,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
+	cfg.Bounds = cfg.Bounds.withDefaults()
 	log := cfg.Logger.With("component", "grpc")
 
 	// grpc_server_* metrics on the service's registry, served by the admin /metrics endpoint.
@@ -119,6 +128,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: register anonymous call counter: %w", err)
 	}
 	refused := newRefusalLog(log, cfg.Clock, anonymous.WithLabelValues("unauthenticated"))
+	g := &gate{auth: cfg.Auth, anonymous: newSlots(cfg.Bounds.MaxAnonymousCalls), calls: newSlots(cfg.Bounds.MaxCalls),
+		refused: refused, throttled: throttled}
+	conns := newSlots(cfg.Bounds.MaxConnections)
+	bounded, err := registerBounds(cfg.Registerer, g, conns)
+	if err != nil {
+		return nil, err
+	}
+	g.full = bounded.full
 	reflected := anonymous.WithLabelValues("reflection")
 
 	grpcLog := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
@@ -174,8 +191,12 @@ func New(cfg Config) (*Server, error) {
 		// Clients may ping at most every 10 s and only with calls open; a connection without
 		// calls for 5 minutes is closed (GOAWAY), so idle connections cannot pile up.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
-		grpc.InTapHandle(tapHandle(cfg.Auth, refused, throttled)),
+		// A connection lives MaxConnectionAge at most: then the client is asked to reconnect
+		// (GOAWAY) and its calls have the grace to finish, so no stream (a health Watch, a
+		// msgxctl watch) holds its connection's buffers for ever.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second,
+			MaxConnectionAge: cfg.Bounds.MaxConnectionAge, MaxConnectionAgeGrace: cfg.Bounds.MaxConnectionAgeGrace}),
+		grpc.InTapHandle(g.handle),
 		grpc.StatsHandler(connTagger{}),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(cfg.TracerProvider),
@@ -214,7 +235,7 @@ func New(cfg Config) (*Server, error) {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
-	return &Server{cfg: cfg, grpc: gs, health: hs, metrics: metrics, log: log}, nil
+	return &Server{cfg: cfg, grpc: gs, health: hs, metrics: metrics, log: log, conns: conns, connRefused: bounded.connRefused, refused: refused}, nil
 }
 
 // Registrar is where the API's services are registered, before Serve.
@@ -248,11 +269,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			"addr", ln.Addr().String())
 	} else {
 		s.log.Info("control API listening", "addr", ln.Addr().String(), "auth", s.cfg.Auth.describe(), "credential_source", s.cfg.Auth.Source,
-			"transport", transport(s.cfg.TLS), "call_timeout", s.cfg.CallTimeout)
+			"transport", transport(s.cfg.TLS), "call_timeout", s.cfg.CallTimeout,
+			"max_connections", s.cfg.Bounds.MaxConnections, "max_calls", s.cfg.Bounds.MaxCalls,
+			"max_anonymous_calls", s.cfg.Bounds.MaxAnonymousCalls, "max_connection_age", s.cfg.Bounds.MaxConnectionAge)
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- s.grpc.Serve(ln) }()
+	bl := &boundedListener{Listener: ln, slots: s.conns, refused: func() {
+		s.connRefused.Inc()
+		s.refused.note(context.Background(), "connection_limit", "")
+	}}
+	go func() { errc <- s.grpc.Serve(bl) }()
 	select {
 	case err := <-errc:
 		s.health.Shutdown()
