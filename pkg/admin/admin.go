@@ -58,7 +58,7 @@ func New(addr string, reg *prometheus.Registry, logger *slog.Logger) *Server {
 			Help: "Rounds of the readiness checks /readyz ran (at most one at a time, its verdict served for 1 s).",
 		})}
 	reg.MustRegister(s.rounds)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

@@ -41,23 +41,33 @@ func New(w io.Writer, service, level string, secrets ...string) *slog.Logger {
 	if err != nil {
 		l = slog.LevelInfo
 	}
-	opts := &slog.HandlerOptions{Level: l}
+	var red *secret.Redactor
 	if len(secrets) > 0 {
-		red := secret.NewRedactor(secrets...)
-		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
-			switch a.Value.Kind() {
-			case slog.KindString:
-				a.Value = slog.StringValue(red.String(a.Value.String()))
-			case slog.KindAny:
-				if err, ok := a.Value.Any().(error); ok {
-					a.Value = slog.StringValue(red.String(err.Error()))
-				} else if s, ok := a.Value.Any().(fmt.Stringer); ok {
-					a.Value = slog.StringValue(red.String(s.String()))
-				}
-			}
-			return a
-		}
+		red = secret.NewRedactor(secrets...)
 	}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		switch a.Value.Kind() {
+		case slog.KindDuration:
+			// One convention for every duration in every line (docs/operations.md, "Logs"): a
+			// Go duration string ("1.5s", "250ms"), as the settings are written, never the
+			// JSON handler's integer nanoseconds.
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		case slog.KindString:
+			if red != nil {
+				a.Value = slog.StringValue(red.String(a.Value.String()))
+			}
+		case slog.KindAny:
+			if red == nil {
+				break
+			}
+			if err, ok := a.Value.Any().(error); ok {
+				a.Value = slog.StringValue(red.String(err.Error()))
+			} else if s, ok := a.Value.Any().(fmt.Stringer); ok {
+				a.Value = slog.StringValue(red.String(s.String()))
+			}
+		}
+		return a
+	}}
 	return slog.New(TraceHandler{slog.NewJSONHandler(w, opts)}).With("service", service)
 }
 

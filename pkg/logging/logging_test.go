@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -67,6 +68,30 @@ func TestTraceIDs(t *testing.T) {
 		}
 		if !want && (tid != nil || sid != nil) {
 			t.Errorf("line %d is outside any span but names one: %v", i, m)
+		}
+	}
+}
+
+// TestDurationsAreDurationStrings: a duration attribute is written as Go writes it ("1.5s"),
+// with secrets configured or not, in groups and in derived loggers too, never as the JSON
+// handler's integer nanoseconds.
+func TestDurationsAreDurationStrings(t *testing.T) {
+	for _, secrets := range [][]string{nil, {"a-secret-token-0123456789abcdef0123"}} {
+		var buf bytes.Buffer
+		logger := logging.New(&buf, "msgx-test", "info", secrets...).With("backoff", 500*time.Millisecond)
+		logger.Info("blocked", "blocked_for", 7238697300*time.Nanosecond, slog.Group("probe", "took", 2*time.Minute))
+		var line map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+			t.Fatalf("%v: %s", err, buf.String())
+		}
+		probe, _ := line["probe"].(map[string]any)
+		for k, want := range map[string]any{"blocked_for": "7.2386973s", "backoff": "500ms"} {
+			if line[k] != want {
+				t.Errorf("secrets %v: %s = %#v, want %q", secrets, k, line[k], want)
+			}
+		}
+		if probe["took"] != "2m0s" {
+			t.Errorf("secrets %v: probe.took = %#v, want \"2m0s\"", secrets, probe["took"])
 		}
 	}
 }

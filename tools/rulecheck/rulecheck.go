@@ -35,6 +35,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -316,6 +317,7 @@ func checkGo(rel string, src []byte, rules Rules) ([]Problem, []testFunc) {
 		}
 		return true
 	})
+	problems = append(problems, contextFreeLogs(rel, fset, f)...)
 	var tests []testFunc
 	if strings.HasSuffix(rel, "_test.go") {
 		for _, d := range f.Decls {
@@ -389,4 +391,38 @@ func citesID(text, id string) bool {
 
 func oneLine(s string) string {
 	return string(bytes.Join(bytes.Fields([]byte(s)), []byte(" ")))
+}
+
+// processing lists the packages that run inside a message's (or an event's) processing, whose
+// every log line must carry the message's trace_id (docs/operations.md, "Logs"): the trace is
+// in the context, so a line logged without one cannot be joined to the message in Jaeger.
+var processing = []string{"services/pump/internal/", "services/dispatcher/internal/"}
+
+// logMethods are slog's context-free calls; each has a …Context form.
+var logMethods = map[string]bool{"Debug": true, "Info": true, "Warn": true, "Error": true}
+
+// contextFreeLogs reports, in the non-test files of the processing packages, the calls of the
+// form x.Info("message", …) (a logger method whose first argument is a string literal).
+func contextFreeLogs(rel string, fset *token.FileSet, f *ast.File) []Problem {
+	if strings.HasSuffix(rel, "_test.go") || !slices.ContainsFunc(processing, func(p string) bool { return strings.HasPrefix(rel, p) }) {
+		return nil
+	}
+	var problems []Problem
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || !logMethods[sel.Sel.Name] {
+			return true
+		}
+		if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			problems = append(problems, Problem{rel, fset.Position(call.Pos()).Line, fmt.Sprintf(
+				"log call %s(%s, …) without a context in a message-processing package: use %sContext(ctx, …) so the line carries the trace_id",
+				sel.Sel.Name, lit.Value, sel.Sel.Name)})
+		}
+		return true
+	})
+	return problems
 }

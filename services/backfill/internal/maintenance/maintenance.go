@@ -25,6 +25,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/request"
+	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
 // Session gives exclusive use of the backfill role's lock connection (leader.Session): every
@@ -204,7 +205,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lastDeleted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_maintenance_last_sweep_deleted",
 			Help: "Rows deleted by the last run of each sweep."}, []string{"job"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgx_maintenance_sweep_duration_seconds",
-			Help: "Duration of one run of each sweep.", Buckets: prometheus.ExponentialBuckets(0.005, 4, 10)}, []string{"job"}),
+			Help: "Duration of one run of each sweep.", Buckets: telemetry.Buckets(0.005, 1000)}, []string{"job"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_maintenance_history_failed_total",
 			Help: "Flights the history sweep could not move (nothing of them was deleted), by step."}, []string{"step"}),
 	}

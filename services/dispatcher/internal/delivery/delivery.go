@@ -386,7 +386,7 @@ func (d *Dispatcher) backingOff(lane Lane) bool {
 }
 
 // laneFailed backs lane off after a failure of its target, on the pipeline's backoff steps.
-func (d *Dispatcher) laneFailed(lane Lane, reason string, err error) {
+func (d *Dispatcher) laneFailed(ctx context.Context, lane Lane, reason string, err error) {
 	d.mu.Lock()
 	b := d.lanes[lane.Target]
 	if b == nil {
@@ -399,7 +399,7 @@ func (d *Dispatcher) laneFailed(lane Lane, reason string, err error) {
 	failures := b.failures
 	d.mu.Unlock()
 	d.metrics.laneFailures.WithLabelValues(lane.Target, reason).Inc()
-	d.logger.Warn("lane failed; events not charged, lane backs off", "target", lane.Target, "reason", reason,
+	d.logger.WarnContext(ctx, "lane failed; events not charged, lane backs off", "target", lane.Target, "reason", reason,
 		"failures_in_a_row", failures, "backoff", wait, "err", err)
 }
 
@@ -616,7 +616,7 @@ func (d *Dispatcher) report(ctx context.Context, lane Lane, v verdicts, marked, 
 		if errors.As(v.laneErr, &le) {
 			reason = le.reason
 		}
-		d.laneFailed(lane, reason, v.laneErr)
+		d.laneFailed(ctx, lane, reason, v.laneErr)
 	case len(v.acked) > 0 || len(v.own) > 0:
 		// Not a refusal: that is the sink's own verdict, no answer of the target's.
 		d.laneOK(lane)
@@ -708,17 +708,17 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 			Help: "Events that became DEAD after their last attempt."}, []string{"target"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgx_dispatcher_send_seconds",
 			Help:    "Duration of one send call to a target, until every event in it was answered or the send timeout.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 3, 11)}, []string{"target"}),
+			Buckets: telemetry.Buckets(0.001, 50)}, []string{"target"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_pending",
 			Help: "PENDING events per target."}, []string{"target"}),
-		deadNow: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_dead",
+		deadNow: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_dead_events",
 			Help: "DEAD events (the dead-letter record) per target; a DEAD KAFKA:msg event blocks its FLID."}, []string{"target"}),
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_dispatcher_oldest_pending_seconds",
 			Help: "Age of the oldest PENDING event per target."}, []string{"target"}),
 		e2e: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "msgx_pipeline_e2e_latency_seconds",
 			Help: "End-to-end latency of a message: from the inbox (from=received, the inbox's RECEIVED_AT) or from " +
 				"ingest's enqueue (from=enqueued) to Kafka's acknowledgement of its first event.",
-			Buckets: prometheus.ExponentialBuckets(0.05, 2, 16)}, []string{"from"}),
+			Buckets: telemetry.LatencyBuckets}, []string{"from"}),
 	}
 	reg.MustRegister(m.laneFailures, m.refused, m.aborted, m.unavailable, m.sent, m.failed, m.dead, m.latency, m.pending, m.deadNow, m.oldest, m.e2e)
 	for _, from := range []string{"enqueued", "received"} {

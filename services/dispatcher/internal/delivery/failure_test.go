@@ -196,7 +196,7 @@ func TestBacklogGauges(t *testing.T) {
 	go func() { done <- f.d.Run(ctx, f.s, nil) }()
 	testwait.For(t, deadline, "the events sent", func() bool {
 		return metricValue(t, f, "msgx_dispatcher_pending", outbox.TargetMsg) == 1 &&
-			metricValue(t, f, "msgx_dispatcher_dead", outbox.TargetMsg) == 1 &&
+			metricValue(t, f, "msgx_dispatcher_dead_events", outbox.TargetMsg) == 1 &&
 			metricValue(t, f, "msgx_dispatcher_oldest_pending_seconds", outbox.TargetMsg) == 600 &&
 			metricValue(t, f, "msgx_dispatcher_sent_total", outbox.TargetSchd) == 1 &&
 			metricValue(t, f, "msgx_dispatcher_pending", outbox.TargetSchd) == 0

@@ -95,7 +95,8 @@ func New(cfg Config, out Outbox, clk clock.Clock, logger *slog.Logger, reg prome
 		Now:          clk.Now,
 	}, reg)
 	if cfg.Shadow {
-		l.logger.Warn("SHADOW MODE: no upstream request is written to COUTMSGS; registered requests stay PENDING")
+		// At construction, before any request: no trace to carry.
+		l.logger.WarnContext(context.Background(), "SHADOW MODE: no upstream request is written to COUTMSGS; registered requests stay PENDING")
 	}
 	return l
 }
@@ -183,7 +184,7 @@ func (l *Lane) send(ctx context.Context, s Session, r request.Request) (ok bool,
 		}
 		if found {
 			l.metrics.recovered.Inc()
-			log.Warn("request found in COUTMSGS from an earlier try; marking it SENT without writing it again", "coutmsgs_id", coutID)
+			log.WarnContext(ctx, "request found in COUTMSGS from an earlier try; marking it SENT without writing it again", "coutmsgs_id", coutID)
 		}
 	}
 	if !found {
@@ -212,14 +213,14 @@ func (l *Lane) send(ctx context.Context, s Session, r request.Request) (ok bool,
 	if errors.Is(err, request.ErrNotPending) {
 		// The row stays in COUTMSGS (the outbound promise ends at the mailbox, R-REQ-4);
 		// its answer, if any, is matched against the newer request.
-		log.Warn("request was expired by a newer registration while its COUTMSGS row was written", "coutmsgs_id", coutID)
+		log.WarnContext(ctx, "request was expired by a newer registration while its COUTMSGS row was written", "coutmsgs_id", coutID)
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
 	l.metrics.sent.Inc()
-	log.Info("request written to COUTMSGS: SENT", "coutmsgs_id", coutID, "seqn", r.SEQN)
+	log.InfoContext(ctx, "request written to COUTMSGS: SENT", "coutmsgs_id", coutID, "seqn", r.SEQN)
 	return true, nil
 }
 

@@ -384,7 +384,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		watchedHoles: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_ingest_watched_holes",
 			Help: "Released holes still looked up for late arrivals (released within the watch retention)."}),
 		roundDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgx_ingest_round_duration_seconds",
-			Help: "Duration of one discovery round.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
+			Help: "Duration of one discovery round.", Buckets: telemetry.Buckets(0.001, 25)}),
 		violation: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_ingest_contract_violation",
 			Help: "1 while an upstream contract violation of this kind stops the watermark (until an operator resolves it), 0 otherwise."},
 			[]string{"kind"}),

@@ -31,7 +31,7 @@ func (g Requests) match(ctx context.Context, tx pgx.Tx, in pump.Input, answers [
 			return nil, "", err
 		}
 		if m.Request == nil {
-			g.logger().Warn("RESP answers no open request of ours: skipped, nothing changes", "msg_id", in.MsgID,
+			g.logger().WarnContext(ctx, "RESP answers no open request of ours: skipped, nothing changes", "msg_id", in.MsgID,
 				"type", in.Message.Meta.TYPE, "request_type", a.Type, "scope", a.Scope, "from", a.From, "to", a.To,
 				"dttm", a.DTTM, "reason", m.Skip)
 			return nil, m.Skip, nil
@@ -47,7 +47,7 @@ func (g Requests) done(ctx context.Context, tx pgx.Tx, in pump.Input, matched []
 		if err := request.Done(ctx, tx, r.ID, in.MsgID, in.Now); err != nil {
 			return err
 		}
-		g.logger().Info("request answered", "req_id", r.ID, "scope", r.Scope, "msg_id", in.MsgID)
+		g.logger().InfoContext(ctx, "request answered", "req_id", r.ID, "scope", r.Scope, "msg_id", in.MsgID)
 	}
 	return nil
 }

@@ -290,10 +290,10 @@ func (p *Pump) tick(ctx context.Context, s Session, chained bool) (time.Duration
 	}
 	now := p.clock.Now()
 	if !ok {
-		p.observeHead(nil, now)
+		p.observeHead(ctx, nil, now)
 		return p.cfg.PollInterval, nil
 	}
-	p.observeHead(&head, now)
+	p.observeHead(ctx, &head, now)
 	if head.State == queue.Failed && head.NextAttemptAt != nil && head.NextAttemptAt.After(now) {
 		// The head waits for its retry; nothing behind it may run (head-of-line blocking). A
 		// wake-up (a replay resetting the retry time) ends the wait early.
@@ -329,7 +329,7 @@ func (p *Pump) tick(ctx context.Context, s Session, chained bool) (time.Duration
 
 // observeHead exports the head's ages and logs once when the head has been failing for
 // longer than pipeline.head-age-alert. The age is an alert, never a transition (R-PUMP-4).
-func (p *Pump) observeHead(head *queue.Message, now time.Time) {
+func (p *Pump) observeHead(ctx context.Context, head *queue.Message, now time.Time) {
 	if head == nil {
 		p.metrics.headAge.Set(0)
 		p.metrics.headStuck.Set(0)
@@ -343,7 +343,7 @@ func (p *Pump) observeHead(head *queue.Message, now time.Time) {
 	p.metrics.headStuck.Set(stuck.Seconds())
 	if alert := p.cfg.HeadAgeAlert; alert > 0 && stuck > alert && p.alerted != head.MsgID {
 		p.alerted = head.MsgID
-		p.logger.Error("queue head has been failing longer than pipeline.head-age-alert; the queue is blocked behind it",
+		p.logger.ErrorContext(ctx, "queue head has been failing longer than pipeline.head-age-alert; the queue is blocked behind it",
 			"msg_id", head.MsgID, "since_first_attempt", stuck, "attempts", head.Attempts,
 			"error_class", deref((*string)(head.ErrorClass)), "last_error", deref(head.LastError))
 	}
@@ -542,7 +542,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_pump_outcomes_total",
 			Help: "Recorded processing outcomes by state (FAILED = a counted failed attempt) and error class."}, []string{"state", "error_class"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "msgx_pump_step_duration_seconds",
-			Help: "Duration of one processing step.", Buckets: prometheus.ExponentialBuckets(0.0005, 3, 10)}),
+			Help: "Duration of one processing step.", Buckets: telemetry.Buckets(0.0005, 10)}),
 		headAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_pump_head_age_seconds",
 			Help: "Age of the queue head since it was enqueued (0 when the queue is empty)."}),
 		headStuck: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_pump_head_stuck_seconds",

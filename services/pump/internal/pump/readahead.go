@@ -109,7 +109,7 @@ func (a *ReadAhead) startLocked(after int64) {
 		a.running = false
 		if err != nil {
 			if ctx.Err() == nil {
-				a.logger.Debug("inbox read ahead failed; the rows are read one by one", "after", after, "err", err)
+				a.logger.DebugContext(ctx, "inbox read ahead failed; the rows are read one by one", "after", after, "err", err)
 			}
 			return
 		}
