@@ -162,8 +162,18 @@ func New(cfg Config) (*Server, error) {
 	needsToken := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return !isHealth(c.Service) && !isReflection(c.Service)
 	})
-	logged := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-		return !isHealth(c.Service) && !isReflection(c.Service)
+	// Reads are logged at DEBUG when they succeed (a dashboard or a watch reads every few
+	// seconds, and each line at INFO would bury the mutations); a read that fails keeps the
+	// level of its code. Mutations are logged at INFO, besides their audit line.
+	readOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(readLevel),
+	}
+	loggedMutation := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return !isHealth(c.Service) && !isReflection(c.Service) && Mutating(c.FullMethod())
+	})
+	loggedRead := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return !isHealth(c.Service) && !isReflection(c.Service) && !Mutating(c.FullMethod())
 	})
 	reflectionCall := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return isReflection(c.Service) })
 
@@ -205,7 +215,8 @@ func New(cfg Config) (*Server, error) {
 		)),
 		grpc.ChainUnaryInterceptor(
 			metrics.UnaryServerInterceptor(),
-			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(grpcLog, logOpts...), logged),
+			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(grpcLog, logOpts...), loggedMutation),
+			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(grpcLog, readOpts...), loggedRead),
 			refusals(refused),
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(cfg.Auth.authenticate), needsToken),
 			auditInterceptor(cfg.Logger.With("component", "audit"), api),
@@ -216,7 +227,8 @@ func New(cfg Config) (*Server, error) {
 		),
 		grpc.ChainStreamInterceptor(
 			metrics.StreamServerInterceptor(),
-			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, logOpts...), logged),
+			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, logOpts...), loggedMutation),
+			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, readOpts...), loggedRead),
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, debugOpts...), reflectionCall),
 			selector.StreamServerInterceptor(countStream(reflected), reflectionCall),
 			refusalsStream(refused),
@@ -313,6 +325,15 @@ func codeToLevel(code codes.Code) logging.Level {
 		return logging.LevelDebug
 	}
 	return logging.DefaultServerCodeToLevel(code)
+}
+
+// readLevel is codeToLevel for a read: what codeToLevel logs at INFO (a success, a NOT_FOUND, a
+// malformed request) is DEBUG; warnings and errors stay.
+func readLevel(code codes.Code) logging.Level {
+	if l := codeToLevel(code); l != logging.LevelInfo {
+		return l
+	}
+	return logging.LevelDebug
 }
 
 func isHealth(service string) bool { return service == healthpb.Health_ServiceDesc.ServiceName }
