@@ -198,4 +198,3 @@ func TestRepublishWaitsForThePumpsTransaction(t *testing.T) {
 func containsACFT(payload, v string) bool {
 	return len(payload) > 0 && (strings.Contains(payload, `"ACFT": "`+v+`"`) || strings.Contains(payload, `"ACFT":"`+v+`"`))
 }
-
