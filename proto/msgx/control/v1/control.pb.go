@@ -6054,7 +6054,10 @@ type AcknowledgeDeadResponse struct {
 	// Selected messages acknowledged before (they keep their first acknowledgement).
 	AlreadyAcknowledgedIds []int64 `protobuf:"varint,3,rep,packed,name=already_acknowledged_ids,json=alreadyAcknowledgedIds,proto3" json:"already_acknowledged_ids,omitempty"`
 	// Selected by ID but not DEAD (or unknown): not acknowledged.
-	NotDeadIds    []int64 `protobuf:"varint,4,rep,packed,name=not_dead_ids,json=notDeadIds,proto3" json:"not_dead_ids,omitempty"`
+	NotDeadIds []int64 `protobuf:"varint,4,rep,packed,name=not_dead_ids,json=notDeadIds,proto3" json:"not_dead_ids,omitempty"`
+	// Set when error_class selected more unacknowledged rows than one call takes (10000): call
+	// again.
+	More          bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6115,6 +6118,13 @@ func (x *AcknowledgeDeadResponse) GetNotDeadIds() []int64 {
 		return x.NotDeadIds
 	}
 	return nil
+}
+
+func (x *AcknowledgeDeadResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 // ProjectionRebuild is one projection_rebuild row.
@@ -7592,13 +7602,14 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\amsg_ids\x18\x01 \x03(\x03R\x06msgIds\x12<\n" +
 	"\verror_class\x18\x02 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
 	"errorClass\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xc4\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xd8\x01\n" +
 	"\x17AcknowledgeDeadResponse\x12\"\n" +
 	"\facknowledged\x18\x01 \x01(\x03R\facknowledged\x12)\n" +
 	"\x10acknowledged_ids\x18\x02 \x03(\x03R\x0facknowledgedIds\x128\n" +
 	"\x18already_acknowledged_ids\x18\x03 \x03(\x03R\x16alreadyAcknowledgedIds\x12 \n" +
 	"\fnot_dead_ids\x18\x04 \x03(\x03R\n" +
-	"notDeadIds\"\xd2\x05\n" +
+	"notDeadIds\x12\x12\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\"\xd2\x05\n" +
 	"\x11ProjectionRebuild\x12\x1d\n" +
 	"\n" +
 	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x10\n" +
