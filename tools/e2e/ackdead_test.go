@@ -41,7 +41,9 @@ func TestAcknowledgeDeadThroughTheBinaries(t *testing.T) {
 		f := e.facts(t, bad.id)
 		return f.state == "DEAD", f.String()
 	})
-	dead := func() float64 { return labelled(t, pumpAdmin, "msgx_pipeline_messages_dead", `error_class="MALFORMED"`) }
+	dead := func() float64 {
+		return labelled(t, pumpAdmin, "msgx_pipeline_messages_dead", `error_class="MALFORMED"`)
+	}
 	acked := func() float64 {
 		return labelled(t, pumpAdmin, "msgx_pipeline_messages_dead_acknowledged", `error_class="MALFORMED"`)
 	}
