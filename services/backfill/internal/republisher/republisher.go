@@ -169,20 +169,49 @@ func (r *Republisher) writePage(ctx context.Context, tx pgx.Tx, flids []string, 
 	if err := leader.LockPipelineTx(ctx, tx); err != nil {
 		return 0, err
 	}
-	events := make([]outbox.NewEvent, 0, len(flids))
-	for _, flid := range flids {
-		f, err := flightstore.LoadPublished(ctx, tx, flid)
-		if err != nil {
-			return 0, err
-		}
-		if f != nil {
-			events = append(events, event(*f))
-		}
+	flights, err := published(ctx, tx, flids)
+	if err != nil {
+		return 0, err
+	}
+	events := make([]outbox.NewEvent, 0, len(flights))
+	for _, f := range flights {
+		events = append(events, event(f))
 	}
 	if err := outbox.Add(ctx, tx, events, now); err != nil {
 		return 0, err
 	}
 	return len(events), nil
+}
+
+// published reads the flights of a page as they are published (flightstore.LoadPublished: a
+// master with the MAFL of its children) in a few round trips for the whole page, so the pump
+// waits for the page's statements, not for a dozen per flight. No row locks: the pipeline lock
+// the caller holds already keeps every writer of the flight state out.
+func published(ctx context.Context, tx pgx.Tx, flids []string) ([]flight.Flight, error) {
+	flights, err := flightstore.LoadMany(ctx, tx, flids)
+	if err != nil {
+		return nil, err
+	}
+	var masters []string
+	for _, f := range flights {
+		if !flight.IsChild(f) {
+			masters = append(masters, f.FLID)
+		}
+	}
+	children, err := flightstore.ChildrenOfMany(ctx, tx, masters)
+	if err != nil {
+		return nil, err
+	}
+	kids := map[string][]flight.Flight{}
+	for _, c := range children {
+		kids[c.Scalars["MAID"]] = append(kids[c.Scalars["MAID"]], c)
+	}
+	for i, f := range flights {
+		if !flight.IsChild(f) {
+			flights[i] = flight.Published(f, kids[f.FLID])
+		}
+	}
+	return flights, nil
 }
 
 // event is the KAFKA:schd event of a flight's current state, as the pump writes it for the

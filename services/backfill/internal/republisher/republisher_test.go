@@ -2,6 +2,7 @@ package republisher_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -114,13 +115,16 @@ func TestRepublishWritesTheCurrentStateAtItsVersion(t *testing.T) {
 	t.Parallel()
 	pg, sess, r := setup(t, 2)
 	a, b, c := mk("A", 3, flight.Active), mk("B", 5, flight.Deleted), mk("C", 2, flight.Active)
-	save(t, pg, a, b, c)
+	// K is a code-share child of A: A is published with K in its MAFL.
+	k := mk("K", 1, flight.Active)
+	k.Scalars["MAID"], k.Scalars["FLNO"] = "A", "ZH100"
+	save(t, pg, a, b, c, k)
 	pg.Exec(t, `INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, state, created_at, updated_at, sent_at)
 		VALUES ('KAFKA:schd', 'A', 'UPSERT', 3, '{}', 'SENT', now(), now(), now()),
 		       ('KAFKA:schd', 'C', 'UPSERT', 4, '{"newer":true}', 'SENT', now(), now(), now())`)
 	for round := range 2 {
 		j := run(t, pg, sess, r, republish.Spec{})
-		if j.State != republish.StateDone || j.Done != 3 || j.Total != 3 || j.Unknown != 0 || j.Cursor != "C" {
+		if j.State != republish.StateDone || j.Done != 4 || j.Total != 4 || j.Unknown != 0 || j.Cursor != "K" {
 			t.Fatalf("round %d: job %+v", round, j)
 		}
 		got := schdRows(t, pg)
@@ -135,8 +139,8 @@ func TestRepublishWritesTheCurrentStateAtItsVersion(t *testing.T) {
 		if err := pg.Pool.QueryRow(t.Context(), `SELECT $1::jsonb::text`, string(flight.Document(*published))).Scan(&want); err != nil {
 			t.Fatal(err)
 		}
-		if g := got["A"]; g.payload == nil || *g.payload != want {
-			t.Errorf("round %d: A's payload %v, want the pump's document %s", round, g.payload, want)
+		if g := got["A"]; g.payload == nil || *g.payload != want || !strings.Contains(want, "ZH100") {
+			t.Errorf("round %d: A's payload %v, want the published document with its child's MAFL %s", round, g.payload, want)
 		}
 		if g := got["B"]; g.typ != outbox.TypeTombstone || g.version != 5 || g.payload != nil || g.state != "PENDING" {
 			t.Errorf("round %d: B %+v, want a null tombstone at v5", round, g)
@@ -197,4 +201,50 @@ func TestRepublishWaitsForThePumpsTransaction(t *testing.T) {
 
 func containsACFT(payload, v string) bool {
 	return len(payload) > 0 && (strings.Contains(payload, `"ACFT": "`+v+`"`) || strings.Contains(payload, `"ACFT":"`+v+`"`))
+}
+
+// The cost of a republish of 3000 flights: every flight written once, and the longest step
+// (the time the pump may wait for the pipeline lock) logged with the throughput. The bound is
+// loose (a shared machine); the figures are in the log.
+func TestRepublishPageCost(t *testing.T) {
+	t.Parallel()
+	pg, sess, r := setup(t, 100)
+	const n = 3000
+	fs := make([]flight.Flight, n)
+	for i := range fs {
+		fs[i] = mk(fmt.Sprintf("F%05d", i), 1+int64(i%7), flight.Active)
+		fs[i].Scalars["STND"], fs[i].Scalars["TRML"] = "512", "T3"
+	}
+	if err := db.WithTx(t.Context(), pg.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(t.Context(), tx, fs) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := republish.Request(t.Context(), pg.Pool, republish.Spec{RequestedBy: "test"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var longest time.Duration
+	start := time.Now()
+	for {
+		s := time.Now()
+		_, more, err := r.Step(t.Context(), sess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		longest = max(longest, time.Since(s))
+		if !more {
+			break
+		}
+	}
+	total := time.Since(start)
+	var rows int
+	if err := pg.Pool.QueryRow(t.Context(), `SELECT count(*) FROM msg_event WHERE target = 'KAFKA:schd' AND state = 'PENDING'`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != n {
+		t.Fatalf("%d KAFKA:schd rows, want %d", rows, n)
+	}
+	t.Logf("republished %d flights in %v (%.0f flights/s); longest step (pipeline lock held) %v", n, total,
+		float64(n)/total.Seconds(), longest)
+	if longest > 5*time.Second {
+		t.Errorf("a page of 100 flights took %v under the pipeline lock", longest)
+	}
 }
