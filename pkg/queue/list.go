@@ -32,6 +32,9 @@ type Filter struct {
 	EnqueuedFrom, EnqueuedTo *time.Time
 	// Newest lists the newest rows first (msg_id descending); After is then not used.
 	Newest bool
+	// Acknowledged keeps only the acknowledged rows (true) or only the others (false); nil
+	// does not filter.
+	Acknowledged *bool
 }
 
 // List returns up to limit rows matching f in msg_id order.
@@ -77,6 +80,13 @@ func listQuery(f Filter, limit int) (string, []any) {
 	}
 	if f.Abandoned {
 		where = append(where, "backfill_abandoned_at IS NOT NULL")
+	}
+	if f.Acknowledged != nil {
+		if *f.Acknowledged {
+			where = append(where, "acknowledged_at IS NOT NULL")
+		} else {
+			where = append(where, "acknowledged_at IS NULL")
+		}
 	}
 	if f.After > 0 && !f.Newest {
 		where = append(where, "msg_id > "+arg(f.After))

@@ -117,18 +117,26 @@ type Message struct {
 	// FLID is the flight the message is about, bound with its identity (a FLOP's FLID); nil
 	// for a message about no single flight (a schedule, reference data) or not decoded yet.
 	FLID *string
+	// Ack is an operator's acknowledgement of a DEAD row (AcknowledgeDead); nil when none.
+	Ack *Ack
 }
 
 const columns = `msg_id, state, error_class, last_error, attempts, next_attempt_at, identity_key, msg_type, msg_styp,
 	received_at, enqueued_at, processing_started_at, finished_at, backfill_next_at, backfill_at, backfill_attempts,
-	backfill_abandoned_at, backfill_abandon_reason, trace_parent, trace_state, updated_at, applied_at, flid`
+	backfill_abandoned_at, backfill_abandon_reason, trace_parent, trace_state, updated_at, applied_at, flid,
+	acknowledged_at, acknowledged_by, acknowledged_reason`
 
 func scan(row pgx.Row) (Message, error) {
 	var m Message
+	var ackAt *time.Time
+	var ackBy, ackReason *string
 	err := row.Scan(&m.MsgID, &m.State, &m.ErrorClass, &m.LastError, &m.Attempts, &m.NextAttemptAt, &m.IdentityKey,
 		&m.MsgType, &m.MsgStyp, &m.ReceivedAt, &m.EnqueuedAt, &m.ProcessingStartedAt, &m.FinishedAt, &m.BackfillNextAt,
 		&m.BackfillAt, &m.BackfillAttempts, &m.BackfillAbandonedAt, &m.BackfillReason, &m.TraceParent, &m.TraceState,
-		&m.UpdatedAt, &m.AppliedAt, &m.FLID)
+		&m.UpdatedAt, &m.AppliedAt, &m.FLID, &ackAt, &ackBy, &ackReason)
+	if ackAt != nil {
+		m.Ack = &Ack{At: *ackAt, By: deref(ackBy), Reason: deref(ackReason)}
+	}
 	return m, err
 }
 

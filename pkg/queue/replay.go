@@ -142,7 +142,8 @@ func Replay(ctx context.Context, b db.Beginner, req ReplayRequest, now time.Time
 					FROM proc_state p JOIN chosen USING (msg_id)
 					WHERE p.finished_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM proc_attempt a WHERE a.msg_id = p.msg_id)),
 				u AS (UPDATE proc_state p SET state = 'PENDING', attempts = 0, next_attempt_at = NULL,
-					finished_at = NULL, backfill_next_at = NULL, backfill_at = NULL, updated_at = $7
+					finished_at = NULL, backfill_next_at = NULL, backfill_at = NULL, updated_at = $7,
+					acknowledged_at = NULL, acknowledged_by = NULL, acknowledged_reason = NULL
 					FROM chosen
 					WHERE p.msg_id = chosen.msg_id
 					RETURNING p.msg_id)

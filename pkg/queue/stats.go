@@ -19,9 +19,11 @@ type Statistics struct {
 	// ByErrorClass counts the rows that carry each class, whatever their state (a FAILED row's
 	// class is its last transient failure); classes that occur on no row are absent.
 	ByErrorClass map[ErrorClass]int64
-	// DeadByErrorClass counts the DEAD rows by their error class: they stay DEAD until an
-	// operator replays them, which is what the DEAD alert watches.
-	DeadByErrorClass map[ErrorClass]int64
+	// DeadByErrorClass counts the DEAD rows no operator acknowledged, by their error class:
+	// they stay DEAD until an operator replays or acknowledges them, which is what the DEAD
+	// alert watches. DeadAcknowledgedByErrorClass counts the acknowledged ones.
+	DeadByErrorClass             map[ErrorClass]int64
+	DeadAcknowledgedByErrorClass map[ErrorClass]int64
 
 	// Unfinished counts PENDING and FAILED rows.
 	Unfinished int64
@@ -58,19 +60,24 @@ type Statistics struct {
 // state, class and reason scan the table, which retention keeps to a few days of traffic.
 func Stats(ctx context.Context, q db.Executor, now time.Time) (Statistics, error) {
 	s := Statistics{
-		ByState:                   map[State]int64{Pending: 0, Failed: 0, Succeeded: 0, Skipped: 0, Dead: 0},
-		ByErrorClass:              map[ErrorClass]int64{},
-		DeadByErrorClass:          map[ErrorClass]int64{},
-		BackfillAbandonedByReason: map[string]int64{},
+		ByState:                      map[State]int64{Pending: 0, Failed: 0, Succeeded: 0, Skipped: 0, Dead: 0},
+		ByErrorClass:                 map[ErrorClass]int64{},
+		DeadByErrorClass:             map[ErrorClass]int64{},
+		DeadAcknowledgedByErrorClass: map[ErrorClass]int64{},
+		BackfillAbandonedByReason:    map[string]int64{},
 	}
-	var byState, byClass, deadByClass, byReason map[string]int64
+	var byState, byClass, deadByClass, ackedByClass, byReason map[string]int64
 	err := q.QueryRow(ctx, `SELECT
 		(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
 			(SELECT state, count(*) AS n FROM proc_state GROUP BY state) AS g),
 		(SELECT coalesce(jsonb_object_agg(error_class, n), '{}') FROM
 			(SELECT error_class, count(*) AS n FROM proc_state WHERE error_class IS NOT NULL GROUP BY error_class) AS g),
 		(SELECT coalesce(jsonb_object_agg(error_class, n), '{}') FROM
-			(SELECT coalesce(error_class, '') AS error_class, count(*) AS n FROM proc_state WHERE state = 'DEAD' GROUP BY 1) AS g),
+			(SELECT coalesce(error_class, '') AS error_class, count(*) AS n FROM proc_state
+			 WHERE state = 'DEAD' AND acknowledged_at IS NULL GROUP BY 1) AS g),
+		(SELECT coalesce(jsonb_object_agg(error_class, n), '{}') FROM
+			(SELECT coalesce(error_class, '') AS error_class, count(*) AS n FROM proc_state
+			 WHERE state = 'DEAD' AND acknowledged_at IS NOT NULL GROUP BY 1) AS g),
 		(SELECT coalesce(jsonb_object_agg(backfill_abandon_reason, n), '{}') FROM
 			(SELECT coalesce(backfill_abandon_reason, 'UNKNOWN') AS backfill_abandon_reason, count(*) AS n
 			 FROM proc_state WHERE backfill_abandoned_at IS NOT NULL GROUP BY 1) AS g),
@@ -81,7 +88,7 @@ func Stats(ctx context.Context, q db.Executor, now time.Time) (Statistics, error
 		FROM (SELECT count(*) AS n, min(enqueued_at) AS oldest FROM proc_state
 			WHERE state IN ('PENDING', 'FAILED')) AS u`,
 		now.Add(-StatsRateWindow), now).
-		Scan(&byState, &byClass, &deadByClass, &byReason, &s.Unfinished, &s.OldestUnfinishedEnqueuedAt,
+		Scan(&byState, &byClass, &deadByClass, &ackedByClass, &byReason, &s.Unfinished, &s.OldestUnfinishedEnqueuedAt,
 			&s.FinishedInWindow, &s.BackfillPending)
 	if err != nil {
 		return s, fmt.Errorf("queue statistics: %w", err)
@@ -94,6 +101,9 @@ func Stats(ctx context.Context, q db.Executor, now time.Time) (Statistics, error
 	}
 	for k, n := range deadByClass {
 		s.DeadByErrorClass[ErrorClass(k)] = n
+	}
+	for k, n := range ackedByClass {
+		s.DeadAcknowledgedByErrorClass[ErrorClass(k)] = n
 	}
 	for k, n := range byReason {
 		s.BackfillAbandonedByReason[k] = n

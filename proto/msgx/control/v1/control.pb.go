@@ -311,6 +311,58 @@ func (EventState) EnumDescriptor() ([]byte, []int) {
 	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{4}
 }
 
+// AckFilter selects messages by their acknowledgement.
+type AckFilter int32
+
+const (
+	AckFilter_ACK_FILTER_UNSPECIFIED AckFilter = 0
+	// Acknowledged by an operator.
+	AckFilter_ACK_FILTER_ACKNOWLEDGED AckFilter = 1
+	// Not acknowledged (every message that is not DEAD, and the DEAD ones nobody reviewed).
+	AckFilter_ACK_FILTER_UNACKNOWLEDGED AckFilter = 2
+)
+
+// Enum value maps for AckFilter.
+var (
+	AckFilter_name = map[int32]string{
+		0: "ACK_FILTER_UNSPECIFIED",
+		1: "ACK_FILTER_ACKNOWLEDGED",
+		2: "ACK_FILTER_UNACKNOWLEDGED",
+	}
+	AckFilter_value = map[string]int32{
+		"ACK_FILTER_UNSPECIFIED":    0,
+		"ACK_FILTER_ACKNOWLEDGED":   1,
+		"ACK_FILTER_UNACKNOWLEDGED": 2,
+	}
+)
+
+func (x AckFilter) Enum() *AckFilter {
+	p := new(AckFilter)
+	*p = x
+	return p
+}
+
+func (x AckFilter) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AckFilter) Descriptor() protoreflect.EnumDescriptor {
+	return file_msgx_control_v1_control_proto_enumTypes[5].Descriptor()
+}
+
+func (AckFilter) Type() protoreflect.EnumType {
+	return &file_msgx_control_v1_control_proto_enumTypes[5]
+}
+
+func (x AckFilter) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AckFilter.Descriptor instead.
+func (AckFilter) EnumDescriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{5}
+}
+
 // SeedMode is where discovery starts (R-INGEST-1).
 type SeedMode int32
 
@@ -355,11 +407,11 @@ func (x SeedMode) String() string {
 }
 
 func (SeedMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_msgx_control_v1_control_proto_enumTypes[5].Descriptor()
+	return file_msgx_control_v1_control_proto_enumTypes[6].Descriptor()
 }
 
 func (SeedMode) Type() protoreflect.EnumType {
-	return &file_msgx_control_v1_control_proto_enumTypes[5]
+	return &file_msgx_control_v1_control_proto_enumTypes[6]
 }
 
 func (x SeedMode) Number() protoreflect.EnumNumber {
@@ -368,7 +420,7 @@ func (x SeedMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SeedMode.Descriptor instead.
 func (SeedMode) EnumDescriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{5}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{6}
 }
 
 // ContractResolution is how an operator resolves a contract violation. After a PostgreSQL
@@ -417,11 +469,11 @@ func (x ContractResolution) String() string {
 }
 
 func (ContractResolution) Descriptor() protoreflect.EnumDescriptor {
-	return file_msgx_control_v1_control_proto_enumTypes[6].Descriptor()
+	return file_msgx_control_v1_control_proto_enumTypes[7].Descriptor()
 }
 
 func (ContractResolution) Type() protoreflect.EnumType {
-	return &file_msgx_control_v1_control_proto_enumTypes[6]
+	return &file_msgx_control_v1_control_proto_enumTypes[7]
 }
 
 func (x ContractResolution) Number() protoreflect.EnumNumber {
@@ -430,7 +482,7 @@ func (x ContractResolution) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ContractResolution.Descriptor instead.
 func (ContractResolution) EnumDescriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{6}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{7}
 }
 
 // RequestState mirrors req_track.state.
@@ -477,11 +529,11 @@ func (x RequestState) String() string {
 }
 
 func (RequestState) Descriptor() protoreflect.EnumDescriptor {
-	return file_msgx_control_v1_control_proto_enumTypes[7].Descriptor()
+	return file_msgx_control_v1_control_proto_enumTypes[8].Descriptor()
 }
 
 func (RequestState) Type() protoreflect.EnumType {
-	return &file_msgx_control_v1_control_proto_enumTypes[7]
+	return &file_msgx_control_v1_control_proto_enumTypes[8]
 }
 
 func (x RequestState) Number() protoreflect.EnumNumber {
@@ -490,7 +542,7 @@ func (x RequestState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RequestState.Descriptor instead.
 func (RequestState) EnumDescriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{7}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{8}
 }
 
 // RequestType mirrors req_track.req_type.
@@ -530,11 +582,11 @@ func (x RequestType) String() string {
 }
 
 func (RequestType) Descriptor() protoreflect.EnumDescriptor {
-	return file_msgx_control_v1_control_proto_enumTypes[8].Descriptor()
+	return file_msgx_control_v1_control_proto_enumTypes[9].Descriptor()
 }
 
 func (RequestType) Type() protoreflect.EnumType {
-	return &file_msgx_control_v1_control_proto_enumTypes[8]
+	return &file_msgx_control_v1_control_proto_enumTypes[9]
 }
 
 func (x RequestType) Number() protoreflect.EnumNumber {
@@ -543,7 +595,7 @@ func (x RequestType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RequestType.Descriptor instead.
 func (RequestType) EnumDescriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{8}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{9}
 }
 
 // RebuildState mirrors projection_rebuild.state.
@@ -590,11 +642,11 @@ func (x RebuildState) String() string {
 }
 
 func (RebuildState) Descriptor() protoreflect.EnumDescriptor {
-	return file_msgx_control_v1_control_proto_enumTypes[9].Descriptor()
+	return file_msgx_control_v1_control_proto_enumTypes[10].Descriptor()
 }
 
 func (RebuildState) Type() protoreflect.EnumType {
-	return &file_msgx_control_v1_control_proto_enumTypes[9]
+	return &file_msgx_control_v1_control_proto_enumTypes[10]
 }
 
 func (x RebuildState) Number() protoreflect.EnumNumber {
@@ -603,7 +655,7 @@ func (x RebuildState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RebuildState.Descriptor instead.
 func (RebuildState) EnumDescriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{9}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{10}
 }
 
 type GetStatusRequest struct {
@@ -2574,8 +2626,11 @@ type ListMessagesRequest struct {
 	OperationDay string `protobuf:"bytes,9,opt,name=operation_day,json=operationDay,proto3" json:"operation_day,omitempty"`
 	// Only messages enqueued at or after enqueued_from and before enqueued_to (either may be
 	// unset).
-	EnqueuedFrom  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=enqueued_from,json=enqueuedFrom,proto3" json:"enqueued_from,omitempty"`
-	EnqueuedTo    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=enqueued_to,json=enqueuedTo,proto3" json:"enqueued_to,omitempty"`
+	EnqueuedFrom *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=enqueued_from,json=enqueuedFrom,proto3" json:"enqueued_from,omitempty"`
+	EnqueuedTo   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=enqueued_to,json=enqueuedTo,proto3" json:"enqueued_to,omitempty"`
+	// Only acknowledged, or only unacknowledged, DEAD messages (AcknowledgeDead); any when
+	// unspecified.
+	Acknowledged  AckFilter `protobuf:"varint,12,opt,name=acknowledged,proto3,enum=msgx.control.v1.AckFilter" json:"acknowledged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2685,6 +2740,13 @@ func (x *ListMessagesRequest) GetEnqueuedTo() *timestamppb.Timestamp {
 		return x.EnqueuedTo
 	}
 	return nil
+}
+
+func (x *ListMessagesRequest) GetAcknowledged() AckFilter {
+	if x != nil {
+		return x.Acknowledged
+	}
+	return AckFilter_ACK_FILTER_UNSPECIFIED
 }
 
 type ListMessagesResponse struct {
@@ -3757,9 +3819,14 @@ type Message struct {
 	UpdatedAt   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// The flight the message is about (a FLOP's FLID), bound with its identity; empty for a
 	// message about no single flight or not decoded yet.
-	Flid          string `protobuf:"bytes,22,opt,name=flid,proto3" json:"flid,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Flid string `protobuf:"bytes,22,opt,name=flid,proto3" json:"flid,omitempty"`
+	// The operator's acknowledgement of a DEAD message (AcknowledgeDead): when, who (the token's
+	// fingerprint or the client certificate's subject) and why; unset when not acknowledged.
+	AcknowledgedAt     *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=acknowledged_at,json=acknowledgedAt,proto3" json:"acknowledged_at,omitempty"`
+	AcknowledgedBy     string                 `protobuf:"bytes,24,opt,name=acknowledged_by,json=acknowledgedBy,proto3" json:"acknowledged_by,omitempty"`
+	AcknowledgedReason string                 `protobuf:"bytes,25,opt,name=acknowledged_reason,json=acknowledgedReason,proto3" json:"acknowledged_reason,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -3942,6 +4009,27 @@ func (x *Message) GetUpdatedAt() *timestamppb.Timestamp {
 func (x *Message) GetFlid() string {
 	if x != nil {
 		return x.Flid
+	}
+	return ""
+}
+
+func (x *Message) GetAcknowledgedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcknowledgedAt
+	}
+	return nil
+}
+
+func (x *Message) GetAcknowledgedBy() string {
+	if x != nil {
+		return x.AcknowledgedBy
+	}
+	return ""
+}
+
+func (x *Message) GetAcknowledgedReason() string {
+	if x != nil {
+		return x.AcknowledgedReason
 	}
 	return ""
 }
@@ -5485,6 +5573,734 @@ func (x *CancelProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
 	return nil
 }
 
+type RepublishRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every flight of the current state (ACTIVE as documents, DELETED as tombstones). Exactly
+	// one of all and flid.
+	All bool `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`
+	// Only these flights (at most 10000; repeat the flag or separate with commas).
+	Flid []string `protobuf:"bytes,2,rep,name=flid,proto3" json:"flid,omitempty"`
+	// Why (a ticket, an incident): written to the audit log and kept with the republish.
+	Comment       string `protobuf:"bytes,3,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepublishRequest) Reset() {
+	*x = RepublishRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepublishRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepublishRequest) ProtoMessage() {}
+
+func (x *RepublishRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepublishRequest.ProtoReflect.Descriptor instead.
+func (*RepublishRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *RepublishRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *RepublishRequest) GetFlid() []string {
+	if x != nil {
+		return x.Flid
+	}
+	return nil
+}
+
+func (x *RepublishRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type RepublishResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The requested republish, or the one already pending or running.
+	Republish *SchdRepublish `protobuf:"bytes,1,opt,name=republish,proto3" json:"republish,omitempty"`
+	// Set when a republish was pending or running already: nothing new was requested, and
+	// republish is that one (its scope may differ from the request's).
+	AlreadyRunning bool `protobuf:"varint,2,opt,name=already_running,json=alreadyRunning,proto3" json:"already_running,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RepublishResponse) Reset() {
+	*x = RepublishResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepublishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepublishResponse) ProtoMessage() {}
+
+func (x *RepublishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepublishResponse.ProtoReflect.Descriptor instead.
+func (*RepublishResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *RepublishResponse) GetRepublish() *SchdRepublish {
+	if x != nil {
+		return x.Republish
+	}
+	return nil
+}
+
+func (x *RepublishResponse) GetAlreadyRunning() bool {
+	if x != nil {
+		return x.AlreadyRunning
+	}
+	return false
+}
+
+type GetRepublishRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RepublishId   int64                  `protobuf:"varint,1,opt,name=republish_id,json=republishId,proto3" json:"republish_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRepublishRequest) Reset() {
+	*x = GetRepublishRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRepublishRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRepublishRequest) ProtoMessage() {}
+
+func (x *GetRepublishRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRepublishRequest.ProtoReflect.Descriptor instead.
+func (*GetRepublishRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GetRepublishRequest) GetRepublishId() int64 {
+	if x != nil {
+		return x.RepublishId
+	}
+	return 0
+}
+
+type GetRepublishResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Republish     *SchdRepublish         `protobuf:"bytes,1,opt,name=republish,proto3" json:"republish,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRepublishResponse) Reset() {
+	*x = GetRepublishResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRepublishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRepublishResponse) ProtoMessage() {}
+
+func (x *GetRepublishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRepublishResponse.ProtoReflect.Descriptor instead.
+func (*GetRepublishResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetRepublishResponse) GetRepublish() *SchdRepublish {
+	if x != nil {
+		return x.Republish
+	}
+	return nil
+}
+
+type ListRepublishesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-1000, default 100.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRepublishesRequest) Reset() {
+	*x = ListRepublishesRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRepublishesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRepublishesRequest) ProtoMessage() {}
+
+func (x *ListRepublishesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRepublishesRequest.ProtoReflect.Descriptor instead.
+func (*ListRepublishesRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ListRepublishesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRepublishesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListRepublishesResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Republishes []*SchdRepublish       `protobuf:"bytes,1,rep,name=republishes,proto3" json:"republishes,omitempty"`
+	// Set when older republishes exist: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRepublishesResponse) Reset() {
+	*x = ListRepublishesResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRepublishesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRepublishesResponse) ProtoMessage() {}
+
+func (x *ListRepublishesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRepublishesResponse.ProtoReflect.Descriptor instead.
+func (*ListRepublishesResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ListRepublishesResponse) GetRepublishes() []*SchdRepublish {
+	if x != nil {
+		return x.Republishes
+	}
+	return nil
+}
+
+func (x *ListRepublishesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type CancelRepublishRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	RepublishId int64                  `protobuf:"varint,1,opt,name=republish_id,json=republishId,proto3" json:"republish_id,omitempty"`
+	// Why: written to the audit log with the call.
+	Comment       string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRepublishRequest) Reset() {
+	*x = CancelRepublishRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRepublishRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRepublishRequest) ProtoMessage() {}
+
+func (x *CancelRepublishRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRepublishRequest.ProtoReflect.Descriptor instead.
+func (*CancelRepublishRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *CancelRepublishRequest) GetRepublishId() int64 {
+	if x != nil {
+		return x.RepublishId
+	}
+	return 0
+}
+
+func (x *CancelRepublishRequest) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+type CancelRepublishResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Republish     *SchdRepublish         `protobuf:"bytes,1,opt,name=republish,proto3" json:"republish,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRepublishResponse) Reset() {
+	*x = CancelRepublishResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRepublishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRepublishResponse) ProtoMessage() {}
+
+func (x *CancelRepublishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRepublishResponse.ProtoReflect.Descriptor instead.
+func (*CancelRepublishResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *CancelRepublishResponse) GetRepublish() *SchdRepublish {
+	if x != nil {
+		return x.Republish
+	}
+	return nil
+}
+
+// SchdRepublish is one schd_republish row. Its states are those of a rebuild.
+type SchdRepublish struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	RepublishId int64                  `protobuf:"varint,1,opt,name=republish_id,json=republishId,proto3" json:"republish_id,omitempty"`
+	// Empty with all set.
+	All   bool         `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	Flid  []string     `protobuf:"bytes,3,rep,name=flid,proto3" json:"flid,omitempty"`
+	State RebuildState `protobuf:"varint,4,opt,name=state,proto3,enum=msgx.control.v1.RebuildState" json:"state,omitempty"`
+	// Flights written to the outbox so far, of total (the flights in the current state when it
+	// started, or the FLIDs named); unknown: named FLIDs the current state does not hold.
+	Done    int64 `protobuf:"varint,5,opt,name=done,proto3" json:"done,omitempty"`
+	Total   int64 `protobuf:"varint,6,opt,name=total,proto3" json:"total,omitempty"`
+	Unknown int64 `protobuf:"varint,7,opt,name=unknown,proto3" json:"unknown,omitempty"`
+	// The KAFKA:schd outbox rows not sent yet (GetStatus outbox), at the time of the answer: the
+	// republished states still on their way to the broker.
+	OutboxPending int64 `protobuf:"varint,8,opt,name=outbox_pending,json=outboxPending,proto3" json:"outbox_pending,omitempty"`
+	// Who asked (the token's fingerprint or the client certificate's subject) and why.
+	RequestedBy     string `protobuf:"bytes,9,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	Comment         string `protobuf:"bytes,10,opt,name=comment,proto3" json:"comment,omitempty"`
+	CancelRequested bool   `protobuf:"varint,11,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	// The last failure of a step (PostgreSQL not answering); the step is tried again.
+	Error         string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchdRepublish) Reset() {
+	*x = SchdRepublish{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchdRepublish) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchdRepublish) ProtoMessage() {}
+
+func (x *SchdRepublish) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchdRepublish.ProtoReflect.Descriptor instead.
+func (*SchdRepublish) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *SchdRepublish) GetRepublishId() int64 {
+	if x != nil {
+		return x.RepublishId
+	}
+	return 0
+}
+
+func (x *SchdRepublish) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *SchdRepublish) GetFlid() []string {
+	if x != nil {
+		return x.Flid
+	}
+	return nil
+}
+
+func (x *SchdRepublish) GetState() RebuildState {
+	if x != nil {
+		return x.State
+	}
+	return RebuildState_REBUILD_STATE_UNSPECIFIED
+}
+
+func (x *SchdRepublish) GetDone() int64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *SchdRepublish) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *SchdRepublish) GetUnknown() int64 {
+	if x != nil {
+		return x.Unknown
+	}
+	return 0
+}
+
+func (x *SchdRepublish) GetOutboxPending() int64 {
+	if x != nil {
+		return x.OutboxPending
+	}
+	return 0
+}
+
+func (x *SchdRepublish) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *SchdRepublish) GetComment() string {
+	if x != nil {
+		return x.Comment
+	}
+	return ""
+}
+
+func (x *SchdRepublish) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
+func (x *SchdRepublish) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SchdRepublish) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *SchdRepublish) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *SchdRepublish) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *SchdRepublish) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+type AcknowledgeDeadRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The selectors: these messages, or every DEAD message of this error class. Exactly one is
+	// required (nothing acknowledges everything by accident).
+	MsgIds     []int64    `protobuf:"varint,1,rep,packed,name=msg_ids,json=msgIds,proto3" json:"msg_ids,omitempty"`
+	ErrorClass ErrorClass `protobuf:"varint,2,opt,name=error_class,json=errorClass,proto3,enum=msgx.control.v1.ErrorClass" json:"error_class,omitempty"`
+	// Why they need nothing more (the review's conclusion, a ticket): required, kept with each
+	// row and written to the audit log.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcknowledgeDeadRequest) Reset() {
+	*x = AcknowledgeDeadRequest{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcknowledgeDeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcknowledgeDeadRequest) ProtoMessage() {}
+
+func (x *AcknowledgeDeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcknowledgeDeadRequest.ProtoReflect.Descriptor instead.
+func (*AcknowledgeDeadRequest) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *AcknowledgeDeadRequest) GetMsgIds() []int64 {
+	if x != nil {
+		return x.MsgIds
+	}
+	return nil
+}
+
+func (x *AcknowledgeDeadRequest) GetErrorClass() ErrorClass {
+	if x != nil {
+		return x.ErrorClass
+	}
+	return ErrorClass_ERROR_CLASS_UNSPECIFIED
+}
+
+func (x *AcknowledgeDeadRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type AcknowledgeDeadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The DEAD messages acknowledged by this call.
+	Acknowledged    int64   `protobuf:"varint,1,opt,name=acknowledged,proto3" json:"acknowledged,omitempty"`
+	AcknowledgedIds []int64 `protobuf:"varint,2,rep,packed,name=acknowledged_ids,json=acknowledgedIds,proto3" json:"acknowledged_ids,omitempty"`
+	// Selected messages acknowledged before (they keep their first acknowledgement).
+	AlreadyAcknowledgedIds []int64 `protobuf:"varint,3,rep,packed,name=already_acknowledged_ids,json=alreadyAcknowledgedIds,proto3" json:"already_acknowledged_ids,omitempty"`
+	// Selected by ID but not DEAD (or unknown): not acknowledged.
+	NotDeadIds []int64 `protobuf:"varint,4,rep,packed,name=not_dead_ids,json=notDeadIds,proto3" json:"not_dead_ids,omitempty"`
+	// Set when error_class selected more unacknowledged rows than one call takes (10000): call
+	// again.
+	More          bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcknowledgeDeadResponse) Reset() {
+	*x = AcknowledgeDeadResponse{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcknowledgeDeadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcknowledgeDeadResponse) ProtoMessage() {}
+
+func (x *AcknowledgeDeadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcknowledgeDeadResponse.ProtoReflect.Descriptor instead.
+func (*AcknowledgeDeadResponse) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *AcknowledgeDeadResponse) GetAcknowledged() int64 {
+	if x != nil {
+		return x.Acknowledged
+	}
+	return 0
+}
+
+func (x *AcknowledgeDeadResponse) GetAcknowledgedIds() []int64 {
+	if x != nil {
+		return x.AcknowledgedIds
+	}
+	return nil
+}
+
+func (x *AcknowledgeDeadResponse) GetAlreadyAcknowledgedIds() []int64 {
+	if x != nil {
+		return x.AlreadyAcknowledgedIds
+	}
+	return nil
+}
+
+func (x *AcknowledgeDeadResponse) GetNotDeadIds() []int64 {
+	if x != nil {
+		return x.NotDeadIds
+	}
+	return nil
+}
+
+func (x *AcknowledgeDeadResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 // ProjectionRebuild is one projection_rebuild row.
 type ProjectionRebuild struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -5523,7 +6339,7 @@ type ProjectionRebuild struct {
 
 func (x *ProjectionRebuild) Reset() {
 	*x = ProjectionRebuild{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5535,7 +6351,7 @@ func (x *ProjectionRebuild) String() string {
 func (*ProjectionRebuild) ProtoMessage() {}
 
 func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[59]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5548,7 +6364,7 @@ func (x *ProjectionRebuild) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectionRebuild.ProtoReflect.Descriptor instead.
 func (*ProjectionRebuild) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{59}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ProjectionRebuild) GetRebuildId() int64 {
@@ -5710,7 +6526,7 @@ type GetFlightRequest struct {
 
 func (x *GetFlightRequest) Reset() {
 	*x = GetFlightRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5722,7 +6538,7 @@ func (x *GetFlightRequest) String() string {
 func (*GetFlightRequest) ProtoMessage() {}
 
 func (x *GetFlightRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[60]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5735,7 +6551,7 @@ func (x *GetFlightRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightRequest.ProtoReflect.Descriptor instead.
 func (*GetFlightRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{60}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetFlightRequest) GetFlid() string {
@@ -5776,7 +6592,7 @@ type GetFlightResponse struct {
 
 func (x *GetFlightResponse) Reset() {
 	*x = GetFlightResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5788,7 +6604,7 @@ func (x *GetFlightResponse) String() string {
 func (*GetFlightResponse) ProtoMessage() {}
 
 func (x *GetFlightResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[61]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5801,7 +6617,7 @@ func (x *GetFlightResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightResponse.ProtoReflect.Descriptor instead.
 func (*GetFlightResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{61}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetFlightResponse) GetFlid() string {
@@ -5873,7 +6689,7 @@ type FlightState struct {
 
 func (x *FlightState) Reset() {
 	*x = FlightState{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5885,7 +6701,7 @@ func (x *FlightState) String() string {
 func (*FlightState) ProtoMessage() {}
 
 func (x *FlightState) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[62]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5898,7 +6714,7 @@ func (x *FlightState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightState.ProtoReflect.Descriptor instead.
 func (*FlightState) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{62}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *FlightState) GetState() string {
@@ -5972,7 +6788,7 @@ type FlightProjection struct {
 
 func (x *FlightProjection) Reset() {
 	*x = FlightProjection{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5984,7 +6800,7 @@ func (x *FlightProjection) String() string {
 func (*FlightProjection) ProtoMessage() {}
 
 func (x *FlightProjection) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[63]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5997,7 +6813,7 @@ func (x *FlightProjection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightProjection.ProtoReflect.Descriptor instead.
 func (*FlightProjection) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{63}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *FlightProjection) GetVersion() int64 {
@@ -6036,7 +6852,7 @@ type GetFlightHistoryRequest struct {
 
 func (x *GetFlightHistoryRequest) Reset() {
 	*x = GetFlightHistoryRequest{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6048,7 +6864,7 @@ func (x *GetFlightHistoryRequest) String() string {
 func (*GetFlightHistoryRequest) ProtoMessage() {}
 
 func (x *GetFlightHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[64]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6061,7 +6877,7 @@ func (x *GetFlightHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetFlightHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{64}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetFlightHistoryRequest) GetFlid() string {
@@ -6098,7 +6914,7 @@ type GetFlightHistoryResponse struct {
 
 func (x *GetFlightHistoryResponse) Reset() {
 	*x = GetFlightHistoryResponse{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6110,7 +6926,7 @@ func (x *GetFlightHistoryResponse) String() string {
 func (*GetFlightHistoryResponse) ProtoMessage() {}
 
 func (x *GetFlightHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[65]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6123,7 +6939,7 @@ func (x *GetFlightHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlightHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetFlightHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{65}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetFlightHistoryResponse) GetFlid() string {
@@ -6179,7 +6995,7 @@ type FlightHistoryEntry struct {
 
 func (x *FlightHistoryEntry) Reset() {
 	*x = FlightHistoryEntry{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6191,7 +7007,7 @@ func (x *FlightHistoryEntry) String() string {
 func (*FlightHistoryEntry) ProtoMessage() {}
 
 func (x *FlightHistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[66]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6204,7 +7020,7 @@ func (x *FlightHistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlightHistoryEntry.ProtoReflect.Descriptor instead.
 func (*FlightHistoryEntry) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{66}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *FlightHistoryEntry) GetMsgId() int64 {
@@ -6311,7 +7127,7 @@ type PartChange struct {
 
 func (x *PartChange) Reset() {
 	*x = PartChange{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6323,7 +7139,7 @@ func (x *PartChange) String() string {
 func (*PartChange) ProtoMessage() {}
 
 func (x *PartChange) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[67]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6336,7 +7152,7 @@ func (x *PartChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartChange.ProtoReflect.Descriptor instead.
 func (*PartChange) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{67}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *PartChange) GetPart() string {
@@ -6371,7 +7187,7 @@ type SupersededPart struct {
 
 func (x *SupersededPart) Reset() {
 	*x = SupersededPart{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[68]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6383,7 +7199,7 @@ func (x *SupersededPart) String() string {
 func (*SupersededPart) ProtoMessage() {}
 
 func (x *SupersededPart) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[68]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6396,7 +7212,7 @@ func (x *SupersededPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersededPart.ProtoReflect.Descriptor instead.
 func (*SupersededPart) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{68}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SupersededPart) GetPart() string {
@@ -6425,7 +7241,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[69]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6437,7 +7253,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[69]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6450,7 +7266,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{69}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *HistoryEvent) GetTarget() string {
@@ -6664,7 +7480,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\ftrace_parent\x18\x0e \x01(\tR\vtraceParent\"3\n" +
 	"\aIdRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\x03R\x04last\"\xf4\x03\n" +
+	"\x04last\x18\x02 \x01(\x03R\x04last\"\xb4\x04\n" +
 	"\x13ListMessagesRequest\x125\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x1d.msgx.control.v1.MessageStateR\x06states\x12@\n" +
 	"\rerror_classes\x18\x02 \x03(\x0e2\x1b.msgx.control.v1.ErrorClassR\ferrorClasses\x12.\n" +
@@ -6679,7 +7495,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\renqueued_from\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\fenqueuedFrom\x12;\n" +
 	"\venqueued_to\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"enqueuedTo\"t\n" +
+	"enqueuedTo\x12>\n" +
+	"\facknowledged\x18\f \x01(\x0e2\x1a.msgx.control.v1.AckFilterR\facknowledged\"t\n" +
 	"\x14ListMessagesResponse\x124\n" +
 	"\bmessages\x18\x01 \x03(\v2\x18.msgx.control.v1.MessageR\bmessages\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc9\x01\n" +
@@ -6772,7 +7589,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"inboxMaxId\x12;\n" +
 	"\vresolved_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"resolvedAt\"\xdd\b\n" +
+	"resolvedAt\"\xfc\t\n" +
 	"\aMessage\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\x05state\x12<\n" +
@@ -6804,7 +7621,10 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"traceState\x129\n" +
 	"\n" +
 	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x12\n" +
-	"\x04flid\x18\x16 \x01(\tR\x04flid\"?\n" +
+	"\x04flid\x18\x16 \x01(\tR\x04flid\x12C\n" +
+	"\x0facknowledged_at\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\x0eacknowledgedAt\x12'\n" +
+	"\x0facknowledged_by\x18\x18 \x01(\tR\x0eacknowledgedBy\x12/\n" +
+	"\x13acknowledged_reason\x18\x19 \x01(\tR\x12acknowledgedReason\"?\n" +
 	"\x13GetReferenceRequest\x12\x14\n" +
 	"\x05rtype\x18\x01 \x01(\tR\x05rtype\x12\x12\n" +
 	"\x04rkey\x18\x02 \x01(\tR\x04rkey\"P\n" +
@@ -6924,7 +7744,63 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\"_\n" +
 	"\x1fCancelProjectionRebuildResponse\x12<\n" +
-	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\"\xd2\x05\n" +
+	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\"R\n" +
+	"\x10RepublishRequest\x12\x10\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
+	"\x04flid\x18\x02 \x03(\tR\x04flid\x12\x18\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\"z\n" +
+	"\x11RepublishResponse\x12<\n" +
+	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\x12'\n" +
+	"\x0falready_running\x18\x02 \x01(\bR\x0ealreadyRunning\"8\n" +
+	"\x13GetRepublishRequest\x12!\n" +
+	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\"T\n" +
+	"\x14GetRepublishResponse\x12<\n" +
+	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\"T\n" +
+	"\x16ListRepublishesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x83\x01\n" +
+	"\x17ListRepublishesResponse\x12@\n" +
+	"\vrepublishes\x18\x01 \x03(\v2\x1e.msgx.control.v1.SchdRepublishR\vrepublishes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"U\n" +
+	"\x16CancelRepublishRequest\x12!\n" +
+	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\x12\x18\n" +
+	"\acomment\x18\x02 \x01(\tR\acomment\"W\n" +
+	"\x17CancelRepublishResponse\x12<\n" +
+	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\"\xe8\x04\n" +
+	"\rSchdRepublish\x12!\n" +
+	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\x12\x12\n" +
+	"\x04flid\x18\x03 \x03(\tR\x04flid\x123\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x1d.msgx.control.v1.RebuildStateR\x05state\x12\x12\n" +
+	"\x04done\x18\x05 \x01(\x03R\x04done\x12\x14\n" +
+	"\x05total\x18\x06 \x01(\x03R\x05total\x12\x18\n" +
+	"\aunknown\x18\a \x01(\x03R\aunknown\x12%\n" +
+	"\x0eoutbox_pending\x18\b \x01(\x03R\routboxPending\x12!\n" +
+	"\frequested_by\x18\t \x01(\tR\vrequestedBy\x12\x18\n" +
+	"\acomment\x18\n" +
+	" \x01(\tR\acomment\x12)\n" +
+	"\x10cancel_requested\x18\v \x01(\bR\x0fcancelRequested\x12\x14\n" +
+	"\x05error\x18\f \x01(\tR\x05error\x12=\n" +
+	"\frequested_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x129\n" +
+	"\n" +
+	"started_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x87\x01\n" +
+	"\x16AcknowledgeDeadRequest\x12\x17\n" +
+	"\amsg_ids\x18\x01 \x03(\x03R\x06msgIds\x12<\n" +
+	"\verror_class\x18\x02 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
+	"errorClass\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xd8\x01\n" +
+	"\x17AcknowledgeDeadResponse\x12\"\n" +
+	"\facknowledged\x18\x01 \x01(\x03R\facknowledged\x12)\n" +
+	"\x10acknowledged_ids\x18\x02 \x03(\x03R\x0facknowledgedIds\x128\n" +
+	"\x18already_acknowledged_ids\x18\x03 \x03(\x03R\x16alreadyAcknowledgedIds\x12 \n" +
+	"\fnot_dead_ids\x18\x04 \x03(\x03R\n" +
+	"notDeadIds\x12\x12\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\"\xd2\x05\n" +
 	"\x11ProjectionRebuild\x12\x1d\n" +
 	"\n" +
 	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x10\n" +
@@ -7049,7 +7925,11 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x17EVENT_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_STATE_PENDING\x10\x01\x12\x14\n" +
 	"\x10EVENT_STATE_SENT\x10\x02\x12\x14\n" +
-	"\x10EVENT_STATE_DEAD\x10\x03*q\n" +
+	"\x10EVENT_STATE_DEAD\x10\x03*c\n" +
+	"\tAckFilter\x12\x1a\n" +
+	"\x16ACK_FILTER_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17ACK_FILTER_ACKNOWLEDGED\x10\x01\x12\x1d\n" +
+	"\x19ACK_FILTER_UNACKNOWLEDGED\x10\x02*q\n" +
 	"\bSeedMode\x12\x19\n" +
 	"\x15SEED_MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSEED_MODE_MIN\x10\x01\x12\x12\n" +
@@ -7075,7 +7955,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x15REBUILD_STATE_PENDING\x10\x01\x12\x19\n" +
 	"\x15REBUILD_STATE_RUNNING\x10\x02\x12\x16\n" +
 	"\x12REBUILD_STATE_DONE\x10\x03\x12\x1b\n" +
-	"\x17REBUILD_STATE_CANCELLED\x10\x042\xf4\x10\n" +
+	"\x17REBUILD_STATE_CANCELLED\x10\x042\xe1\x14\n" +
 	"\x0eControlService\x12W\n" +
 	"\tGetStatus\x12!.msgx.control.v1.GetStatusRequest\x1a\".msgx.control.v1.GetStatusResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\n" +
@@ -7096,7 +7976,12 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x11RebuildProjection\x12).msgx.control.v1.RebuildProjectionRequest\x1a*.msgx.control.v1.RebuildProjectionResponse\x12x\n" +
 	"\x14GetProjectionRebuild\x12,.msgx.control.v1.GetProjectionRebuildRequest\x1a-.msgx.control.v1.GetProjectionRebuildResponse\"\x03\x90\x02\x01\x12~\n" +
 	"\x16ListProjectionRebuilds\x12..msgx.control.v1.ListProjectionRebuildsRequest\x1a/.msgx.control.v1.ListProjectionRebuildsResponse\"\x03\x90\x02\x01\x12|\n" +
-	"\x17CancelProjectionRebuild\x12/.msgx.control.v1.CancelProjectionRebuildRequest\x1a0.msgx.control.v1.CancelProjectionRebuildResponse\x12W\n" +
+	"\x17CancelProjectionRebuild\x12/.msgx.control.v1.CancelProjectionRebuildRequest\x1a0.msgx.control.v1.CancelProjectionRebuildResponse\x12R\n" +
+	"\tRepublish\x12!.msgx.control.v1.RepublishRequest\x1a\".msgx.control.v1.RepublishResponse\x12`\n" +
+	"\fGetRepublish\x12$.msgx.control.v1.GetRepublishRequest\x1a%.msgx.control.v1.GetRepublishResponse\"\x03\x90\x02\x01\x12i\n" +
+	"\x0fListRepublishes\x12'.msgx.control.v1.ListRepublishesRequest\x1a(.msgx.control.v1.ListRepublishesResponse\"\x03\x90\x02\x01\x12d\n" +
+	"\x0fCancelRepublish\x12'.msgx.control.v1.CancelRepublishRequest\x1a(.msgx.control.v1.CancelRepublishResponse\x12d\n" +
+	"\x0fAcknowledgeDead\x12'.msgx.control.v1.AcknowledgeDeadRequest\x1a(.msgx.control.v1.AcknowledgeDeadResponse\x12W\n" +
 	"\tGetFlight\x12!.msgx.control.v1.GetFlightRequest\x1a\".msgx.control.v1.GetFlightResponse\"\x03\x90\x02\x01\x12l\n" +
 	"\x10GetFlightHistory\x12(.msgx.control.v1.GetFlightHistoryRequest\x1a).msgx.control.v1.GetFlightHistoryResponse\"\x03\x90\x02\x01BDZBgithub.com/msgexchange/msgexchange/proto/msgx/control/v1;controlv1b\x06proto3"
 
@@ -7112,267 +7997,301 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 	return file_msgx_control_v1_control_proto_rawDescData
 }
 
-var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
 	(AbandonReason)(0),                       // 2: msgx.control.v1.AbandonReason
 	(RawStatus)(0),                           // 3: msgx.control.v1.RawStatus
 	(EventState)(0),                          // 4: msgx.control.v1.EventState
-	(SeedMode)(0),                            // 5: msgx.control.v1.SeedMode
-	(ContractResolution)(0),                  // 6: msgx.control.v1.ContractResolution
-	(RequestState)(0),                        // 7: msgx.control.v1.RequestState
-	(RequestType)(0),                         // 8: msgx.control.v1.RequestType
-	(RebuildState)(0),                        // 9: msgx.control.v1.RebuildState
-	(*GetStatusRequest)(nil),                 // 10: msgx.control.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),                // 11: msgx.control.v1.GetStatusResponse
-	(*RoleStatus)(nil),                       // 12: msgx.control.v1.RoleStatus
-	(*Blocked)(nil),                          // 13: msgx.control.v1.Blocked
-	(*Discovery)(nil),                        // 14: msgx.control.v1.Discovery
-	(*OpenHole)(nil),                         // 15: msgx.control.v1.OpenHole
-	(*CommitDelay)(nil),                      // 16: msgx.control.v1.CommitDelay
-	(*ContractViolation)(nil),                // 17: msgx.control.v1.ContractViolation
-	(*Backlog)(nil),                          // 18: msgx.control.v1.Backlog
-	(*StateCount)(nil),                       // 19: msgx.control.v1.StateCount
-	(*ErrorClassCount)(nil),                  // 20: msgx.control.v1.ErrorClassCount
-	(*Backfill)(nil),                         // 21: msgx.control.v1.Backfill
-	(*AbandonedCount)(nil),                   // 22: msgx.control.v1.AbandonedCount
-	(*OutboxTarget)(nil),                     // 23: msgx.control.v1.OutboxTarget
-	(*GetMessageRequest)(nil),                // 24: msgx.control.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),               // 25: msgx.control.v1.GetMessageResponse
-	(*GetMessageBodyRequest)(nil),            // 26: msgx.control.v1.GetMessageBodyRequest
-	(*GetMessageBodyResponse)(nil),           // 27: msgx.control.v1.GetMessageBodyResponse
-	(*TimelineStep)(nil),                     // 28: msgx.control.v1.TimelineStep
-	(*Attempt)(nil),                          // 29: msgx.control.v1.Attempt
-	(*Event)(nil),                            // 30: msgx.control.v1.Event
-	(*IdRange)(nil),                          // 31: msgx.control.v1.IdRange
-	(*ListMessagesRequest)(nil),              // 32: msgx.control.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),             // 33: msgx.control.v1.ListMessagesResponse
-	(*ReplayRequest)(nil),                    // 34: msgx.control.v1.ReplayRequest
-	(*ReplayResponse)(nil),                   // 35: msgx.control.v1.ReplayResponse
-	(*ReopenRequest)(nil),                    // 36: msgx.control.v1.ReopenRequest
-	(*ReopenResponse)(nil),                   // 37: msgx.control.v1.ReopenResponse
-	(*RequeueEventsRequest)(nil),             // 38: msgx.control.v1.RequeueEventsRequest
-	(*RequeueEventsResponse)(nil),            // 39: msgx.control.v1.RequeueEventsResponse
-	(*DeadEvent)(nil),                        // 40: msgx.control.v1.DeadEvent
-	(*SeedCutoverRequest)(nil),               // 41: msgx.control.v1.SeedCutoverRequest
-	(*SeedCutoverResponse)(nil),              // 42: msgx.control.v1.SeedCutoverResponse
-	(*ResolveContractViolationRequest)(nil),  // 43: msgx.control.v1.ResolveContractViolationRequest
-	(*ResolveContractViolationResponse)(nil), // 44: msgx.control.v1.ResolveContractViolationResponse
-	(*Message)(nil),                          // 45: msgx.control.v1.Message
-	(*GetReferenceRequest)(nil),              // 46: msgx.control.v1.GetReferenceRequest
-	(*GetReferenceResponse)(nil),             // 47: msgx.control.v1.GetReferenceResponse
-	(*ListReferenceRequest)(nil),             // 48: msgx.control.v1.ListReferenceRequest
-	(*ListReferenceResponse)(nil),            // 49: msgx.control.v1.ListReferenceResponse
-	(*Reference)(nil),                        // 50: msgx.control.v1.Reference
-	(*GetResourceStatusRequest)(nil),         // 51: msgx.control.v1.GetResourceStatusRequest
-	(*GetResourceStatusResponse)(nil),        // 52: msgx.control.v1.GetResourceStatusResponse
-	(*ResourceEvent)(nil),                    // 53: msgx.control.v1.ResourceEvent
-	(*RequestScheduleRequest)(nil),           // 54: msgx.control.v1.RequestScheduleRequest
-	(*RequestScheduleResponse)(nil),          // 55: msgx.control.v1.RequestScheduleResponse
-	(*RequestReferenceRequest)(nil),          // 56: msgx.control.v1.RequestReferenceRequest
-	(*RequestReferenceResponse)(nil),         // 57: msgx.control.v1.RequestReferenceResponse
-	(*ListRequestsRequest)(nil),              // 58: msgx.control.v1.ListRequestsRequest
-	(*ListRequestsResponse)(nil),             // 59: msgx.control.v1.ListRequestsResponse
-	(*UpstreamRequest)(nil),                  // 60: msgx.control.v1.UpstreamRequest
-	(*RebuildProjectionRequest)(nil),         // 61: msgx.control.v1.RebuildProjectionRequest
-	(*RebuildProjectionResponse)(nil),        // 62: msgx.control.v1.RebuildProjectionResponse
-	(*GetProjectionRebuildRequest)(nil),      // 63: msgx.control.v1.GetProjectionRebuildRequest
-	(*GetProjectionRebuildResponse)(nil),     // 64: msgx.control.v1.GetProjectionRebuildResponse
-	(*ListProjectionRebuildsRequest)(nil),    // 65: msgx.control.v1.ListProjectionRebuildsRequest
-	(*ListProjectionRebuildsResponse)(nil),   // 66: msgx.control.v1.ListProjectionRebuildsResponse
-	(*CancelProjectionRebuildRequest)(nil),   // 67: msgx.control.v1.CancelProjectionRebuildRequest
-	(*CancelProjectionRebuildResponse)(nil),  // 68: msgx.control.v1.CancelProjectionRebuildResponse
-	(*ProjectionRebuild)(nil),                // 69: msgx.control.v1.ProjectionRebuild
-	(*GetFlightRequest)(nil),                 // 70: msgx.control.v1.GetFlightRequest
-	(*GetFlightResponse)(nil),                // 71: msgx.control.v1.GetFlightResponse
-	(*FlightState)(nil),                      // 72: msgx.control.v1.FlightState
-	(*FlightProjection)(nil),                 // 73: msgx.control.v1.FlightProjection
-	(*GetFlightHistoryRequest)(nil),          // 74: msgx.control.v1.GetFlightHistoryRequest
-	(*GetFlightHistoryResponse)(nil),         // 75: msgx.control.v1.GetFlightHistoryResponse
-	(*FlightHistoryEntry)(nil),               // 76: msgx.control.v1.FlightHistoryEntry
-	(*PartChange)(nil),                       // 77: msgx.control.v1.PartChange
-	(*SupersededPart)(nil),                   // 78: msgx.control.v1.SupersededPart
-	(*HistoryEvent)(nil),                     // 79: msgx.control.v1.HistoryEvent
-	(*timestamppb.Timestamp)(nil),            // 80: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),              // 81: google.protobuf.Duration
+	(AckFilter)(0),                           // 5: msgx.control.v1.AckFilter
+	(SeedMode)(0),                            // 6: msgx.control.v1.SeedMode
+	(ContractResolution)(0),                  // 7: msgx.control.v1.ContractResolution
+	(RequestState)(0),                        // 8: msgx.control.v1.RequestState
+	(RequestType)(0),                         // 9: msgx.control.v1.RequestType
+	(RebuildState)(0),                        // 10: msgx.control.v1.RebuildState
+	(*GetStatusRequest)(nil),                 // 11: msgx.control.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),                // 12: msgx.control.v1.GetStatusResponse
+	(*RoleStatus)(nil),                       // 13: msgx.control.v1.RoleStatus
+	(*Blocked)(nil),                          // 14: msgx.control.v1.Blocked
+	(*Discovery)(nil),                        // 15: msgx.control.v1.Discovery
+	(*OpenHole)(nil),                         // 16: msgx.control.v1.OpenHole
+	(*CommitDelay)(nil),                      // 17: msgx.control.v1.CommitDelay
+	(*ContractViolation)(nil),                // 18: msgx.control.v1.ContractViolation
+	(*Backlog)(nil),                          // 19: msgx.control.v1.Backlog
+	(*StateCount)(nil),                       // 20: msgx.control.v1.StateCount
+	(*ErrorClassCount)(nil),                  // 21: msgx.control.v1.ErrorClassCount
+	(*Backfill)(nil),                         // 22: msgx.control.v1.Backfill
+	(*AbandonedCount)(nil),                   // 23: msgx.control.v1.AbandonedCount
+	(*OutboxTarget)(nil),                     // 24: msgx.control.v1.OutboxTarget
+	(*GetMessageRequest)(nil),                // 25: msgx.control.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),               // 26: msgx.control.v1.GetMessageResponse
+	(*GetMessageBodyRequest)(nil),            // 27: msgx.control.v1.GetMessageBodyRequest
+	(*GetMessageBodyResponse)(nil),           // 28: msgx.control.v1.GetMessageBodyResponse
+	(*TimelineStep)(nil),                     // 29: msgx.control.v1.TimelineStep
+	(*Attempt)(nil),                          // 30: msgx.control.v1.Attempt
+	(*Event)(nil),                            // 31: msgx.control.v1.Event
+	(*IdRange)(nil),                          // 32: msgx.control.v1.IdRange
+	(*ListMessagesRequest)(nil),              // 33: msgx.control.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),             // 34: msgx.control.v1.ListMessagesResponse
+	(*ReplayRequest)(nil),                    // 35: msgx.control.v1.ReplayRequest
+	(*ReplayResponse)(nil),                   // 36: msgx.control.v1.ReplayResponse
+	(*ReopenRequest)(nil),                    // 37: msgx.control.v1.ReopenRequest
+	(*ReopenResponse)(nil),                   // 38: msgx.control.v1.ReopenResponse
+	(*RequeueEventsRequest)(nil),             // 39: msgx.control.v1.RequeueEventsRequest
+	(*RequeueEventsResponse)(nil),            // 40: msgx.control.v1.RequeueEventsResponse
+	(*DeadEvent)(nil),                        // 41: msgx.control.v1.DeadEvent
+	(*SeedCutoverRequest)(nil),               // 42: msgx.control.v1.SeedCutoverRequest
+	(*SeedCutoverResponse)(nil),              // 43: msgx.control.v1.SeedCutoverResponse
+	(*ResolveContractViolationRequest)(nil),  // 44: msgx.control.v1.ResolveContractViolationRequest
+	(*ResolveContractViolationResponse)(nil), // 45: msgx.control.v1.ResolveContractViolationResponse
+	(*Message)(nil),                          // 46: msgx.control.v1.Message
+	(*GetReferenceRequest)(nil),              // 47: msgx.control.v1.GetReferenceRequest
+	(*GetReferenceResponse)(nil),             // 48: msgx.control.v1.GetReferenceResponse
+	(*ListReferenceRequest)(nil),             // 49: msgx.control.v1.ListReferenceRequest
+	(*ListReferenceResponse)(nil),            // 50: msgx.control.v1.ListReferenceResponse
+	(*Reference)(nil),                        // 51: msgx.control.v1.Reference
+	(*GetResourceStatusRequest)(nil),         // 52: msgx.control.v1.GetResourceStatusRequest
+	(*GetResourceStatusResponse)(nil),        // 53: msgx.control.v1.GetResourceStatusResponse
+	(*ResourceEvent)(nil),                    // 54: msgx.control.v1.ResourceEvent
+	(*RequestScheduleRequest)(nil),           // 55: msgx.control.v1.RequestScheduleRequest
+	(*RequestScheduleResponse)(nil),          // 56: msgx.control.v1.RequestScheduleResponse
+	(*RequestReferenceRequest)(nil),          // 57: msgx.control.v1.RequestReferenceRequest
+	(*RequestReferenceResponse)(nil),         // 58: msgx.control.v1.RequestReferenceResponse
+	(*ListRequestsRequest)(nil),              // 59: msgx.control.v1.ListRequestsRequest
+	(*ListRequestsResponse)(nil),             // 60: msgx.control.v1.ListRequestsResponse
+	(*UpstreamRequest)(nil),                  // 61: msgx.control.v1.UpstreamRequest
+	(*RebuildProjectionRequest)(nil),         // 62: msgx.control.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),        // 63: msgx.control.v1.RebuildProjectionResponse
+	(*GetProjectionRebuildRequest)(nil),      // 64: msgx.control.v1.GetProjectionRebuildRequest
+	(*GetProjectionRebuildResponse)(nil),     // 65: msgx.control.v1.GetProjectionRebuildResponse
+	(*ListProjectionRebuildsRequest)(nil),    // 66: msgx.control.v1.ListProjectionRebuildsRequest
+	(*ListProjectionRebuildsResponse)(nil),   // 67: msgx.control.v1.ListProjectionRebuildsResponse
+	(*CancelProjectionRebuildRequest)(nil),   // 68: msgx.control.v1.CancelProjectionRebuildRequest
+	(*CancelProjectionRebuildResponse)(nil),  // 69: msgx.control.v1.CancelProjectionRebuildResponse
+	(*RepublishRequest)(nil),                 // 70: msgx.control.v1.RepublishRequest
+	(*RepublishResponse)(nil),                // 71: msgx.control.v1.RepublishResponse
+	(*GetRepublishRequest)(nil),              // 72: msgx.control.v1.GetRepublishRequest
+	(*GetRepublishResponse)(nil),             // 73: msgx.control.v1.GetRepublishResponse
+	(*ListRepublishesRequest)(nil),           // 74: msgx.control.v1.ListRepublishesRequest
+	(*ListRepublishesResponse)(nil),          // 75: msgx.control.v1.ListRepublishesResponse
+	(*CancelRepublishRequest)(nil),           // 76: msgx.control.v1.CancelRepublishRequest
+	(*CancelRepublishResponse)(nil),          // 77: msgx.control.v1.CancelRepublishResponse
+	(*SchdRepublish)(nil),                    // 78: msgx.control.v1.SchdRepublish
+	(*AcknowledgeDeadRequest)(nil),           // 79: msgx.control.v1.AcknowledgeDeadRequest
+	(*AcknowledgeDeadResponse)(nil),          // 80: msgx.control.v1.AcknowledgeDeadResponse
+	(*ProjectionRebuild)(nil),                // 81: msgx.control.v1.ProjectionRebuild
+	(*GetFlightRequest)(nil),                 // 82: msgx.control.v1.GetFlightRequest
+	(*GetFlightResponse)(nil),                // 83: msgx.control.v1.GetFlightResponse
+	(*FlightState)(nil),                      // 84: msgx.control.v1.FlightState
+	(*FlightProjection)(nil),                 // 85: msgx.control.v1.FlightProjection
+	(*GetFlightHistoryRequest)(nil),          // 86: msgx.control.v1.GetFlightHistoryRequest
+	(*GetFlightHistoryResponse)(nil),         // 87: msgx.control.v1.GetFlightHistoryResponse
+	(*FlightHistoryEntry)(nil),               // 88: msgx.control.v1.FlightHistoryEntry
+	(*PartChange)(nil),                       // 89: msgx.control.v1.PartChange
+	(*SupersededPart)(nil),                   // 90: msgx.control.v1.SupersededPart
+	(*HistoryEvent)(nil),                     // 91: msgx.control.v1.HistoryEvent
+	(*timestamppb.Timestamp)(nil),            // 92: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 93: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	80,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
-	12,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
-	14,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
-	18,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
-	19,  // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
-	20,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
-	21,  // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
-	23,  // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	80,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	80,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
-	13,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	80,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	81,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	80,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	81,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	80,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
-	17,  // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	81,  // 17: msgx.control.v1.Discovery.oldest_waiting_age:type_name -> google.protobuf.Duration
-	15,  // 18: msgx.control.v1.Discovery.open_holes:type_name -> msgx.control.v1.OpenHole
-	80,  // 19: msgx.control.v1.Discovery.next_release_at:type_name -> google.protobuf.Timestamp
-	16,  // 20: msgx.control.v1.Discovery.commit_delay:type_name -> msgx.control.v1.CommitDelay
-	81,  // 21: msgx.control.v1.Discovery.max_commit_delay:type_name -> google.protobuf.Duration
-	80,  // 22: msgx.control.v1.OpenHole.seen_at:type_name -> google.protobuf.Timestamp
-	81,  // 23: msgx.control.v1.OpenHole.age:type_name -> google.protobuf.Duration
-	80,  // 24: msgx.control.v1.OpenHole.release_at:type_name -> google.protobuf.Timestamp
-	81,  // 25: msgx.control.v1.CommitDelay.max:type_name -> google.protobuf.Duration
-	80,  // 26: msgx.control.v1.CommitDelay.max_at:type_name -> google.protobuf.Timestamp
-	81,  // 27: msgx.control.v1.CommitDelay.p99_bound:type_name -> google.protobuf.Duration
-	80,  // 28: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	81,  // 29: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	81,  // 30: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	92,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	13,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
+	15,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
+	19,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
+	20,  // 4: msgx.control.v1.GetStatusResponse.by_state:type_name -> msgx.control.v1.StateCount
+	21,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
+	22,  // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
+	24,  // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
+	92,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	92,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	14,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
+	92,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	93,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	92,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	93,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	92,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	18,  // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
+	93,  // 17: msgx.control.v1.Discovery.oldest_waiting_age:type_name -> google.protobuf.Duration
+	16,  // 18: msgx.control.v1.Discovery.open_holes:type_name -> msgx.control.v1.OpenHole
+	92,  // 19: msgx.control.v1.Discovery.next_release_at:type_name -> google.protobuf.Timestamp
+	17,  // 20: msgx.control.v1.Discovery.commit_delay:type_name -> msgx.control.v1.CommitDelay
+	93,  // 21: msgx.control.v1.Discovery.max_commit_delay:type_name -> google.protobuf.Duration
+	92,  // 22: msgx.control.v1.OpenHole.seen_at:type_name -> google.protobuf.Timestamp
+	93,  // 23: msgx.control.v1.OpenHole.age:type_name -> google.protobuf.Duration
+	92,  // 24: msgx.control.v1.OpenHole.release_at:type_name -> google.protobuf.Timestamp
+	93,  // 25: msgx.control.v1.CommitDelay.max:type_name -> google.protobuf.Duration
+	92,  // 26: msgx.control.v1.CommitDelay.max_at:type_name -> google.protobuf.Timestamp
+	93,  // 27: msgx.control.v1.CommitDelay.p99_bound:type_name -> google.protobuf.Duration
+	92,  // 28: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	93,  // 29: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	93,  // 30: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,   // 31: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,   // 32: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
-	22,  // 33: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
+	23,  // 33: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,   // 34: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	81,  // 35: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
-	45,  // 36: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
+	93,  // 35: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	46,  // 36: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	3,   // 37: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
-	30,  // 38: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
-	28,  // 39: msgx.control.v1.GetMessageResponse.timeline:type_name -> msgx.control.v1.TimelineStep
-	29,  // 40: msgx.control.v1.GetMessageResponse.attempts:type_name -> msgx.control.v1.Attempt
-	76,  // 41: msgx.control.v1.GetMessageResponse.flight_changes:type_name -> msgx.control.v1.FlightHistoryEntry
-	80,  // 42: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
-	81,  // 43: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
-	80,  // 44: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 45: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
-	81,  // 46: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
+	31,  // 38: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
+	29,  // 39: msgx.control.v1.GetMessageResponse.timeline:type_name -> msgx.control.v1.TimelineStep
+	30,  // 40: msgx.control.v1.GetMessageResponse.attempts:type_name -> msgx.control.v1.Attempt
+	88,  // 41: msgx.control.v1.GetMessageResponse.flight_changes:type_name -> msgx.control.v1.FlightHistoryEntry
+	92,  // 42: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
+	93,  // 43: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
+	92,  // 44: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	92,  // 45: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
+	93,  // 46: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
 	0,   // 47: msgx.control.v1.Attempt.outcome:type_name -> msgx.control.v1.MessageState
 	1,   // 48: msgx.control.v1.Attempt.error_class:type_name -> msgx.control.v1.ErrorClass
 	4,   // 49: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	80,  // 50: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	80,  // 51: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 52: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	80,  // 53: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	92,  // 50: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	92,  // 51: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	92,  // 52: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	92,  // 53: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
 	0,   // 54: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
 	1,   // 55: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	31,  // 56: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	80,  // 57: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
-	80,  // 58: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
-	45,  // 59: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
-	1,   // 60: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	31,  // 61: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
-	2,   // 62: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	40,  // 63: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	80,  // 64: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
-	5,   // 65: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
-	5,   // 66: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	80,  // 67: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
-	6,   // 68: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
-	80,  // 69: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
-	17,  // 70: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
-	6,   // 71: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
-	80,  // 72: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
-	0,   // 73: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,   // 74: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	80,  // 75: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	80,  // 76: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	80,  // 77: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	80,  // 78: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	80,  // 79: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	80,  // 80: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	80,  // 81: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	80,  // 82: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,   // 83: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	80,  // 84: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	50,  // 85: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
-	50,  // 86: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
-	80,  // 87: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
-	80,  // 88: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
-	80,  // 89: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
-	80,  // 90: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
-	53,  // 91: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
-	80,  // 92: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
-	80,  // 93: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
-	80,  // 94: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
-	60,  // 95: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	60,  // 96: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	7,   // 97: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
-	8,   // 98: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
-	60,  // 99: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
-	8,   // 100: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
-	7,   // 101: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
-	80,  // 102: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 103: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
-	80,  // 104: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
-	80,  // 105: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
-	69,  // 106: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	69,  // 107: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	69,  // 108: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
-	69,  // 109: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	9,   // 110: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
-	80,  // 111: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	80,  // 112: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 113: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
-	80,  // 114: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
-	72,  // 115: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
-	73,  // 116: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
-	45,  // 117: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
-	30,  // 118: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
-	80,  // 119: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 120: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 121: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
-	0,   // 122: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
-	77,  // 123: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
-	78,  // 124: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
-	79,  // 125: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
-	80,  // 126: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
-	10,  // 127: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	24,  // 128: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	26,  // 129: msgx.control.v1.ControlService.GetMessageBody:input_type -> msgx.control.v1.GetMessageBodyRequest
-	32,  // 130: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	34,  // 131: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	36,  // 132: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	41,  // 133: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	38,  // 134: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	43,  // 135: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	46,  // 136: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	48,  // 137: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	51,  // 138: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	54,  // 139: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
-	56,  // 140: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
-	58,  // 141: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
-	61,  // 142: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	63,  // 143: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
-	65,  // 144: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
-	67,  // 145: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
-	70,  // 146: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	74,  // 147: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
-	11,  // 148: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	25,  // 149: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	27,  // 150: msgx.control.v1.ControlService.GetMessageBody:output_type -> msgx.control.v1.GetMessageBodyResponse
-	33,  // 151: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	35,  // 152: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	37,  // 153: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	42,  // 154: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	39,  // 155: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	44,  // 156: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	47,  // 157: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	49,  // 158: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	52,  // 159: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	55,  // 160: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
-	57,  // 161: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
-	59,  // 162: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
-	62,  // 163: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	64,  // 164: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
-	66,  // 165: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
-	68,  // 166: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
-	71,  // 167: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	75,  // 168: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
-	148, // [148:169] is the sub-list for method output_type
-	127, // [127:148] is the sub-list for method input_type
-	127, // [127:127] is the sub-list for extension type_name
-	127, // [127:127] is the sub-list for extension extendee
-	0,   // [0:127] is the sub-list for field type_name
+	32,  // 56: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	92,  // 57: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
+	92,  // 58: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
+	5,   // 59: msgx.control.v1.ListMessagesRequest.acknowledged:type_name -> msgx.control.v1.AckFilter
+	46,  // 60: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	1,   // 61: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	32,  // 62: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	2,   // 63: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
+	41,  // 64: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	92,  // 65: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	6,   // 66: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
+	6,   // 67: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
+	92,  // 68: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	7,   // 69: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
+	92,  // 70: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	18,  // 71: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
+	7,   // 72: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
+	92,  // 73: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	0,   // 74: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,   // 75: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	92,  // 76: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	92,  // 77: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	92,  // 78: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	92,  // 79: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	92,  // 80: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	92,  // 81: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	92,  // 82: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	92,  // 83: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,   // 84: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	92,  // 85: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	92,  // 86: msgx.control.v1.Message.acknowledged_at:type_name -> google.protobuf.Timestamp
+	51,  // 87: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
+	51,  // 88: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
+	92,  // 89: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
+	92,  // 90: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
+	92,  // 91: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
+	92,  // 92: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
+	54,  // 93: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
+	92,  // 94: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
+	92,  // 95: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
+	92,  // 96: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
+	61,  // 97: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	61,  // 98: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	8,   // 99: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
+	9,   // 100: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
+	61,  // 101: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
+	9,   // 102: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
+	8,   // 103: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
+	92,  // 104: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
+	92,  // 105: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
+	92,  // 106: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
+	92,  // 107: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
+	81,  // 108: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	81,  // 109: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	81,  // 110: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
+	81,  // 111: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	78,  // 112: msgx.control.v1.RepublishResponse.republish:type_name -> msgx.control.v1.SchdRepublish
+	78,  // 113: msgx.control.v1.GetRepublishResponse.republish:type_name -> msgx.control.v1.SchdRepublish
+	78,  // 114: msgx.control.v1.ListRepublishesResponse.republishes:type_name -> msgx.control.v1.SchdRepublish
+	78,  // 115: msgx.control.v1.CancelRepublishResponse.republish:type_name -> msgx.control.v1.SchdRepublish
+	10,  // 116: msgx.control.v1.SchdRepublish.state:type_name -> msgx.control.v1.RebuildState
+	92,  // 117: msgx.control.v1.SchdRepublish.requested_at:type_name -> google.protobuf.Timestamp
+	92,  // 118: msgx.control.v1.SchdRepublish.started_at:type_name -> google.protobuf.Timestamp
+	92,  // 119: msgx.control.v1.SchdRepublish.finished_at:type_name -> google.protobuf.Timestamp
+	92,  // 120: msgx.control.v1.SchdRepublish.updated_at:type_name -> google.protobuf.Timestamp
+	1,   // 121: msgx.control.v1.AcknowledgeDeadRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	10,  // 122: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
+	92,  // 123: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	92,  // 124: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
+	92,  // 125: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
+	92,  // 126: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
+	84,  // 127: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
+	85,  // 128: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
+	46,  // 129: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
+	31,  // 130: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
+	92,  // 131: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
+	92,  // 132: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
+	88,  // 133: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
+	0,   // 134: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
+	89,  // 135: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
+	90,  // 136: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
+	91,  // 137: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
+	92,  // 138: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
+	11,  // 139: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	25,  // 140: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	27,  // 141: msgx.control.v1.ControlService.GetMessageBody:input_type -> msgx.control.v1.GetMessageBodyRequest
+	33,  // 142: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	35,  // 143: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	37,  // 144: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	42,  // 145: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	39,  // 146: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	44,  // 147: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	47,  // 148: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	49,  // 149: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	52,  // 150: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	55,  // 151: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	57,  // 152: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	59,  // 153: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	62,  // 154: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	64,  // 155: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
+	66,  // 156: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
+	68,  // 157: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
+	70,  // 158: msgx.control.v1.ControlService.Republish:input_type -> msgx.control.v1.RepublishRequest
+	72,  // 159: msgx.control.v1.ControlService.GetRepublish:input_type -> msgx.control.v1.GetRepublishRequest
+	74,  // 160: msgx.control.v1.ControlService.ListRepublishes:input_type -> msgx.control.v1.ListRepublishesRequest
+	76,  // 161: msgx.control.v1.ControlService.CancelRepublish:input_type -> msgx.control.v1.CancelRepublishRequest
+	79,  // 162: msgx.control.v1.ControlService.AcknowledgeDead:input_type -> msgx.control.v1.AcknowledgeDeadRequest
+	82,  // 163: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	86,  // 164: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
+	12,  // 165: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	26,  // 166: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	28,  // 167: msgx.control.v1.ControlService.GetMessageBody:output_type -> msgx.control.v1.GetMessageBodyResponse
+	34,  // 168: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	36,  // 169: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	38,  // 170: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	43,  // 171: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	40,  // 172: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	45,  // 173: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	48,  // 174: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	50,  // 175: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	53,  // 176: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	56,  // 177: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	58,  // 178: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	60,  // 179: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	63,  // 180: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	65,  // 181: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
+	67,  // 182: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
+	69,  // 183: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
+	71,  // 184: msgx.control.v1.ControlService.Republish:output_type -> msgx.control.v1.RepublishResponse
+	73,  // 185: msgx.control.v1.ControlService.GetRepublish:output_type -> msgx.control.v1.GetRepublishResponse
+	75,  // 186: msgx.control.v1.ControlService.ListRepublishes:output_type -> msgx.control.v1.ListRepublishesResponse
+	77,  // 187: msgx.control.v1.ControlService.CancelRepublish:output_type -> msgx.control.v1.CancelRepublishResponse
+	80,  // 188: msgx.control.v1.ControlService.AcknowledgeDead:output_type -> msgx.control.v1.AcknowledgeDeadResponse
+	83,  // 189: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	87,  // 190: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
+	165, // [165:191] is the sub-list for method output_type
+	139, // [139:165] is the sub-list for method input_type
+	139, // [139:139] is the sub-list for extension type_name
+	139, // [139:139] is the sub-list for extension extendee
+	0,   // [0:139] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -7381,14 +8300,14 @@ func file_msgx_control_v1_control_proto_init() {
 		return
 	}
 	file_msgx_control_v1_control_proto_msgTypes[4].OneofWrappers = []any{}
-	file_msgx_control_v1_control_proto_msgTypes[63].OneofWrappers = []any{}
+	file_msgx_control_v1_control_proto_msgTypes[74].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
-			NumEnums:      10,
-			NumMessages:   70,
+			NumEnums:      11,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

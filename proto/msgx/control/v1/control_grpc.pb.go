@@ -45,6 +45,11 @@ const (
 	ControlService_GetProjectionRebuild_FullMethodName     = "/msgx.control.v1.ControlService/GetProjectionRebuild"
 	ControlService_ListProjectionRebuilds_FullMethodName   = "/msgx.control.v1.ControlService/ListProjectionRebuilds"
 	ControlService_CancelProjectionRebuild_FullMethodName  = "/msgx.control.v1.ControlService/CancelProjectionRebuild"
+	ControlService_Republish_FullMethodName                = "/msgx.control.v1.ControlService/Republish"
+	ControlService_GetRepublish_FullMethodName             = "/msgx.control.v1.ControlService/GetRepublish"
+	ControlService_ListRepublishes_FullMethodName          = "/msgx.control.v1.ControlService/ListRepublishes"
+	ControlService_CancelRepublish_FullMethodName          = "/msgx.control.v1.ControlService/CancelRepublish"
+	ControlService_AcknowledgeDead_FullMethodName          = "/msgx.control.v1.ControlService/AcknowledgeDead"
 	ControlService_GetFlight_FullMethodName                = "/msgx.control.v1.ControlService/GetFlight"
 	ControlService_GetFlightHistory_FullMethodName         = "/msgx.control.v1.ControlService/GetFlightHistory"
 )
@@ -131,6 +136,23 @@ type ControlServiceClient interface {
 	// CancelProjectionRebuild stops a rebuild: a pending one at once, a running one after the
 	// page it is on. What it repaired stays repaired. FAILED_PRECONDITION when it already ended.
 	CancelProjectionRebuild(ctx context.Context, in *CancelProjectionRebuildRequest, opts ...grpc.CallOption) (*CancelProjectionRebuildResponse, error)
+	// Republish requests a republish. One runs at a time: while one is pending or running, the
+	// call returns that one with already_running set and requests nothing.
+	Republish(ctx context.Context, in *RepublishRequest, opts ...grpc.CallOption) (*RepublishResponse, error)
+	// GetRepublish returns one republish with its progress (msgxctl republish polls it).
+	// NOT_FOUND for an unknown republish_id.
+	GetRepublish(ctx context.Context, in *GetRepublishRequest, opts ...grpc.CallOption) (*GetRepublishResponse, error)
+	// ListRepublishes lists republishes, newest first, a page at a time.
+	ListRepublishes(ctx context.Context, in *ListRepublishesRequest, opts ...grpc.CallOption) (*ListRepublishesResponse, error)
+	// CancelRepublish stops a republish: a pending one at once, a running one after the page it
+	// is on. What it wrote until then is still sent. FAILED_PRECONDITION when it already ended.
+	CancelRepublish(ctx context.Context, in *CancelRepublishRequest, opts ...grpc.CallOption) (*CancelRepublishResponse, error)
+	// AcknowledgeDead records that an operator reviewed DEAD messages (the selected msg_ids, or
+	// every DEAD message of error_class) and why. Acknowledged rows stay DEAD and listed, but
+	// leave the DEAD gauge msgx_messages{state="DEAD"} and the MsgxMessagesDead alert
+	// (docs/operations.md). A row acknowledged already keeps its first acknowledgement. A replay
+	// of a replayable row clears it.
+	AcknowledgeDead(ctx context.Context, in *AcknowledgeDeadRequest, opts ...grpc.CallOption) (*AcknowledgeDeadResponse, error)
 	// GetFlight returns one flight as PostgreSQL holds it (the authority) next to what the Redis
 	// projection holds, with the drift between the two, the flight's last messages and its
 	// outbox events. NOT_FOUND when neither store nor any message knows the FLID.
@@ -341,6 +363,56 @@ func (c *controlServiceClient) CancelProjectionRebuild(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *controlServiceClient) Republish(ctx context.Context, in *RepublishRequest, opts ...grpc.CallOption) (*RepublishResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepublishResponse)
+	err := c.cc.Invoke(ctx, ControlService_Republish_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) GetRepublish(ctx context.Context, in *GetRepublishRequest, opts ...grpc.CallOption) (*GetRepublishResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRepublishResponse)
+	err := c.cc.Invoke(ctx, ControlService_GetRepublish_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) ListRepublishes(ctx context.Context, in *ListRepublishesRequest, opts ...grpc.CallOption) (*ListRepublishesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRepublishesResponse)
+	err := c.cc.Invoke(ctx, ControlService_ListRepublishes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) CancelRepublish(ctx context.Context, in *CancelRepublishRequest, opts ...grpc.CallOption) (*CancelRepublishResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelRepublishResponse)
+	err := c.cc.Invoke(ctx, ControlService_CancelRepublish_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) AcknowledgeDead(ctx context.Context, in *AcknowledgeDeadRequest, opts ...grpc.CallOption) (*AcknowledgeDeadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcknowledgeDeadResponse)
+	err := c.cc.Invoke(ctx, ControlService_AcknowledgeDead_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controlServiceClient) GetFlight(ctx context.Context, in *GetFlightRequest, opts ...grpc.CallOption) (*GetFlightResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetFlightResponse)
@@ -443,6 +515,23 @@ type ControlServiceServer interface {
 	// CancelProjectionRebuild stops a rebuild: a pending one at once, a running one after the
 	// page it is on. What it repaired stays repaired. FAILED_PRECONDITION when it already ended.
 	CancelProjectionRebuild(context.Context, *CancelProjectionRebuildRequest) (*CancelProjectionRebuildResponse, error)
+	// Republish requests a republish. One runs at a time: while one is pending or running, the
+	// call returns that one with already_running set and requests nothing.
+	Republish(context.Context, *RepublishRequest) (*RepublishResponse, error)
+	// GetRepublish returns one republish with its progress (msgxctl republish polls it).
+	// NOT_FOUND for an unknown republish_id.
+	GetRepublish(context.Context, *GetRepublishRequest) (*GetRepublishResponse, error)
+	// ListRepublishes lists republishes, newest first, a page at a time.
+	ListRepublishes(context.Context, *ListRepublishesRequest) (*ListRepublishesResponse, error)
+	// CancelRepublish stops a republish: a pending one at once, a running one after the page it
+	// is on. What it wrote until then is still sent. FAILED_PRECONDITION when it already ended.
+	CancelRepublish(context.Context, *CancelRepublishRequest) (*CancelRepublishResponse, error)
+	// AcknowledgeDead records that an operator reviewed DEAD messages (the selected msg_ids, or
+	// every DEAD message of error_class) and why. Acknowledged rows stay DEAD and listed, but
+	// leave the DEAD gauge msgx_messages{state="DEAD"} and the MsgxMessagesDead alert
+	// (docs/operations.md). A row acknowledged already keeps its first acknowledgement. A replay
+	// of a replayable row clears it.
+	AcknowledgeDead(context.Context, *AcknowledgeDeadRequest) (*AcknowledgeDeadResponse, error)
 	// GetFlight returns one flight as PostgreSQL holds it (the authority) next to what the Redis
 	// projection holds, with the drift between the two, the flight's last messages and its
 	// outbox events. NOT_FOUND when neither store nor any message knows the FLID.
@@ -519,6 +608,21 @@ func (UnimplementedControlServiceServer) ListProjectionRebuilds(context.Context,
 }
 func (UnimplementedControlServiceServer) CancelProjectionRebuild(context.Context, *CancelProjectionRebuildRequest) (*CancelProjectionRebuildResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelProjectionRebuild not implemented")
+}
+func (UnimplementedControlServiceServer) Republish(context.Context, *RepublishRequest) (*RepublishResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Republish not implemented")
+}
+func (UnimplementedControlServiceServer) GetRepublish(context.Context, *GetRepublishRequest) (*GetRepublishResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRepublish not implemented")
+}
+func (UnimplementedControlServiceServer) ListRepublishes(context.Context, *ListRepublishesRequest) (*ListRepublishesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRepublishes not implemented")
+}
+func (UnimplementedControlServiceServer) CancelRepublish(context.Context, *CancelRepublishRequest) (*CancelRepublishResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelRepublish not implemented")
+}
+func (UnimplementedControlServiceServer) AcknowledgeDead(context.Context, *AcknowledgeDeadRequest) (*AcknowledgeDeadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcknowledgeDead not implemented")
 }
 func (UnimplementedControlServiceServer) GetFlight(context.Context, *GetFlightRequest) (*GetFlightResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetFlight not implemented")
@@ -889,6 +993,96 @@ func _ControlService_CancelProjectionRebuild_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_Republish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepublishRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).Republish(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_Republish_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).Republish(ctx, req.(*RepublishRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_GetRepublish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRepublishRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).GetRepublish(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_GetRepublish_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).GetRepublish(ctx, req.(*GetRepublishRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_ListRepublishes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRepublishesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).ListRepublishes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_ListRepublishes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).ListRepublishes(ctx, req.(*ListRepublishesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_CancelRepublish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelRepublishRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).CancelRepublish(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_CancelRepublish_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).CancelRepublish(ctx, req.(*CancelRepublishRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_AcknowledgeDead_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcknowledgeDeadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).AcknowledgeDead(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_AcknowledgeDead_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).AcknowledgeDead(ctx, req.(*AcknowledgeDeadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ControlService_GetFlight_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetFlightRequest)
 	if err := dec(in); err != nil {
@@ -1007,6 +1201,26 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelProjectionRebuild",
 			Handler:    _ControlService_CancelProjectionRebuild_Handler,
+		},
+		{
+			MethodName: "Republish",
+			Handler:    _ControlService_Republish_Handler,
+		},
+		{
+			MethodName: "GetRepublish",
+			Handler:    _ControlService_GetRepublish_Handler,
+		},
+		{
+			MethodName: "ListRepublishes",
+			Handler:    _ControlService_ListRepublishes_Handler,
+		},
+		{
+			MethodName: "CancelRepublish",
+			Handler:    _ControlService_CancelRepublish_Handler,
+		},
+		{
+			MethodName: "AcknowledgeDead",
+			Handler:    _ControlService_AcknowledgeDead_Handler,
 		},
 		{
 			MethodName: "GetFlight",

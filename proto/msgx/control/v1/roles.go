@@ -46,6 +46,8 @@ var readMethods = map[string]bool{
 	ControlService_GetFlightHistory_FullMethodName:       true,
 	ControlService_GetProjectionRebuild_FullMethodName:   true,
 	ControlService_ListProjectionRebuilds_FullMethodName: true,
+	ControlService_GetRepublish_FullMethodName:           true,
+	ControlService_ListRepublishes_FullMethodName:        true,
 }
 
 // RequiredRole is the role a call of fullMethod ("/msgx.control.v1.ControlService/GetStatus")

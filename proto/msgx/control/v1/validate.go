@@ -93,6 +93,9 @@ func (r *ListMessagesRequest) Validate() error {
 		errs = append(errs, fmt.Errorf("enqueued_from %s must be before enqueued_to %s",
 			r.GetEnqueuedFrom().AsTime().Format(time.RFC3339), r.GetEnqueuedTo().AsTime().Format(time.RFC3339)))
 	}
+	if a := r.GetAcknowledged(); a != AckFilter_ACK_FILTER_UNSPECIFIED {
+		errs = append(errs, knownEnum("acknowledged", a))
+	}
 	return errors.Join(errs...)
 }
 
@@ -475,5 +478,75 @@ func (r *CancelProjectionRebuildRequest) Validate() error {
 		errs = append(errs, fmt.Errorf("rebuild_id must be positive, got %d", r.GetRebuildId()))
 	}
 	errs = append(errs, validComment(r.GetComment()))
+	return errors.Join(errs...)
+}
+
+// Validate checks the request: exactly one of all and flid.
+func (r *RepublishRequest) Validate() error {
+	var errs []error
+	switch n := len(r.GetFlid()); {
+	case r.GetAll() && n > 0:
+		errs = append(errs, errors.New("set all or flid, not both"))
+	case !r.GetAll() && n == 0:
+		errs = append(errs, errors.New("set all (every flight of the current state) or flid (some flights)"))
+	case n > MaxRebuildFLIDs:
+		errs = append(errs, fmt.Errorf("%d FLIDs, at most %d: republish all instead", n, MaxRebuildFLIDs))
+	}
+	for _, f := range r.GetFlid() {
+		if strings.TrimSpace(f) == "" {
+			errs = append(errs, errors.New("flid holds an empty FLID"))
+			break
+		}
+	}
+	errs = append(errs, validComment(r.GetComment()))
+	return errors.Join(errs...)
+}
+
+// Validate checks the request.
+func (r *GetRepublishRequest) Validate() error {
+	if r.GetRepublishId() <= 0 {
+		return fmt.Errorf("republish_id must be positive, got %d", r.GetRepublishId())
+	}
+	return nil
+}
+
+// Validate checks the request.
+func (r *ListRepublishesRequest) Validate() error {
+	if n := r.GetPageSize(); n < 0 || n > MaxPageSize {
+		return fmt.Errorf("page_size must be between 0 (default %d) and %d, got %d", DefaultPageSize, MaxPageSize, n)
+	}
+	return nil
+}
+
+// Validate checks the request.
+func (r *CancelRepublishRequest) Validate() error {
+	var errs []error
+	if r.GetRepublishId() <= 0 {
+		errs = append(errs, fmt.Errorf("republish_id must be positive, got %d", r.GetRepublishId()))
+	}
+	errs = append(errs, validComment(r.GetComment()))
+	return errors.Join(errs...)
+}
+
+// Validate checks the request: exactly one selector and a reason.
+func (r *AcknowledgeDeadRequest) Validate() error {
+	var errs []error
+	ids, class := len(r.GetMsgIds()) > 0, r.GetErrorClass() != ErrorClass_ERROR_CLASS_UNSPECIFIED
+	switch {
+	case ids && class:
+		errs = append(errs, errors.New("set msg_ids or error_class, not both"))
+	case !ids && !class:
+		errs = append(errs, errors.New("set msg_ids or error_class: nothing acknowledges every dead row by accident"))
+	case ids:
+		errs = append(errs, validIDs(r.GetMsgIds()))
+	default:
+		errs = append(errs, knownEnum("error_class", r.GetErrorClass()))
+	}
+	if strings.TrimSpace(r.GetReason()) == "" {
+		errs = append(errs, errors.New("reason is required: say why the rows need nothing more"))
+	}
+	if len(r.GetReason()) > MaxCommentLen {
+		errs = append(errs, fmt.Errorf("reason is %d bytes, at most %d", len(r.GetReason()), MaxCommentLen))
+	}
 	return errors.Join(errs...)
 }

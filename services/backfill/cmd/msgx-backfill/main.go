@@ -1,6 +1,7 @@
 // Command msgx-backfill writes the processed markers back to the shared inbox and runs the
 // retention sweeps (proc_state, msg_event, schd_snap_log, req_track, flight history) and the
-// Redis projection's consistency sentinel, with the rebuilds the control API requests.
+// Redis projection's consistency sentinel, with the rebuilds the control API requests, and the
+// republish jobs that send the current flight states to KAFKA:schd again.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/maintenance"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/marker"
+	"github.com/msgexchange/msgexchange/services/backfill/internal/republisher"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
 )
 
@@ -59,6 +61,7 @@ func run(ctx context.Context, b *service.Base) error {
 		Period:      cfg.Consistency.Period,
 		JobPoll:     p.PollInterval,
 	}, projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout), b.Clock, b.Logger, b.Registry)
+	republish := republisher.New(republisher.Config{Poll: p.PollInterval}, b.Clock, b.Logger, b.Registry)
 	elector := b.Elector()
 	return b.Run(ctx, func(ctx context.Context) error {
 		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
@@ -67,6 +70,7 @@ func run(ctx context.Context, b *service.Base) error {
 			g.Go(func() error { return sweeper.Run(ctx, s) })
 			g.Go(func() error { return cleaner.Run(ctx, s) })
 			g.Go(func() error { return sentry.Run(ctx, s) })
+			g.Go(func() error { return republish.Run(ctx, s) })
 			return g.Wait()
 		})
 	})

@@ -240,6 +240,11 @@ func message(m queue.Message) *controlv1.Message {
 	if m.BackfillReason != nil {
 		out.BackfillAbandonReason = abandonReason(*m.BackfillReason)
 	}
+	if m.Ack != nil {
+		out.AcknowledgedAt = timestamp(m.Ack.At)
+		out.AcknowledgedBy = m.Ack.By
+		out.AcknowledgedReason = m.Ack.Reason
+	}
 	return out
 }
 

@@ -28,6 +28,10 @@ const pageTokenPrefix = "v1:"
 // messages enqueued between pages are never skipped.
 func (s *Service) ListMessages(ctx context.Context, req *controlv1.ListMessagesRequest) (*controlv1.ListMessagesResponse, error) {
 	f := queue.Filter{Abandoned: req.GetAbandoned()}
+	if a := req.GetAcknowledged(); a != controlv1.AckFilter_ACK_FILTER_UNSPECIFIED {
+		acked := a == controlv1.AckFilter_ACK_FILTER_ACKNOWLEDGED
+		f.Acknowledged = &acked
+	}
 	for _, st := range req.GetStates() {
 		f.States = append(f.States, queue.State(strings.TrimPrefix(st.String(), statePrefix)))
 	}

@@ -25,6 +25,9 @@ const (
 	StepTerminal          = "terminal"
 	StepMarked            = "marked"
 	StepEventSent         = "event-sent"
+	// StepAcknowledged is an operator's review of a DEAD message (AcknowledgeDead), listed only
+	// for an acknowledged message: it is no fact every message reaches.
+	StepAcknowledged = "acknowledged"
 )
 
 // timeline lays out the facts of one message in order: the first four in the order they must
@@ -50,6 +53,9 @@ func timeline(m queue.Message, events []outbox.Row, changes []flightstore.Change
 	tail := []step{{name: StepMarked, at: m.BackfillAt, detail: markedDetail(m)}}
 	for _, e := range events {
 		tail = append(tail, step{name: StepEventSent, at: e.SentAt, eventID: e.ID, detail: eventDetail(e)})
+	}
+	if a := m.Ack; a != nil {
+		tail = append(tail, step{name: StepAcknowledged, at: &a.At, detail: fmt.Sprintf("by %s: %s", a.By, a.Reason)})
 	}
 	// Stable: equal times (and the unreached, at the end) keep marker-then-event_id order.
 	slices.SortStableFunc(tail, func(a, b step) int {

@@ -76,6 +76,20 @@ func TestTimeline(t *testing.T) {
 				{StepEventSent, no, no, "not yet: KAFKA:msg key F1 v1 UPSERT DEAD after 5 attempts: TOPIC_AUTHORIZATION_FAILED", 9},
 			},
 		},
+		{
+			name: "dead and acknowledged by an operator",
+			m: queue.Message{State: queue.Dead, ErrorClass: class(queue.Malformed), LastError: text("not XML"),
+				EnqueuedAt: *at(0), ProcessingStartedAt: at(10), FinishedAt: at(20), BackfillAt: at(40),
+				Ack: &queue.Ack{At: *at(600), By: "token:operator:1a2b", Reason: "garbage from a test sender"}},
+			want: []want{
+				{StepInInbox, no, no, "", 0},
+				{StepEnqueued, 0, no, "", 0},
+				{StepProcessingStarted, 10, 10, "", 0},
+				{StepTerminal, 20, 10, "DEAD(MALFORMED): not XML", 0},
+				{StepMarked, 40, 20, "marker written", 0},
+				{StepAcknowledged, 600, 560, "by token:operator:1a2b: garbage from a test sender", 0},
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

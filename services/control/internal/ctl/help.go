@@ -103,6 +103,7 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 			"operation_day": "the operation day of --flight-number, YYYY-MM-DD (airport time)",
 			"enqueued_from": "only messages enqueued at or after this time",
 			"enqueued_to":   "only messages enqueued before this time",
+			"acknowledged":  "only DEAD messages an operator acknowledged, or only those nobody did (acknowledge-dead)",
 		},
 	},
 	"Replay": {
@@ -262,6 +263,53 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 		Example: "# Stop rebuild 7\nmsgxctl cancel-projection-rebuild 7 --comment \"peak hour\"",
 		Args:    []string{"rebuild_id"},
 		Flags:   map[string]string{"rebuild_id": "the rebuild to stop (list-projection-rebuilds shows them)"},
+	},
+	"Republish": {
+		Short: "Send the current state of all flights, or of some, to KAFKA:schd again",
+		Long: "For a topic that was lost or a consumer that needs a full reload: the backfill writes\n" +
+			"every flight's (or the listed flights') current document, at its current STATE_VERSION,\n" +
+			"through the outbox; consumers see each record as the newest or as a duplicate. One runs\n" +
+			"at a time; it resumes after a restart, and running it twice only sends duplicates.\n" +
+			"msgxctl follows its progress until it ends.",
+		Example: "# After the schd topic was recreated empty\nmsgxctl republish --all --comment INC-42\n" +
+			"# Two flights a consumer lost\nmsgxctl republish 2718281 2718282 --comment INC-43",
+		Args: []string{"flid"},
+		Flags: map[string]string{
+			"all":  "every flight (active ones as documents, deleted ones as tombstones)",
+			"flid": "only these flight IDs (at most 10000)",
+		},
+		Name: "republish.republish_id",
+	},
+	"GetRepublish": {
+		Short:   "Show one republish and its progress",
+		Example: "# Republish 3\nmsgxctl get-republish 3",
+		Args:    []string{"republish_id"},
+		Flags:   map[string]string{"republish_id": "the republish's ID (list-republishes shows them)"},
+	},
+	"ListRepublishes": {
+		Short:   "List republishes, newest first",
+		Example: "# The latest republishes\nmsgxctl list-republishes\n# Every one\nmsgxctl list-republishes --all -o json",
+	},
+	"CancelRepublish": {
+		Short:   "Stop a republish (what it sent stays sent)",
+		Example: "# Stop republish 3\nmsgxctl cancel-republish 3 --comment \"peak hour\"",
+		Args:    []string{"republish_id"},
+		Flags:   map[string]string{"republish_id": "the republish to stop (list-republishes shows them)"},
+	},
+	"AcknowledgeDead": {
+		Short: "Record that DEAD messages were reviewed and need nothing more",
+		Long: "For DEAD messages that replay must refuse (MALFORMED, PROTOCOL) or that an operator\n" +
+			"decided to leave: records who reviewed them and why. The DEAD gauge and MsgxMessagesDead\n" +
+			"count only unacknowledged messages; acknowledged ones stay listed (list-messages\n" +
+			"--acknowledged acknowledged). A replay clears the acknowledgement.",
+		Example: "# Two malformed messages, reviewed\nmsgxctl acknowledge-dead 123 124 --reason \"INC-7: AODB sent truncated XML\"\n" +
+			"# Every DEAD message of a class\nmsgxctl acknowledge-dead --error-class protocol --reason \"INC-8: unknown subtype, no action\"",
+		Args: []string{"msg_ids"},
+		Flags: map[string]string{
+			"error_class": "every DEAD message of this error class (instead of IDs)",
+			"reason":      "why they need nothing more: kept with each message and written to the audit log",
+		},
+		Name: "acknowledged_ids",
 	},
 	"GetFlight": {
 		Short: "Show one flight in PostgreSQL next to its Redis projection",

@@ -14,8 +14,9 @@ import (
 type backlogGauges struct {
 	unfinished, oldest, rate, drain prometheus.Gauge
 	// dead is read from proc_state, not counted from outcomes, so it stays up for as long as
-	// DEAD rows exist (a restart or a quiet hour does not clear it) and falls on a replay.
-	dead *prometheus.GaugeVec
+	// DEAD rows exist (a restart or a quiet hour does not clear it) and falls on a replay or an
+	// operator's acknowledgement; acked counts the acknowledged ones, still DEAD.
+	dead, acked *prometheus.GaugeVec
 }
 
 func newBacklogGauges() backlogGauges {
@@ -31,12 +32,14 @@ func newBacklogGauges() backlogGauges {
 		drain: g("msgx_pipeline_backlog_estimated_drain_seconds",
 			"Unfinished ÷ rate: the estimated time to drain the backlog; -1 when unknown (unfinished messages but nothing finished in the window)."),
 		dead: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_pipeline_messages_dead",
-			Help: "DEAD messages in proc_state by error class: they wait for an operator's replay."}, []string{"error_class"}),
+			Help: "DEAD messages in proc_state that no operator acknowledged, by error class: they wait for a replay or an acknowledgement."}, []string{"error_class"}),
+		acked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "msgx_pipeline_messages_dead_acknowledged",
+			Help: "DEAD messages in proc_state an operator acknowledged (AcknowledgeDead), by error class; kept until retention deletes them."}, []string{"error_class"}),
 	}
 }
 
 func (g backlogGauges) register(reg prometheus.Registerer) {
-	reg.MustRegister(g.unfinished, g.oldest, g.rate, g.drain, g.dead)
+	reg.MustRegister(g.unfinished, g.oldest, g.rate, g.drain, g.dead, g.acked)
 }
 
 func (g backlogGauges) set(s queue.Statistics) {
@@ -50,12 +53,17 @@ func (g backlogGauges) set(s queue.Statistics) {
 	}
 	// Every known class is exported, 0 included, so an alert resolves on a replay instead of
 	// its series going stale; a class outside the list lasts as long as its rows.
-	g.dead.Reset()
+	byClass(g.dead, s.DeadByErrorClass)
+	byClass(g.acked, s.DeadAcknowledgedByErrorClass)
+}
+
+func byClass(g *prometheus.GaugeVec, counts map[queue.ErrorClass]int64) {
+	g.Reset()
 	for _, c := range queue.ErrorClasses {
-		g.dead.WithLabelValues(string(c)).Set(float64(s.DeadByErrorClass[c]))
+		g.WithLabelValues(string(c)).Set(float64(counts[c]))
 	}
-	for c, n := range s.DeadByErrorClass {
-		g.dead.WithLabelValues(string(c)).Set(float64(n))
+	for c, n := range counts {
+		g.WithLabelValues(string(c)).Set(float64(n))
 	}
 }
 

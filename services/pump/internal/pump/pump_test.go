@@ -213,6 +213,20 @@ func TestNonBusinessTerminalStates(t *testing.T) {
 			t.Errorf("msgx_pipeline_messages_dead{EXHAUSTED} = %v, want 0", got)
 		}
 	}
+	// An operator's acknowledgement moves a row from the DEAD gauge to the acknowledged one.
+	if _, err := queue.AcknowledgeDead(t.Context(), e.pg.Pool, queue.AckRequest{MsgIDs: []int64{missing}, By: "op",
+		Reason: "purged upstream"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ReportBacklog(t.Context(), e.pg.Pool); err != nil {
+		t.Fatal(err)
+	}
+	if got := gauge(t, reg, "msgx_pipeline_messages_dead", "error_class", "MALFORMED"); got != 1 {
+		t.Errorf("after the acknowledgement msgx_pipeline_messages_dead{MALFORMED} = %v, want 1", got)
+	}
+	if got := gauge(t, reg, "msgx_pipeline_messages_dead_acknowledged", "error_class", "MALFORMED"); got != 1 {
+		t.Errorf("msgx_pipeline_messages_dead_acknowledged{MALFORMED} = %v, want 1", got)
+	}
 }
 
 // A message's own retry is not a duplicate of itself: the identity bound on the first attempt

@@ -1,0 +1,227 @@
+// Package republisher executes the republish jobs the control API requests (pkg/republish;
+// docs/operations.md, "Kafka topic lost / consumer needs a full reload"): it writes the current
+// state of every flight of a job's scope into the flight's KAFKA:schd outbox row, which the
+// dispatcher then sends like every other state (same payload, key and headers).
+//
+// Order: each page is one transaction on the backfill role's lock connection that takes the
+// pipeline lock, reads the flights and writes their outbox rows. The pump holds the same lock
+// across its business transaction, so a page never reads a state the pump is changing, and
+// the outbox row's version rule (R-OUTBOX-4: a row is replaced only by a state not older) keeps
+// a republished version from replacing a newer one. A consumer keeping the newest
+// (FLID, STATE_VERSION) therefore sees the republished state as a duplicate of what it had, or
+// as the newest, never as a step back.
+//
+// A crash or a failover loses at most the page in flight, which the next holder of the role
+// writes again; a job run twice writes the same versions again: duplicates, which consumers
+// tolerate.
+package republisher
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flight"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/republish"
+)
+
+// Config is what the republisher needs. Zero values mean the defaults.
+type Config struct {
+	// Page is how many flights one locked transaction writes (default 100): the longest the
+	// pump waits for a page.
+	Page int
+	// Poll is how often the role looks for a requested job (pipeline.poll-interval, default 1s).
+	Poll time.Duration
+}
+
+// Republisher runs the jobs.
+type Republisher struct {
+	cfg     Config
+	clock   clock.Clock
+	logger  *slog.Logger
+	written prometheus.Counter
+}
+
+// New builds a republisher and registers its metric.
+func New(cfg Config, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Republisher {
+	cfg.Page = cmp.Or(cfg.Page, 100)
+	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
+	r := &Republisher{cfg: cfg, clock: clk, logger: logger,
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_republish_flights_total",
+			Help: "Flight states a republish job wrote to the KAFKA:schd outbox."})}
+	reg.MustRegister(r.written)
+	return r
+}
+
+// Run executes the requested jobs until ctx ends. A failed step is recorded on its job and
+// tried again at the next poll.
+func (r *Republisher) Run(ctx context.Context, sess db.Txer) error {
+	t := time.NewTicker(r.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := r.RunJobs(ctx, sess); err != nil && ctx.Err() == nil {
+				r.logger.Error("republish step failed; tried again at the next poll", "err", err)
+			}
+		}
+	}
+}
+
+// RunJobs executes the open job, if any, to its end. It returns when there is no open job, or
+// with the error of a step (recorded on the job, which the next call resumes).
+func (r *Republisher) RunJobs(ctx context.Context, sess db.Txer) error {
+	for {
+		id, more, err := r.Step(ctx, sess)
+		if err != nil {
+			if id != 0 && ctx.Err() == nil {
+				if nerr := sess.Tx(ctx, func(tx pgx.Tx) error { return republish.NoteError(ctx, tx, id, err, r.clock.Now()) }); nerr != nil {
+					r.logger.Warn("republish: could not record the step's error", "republish_id", id, "err", nerr)
+				}
+			}
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// Step does one step of the open job: it returns the job's ID (0 without an open job) and
+// whether the job goes on.
+func (r *Republisher) Step(ctx context.Context, sess db.Txer) (id int64, more bool, err error) {
+	err = sess.Tx(ctx, func(tx pgx.Tx) error {
+		job, err := republish.LockOpen(ctx, tx)
+		if err != nil || job == nil {
+			return err
+		}
+		id = job.ID
+		more, err = r.step(ctx, tx, job)
+		return err
+	})
+	if err != nil {
+		return id, false, fmt.Errorf("republish %d: %w", id, err)
+	}
+	return id, more, nil
+}
+
+func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (bool, error) {
+	now := r.clock.Now()
+	switch {
+	case job.CancelRequested:
+		r.logger.Info("republish cancelled", "republish_id", job.ID, "done", job.Done, "total", job.Total)
+		return false, republish.Finish(ctx, tx, job.ID, republish.StateCancelled, now)
+	case job.State == republish.StatePending:
+		total := int64(len(job.FLIDs))
+		if job.All() {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM flight_schd`).Scan(&total); err != nil {
+				return false, fmt.Errorf("count the flights: %w", err)
+			}
+		}
+		r.logger.Info("republish started", "republish_id", job.ID, "all", job.All(), "total", total, "requested_by", job.RequestedBy)
+		return true, republish.Start(ctx, tx, job.ID, total, now)
+	}
+	var page []string
+	if job.All() {
+		var err error
+		if page, err = flightstore.SampleFLIDs(ctx, tx, job.Cursor, 1, r.cfg.Page); err != nil {
+			return false, err
+		}
+	} else {
+		page = job.NextFLIDs(r.cfg.Page)
+	}
+	next := republish.Progress{Cursor: job.Cursor}
+	if len(page) > 0 {
+		next.Cursor = page[len(page)-1]
+		written, err := r.writePage(ctx, tx, page, now)
+		if err != nil {
+			return false, err
+		}
+		next.Done, next.Unknown = int64(written), int64(len(page)-written)
+	}
+	if err := republish.Advance(ctx, tx, job.ID, next, now); err != nil {
+		return false, err
+	}
+	r.written.Add(float64(next.Done))
+	if len(page) == r.cfg.Page {
+		return true, nil
+	}
+	r.logger.Info("republish done", "republish_id", job.ID, "written", job.Done+next.Done, "unknown", job.Unknown+next.Unknown)
+	return false, republish.Finish(ctx, tx, job.ID, republish.StateDone, now)
+}
+
+// writePage writes the outbox rows of one page under the pipeline lock and returns how many of
+// its FLIDs had a state (a FLID the current state does not hold, or no longer holds since the
+// page was read, has nothing to send).
+func (r *Republisher) writePage(ctx context.Context, tx pgx.Tx, flids []string, now time.Time) (int, error) {
+	if err := leader.LockPipelineTx(ctx, tx); err != nil {
+		return 0, err
+	}
+	flights, err := published(ctx, tx, flids)
+	if err != nil {
+		return 0, err
+	}
+	events := make([]outbox.NewEvent, 0, len(flights))
+	for _, f := range flights {
+		events = append(events, event(f))
+	}
+	if err := outbox.Add(ctx, tx, events, now); err != nil {
+		return 0, err
+	}
+	return len(events), nil
+}
+
+// published reads the flights of a page as they are published (flightstore.LoadPublished: a
+// master with the MAFL of its children) in a few round trips for the whole page, so the pump
+// waits for the page's statements, not for a dozen per flight. No row locks: the pipeline lock
+// the caller holds already keeps every writer of the flight state out.
+func published(ctx context.Context, tx pgx.Tx, flids []string) ([]flight.Flight, error) {
+	flights, err := flightstore.LoadMany(ctx, tx, flids)
+	if err != nil {
+		return nil, err
+	}
+	var masters []string
+	for _, f := range flights {
+		if !flight.IsChild(f) {
+			masters = append(masters, f.FLID)
+		}
+	}
+	children, err := flightstore.ChildrenOfMany(ctx, tx, masters)
+	if err != nil {
+		return nil, err
+	}
+	kids := map[string][]flight.Flight{}
+	for _, c := range children {
+		kids[c.Scalars["MAID"]] = append(kids[c.Scalars["MAID"]], c)
+	}
+	for i, f := range flights {
+		if !flight.IsChild(f) {
+			flights[i] = flight.Published(f, kids[f.FLID])
+		}
+	}
+	return flights, nil
+}
+
+// event is the KAFKA:schd event of a flight's current state, as the pump writes it for the
+// change that made the state (flight.Events): the document at the flight's own version, or a
+// null-value tombstone for a deleted flight. No inbox message caused it, so it names none
+// (msg_id 0), which also keeps it out of the messages' delivery latency.
+func event(f flight.Flight) outbox.NewEvent {
+	if f.State == flight.Deleted {
+		return outbox.NewEvent{Target: outbox.TargetSchd, PartitionKey: f.FLID, Type: outbox.TypeTombstone, Version: f.Version}
+	}
+	return outbox.NewEvent{Target: outbox.TargetSchd, PartitionKey: f.FLID, Type: outbox.TypeUpsert, Version: f.Version,
+		Payload: flight.Document(f)}
+}

@@ -1,0 +1,144 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/pkg/republish"
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+)
+
+// Republish implements ControlService.Republish: it registers the job in schd_republish on the
+// control role's lock connection; the backfill role executes it. A job already open is
+// returned instead (already_running), so asking twice never runs two.
+func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest) (*controlv1.RepublishResponse, error) {
+	spec := republish.Spec{FLIDs: req.GetFlid(), RequestedBy: s.caller(ctx), Comment: req.GetComment()}
+	var (
+		job      republish.Job
+		existing bool
+		pending  int64
+	)
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		if job, existing, err = republish.Request(ctx, tx, spec, s.cfg.Clock.Now()); err != nil {
+			return err
+		}
+		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
+		return err
+	})
+	if errors.Is(err, republish.ErrInvalid) {
+		return nil, status.Errorf(codes.InvalidArgument, "republish: %v", err)
+	}
+	if err != nil {
+		return nil, s.writeStatus(ctx, "republish", err)
+	}
+	return &controlv1.RepublishResponse{Republish: schdRepublish(job, pending), AlreadyRunning: existing}, nil
+}
+
+// GetRepublish implements ControlService.GetRepublish, with the KAFKA:schd rows still unsent.
+func (s *Service) GetRepublish(ctx context.Context, req *controlv1.GetRepublishRequest) (*controlv1.GetRepublishResponse, error) {
+	var (
+		job     republish.Job
+		pending int64
+	)
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		if job, err = republish.Get(ctx, tx, req.GetRepublishId()); err != nil {
+			return err
+		}
+		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
+		return err
+	})
+	if err != nil {
+		return nil, toStatus(ctx, "get republish", err)
+	}
+	return &controlv1.GetRepublishResponse{Republish: schdRepublish(job, pending)}, nil
+}
+
+// ListRepublishes implements ControlService.ListRepublishes, newest first (the page token
+// holds the last republish_id of the page).
+func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepublishesRequest) (*controlv1.ListRepublishesResponse, error) {
+	before, size, err := page(req.GetPageToken(), req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	var (
+		jobs    []republish.Job
+		pending int64
+	)
+	err = s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		if jobs, err = republish.List(ctx, tx, before, size+1); err != nil {
+			return err
+		}
+		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
+		return err
+	})
+	if err != nil {
+		return nil, toStatus(ctx, "list republishes", err)
+	}
+	resp := &controlv1.ListRepublishesResponse{}
+	if len(jobs) > size {
+		jobs = jobs[:size]
+		resp.NextPageToken = encodePageToken(jobs[size-1].ID)
+	}
+	for _, j := range jobs {
+		resp.Republishes = append(resp.Republishes, schdRepublish(j, pending))
+	}
+	return resp, nil
+}
+
+// CancelRepublish implements ControlService.CancelRepublish.
+func (s *Service) CancelRepublish(ctx context.Context, req *controlv1.CancelRepublishRequest) (*controlv1.CancelRepublishResponse, error) {
+	var job republish.Job
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		var err error
+		job, err = republish.Cancel(ctx, tx, req.GetRepublishId(), s.cfg.Clock.Now())
+		return err
+	})
+	if errors.Is(err, republish.ErrFinished) {
+		return nil, status.Errorf(codes.FailedPrecondition, "cancel republish: %v", err)
+	}
+	if err != nil {
+		return nil, s.writeStatus(ctx, "cancel republish", err)
+	}
+	return &controlv1.CancelRepublishResponse{Republish: schdRepublish(job, 0)}, nil
+}
+
+// schdPending is the number of KAFKA:schd outbox rows not sent yet (PENDING), what a republish
+// still has on its way to the broker.
+func schdPending(ctx context.Context, tx pgx.Tx, now time.Time) (int64, error) {
+	stats, err := outbox.Stats(ctx, tx, now)
+	if err != nil {
+		return 0, err
+	}
+	return stats[outbox.TargetSchd].Pending, nil
+}
+
+// schdRepublish converts a job with the outbox's unsent KAFKA:schd rows (0 when not read).
+func schdRepublish(j republish.Job, pending int64) *controlv1.SchdRepublish {
+	return &controlv1.SchdRepublish{
+		RepublishId:     j.ID,
+		All:             j.All(),
+		Flid:            j.FLIDs,
+		State:           controlv1.RebuildState(controlv1.RebuildState_value[rebuildStatePrefix+j.State]),
+		Done:            j.Done,
+		Total:           j.Total,
+		Unknown:         j.Unknown,
+		OutboxPending:   pending,
+		RequestedBy:     j.RequestedBy,
+		Comment:         j.Comment,
+		CancelRequested: j.CancelRequested,
+		Error:           j.Error,
+		RequestedAt:     timestamp(j.RequestedAt),
+		StartedAt:       optTimestamp(j.StartedAt),
+		FinishedAt:      optTimestamp(j.FinishedAt),
+		UpdatedAt:       timestamp(j.UpdatedAt),
+	}
+}

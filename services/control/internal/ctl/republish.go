@@ -1,0 +1,101 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+)
+
+// msgxctl republish follows its job as rebuild-projection does; registered here so the
+// follower of each job kind sits with its own rendering.
+func init() { followers["Republish"] = followRepublish }
+
+// followRepublish polls GetRepublish and redraws the progress (flights written of total, and
+// the KAFKA:schd rows still on their way to the broker) until the republish ends, then prints
+// it as get-republish does. A terminal gets the line redrawn in place, a pipe a line per
+// change; -o json prints only the final republish. One that ends CANCELLED exits with
+// ABORTED's code.
+func followRepublish(ctx context.Context, o *options, resp proto.Message, stdout, stderr io.Writer) error {
+	r := resp.(*controlv1.RepublishResponse)
+	job := r.GetRepublish()
+	if r.GetAlreadyRunning() {
+		fmt.Fprintf(stderr, "msgxctl: republish %d was already %s (requested by %s%s): following it instead; nothing new was requested\n",
+			job.GetRepublishId(), republishState(job), job.GetRequestedBy(), republishScope(job))
+	}
+	get := Service().Methods().ByName("GetRepublish")
+	tty := terminal(stdout)
+	last := ""
+	for {
+		if o.output == "table" {
+			if line := republishLine(job); line != last {
+				if tty {
+					fmt.Fprintf(stdout, "\r\033[K%s", line)
+				} else {
+					fmt.Fprintln(stdout, line)
+				}
+				last = line
+			}
+		}
+		if s := job.GetState(); s == controlv1.RebuildState_REBUILD_STATE_DONE || s == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return localErr(fmt.Errorf("stopped following republish %d, which goes on: msgxctl get-republish %d", job.GetRepublishId(), job.GetRepublishId()))
+		case <-time.After(pollInterval):
+		}
+		got := &controlv1.GetRepublishResponse{}
+		if err := o.invoke(ctx, get, &controlv1.GetRepublishRequest{RepublishId: job.GetRepublishId()}, got); err != nil {
+			if ee, ok := err.(*exitError); ok && ee.code == ExitCode(codes.Unavailable) {
+				continue // a restarting control instance; the job goes on in the backfill
+			}
+			return err
+		}
+		job = got.GetRepublish()
+	}
+	if tty && o.output == "table" {
+		fmt.Fprintln(stdout)
+	}
+	if err := render(stdout, o.output, &controlv1.GetRepublishResponse{Republish: job}); err != nil {
+		return err
+	}
+	if job.GetState() == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
+		return &exitError{code: ExitCode(codes.Aborted), err: fmt.Errorf("republish %d was cancelled after %d of %d flights", job.GetRepublishId(), job.GetDone(), job.GetTotal())}
+	}
+	return nil
+}
+
+// republishLine is one line of a republish's progress.
+func republishLine(j *controlv1.SchdRepublish) string {
+	line := fmt.Sprintf("republish %d %s: %d/%d flights written to the outbox%s; KAFKA:schd rows not yet sent %d",
+		j.GetRepublishId(), republishState(j), j.GetDone(), j.GetTotal(), unknownText(j), j.GetOutboxPending())
+	if j.GetError() != "" {
+		line += "; last error: " + j.GetError()
+	}
+	return line
+}
+
+func unknownText(j *controlv1.SchdRepublish) string {
+	if j.GetUnknown() == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d FLIDs unknown", j.GetUnknown())
+}
+
+func republishScope(j *controlv1.SchdRepublish) string {
+	if j.GetAll() {
+		return ", all flights"
+	}
+	return fmt.Sprintf(", %d FLIDs", len(j.GetFlid()))
+}
+
+func republishState(j *controlv1.SchdRepublish) string {
+	return strings.TrimPrefix(j.GetState().String(), "REBUILD_STATE_")
+}
