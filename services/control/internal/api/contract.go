@@ -18,6 +18,17 @@ var resolutions = map[controlv1.ContractResolution]cursor.Action{
 	controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED: cursor.ActionSkipMarked,
 }
 
+// errSkipUnforced refuses skip-marked of marked-above-watermark without force (R-RESTORE-3).
+var errSkipUnforced = errors.New("skip-marked leaves the flights at the backup's state while consumers already hold the changes of the " +
+	"skipped rows, so the next change of those flights takes them back downstream; resume processes the rows again, published above " +
+	"what consumers hold once msgx-dispatcher version-floor ran; set force to skip anyway (docs/operations.md, \"Restoring PostgreSQL from a backup\")")
+
+// rewindsConsumers reports whether r is the resolution that leaves consumers ahead of the
+// flight state: the skip of rows processed in a timeline a restore took back (R-RESTORE-3).
+func rewindsConsumers(r cursor.Resolution) bool {
+	return r.Action == cursor.ActionSkipMarked && r.Kind == cursor.KindMarkedAbove
+}
+
 // ResolveContractViolation implements ControlService.ResolveContractViolation through
 // cursor.ReadResolution and cursor.Resolve. The cursor is read first, then the inbox, outside
 // the transaction (the lock connection must not wait on MySQL); the write re-checks that
@@ -57,6 +68,11 @@ func (s *Service) ResolveContractViolation(ctx context.Context, req *controlv1.R
 	default:
 		// Only the inbox is read here: unreachable, nothing decided.
 		return nil, status.Errorf(codes.Unavailable, "%s: %v", op, err)
+	}
+	// Checked after the inbox was read, so a skip the data refuses says why first; a dry run
+	// is answered, since it changes nothing and shows what a forced skip would pass.
+	if rewindsConsumers(r) && !req.GetForce() && !req.GetDryRun() {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: %v", op, errSkipUnforced)
 	}
 	now := s.cfg.Clock.Now()
 	var res cursor.Resolved

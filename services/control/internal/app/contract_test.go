@@ -108,7 +108,8 @@ func TestResolveInboxBehindWatermark(t *testing.T) {
 }
 
 // marked-above-watermark after a PostgreSQL restore: skip-marked moves W over the marked rows
-// directly above it and reports where the run ended; a dry run changes nothing; a through that
+// directly above it and reports where the run ended, only when forced; a dry run changes
+// nothing and needs no force; a through that
 // covers an unmarked row is refused; skip-marked of inbox-behind-watermark is invalid.
 func TestResolveMarkedAboveWatermark(t *testing.T) {
 	t.Parallel()
@@ -133,12 +134,12 @@ func TestResolveMarkedAboveWatermark(t *testing.T) {
 	ctx := withToken(callCtx(t), token)
 
 	req := &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
-		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED, Through: ids[5]}
+		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED, Through: ids[5], Force: true}
 	if _, err := in.client.ResolveContractViolation(ctx, req); status.Code(err) != codes.FailedPrecondition ||
 		!strings.Contains(err.Error(), "no processed marker") {
 		t.Errorf("skip through the unmarked row = %v, want FailedPrecondition", err)
 	}
-	req.Through, req.DryRun = 0, true
+	req.Through, req.DryRun, req.Force = 0, true, false
 	resp, err := in.client.ResolveContractViolation(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +158,12 @@ func TestResolveMarkedAboveWatermark(t *testing.T) {
 		t.Errorf("skip naming another violation's since = %v, want FailedPrecondition", err)
 	}
 	req.Since = resp.GetResolved().GetSince()
+	// The skip leaves consumers ahead of the flight state: refused unless forced (R-RESTORE-3).
+	if _, err := in.client.ResolveContractViolation(ctx, req); status.Code(err) != codes.FailedPrecondition ||
+		!strings.Contains(err.Error(), "set force") {
+		t.Errorf("skip without force = %v, want FailedPrecondition naming force", err)
+	}
+	req.Force = true
 	if resp, err = in.client.ResolveContractViolation(ctx, req); err != nil || resp.GetWatermark() != ids[3] {
 		t.Fatalf("skip = %v, %v; want W %d", resp, err, ids[3])
 	}
