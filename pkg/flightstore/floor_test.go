@@ -20,10 +20,10 @@ func TestRaiseVersions(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name            string
-		floors          map[string]int64
+		name                   string
+		floors                 map[string]int64
 		wantFloors, wantRaised int64
-		want            map[string]int64
+		want                   map[string]int64
 	}{
 		{"published above the backup", map[string]int64{"A": 15, "B": 3, "C": 9}, 3, 1, map[string]int64{"A": 15, "B": 5}},
 		{"a lower floor changes nothing", map[string]int64{"A": 12, "C": 2}, 0, 0, map[string]int64{"A": 15, "B": 5}},
