@@ -603,8 +603,9 @@ func versionsBelow(a, b []string) []string {
 // checkRestoredKafka judges what a consumer received over both timelines. Per FLID, on each
 // topic in arrival order, a record's version is never below one received before, unless it
 // is a redelivery of an event already received (same ID and version, at least once,
-// R-OUTBOX-7); every KAFKA:msg event of the restored outbox was received; and the last
-// record of each FLID on each topic is PostgreSQL's current version.
+// R-OUTBOX-7); every KAFKA:msg event of the restored outbox was received; and each FLID's
+// newest record on KAFKA:msg, and its last on the compacted KAFKA:schd, is PostgreSQL's
+// latest version.
 func checkRestoredKafka(ev evidence) Check {
 	c := Check{Name: CheckRestoreKafka}
 	var problems []string
@@ -651,19 +652,26 @@ func checkRestoredKafka(ev evidence) Check {
 		problems = append(problems, fmt.Sprintf("%d KAFKA:msg events of the outbox never received: %s", len(lost), examples(lost, short)))
 	}
 	for _, flid := range slices.Sorted(maps.Keys(last)) {
-		for topic, recs := range map[string][]received{"KAFKA:msg": ev.msg[flid], "KAFKA:schd": ev.schd[flid]} {
-			if len(recs) == 0 || recs[len(recs)-1].version != last[flid] {
-				got := int64(-1)
-				if len(recs) > 0 {
-					got = recs[len(recs)-1].version
-				}
-				problems = append(problems, fmt.Sprintf("%s %s: last record v%d, PostgreSQL's latest event v%d", topic, flid, got, last[flid]))
+		// A consumer of KAFKA:msg keeps the newest version it received; the compacted
+		// KAFKA:schd keeps the last record of each key, so there the last must be the latest.
+		var newest int64 = -1
+		for _, r := range ev.msg[flid] {
+			newest = max(newest, r.version)
+		}
+		if newest != last[flid] {
+			problems = append(problems, fmt.Sprintf("KAFKA:msg %s: newest record v%d, PostgreSQL's latest event v%d", flid, newest, last[flid]))
+		}
+		if recs := ev.schd[flid]; len(recs) == 0 || recs[len(recs)-1].version != last[flid] {
+			got := int64(-1)
+			if len(recs) > 0 {
+				got = recs[len(recs)-1].version
 			}
+			problems = append(problems, fmt.Sprintf("KAFKA:schd %s: last record v%d, PostgreSQL's latest event v%d", flid, got, last[flid]))
 		}
 	}
 	c.Pass = len(problems) == 0
 	if c.Pass {
-		c.Detail = fmt.Sprintf("%d records on %d FLIDs, versions never back, every outbox event received, each FLID's last record PostgreSQL's version; %d redeliveries (at least once)",
+		c.Detail = fmt.Sprintf("%d records on %d FLIDs, versions never back, every outbox event received, each FLID's newest (msg) and last (schd) record PostgreSQL's version; %d redeliveries (at least once)",
 			records, len(ev.msg), dups)
 	} else {
 		c.Detail = fmt.Sprintf("%d problems: %s", len(problems), examples(problems, short))
