@@ -52,16 +52,6 @@ type RestoreReport struct {
 	LogDir         string
 }
 
-// Failed reports whether a check failed.
-func (r *RestoreReport) Failed() bool {
-	for _, c := range r.Checks {
-		if !c.Pass {
-			return true
-		}
-	}
-	return false
-}
-
 // Print writes the summary.
 func (r *RestoreReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "restore drill summary (seed %d)\n", r.Seed)
@@ -263,14 +253,16 @@ func (h *harness) versionFloor(ctx context.Context, rep *RestoreReport) Check {
 		c.Detail = fmt.Sprintf("with the backfill running version-floor exited %d, want 3 (refused)", refused)
 		return c
 	}
+	took := time.Now()
 	code, output := run()
+	elapsed := time.Since(took).Round(10 * time.Millisecond)
 	line := ""
 	for l := range strings.Lines(output) {
 		if strings.Contains(l, "version floor recorded") {
 			line = strings.TrimSpace(l)
 		}
 	}
-	rep.Floor = summarizeFloor(line)
+	rep.Floor = summarizeFloor(line) + ", in " + elapsed.String()
 	var raised int
 	_ = h.pg.QueryRow(ctx, `SELECT count(*) FROM flight_version_floor`).Scan(&raised)
 	c.Pass = code == 0 && line != "" && raised > 0
