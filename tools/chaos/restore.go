@@ -33,7 +33,6 @@ import (
 const (
 	CheckRestoreFloor    = "version floor recorded from Kafka before the services started"
 	CheckRestoreResolved = "contract violation resolved by resume, skip-marked refused unforced, audited"
-	CheckRestoreTerminal = CheckTerminal
 	CheckRestoreClean    = "PostgreSQL equal to a clean in-order run, STATE_VERSION only higher (R-RESTORE-2)"
 	CheckRestoreRedis    = "Redis equal to PostgreSQL (projection consistency check)"
 	CheckRestoreKafka    = "per FLID on Kafka no STATE_VERSION below one already published, no event lost"
