@@ -26,7 +26,7 @@ func TestRaiseVersions(t *testing.T) {
 		want                   map[string]int64
 	}{
 		{"published above the backup", map[string]int64{"A": 15, "B": 3, "C": 9}, 3, 1, map[string]int64{"A": 15, "B": 5}},
-		{"a lower floor changes nothing", map[string]int64{"A": 12, "C": 2}, 0, 0, map[string]int64{"A": 15, "B": 5}},
+		{"a lower floor is recorded again, lowers nothing", map[string]int64{"A": 12, "C": 2}, 2, 0, map[string]int64{"A": 15, "B": 5}},
 		{"nothing read", nil, 0, 0, map[string]int64{"A": 15, "B": 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,6 +44,9 @@ func TestRaiseVersions(t *testing.T) {
 				}
 			}
 		})
+	}
+	if at, err := flightstore.FloorRecordedAt(ctx, d.Pool); err != nil || at == nil || !at.Equal(now) {
+		t.Errorf("floor recorded at %v (%v), want %v", at, err, now)
 	}
 	a, err := flightstore.ArchivedOf(ctx, d.Pool, "C")
 	if err != nil || a.Floor != 9 || a.LastMsg != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -177,5 +178,60 @@ func TestResolveMarkedAboveWatermark(t *testing.T) {
 	if _, err := in.client.ResolveContractViolation(ctx, &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindInboxBehindWatermark,
 		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("skip-marked of inbox-behind-watermark = %v, want InvalidArgument", err)
+	}
+}
+
+// resume of marked-above-watermark after a restore: refused until a version floor was recorded
+// after the marker of the first marked row above W (the restored timeline's), so the rows run
+// again are published above what consumers hold; force overrides, a floor from before the
+// markers does not count (R-RESTORE-3).
+func TestResumeAfterRestoreNeedsTheVersionFloor(t *testing.T) {
+	t.Parallel()
+	db, my := pgtest.New(t), mysqltest.New(t)
+	var ids []int64
+	for range 3 {
+		ids = append(ids, my.InsertInbox(t, "<MSG/>", nil))
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	marked := now.Add(-time.Hour)
+	if _, err := my.Admin.ExecContext(t.Context(), `UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = ? WHERE CMINMSGS_ID IN (?, ?)`,
+		marked, ids[1], ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := cursor.StartMarkerWatch(t.Context(), db.Pool, now.Add(-2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cursor.Save(t.Context(), db.Pool, ids[0], nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := cursor.RecordViolation(t.Context(), db.Pool, cursor.Violation{Kind: cursor.KindMarkedAbove, Since: now, Detail: "row above W"}); err != nil {
+		t.Fatal(err)
+	}
+	in := startWith(t, db, "control-contract-floor", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
+	waitActive(t, in)
+	ctx := withToken(callCtx(t), token)
+	req := &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
+		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, DryRun: true}
+	for name, floorAt := range map[string]*time.Time{"no floor": nil, "a floor from before the markers": new(marked.Add(-time.Minute))} {
+		if floorAt != nil {
+			if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 3}, *floorAt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := in.client.ResolveContractViolation(ctx, req); status.Code(err) != codes.FailedPrecondition ||
+			!strings.Contains(err.Error(), "version-floor") {
+			t.Errorf("%s: resume = %v, want FailedPrecondition naming version-floor", name, err)
+		}
+	}
+	req.Force = true
+	if _, err := in.client.ResolveContractViolation(ctx, req); err != nil {
+		t.Errorf("forced resume dry run = %v, want it answered", err)
+	}
+	req.Force = false
+	if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 4}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.client.ResolveContractViolation(ctx, req); err != nil {
+		t.Errorf("resume after the floor = %v, want it answered", err)
 	}
 }

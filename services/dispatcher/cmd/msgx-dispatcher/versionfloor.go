@@ -84,7 +84,7 @@ func versionFloor(ctx context.Context, clk clock.Clock, out io.Writer) int {
 		return exitFailed
 	}
 	logger.Info("version floor recorded: start the services",
-		"records", seen.Records, "flids", len(seen.Floors), "floors_raised", a.Floors, "flights_raised", a.Flights,
+		"records", seen.Records, "flids", len(seen.Floors), "floors_recorded", a.Floors, "flights_raised", a.Flights,
 		"msg_events_already_published", a.Msg, "schd_rows_already_published", a.Schd,
 		"largest_published_event_id", seen.MaxID, "next_event_id", a.Sequence)
 	return 0
