@@ -156,9 +156,15 @@ func archiveOne(ctx context.Context, tx pgx.Tx, flid string, now time.Time) (fli
 type Archived struct{ Floor, LastMsg int64 }
 
 // archivedSQL reads the Archived of the FLIDs in $1 from the archived snapshots (the sweep
-// stores flight.Flight as JSON, LastMsgID included).
-const archivedSQL = `SELECT flid, max(state_version) + 1, coalesce(max((snapshot->>'LastMsgID')::bigint), 0)
-	FROM flight_history WHERE flid = ANY($1) GROUP BY flid`
+// stores flight.Flight as JSON, LastMsgID included) and from the version floors a restore
+// recorded (RaiseVersions): a FLID published above the restored state and absent from it
+// starts above what consumers hold, as above a tombstone (R-RESTORE-1).
+const archivedSQL = `SELECT flid, max(floor), max(last_msg) FROM (
+		SELECT flid, max(state_version) + 1 AS floor, coalesce(max((snapshot->>'LastMsgID')::bigint), 0) AS last_msg
+		FROM flight_history WHERE flid = ANY($1) GROUP BY flid
+		UNION ALL
+		SELECT flid, version, 0 FROM flight_version_floor WHERE flid = ANY($1)) a
+	GROUP BY flid`
 
 // ArchivedOf returns the Archived of one FLID.
 func ArchivedOf(ctx context.Context, q db.Executor, flid string) (Archived, error) {

@@ -92,6 +92,9 @@ func TestHelpFlag(t *testing.T) {
 				}
 			}
 		}
+		if name == "msgx-dispatcher" && !strings.Contains(out, "  version-floor ") {
+			t.Errorf("msgx-dispatcher --help does not list the command version-floor:\n%s", out)
+		}
 		if out, code := runBin(name, "--no-such-flag"); code != 2 || !strings.Contains(out, "no-such-flag") {
 			t.Errorf("%s --no-such-flag: exit %d, want 2 naming the flag\n%s", name, code, out)
 		}

@@ -3587,7 +3587,12 @@ type ResolveContractViolationRequest struct {
 	// Optional: the standing violation's since (GetStatus, or a dry run's resolved.since). When
 	// set, the call is refused unless that is the violation standing, so a repeated call (a
 	// retry after UNAVAILABLE) never resolves a newer one, such as the next marked row.
-	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	Since *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	// SKIP_MARKED of marked-above-watermark passes rows whose changes consumers already
+	// received and the restored flight state lacks: the next change of those flights rewinds
+	// what consumers hold (R-RESTORE-3). It is refused unless force is set, which the audit line
+	// records with the comment; a dry run is answered without it.
+	Force         bool `protobuf:"varint,7,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3662,6 +3667,13 @@ func (x *ResolveContractViolationRequest) GetSince() *timestamppb.Timestamp {
 		return x.Since
 	}
 	return nil
+}
+
+func (x *ResolveContractViolationRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type ResolveContractViolationResponse struct {
@@ -7564,7 +7576,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\finbox_min_id\x18\x04 \x01(\x03R\n" +
 	"inboxMinId\x12 \n" +
 	"\finbox_max_id\x18\x05 \x01(\x03R\n" +
-	"inboxMaxId\"\xf9\x01\n" +
+	"inboxMaxId\"\x8f\x02\n" +
 	"\x1fResolveContractViolationRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12C\n" +
 	"\n" +
@@ -7573,7 +7585,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\athrough\x18\x03 \x01(\x03R\athrough\x12\x17\n" +
 	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x18\n" +
 	"\acomment\x18\x05 \x01(\tR\acomment\x120\n" +
-	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xc2\x03\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05force\x18\a \x01(\bR\x05force\"\xc2\x03\n" +
 	" ResolveContractViolationResponse\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12>\n" +
 	"\bresolved\x18\x02 \x01(\v2\".msgx.control.v1.ContractViolationR\bresolved\x12C\n" +

@@ -55,6 +55,7 @@ type Inbox interface {
 	MaxID(ctx context.Context) (int64, error)
 	IDsBetween(ctx context.Context, first, last int64) ([]int64, error)
 	MarkStates(ctx context.Context, after, through int64, limit int) ([]inbox.MarkState, error)
+	FirstMarkedSince(ctx context.Context, after, through int64, since time.Time) (id int64, at time.Time, found bool, err error)
 }
 
 // Config configures a Service.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -108,7 +109,8 @@ func TestResolveInboxBehindWatermark(t *testing.T) {
 }
 
 // marked-above-watermark after a PostgreSQL restore: skip-marked moves W over the marked rows
-// directly above it and reports where the run ended; a dry run changes nothing; a through that
+// directly above it and reports where the run ended, only when forced; a dry run changes
+// nothing and needs no force; a through that
 // covers an unmarked row is refused; skip-marked of inbox-behind-watermark is invalid.
 func TestResolveMarkedAboveWatermark(t *testing.T) {
 	t.Parallel()
@@ -133,12 +135,12 @@ func TestResolveMarkedAboveWatermark(t *testing.T) {
 	ctx := withToken(callCtx(t), token)
 
 	req := &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
-		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED, Through: ids[5]}
+		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED, Through: ids[5], Force: true}
 	if _, err := in.client.ResolveContractViolation(ctx, req); status.Code(err) != codes.FailedPrecondition ||
 		!strings.Contains(err.Error(), "no processed marker") {
 		t.Errorf("skip through the unmarked row = %v, want FailedPrecondition", err)
 	}
-	req.Through, req.DryRun = 0, true
+	req.Through, req.DryRun, req.Force = 0, true, false
 	resp, err := in.client.ResolveContractViolation(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +159,12 @@ func TestResolveMarkedAboveWatermark(t *testing.T) {
 		t.Errorf("skip naming another violation's since = %v, want FailedPrecondition", err)
 	}
 	req.Since = resp.GetResolved().GetSince()
+	// The skip leaves consumers ahead of the flight state: refused unless forced (R-RESTORE-3).
+	if _, err := in.client.ResolveContractViolation(ctx, req); status.Code(err) != codes.FailedPrecondition ||
+		!strings.Contains(err.Error(), "set force") {
+		t.Errorf("skip without force = %v, want FailedPrecondition naming force", err)
+	}
+	req.Force = true
 	if resp, err = in.client.ResolveContractViolation(ctx, req); err != nil || resp.GetWatermark() != ids[3] {
 		t.Fatalf("skip = %v, %v; want W %d", resp, err, ids[3])
 	}
@@ -170,5 +178,60 @@ func TestResolveMarkedAboveWatermark(t *testing.T) {
 	if _, err := in.client.ResolveContractViolation(ctx, &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindInboxBehindWatermark,
 		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("skip-marked of inbox-behind-watermark = %v, want InvalidArgument", err)
+	}
+}
+
+// resume of marked-above-watermark after a restore: refused until a version floor was recorded
+// after the marker of the first marked row above W (the restored timeline's), so the rows run
+// again are published above what consumers hold; force overrides, a floor from before the
+// markers does not count (R-RESTORE-3).
+func TestResumeAfterRestoreNeedsTheVersionFloor(t *testing.T) {
+	t.Parallel()
+	db, my := pgtest.New(t), mysqltest.New(t)
+	var ids []int64
+	for range 3 {
+		ids = append(ids, my.InsertInbox(t, "<MSG/>", nil))
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	marked := now.Add(-time.Hour)
+	if _, err := my.Admin.ExecContext(t.Context(), `UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = ? WHERE CMINMSGS_ID IN (?, ?)`,
+		marked, ids[1], ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := cursor.StartMarkerWatch(t.Context(), db.Pool, now.Add(-2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cursor.Save(t.Context(), db.Pool, ids[0], nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := cursor.RecordViolation(t.Context(), db.Pool, cursor.Violation{Kind: cursor.KindMarkedAbove, Since: now, Detail: "row above W"}); err != nil {
+		t.Fatal(err)
+	}
+	in := startWith(t, db, "control-contract-floor", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
+	waitActive(t, in)
+	ctx := withToken(callCtx(t), token)
+	req := &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
+		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, DryRun: true}
+	for name, floorAt := range map[string]*time.Time{"no floor": nil, "a floor from before the markers": new(marked.Add(-time.Minute))} {
+		if floorAt != nil {
+			if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 3}, *floorAt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := in.client.ResolveContractViolation(ctx, req); status.Code(err) != codes.FailedPrecondition ||
+			!strings.Contains(err.Error(), "version-floor") {
+			t.Errorf("%s: resume = %v, want FailedPrecondition naming version-floor", name, err)
+		}
+	}
+	req.Force = true
+	if _, err := in.client.ResolveContractViolation(ctx, req); err != nil {
+		t.Errorf("forced resume dry run = %v, want it answered", err)
+	}
+	req.Force = false
+	if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 4}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.client.ResolveContractViolation(ctx, req); err != nil {
+		t.Errorf("resume after the floor = %v, want it answered", err)
 	}
 }

@@ -166,16 +166,21 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 	"ResolveContractViolation": {
 		Short: "Resolve the upstream contract violation that stopped discovery",
 		Long: "The way out of a contract violation that stopped discovery (get-status shows it; see the\n" +
-			"runbook in docs/operations.md). resume clears it and discovery goes on; skip-marked moves\n" +
-			"the watermark over the rows above it that carry the processed marker without processing\n" +
-			"them again. Run it with --dry-run first and pass its --since.",
+			"runbook in docs/operations.md). resume clears it and discovery goes on, processing again the\n" +
+			"rows a restored database had lost: after a restore it is refused until msgx-dispatcher\n" +
+			"version-floor has run, so that no version goes out below what consumers hold. skip-marked\n" +
+			"moves the watermark over the marked rows without processing them again, which leaves the\n" +
+			"flights at the backup's state and rewinds consumers: it is refused without --force. Run it\n" +
+			"with --dry-run first and pass its --since.",
 		Example: "# What resuming would do\nmsgxctl resolve-contract-violation --kind inbox-behind-watermark --resolution resume --dry-run\n" +
-			"# Skip the rows a restored database processed already\nmsgxctl resolve-contract-violation --kind marked-above-watermark --resolution skip-marked --since 2026-03-01T06:00:00Z --comment INC-31",
+			"# After a restore and msgx-dispatcher version-floor: process the lost rows again\nmsgxctl resolve-contract-violation --kind marked-above-watermark --resolution resume --since 2026-03-01T06:00:00Z --comment INC-31\n" +
+			"# Skip them, knowingly leaving the flights at the backup's state\nmsgxctl resolve-contract-violation --kind marked-above-watermark --resolution skip-marked --force --since 2026-03-01T06:00:00Z --comment INC-31",
 		Flags: map[string]string{
 			"kind":       "the standing violation: inbox-behind-watermark or marked-above-watermark",
 			"resolution": "how to resolve it",
 			"through":    "with skip-marked: the last inbox ID that may be skipped (0: the whole run of marked rows)",
 			"since":      "refuse unless the standing violation began at this time (from get-status or a dry run)",
+			"force":      "do what would rewind consumers (skip-marked; resume before the version floor): audited",
 		},
 	},
 	"GetReference": {

@@ -1,4 +1,6 @@
-// Command msgx-dispatcher delivers the outbox to Kafka and the upstream requests to COUTMSGS.
+// Command msgx-dispatcher delivers the outbox to Kafka and the upstream requests to COUTMSGS;
+// with the subcommand "version-floor" it records, after a restore of PostgreSQL, what Kafka
+// already holds (R-RESTORE-1) and exits.
 package main
 
 import (
@@ -17,7 +19,15 @@ import (
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/requests"
 )
 
-func main() { os.Exit(service.Main(leader.Dispatcher, run)) }
+func main() {
+	if code, exit := command.Args(os.Args[1:], os.Stdout, os.Stderr); exit {
+		os.Exit(code)
+	}
+	if len(os.Args) > 1 {
+		os.Exit(subcommand(os.Args[1], os.Args[2:]))
+	}
+	os.Exit(service.Main(leader.Dispatcher, run))
+}
 
 func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config

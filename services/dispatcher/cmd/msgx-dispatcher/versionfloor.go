@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/logging"
+	"github.com/msgexchange/msgexchange/services/dispatcher/internal/floor"
+)
+
+// readBound bounds the read of both topics: they are read from the start (KAFKA:schd is
+// compacted, KAFKA:msg kept for its retention), which at an airport's volume takes seconds.
+const readBound = 10 * time.Minute
+
+// Exit codes of version-floor besides service.ExitOK and service.ExitUsage.
+const (
+	exitFailed  = 1 // Kafka or PostgreSQL could not be read or written: nothing was changed
+	exitRunning = 3 // a service still holds its role: stop them all first
+)
+
+func subcommand(name string, args []string) int {
+	if name != "version-floor" {
+		return command.Refuse(name, os.Stderr)
+	}
+	if len(args) > 0 {
+		fmt.Fprintf(os.Stderr, "msgx-dispatcher version-floor takes no arguments\n%s", command.Usage())
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return versionFloor(ctx, clock.Real{}, os.Stdout)
+}
+
+// versionFloor records the version floor (R-RESTORE-1). It refuses while any role is held:
+// the pump would process the restored queue on the rewound versions meanwhile, and what it
+// published would already be below what consumers hold.
+func versionFloor(ctx context.Context, clk clock.Clock, out io.Writer) int {
+	cfg, err := config.FromEnv()
+	logger := logging.New(out, "msgx-dispatcher", cfg.LogLevel, cfg.SecretValues()...)
+	if err != nil {
+		logger.Error("configuration refused", "err", err)
+		return 2
+	}
+	pool, err := pgxpool.New(ctx, cfg.PGDSN)
+	if err != nil {
+		logger.Error("version floor: postgres pool", "err", err)
+		return exitFailed
+	}
+	defer pool.Close()
+	holders, err := leader.Holders(ctx, pool)
+	if err != nil {
+		logger.Error("version floor: read the role holders", "err", err)
+		return exitFailed
+	}
+	for _, h := range holders {
+		if h.Active {
+			logger.Error("version floor refused: a service still runs; stop every service, then run it again",
+				"role", h.Role, "instance", h.Instance)
+			return exitRunning
+		}
+	}
+	seen, err := floor.Read(ctx, cfg.KafkaBrokers, cfg.TopicMsg, cfg.TopicSchd, readBound)
+	if err != nil {
+		logger.Error("version floor: read Kafka; nothing was changed", "err", err)
+		if errors.Is(err, floor.ErrForeign) {
+			logger.Error("a record on the topics was not written by the dispatcher: find its producer before going on")
+		}
+		return exitFailed
+	}
+	a, err := floor.Apply(ctx, pool, seen, clk.Now())
+	if err != nil {
+		logger.Error("version floor: write PostgreSQL; nothing was changed", "err", err)
+		return exitFailed
+	}
+	logger.Info("version floor recorded: start the services",
+		"records", seen.Records, "flids", len(seen.Floors), "floors_recorded", a.Floors, "flights_raised", a.Flights,
+		"msg_events_already_published", a.Msg, "schd_rows_already_published", a.Schd,
+		"largest_published_event_id", seen.MaxID, "next_event_id", a.Sequence)
+	return 0
+}

@@ -1,0 +1,231 @@
+// Package floor is the version floor after a restore (R-RESTORE-1): it reads back from Kafka
+// what the outbox already published, in a timeline a restored PostgreSQL no longer has, and
+// writes it into PostgreSQL before any service starts, so that versions resume above the
+// highest one consumers hold and nothing already delivered is sent again below it.
+//
+// Kafka is read because a restore of PostgreSQL cannot rewind it: the topics are what
+// consumers received. Both topics are read to their last stable offset with read_committed,
+// as a consumer reads them: an aborted record was never delivered, so it neither raises a
+// floor nor counts as published.
+package floor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+)
+
+// The record headers the dispatcher writes (internal/kafka).
+const (
+	headerEventID      = "msgx-event-id"
+	headerStateVersion = "msgx-state-version"
+)
+
+// Seen is what the topics hold.
+type Seen struct {
+	// Floors is, per FLID, the highest STATE_VERSION on either topic.
+	Floors map[string]int64
+	// Msg is every KAFKA:msg record by event ID; Schd the highest version per FLID on KAFKA:schd.
+	Msg  map[int64]outbox.Published
+	Schd map[string]int64
+	// MaxID is the largest event ID on either topic; Records counts the data records read.
+	MaxID   int64
+	Records int
+}
+
+// ErrForeign: a record without the dispatcher's headers, which the floor cannot judge.
+var ErrForeign = errors.New("a record without msgx-event-id and msgx-state-version")
+
+// Read reads both topics from their start to the last stable offset each partition had when
+// the read began.
+func Read(ctx context.Context, brokers []string, topicMsg, topicSchd string, timeout time.Duration) (Seen, error) {
+	s := Seen{Floors: map[string]int64{}, Msg: map[int64]outbox.Published{}, Schd: map[string]int64{}}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ends, err := lastStable(ctx, brokers, topicMsg, topicSchd)
+	if err != nil {
+		return s, err
+	}
+	start := map[string]map[int32]kgo.Offset{}
+	left := 0
+	for t, ps := range ends {
+		for p, end := range ps {
+			if end > 0 {
+				if start[t] == nil {
+					start[t] = map[int32]kgo.Offset{}
+				}
+				start[t][p] = kgo.NewOffset().AtStart()
+				left++
+			}
+		}
+	}
+	if left == 0 {
+		return s, nil
+	}
+	// Control records are kept so that a partition whose last batch is a transaction marker
+	// is seen to reach its end.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(start),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		return s, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	next := map[string]map[int32]int64{}
+	for left > 0 {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return s, fmt.Errorf("read the topics to their end (%d partitions left): %w", left, ctx.Err())
+		}
+		var ferr error
+		fetches.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("fetch %s/%d: %w", t, p, err) })
+		if ferr != nil {
+			return s, ferr
+		}
+		var rerr error
+		fetches.EachRecord(func(r *kgo.Record) {
+			if next[r.Topic] == nil {
+				next[r.Topic] = map[int32]int64{}
+			}
+			end := ends[r.Topic][r.Partition]
+			before := next[r.Topic][r.Partition]
+			next[r.Topic][r.Partition] = max(before, r.Offset+1)
+			if before < end && r.Offset+1 >= end {
+				left--
+			}
+			if r.Attrs.IsControl() || r.Offset >= end {
+				return
+			}
+			if err := s.add(r, topicMsg); err != nil && rerr == nil {
+				rerr = err
+			}
+		})
+		if rerr != nil {
+			return s, rerr
+		}
+	}
+	return s, nil
+}
+
+func (s *Seen) add(r *kgo.Record, topicMsg string) error {
+	var id, version int64
+	var hasID, hasVersion bool
+	for _, h := range r.Headers {
+		switch h.Key {
+		case headerEventID:
+			id, _ = strconv.ParseInt(string(h.Value), 10, 64)
+			hasID = true
+		case headerStateVersion:
+			version, _ = strconv.ParseInt(string(h.Value), 10, 64)
+			hasVersion = true
+		}
+	}
+	if !hasID || !hasVersion {
+		return fmt.Errorf("%s/%d offset %d: %w", r.Topic, r.Partition, r.Offset, ErrForeign)
+	}
+	s.Records++
+	flid := string(r.Key)
+	s.Floors[flid] = max(s.Floors[flid], version)
+	s.MaxID = max(s.MaxID, id)
+	if r.Topic == topicMsg {
+		s.Msg[id] = outbox.Published{FLID: flid, Version: version}
+	} else {
+		s.Schd[flid] = max(s.Schd[flid], version)
+	}
+	return nil
+}
+
+// lastStable asks the brokers for every partition's last stable offset (read_committed).
+func lastStable(ctx context.Context, brokers []string, topics ...string) (map[string]map[int32]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	meta := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(t)
+		meta.Topics = append(meta.Topics, mt)
+	}
+	mresp, err := meta.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("topic metadata: %w", err)
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = 1
+	for _, mt := range mresp.Topics {
+		if err := kerrOf(mt.ErrorCode); err != nil {
+			return nil, fmt.Errorf("topic %s: %w", *mt.Topic, err)
+		}
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = *mt.Topic
+		for _, mp := range mt.Partitions {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition = mp.Partition
+			rp.Timestamp = -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("last stable offsets: %w", err)
+	}
+	out := map[string]map[int32]int64{}
+	for _, t := range resp.Topics {
+		out[t.Topic] = map[int32]int64{}
+		for _, p := range t.Partitions {
+			if err := kerrOf(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("last stable offset of %s/%d: %w", t.Topic, p.Partition, err)
+			}
+			out[t.Topic][p.Partition] = p.Offset
+		}
+	}
+	return out, nil
+}
+
+func kerrOf(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	return fmt.Errorf("kafka error code %d", code)
+}
+
+// Applied is what Apply changed.
+type Applied struct {
+	flightstore.Raised
+	outbox.Caught
+}
+
+// Apply writes what the topics hold into PostgreSQL in one transaction under the pipeline
+// lock (R-TX-5: it writes flight_schd, as the pump does): the floors and the raised flights,
+// the events already published marked SENT, and the event sequence past the largest
+// published ID. It is idempotent: a second run finds nothing below its floor.
+func Apply(ctx context.Context, pool *pgxpool.Pool, s Seen, now time.Time) (Applied, error) {
+	return db.WithTxV(ctx, pool, func(tx pgx.Tx) (Applied, error) {
+		var a Applied
+		if err := leader.LockPipelineTx(ctx, tx); err != nil {
+			return a, err
+		}
+		var err error
+		if a.Raised, err = flightstore.RaiseVersions(ctx, tx, s.Floors, now); err != nil {
+			return a, err
+		}
+		if a.Caught, err = outbox.CatchUp(ctx, tx, s.Msg, s.Schd, s.MaxID, now); err != nil {
+			return a, err
+		}
+		return a, nil
+	})
+}

@@ -1,0 +1,90 @@
+package floor_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgexchange/msgexchange/services/dispatcher/internal/floor"
+)
+
+const (
+	topicMsg  = "msgx.flight.msg"
+	topicSchd = "msgx.flight.schd"
+)
+
+func record(topic, flid string, id, version int64) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: []byte(flid), Value: []byte("{}"), Headers: []kgo.RecordHeader{
+		{Key: "msgx-event-id", Value: []byte(strconv.FormatInt(id, 10))},
+		{Key: "msgx-state-version", Value: []byte(strconv.FormatInt(version, 10))},
+	}}
+}
+
+// produce writes recs in one transaction, committed or aborted.
+func produce(t *testing.T, addr string, commit bool, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("floor-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := t.Context()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Read takes what a read_committed consumer sees, to each partition's end: the committed
+// records raise the floors, an aborted transaction (never delivered) counts for nothing, and a
+// partition that ends in a transaction marker is read to its end (R-RESTORE-1).
+func TestReadTakesWhatConsumersReceived(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topicMsg, topicSchd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := c.ListenAddrs()[0]
+	produce(t, addr, true, record(topicMsg, "A", 1, 1), record(topicMsg, "A", 2, 2), record(topicMsg, "B", 3, 1),
+		record(topicSchd, "A", 4, 2), record(topicSchd, "B", 5, 1))
+	produce(t, addr, false, record(topicMsg, "A", 6, 9), record(topicSchd, "C", 7, 4))
+	produce(t, addr, true, record(topicMsg, "B", 8, 2))
+	s, err := floor.Read(context.Background(), []string{addr}, topicMsg, topicSchd, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Floors["A"] != 2 || s.Floors["B"] != 2 || len(s.Floors) != 2 {
+		t.Errorf("floors %v, want A 2, B 2 (the aborted v9 and C never delivered)", s.Floors)
+	}
+	if s.MaxID != 8 || len(s.Msg) != 4 || s.Msg[8].FLID != "B" || s.Msg[8].Version != 2 || s.Schd["A"] != 2 || s.Records != 6 {
+		t.Errorf("read %+v, want 6 records, 4 msg events up to id 8, schd A at 2", s)
+	}
+
+	produce(t, addr, true, &kgo.Record{Topic: topicMsg, Key: []byte("D"), Value: []byte("{}")})
+	if _, err := floor.Read(context.Background(), []string{addr}, topicMsg, topicSchd, 30*time.Second); !errors.Is(err, floor.ErrForeign) {
+		t.Errorf("a record without the dispatcher's headers: %v, want ErrForeign", err)
+	}
+}
+
+// An empty cluster has nothing published: no floor, no wait.
+func TestReadOfEmptyTopics(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topicMsg, topicSchd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := floor.Read(context.Background(), c.ListenAddrs(), topicMsg, topicSchd, 10*time.Second)
+	if err != nil || len(s.Floors) != 0 || s.Records != 0 {
+		t.Errorf("read %+v, %v; want nothing", s, err)
+	}
+}
