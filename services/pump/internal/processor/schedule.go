@@ -240,7 +240,7 @@ func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight
 	}
 	batch := &pgx.Batch{}
 	flightstore.AddRows(batch, rows)
-	if err := outbox.AddTo(batch, newEvents(in, o.Events), in.Now); err != nil {
+	if err := outbox.AddBulkTo(batch, newEvents(in, o.Events), in.Now); err != nil {
 		return nil, err
 	}
 	flightstore.AddChanges(batch, scheduleChanges(in, b, stored))
