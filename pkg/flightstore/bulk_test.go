@@ -2,6 +2,7 @@ package flightstore_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -340,6 +341,72 @@ func TestAddUpdateEqualsSave(t *testing.T) {
 			}
 			if !flight.SameContent(*got, next) || got.Version != next.Version {
 				t.Fatalf("stored\n got %+v\nwant %+v", *got, next)
+			}
+		})
+	}
+}
+
+// TestSameDetails: a state that SameDetails finds with the stored details is stored exactly
+// as SaveMany stores it by its row alone (AddRows), and a state it finds different is not; so
+// a snapshot that writes the row alone for such states leaves the tables as a full write does.
+func TestSameDetails(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(f *flight.Flight)
+		same   bool
+	}{
+		{"nothing", func(*flight.Flight) {}, true},
+		{"a scalar", func(f *flight.Flight) { f.Scalars["RENO"] = "B1234" }, true},
+		{"an empty collection dropped", func(f *flight.Flight) { delete(f.Collections, "CKDT") }, true},
+		{"an empty value for a missing one", func(f *flight.Flight) { f.Collections["GTDT"][0].Fields["PGOT"] = "" }, true},
+		{"a field the table has no column for", func(f *flight.Flight) { f.Collections["GTDT"][0].Fields["XXXX"] = "1" }, true},
+		{"a sequence where the table has none", func(f *flight.Flight) { f.Collections["DELY"][0].Seq = "7" }, true},
+		{"an empty raw tag", func(f *flight.Flight) { f.Raw["VIPF"] = nil }, true},
+		{"a field", func(f *flight.Flight) { f.Collections["GTDT"][1].Fields["GATE"] = "A2" }, false},
+		{"a sequence", func(f *flight.Flight) { f.Collections["ABTM"][0].Seq = "2" }, false},
+		{"items reordered", func(f *flight.Flight) {
+			r := f.Collections["ROUT"]
+			f.Collections["ROUT"] = []flight.Item{r[1], r[0]}
+		}, false},
+		{"an item added", func(f *flight.Flight) { f.Collections["CKDT"] = []flight.Item{item("K1", "CHKC", "A")} }, false},
+		{"a collection cleared", func(f *flight.Flight) { f.Collections["CHDT"] = []flight.Item{} }, false},
+		{"raw content changed", func(f *flight.Flight) { f.Raw["SRVT"] = []string{"<OPER>X</OPER>"} }, false},
+		{"raw content added", func(f *flight.Flight) { f.Raw["VIPF"] = []string{"<VIP>1</VIP>"} }, false},
+		{"raw content removed", func(f *flight.Flight) { delete(f.Raw, "SRVT") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]*flight.Flight
+			for i, how := range []string{"full", "row"} {
+				flid := fmt.Sprintf("S-%s-%s", how, strings.ReplaceAll(tc.name, " ", "-"))
+				prev := rich(flid)
+				save(t, d, prev)
+				next := prev.Clone()
+				next.Version++
+				next.Scalars["REMC"] = "next"
+				tc.change(&next)
+				if i == 0 && flightstore.SameDetails(prev, next) != tc.same {
+					t.Fatalf("SameDetails = %v, want %v", !tc.same, tc.same)
+				}
+				err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
+					if how == "full" {
+						return flightstore.SaveMany(ctx, tx, []flight.Flight{next})
+					}
+					b := &pgx.Batch{}
+					flightstore.AddRows(b, []flight.Flight{next})
+					return tx.SendBatch(ctx, b).Close()
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got[i], err = flightstore.Load(ctx, d.Pool, flid, false); err != nil || got[i] == nil {
+					t.Fatalf("load %s: %v", flid, err)
+				}
+				got[i].FLID = ""
+			}
+			if equal := reflect.DeepEqual(got[0], got[1]); equal != tc.same {
+				t.Fatalf("the row alone stores what the full write stores: %v, want %v\nfull %+v\n row %+v", equal, tc.same, got[0], got[1])
 			}
 		})
 	}

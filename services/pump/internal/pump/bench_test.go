@@ -199,6 +199,7 @@ func BenchmarkScheduleDNLD(b *testing.B) {
 		tick(b, p, s)
 		changed := time.Since(began)
 		rt, st := trips.Counts()
+		waited := trips.Waited(12)
 
 		b.StopTimer()
 		if m := e.get(b, id); m.State != queue.Succeeded {
@@ -234,6 +235,7 @@ func BenchmarkScheduleDNLD(b *testing.B) {
 			"one connection commits %.0f three-statement transactions/s; ratio %.2f",
 			records, float64(len(text))/1e6, records, omitted, changed.Round(time.Millisecond), rate,
 			unchanged.Round(time.Millisecond), commits, rate/commits)
+		b.Logf("DNLD: where the lock connection waited on PostgreSQL (the changed package):\n%s", strings.Join(waited, "\n"))
 		b.StartTimer()
 	}
 }
