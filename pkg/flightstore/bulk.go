@@ -296,3 +296,42 @@ func SameDetails(a, b flight.Flight) bool {
 	}
 	return true
 }
+
+// LoadPublishedMany reads flights as LoadPublished does one at a time (a master with the MAFL
+// of its children), in the order of flids, in four round trips whatever their number; unknown
+// FLIDs are absent. No row is locked: the caller holds the pipeline lock (the consistency
+// sentinel's pages, R-PROJ-1).
+func LoadPublishedMany(ctx context.Context, q db.Executor, flids []string) ([]flight.Flight, error) {
+	loaded, err := LoadMany(ctx, q, flids)
+	if err != nil {
+		return nil, err
+	}
+	var masters []string
+	for _, f := range loaded {
+		if !flight.IsChild(f) {
+			masters = append(masters, f.FLID)
+		}
+	}
+	kids, err := ChildrenOfMany(ctx, q, masters)
+	if err != nil {
+		return nil, err
+	}
+	kidsOf := map[string][]flight.Flight{}
+	for _, k := range kids {
+		kidsOf[k.Scalars["MAID"]] = append(kidsOf[k.Scalars["MAID"]], k)
+	}
+	byFLID := make(map[string]flight.Flight, len(loaded))
+	for _, f := range loaded {
+		if !flight.IsChild(f) {
+			f = flight.Published(f, kidsOf[f.FLID])
+		}
+		byFLID[f.FLID] = f
+	}
+	out := make([]flight.Flight, 0, len(loaded))
+	for _, flid := range flids {
+		if f, ok := byFLID[flid]; ok {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}

@@ -411,3 +411,42 @@ func TestSameDetails(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadPublishedManyMatchesOneByOne: the page of the consistency sentinel reads exactly what
+// LoadPublished reads flight by flight: a master with the MAFL of its active children (a
+// deleted child left out, a deleted master without any), a child as stored, a flight without
+// children, in the order asked, an unknown FLID absent.
+func TestLoadPublishedManyMatchesOneByOne(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	m, c1, c2, c3, lone, gone, gc := rich("PM"), rich("PC1"), rich("PC2"), rich("PC3"), rich("PL"), rich("PG"), rich("PGC")
+	for _, c := range []*flight.Flight{&c1, &c2, &c3} {
+		c.Scalars["MAID"] = "PM"
+	}
+	c1.Scalars["FLNO"], c2.Scalars["FLNO"] = "ZH100", "MU200"
+	c3.State = flight.Deleted
+	gone.State = flight.Deleted
+	gc.Scalars["MAID"] = "PG"
+	save(t, d, m, c1, c2, c3, lone, gone, gc)
+	ask := []string{"PL", "PC2", "NOPE", "PM", "PG", "PGC", "PC3", "PC1"}
+	got, err := flightstore.LoadPublishedMany(ctx, d.Pool, ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []flight.Flight
+	for _, flid := range ask {
+		f, err := flightstore.LoadPublished(ctx, d.Pool, flid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f != nil {
+			want = append(want, *f)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("LoadPublishedMany\n got %+v\nwant %+v", got, want)
+	}
+	if len(got) != 7 || got[2].FLID != "PM" || len(got[2].MAFL) != 2 {
+		t.Fatalf("the master's MAFL is not derived: %+v", got[2])
+	}
+}

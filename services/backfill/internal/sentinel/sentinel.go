@@ -248,15 +248,10 @@ func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, r
 	if err := leader.LockPipelineTx(ctx, tx); err != nil {
 		return err
 	}
-	want := make([]flight.Flight, 0, len(flids))
-	for _, flid := range flids {
-		f, err := flightstore.LoadPublished(ctx, tx, flid)
-		if err != nil {
-			return err
-		}
-		if f != nil { // archived since the page was read: the sweep removed its projection
-			want = append(want, *f)
-		}
+	// A FLID archived since the page was read is absent: the sweep removed its projection.
+	want, err := flightstore.LoadPublishedMany(ctx, tx, flids)
+	if err != nil {
+		return err
 	}
 	got, err := s.proj.Observe(ctx, flightIDs(want))
 	if err != nil {
