@@ -1,6 +1,7 @@
 package sentinel_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -32,10 +33,13 @@ func (e *env) sentinelKey(t *testing.T) (string, bool) {
 // A Redis without the projection's sentinel key (a first start, then a FLUSHDB) gets a rebuild
 // of the whole projection requested by the backfill, recorded as a job with its requester, and
 // the key; once the job ran, Redis holds PostgreSQL's projection again, and with the key
-// present nothing more is requested.
+// present nothing more is requested. The loss is logged once, not a line per missing flight.
 func TestLostProjectionIsRebuiltOnItsOwn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2)
+	var logs bytes.Buffer
+	reg := prometheus.NewRegistry()
+	e.s = sentinel.New(sentinel.Config{Page: 2}, e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	e.save(t, mk("L1", 1, map[string]string{"FLNO": "CA101"}), mk("L2", 3, nil), mk("L3", 2, nil))
 	for round, lose := range []func() error{
 		func() error { return nil }, // never had the key
@@ -62,8 +66,11 @@ func TestLostProjectionIsRebuiltOnItsOwn(t *testing.T) {
 			t.Fatalf("round %d: with the key present CheckLoss = %d, %v", round, again, err)
 		}
 	}
-	if n := plainCounter(t, e.reg, "msgx_projection_lost_total"); n != 2 {
+	if n := plainCounter(t, reg, "msgx_projection_lost_total"); n != 2 {
 		t.Fatalf("msgx_projection_lost_total = %v, want 2", n)
+	}
+	if out := logs.String(); strings.Count(out, "sentinel key is missing") != 2 || strings.Contains(out, "projection drifted") {
+		t.Fatalf("the loss is not logged once per loss, without a line per flight:\n%s", out)
 	}
 }
 

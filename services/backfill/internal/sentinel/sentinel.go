@@ -204,7 +204,7 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 			if err != nil || len(page) == 0 {
 				return page, err
 			}
-			return page, s.comparePage(ctx, tx, page, &res, false)
+			return page, s.comparePage(ctx, tx, page, &res, pageOpts{})
 		})
 		if err != nil {
 			return res, err
@@ -243,8 +243,14 @@ func (s *Sentinel) codeShare(ctx context.Context, sess Session, res *Result) err
 	return nil
 }
 
-// comparePage compares and repairs (unless dryRun) one page under the pipeline lock, in tx.
-func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result, dryRun bool) error {
+// pageOpts are how comparePage treats a page: dryRun repairs nothing; lost is a rebuild after
+// Redis lost the projection, where every flight is missing: those are counted, not logged one
+// by one (the job's start and end are), and any other kind still is.
+type pageOpts struct{ dryRun, lost bool }
+
+// comparePage compares and repairs (unless a dry run) one page under the pipeline lock, in tx.
+func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result, o pageOpts) error {
+	dryRun := o.dryRun
 	if err := leader.LockPipelineTx(ctx, tx); err != nil {
 		return err
 	}
@@ -262,6 +268,10 @@ func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, r
 		if d := projection.Compare(f, got[i]); d != "" {
 			res.Drift[d]++
 			s.metrics.drift.WithLabelValues(string(d)).Inc()
+			if o.lost && d == projection.Missing {
+				fix = append(fix, f)
+				continue
+			}
 			s.logger.WarnContext(ctx, "projection drifted from PostgreSQL; "+fate(dryRun), "flid", f.FLID, "kind", d,
 				"version", f.Version, "redis_version", got[i].Version)
 			fix = append(fix, f)
