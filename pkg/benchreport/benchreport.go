@@ -86,7 +86,8 @@ var targets = []target{
 	{"steady 50 msg/s, poll 1s: p99 / (poll + 150 ms)", "steady-1s/p99-ms", "steady-1s/p99-target-ms", true, 1, "≤ 1"},
 	{"steady 50 msg/s, poll 100ms: p50 / (poll/2 + 60 ms)", "steady-100ms/p50-ms", "steady-100ms/p50-target-ms", true, 1, "≤ 1"},
 	{"steady 50 msg/s, poll 100ms: p99 / (poll + 150 ms)", "steady-100ms/p99-ms", "steady-100ms/p99-target-ms", true, 1, "≤ 1"},
-	{"2,000-flight SCHD DNLD terminal, seconds", "dnld/changed-package-s", "", true, 3, "≤ 3 s"},
+	{"2,000-flight SCHD DNLD terminal, seconds", "dnld/changed-package-s", "", true, 0.7, "≤ 0.7 s"},
+	{"Redis flushed under 50 msg/s: projection complete again, 10,000 flights, seconds", "redis-loss/complete-s", "", true, 60, "≤ 60 s"},
 	{"backlog: RSS growth after the first 10 % (largest of the five services)", "backlog/rss-growth-max", "", true, 1.20, "≤ 1.20"},
 	// The order-safe state (R-ORDER-1) may cost a FLOP at most 10 % more than before it.
 	{"FLOP statements / before the order-safe state", "fifo/pg-statements-per-msg", "fifo/before-order-pg-statements-per-msg", true, 1.10, "≤ 1.10"},
@@ -100,6 +101,9 @@ var comparisons = []target{
 	{what: "pump alone, FLOPs / single-connection commit rate", measured: "fifo/msgs-per-s", reference: "fifo/anchor-commits-per-s"},
 	{what: "pump alone, a processor writing nothing / single-connection commit rate", measured: "fifo/bare-msgs-per-s",
 		reference: "fifo/anchor-commits-per-s"},
+	// The snapshot target's figure as the machine of the moment disturbs it least: the pump and
+	// its backend take turns, so their CPU is about the package's time on an idle machine.
+	{what: "2,000-flight SCHD DNLD, CPU of the pump and its backend, seconds", measured: "dnld/changed-package-cpu-s"},
 }
 
 // ratio is figs[measured] over figs[reference] (the value itself when reference is ""), with

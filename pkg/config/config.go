@@ -214,6 +214,9 @@ type Consistency struct {
 	// FullBelow: a start-up check compares every flight while there are fewer than this many.
 	FullBelow int
 	Period    time.Duration
+	// RebuildOnLoss: the backfill rebuilds the whole projection on its own when Redis lost the
+	// projection's sentinel key (docs/redis.md, "Redis lost its data").
+	RebuildOnLoss bool
 }
 
 // Requests holds the upstream request parameters (req.*, outbound.routing-id and the daily
@@ -394,6 +397,10 @@ func params() []param {
 		})},
 		{key: "consistency-check.full-below", def: "50000", set: num(func(c *Config) *int { return &c.Consistency.FullBelow })},
 		{key: "consistency-check.period", def: "24h", set: dur(func(c *Config) *time.Duration { return &c.Consistency.Period })},
+
+		// A Redis that lost its data (FLUSHALL, a restart without persistence) is found by the
+		// projection's sentinel key and rebuilt from PostgreSQL without waiting for an operator.
+		{key: "consistency-check.rebuild-on-loss", def: "true", set: boolean(func(c *Config) *bool { return &c.Consistency.RebuildOnLoss })},
 		{key: "identity.include-day-boundary", def: "false", set: boolean(func(c *Config) *bool { return &c.IdentityIncludeDayBoundary })},
 		{key: "airport.time-zone", def: "Asia/Shanghai", set: custom(KindTimeZone, func(c *Config, v string) error {
 			loc, err := time.LoadLocation(v)

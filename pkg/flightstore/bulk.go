@@ -259,3 +259,79 @@ func LoadLocked(ctx context.Context, tx pgx.Tx, flid string) (cur *flight.Flight
 	}
 	return &target[0], children, nil
 }
+
+// SameDetails reports whether a and b have the same detail rows, compared as detailRows stores
+// them: the items of every stored collection in order, each by its sequence attribute (where
+// the table has one) and the fields the table has columns for, an empty value as a missing one
+// (both are NULL); and the raw content by tag. A state whose details are the stored ones needs
+// its flight_schd row written alone (AddRows): deleting and inserting the same rows again
+// leaves the tables as they were, at the price of most of a snapshot's writes (R-SCHD-4).
+func SameDetails(a, b flight.Flight) bool {
+	for _, tag := range CollectionTags() {
+		c := collections[tag]
+		x, y := a.Collections[tag], b.Collections[tag]
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if c.seq != "" && x[i].Seq != y[i].Seq {
+				return false
+			}
+			for _, fl := range c.fields {
+				if x[i].Fields[fl] != y[i].Fields[fl] {
+					return false
+				}
+			}
+		}
+	}
+	for tag, content := range a.Raw {
+		if !slices.Equal(content, b.Raw[tag]) {
+			return false
+		}
+	}
+	for tag, content := range b.Raw {
+		if len(content) > 0 && len(a.Raw[tag]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// LoadPublishedMany reads flights as LoadPublished does one at a time (a master with the MAFL
+// of its children), in the order of flids, in four round trips whatever their number; unknown
+// FLIDs are absent. No row is locked: the caller holds the pipeline lock (the consistency
+// sentinel's pages, R-PROJ-1).
+func LoadPublishedMany(ctx context.Context, q db.Executor, flids []string) ([]flight.Flight, error) {
+	loaded, err := LoadMany(ctx, q, flids)
+	if err != nil {
+		return nil, err
+	}
+	var masters []string
+	for _, f := range loaded {
+		if !flight.IsChild(f) {
+			masters = append(masters, f.FLID)
+		}
+	}
+	kids, err := ChildrenOfMany(ctx, q, masters)
+	if err != nil {
+		return nil, err
+	}
+	kidsOf := map[string][]flight.Flight{}
+	for _, k := range kids {
+		kidsOf[k.Scalars["MAID"]] = append(kidsOf[k.Scalars["MAID"]], k)
+	}
+	byFLID := make(map[string]flight.Flight, len(loaded))
+	for _, f := range loaded {
+		if !flight.IsChild(f) {
+			f = flight.Published(f, kidsOf[f.FLID])
+		}
+		byFLID[f.FLID] = f
+	}
+	out := make([]flight.Flight, 0, len(loaded))
+	for _, flid := range flids {
+		if f, ok := byFLID[flid]; ok {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}

@@ -2,6 +2,7 @@ package flightstore_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -342,5 +343,110 @@ func TestAddUpdateEqualsSave(t *testing.T) {
 				t.Fatalf("stored\n got %+v\nwant %+v", *got, next)
 			}
 		})
+	}
+}
+
+// TestSameDetails: a state that SameDetails finds with the stored details is stored exactly
+// as SaveMany stores it by its row alone (AddRows), and a state it finds different is not; so
+// a snapshot that writes the row alone for such states leaves the tables as a full write does.
+func TestSameDetails(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(f *flight.Flight)
+		same   bool
+	}{
+		{"nothing", func(*flight.Flight) {}, true},
+		{"a scalar", func(f *flight.Flight) { f.Scalars["RENO"] = "B1234" }, true},
+		{"an empty collection dropped", func(f *flight.Flight) { delete(f.Collections, "CKDT") }, true},
+		{"an empty value for a missing one", func(f *flight.Flight) { f.Collections["GTDT"][0].Fields["PGOT"] = "" }, true},
+		{"a field the table has no column for", func(f *flight.Flight) { f.Collections["GTDT"][0].Fields["XXXX"] = "1" }, true},
+		{"a sequence where the table has none", func(f *flight.Flight) { f.Collections["DELY"][0].Seq = "7" }, true},
+		{"an empty raw tag", func(f *flight.Flight) { f.Raw["VIPF"] = nil }, true},
+		{"a field", func(f *flight.Flight) { f.Collections["GTDT"][1].Fields["GATE"] = "A2" }, false},
+		{"a sequence", func(f *flight.Flight) { f.Collections["ABTM"][0].Seq = "2" }, false},
+		{"items reordered", func(f *flight.Flight) {
+			r := f.Collections["ROUT"]
+			f.Collections["ROUT"] = []flight.Item{r[1], r[0]}
+		}, false},
+		{"an item added", func(f *flight.Flight) { f.Collections["CKDT"] = []flight.Item{item("K1", "CHKC", "A")} }, false},
+		{"a collection cleared", func(f *flight.Flight) { f.Collections["CHDT"] = []flight.Item{} }, false},
+		{"raw content changed", func(f *flight.Flight) { f.Raw["SRVT"] = []string{"<OPER>X</OPER>"} }, false},
+		{"raw content added", func(f *flight.Flight) { f.Raw["VIPF"] = []string{"<VIP>1</VIP>"} }, false},
+		{"raw content removed", func(f *flight.Flight) { delete(f.Raw, "SRVT") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]*flight.Flight
+			for i, how := range []string{"full", "row"} {
+				flid := fmt.Sprintf("S-%s-%s", how, strings.ReplaceAll(tc.name, " ", "-"))
+				prev := rich(flid)
+				save(t, d, prev)
+				next := prev.Clone()
+				next.Version++
+				next.Scalars["REMC"] = "next"
+				tc.change(&next)
+				if i == 0 && flightstore.SameDetails(prev, next) != tc.same {
+					t.Fatalf("SameDetails = %v, want %v", !tc.same, tc.same)
+				}
+				err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
+					if how == "full" {
+						return flightstore.SaveMany(ctx, tx, []flight.Flight{next})
+					}
+					b := &pgx.Batch{}
+					flightstore.AddRows(b, []flight.Flight{next})
+					return tx.SendBatch(ctx, b).Close()
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got[i], err = flightstore.Load(ctx, d.Pool, flid, false); err != nil || got[i] == nil {
+					t.Fatalf("load %s: %v", flid, err)
+				}
+				got[i].FLID = ""
+			}
+			if equal := reflect.DeepEqual(got[0], got[1]); equal != tc.same {
+				t.Fatalf("the row alone stores what the full write stores: %v, want %v\nfull %+v\n row %+v", equal, tc.same, got[0], got[1])
+			}
+		})
+	}
+}
+
+// TestLoadPublishedManyMatchesOneByOne: the page of the consistency sentinel reads exactly what
+// LoadPublished reads flight by flight: a master with the MAFL of its active children (a
+// deleted child left out, a deleted master without any), a child as stored, a flight without
+// children, in the order asked, an unknown FLID absent.
+func TestLoadPublishedManyMatchesOneByOne(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	m, c1, c2, c3, lone, gone, gc := rich("PM"), rich("PC1"), rich("PC2"), rich("PC3"), rich("PL"), rich("PG"), rich("PGC")
+	for _, c := range []*flight.Flight{&c1, &c2, &c3} {
+		c.Scalars["MAID"] = "PM"
+	}
+	c1.Scalars["FLNO"], c2.Scalars["FLNO"] = "ZH100", "MU200"
+	c3.State = flight.Deleted
+	gone.State = flight.Deleted
+	gc.Scalars["MAID"] = "PG"
+	save(t, d, m, c1, c2, c3, lone, gone, gc)
+	ask := []string{"PL", "PC2", "NOPE", "PM", "PG", "PGC", "PC3", "PC1"}
+	got, err := flightstore.LoadPublishedMany(ctx, d.Pool, ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []flight.Flight
+	for _, flid := range ask {
+		f, err := flightstore.LoadPublished(ctx, d.Pool, flid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f != nil {
+			want = append(want, *f)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("LoadPublishedMany\n got %+v\nwant %+v", got, want)
+	}
+	if len(got) != 7 || got[2].FLID != "PM" || len(got[2].MAFL) != 2 {
+		t.Fatalf("the master's MAFL is not derived: %+v", got[2])
 	}
 }

@@ -55,11 +55,12 @@ func run(ctx context.Context, b *service.Base) error {
 		},
 	}, forget, b.Clock, b.Logger, b.Registry)
 	sentry := sentinel.New(sentinel.Config{
-		OnStartup:   cfg.Consistency.OnStartup,
-		SampleRatio: cfg.Consistency.SampleRatio,
-		FullBelow:   cfg.Consistency.FullBelow,
-		Period:      cfg.Consistency.Period,
-		JobPoll:     p.PollInterval,
+		OnStartup:     cfg.Consistency.OnStartup,
+		SampleRatio:   cfg.Consistency.SampleRatio,
+		FullBelow:     cfg.Consistency.FullBelow,
+		Period:        cfg.Consistency.Period,
+		JobPoll:       p.PollInterval,
+		RebuildOnLoss: cfg.Consistency.RebuildOnLoss,
 	}, projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout), b.Clock, b.Logger, b.Registry)
 	republish := republisher.New(republisher.Config{Poll: p.PollInterval}, b.Clock, b.Logger, b.Registry)
 	elector := b.Elector()

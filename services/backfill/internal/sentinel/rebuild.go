@@ -122,7 +122,7 @@ func (s *Sentinel) flightsStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job,
 	next = rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: job.Cursor, Done: int64(len(page))}
 	if len(page) > 0 {
 		next.Cursor = page[len(page)-1]
-		if err := s.comparePage(ctx, tx, page, res, job.DryRun); err != nil {
+		if err := s.comparePage(ctx, tx, page, res, pageOpts{dryRun: job.DryRun, lost: job.RequestedBy == LossRequester}); err != nil {
 			return next, false, err
 		}
 		if !job.All() {

@@ -35,6 +35,8 @@ type Session = db.Txer
 // Projection is what the sentinel reads and repairs in Redis (projection.Projection).
 type Projection interface {
 	Observe(ctx context.Context, flids []string) ([]projection.Observed, error)
+	Sentinel(ctx context.Context) (value string, ok bool, err error)
+	SetSentinel(ctx context.Context, value string) error
 	Repair(ctx context.Context, flights []flight.Flight, gone []string) error
 	ScanDocs(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error)
 	ScanVersions(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error)
@@ -55,8 +57,11 @@ type Config struct {
 	// Page is how many flights one locked transaction compares (default 100).
 	Page int
 	// JobPoll is how often the role looks for a requested rebuild (pipeline.poll-interval,
-	// default 1s).
+	// default 1s), and for the projection's sentinel key.
 	JobPoll time.Duration
+	// RebuildOnLoss starts a rebuild of the whole projection when Redis lost the sentinel key
+	// (consistency-check.rebuild-on-loss; loss.go).
+	RebuildOnLoss bool
 }
 
 func (c Config) withDefaults() Config {
@@ -96,6 +101,9 @@ type Sentinel struct {
 	metrics *metrics
 	// streak counts the consecutive checks that found drift, for the alert.
 	streak int
+	// lossFailing is set while looking for the sentinel key fails, so that a Redis outage is
+	// logged once, not at every poll.
+	lossFailing bool
 }
 
 // New builds a sentinel and registers its metrics.
@@ -109,9 +117,12 @@ func New(cfg Config, proj Projection, clk clock.Clock, logger *slog.Logger, reg 
 // is recorded on the job and tried again at the next poll. One goroutine does all of it, so a
 // periodic check and a rebuild never overlap.
 func (s *Sentinel) Run(ctx context.Context, sess Session) error {
-	if s.cfg.OnStartup {
+	// A projection found lost is rebuilt whole at once: the start-up check would compare the
+	// same flights before it.
+	if !(s.cfg.RebuildOnLoss && s.checkLoss(ctx, sess) != 0) && s.cfg.OnStartup {
 		s.runOnce(ctx, sess, s.startupRatio(ctx, sess))
 	}
+	s.runJobs(ctx, sess)
 	t := time.NewTicker(s.cfg.Period)
 	defer t.Stop()
 	jobs := time.NewTicker(s.cfg.JobPoll)
@@ -123,11 +134,32 @@ func (s *Sentinel) Run(ctx context.Context, sess Session) error {
 		case <-t.C:
 			s.runOnce(ctx, sess, s.cfg.SampleRatio)
 		case <-jobs.C:
-			if err := s.RunJobs(ctx, sess); err != nil && ctx.Err() == nil {
-				s.logger.Error("projection rebuild step failed; tried again at the next poll", "err", err)
+			if s.cfg.RebuildOnLoss {
+				s.checkLoss(ctx, sess)
 			}
+			s.runJobs(ctx, sess)
 		}
 	}
+}
+
+func (s *Sentinel) runJobs(ctx context.Context, sess Session) {
+	if err := s.RunJobs(ctx, sess); err != nil && ctx.Err() == nil {
+		s.logger.Error("projection rebuild step failed; tried again at the next poll", "err", err)
+	}
+}
+
+// checkLoss is CheckLoss with its failure logged once per streak.
+func (s *Sentinel) checkLoss(ctx context.Context, sess Session) int64 {
+	id, err := s.CheckLoss(ctx, sess)
+	switch {
+	case err != nil && ctx.Err() == nil && !s.lossFailing:
+		s.lossFailing = true
+		s.logger.WarnContext(ctx, "could not look for the projection's sentinel key; tried again at every poll", "err", err)
+	case err == nil && s.lossFailing:
+		s.lossFailing = false
+		s.logger.InfoContext(ctx, "the projection's sentinel key can be read again")
+	}
+	return id
 }
 
 func (s *Sentinel) runOnce(ctx context.Context, sess Session, ratio float64) {
@@ -172,7 +204,7 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 			if err != nil || len(page) == 0 {
 				return page, err
 			}
-			return page, s.comparePage(ctx, tx, page, &res, false)
+			return page, s.comparePage(ctx, tx, page, &res, pageOpts{})
 		})
 		if err != nil {
 			return res, err
@@ -211,20 +243,21 @@ func (s *Sentinel) codeShare(ctx context.Context, sess Session, res *Result) err
 	return nil
 }
 
-// comparePage compares and repairs (unless dryRun) one page under the pipeline lock, in tx.
-func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result, dryRun bool) error {
+// pageOpts are how comparePage treats a page: dryRun repairs nothing; lost is a rebuild after
+// Redis lost the projection, where every flight is missing: those are counted, not logged one
+// by one (the job's start and end are), and any other kind still is.
+type pageOpts struct{ dryRun, lost bool }
+
+// comparePage compares and repairs (unless a dry run) one page under the pipeline lock, in tx.
+func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result, o pageOpts) error {
+	dryRun := o.dryRun
 	if err := leader.LockPipelineTx(ctx, tx); err != nil {
 		return err
 	}
-	want := make([]flight.Flight, 0, len(flids))
-	for _, flid := range flids {
-		f, err := flightstore.LoadPublished(ctx, tx, flid)
-		if err != nil {
-			return err
-		}
-		if f != nil { // archived since the page was read: the sweep removed its projection
-			want = append(want, *f)
-		}
+	// A FLID archived since the page was read is absent: the sweep removed its projection.
+	want, err := flightstore.LoadPublishedMany(ctx, tx, flids)
+	if err != nil {
+		return err
 	}
 	got, err := s.proj.Observe(ctx, flightIDs(want))
 	if err != nil {
@@ -235,6 +268,10 @@ func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, r
 		if d := projection.Compare(f, got[i]); d != "" {
 			res.Drift[d]++
 			s.metrics.drift.WithLabelValues(string(d)).Inc()
+			if o.lost && d == projection.Missing {
+				fix = append(fix, f)
+				continue
+			}
 			s.logger.WarnContext(ctx, "projection drifted from PostgreSQL; "+fate(dryRun), "flid", f.FLID, "kind", d,
 				"version", f.Version, "redis_version", got[i].Version)
 			fix = append(fix, f)
@@ -350,6 +387,7 @@ type metrics struct {
 	lastFound   prometheus.Gauge
 	streak      prometheus.Gauge
 	codeShare   prometheus.Gauge
+	lost        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -368,11 +406,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Consecutive consistency checks that found drift; alert at 2."}),
 		codeShare: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_projection_check_codeshare_violations",
 			Help: "Active code-share children whose master is deleted, as the last consistency check found them (should be 0)."}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_projection_lost_total",
+			Help: "Rebuilds of the whole projection the backfill started because Redis had lost the projection's sentinel key."}),
 	}
 	for _, k := range projection.Kinds() {
 		m.drift.WithLabelValues(string(k))
 	}
-	reg.MustRegister(m.drift, m.repaired, m.lastRun, m.lastChecked, m.lastFound, m.streak, m.codeShare)
+	reg.MustRegister(m.drift, m.repaired, m.lastRun, m.lastChecked, m.lastFound, m.streak, m.codeShare, m.lost)
 	return m
 }
 

@@ -224,15 +224,18 @@ func (s *Schedule) load(ctx context.Context, tx pgx.Tx, in pump.Input, pkg fligh
 // flights as the package found them.
 func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight.Batch, stored map[string]*flight.Flight) ([]flight.Flight, error) {
 	o := b.Outcome()
-	// A state whose content is the stored one changed only its provenance: its row alone is
-	// written, in the round trip of the events, not its details (a snapshot re-sent unchanged
-	// records its parts for thousands of flights).
-	full, rows := o.Writes, []flight.Flight(nil)
-	for _, f := range o.Recorded {
-		if s := stored[f.FLID]; s != nil && sameStored(*s, f) {
-			rows = append(rows, f)
-		} else {
-			full = append(full, f)
+	// A state whose details are the stored ones has its row alone written, in the round trip
+	// of the events: a snapshot re-sent unchanged records its parts for thousands of flights,
+	// and a daily schedule mostly changes a flight's scalars, while its details are most of
+	// the rows a full write deletes and inserts again.
+	var full, rows []flight.Flight
+	for _, set := range [][]flight.Flight{o.Writes, o.Recorded} {
+		for _, f := range set {
+			if s := stored[f.FLID]; s != nil && flightstore.SameDetails(*s, f) {
+				rows = append(rows, f)
+			} else {
+				full = append(full, f)
+			}
 		}
 	}
 	if err := flightstore.SaveMany(ctx, tx, full); err != nil {
@@ -240,7 +243,7 @@ func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight
 	}
 	batch := &pgx.Batch{}
 	flightstore.AddRows(batch, rows)
-	if err := outbox.AddTo(batch, newEvents(in, o.Events), in.Now); err != nil {
+	if err := outbox.AddBulkTo(batch, newEvents(in, o.Events), in.Now); err != nil {
 		return nil, err
 	}
 	flightstore.AddChanges(batch, scheduleChanges(in, b, stored))
@@ -250,13 +253,6 @@ func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight
 		}
 	}
 	return o.Project, nil
-}
-
-// sameStored reports whether next holds the stored content of s (the derived MAFL aside: it is
-// never stored).
-func sameStored(s, next flight.Flight) bool {
-	s.MAFL, next.MAFL = nil, nil
-	return flight.SameContent(s, next)
 }
 
 // scheduleChanges are the history rows of a batch (R-ORDER-8): one per flight it wrote or
