@@ -95,7 +95,8 @@ func TestAcknowledgeDeadThroughTheBinaries(t *testing.T) {
 		States: []controlv1.MessageState{controlv1.MessageState_MESSAGE_STATE_DEAD}, Acknowledged: controlv1.AckFilter_ACK_FILTER_UNACKNOWLEDGED}); err != nil || len(none.GetMessages()) != 0 {
 		t.Errorf("unacknowledged DEAD messages: %v, %v", none, err)
 	}
-	shown, _, code := e.msgxctl(t, "list-messages", "--states", "dead", "--acknowledged", "acknowledged")
+	// The reason is long text: in -o wide (the default table names who acknowledged).
+	shown, _, code := e.msgxctl(t, "list-messages", "--states", "dead", "--acknowledged", "acknowledged", "-o", "wide")
 	if code != 0 || !strings.Contains(shown, reason) {
 		t.Errorf("msgxctl list-messages does not show the acknowledgement: exit %d\n%s", code, shown)
 	}

@@ -55,7 +55,7 @@ func TestListTablesAreNarrowAndStable(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^1234567\s+DEAD\s+EXHAUSTED\s+5\s+FLOP/ESTT\s+2718281\s+2026-03-01T12:00:00Z`).MatchString(narrow) {
 		t.Errorf("row not as expected:\n%s", narrow)
 	}
-	if !regexp.MustCompile(`(?m)^7\s+PENDING\s+-\s+0\s+-\s+-\s+-\s+-\s*$`).MatchString(renderString(t, "table", sparse, "", false)) {
+	if !regexp.MustCompile(`(?m)^7\s+PENDING\s+-\s+0\s+-\s+-\s+-\s+-\s+-\s*$`).MatchString(renderString(t, "table", sparse, "", false)) {
 		t.Errorf("unset cells are not '-':\n%s", renderString(t, "table", sparse, "", false))
 	}
 	wide := renderString(t, "wide", full, "", false)

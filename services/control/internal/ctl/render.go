@@ -297,7 +297,7 @@ func col(header string, fields ...string) column {
 var narrowColumns = map[protoreflect.FullName][]column{
 	"msgx.control.v1.Message": {col("MSG_ID", "msg_id"), col("STATE", "state"), col("CLASS", "error_class"),
 		col("RETRIES", "attempts"), col("TYPE", "msg_type", "msg_styp"), col("FLID", "flid"),
-		col("ENQUEUED", "enqueued_at"), col("FINISHED", "finished_at")},
+		col("ENQUEUED", "enqueued_at"), col("FINISHED", "finished_at"), col("ACKED_BY", "acknowledged_by")},
 	"msgx.control.v1.UpstreamRequest": {col("REQ_ID", "req_id"), col("TYPE", "type"), col("SCOPE", "scope"),
 		col("STATE", "state"), col("SEQN", "seqn"), col("CREATED", "created_at"), col("ANSWER_MSG", "answer_msg_id")},
 	"msgx.control.v1.ProjectionRebuild": {col("REBUILD_ID", "rebuild_id"), col("STATE", "state"), col("ALL", "all"),
