@@ -94,9 +94,23 @@ type Sentinel struct {
 	clock   clock.Clock
 	logger  *slog.Logger
 	metrics *metrics
-	// streak counts the consecutive checks that found drift, for the alert.
+	// streak counts the consecutive checks that found drift, for the alert: a periodic check
+	// with drift raises it, a clean one and a full repair reset it, a dry run leaves it.
 	streak int
 }
+
+// Mode is what kind of run counted a drift (the mode label of msgx_projection_drift_total).
+type Mode string
+
+// The modes: the periodic or start-up check (which repairs what it finds), a rebuild job
+// that repairs, and a dry run that only counts.
+const (
+	ModeCheck  Mode = "check"
+	ModeRepair Mode = "repair"
+	ModeDryRun Mode = "dry_run"
+)
+
+func (m Mode) dryRun() bool { return m == ModeDryRun }
 
 // New builds a sentinel and registers its metrics.
 func New(cfg Config, proj Projection, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Sentinel {
@@ -172,7 +186,7 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 			if err != nil || len(page) == 0 {
 				return page, err
 			}
-			return page, s.comparePage(ctx, tx, page, &res, false)
+			return page, s.comparePage(ctx, tx, page, &res, ModeCheck)
 		})
 		if err != nil {
 			return res, err
@@ -188,7 +202,7 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 	if err := s.codeShare(ctx, sess, &res); err != nil {
 		return res, err
 	}
-	s.observe(res)
+	s.observe(res, ModeCheck)
 	return res, nil
 }
 
@@ -211,8 +225,8 @@ func (s *Sentinel) codeShare(ctx context.Context, sess Session, res *Result) err
 	return nil
 }
 
-// comparePage compares and repairs (unless dryRun) one page under the pipeline lock, in tx.
-func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result, dryRun bool) error {
+// comparePage compares and repairs (unless a dry run) one page under the pipeline lock, in tx.
+func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result, mode Mode) error {
 	if err := leader.LockPipelineTx(ctx, tx); err != nil {
 		return err
 	}
@@ -234,14 +248,14 @@ func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, r
 	for i, f := range want {
 		if d := projection.Compare(f, got[i]); d != "" {
 			res.Drift[d]++
-			s.metrics.drift.WithLabelValues(string(d)).Inc()
-			s.logger.WarnContext(ctx, "projection drifted from PostgreSQL; "+fate(dryRun), "flid", f.FLID, "kind", d,
+			s.metrics.drift.WithLabelValues(string(d), string(mode)).Inc()
+			s.logger.WarnContext(ctx, "projection drifted from PostgreSQL; "+fate(mode), "flid", f.FLID, "kind", d, "mode", mode,
 				"version", f.Version, "redis_version", got[i].Version)
 			fix = append(fix, f)
 		}
 	}
 	res.Checked += len(want)
-	if dryRun {
+	if mode.dryRun() {
 		return nil
 	}
 	if err := s.proj.Repair(ctx, fix, nil); err != nil {
@@ -271,7 +285,7 @@ func (s *Sentinel) extras(ctx context.Context, sess Session, res *Result) error 
 				}
 			}
 			if len(fresh) > 0 {
-				if err := sess.Tx(ctx, func(tx pgx.Tx) error { return s.removeUnknown(ctx, tx, fresh, res, false) }); err != nil {
+				if err := sess.Tx(ctx, func(tx pgx.Tx) error { return s.removeUnknown(ctx, tx, fresh, res, ModeCheck) }); err != nil {
 					return err
 				}
 			}
@@ -284,9 +298,9 @@ func (s *Sentinel) extras(ctx context.Context, sess Session, res *Result) error 
 	return nil
 }
 
-// removeUnknown removes (unless dryRun) the keys of those of flids that PostgreSQL does not
+// removeUnknown removes (unless a dry run) the keys of those of flids that PostgreSQL does not
 // have, in tx.
-func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string, res *Result, dryRun bool) error {
+func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string, res *Result, mode Mode) error {
 	unknown, err := flightstore.Unknown(ctx, tx, flids)
 	if err != nil || len(unknown) == 0 {
 		return err
@@ -299,11 +313,11 @@ func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string,
 		return err
 	}
 	for _, flid := range unknown {
-		s.logger.WarnContext(ctx, "projection has keys of a flight PostgreSQL does not have; "+fate(dryRun), "flid", flid, "kind", projection.Extra)
+		s.logger.WarnContext(ctx, "projection has keys of a flight PostgreSQL does not have; "+fate(mode), "flid", flid, "kind", projection.Extra, "mode", mode)
 	}
 	res.Drift[projection.Extra] += len(unknown)
-	s.metrics.drift.WithLabelValues(string(projection.Extra)).Add(float64(len(unknown)))
-	if dryRun {
+	s.metrics.drift.WithLabelValues(string(projection.Extra), string(mode)).Add(float64(len(unknown)))
+	if mode.dryRun() {
 		return nil
 	}
 	if err := s.proj.Repair(ctx, nil, unknown); err != nil {
@@ -314,11 +328,20 @@ func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string,
 	return nil
 }
 
-func (s *Sentinel) observe(res Result) {
-	if res.Found() > 0 {
+// observe records a finished run. The streak is what MsgxProjectionDrift fires on, so it
+// follows what the projection is left like: a periodic check found drift (and repaired it) or
+// not; a repair of every flight that repaired all it found leaves the projection equal to
+// PostgreSQL, so the runbook's repair clears the alert instead of raising it. A dry run changes
+// nothing in Redis and so neither raises nor resets it, nor does a repair of some FLIDs only
+// (it did not look at the rest); both leave the last-check gauges to the checks.
+func (s *Sentinel) observe(res Result, mode Mode) {
+	switch {
+	case mode == ModeCheck && res.Found() > 0:
 		s.streak++
-	} else {
+	case mode == ModeCheck, mode == ModeRepair && res.Repaired >= res.Found():
 		s.streak = 0
+	default:
+		return
 	}
 	s.metrics.lastRun.Set(float64(s.clock.Now().Unix()))
 	s.metrics.lastChecked.Set(float64(res.Checked))
@@ -327,8 +350,8 @@ func (s *Sentinel) observe(res Result) {
 	s.metrics.codeShare.Set(float64(res.CodeShare))
 }
 
-func fate(dryRun bool) string {
-	if dryRun {
+func fate(mode Mode) string {
+	if mode.dryRun() {
 		return "left as it is (dry run)"
 	}
 	return "repaired from PostgreSQL"
@@ -355,7 +378,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		drift: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_projection_drift_total",
-			Help: "Flights whose Redis projection differed from PostgreSQL, by kind (missing, stale, content, extra)."}, []string{"kind"}),
+			Help: "Flights whose Redis projection differed from PostgreSQL, by kind (missing, stale, content, extra) and mode (check, repair, dry_run)."}, []string{"kind", "mode"}),
 		repaired: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_projection_repaired_total",
 			Help: "Projection entries rewritten from PostgreSQL or removed by the consistency sentinel."}),
 		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_projection_check_last_run_timestamp_seconds",
@@ -370,7 +393,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Active code-share children whose master is deleted, as the last consistency check found them (should be 0)."}),
 	}
 	for _, k := range projection.Kinds() {
-		m.drift.WithLabelValues(string(k))
+		for _, mode := range []Mode{ModeCheck, ModeRepair, ModeDryRun} {
+			m.drift.WithLabelValues(string(k), string(mode))
+		}
 	}
 	reg.MustRegister(m.drift, m.repaired, m.lastRun, m.lastChecked, m.lastFound, m.streak, m.codeShare)
 	return m

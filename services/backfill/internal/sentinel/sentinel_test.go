@@ -143,7 +143,7 @@ func TestDriftFoundAndRepaired(t *testing.T) {
 	if res.Repaired != 8 {
 		t.Errorf("repaired %d, want 8", res.Repaired)
 	}
-	if got := counter(t, e.reg, "msgx_projection_drift_total", "stale"); got != 3 {
+	if got := counter(t, e.reg, "msgx_projection_drift_total", "stale", sentinel.ModeCheck); got != 3 {
 		t.Errorf("stale drift counter %v, want 3", got)
 	}
 	if res := e.check(t); res.Found() != 0 {
@@ -274,7 +274,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-func counter(t *testing.T, reg *prometheus.Registry, name, kind string) float64 {
+func counter(t *testing.T, reg *prometheus.Registry, name, kind string, mode sentinel.Mode) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -285,13 +285,15 @@ func counter(t *testing.T, reg *prometheus.Registry, name, kind string) float64 
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					return m.GetCounter().GetValue()
-				}
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == kind && labels["mode"] == string(mode) {
+				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatalf("no %s{kind=%q}", name, kind)
+	t.Fatalf("no %s{kind=%q,mode=%q}", name, kind, mode)
 	return 0
 }
