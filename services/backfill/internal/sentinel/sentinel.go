@@ -332,8 +332,8 @@ func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string,
 // follows what the projection is left like: a periodic check found drift (and repaired it) or
 // not; a repair of every flight that repaired all it found leaves the projection equal to
 // PostgreSQL, so the runbook's repair clears the alert instead of raising it. A dry run changes
-// nothing in Redis and so neither raises nor resets it, nor does a repair of some FLIDs only
-// (it did not look at the rest); both leave the last-check gauges to the checks.
+// nothing in Redis and so neither raises nor resets it; a repair of some FLIDs only is not
+// observed at all (it did not look at the rest). Both leave the last-check gauges to the checks.
 func (s *Sentinel) observe(res Result, mode Mode) {
 	switch {
 	case mode == ModeCheck && res.Found() > 0:
@@ -347,7 +347,9 @@ func (s *Sentinel) observe(res Result, mode Mode) {
 	s.metrics.lastChecked.Set(float64(res.Checked))
 	s.metrics.lastFound.Set(float64(res.Found()))
 	s.metrics.streak.Set(float64(s.streak))
-	s.metrics.codeShare.Set(float64(res.CodeShare))
+	if mode == ModeCheck { // a rebuild does not count the code-share children
+		s.metrics.codeShare.Set(float64(res.CodeShare))
+	}
 }
 
 func fate(mode Mode) string {

@@ -18,6 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
 )
@@ -206,6 +207,11 @@ func TestCheckCountsChildrenUnderADeletedMaster(t *testing.T) {
 	e.save(t, mk("C1", 1, map[string]string{"FLNO": "ZH1", "MAID": "M1"}))
 	if res := e.check(t); res.CodeShare != 1 || gauge(t, e.reg, "msgx_projection_check_codeshare_violations") != 1 {
 		t.Fatalf("violations %d, want C1", res.CodeShare)
+	}
+	// A repair does not count them, so it leaves the check's count standing.
+	e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID)
+	if got := gauge(t, e.reg, "msgx_projection_check_codeshare_violations"); got != 1 {
+		t.Fatalf("violations gauge %v after a repair, want the check's 1", got)
 	}
 }
 
