@@ -247,6 +247,7 @@ func TestRoleHolderGoneRunbook(t *testing.T) {
 	if pid == 0 {
 		t.Fatal("the pump is not running")
 	}
+	killed := time.Now()
 	e.stack.Kill("pump")
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Fatalf("pump process %d still alive after SIGKILL", pid)
@@ -256,25 +257,44 @@ func TestRoleHolderGoneRunbook(t *testing.T) {
 		gone = e.role(t, "pump")
 		return gone.Held && !gone.Active, fmt.Sprintf("%+v", gone)
 	})
+	seenGone := time.Since(killed)
 	if gone.BackendPID != before.BackendPID || gone.Instance != before.Instance {
 		t.Errorf("the recorded holder changed without a new one: %+v, was %+v", gone, before)
 	}
-	// The runbook's SQL, as written in docs/operations.md.
-	var backends, locks int
-	if err := e.pg.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, gone.BackendPID).Scan(&backends); err != nil {
+	// The runbook's SQL, as written in docs/operations.md (step 2), with the backend_pid and
+	// the role from get-status.
+	var sessions, locks int
+	var heartbeatAge time.Duration
+	rows, err := e.pg.Pool.Query(ctx, `SELECT pid, state, now() - state_change AS in_state, wait_event_type, wait_event, query
+     FROM pg_stat_activity WHERE pid = $1`, gone.BackendPID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.pg.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`, gone.BackendPID).Scan(&locks); err != nil {
+	for rows.Next() {
+		sessions++
+	}
+	rows.Close()
+	if err := e.pg.Pool.QueryRow(ctx, `SELECT now() - heartbeat_at AS heartbeat_age
+     FROM role_holder WHERE role = 'pump'`).Scan(&heartbeatAge); err != nil {
 		t.Fatal(err)
 	}
-	if backends != 0 || locks != 0 {
-		t.Fatalf("after the crash backend %d: %d sessions, %d advisory locks; want the holder gone", gone.BackendPID, backends, locks)
+	if err := e.pg.Pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = $1) l`,
+		gone.BackendPID).Scan(&locks); err != nil {
+		t.Fatal(err)
 	}
+	if sessions != 0 || locks != 0 || heartbeatAge <= 0 {
+		t.Fatalf("after the crash backend %d: %d sessions, %d advisory locks, heartbeat age %v; want the holder gone",
+			gone.BackendPID, sessions, locks, heartbeatAge)
+	}
+	t.Logf("holder gone: backend %d has no session and no lock, heartbeat %v old", gone.BackendPID, heartbeatAge)
 	if err := e.stack.Start("pump", nil); err != nil {
 		t.Fatal(err)
 	}
+	restarted := time.Now()
 	testwait.ForState(t, 30*time.Second, "the restarted pump to take the role", func() (bool, string) {
 		r := e.role(t, "pump")
 		return r.Active && r.BackendPID != before.BackendPID, fmt.Sprintf("%+v", r)
 	})
+	t.Logf("get-status showed the holder not active %v after SIGKILL; the restarted pump held the role %v after its start",
+		seenGone.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 }
