@@ -102,9 +102,20 @@ func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool,
 	c := job.Counts.Add(next.Counts)
 	s.logger.Info("projection rebuild done", "rebuild_id", job.ID, "dry_run", job.DryRun, "checked", job.Done+next.Done,
 		"missing", c.Missing, "stale", c.Stale, "content", c.Content, "extra", c.Extra, "repaired", c.Repaired)
-	s.observe(Result{Checked: int(job.Done + next.Done), Drift: map[projection.Drift]int{projection.Missing: int(c.Missing),
-		projection.Stale: int(c.Stale), projection.Content: int(c.Content), projection.Extra: int(c.Extra)}, Repaired: int(c.Repaired)})
+	if job.All() {
+		s.observe(Result{Checked: int(job.Done + next.Done), Drift: map[projection.Drift]int{projection.Missing: int(c.Missing),
+			projection.Stale: int(c.Stale), projection.Content: int(c.Content), projection.Extra: int(c.Extra)}, Repaired: int(c.Repaired)},
+			jobMode(job))
+	}
 	return false, rebuild.Finish(ctx, tx, job.ID, rebuild.StateDone, now)
+}
+
+// jobMode is the mode a job's drift is counted under.
+func jobMode(job *rebuild.Job) Mode {
+	if job.DryRun {
+		return ModeDryRun
+	}
+	return ModeRepair
 }
 
 // flightsStep compares the next page of the job's flights. A FLID of a scoped job that
@@ -122,11 +133,11 @@ func (s *Sentinel) flightsStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job,
 	next = rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: job.Cursor, Done: int64(len(page))}
 	if len(page) > 0 {
 		next.Cursor = page[len(page)-1]
-		if err := s.comparePage(ctx, tx, page, res, pageOpts{dryRun: job.DryRun, lost: job.RequestedBy == LossRequester}); err != nil {
+		if err := s.comparePage(ctx, tx, page, res, pageOpts{mode: jobMode(job), lost: job.RequestedBy == LossRequester}); err != nil {
 			return next, false, err
 		}
 		if !job.All() {
-			if err := s.scopedExtras(ctx, tx, page, res, job.DryRun); err != nil {
+			if err := s.scopedExtras(ctx, tx, page, res, jobMode(job)); err != nil {
 				return next, false, err
 			}
 		}
@@ -142,7 +153,7 @@ func (s *Sentinel) flightsStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job,
 
 // scopedExtras treats the FLIDs of page that PostgreSQL does not have but Redis has keys of as
 // extras (the comparison skipped them).
-func (s *Sentinel) scopedExtras(ctx context.Context, tx pgx.Tx, page []string, res *Result, dryRun bool) error {
+func (s *Sentinel) scopedExtras(ctx context.Context, tx pgx.Tx, page []string, res *Result, mode Mode) error {
 	unknown, err := flightstore.Unknown(ctx, tx, page)
 	if err != nil || len(unknown) == 0 {
 		return err
@@ -160,7 +171,7 @@ func (s *Sentinel) scopedExtras(ctx context.Context, tx pgx.Tx, page []string, r
 	if len(present) == 0 {
 		return nil
 	}
-	return s.removeUnknown(ctx, tx, present, res, dryRun)
+	return s.removeUnknown(ctx, tx, present, res, mode)
 }
 
 // extrasStep scans one page of the documents, then of the version hash, for keys of FLIDs
@@ -187,7 +198,7 @@ func (s *Sentinel) extrasStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job, 
 		}
 	}
 	if len(flids) > 0 {
-		if err := s.removeUnknown(ctx, tx, flids, res, job.DryRun); err != nil {
+		if err := s.removeUnknown(ctx, tx, flids, res, jobMode(job)); err != nil {
 			return next, false, err
 		}
 	}

@@ -123,8 +123,8 @@ func TestRebuildReportsDryRunAndRepairs(t *testing.T) {
 	j := e.runJob(t, s, e.request(t, rebuild.Spec{}).ID)
 	found.Repaired = 6
 	wantCounts(t, j, found)
-	if got := gauge(t, e.reg, "msgx_projection_check_drift_streak"); got != 2 {
-		t.Errorf("streak %v after two checks with drift, want 2 (the alert's threshold)", got)
+	if got := gauge(t, e.reg, "msgx_projection_check_drift_streak"); got != 0 {
+		t.Errorf("streak %v after a dry run and a repair of everything found, want 0 (the runbook must not page)", got)
 	}
 	if n := c.Exists(ctx, projection.FlightKey(p, "X9")).Val(); n != 0 {
 		t.Error("the extra document X9 is still there")
@@ -448,5 +448,66 @@ func TestRebuildOutageIsNotTheJobsFault(t *testing.T) {
 	j = e.runJob(t, s, id)
 	if j.Error != "" || j.Done != 3 || j.Counts != (rebuild.Counts{Missing: 3, Repaired: 3}) {
 		t.Fatalf("after Redis came back: %+v", j)
+	}
+}
+
+// The MsgxProjectionDrift runbook, step by step on the sentinel: a periodic check finds drift
+// (streak 1), the operator's dry run counts it under mode="dry_run" and leaves the streak, the
+// full repair resets it to 0, so the alert (streak >= 2) never fires on following the runbook.
+// A repair of some FLIDs only did not look at the rest and leaves the streak too; a later check
+// that finds drift again starts from 1.
+func TestDriftStreakFollowsTheRunbook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2)
+	e.save(t, mk("R1", 1, map[string]string{"FLNO": "CA1"}), mk("R2", 1, map[string]string{"FLNO": "CA2"}),
+		mk("R3", 1, map[string]string{"FLNO": "CA3"}))
+	c, p := e.rd.Client, e.rd.Prefix
+	damage := func(t *testing.T) {
+		ctx := t.Context()
+		for _, err := range []error{
+			c.Del(ctx, projection.FlightKey(p, "R1")).Err(),
+			c.Set(ctx, projection.FlightKey(p, "R2"), `{"FLID":"R2"}`, 0).Err(),
+			c.Set(ctx, projection.FlightKey(p, "GHOST"), `{"FLID":"GHOST"}`, 0).Err(),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type want struct {
+		streak             float64
+		check, dry, repair float64 // msgx_projection_drift_total{kind="missing",mode}
+		extraDry           float64 // msgx_projection_drift_total{kind="extra",mode="dry_run"}
+	}
+	steps := []struct {
+		name   string
+		damage bool
+		run    func(t *testing.T)
+		want   want
+	}{
+		{"periodic check finds drift", true, func(t *testing.T) { e.check(t) }, want{1, 1, 0, 0, 0}},
+		{"runbook dry run", true, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{DryRun: true}).ID) }, want{1, 1, 1, 0, 1}},
+		{"runbook repair", false, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID) }, want{0, 1, 1, 1, 1}},
+		{"clean dry run", false, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{DryRun: true}).ID) }, want{0, 1, 1, 1, 1}},
+		{"drift again", true, func(t *testing.T) { e.check(t) }, want{1, 2, 1, 1, 1}},
+		{"repair of one FLID", true, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{FLIDs: []string{"R1"}}).ID) }, want{1, 2, 1, 2, 1}},
+		{"second check with drift", false, func(t *testing.T) { e.check(t) }, want{2, 2, 1, 2, 1}},
+		{"full repair after it", false, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID) }, want{0, 2, 1, 2, 1}},
+	}
+	for _, st := range steps {
+		if st.damage {
+			damage(t)
+		}
+		st.run(t)
+		got := want{
+			streak:   gauge(t, e.reg, "msgx_projection_check_drift_streak"),
+			check:    counter(t, e.reg, "msgx_projection_drift_total", "missing", sentinel.ModeCheck),
+			dry:      counter(t, e.reg, "msgx_projection_drift_total", "missing", sentinel.ModeDryRun),
+			repair:   counter(t, e.reg, "msgx_projection_drift_total", "missing", sentinel.ModeRepair),
+			extraDry: counter(t, e.reg, "msgx_projection_drift_total", "extra", sentinel.ModeDryRun),
+		}
+		if got != st.want {
+			t.Fatalf("%s: got %+v, want %+v", st.name, got, st.want)
+		}
 	}
 }

@@ -99,12 +99,26 @@ type Sentinel struct {
 	clock   clock.Clock
 	logger  *slog.Logger
 	metrics *metrics
-	// streak counts the consecutive checks that found drift, for the alert.
+	// streak counts the consecutive checks that found drift, for the alert: a periodic check
+	// with drift raises it, a clean one and a full repair reset it, a dry run leaves it.
 	streak int
 	// lossFailing is set while looking for the sentinel key fails, so that a Redis outage is
 	// logged once, not at every poll.
 	lossFailing bool
 }
+
+// Mode is what kind of run counted a drift (the mode label of msgx_projection_drift_total).
+type Mode string
+
+// The modes: the periodic or start-up check (which repairs what it finds), a rebuild job
+// that repairs, and a dry run that only counts.
+const (
+	ModeCheck  Mode = "check"
+	ModeRepair Mode = "repair"
+	ModeDryRun Mode = "dry_run"
+)
+
+func (m Mode) dryRun() bool { return m == ModeDryRun }
 
 // New builds a sentinel and registers its metrics.
 func New(cfg Config, proj Projection, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Sentinel {
@@ -204,7 +218,7 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 			if err != nil || len(page) == 0 {
 				return page, err
 			}
-			return page, s.comparePage(ctx, tx, page, &res, pageOpts{})
+			return page, s.comparePage(ctx, tx, page, &res, pageOpts{mode: ModeCheck})
 		})
 		if err != nil {
 			return res, err
@@ -220,7 +234,7 @@ func (s *Sentinel) Check(ctx context.Context, sess Session, ratio float64) (Resu
 	if err := s.codeShare(ctx, sess, &res); err != nil {
 		return res, err
 	}
-	s.observe(res)
+	s.observe(res, ModeCheck)
 	return res, nil
 }
 
@@ -243,14 +257,18 @@ func (s *Sentinel) codeShare(ctx context.Context, sess Session, res *Result) err
 	return nil
 }
 
-// pageOpts are how comparePage treats a page: dryRun repairs nothing; lost is a rebuild after
-// Redis lost the projection, where every flight is missing: those are counted, not logged one
-// by one (the job's start and end are), and any other kind still is.
-type pageOpts struct{ dryRun, lost bool }
+// pageOpts are how comparePage treats a page: mode is the kind of run (a dry run repairs
+// nothing); lost is a rebuild after Redis lost the projection, where every flight is missing:
+// those are counted, not logged one by one (the job's start and end are), and any other kind
+// still is.
+type pageOpts struct {
+	mode Mode
+	lost bool
+}
 
 // comparePage compares and repairs (unless a dry run) one page under the pipeline lock, in tx.
 func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, res *Result, o pageOpts) error {
-	dryRun := o.dryRun
+	mode := o.mode
 	if err := leader.LockPipelineTx(ctx, tx); err != nil {
 		return err
 	}
@@ -267,18 +285,18 @@ func (s *Sentinel) comparePage(ctx context.Context, tx pgx.Tx, flids []string, r
 	for i, f := range want {
 		if d := projection.Compare(f, got[i]); d != "" {
 			res.Drift[d]++
-			s.metrics.drift.WithLabelValues(string(d)).Inc()
+			s.metrics.drift.WithLabelValues(string(d), string(mode)).Inc()
 			if o.lost && d == projection.Missing {
 				fix = append(fix, f)
 				continue
 			}
-			s.logger.WarnContext(ctx, "projection drifted from PostgreSQL; "+fate(dryRun), "flid", f.FLID, "kind", d,
+			s.logger.WarnContext(ctx, "projection drifted from PostgreSQL; "+fate(mode), "flid", f.FLID, "kind", d, "mode", mode,
 				"version", f.Version, "redis_version", got[i].Version)
 			fix = append(fix, f)
 		}
 	}
 	res.Checked += len(want)
-	if dryRun {
+	if mode.dryRun() {
 		return nil
 	}
 	if err := s.proj.Repair(ctx, fix, nil); err != nil {
@@ -308,7 +326,7 @@ func (s *Sentinel) extras(ctx context.Context, sess Session, res *Result) error 
 				}
 			}
 			if len(fresh) > 0 {
-				if err := sess.Tx(ctx, func(tx pgx.Tx) error { return s.removeUnknown(ctx, tx, fresh, res, false) }); err != nil {
+				if err := sess.Tx(ctx, func(tx pgx.Tx) error { return s.removeUnknown(ctx, tx, fresh, res, ModeCheck) }); err != nil {
 					return err
 				}
 			}
@@ -321,9 +339,9 @@ func (s *Sentinel) extras(ctx context.Context, sess Session, res *Result) error 
 	return nil
 }
 
-// removeUnknown removes (unless dryRun) the keys of those of flids that PostgreSQL does not
+// removeUnknown removes (unless a dry run) the keys of those of flids that PostgreSQL does not
 // have, in tx.
-func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string, res *Result, dryRun bool) error {
+func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string, res *Result, mode Mode) error {
 	unknown, err := flightstore.Unknown(ctx, tx, flids)
 	if err != nil || len(unknown) == 0 {
 		return err
@@ -336,11 +354,11 @@ func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string,
 		return err
 	}
 	for _, flid := range unknown {
-		s.logger.WarnContext(ctx, "projection has keys of a flight PostgreSQL does not have; "+fate(dryRun), "flid", flid, "kind", projection.Extra)
+		s.logger.WarnContext(ctx, "projection has keys of a flight PostgreSQL does not have; "+fate(mode), "flid", flid, "kind", projection.Extra, "mode", mode)
 	}
 	res.Drift[projection.Extra] += len(unknown)
-	s.metrics.drift.WithLabelValues(string(projection.Extra)).Add(float64(len(unknown)))
-	if dryRun {
+	s.metrics.drift.WithLabelValues(string(projection.Extra), string(mode)).Add(float64(len(unknown)))
+	if mode.dryRun() {
 		return nil
 	}
 	if err := s.proj.Repair(ctx, nil, unknown); err != nil {
@@ -351,21 +369,32 @@ func (s *Sentinel) removeUnknown(ctx context.Context, tx pgx.Tx, flids []string,
 	return nil
 }
 
-func (s *Sentinel) observe(res Result) {
-	if res.Found() > 0 {
+// observe records a finished run. The streak is what MsgxProjectionDrift fires on, so it
+// follows what the projection is left like: a periodic check found drift (and repaired it) or
+// not; a repair of every flight that repaired all it found leaves the projection equal to
+// PostgreSQL, so the runbook's repair clears the alert instead of raising it. A dry run changes
+// nothing in Redis and so neither raises nor resets it; a repair of some FLIDs only is not
+// observed at all (it did not look at the rest). Both leave the last-check gauges to the checks.
+func (s *Sentinel) observe(res Result, mode Mode) {
+	switch {
+	case mode == ModeCheck && res.Found() > 0:
 		s.streak++
-	} else {
+	case mode == ModeCheck, mode == ModeRepair && res.Repaired >= res.Found():
 		s.streak = 0
+	default:
+		return
 	}
 	s.metrics.lastRun.Set(float64(s.clock.Now().Unix()))
 	s.metrics.lastChecked.Set(float64(res.Checked))
 	s.metrics.lastFound.Set(float64(res.Found()))
 	s.metrics.streak.Set(float64(s.streak))
-	s.metrics.codeShare.Set(float64(res.CodeShare))
+	if mode == ModeCheck { // a rebuild does not count the code-share children
+		s.metrics.codeShare.Set(float64(res.CodeShare))
+	}
 }
 
-func fate(dryRun bool) string {
-	if dryRun {
+func fate(mode Mode) string {
+	if mode.dryRun() {
 		return "left as it is (dry run)"
 	}
 	return "repaired from PostgreSQL"
@@ -393,7 +422,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		drift: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_projection_drift_total",
-			Help: "Flights whose Redis projection differed from PostgreSQL, by kind (missing, stale, content, extra)."}, []string{"kind"}),
+			Help: "Flights whose Redis projection differed from PostgreSQL, by kind (missing, stale, content, extra) and mode (check, repair, dry_run)."}, []string{"kind", "mode"}),
 		repaired: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_projection_repaired_total",
 			Help: "Projection entries rewritten from PostgreSQL or removed by the consistency sentinel."}),
 		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_projection_check_last_run_timestamp_seconds",
@@ -410,7 +439,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Rebuilds of the whole projection the backfill started because Redis had lost the projection's sentinel key."}),
 	}
 	for _, k := range projection.Kinds() {
-		m.drift.WithLabelValues(string(k))
+		for _, mode := range []Mode{ModeCheck, ModeRepair, ModeDryRun} {
+			m.drift.WithLabelValues(string(k), string(mode))
+		}
 	}
 	reg.MustRegister(m.drift, m.repaired, m.lastRun, m.lastChecked, m.lastFound, m.streak, m.codeShare, m.lost)
 	return m

@@ -18,6 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
 )
@@ -143,7 +144,7 @@ func TestDriftFoundAndRepaired(t *testing.T) {
 	if res.Repaired != 8 {
 		t.Errorf("repaired %d, want 8", res.Repaired)
 	}
-	if got := counter(t, e.reg, "msgx_projection_drift_total", "stale"); got != 3 {
+	if got := counter(t, e.reg, "msgx_projection_drift_total", "stale", sentinel.ModeCheck); got != 3 {
 		t.Errorf("stale drift counter %v, want 3", got)
 	}
 	if res := e.check(t); res.Found() != 0 {
@@ -206,6 +207,11 @@ func TestCheckCountsChildrenUnderADeletedMaster(t *testing.T) {
 	e.save(t, mk("C1", 1, map[string]string{"FLNO": "ZH1", "MAID": "M1"}))
 	if res := e.check(t); res.CodeShare != 1 || gauge(t, e.reg, "msgx_projection_check_codeshare_violations") != 1 {
 		t.Fatalf("violations %d, want C1", res.CodeShare)
+	}
+	// A repair does not count them, so it leaves the check's count standing.
+	e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID)
+	if got := gauge(t, e.reg, "msgx_projection_check_codeshare_violations"); got != 1 {
+		t.Fatalf("violations gauge %v after a repair, want the check's 1", got)
 	}
 }
 
@@ -274,7 +280,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-func counter(t *testing.T, reg *prometheus.Registry, name, kind string) float64 {
+func counter(t *testing.T, reg *prometheus.Registry, name, kind string, mode sentinel.Mode) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -285,13 +291,15 @@ func counter(t *testing.T, reg *prometheus.Registry, name, kind string) float64 
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					return m.GetCounter().GetValue()
-				}
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == kind && labels["mode"] == string(mode) {
+				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatalf("no %s{kind=%q}", name, kind)
+	t.Fatalf("no %s{kind=%q,mode=%q}", name, kind, mode)
 	return 0
 }

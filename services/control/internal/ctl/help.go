@@ -242,8 +242,10 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 		Short: "Compare the Redis projection with PostgreSQL and repair it",
 		Long: "Compares the Redis projection of every flight (--all) or of some flights with PostgreSQL,\n" +
 			"rewrites what drifted and removes keys of flights PostgreSQL does not have; --dry-run only\n" +
-			"counts the drift. msgxctl follows the rebuild until it ends (--detach returns at once).",
-		Example: "# The consistency check\nmsgxctl rebuild-projection --all --dry-run\n" +
+			"counts the drift. msgxctl follows the rebuild until it ends (--detach returns at once).\n" +
+			"A --all repair that repaired all it found resets the drift streak MsgxProjectionDrift\n" +
+			"fires on; a dry run or a repair of some flights leaves it.",
+		Example: "# Count the drift, changing nothing\nmsgxctl rebuild-projection --all --dry-run\n" +
 			"# Repair two flights\nmsgxctl rebuild-projection 2718281 2718282 --comment INC-16\n" +
 			"# Start a full repair and return\nmsgxctl rebuild-projection --all --detach --comment INC-16",
 		Args: []string{"flid"},
