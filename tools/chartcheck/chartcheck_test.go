@@ -360,6 +360,7 @@ func checkManifests(t *testing.T, root string, r rendering, m *manifests) {
 	checkMonitoring(t, root, r, m, fullname)
 	checkDashboard(t, root, m, fullname)
 	checkHelmTest(t, r, m, fullname)
+	checkPodSecurity(t, m)
 }
 
 // checkHelmTest: the `helm test` hook runs msgx-control probe on control's gRPC health (unless
