@@ -58,16 +58,41 @@ func intRangePattern(lo, hi int64) string {
 	return "^0*(" + strings.Join(alts, "|") + ")$"
 }
 
-// positiveDurationPattern is a Go duration or a number of days that is not zero: at least one
-// component has a digit other than 0.
-const positiveDurationPattern = `^([0-9]*[1-9][0-9]*d|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))*([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)(ns|us|µs|ms|s|m|h)([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))*)$`
+// durationUnits are Go's duration units with their length, and the days ParseDuration adds.
+var durationUnits = []struct {
+	unit string
+	ns   int64
+}{{"ns", 1}, {"us", 1e3}, {"µs", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}, {"d", 86400e9}}
+
+// durationRangePattern matches the durations lo..hi (hi < 0: no upper bound) written as one
+// whole number of one unit ("50ms", "7d", "30s"), each unit's number range computed from the
+// bounds, and lets through the forms a pattern cannot weigh (several components, a fraction),
+// which the service checks at start-up.
+func durationRangePattern(lo, hi int64) string {
+	var alts []string
+	if lo == 0 {
+		alts = append(alts, "0")
+	}
+	for _, u := range durationUnits {
+		from := (lo + u.ns - 1) / u.ns
+		to := int64(-1)
+		if hi >= 0 {
+			to = hi / u.ns
+			if to < from {
+				continue
+			}
+		}
+		r := intRangePattern(from, to)
+		alts = append(alts, strings.TrimSuffix(strings.TrimPrefix(r, "^"), "$")+u.unit)
+	}
+	const component = `[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)`
+	alts = append(alts, "("+component+"){2,}", `[0-9]*\.[0-9]+(ns|us|µs|ms|s|m|h)`)
+	return "^(" + strings.Join(alts, "|") + ")$"
+}
 
 // limitSchema adds the registry's limit to a parameter's schema: minimum and maximum for a
 // number written as such, a pattern of the same range for one written as a string, and for a
-// duration that must be positive a pattern refusing zero. A duration bound other than "positive"
-// (pipeline.poll-interval's 50ms, pipeline.proc-retention's 1d–7d, the 8s of the timeouts) has
-// no JSON-schema form: the schema names it in the description and the service refuses it at
-// start-up (docs/environment.md).
+// duration a pattern of its range over the one-unit forms (docs/environment.md).
 func limitSchema(p config.Param, s map[string]any) {
 	l := p.Limit
 	if l == (config.Limit{}) {
@@ -90,11 +115,14 @@ func limitSchema(p config.Param, s map[string]any) {
 		}
 		s["pattern"] = orEmpty(intRangePattern(lo, hi))
 	case config.KindDuration:
-		if l.Min == "1ns" && l.Max == "" {
-			s["pattern"] = orEmpty(positiveDurationPattern)
-			return
+		lo, _ := config.ParseDuration(l.Min)
+		hi := int64(-1)
+		if l.Max != "" {
+			d, _ := config.ParseDuration(l.Max)
+			hi = int64(d)
 		}
-		s["description"] = fmt.Sprintf("%s; from %s to %s, checked at start-up", s["description"], l.Min, cmpOr(l.Max, "any"))
+		s["pattern"] = orEmpty(durationRangePattern(int64(lo), hi))
+		s["description"] = fmt.Sprintf("%s; from %s to %s", s["description"], l.Min, cmpOr(l.Max, "any"))
 	}
 }
 
@@ -122,15 +150,28 @@ func TestIntRangePattern(t *testing.T) {
 	}
 }
 
-func TestPositiveDurationPattern(t *testing.T) {
+func TestDurationRangePattern(t *testing.T) {
 	t.Parallel()
-	re := regexp.MustCompile(positiveDurationPattern)
-	for v, want := range map[string]bool{
-		"1s": true, "0s": false, "0": false, "0d": false, "30d": true, "1h0m0s": true, "0h0m0s": false, "0.5s": true,
-		"0.0s": false, "100ms": true, "1.5h": true, "10": false, "-1s": false, "0h1m": true, "1x": false,
-	} {
-		if got := re.MatchString(v); got != want {
-			t.Errorf("%q matched %v, want %v", v, got, want)
+	const day = int64(86400e9)
+	tests := []struct {
+		name   string
+		lo, hi int64
+		values map[string]bool
+	}{
+		{"positive", 1, -1, map[string]bool{"1s": true, "0s": false, "0": false, "0d": false, "30d": true, "1h0m0s": true,
+			"0.5s": true, "100ms": true, "1.5h": true, "10": false, "-1s": false, "1x": false, "1ns": true}},
+		{"at least 50ms", 50e6, -1, map[string]bool{"10ms": false, "49ms": false, "50ms": true, "1s": true, "50000us": true,
+			"49999999ns": false, "1d": true, "0s": false}},
+		{"1d to 7d", day, 7 * day, map[string]bool{"1d": true, "7d": true, "30d": false, "0d": false, "24h": true, "168h": true,
+			"169h": false, "23h": false, "12h": false, "10080m": true, "10081m": false, "36h30m": true}},
+		{"0 to under 24h", 0, day - 1, map[string]bool{"0s": true, "0": true, "23h": true, "24h": false, "1d": false, "0d": true, "1439m": true}},
+	}
+	for _, tc := range tests {
+		re := regexp.MustCompile(durationRangePattern(tc.lo, tc.hi))
+		for v, want := range tc.values {
+			if got := re.MatchString(v); got != want {
+				t.Errorf("%s: %q matched %v, want %v", tc.name, v, got, want)
+			}
 		}
 	}
 }
@@ -147,6 +188,9 @@ func TestHelmRefusesWhatTheServicesRefuse(t *testing.T) {
 		"config.codec\\.max-bytes=99999999",
 		"config.control\\.max-body-chars=600000",
 		"config.schd\\.flush-period=0s",
+		"config.pipeline\\.proc-retention=30d",
+		"config.pipeline\\.poll-interval=10ms",
+		"config.inbox\\.timeout=30s",
 	} {
 		t.Run(set, func(t *testing.T) {
 			out, err := helmRun(helm, "template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--set-string", set)
