@@ -20,6 +20,9 @@ func sameLengthRange(lo, hi string) string {
 		}
 		return "[" + lo + "-" + hi + "]"
 	}
+	if strings.Trim(lo, "0") == "" && strings.Trim(hi, "9") == "" {
+		return fmt.Sprintf("[0-9]{%d}", len(lo))
+	}
 	if lo[0] == hi[0] {
 		return lo[:1] + sameLengthRange(lo[1:], hi[1:])
 	}
