@@ -278,14 +278,17 @@ type Param struct {
 	Key     string
 	Default string
 	Kind    Kind
+	// Limit is the range validate holds the value to; zero when it has none of its own.
+	Limit Limit
 }
 
 // Params lists every parameter, in the registry's order.
 func Params() []Param {
 	ps := params()
+	lim := limits()
 	out := make([]Param, len(ps))
 	for i, p := range ps {
-		out[i] = Param{Key: p.key, Default: p.def, Kind: p.set.kind}
+		out[i] = Param{Key: p.key, Default: p.def, Kind: p.set.kind, Limit: lim[p.key]}
 	}
 	return out
 }

@@ -57,7 +57,7 @@ var chartManaged = map[string]string{
 	"control-tls-cert":          "a mounted TLS Secret (services.control.tls)",
 	"control-tls-key":           "a mounted TLS Secret (services.control.tls)",
 	"control-client-ca":         "a mounted CA Secret (services.control.tls)",
-	"admin-addr":                "fixed: the pod IP, port 9090 (the probes and the ServiceMonitor)",
+	"admin-addr":                "fixed: all interfaces, port 9090 (the probes, the ServiceMonitor, kubectl port-forward)",
 	"http-addr":                 "fixed: the ingest Service targets port 8080",
 	"grpc-addr":                 "fixed: the control Service targets port 9000",
 	"instance":                  "the pod name",
@@ -360,6 +360,7 @@ func checkManifests(t *testing.T, root string, r rendering, m *manifests) {
 	checkMonitoring(t, root, r, m, fullname)
 	checkDashboard(t, root, m, fullname)
 	checkHelmTest(t, r, m, fullname)
+	checkPodSecurity(t, m)
 }
 
 // checkHelmTest: the `helm test` hook runs msgx-control probe on control's gRPC health (unless
@@ -471,9 +472,7 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 	if env["MSGX_INSTANCE"] != "pod-name" {
 		t.Errorf("%s: MSGX_INSTANCE must be the pod name", where)
 	}
-	if env["MSGX_ADMIN_ADDR"] != "[$(POD_IP)]:9090" || env["POD_IP"] != "pod-ip" {
-		t.Errorf("%s: MSGX_ADMIN_ADDR = %q, want [$(POD_IP)]:9090 with POD_IP the pod IP (probes and scraping only)", where, env["MSGX_ADMIN_ADDR"])
-	}
+	checkAdminAddr(t, where, env["MSGX_ADMIN_ADDR"], port(c.Ports, "admin"))
 	switch role {
 	case "ingest":
 		if env["MSGX_HTTP_ADDR"] != ":8080" || port(c.Ports, "http") != 8080 {

@@ -56,6 +56,7 @@ func paramSchema(p config.Param) map[string]any {
 	default: // strings, lists, zone names: pkg/config judges them at start-up
 		s["type"] = []any{"string", "null"}
 	}
+	limitSchema(p, s)
 	return s
 }
 

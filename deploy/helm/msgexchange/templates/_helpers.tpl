@@ -120,15 +120,12 @@ namespace="{{ .Release.Namespace }}",job=~"{{ include "msgexchange.fullname" . }
   value: /etc/msgx/connections/mysql-dsn
 - name: MSGX_REDIS_URL_FILE
   value: /etc/msgx/connections/redis-url
-# The admin endpoints listen on the pod IP only: the kubelet's probes and Prometheus reach them
-# there, and nothing else in the pod's network namespace needs them (kubectl port-forward, which
-# connects to localhost, does not reach them: use the pod IP from inside the cluster).
-- name: POD_IP
-  valueFrom:
-    fieldRef:
-      fieldPath: status.podIP
+# The admin endpoints listen on all interfaces of the pod: the kubelet's probes and Prometheus
+# reach them on the pod IP, and `kubectl port-forward`, which connects to localhost inside the
+# pod, reaches /metrics and /readyz too. Who reaches the port from the network is the
+# NetworkPolicy's admin rule (networkPolicy.admin), on by default.
 - name: MSGX_ADMIN_ADDR
-  value: "[$(POD_IP)]:9090"
+  value: ":9090"
 # The pod name: logs, metrics and the role_holder row name the instance.
 - name: MSGX_INSTANCE
   valueFrom:
