@@ -204,6 +204,14 @@ func TestRepublishThroughTheBinaries(t *testing.T) {
 	msgs = append(msgs, update(100, 10)...)
 	before := consumeSchd(t, e.broker)
 	e.insert(t, msgs)
+	// Every message applied first: waitCaughtUp compares the flights PostgreSQL has, and on a
+	// loaded machine the pump may not have created them all yet.
+	for _, m := range msgs {
+		testwait.ForState(t, 90*time.Second, "the day's messages to be applied", func() (bool, string) {
+			f := e.facts(t, m.id)
+			return f.terminal, f.String()
+		})
+	}
 	waitCaughtUp(t, e, before, "every flight's latest state on the topic")
 
 	// The topic is lost while the dispatcher is down; a consumer that reads it from the start
