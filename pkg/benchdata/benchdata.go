@@ -31,6 +31,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/msgexchange/msgexchange/migrations"
 	"github.com/msgexchange/msgexchange/pkg/migrate"
@@ -41,10 +42,10 @@ const (
 	// Full is production size; Test is what the EXPLAIN tests run on: tens of thousands of rows
 	// per growing table, where a missing index already shows as a Seq Scan.
 	Full = 1.0
-	Test = 1.0 / 50
+	Test = 1.0 / 10
 
 	// generatorVersion is part of the template's key: bump it when the shapes below change.
-	generatorVersion = 1
+	generatorVersion = 3
 	// The prefix differs from pgtest's, whose sweep would otherwise age the templates out.
 	prefix  = "msgxb_"
 	lockKey = int64(0x6d73_6778_6264_6174) // "msgxbdat"
@@ -201,7 +202,11 @@ func fill(ctx context.Context, dsn string, s float64) error {
 			":requests": z.Requests, ":snaplogs": z.SnapLogs} {
 			sql = strings.ReplaceAll(sql, k, strconv.FormatInt(v, 10))
 		}
-		if _, err := conn.Exec(ctx, sql); err != nil {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = []any{rawFrame, len(sampleMessage)}
+		}
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
 			return fmt.Errorf("generate %s: %w", st.table, err)
 		}
 	}
@@ -210,6 +215,23 @@ func fill(ctx context.Context, dsn string, s float64) error {
 	}
 	return nil
 }
+
+// sampleMessage is the size and shape of an average SIS flight update (about 1.8 kB).
+var sampleMessage = `<?xml version="1.0" encoding="UTF-8"?><MSG><META><SNDR>AODB</SNDR><RECV>MSGX</RECV>` +
+	`<SEQN>1</SEQN><DDTM>20261203120000</DDTM><TYPE>DFOE</TYPE><STYP>FUPD</STYP></META><DFLT><FLID>F1234</FLID>` +
+	`<FFID>LH-1234-20261203-D</FFID><ALCD>LH</ALCD><FLNO>1234</FLNO><MVIN>D</MVIN><SODT>202612031200</SODT>` +
+	`<ACFT>A320</ACFT><RENO>D-AIAB</RENO><TRML>T1</TRML><STND>S12</STND><ESTT>202612031210</ESTT>` +
+	strings.Repeat(`<GTLS><GTDT><GTNO>1</GTNO><GATE>A12</GATE><PGOT>202612031100</PGOT><PGCT>202612031140</PGCT></GTDT></GTLS>`, 12) +
+	`</DFLT></MSG>`
+
+var rawFrame = func() []byte {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = enc.Close() }()
+	return enc.EncodeAll([]byte(sampleMessage), nil)
+}()
 
 func withDatabase(dsn, name string) string {
 	u, err := url.Parse(dsn)

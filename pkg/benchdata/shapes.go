@@ -5,6 +5,7 @@ package benchdata
 // the retention sweeps delete next. :messages, :flights, :events, :requests and :snaplogs are
 // the scale's row counts. Message g concerns flight ((g-1) % :flights)+1; flights
 // 1 … :flights/2 are live, the others are in flight_history.
+// proc_raw holds one real zstd frame of a typical message, so the raw-text reads decode it.
 var statements = []struct{ table, sql string }{
 	{"proc_state", `INSERT INTO proc_state (msg_id, state, attempts, identity_key, msg_type, msg_styp, received_at,
 		enqueued_at, processing_started_at, finished_at, backfill_at, updated_at, applied_at, flid, error_class, last_error)
@@ -16,8 +17,7 @@ var statements = []struct{ table, sql string }{
 		     LATERAL (SELECT now() - interval '7 days' * (1 - g::float8 / :messages) AS t,
 		                     CASE WHEN g % 100 = 0 THEN 'DEAD' WHEN g % 25 = 0 THEN 'SKIPPED' ELSE 'SUCCEEDED' END AS st) x`},
 	{"proc_raw", `INSERT INTO proc_raw (msg_id, raw_zstd, raw_bytes, stored_at)
-		SELECT msg_id, decode(md5(msg_id::text) || md5(identity_key) || md5(msg_id::text || 'x'), 'hex'), 1800, enqueued_at
-		FROM proc_state`},
+		SELECT msg_id, $1::bytea, $2::integer, enqueued_at FROM proc_state`},
 	{"proc_attempt", `INSERT INTO proc_attempt (msg_id, attempt_no, started_at, ended_at, outcome, error_class, error)
 		SELECT msg_id, 1, processing_started_at, finished_at, state, error_class, last_error FROM proc_state`},
 	{"flight_schd", `INSERT INTO flight_schd (flid, state, state_version, operation_day, last_msg_id, created_at, updated_at,
@@ -49,7 +49,7 @@ var statements = []struct{ table, sql string }{
 	{"flight_version_floor", `INSERT INTO flight_version_floor (flid, version, recorded_at)
 		SELECT flid, state_version, archived_at FROM flight_history`},
 	{"flight_change", `INSERT INTO flight_change (msg_id, flid, msg_type, styp, cause, state, version, changes, written_at)
-		SELECT msg_id, flid, msg_type, msg_styp, 'message', 'ACTIVE', msg_id, '{"estt": ["202612031200", "202612031210"]}',
+		SELECT msg_id, flid, msg_type, msg_styp, 'message', 'ACTIVE', msg_id, '{"ESTT": {"old": "202612031200", "new": "202612031210"}}',
 		       finished_at
 		FROM proc_state WHERE state = 'SUCCEEDED'`},
 	// Two thirds of the events go to the message topic (one per applied message, then as many
