@@ -146,7 +146,13 @@ func templateName(s float64) (string, error) {
 		return "", fmt.Errorf("hash migrations: %w", err)
 	}
 	fmt.Fprintf(h, "gen %d scale %g", generatorVersion, s)
-	return prefix + "tpl_" + hex.EncodeToString(h.Sum(nil))[:16], nil
+	return scalePrefix(s) + hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// scalePrefix starts the names of every template of scale s, so that building one can drop
+// those of older schemas or generators: at full size each is gigabytes.
+func scalePrefix(s float64) string {
+	return fmt.Sprintf("%stpl_%d_", prefix, int64(s*1_000_000))
 }
 
 // ensure builds the template unless it is ready; IS_TEMPLATE is set only once the data and the
@@ -164,6 +170,9 @@ func ensure(ctx context.Context, admin *pgx.Conn, adminDSN, name string, s float
 	case err == nil, errors.Is(err, pgx.ErrNoRows):
 	default:
 		return false, fmt.Errorf("look up: %w", err)
+	}
+	if err := dropOlder(ctx, admin, name, s); err != nil {
+		return false, err
 	}
 	id := pgx.Identifier{name}.Sanitize()
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); err != nil {
@@ -183,6 +192,28 @@ func ensure(ctx context.Context, admin *pgx.Conn, adminDSN, name string, s float
 		return false, fmt.Errorf("mark: %w", err)
 	}
 	return true, nil
+}
+
+// dropOlder drops the templates of scale s other than name; a clone still being made from one
+// holds it, and the drop of that one waits for the next build.
+func dropOlder(ctx context.Context, admin *pgx.Conn, name string, s float64) error {
+	rows, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE starts_with(datname, $1) AND datname <> $2`,
+		scalePrefix(s), name)
+	if err != nil {
+		return fmt.Errorf("list older templates: %w", err)
+	}
+	old, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list older templates: %w", err)
+	}
+	for _, o := range old {
+		id := pgx.Identifier{o}.Sanitize()
+		if _, err := admin.Exec(ctx, "ALTER DATABASE "+id+" WITH IS_TEMPLATE false"); err != nil {
+			continue
+		}
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+id)
+	}
+	return nil
 }
 
 func fill(ctx context.Context, dsn string, s float64) error {

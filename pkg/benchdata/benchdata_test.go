@@ -2,6 +2,7 @@ package benchdata_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/benchdata"
 )
@@ -22,6 +23,23 @@ func TestShape(t *testing.T) {
 		}
 		if n != want {
 			t.Errorf("%s: %d rows, want %d", table, n, want)
+		}
+	}
+}
+
+// BenchmarkFullTemplate builds (first run) or reuses the production-sized template and clones
+// it: the clone is what every later bench on full tables pays.
+func BenchmarkFullTemplate(b *testing.B) {
+	for b.Loop() {
+		began := time.Now()
+		db := benchdata.New(b, benchdata.Full)
+		b.ReportMetric(time.Since(began).Seconds(), "s/database")
+		var n int64
+		if err := db.Pool.QueryRow(b.Context(), "SELECT count(*) FROM proc_state").Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		if want := benchdata.Shape(benchdata.Full).Messages; n != want {
+			b.Fatalf("proc_state has %d rows, want %d", n, want)
 		}
 	}
 }
