@@ -198,6 +198,7 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env) {
 			{Bench: bench, Name: "drain-msgs-per-s", Value: drain, Unit: "msgs/s"},
 			{Bench: bench, Name: "settled-msgs-per-s", Value: settle, Unit: "msgs/s"},
 			{Bench: bench, Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"},
+			{Bench: bench, Name: "drain-per-commit", Value: drain / commits},
 		}
 		growth := 0.0
 		var rssLine []string
