@@ -82,6 +82,10 @@ type target struct {
 var targets = []target{
 	{"backlog drain (terminal) / single-connection commit rate", "backlog/drain-msgs-per-s", "backlog/anchor-commits-per-s", false, 0.30, "≥ 0.30"},
 	{"backlog settled (marked and sent) / drain", "backlog/settled-msgs-per-s", "backlog/drain-msgs-per-s", false, 0.90, "≥ 0.90"},
+	// Each run's drain is taken per anchor commit of its own run, so that the machine's pace
+	// between the two runs cancels out.
+	{"backlog on production-sized tables / on an empty schema (drain per anchor commit)", "backlog-full/drain-per-commit",
+		"backlog/drain-per-commit", false, 0.90, "≥ 0.90"},
 	{"steady 50 msg/s, poll 1s: p50 / (poll/2 + 60 ms)", "steady-1s/p50-ms", "steady-1s/p50-target-ms", true, 1, "≤ 1"},
 	{"steady 50 msg/s, poll 1s: p99 / (poll + 150 ms)", "steady-1s/p99-ms", "steady-1s/p99-target-ms", true, 1, "≤ 1"},
 	{"steady 50 msg/s, poll 100ms: p50 / (poll/2 + 60 ms)", "steady-100ms/p50-ms", "steady-100ms/p50-target-ms", true, 1, "≤ 1"},

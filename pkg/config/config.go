@@ -56,6 +56,8 @@ type Config struct {
 
 	Pipeline Pipeline
 	Schd     Schd
+	// Retention bounds the retention sweeps' work (docs/performance.md).
+	Retention Retention
 	// Consistency is the Redis projection's consistency sentinel (docs/redis.md).
 	Consistency Consistency
 	// Requests are the upstream requests (RQFD, RQRD) and their lifecycle.
@@ -192,6 +194,14 @@ type Pipeline struct {
 	LateWatchRetention time.Duration
 	// CutoverWatermark is empty (seeding is explicit) or min, zero, max or an inbox ID.
 	CutoverWatermark string
+}
+
+// Retention holds the msgx.retention.* parameters: each sweep deletes at most Batch rows per
+// statement and waits a random pause of up to Pause between two full batches, so that a sweep
+// of a million expired rows never holds locks or I/O long enough to stall the pipeline.
+type Retention struct {
+	Batch int
+	Pause time.Duration // 0: no pause
 }
 
 // Schd holds the msgx.schd.* parameters.
@@ -388,6 +398,10 @@ func params() []param {
 		{key: "schd.snap-log-retention", def: "90d", set: dur(func(c *Config) *time.Duration { return &c.Schd.SnapLogRetention })},
 		{key: "flight.history-retention", def: "3d", set: dur(func(c *Config) *time.Duration { return &c.Schd.HistoryRetention })},
 		{key: "flight.quiet-period", def: "2d", set: dur(func(c *Config) *time.Duration { return &c.Schd.QuietPeriod })},
+
+		// The retention sweeps' batch bound and pause; their retention periods are above.
+		{key: "retention.batch", def: "500", set: num(func(c *Config) *int { return &c.Retention.Batch })},
+		{key: "retention.pause", def: "1s", set: dur(func(c *Config) *time.Duration { return &c.Retention.Pause })},
 
 		{key: "consistency-check.on-startup", def: "true", set: boolean(func(c *Config) *bool { return &c.Consistency.OnStartup })},
 		{key: "consistency-check.daily-sample-ratio", def: "0.01", set: custom(KindNumber, func(c *Config, v string) error {
@@ -714,6 +728,14 @@ func (c Config) validate() []error {
 		errs = append(errs, fmt.Errorf("pipeline.overdue-backfill (%s) must not be shorter than pipeline.backfill-period (%s)",
 			p.OverdueBackfill, p.BackfillPeriod))
 	}
+	// One batch must fit its statement timeout (5s) with the pipeline's writes going on; a
+	// pause longer than a few seconds would let a day's expiries outrun the sweep.
+	if b := c.Retention.Batch; b < 1 || b > MaxRetentionBatch {
+		errs = append(errs, fmt.Errorf("retention.batch must be between 1 and %d, got %d", MaxRetentionBatch, b))
+	}
+	if d := c.Retention.Pause; d < 0 || d > MaxRetentionPause {
+		errs = append(errs, fmt.Errorf("retention.pause must be between 0 and %s, got %s", MaxRetentionPause, d))
+	}
 	// R-RETAIN-1 bounds the retention of terminal records to 1–7 days.
 	if r := p.ProcRetention; r > 0 && (r < 24*time.Hour || r > 7*24*time.Hour) {
 		errs = append(errs, fmt.Errorf("pipeline.proc-retention must be between 1d and 7d, got %s", r))
@@ -788,6 +810,12 @@ const (
 	MaxCodecMaxBytes        = 16 << 20
 	MinKafkaMaxMessageBytes = 1 << 10
 	MaxKafkaMaxMessageBytes = 100 << 20
+)
+
+// The bounds retention.batch and retention.pause are checked against at start-up.
+const (
+	MaxRetentionBatch = 50_000
+	MaxRetentionPause = 10 * time.Second
 )
 
 // Retry is the retry policy of messages, events and requests: pipeline.max-attempts,

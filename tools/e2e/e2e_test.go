@@ -94,7 +94,13 @@ func newEnvOf(t testing.TB, bin string) *env {
 // newEnvOn is newEnvOf with the inbox database my (on a MariaDB server of the test's own, say).
 func newEnvOn(t testing.TB, bin string, my *mysqltest.DB) *env {
 	t.Helper()
-	e := &env{pg: pgtest.New(t), my: my, redis: redistest.New(t), token: "e2e-operator-token-0123456789abcdef", grpcAddr: freePort(t), httpAddr: freePort(t)}
+	return newEnvWith(t, bin, my, pgtest.New(t))
+}
+
+// newEnvWith is newEnvOn with the PostgreSQL database pg (production-sized tables, say).
+func newEnvWith(t testing.TB, bin string, my *mysqltest.DB, pg *pgtest.DB) *env {
+	t.Helper()
+	e := &env{pg: pg, my: my, redis: redistest.New(t), token: "e2e-operator-token-0123456789abcdef", grpcAddr: freePort(t), httpAddr: freePort(t)}
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topicMsg, topicSchd))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)

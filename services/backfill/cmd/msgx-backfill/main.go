@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"os"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -48,6 +49,8 @@ func run(ctx context.Context, b *service.Base) error {
 		EventRetention:   p.EventRetention,
 		SnapLogRetention: cfg.Schd.SnapLogRetention,
 		ReqRetention:     p.ReqRetention,
+		Batch:            cfg.Retention.Batch,
+		Pause:            retentionPause(cfg.Retention.Pause),
 		History: flightstore.HistoryPolicy{
 			Retention:   cfg.Schd.HistoryRetention,
 			QuietPeriod: cfg.Schd.QuietPeriod,
@@ -75,4 +78,13 @@ func run(ctx context.Context, b *service.Base) error {
 			return g.Wait()
 		})
 	})
+}
+
+// retentionPause maps the setting's 0 ("no pause") to the cleaner's negative: its zero means
+// the default.
+func retentionPause(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
