@@ -51,5 +51,7 @@ func limits() map[string]Limit {
 	out["http.max-body"] = Limit{Min: "1", Max: itoa(MaxCodecMaxBytes)}
 	out["kafka.max-message-bytes"] = Limit{Min: itoa(MinKafkaMaxMessageBytes), Max: itoa(MaxKafkaMaxMessageBytes - 1)}
 	out["control.max-body-chars"] = Limit{Min: itoa(MinControlBodyChars), Max: itoa(MaxControlBodyChars)}
+	out["retention.batch"] = Limit{Min: "1", Max: itoa(MaxRetentionBatch)}
+	out["retention.pause"] = Limit{Min: "0s", Max: MaxRetentionPause.String()}
 	return out
 }
