@@ -227,6 +227,8 @@ func TestValuesSchemaRefuses(t *testing.T) {
 		{"operator token shorter than 32", []string{"--set", "tokens.controlToken=short-token"}, "controlToken"},
 		{"reader token shorter than 32", []string{"--set", "tokens.readerToken=short-token"}, "readerToken"},
 		{"compat token shorter than 32", []string{"--set", "tokens.httpToken=short-token"}, "httpToken"},
+		{"memory limit not a quantity", []string{"--set", "services.pump.resources.limits.memory=lots"}, "memory"},
+		{"migration CPU request not a quantity", []string{"--set", "migration.resources.requests.cpu=fast"}, "cpu"},
 	} {
 		out, err := render(c.args...)
 		if err == nil {
@@ -239,6 +241,7 @@ func TestValuesSchemaRefuses(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--set", "services.pump.replicas=2"},
+		{"--set", "services.pump.resources.limits.memory=512Mi", "--set", "services.pump.resources.requests.cpu=250m"},
 		{"--set", `config.pipeline\.claim-batch=1000`},
 		{"--set-string", `config.pipeline\.claim-batch=1000`},
 		{"--set", `config.shadow=true`},

@@ -140,8 +140,9 @@ func egressPorts(rules []networkingv1.NetworkPolicyEgressRule) []string {
 	return out
 }
 
-// TestUnsafeValuesAreRefused: a render that would run the services as the schema owner, or
-// name certificate subjects no CA can verify, fails with a message naming what to set; the
+// TestUnsafeValuesAreRefused: a render that would run the services as the schema owner, name
+// certificate subjects no CA can verify, set a client CA without a server certificate, or give
+// the reader the operator's token (each a value control refuses at start-up), fails with a message naming what to set; the
 // explicit values that accept or fix it render.
 func TestUnsafeValuesAreRefused(t *testing.T) {
 	root := repoRoot(t)
@@ -167,6 +168,10 @@ func TestUnsafeValuesAreRefused(t *testing.T) {
 			[]string{"config.control-reader-subjects", "services.control.tls.clientCASecret"}},
 		{"subjects with a client CA", []string{"config.control-operator-subjects=CN=ops", "services.control.tls.secretName=msgx-tls",
 			"services.control.tls.clientCASecret=msgx-ca"}, nil},
+		{"a client CA without a server certificate", []string{"services.control.tls.clientCASecret=msgx-ca"},
+			[]string{"services.control.tls.secretName is empty"}},
+		{"the reader token equal to the operator's", []string{"tokens.readerToken=chart-check-operator-token-0123456789abcdef"},
+			[]string{"tokens.readerToken equals tokens.controlToken"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -209,4 +209,12 @@ client-certificate subjects without the CA that would verify them.
 {{- if and $subjects (not .Values.services.control.tls.clientCASecret) -}}
 {{- fail (printf "%s name client-certificate subjects, but services.control.tls.clientCASecret is empty: without a client CA no certificate is verified, so no subject could ever match (control would refuse to start); set services.control.tls.clientCASecret (with tls.secretName) or clear the subjects" (join " and " $subjects)) -}}
 {{- end -}}
+{{- $tls := .Values.services.control.tls -}}
+{{- if and $tls.clientCASecret (not $tls.secretName) -}}
+{{- fail "services.control.tls.clientCASecret is set but services.control.tls.secretName is empty: control verifies client certificates only on a TLS listener, which needs its own certificate (control would refuse to start); set services.control.tls.secretName or clear clientCASecret" -}}
+{{- end -}}
+{{- $t := .Values.tokens -}}
+{{- if and $t.readerToken (eq $t.readerToken $t.controlToken) -}}
+{{- fail "tokens.readerToken equals tokens.controlToken: a reader would hold the operator role (control would refuse to start); give the reader a token of its own" -}}
+{{- end -}}
 {{- end -}}
