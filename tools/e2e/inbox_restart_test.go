@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,28 +49,10 @@ func TestInboxServerRestart(t *testing.T) {
 		e.my.InsertInbox(t, traffic.ADFT(int64(i+1), dttm, flights[i]), &now)
 	}
 
-	// What GetStatus reported while the server was down, for the log.
-	var mu sync.Mutex
-	seen := map[string]bool{}
+	// What GetStatus reported while the server was down.
+	watch := e.watchBlocked(t.Context())
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			if st, err := e.status(ctx); err == nil {
-				for _, r := range st.GetRoles() {
-					if b := r.GetBlocked(); b != nil {
-						mu.Lock()
-						seen[r.GetRole()+":"+b.GetDependency()] = true
-						mu.Unlock()
-					}
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
 
 	w := &inboxWriter{db: e.my, flights: flights, dttm: dttm, seq: nFlights, burst: make(chan int), burstDone: make(chan struct{})}
 	wrote := make(chan error, 1)
@@ -140,8 +121,7 @@ func TestInboxServerRestart(t *testing.T) {
 			return f.terminal && f.marked && f.delivered, f.String()
 		})
 	}
-	stop()
-	wg.Wait()
+	seen := watch.stop()
 	var notSucceeded int
 	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT count(*) FROM proc_state WHERE state <> 'SUCCEEDED'`).Scan(&notSucceeded); err != nil {
 		t.Fatal(err)
@@ -168,8 +148,6 @@ func TestInboxServerRestart(t *testing.T) {
 				f.FLID, remc, version, last[f.FLID], 1+changes[f.FLID])
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	t.Logf("GetStatus showed blocked: %v", seen)
 	// Discovery reads the inbox every poll, so it meets each outage whatever the pump was doing.
 	if !seen["ingest:inbox"] {

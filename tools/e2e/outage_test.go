@@ -51,32 +51,11 @@ func TestOutageScenario(t *testing.T) {
 	}
 
 	// What GetStatus reported while the faults were on.
-	var mu sync.Mutex
-	seen := map[string]bool{}
+	watch := e.watchBlocked(t.Context())
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			if st, err := e.status(ctx); err == nil {
-				for _, r := range st.GetRoles() {
-					if b := r.GetBlocked(); b != nil {
-						mu.Lock()
-						seen[r.GetRole()+":"+b.GetDependency()] = true
-						mu.Unlock()
-					}
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
-	faults := make(chan error, 4)
-	go func() {
-		defer wg.Done()
-		faults <- injectOutages(ctx, own, e.my.AdminDSN)
-	}()
+	faults := make(chan error, 1)
+	go func() { faults <- injectOutages(ctx, own, e.my.AdminDSN) }()
 
 	last := map[string]string{}
 	changes := map[string]int{}
@@ -102,8 +81,7 @@ func TestOutageScenario(t *testing.T) {
 			return f.terminal && f.marked && f.delivered, f.String()
 		})
 	}
-	stop()
-	wg.Wait()
+	seen := watch.stop()
 	var dead int
 	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT count(*) FROM proc_state WHERE state <> 'SUCCEEDED'`).Scan(&dead); err != nil {
 		t.Fatal(err)
@@ -130,8 +108,6 @@ func TestOutageScenario(t *testing.T) {
 				f.FLID, remc, version, last[f.FLID], 1+changes[f.FLID])
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for _, want := range []string{"pump:redis", "pump:inbox"} {
 		if !seen[want] {
 			t.Errorf("GetStatus never showed %s blocked; saw %v", want, seen)
@@ -178,4 +154,43 @@ func injectOutages(ctx context.Context, own *redistest.Redis, adminDSN string) e
 		return fmt.Errorf("unlock inbox: %w", uerr)
 	}
 	return err
+}
+
+// blockedWatch polls GetStatus every 200 ms and keeps each role:dependency it showed blocked,
+// for a test that makes outages and checks an operator would have seen them.
+type blockedWatch struct {
+	mu     sync.Mutex
+	seen   map[string]bool
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (e *env) watchBlocked(ctx context.Context) *blockedWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &blockedWatch{seen: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			if st, err := e.status(ctx); err == nil {
+				for _, r := range st.GetRoles() {
+					if b := r.GetBlocked(); b != nil {
+						w.mu.Lock()
+						w.seen[r.GetRole()+":"+b.GetDependency()] = true
+						w.mu.Unlock()
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+// stop ends the polling and returns what it saw.
+func (w *blockedWatch) stop() map[string]bool {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen
 }
