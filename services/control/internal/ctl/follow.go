@@ -47,11 +47,45 @@ func followRebuild(ctx context.Context, o *options, resp proto.Message, stdout, 
 			job.GetRebuildId(), rebuildState(job), job.GetRequestedBy(), scopeText(job))
 	}
 	get := Service().Methods().ByName("GetProjectionRebuild")
+	return followJob(ctx, o, stdout, job, jobView[*controlv1.ProjectionRebuild]{
+		noun: "rebuild", getCommand: "get-projection-rebuild",
+		id: (*controlv1.ProjectionRebuild).GetRebuildId, state: (*controlv1.ProjectionRebuild).GetState,
+		done: (*controlv1.ProjectionRebuild).GetDone, total: (*controlv1.ProjectionRebuild).GetTotal,
+		line: progressLine,
+		get: func(ctx context.Context, id int64) (*controlv1.ProjectionRebuild, error) {
+			got := &controlv1.GetProjectionRebuildResponse{}
+			err := o.invoke(ctx, get, &controlv1.GetProjectionRebuildRequest{RebuildId: id}, got)
+			return got.GetRebuild(), err
+		},
+		final: func(j *controlv1.ProjectionRebuild) proto.Message {
+			return &controlv1.GetProjectionRebuildResponse{Rebuild: j}
+		},
+	})
+}
+
+// jobView is what followJob needs of one kind of job the backfill runs (a projection rebuild,
+// a republish): how to read its fields, draw its progress and fetch it again.
+type jobView[J any] struct {
+	noun, getCommand string
+	id               func(J) int64
+	state            func(J) controlv1.RebuildState
+	done, total      func(J) int64
+	line             func(J) string
+	get              func(ctx context.Context, id int64) (J, error)
+	final            func(J) proto.Message
+}
+
+// followJob polls a job until it ends, drawing its progress line (on a terminal, in place)
+// whenever it changed, then renders the job as -o asks. A restarting control instance
+// (UNAVAILABLE) is polled again: the job goes on in the backfill. A job that ends CANCELLED
+// exits with ABORTED's code.
+func followJob[J any](ctx context.Context, o *options, stdout io.Writer, job J, v jobView[J]) error {
 	tty := terminal(stdout)
+	progress := o.output == "table" || o.output == "wide"
 	last := ""
 	for {
-		if o.output == "table" || o.output == "wide" {
-			if line := progressLine(job); line != last {
+		if progress {
+			if line := v.line(job); line != last {
 				if tty {
 					fmt.Fprintf(stdout, "\r\033[K%s", line)
 				} else {
@@ -60,31 +94,31 @@ func followRebuild(ctx context.Context, o *options, resp proto.Message, stdout, 
 				last = line
 			}
 		}
-		if s := job.GetState(); s == controlv1.RebuildState_REBUILD_STATE_DONE || s == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
+		if s := v.state(job); s == controlv1.RebuildState_REBUILD_STATE_DONE || s == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return localErr(fmt.Errorf("stopped following rebuild %d, which goes on: msgxctl get-projection-rebuild %d", job.GetRebuildId(), job.GetRebuildId()))
+			return localErr(fmt.Errorf("stopped following %s %d, which goes on: msgxctl %s %d", v.noun, v.id(job), v.getCommand, v.id(job)))
 		case <-time.After(pollInterval):
 		}
-		got := &controlv1.GetProjectionRebuildResponse{}
-		if err := o.invoke(ctx, get, &controlv1.GetProjectionRebuildRequest{RebuildId: job.GetRebuildId()}, got); err != nil {
+		got, err := v.get(ctx, v.id(job))
+		if err != nil {
 			if ee, ok := err.(*exitError); ok && ee.code == ExitCode(codes.Unavailable) {
-				continue // a restarting control instance; the job goes on in the backfill
+				continue
 			}
 			return err
 		}
-		job = got.GetRebuild()
+		job = got
 	}
-	if tty && (o.output == "table" || o.output == "wide") {
+	if tty && progress {
 		fmt.Fprintln(stdout)
 	}
-	if err := render(stdout, o.output, &controlv1.GetProjectionRebuildResponse{Rebuild: job}); err != nil {
+	if err := render(stdout, o.output, v.final(job)); err != nil {
 		return err
 	}
-	if job.GetState() == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
-		return &exitError{code: ExitCode(codes.Aborted), err: fmt.Errorf("rebuild %d was cancelled after %d of %d flights", job.GetRebuildId(), job.GetDone(), job.GetTotal())}
+	if v.state(job) == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
+		return &exitError{code: ExitCode(codes.Aborted), err: fmt.Errorf("%s %d was cancelled after %d of %d flights", v.noun, v.id(job), v.done(job), v.total(job))}
 	}
 	return nil
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -30,46 +28,18 @@ func followRepublish(ctx context.Context, o *options, resp proto.Message, stdout
 			job.GetRepublishId(), republishState(job), job.GetRequestedBy(), republishScope(job))
 	}
 	get := Service().Methods().ByName("GetRepublish")
-	tty := terminal(stdout)
-	last := ""
-	for {
-		if o.output == "table" {
-			if line := republishLine(job); line != last {
-				if tty {
-					fmt.Fprintf(stdout, "\r\033[K%s", line)
-				} else {
-					fmt.Fprintln(stdout, line)
-				}
-				last = line
-			}
-		}
-		if s := job.GetState(); s == controlv1.RebuildState_REBUILD_STATE_DONE || s == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return localErr(fmt.Errorf("stopped following republish %d, which goes on: msgxctl get-republish %d", job.GetRepublishId(), job.GetRepublishId()))
-		case <-time.After(pollInterval):
-		}
-		got := &controlv1.GetRepublishResponse{}
-		if err := o.invoke(ctx, get, &controlv1.GetRepublishRequest{RepublishId: job.GetRepublishId()}, got); err != nil {
-			if ee, ok := err.(*exitError); ok && ee.code == ExitCode(codes.Unavailable) {
-				continue // a restarting control instance; the job goes on in the backfill
-			}
-			return err
-		}
-		job = got.GetRepublish()
-	}
-	if tty && o.output == "table" {
-		fmt.Fprintln(stdout)
-	}
-	if err := render(stdout, o.output, &controlv1.GetRepublishResponse{Republish: job}); err != nil {
-		return err
-	}
-	if job.GetState() == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
-		return &exitError{code: ExitCode(codes.Aborted), err: fmt.Errorf("republish %d was cancelled after %d of %d flights", job.GetRepublishId(), job.GetDone(), job.GetTotal())}
-	}
-	return nil
+	return followJob(ctx, o, stdout, job, jobView[*controlv1.SchdRepublish]{
+		noun: "republish", getCommand: "get-republish",
+		id: (*controlv1.SchdRepublish).GetRepublishId, state: (*controlv1.SchdRepublish).GetState,
+		done: (*controlv1.SchdRepublish).GetDone, total: (*controlv1.SchdRepublish).GetTotal,
+		line: republishLine,
+		get: func(ctx context.Context, id int64) (*controlv1.SchdRepublish, error) {
+			got := &controlv1.GetRepublishResponse{}
+			err := o.invoke(ctx, get, &controlv1.GetRepublishRequest{RepublishId: id}, got)
+			return got.GetRepublish(), err
+		},
+		final: func(j *controlv1.SchdRepublish) proto.Message { return &controlv1.GetRepublishResponse{Republish: j} },
+	})
 }
 
 // republishLine is one line of a republish's progress.
