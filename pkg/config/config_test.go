@@ -3,15 +3,12 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
-
-func lookup(env map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-}
 
 // The defaults are the parameter table of docs/environment.md.
 func TestDefaultsMatchTheSeedsTable(t *testing.T) {
@@ -36,9 +33,9 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"pipeline.proc-retention", p.ProcRetention, 24 * time.Hour},
 		{"schd.flush-period", c.Schd.FlushPeriod, 3 * time.Second},
 		{"schd.snap-log-retention", c.Schd.SnapLogRetention, 90 * 24 * time.Hour},
-		{"req.timeout", c.Requests.Timeout, 30 * time.Minute},
-		{"control.max-connection-age", c.ControlBounds.MaxConnectionAge, 30 * time.Minute},
-		{"control.max-connection-age-grace", c.ControlBounds.MaxConnectionAgeGrace, time.Minute},
+		{"req.timeout", c.Req.Timeout, 30 * time.Minute},
+		{"control.max-connection-age", c.Control.MaxConnectionAge, 30 * time.Minute},
+		{"control.max-connection-age-grace", c.Control.MaxConnectionAgeGrace, time.Minute},
 	}
 	for _, d := range durations {
 		if d.got != d.want {
@@ -56,16 +53,16 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"schd.flush-limit", c.Schd.FlushLimit, 500},
 		// Chosen (docs/codec.md §6): four times a generated 2,000-flight schedule, and a value
 		// bound far above any SIS field.
-		{"codec.max-bytes", c.CodecMaxBytes, 8 << 20},
-		{"codec.max-text", c.CodecMaxText, 4 << 10},
+		{"codec.max-bytes", c.Codec.MaxBytes, 8 << 20},
+		{"codec.max-text", c.Codec.MaxText, 4 << 10},
 		// The broker's own default message.max.bytes.
-		{"kafka.max-message-bytes", c.KafkaMaxMessageBytes, 1048588},
+		{"kafka.max-message-bytes", c.Kafka.MaxMessageBytes, 1048588},
 		{"schd.batch-size", c.Schd.BatchSize, 200},
 		// Sized for the chart's 256 Mi (docs/security.md, "Control API: limits").
-		{"control.max-connections", c.ControlBounds.MaxConnections, 128},
-		{"control.max-anonymous-calls", c.ControlBounds.MaxAnonymousCalls, 128},
-		{"control.max-calls", c.ControlBounds.MaxCalls, 64},
-		{"control.max-body-chars", c.ControlBounds.MaxBodyChars, 256 << 10},
+		{"control.max-connections", c.Control.MaxConnections, 128},
+		{"control.max-anonymous-calls", c.Control.MaxAnonymousCalls, 128},
+		{"control.max-calls", c.Control.MaxCalls, 64},
+		{"control.max-body-chars", c.Control.MaxBodyChars, 256 << 10},
 	}
 	for _, i := range ints {
 		if i.got != i.want {
@@ -81,14 +78,14 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 			t.Errorf("pipeline.backoff[%d] = %s, want %s", i, p.Backoff[i], wantBackoff[i])
 		}
 	}
-	if c.IdentityIncludeDayBoundary || p.CutoverWatermark != "" || c.Shadow {
-		t.Errorf("identity day boundary %v, cutover %q, shadow %v: want off, unset, off", c.IdentityIncludeDayBoundary, p.CutoverWatermark, c.Shadow)
+	if c.Identity.IncludeDayBoundary || p.CutoverWatermark != "" || c.Shadow {
+		t.Errorf("identity day boundary %v, cutover %q, shadow %v: want off, unset, off", c.Identity.IncludeDayBoundary, p.CutoverWatermark, c.Shadow)
 	}
-	if c.Requests.Daily || c.Requests.RoutingID != "AODB" {
-		t.Errorf("daily request %v, routing id %q: want off, AODB", c.Requests.Daily, c.Requests.RoutingID)
+	if c.Schd.DailyRequest || c.Outbound.RoutingID != "AODB" {
+		t.Errorf("daily request %v, routing id %q: want off, AODB", c.Schd.DailyRequest, c.Outbound.RoutingID)
 	}
-	if c.AirportZone.String() != "Asia/Shanghai" {
-		t.Errorf("airport zone = %s, want Asia/Shanghai", c.AirportZone)
+	if c.Airport.Zone.String() != "Asia/Shanghai" {
+		t.Errorf("airport zone = %s, want Asia/Shanghai", c.Airport.Zone)
 	}
 }
 
@@ -97,11 +94,11 @@ func TestEnvironmentOverridesFileOverridesDefaults(t *testing.T) {
 	if err := os.WriteFile(path, []byte("msgx.pipeline.poll-interval: 200ms\npipeline.claim-batch: 50\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(lookup(map[string]string{
+	c, err := Load(map[string]string{
 		"MSGX_CONFIG_FILE":          path,
 		"MSGX_PIPELINE_CLAIM_BATCH": "70",
 		"MSGX_KAFKA_BROKERS":        "a:9092, b:9092",
-	}))
+	}, AllServices)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +108,8 @@ func TestEnvironmentOverridesFileOverridesDefaults(t *testing.T) {
 	if c.Pipeline.ClaimBatch != 70 {
 		t.Errorf("claim batch = %d, want the environment's 70 over the file's 50", c.Pipeline.ClaimBatch)
 	}
-	if strings.Join(c.KafkaBrokers, "|") != "a:9092|b:9092" {
-		t.Errorf("brokers = %q", c.KafkaBrokers)
+	if strings.Join(c.Kafka.Brokers, "|") != "a:9092|b:9092" {
+		t.Errorf("brokers = %q", c.Kafka.Brokers)
 	}
 }
 
@@ -135,19 +132,19 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 		{"proc retention below a day", map[string]string{"MSGX_PIPELINE_PROC_RETENTION": "12h"}, []string{"pipeline.proc-retention must be between 1d and 7d"}},
 		{"proc retention above a week", map[string]string{"MSGX_PIPELINE_PROC_RETENTION": "8d"}, []string{"pipeline.proc-retention must be between 1d and 7d"}},
 		{"one topic for both lanes", map[string]string{"MSGX_KAFKA_TOPIC_SCHD": "msgx.flight.msg"}, []string{"kafka.topic-msg and kafka.topic-schd must differ"}},
-		{"message bound above the inbox column", map[string]string{"MSGX_CODEC_MAX_BYTES": "33554432"}, []string{"codec.max-bytes must be between 65536 (64 KiB) and 16777216"}},
+		{"message bound above the inbox column", map[string]string{"MSGX_CODEC_MAX_BYTES": "33554432"}, []string{"codec.max-bytes must be between 65536 and 16777216, got 33554432 (64 KiB to 16 MiB, the inbox column)"}},
 		{"message bound below a schedule", map[string]string{"MSGX_CODEC_MAX_BYTES": "8"}, []string{"codec.max-bytes must be between"}},
 		{"retention batch of nothing", map[string]string{"MSGX_RETENTION_BATCH": "0"}, []string{"retention.batch must be between 1 and 50000, got 0"}},
 		{"retention batch past its statement timeout", map[string]string{"MSGX_RETENTION_BATCH": "1000000"}, []string{"retention.batch must be between 1 and 50000"}},
-		{"retention pause that lets expiries outrun the sweep", map[string]string{"MSGX_RETENTION_PAUSE": "1m"}, []string{"retention.pause must be between 0 and 10s, got 1m0s"}},
+		{"retention pause that lets expiries outrun the sweep", map[string]string{"MSGX_RETENTION_PAUSE": "1m"}, []string{"retention.pause must be between 0s and 10s, got 1m0s"}},
 		{"text bound not positive", map[string]string{"MSGX_CODEC_MAX_TEXT": "0"}, []string{"codec.max-text must be positive"}},
 		{"text bound above the message bound", map[string]string{"MSGX_CODEC_MAX_BYTES": "65536", "MSGX_CODEC_MAX_TEXT": "65537"},
 			[]string{"codec.max-text (65537) must not exceed codec.max-bytes (65536)"}},
-		{"record bound below a header", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "100"}, []string{"kafka.max-message-bytes must be at least 1024"}},
-		{"record bound at the request size", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "104857600"}, []string{"below 104857600"}},
+		{"record bound below a header", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "100"}, []string{"kafka.max-message-bytes must be between 1024 and 104857599, got 100"}},
+		{"record bound at the request size", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "104857600"}, []string{"kafka.max-message-bytes must be between 1024 and 104857599, got 104857600"}},
 		{"daily request not a time of day", map[string]string{"MSGX_SCHD_DAILY_REQUEST_AT": "3am"}, []string{"MSGX_SCHD_DAILY_REQUEST_AT", "HH:MM"}},
 		{"daily request past midnight", map[string]string{"MSGX_SCHD_DAILY_REQUEST_AT": "24:00"}, []string{"HH:MM"}},
-		{"routing id longer than the column", map[string]string{"MSGX_OUTBOUND_ROUTING_ID": "ABCDEFGHIJKLMNOPQRSTUVWX"}, []string{"outbound.routing-id must be 1 to 23"}},
+		{"routing id longer than the column", map[string]string{"MSGX_OUTBOUND_ROUTING_ID": "ABCDEFGHIJKLMNOPQRSTUVWX"}, []string{"MSGX_OUTBOUND_ROUTING_ID", "1 to 23 characters"}},
 		{"request timeout not positive", map[string]string{"MSGX_REQ_TIMEOUT": "0s"}, []string{"req.timeout must be positive"}},
 		{"record bound not a number", map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "1MiB"}, []string{"MSGX_KAFKA_MAX_MESSAGE_BYTES"}},
 		{"trace link without its placeholder", map[string]string{"MSGX_TRACING_UI_URL": "http://jaeger:16686/trace/"}, []string{"MSGX_TRACING_UI_URL", "{trace_id}"}},
@@ -160,7 +157,7 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(lookup(tt.env))
+			_, err := Load(tt.env, AllServices)
 			if err == nil {
 				t.Fatal("Load accepted an invalid configuration")
 			}
@@ -174,22 +171,22 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 }
 
 func TestDailyRequestAt(t *testing.T) {
-	c, err := Load(lookup(map[string]string{"MSGX_SCHD_DAILY_REQUEST_AT": "03:30"}))
+	c, err := Load(map[string]string{"MSGX_SCHD_DAILY_REQUEST_AT": "03:30"}, AllServices)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Requests.Daily || c.Requests.DailyAt != 3*time.Hour+30*time.Minute {
-		t.Errorf("daily %v at %s, want on at 3h30m", c.Requests.Daily, c.Requests.DailyAt)
+	if !c.Schd.DailyRequest || c.Schd.DailyRequestAt != 3*time.Hour+30*time.Minute {
+		t.Errorf("daily %v at %s, want on at 3h30m", c.Schd.DailyRequest, c.Schd.DailyRequestAt)
 	}
 }
 
 func TestTracingUIURL(t *testing.T) {
-	c, err := Load(lookup(map[string]string{"MSGX_TRACING_UI_URL": " http://jaeger:16686/trace/{trace_id} "}))
+	c, err := Load(map[string]string{"MSGX_TRACING_UI_URL": " http://jaeger:16686/trace/{trace_id} "}, AllServices)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.TracingUIURL != "http://jaeger:16686/trace/{trace_id}" {
-		t.Errorf("tracing.ui-url = %q", c.TracingUIURL)
+	if c.Tracing.UIURL != "http://jaeger:16686/trace/{trace_id}" {
+		t.Errorf("tracing.ui-url = %q", c.Tracing.UIURL)
 	}
 }
 
@@ -198,7 +195,7 @@ func TestUnknownKeyInFileIsRefused(t *testing.T) {
 	if err := os.WriteFile(path, []byte("pipeline.pol-interval: 1s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(lookup(map[string]string{"MSGX_CONFIG_FILE": path})); err == nil || !strings.Contains(err.Error(), "unknown key") {
+	if _, err := Load(map[string]string{"MSGX_CONFIG_FILE": path}, AllServices); err == nil || !strings.Contains(err.Error(), "unknown key") {
 		t.Fatalf("Load = %v, want an unknown key error", err)
 	}
 }
@@ -238,12 +235,12 @@ func TestSizeBoundsAtTheirLimits(t *testing.T) {
 		{"MSGX_CODEC_MAX_BYTES": "16777216", "MSGX_CODEC_MAX_TEXT": "16777216", "MSGX_KAFKA_MAX_MESSAGE_BYTES": "104857599"},
 		{"MSGX_CODEC_MAX_BYTES": "65536", "MSGX_CODEC_MAX_TEXT": "1", "MSGX_KAFKA_MAX_MESSAGE_BYTES": "1024"},
 	} {
-		c, err := Load(lookup(env))
+		c, err := Load(env, AllServices)
 		if err != nil {
 			t.Fatalf("%v refused: %v", env, err)
 		}
-		got := map[string]int{"MSGX_CODEC_MAX_BYTES": c.CodecMaxBytes, "MSGX_CODEC_MAX_TEXT": c.CodecMaxText,
-			"MSGX_KAFKA_MAX_MESSAGE_BYTES": c.KafkaMaxMessageBytes}
+		got := map[string]int{"MSGX_CODEC_MAX_BYTES": c.Codec.MaxBytes, "MSGX_CODEC_MAX_TEXT": c.Codec.MaxText,
+			"MSGX_KAFKA_MAX_MESSAGE_BYTES": c.Kafka.MaxMessageBytes}
 		for k, v := range env {
 			if strconv.Itoa(got[k]) != v {
 				t.Errorf("%s=%s read as %d", k, v, got[k])
@@ -254,14 +251,14 @@ func TestSizeBoundsAtTheirLimits(t *testing.T) {
 
 // An unset pipeline.late-watch-retention is R, resolved once here for every service.
 func TestLateWatchRetentionDefaultsToR(t *testing.T) {
-	c, err := Load(lookup(map[string]string{"MSGX_PIPELINE_OVERDUE_BACKFILL": "10d"}))
+	c, err := Load(map[string]string{"MSGX_PIPELINE_OVERDUE_BACKFILL": "10d"}, AllServices)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Pipeline.LateWatchRetention != 10*24*time.Hour {
 		t.Errorf("late-watch-retention %s, want R (10d)", c.Pipeline.LateWatchRetention)
 	}
-	c, err = Load(lookup(map[string]string{"MSGX_PIPELINE_LATE_WATCH_RETENTION": "2d"}))
+	c, err = Load(map[string]string{"MSGX_PIPELINE_LATE_WATCH_RETENTION": "2d"}, AllServices)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,19 +280,19 @@ func TestSecretFiles(t *testing.T) {
 	}
 	dsn := write("pg", "postgres://msgx_app:pw@db/msgx\n")
 	tok := write("tok", "  http-token\n")
-	c, err := Load(lookup(map[string]string{
+	c, err := Load(map[string]string{
 		"MSGX_PG_DSN_FILE": dsn, "MSGX_HTTP_TOKEN_FILE": tok,
 		"MSGX_CONTROL_READER_TOKEN_FILE": write("rd", "reader\n"), "MSGX_REDIS_URL_FILE": write("rd2", "redis://:x@r/0"),
 		"MSGX_MYSQL_DSN_FILE": write("my", "u:p@tcp(h)/d"), "MSGX_CONTROL_TOKEN_FILE": write("op", "operator"),
-	}))
+	}, AllServices)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.PGDSN != "postgres://msgx_app:pw@db/msgx" || c.HTTPToken != "http-token" || c.ControlReaderToken != "reader" ||
-		c.RedisURL != "redis://:x@r/0" || c.MySQLDSN != "u:p@tcp(h)/d" || c.ControlToken != "operator" {
+	if c.PG.DSN != "postgres://msgx_app:pw@db/msgx" || c.HTTP.Token != "http-token" || c.Control.ReaderToken != "reader" ||
+		c.Redis.URL != "redis://:x@r/0" || c.MySQL.DSN != "u:p@tcp(h)/d" || c.Control.Token != "operator" {
 		t.Errorf("secrets from files: %+v", c)
 	}
-	if c.SecretFiles["pg-dsn"] != dsn {
+	if c.SecretFiles["pg.dsn"] != dsn {
 		t.Errorf("SecretFiles = %v", c.SecretFiles)
 	}
 	for name, env := range map[string]map[string]string{
@@ -303,11 +300,11 @@ func TestSecretFiles(t *testing.T) {
 		"missing": {"MSGX_HTTP_TOKEN_FILE": filepath.Join(dir, "nope")},
 		"empty":   {"MSGX_CONTROL_TOKEN_FILE": write("empty", "\n")},
 	} {
-		if _, err := Load(lookup(env)); err == nil {
+		if _, err := Load(env, AllServices); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := Load(lookup(map[string]string{"MSGX_HTTP_MAX_BODY": "33554432"})); err == nil {
+	if _, err := Load(map[string]string{"MSGX_HTTP_MAX_BODY": "33554432"}, AllServices); err == nil {
 		t.Error("a compat body limit above the inbox column was accepted")
 	}
 }
@@ -315,13 +312,13 @@ func TestSecretFiles(t *testing.T) {
 // A log level that does not parse is refused at start-up, not silently read as info.
 func TestLogLevelRefused(t *testing.T) {
 	for _, v := range []string{"verbose", "warning", "", "INF"} {
-		_, err := Load(lookup(map[string]string{"MSGX_LOG_LEVEL": v}))
+		_, err := Load(map[string]string{"MSGX_LOG_LEVEL": v}, AllServices)
 		if err == nil || !strings.Contains(err.Error(), "MSGX_LOG_LEVEL") {
 			t.Errorf("MSGX_LOG_LEVEL=%q: err %v, want a refusal naming the variable", v, err)
 		}
 	}
 	for _, v := range []string{"debug", "INFO", "warn", "error"} {
-		if _, err := Load(lookup(map[string]string{"MSGX_LOG_LEVEL": v})); err != nil {
+		if _, err := Load(map[string]string{"MSGX_LOG_LEVEL": v}, AllServices); err != nil {
 			t.Errorf("MSGX_LOG_LEVEL=%q refused: %v", v, err)
 		}
 	}
@@ -344,6 +341,8 @@ func TestParamKinds(t *testing.T) {
 			vs = []string{"1s,2s"}
 		case "tracing.ui-url":
 			vs = []string{"http://jaeger:16686/trace/{trace_id}"}
+		case "pipeline.cutover-watermark":
+			vs = []string{"max", "42"}
 		}
 		for _, v := range vs {
 			var c Config
@@ -354,6 +353,105 @@ func TestParamKinds(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// A misspelled variable is refused with the closest parameter's variable, so it can never leave
+// its parameter at the default unnoticed; the harness variables pass.
+func TestUnknownVariableIsRefusedWithTheClosestKey(t *testing.T) {
+	_, err := Load(map[string]string{"MSGX_PIPELINE_MAX_ATEMPTS": "3", "MSGX_PG_DNS": "x"}, ServicePump)
+	if err == nil {
+		t.Fatal("Load accepted MSGX_PIPELINE_MAX_ATEMPTS")
+	}
+	for _, want := range []string{"unknown variable MSGX_PIPELINE_MAX_ATEMPTS (did you mean MSGX_PIPELINE_MAX_ATTEMPTS?)",
+		"unknown variable MSGX_PG_DNS (did you mean MSGX_PG_DSN?)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if _, err := Load(map[string]string{"MSGX_NOTHING_LIKE_ANY_KEY_AT_ALL_HERE": "1"}, ServicePump); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a variable near no key: %v, want refused without a guess", err)
+	}
+	harness := map[string]string{"MSGX_TEST_PG_DSN": "x", "MSGX_BENCH_SCALE": "full", "MSGX_CHAOS_SEED": "1", "MSGX_ORDER_SEED": "2",
+		"MSGX_SIS_SAMPLES": "/tmp", "MSGX_PROMTOOL": "promtool", "MSGX_CONFIG_FILE": "", "PATH": "/bin"}
+	if _, err := Load(harness, AllServices); err != nil {
+		t.Errorf("harness variables refused: %v", err)
+	}
+}
+
+// An old spelling in the file is the new key's value, and is reported for the start-up warning;
+// a misspelled key names the closest one.
+func TestRenamedKeysAreAliasesInTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "msgx.yaml")
+	if err := os.WriteFile(path, []byte("msgx.log-level: debug\nredis-prefix: \"t:\"\npg-dsn-file: /run/pg\nkafka.brokers: k:9092\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(map[string]string{"MSGX_CONFIG_FILE": path}, ServicePump)
+	if err == nil || !strings.Contains(err.Error(), "MSGX_PG_DSN_FILE") {
+		t.Fatalf("Load = %v, want the missing secret file refused under its variable", err)
+	}
+	if c.Log.Level != "debug" || c.Redis.Prefix != "t:" || c.SecretFiles["pg.dsn"] != "/run/pg" || strings.Join(c.Kafka.Brokers, ",") != "k:9092" {
+		t.Errorf("aliases not applied: level %q prefix %q files %v brokers %v", c.Log.Level, c.Redis.Prefix, c.SecretFiles, c.Kafka.Brokers)
+	}
+	got := strings.Join(c.Deprecated, "; ")
+	for _, want := range []string{`"log-level" is now "log.level"`, `"redis-prefix" is now "redis.prefix"`, `"pg-dsn-file" is now "pg.dsn-file"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Deprecated = %q, want %q", got, want)
+		}
+	}
+	if strings.Contains(got, "kafka.brokers") {
+		t.Errorf("Deprecated = %q names a key spelled by the rule", got)
+	}
+	if err := os.WriteFile(path, []byte("pipeline.max-atempts: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(map[string]string{"MSGX_CONFIG_FILE": path}, AllServices); err == nil || !strings.Contains(err.Error(), `unknown key "pipeline.max-atempts" (did you mean pipeline.max-attempts?)`) {
+		t.Errorf("Load = %v, want the misspelled key named with its closest", err)
+	}
+}
+
+// Every key follows the one naming rule: lower-case words joined by dashes, a dot after the
+// section, and the section is one struct of Config; no alias follows it.
+func TestKeysFollowTheNamingRule(t *testing.T) {
+	word := `[a-z][a-z0-9]*(-[a-z0-9]+)*`
+	rule := regexp.MustCompile(`^(` + word + `\.)?` + word + `$`)
+	for _, p := range Params() {
+		if !rule.MatchString(p.Key) || strings.Count(p.Key, ".") > 1 {
+			t.Errorf("%s does not follow section.name-with-dashes", p.Key)
+		}
+		if _, ok := readers[sectionOf(p.Key)]; !ok {
+			t.Errorf("%s: section %q has no readers", p.Key, sectionOf(p.Key))
+		}
+		if p.Readers == 0 {
+			t.Errorf("%s is read by no service", p.Key)
+		}
+		for _, a := range p.Aliases {
+			if _, taken := Keys()[a]; taken || EnvName(a) != EnvName(p.Key) {
+				t.Errorf("%s: alias %s is a key of its own or names another variable", p.Key, a)
+			}
+		}
+	}
+}
+
+// Each service checks only what it reads: a control bound below the pool size stops control,
+// never the pump, and a bad value of a setting only ingest reads stops only ingest.
+func TestEachServiceChecksWhatItReads(t *testing.T) {
+	env := map[string]string{"MSGX_PG_MAX_CONNS": "100", "MSGX_HTTP_MAX_IN_FLIGHT": "many"}
+	for _, s := range []Service{ServicePump, ServiceDispatcher, ServiceBackfill} {
+		if _, err := Load(env, s); err != nil {
+			t.Errorf("service %d refused a setting it does not read: %v", s, err)
+		}
+	}
+	if _, err := Load(env, ServiceControl); err == nil || !strings.Contains(err.Error(), "control.max-calls (64) must be at least pg.max-conns (100)") {
+		t.Errorf("control: %v, want its call bound refused", err)
+	}
+	if _, err := Load(env, ServiceIngest); err == nil || !strings.Contains(err.Error(), "MSGX_HTTP_MAX_IN_FLIGHT") {
+		t.Errorf("ingest: %v, want its bad value refused", err)
+	}
+	for _, name := range []string{"ingest", "pump", "dispatcher", "backfill", "control"} {
+		if _, ok := ServiceNamed(name); !ok {
+			t.Errorf("no service named %s", name)
 		}
 	}
 }

@@ -49,12 +49,12 @@ func TestLimitsAreWhatValidateEnforces(t *testing.T) {
 				continue
 			}
 			env := EnvName(p.Key)
-			_, err := Load(lookup(map[string]string{env: b.bound}))
+			_, err := Load(map[string]string{env: b.bound}, AllServices)
 			if err != nil && strings.Contains(err.Error(), p.Key+" must") {
 				t.Errorf("%s=%s, the registry's bound, is refused: %v", env, b.bound, err)
 			}
 			out := neighbour(t, p.Kind, b.bound, b.step)
-			_, err = Load(lookup(map[string]string{env: out}))
+			_, err = Load(map[string]string{env: out}, AllServices)
 			if err == nil || !strings.Contains(err.Error(), p.Key) {
 				t.Errorf("%s=%s, beyond the registry's bound %s, is not refused for %s: %v", env, out, b.bound, p.Key, err)
 			}
@@ -78,7 +78,7 @@ func TestUnlimitedParamsTakeAnyValue(t *testing.T) {
 				continue
 			}
 			env := EnvName(p.Key)
-			if _, err := Load(lookup(map[string]string{env: v})); err != nil && strings.Contains(err.Error(), p.Key+" must") {
+			if _, err := Load(map[string]string{env: v}, AllServices); err != nil && strings.Contains(err.Error(), p.Key+" must") {
 				t.Errorf("%s=%s is refused, but the registry has no limit for %s: %v", env, v, p.Key, err)
 			}
 		}

@@ -58,13 +58,21 @@ func Main(role leader.Role, run func(ctx context.Context, b *Base) error) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	cfg, err := config.FromEnv()
+	// Each service checks only the settings it reads; a role of no service (a test's) checks them all.
+	svc, ok := config.ServiceNamed(string(role))
+	if !ok {
+		svc = config.AllServices
+	}
+	cfg, err := config.FromEnv(svc)
 	// The logger masks every configured credential, so no error below can print one.
-	logger := logging.New(os.Stdout, "msgx-"+string(role), cfg.LogLevel, cfg.SecretValues()...)
+	logger := logging.New(os.Stdout, "msgx-"+string(role), cfg.Log.Level, cfg.SecretValues()...)
 	inbox.RouteDriverLog(logger)
 	if err != nil {
 		logger.Error("configuration refused", "err", err)
 		return 2
+	}
+	for _, d := range cfg.Deprecated {
+		logger.Warn("configuration uses a renamed key; the old spelling is accepted for one release (docs/environment.md)", "key", d)
 	}
 	b, err := New(ctx, role, cfg, logger)
 	if err != nil {
@@ -89,12 +97,12 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	if cfg.PGDSN == "" {
-		return nil, errors.New("no PostgreSQL connection: set " + config.EnvName("pg-dsn") + " (or " + config.EnvName("pg-dsn") + "_FILE)")
+	if cfg.PG.DSN == "" {
+		return nil, errors.New("no PostgreSQL connection: set " + config.EnvName("pg.dsn") + " (or " + config.EnvName("pg.dsn") + "_FILE)")
 	}
-	pcfg, err := pgxpool.ParseConfig(cfg.PGDSN)
+	pcfg, err := pgxpool.ParseConfig(cfg.PG.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("postgres pool (%s): %w", config.EnvName("pg-dsn"), secret.ParseError(cfg.PGDSN, err, func(s string) error {
+		return nil, fmt.Errorf("postgres pool (%s): %w", config.EnvName("pg.dsn"), secret.ParseError(cfg.PG.DSN, err, func(s string) error {
 			_, err := pgxpool.ParseConfig(s)
 			return err
 		}))
@@ -102,12 +110,12 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 	// A fixed pool size (pg.max-conns) rather than pgx's CPU-count default, so a database's
 	// max_connections can be planned: five services, their standbys, plus one lock connection
 	// each.
-	pcfg.MaxConns = int32(cfg.PGMaxConns)
+	pcfg.MaxConns = int32(cfg.PG.MaxConns)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres pool: %w", secret.DSNError(cfg.PGDSN, err))
+		return nil, fmt.Errorf("postgres pool: %w", secret.DSNError(cfg.PG.DSN, err))
 	}
-	if err := firstContact(ctx, logger, "PostgreSQL", config.EnvName("pg-dsn"), cfg.PGDSN, 5*time.Second, pool.Ping, pgSettingsError); err != nil {
+	if err := firstContact(ctx, logger, "PostgreSQL", config.EnvName("pg.dsn"), cfg.PG.DSN, 5*time.Second, pool.Ping, pgSettingsError); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -118,7 +126,7 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 		Clock:     clock.Real{},
 		Registry:  reg,
 		Telemetry: tel,
-		Admin:     admin.New(cfg.AdminAddr, reg, logger),
+		Admin:     admin.New(cfg.Admin.Addr, reg, logger),
 		Pool:      pool,
 	}
 	b.Admin.AddCheck("postgres", func(ctx context.Context) error { return pool.Ping(ctx) })
@@ -130,7 +138,7 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 // Inbox opens the shared MySQL inbox with the configured call timeout, adds it to the
 // readiness checks, and closes it with the Base.
 func (b *Base) Inbox() (*inbox.Inbox, error) {
-	in, err := inbox.Open(b.Config.MySQLDSN, b.Config.InboxTimeout)
+	in, err := inbox.Open(b.Config.MySQL.DSN, b.Config.Inbox.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +159,7 @@ func (b *Base) Redis() (*redis.Client, error) {
 		return nil, err
 	}
 	b.Admin.AddCheck("redis", func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, b.Config.RedisTimeout)
+		ctx, cancel := context.WithTimeout(ctx, b.Config.Redis.Timeout)
 		defer cancel()
 		return rdb.Ping(ctx).Err()
 	})
@@ -162,14 +170,14 @@ func (b *Base) Redis() (*redis.Client, error) {
 // Redis holds (control): a Redis outage must not take it out of its Service, since that is when
 // operators need it.
 func (b *Base) RedisOptional() (*redis.Client, error) {
-	if b.Config.RedisURL == "" {
-		return nil, errors.New("no Redis connection: set " + config.EnvName("redis-url") + " (or " + config.EnvName("redis-url") + "_FILE)")
+	if b.Config.Redis.URL == "" {
+		return nil, errors.New("no Redis connection: set " + config.EnvName("redis.url") + " (or " + config.EnvName("redis.url") + "_FILE)")
 	}
-	opts, err := redis.ParseURL(b.Config.RedisURL)
+	opts, err := redis.ParseURL(b.Config.Redis.URL)
 	if err != nil {
 		// url.Parse quotes the whole URL, password included, in its error, and a piece of a
 		// password it split at '/', '#', '?' or '%'.
-		return nil, fmt.Errorf("redis url (%s): %w", config.EnvName("redis-url"), secret.ParseError(b.Config.RedisURL, err, func(s string) error {
+		return nil, fmt.Errorf("redis url (%s): %w", config.EnvName("redis.url"), secret.ParseError(b.Config.Redis.URL, err, func(s string) error {
 			_, err := redis.ParseURL(s)
 			return err
 		}))
@@ -178,12 +186,12 @@ func (b *Base) RedisOptional() (*redis.Client, error) {
 	// the URL: bound both by redis.timeout, so a Redis that stops answering never holds the
 	// lock connection idle past its lease (the pump writes the projection inside its step).
 	opts.ContextTimeoutEnabled = true
-	opts.ReadTimeout = min(cmp.Or(opts.ReadTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
-	opts.WriteTimeout = min(cmp.Or(opts.WriteTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
-	opts.DialTimeout = min(cmp.Or(opts.DialTimeout, b.Config.RedisTimeout), b.Config.RedisTimeout)
+	opts.ReadTimeout = min(cmp.Or(opts.ReadTimeout, b.Config.Redis.Timeout), b.Config.Redis.Timeout)
+	opts.WriteTimeout = min(cmp.Or(opts.WriteTimeout, b.Config.Redis.Timeout), b.Config.Redis.Timeout)
+	opts.DialTimeout = min(cmp.Or(opts.DialTimeout, b.Config.Redis.Timeout), b.Config.Redis.Timeout)
 	rdb := redis.NewClient(opts)
 	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
-	if err := firstContact(context.Background(), b.Logger, "Redis", config.EnvName("redis-url"), b.Config.RedisURL, b.Config.RedisTimeout, ping, redisSettingsError); err != nil {
+	if err := firstContact(context.Background(), b.Logger, "Redis", config.EnvName("redis.url"), b.Config.Redis.URL, b.Config.Redis.Timeout, ping, redisSettingsError); err != nil {
 		_ = rdb.Close()
 		return nil, err
 	}
@@ -207,7 +215,7 @@ func (b *Base) Close() {
 // Elector builds the role's single-active-instance election (R-LEADER-1).
 func (b *Base) Elector() *leader.Elector {
 	return leader.New(leader.Config{
-		DSN:        b.Config.PGDSN,
+		DSN:        b.Config.PG.DSN,
 		Role:       b.Role,
 		Instance:   b.Config.Instance,
 		Clock:      b.Clock,

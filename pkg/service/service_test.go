@@ -31,9 +31,9 @@ func TestRedisCallsAreBoundedByTheConfiguredTimeout(t *testing.T) {
 		}
 	}()
 	cfg := config.Default()
-	cfg.PGDSN = "postgres://nobody@127.0.0.1:1/none" // the pool connects lazily; never used here
-	cfg.RedisURL = "redis://" + ln.Addr().String() + "/0?read_timeout=30s"
-	cfg.RedisTimeout = 300 * time.Millisecond
+	cfg.PG.DSN = "postgres://nobody@127.0.0.1:1/none" // the pool connects lazily; never used here
+	cfg.Redis.URL = "redis://" + ln.Addr().String() + "/0?read_timeout=30s"
+	cfg.Redis.Timeout = 300 * time.Millisecond
 	b, err := New(t.Context(), "test", cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestMissingConnectionsNameTheVariable(t *testing.T) {
 		t.Errorf("New without a PostgreSQL DSN: %v, want an error naming MSGX_PG_DSN", err)
 	}
 	cfg := config.Default()
-	cfg.PGDSN = "postgres://nobody@127.0.0.1:1/none"
+	cfg.PG.DSN = "postgres://nobody@127.0.0.1:1/none"
 	b, err := New(t.Context(), "test", cfg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestMissingConnectionsNameTheVariable(t *testing.T) {
 	if _, err := b.Inbox(); err == nil || !strings.Contains(err.Error(), "MSGX_MYSQL_DSN") {
 		t.Errorf("Inbox without a DSN: %v, want an error naming MSGX_MYSQL_DSN", err)
 	}
-	b.Config.RedisURL = "redis://:S3cretRD@127.0.0.1:notaport/0"
+	b.Config.Redis.URL = "redis://:S3cretRD@127.0.0.1:notaport/0"
 	if _, err := b.Redis(); err == nil || strings.Contains(err.Error(), "S3cretRD") {
 		t.Errorf("Redis with a bad URL: %v, want an error without the password", err)
 	}

@@ -82,6 +82,6 @@ func redisSettingsError(err error) bool {
 // CheckInbox contacts the shared MySQL once: refused credentials or an unknown database are the
 // start-up error, naming MSGX_MYSQL_DSN; an unreachable server is logged and retried later.
 func (b *Base) CheckInbox(in *inbox.Inbox) error {
-	return firstContact(context.Background(), b.Logger, "MySQL", config.EnvName("mysql-dsn"), b.Config.MySQLDSN,
-		b.Config.InboxTimeout, in.Ping, mysqlSettingsError)
+	return firstContact(context.Background(), b.Logger, "MySQL", config.EnvName("mysql.dsn"), b.Config.MySQL.DSN,
+		b.Config.Inbox.Timeout, in.Ping, mysqlSettingsError)
 }

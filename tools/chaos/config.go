@@ -215,9 +215,9 @@ func LongOutage(dep Dep) time.Duration {
 	d := RetryBudget() + longMargin
 	switch dep {
 	case DepInbox:
-		d += attempts * pipeline.InboxTimeout
+		d += attempts * pipeline.Inbox.Timeout
 	case DepRedis:
-		d += attempts * pipeline.RedisTimeout
+		d += attempts * pipeline.Redis.Timeout
 	}
 	return d
 }

@@ -42,26 +42,26 @@ var roles = []string{"ingest", "pump", "dispatcher", "backfill", "control"}
 
 // chartManaged are the parameters the chart sets itself rather than from values.config, and why.
 var chartManaged = map[string]string{
-	"pg-dsn":                    "a mounted file (pg-dsn-file) of the connections Secret",
-	"mysql-dsn":                 "a mounted file (mysql-dsn-file) of the connections Secret",
-	"redis-url":                 "a mounted file (redis-url-file) of the connections Secret",
-	"pg-dsn-file":               "the mounted connections Secret",
-	"mysql-dsn-file":            "the mounted connections Secret",
-	"redis-url-file":            "the mounted connections Secret",
-	"control-token":             "the token is a mounted file (control-token-file)",
-	"control-token-file":        "the mounted tokens Secret",
-	"control-reader-token":      "the token is a mounted file (control-reader-token-file)",
-	"control-reader-token-file": "the mounted tokens Secret",
+	"pg.dsn":                    "a mounted file (pg.dsn-file) of the connections Secret",
+	"mysql.dsn":                 "a mounted file (mysql.dsn-file) of the connections Secret",
+	"redis.url":                 "a mounted file (redis.url-file) of the connections Secret",
+	"pg.dsn-file":               "the mounted connections Secret",
+	"mysql.dsn-file":            "the mounted connections Secret",
+	"redis.url-file":            "the mounted connections Secret",
+	"control.token":             "the token is a mounted file (control.token-file)",
+	"control.token-file":        "the mounted tokens Secret",
+	"control.reader-token":      "the token is a mounted file (control.reader-token-file)",
+	"control.reader-token-file": "the mounted tokens Secret",
 	"http.token":                "a mounted file (http.token-file) of the tokens Secret",
 	"http.token-file":           "the mounted tokens Secret",
-	"control-tls-cert":          "a mounted TLS Secret (services.control.tls)",
-	"control-tls-key":           "a mounted TLS Secret (services.control.tls)",
-	"control-client-ca":         "a mounted CA Secret (services.control.tls)",
-	"admin-addr":                "fixed: all interfaces, port 9090 (the probes, the ServiceMonitor, kubectl port-forward)",
-	"http-addr":                 "fixed: the ingest Service targets port 8080",
-	"grpc-addr":                 "fixed: the control Service targets port 9000",
+	"control.tls-cert":          "a mounted TLS Secret (services.control.tls)",
+	"control.tls-key":           "a mounted TLS Secret (services.control.tls)",
+	"control.client-ca":         "a mounted CA Secret (services.control.tls)",
+	"admin.addr":                "fixed: all interfaces, port 9090 (the probes, the ServiceMonitor, kubectl port-forward)",
+	"http.addr":                 "fixed: the ingest Service targets port 8080",
+	"grpc.addr":                 "fixed: the control Service targets port 9000",
 	"instance":                  "the pod name",
-	"control-insecure":          "development only; the chart always provides a token",
+	"control.insecure":          "development only; the chart always provides a token",
 	"http.insecure":             "development only; the chart always provides a token",
 }
 
@@ -69,7 +69,7 @@ var chartManaged = map[string]string{
 var chartDefaults = map[string]string{
 	// The programs' empty default means "start msgx-devkafka" in `make demo`; a cluster has a
 	// Kafka of its own.
-	"kafka-brokers": "kafka:9092",
+	"kafka.brokers": "kafka:9092",
 }
 
 // wantAlerts are the alerts of the PrometheusRule: one per condition docs/operations.md names.
@@ -493,17 +493,17 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 			t.Errorf("ConfigMap %s: %s is not the variable of any parameter", cm.Name, k)
 		}
 	}
-	lookup := func(k string) (string, bool) {
+	loaded := config.Env{}
+	for k, v := range env {
 		switch k {
 		case "MSGX_CONTROL_TOKEN_FILE", "MSGX_CONTROL_READER_TOKEN_FILE", "MSGX_HTTP_TOKEN_FILE", "MSGX_PG_DSN_FILE",
 			"MSGX_MYSQL_DSN_FILE", "MSGX_REDIS_URL_FILE", "MSGX_CONTROL_TLS_CERT", "MSGX_CONTROL_TLS_KEY", "MSGX_CONTROL_CLIENT_CA":
 			// Paths inside the pod; checked above, not readable here.
-			return "", false
+			continue
 		}
-		v, ok := env[k]
-		return v, ok
+		loaded[k] = v
 	}
-	if _, err := config.Load(lookup); err != nil {
+	if _, err := config.Load(loaded, config.AllServices); err != nil {
 		t.Errorf("%s: the rendered environment is refused by pkg/config: %v", where, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -67,6 +68,13 @@ func wantConfigSchema() map[string]any {
 			continue
 		}
 		props[p.Key] = paramSchema(p)
+		// An old spelling passes the schema so that the chart's own check can name the new
+		// key (templates/_helpers.tpl), which the schema's "additional property" cannot.
+		for _, a := range p.Aliases {
+			s := paramSchema(p)
+			s["description"] = fmt.Sprintf("renamed to %s; refused by the chart with that name", p.Key)
+			props[a] = s
+		}
 	}
 	return map[string]any{
 		"type":                 "object",
@@ -217,11 +225,11 @@ func TestValuesSchemaRefuses(t *testing.T) {
 		{"no replica", []string{"--set", "services.pump.replicas=0"}, "replicas"},
 		{"integer parameter", []string{"--set-string", `config.pipeline\.claim-batch=many`}, "pipeline.claim-batch"},
 		{"duration parameter", []string{"--set-string", `config.pipeline\.poll-interval=often`}, "pipeline.poll-interval"},
-		{"log level", []string{"--set", `config.log-level=verbose`}, "log-level"},
+		{"log level", []string{"--set", `config.log\.level=verbose`}, "log.level"},
 		{"boolean parameter", []string{"--set-string", `config.shadow=yes`}, "shadow"},
 		{"unknown service", []string{"--set", "services.router.enabled=true"}, "router"},
 		{"unknown top-level key", []string{"--set", "replicaCount=2"}, "replicaCount"},
-		{"chart-managed parameter", []string{"--set", "config.pg-dsn=postgres://x"}, "pg-dsn"},
+		{"chart-managed parameter", []string{"--set", `config.pg\.dsn=postgres://x`}, "pg.dsn"},
 		{"extra volume mount without a path", []string{"--set", "services.ingest.extraVolumeMounts[0].name=tls"}, "mountPath"},
 		{"spread constraint without a key", []string{"--set", "topologySpreadConstraints[0].maxSkew=1"}, "topologyKey"},
 		{"operator token shorter than 32", []string{"--set", "tokens.controlToken=short-token"}, "controlToken"},
@@ -245,7 +253,7 @@ func TestValuesSchemaRefuses(t *testing.T) {
 		{"--set", `config.pipeline\.claim-batch=1000`},
 		{"--set-string", `config.pipeline\.claim-batch=1000`},
 		{"--set", `config.shadow=true`},
-		{"--set", `config.log-level=DEBUG`},
+		{"--set", `config.log\.level=DEBUG`},
 		{"--set", `config.pipeline\.cutover-watermark=null`},
 		{"--set-string", `config.schd\.daily-request-at=05:30`},
 		{"-f", filepath.Join(root, chartDir, "ci/production-values.yaml")},
@@ -253,5 +261,36 @@ func TestValuesSchemaRefuses(t *testing.T) {
 		if out, err := render(args...); err != nil {
 			t.Errorf("%v refused: %v\n%s", args, err, out)
 		}
+	}
+}
+
+// TestChartRefusesExactlyTheRenamedKeys: the chart's list of renamed keys is the aliases of the
+// parameters values.yaml sets, each naming its new key.
+func TestChartRefusesExactlyTheRenamedKeys(t *testing.T) {
+	root := repoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(root, chartDir, "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`range \$old, \$new := dict ((?:"[^"]+" ?)+)`).FindSubmatch(raw)
+	if line == nil {
+		t.Fatal("templates/_helpers.tpl has no dict of renamed keys")
+	}
+	words := regexp.MustCompile(`"([^"]+)"`).FindAllSubmatch(line[1], -1)
+	got := map[string]string{}
+	for i := 0; i+1 < len(words); i += 2 {
+		got[string(words[i][1])] = string(words[i+1][1])
+	}
+	want := map[string]string{}
+	for _, p := range config.Params() {
+		if _, managed := chartManaged[p.Key]; managed {
+			continue
+		}
+		for _, a := range p.Aliases {
+			want[a] = p.Key
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the chart refuses %v as renamed, want the aliases of pkg/config %v", got, want)
 	}
 }

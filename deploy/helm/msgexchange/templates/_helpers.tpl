@@ -200,8 +200,16 @@ client-certificate subjects without the CA that would verify them.
 {{- end -}}
 {{- end -}}
 {{- $cfg := .Values.config -}}
+{{- /* Keys renamed to the one naming rule (docs/environment.md, "Renamed keys"). The services
+still read their variables, which did not change, but a values file with the old and the new
+key would render one variable twice, so the chart names the new key instead. */ -}}
+{{- range $old, $new := dict "kafka-brokers" "kafka.brokers" "redis-prefix" "redis.prefix" "log-level" "log.level" "control-operator-subjects" "control.operator-subjects" "control-reader-subjects" "control.reader-subjects" -}}
+{{- if hasKey $cfg $old -}}
+{{- fail (printf "config.%s was renamed to config.%s: set that key instead (docs/environment.md, \"Renamed keys\")" $old $new) -}}
+{{- end -}}
+{{- end -}}
 {{- $subjects := list -}}
-{{- range $k := list "control-operator-subjects" "control-reader-subjects" -}}
+{{- range $k := list "control.operator-subjects" "control.reader-subjects" -}}
 {{- if get $cfg $k -}}
 {{- $subjects = append $subjects (printf "config.%s" $k) -}}
 {{- end -}}

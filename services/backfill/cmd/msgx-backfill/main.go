@@ -33,14 +33,14 @@ func run(ctx context.Context, b *service.Base) error {
 	if err != nil {
 		return err
 	}
-	forget := maintenance.NewRedisForgetter(rdb, cfg.RedisPrefix, cfg.RedisTimeout)
+	forget := maintenance.NewRedisForgetter(rdb, cfg.Redis.Prefix, cfg.Redis.Timeout)
 	p := cfg.Pipeline
 	sweeper := marker.New(marker.Config{
 		Period:      p.BackfillPeriod,
 		Batch:       p.BackfillBatch,
 		Retry:       p.BackfillRetry(),
 		Overdue:     p.OverdueBackfill,
-		Status:      cfg.MarkerStatus,
+		Status:      cfg.Backfill.MarkerStatus,
 		Shadow:      cfg.Shadow,
 		MaxAttempts: p.BackfillMaxAttempts,
 	}, in, b.Clock, b.Logger, b.Telemetry, b.Registry)
@@ -52,9 +52,9 @@ func run(ctx context.Context, b *service.Base) error {
 		Batch:            cfg.Retention.Batch,
 		Pause:            retentionPause(cfg.Retention.Pause),
 		History: flightstore.HistoryPolicy{
-			Retention:   cfg.Schd.HistoryRetention,
-			QuietPeriod: cfg.Schd.QuietPeriod,
-			Zone:        cfg.AirportZone,
+			Retention:   cfg.Flight.HistoryRetention,
+			QuietPeriod: cfg.Flight.QuietPeriod,
+			Zone:        cfg.Airport.Zone,
 		},
 	}, forget, b.Clock, b.Logger, b.Registry)
 	sentry := sentinel.New(sentinel.Config{
@@ -64,7 +64,7 @@ func run(ctx context.Context, b *service.Base) error {
 		Period:        cfg.Consistency.Period,
 		JobPoll:       p.PollInterval,
 		RebuildOnLoss: cfg.Consistency.RebuildOnLoss,
-	}, projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout), b.Clock, b.Logger, b.Registry)
+	}, projection.New(rdb, cfg.Redis.Prefix, cfg.Redis.Timeout), b.Clock, b.Logger, b.Registry)
 	republish := republisher.New(republisher.Config{Poll: p.PollInterval}, b.Clock, b.Logger, b.Registry)
 	elector := b.Elector()
 	return b.Run(ctx, func(ctx context.Context) error {

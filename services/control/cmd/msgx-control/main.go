@@ -41,9 +41,9 @@ func subcommand(name string, args []string) int {
 	case "migrate":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		cfg, _ := config.FromEnv() // migratecmd reports a refused configuration itself
-		logger := logging.New(os.Stdout, "msgx-control", cfg.LogLevel, cfg.SecretValues()...)
-		return migratecmd.Run(ctx, args, config.FromEnv, logger, os.Stdout, os.Stderr)
+		cfg, _ := config.FromEnv(config.ServiceControl) // migratecmd reports a refused configuration itself
+		logger := logging.New(os.Stdout, "msgx-control", cfg.Log.Level, cfg.SecretValues()...)
+		return migratecmd.Run(ctx, args, func() (config.Config, error) { return config.FromEnv(config.ServiceControl) }, logger, os.Stdout, os.Stderr)
 	case "probe":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()

@@ -37,29 +37,29 @@ type App struct {
 func New(b *service.Base) (*App, error) {
 	c := b.Config
 	authn, err := server.LoadAuth(server.AuthConfig{
-		OperatorToken:    c.ControlToken,
-		ReaderToken:      c.ControlReaderToken,
-		OperatorSubjects: c.ControlOperatorSubjects,
-		ReaderSubjects:   c.ControlReaderSubjects,
-		Insecure:         c.ControlInsecure,
+		OperatorToken:    c.Control.Token,
+		ReaderToken:      c.Control.ReaderToken,
+		OperatorSubjects: c.Control.OperatorSubjects,
+		ReaderSubjects:   c.Control.ReaderSubjects,
+		Insecure:         c.Control.Insecure,
 		Source:           credentialSource(c),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("control authentication: %w", err)
 	}
-	tlsCfg, err := server.LoadTLS(b.Config.ControlTLSCert, b.Config.ControlTLSKey, b.Config.ControlClientCA)
+	tlsCfg, err := server.LoadTLS(b.Config.Control.TLSCert, b.Config.Control.TLSKey, b.Config.Control.ClientCA)
 	if err != nil {
 		return nil, fmt.Errorf("control TLS: %w", err)
 	}
 	// A subject is only ever verified over mTLS: without a client CA the rules would grant
 	// nothing, and the operator would believe them in force.
-	if len(c.ControlOperatorSubjects)+len(c.ControlReaderSubjects) > 0 && c.ControlClientCA == "" {
+	if len(c.Control.OperatorSubjects)+len(c.Control.ReaderSubjects) > 0 && c.Control.ClientCA == "" {
 		return nil, fmt.Errorf("control authentication: %s or %s is set without mTLS: set MSGX_CONTROL_CLIENT_CA (with MSGX_CONTROL_TLS_CERT and MSGX_CONTROL_TLS_KEY), or remove them",
 			server.EnvOperatorSubjects, server.EnvReaderSubjects)
 	}
 	// The inbox is read for raw messages, the watermark lag and cutover seeding; control never
 	// writes it. The pool connects lazily, so an unreachable inbox does not stop the API.
-	in, err := inbox.Open(b.Config.MySQLDSN, b.Config.InboxTimeout)
+	in, err := inbox.Open(b.Config.MySQL.DSN, b.Config.Inbox.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -85,26 +85,26 @@ func New(b *service.Base) (*App, error) {
 		Inbox:    in,
 		Caller:   server.CallerName,
 		Outbound: request.Outbound{
-			Encoder:   sis.Encoder{Sender: b.Config.OutboundSender, Zone: b.Config.AirportZone},
-			RoutingID: b.Config.Requests.RoutingID,
+			Encoder:   sis.Encoder{Sender: b.Config.Outbound.Sender, Zone: b.Config.Airport.Zone},
+			RoutingID: b.Config.Outbound.RoutingID,
 		},
-		Projection: projection.New(rdb, b.Config.RedisPrefix, b.Config.RedisTimeout),
-		TraceURL:   b.Config.TracingUIURL,
-		Requests: api.RequestLimits{PerMinute: c.Requests.CallerPerMinute, Burst: c.Requests.CallerBurst,
-			Limits: request.Limits{MaxOpen: c.Requests.MaxOpen, DayWindow: c.Requests.DayWindow}},
-		ReadTimeout: c.ControlReadTimeout,
-		PoolWait:    c.ControlPoolWait,
+		Projection: projection.New(rdb, b.Config.Redis.Prefix, b.Config.Redis.Timeout),
+		TraceURL:   b.Config.Tracing.UIURL,
+		Requests: api.RequestLimits{PerMinute: c.Req.CallerPerMinute, Burst: c.Req.CallerBurst,
+			Limits: request.Limits{MaxOpen: c.Req.MaxOpen, DayWindow: c.Req.DayWindow}},
+		ReadTimeout: c.Control.ReadTimeout,
+		PoolWait:    c.Control.PoolWait,
 		// Two pool connections stay free of reads: the readiness check and the fenced
 		// writes' fallbacks never queue behind a pile of slow reads.
-		MaxReads:     max(1, c.PGMaxConns-2),
-		MaxBodyChars: c.ControlBounds.MaxBodyChars,
+		MaxReads:     max(1, c.PG.MaxConns-2),
+		MaxBodyChars: c.Control.MaxBodyChars,
 	})
 	if err != nil {
 		_ = in.Close()
 		return nil, err
 	}
 	srv, err := server.New(server.Config{
-		Addr:           b.Config.GRPCAddr,
+		Addr:           b.Config.GRPC.Addr,
 		Auth:           authn,
 		TLS:            tlsCfg,
 		Services:       []string{controlv1.ControlService_ServiceDesc.ServiceName},
@@ -114,14 +114,14 @@ func New(b *service.Base) (*App, error) {
 		Propagator:     b.Telemetry.Propagator,
 		// Half the shutdown budget: the rest is for the elector to resign and the pool to close.
 		StopTimeout: b.Config.ShutdownTimeout / 2,
-		CallTimeout: c.ControlCallTimeout,
+		CallTimeout: c.Control.CallTimeout,
 		Clock:       b.Clock,
 		Bounds: server.Bounds{
-			MaxConnections:        c.ControlBounds.MaxConnections,
-			MaxAnonymousCalls:     c.ControlBounds.MaxAnonymousCalls,
-			MaxCalls:              c.ControlBounds.MaxCalls,
-			MaxConnectionAge:      c.ControlBounds.MaxConnectionAge,
-			MaxConnectionAgeGrace: c.ControlBounds.MaxConnectionAgeGrace,
+			MaxConnections:        c.Control.MaxConnections,
+			MaxAnonymousCalls:     c.Control.MaxAnonymousCalls,
+			MaxCalls:              c.Control.MaxCalls,
+			MaxConnectionAge:      c.Control.MaxConnectionAge,
+			MaxConnectionAgeGrace: c.Control.MaxConnectionAgeGrace,
 		},
 	})
 	if err != nil {
@@ -135,16 +135,16 @@ func New(b *service.Base) (*App, error) {
 // credentialSource names where the control credentials came from, for the start-up log.
 func credentialSource(c config.Config) string {
 	var parts []string
-	for _, key := range []string{"control-token", "control-reader-token"} {
+	for _, key := range []string{"control.token", "control.reader-token"} {
 		env := config.EnvName(key)
 		switch path, fromFile := c.SecretFiles[key]; {
 		case fromFile:
 			parts = append(parts, env+"_FILE="+path)
-		case key == "control-token" && c.ControlToken != "", key == "control-reader-token" && c.ControlReaderToken != "":
+		case key == "control.token" && c.Control.Token != "", key == "control.reader-token" && c.Control.ReaderToken != "":
 			parts = append(parts, env)
 		}
 	}
-	if len(c.ControlOperatorSubjects)+len(c.ControlReaderSubjects) > 0 {
+	if len(c.Control.OperatorSubjects)+len(c.Control.ReaderSubjects) > 0 {
 		parts = append(parts, "control-operator-subjects/control-reader-subjects")
 	}
 	return strings.Join(parts, ", ")
@@ -185,8 +185,8 @@ func (a *App) holdRole(ctx context.Context) error {
 	return a.elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
 		a.term.Hold(s)
 		defer a.term.Release()
-		if r := a.b.Config.Requests; r.Daily {
-			return a.svc.RunDaily(ctx, api.DailyConfig{At: r.DailyAt, Zone: a.b.Config.AirportZone},
+		if s := a.b.Config.Schd; s.DailyRequest {
+			return a.svc.RunDaily(ctx, api.DailyConfig{At: s.DailyRequestAt, Zone: a.b.Config.Airport.Zone},
 				a.b.Logger.With("component", "daily-request"))
 		}
 		<-ctx.Done()

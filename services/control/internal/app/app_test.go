@@ -51,8 +51,8 @@ type instance struct {
 func startControl(t *testing.T, db *pgtest.DB, name, configToken string, allowInsecure bool, now time.Time) *instance {
 	t.Helper()
 	return startWith(t, db, name, now, func(cfg *config.Config) {
-		cfg.ControlToken = configToken
-		cfg.ControlInsecure = allowInsecure
+		cfg.Control.Token = configToken
+		cfg.Control.Insecure = allowInsecure
 	}, nil)
 }
 
@@ -62,17 +62,17 @@ func startControl(t *testing.T, db *pgtest.DB, name, configToken string, allowIn
 func startWith(t *testing.T, db *pgtest.DB, name string, now time.Time, edit func(*config.Config), logs io.Writer) *instance {
 	t.Helper()
 	cfg := config.Default()
-	cfg.PGDSN = db.DSN
-	cfg.AdminAddr = "127.0.0.1:0"
-	cfg.GRPCAddr = "127.0.0.1:0"
-	cfg.ControlToken = token
+	cfg.PG.DSN = db.DSN
+	cfg.Admin.Addr = "127.0.0.1:0"
+	cfg.GRPC.Addr = "127.0.0.1:0"
+	cfg.Control.Token = token
 	cfg.Instance = name
 	cfg.ShutdownTimeout = 10 * time.Second
 	// No MySQL unless the test gives one: a closed port fails at once, never hangs.
-	cfg.MySQLDSN = "root@tcp(127.0.0.1:1)/none?parseTime=true"
-	cfg.InboxTimeout = 2 * time.Second
+	cfg.MySQL.DSN = "root@tcp(127.0.0.1:1)/none?parseTime=true"
+	cfg.Inbox.Timeout = 2 * time.Second
 	// Nor Redis: control only reads it for GetFlight, and connects lazily.
-	cfg.RedisURL = "redis://127.0.0.1:1/0"
+	cfg.Redis.URL = "redis://127.0.0.1:1/0"
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -116,7 +116,7 @@ func startWith(t *testing.T, db *pgtest.DB, name string, now time.Time, edit fun
 	t.Cleanup(stop)
 
 	in := &instance{name: name, addr: addr.String(), base: b, stop: stop}
-	if cfg.ControlTLSCert == "" {
+	if cfg.Control.TLSCert == "" {
 		conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
@@ -487,10 +487,10 @@ func TestAuthentication(t *testing.T) {
 func TestStartRefusedWithoutToken(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
-	cfg.AdminAddr = "127.0.0.1:0"
-	cfg.PGDSN = "postgres://nobody@127.0.0.1:1/none"
-	cfg.MySQLDSN = "nobody@tcp(127.0.0.1:1)/none"
-	cfg.RedisURL = "redis://127.0.0.1:1/0"
+	cfg.Admin.Addr = "127.0.0.1:0"
+	cfg.PG.DSN = "postgres://nobody@127.0.0.1:1/none"
+	cfg.MySQL.DSN = "nobody@tcp(127.0.0.1:1)/none"
+	cfg.Redis.URL = "redis://127.0.0.1:1/0"
 	// No connection is made: the pool connects lazily and New fails first.
 	b, err := service.New(t.Context(), "control", cfg, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {

@@ -52,7 +52,7 @@ func TestMsgxctl(t *testing.T) {
 	procRow(t, db, 2, "DEAD", "MALFORMED", now)
 	deadF7 := eventRow(t, db, "KAFKA:msg", "F7", 3, 1, "DEAD", now)
 	deadF8 := eventRow(t, db, "KAFKA:msg", "F8", 1, 1, "DEAD", now)
-	in := startWith(t, db, "control-cli", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
+	in := startWith(t, db, "control-cli", now, func(cfg *config.Config) { cfg.MySQL.DSN = my.ServiceDSN }, nil)
 	waitActive(t, in)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
@@ -229,7 +229,7 @@ func TestMsgxctl(t *testing.T) {
 	})
 	t.Run("seed-cutover, then its refusal", func(t *testing.T) {
 		db2 := pgtest.New(t)
-		in2 := startWith(t, db2, "control-cli-seed", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
+		in2 := startWith(t, db2, "control-cli-seed", now, func(cfg *config.Config) { cfg.MySQL.DSN = my.ServiceDSN }, nil)
 		waitActive(t, in2)
 		env2 := []string{ctl.EnvAddr + "=" + in2.addr, ctl.EnvToken + "=" + token}
 		if out, errOut, code := msgxctl(t, env2, "seed-cutover", "--mode", "max"); code != 0 || !strings.Contains(out, "watermark") {
@@ -302,7 +302,7 @@ func TestMsgxctl(t *testing.T) {
 		f := newTLSFiles(t)
 		db3 := pgtest.New(t)
 		in3 := startWith(t, db3, "control-cli-tls", now, func(cfg *config.Config) {
-			cfg.ControlTLSCert, cfg.ControlTLSKey, cfg.ControlClientCA = f.serverCert, f.serverKey, f.ca
+			cfg.Control.TLSCert, cfg.Control.TLSKey, cfg.Control.ClientCA = f.serverCert, f.serverKey, f.ca
 		}, nil)
 		env3 := []string{ctl.EnvAddr + "=" + in3.addr, ctl.EnvToken + "=" + token}
 		if _, errOut, code := msgxctl(t, env3, "get-status", "--ca", f.ca, "--cert", f.clientCert, "--key", f.clientKey); code != 0 {

@@ -36,7 +36,7 @@ func TestResolveInboxBehindWatermark(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &logBuffer{}
-	in := startWith(t, db, "control-contract", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, logs)
+	in := startWith(t, db, "control-contract", now, func(cfg *config.Config) { cfg.MySQL.DSN = my.ServiceDSN }, logs)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
 
@@ -130,7 +130,7 @@ func TestResolveMarkedAboveWatermark(t *testing.T) {
 	if err := cursor.RecordViolation(t.Context(), db.Pool, cursor.Violation{Kind: cursor.KindMarkedAbove, Since: now, Detail: "row above W"}); err != nil {
 		t.Fatal(err)
 	}
-	in := startWith(t, db, "control-contract-marked", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
+	in := startWith(t, db, "control-contract-marked", now, func(cfg *config.Config) { cfg.MySQL.DSN = my.ServiceDSN }, nil)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
 
@@ -207,7 +207,7 @@ func TestResumeAfterRestoreNeedsTheVersionFloor(t *testing.T) {
 	if err := cursor.RecordViolation(t.Context(), db.Pool, cursor.Violation{Kind: cursor.KindMarkedAbove, Since: now, Detail: "row above W"}); err != nil {
 		t.Fatal(err)
 	}
-	in := startWith(t, db, "control-contract-floor", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
+	in := startWith(t, db, "control-contract-floor", now, func(cfg *config.Config) { cfg.MySQL.DSN = my.ServiceDSN }, nil)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
 	req := &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,

@@ -64,8 +64,8 @@ func lookupFixture(t *testing.T) (env []string, rd *redistest.Redis, msgID int64
 		t.Fatal(err)
 	}
 	in := startWith(t, pg, "control-lookup", time.Now(), func(cfg *config.Config) {
-		cfg.MySQLDSN, cfg.RedisURL, cfg.RedisPrefix = my.ServiceDSN, rd.URL, rd.Prefix
-		cfg.TracingUIURL = "http://jaeger.test:16686/trace/{trace_id}"
+		cfg.MySQL.DSN, cfg.Redis.URL, cfg.Redis.Prefix = my.ServiceDSN, rd.URL, rd.Prefix
+		cfg.Tracing.UIURL = "http://jaeger.test:16686/trace/{trace_id}"
 	}, nil)
 	waitActive(t, in)
 	tokenFile := filepath.Join(t.TempDir(), "token")

@@ -260,7 +260,7 @@ func TestSeedCutover(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	withInbox := func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }
+	withInbox := func(cfg *config.Config) { cfg.MySQL.DSN = my.ServiceDSN }
 
 	cases := []struct {
 		mode  controlv1.SeedMode
@@ -484,7 +484,7 @@ func TestGetMessageWithRawAndEvents(t *testing.T) {
 		db.Exec(t, `INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, msg_id, state, sent_at,
 			created_at, updated_at) VALUES ($1, 'F1', 'UPSERT', $2, '{"flid":"F1"}', $3, 'SENT', $4, $4, $4)`, target, i+1, id, now)
 	}
-	in := startWith(t, db, "control-get", now, func(cfg *config.Config) { cfg.MySQLDSN = my.ServiceDSN }, nil)
+	in := startWith(t, db, "control-get", now, func(cfg *config.Config) { cfg.MySQL.DSN = my.ServiceDSN }, nil)
 	ctx := withToken(callCtx(t), token)
 
 	got, err := in.client.GetMessage(ctx, &controlv1.GetMessageRequest{MsgId: id})
@@ -517,8 +517,8 @@ func TestGetMessageWithRawAndEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	small := startWith(t, db, "control-get-small", now, func(cfg *config.Config) {
-		cfg.MySQLDSN = my.ServiceDSN
-		cfg.ControlBounds.MaxBodyChars = config.MinControlBodyChars
+		cfg.MySQL.DSN = my.ServiceDSN
+		cfg.Control.MaxBodyChars = config.MinControlBodyChars
 	}, nil)
 	chars := int64(utf8.RuneCountInString(long))
 	got, err = small.client.GetMessage(ctx, &controlv1.GetMessageRequest{MsgId: id + 2})

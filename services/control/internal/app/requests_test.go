@@ -25,7 +25,7 @@ func TestRequestRPCs(t *testing.T) {
 	db := pgtest.New(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	logs := &logBuffer{}
-	in := startWith(t, db, "control-req", now, func(c *config.Config) { c.Requests.RoutingID = "AODB-TEST" }, logs)
+	in := startWith(t, db, "control-req", now, func(c *config.Config) { c.Outbound.RoutingID = "AODB-TEST" }, logs)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
 	count := func() int {
@@ -205,7 +205,7 @@ func TestDailyScheduleRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	daily := func(c *config.Config) {
-		c.Requests.Daily, c.Requests.DailyAt, c.AirportZone = true, 3*time.Hour, shanghai
+		c.Schd.DailyRequest, c.Schd.DailyRequestAt, c.Airport.Zone = true, 3*time.Hour, shanghai
 	}
 	in := startWith(t, db, "control-daily", now, daily, nil)
 	waitActive(t, in)
@@ -245,7 +245,7 @@ func TestRequestLimits(t *testing.T) {
 	db := pgtest.New(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	in := startWith(t, db, "control-req-limits", now, func(c *config.Config) {
-		c.Requests.CallerPerMinute, c.Requests.CallerBurst, c.Requests.MaxOpen, c.Requests.DayWindow = 2, 3, 5, 10
+		c.Req.CallerPerMinute, c.Req.CallerBurst, c.Req.MaxOpen, c.Req.DayWindow = 2, 3, 5, 10
 	}, io.Discard)
 	waitActive(t, in)
 	clk := in.base.Clock.(*clock.Mutable)

@@ -78,8 +78,8 @@ func TestSubjectRulesMatchTheWholeRDNSequence(t *testing.T) {
 	f := newTLSFiles(t)
 	ca := f.caCert(t)
 	in := startWith(t, db, "control-rdn", time.Now(), func(cfg *config.Config) {
-		cfg.ControlTLSCert, cfg.ControlTLSKey, cfg.ControlClientCA = f.serverCert, f.serverKey, f.ca
-		cfg.ControlOperatorSubjects = []string{"CN=ops,O=Airport", "URI:spiffe://airport/ops"}
+		cfg.Control.TLSCert, cfg.Control.TLSKey, cfg.Control.ClientCA = f.serverCert, f.serverKey, f.ca
+		cfg.Control.OperatorSubjects = []string{"CN=ops,O=Airport", "URI:spiffe://airport/ops"}
 	}, &logBuffer{})
 	certs := []struct {
 		name     string
@@ -128,8 +128,8 @@ func TestSubjectRulesThatDoNotParseAreRefused(t *testing.T) {
 	db := pgtest.New(t)
 	for _, rule := range []string{"CN", "XX=ops", "CN=ops,", "CN=#0403616263", "URI:"} {
 		err := newApp(t, db, func(c *config.Config) {
-			c.ControlTLSCert, c.ControlTLSKey, c.ControlClientCA = f.serverCert, f.serverKey, f.ca
-			c.ControlOperatorSubjects = []string{rule}
+			c.Control.TLSCert, c.Control.TLSKey, c.Control.ClientCA = f.serverCert, f.serverKey, f.ca
+			c.Control.OperatorSubjects = []string{rule}
 		})
 		if err == nil || !strings.Contains(err.Error(), "MSGX_CONTROL_OPERATOR_SUBJECTS") {
 			t.Errorf("rule %q: app.New = %v, want an error naming MSGX_CONTROL_OPERATOR_SUBJECTS", rule, err)

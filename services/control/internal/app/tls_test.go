@@ -162,7 +162,7 @@ func TestMutualTLS(t *testing.T) {
 	f := newTLSFiles(t)
 	logs := &logBuffer{}
 	in := startWith(t, db, "control-mtls", time.Now(), func(cfg *config.Config) {
-		cfg.ControlTLSCert, cfg.ControlTLSKey, cfg.ControlClientCA = f.serverCert, f.serverKey, f.ca
+		cfg.Control.TLSCert, cfg.Control.TLSKey, cfg.Control.ClientCA = f.serverCert, f.serverKey, f.ca
 	}, logs)
 
 	operator := dial(t, in.addr, credentials.NewTLS(&tls.Config{RootCAs: f.caPool, Certificates: []tls.Certificate{f.client}}))
@@ -208,12 +208,12 @@ func TestTLSConfigurationIsAllOrNothing(t *testing.T) {
 	f := newTLSFiles(t)
 	db := pgtest.New(t)
 	for name, edit := range map[string]func(*config.Config){
-		"cert without key": func(c *config.Config) { c.ControlTLSCert = f.serverCert },
-		"client CA alone":  func(c *config.Config) { c.ControlClientCA = f.ca },
+		"cert without key": func(c *config.Config) { c.Control.TLSCert = f.serverCert },
+		"client CA alone":  func(c *config.Config) { c.Control.ClientCA = f.ca },
 		"CA file not PEM": func(c *config.Config) {
-			c.ControlTLSCert, c.ControlTLSKey, c.ControlClientCA = f.serverCert, f.serverKey, f.serverKey
+			c.Control.TLSCert, c.Control.TLSKey, c.Control.ClientCA = f.serverCert, f.serverKey, f.serverKey
 		},
-		"key does not match": func(c *config.Config) { c.ControlTLSCert, c.ControlTLSKey = f.serverCert, f.clientKey },
+		"key does not match": func(c *config.Config) { c.Control.TLSCert, c.Control.TLSKey = f.serverCert, f.clientKey },
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := newApp(t, db, edit); err == nil {
@@ -230,9 +230,9 @@ func TestTLSConfigurationIsAllOrNothing(t *testing.T) {
 func newApp(t *testing.T, db *pgtest.DB, edit func(*config.Config)) error {
 	t.Helper()
 	cfg := config.Default()
-	cfg.PGDSN = db.DSN
-	cfg.AdminAddr = "127.0.0.1:0"
-	cfg.ControlToken = token
+	cfg.PG.DSN = db.DSN
+	cfg.Admin.Addr = "127.0.0.1:0"
+	cfg.Control.Token = token
 	edit(&cfg)
 	b, err := service.New(t.Context(), "control", cfg, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
@@ -252,8 +252,8 @@ func TestCertificateSubjectRoles(t *testing.T) {
 	f := newTLSFiles(t)
 	logs := &logBuffer{}
 	in := startWith(t, db, "control-subjects", time.Now(), func(cfg *config.Config) {
-		cfg.ControlTLSCert, cfg.ControlTLSKey, cfg.ControlClientCA = f.serverCert, f.serverKey, f.ca
-		cfg.ControlReaderSubjects = []string{"CN=operator-alice,O=airport ops"} // alice only reads here
+		cfg.Control.TLSCert, cfg.Control.TLSKey, cfg.Control.ClientCA = f.serverCert, f.serverKey, f.ca
+		cfg.Control.ReaderSubjects = []string{"CN=operator-alice,O=airport ops"} // alice only reads here
 	}, logs)
 	reader := dial(t, in.addr, credentials.NewTLS(&tls.Config{RootCAs: f.caPool, Certificates: []tls.Certificate{f.client}}))
 	deadline := time.Now().Add(15 * time.Second)

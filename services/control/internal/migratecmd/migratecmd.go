@@ -31,12 +31,12 @@ func Run(ctx context.Context, args []string, cfg func() (config.Config, error), 
 		logger.ErrorContext(ctx, "configuration refused", "err", err)
 		return 2
 	}
-	if c.PGDSN == "" {
+	if c.PG.DSN == "" {
 		logger.Error("configuration refused", "err", "no PostgreSQL connection: set MSGX_PG_DSN (or MSGX_PG_DSN_FILE)")
 		return 2
 	}
 	if len(args) == 1 {
-		current, latest, err := migrate.Status(ctx, c.PGDSN)
+		current, latest, err := migrate.Status(ctx, c.PG.DSN)
 		if err != nil {
 			logger.ErrorContext(ctx, "migration status failed", "err", err)
 			return 1
@@ -48,7 +48,7 @@ func Run(ctx context.Context, args []string, cfg func() (config.Config, error), 
 		fmt.Fprintf(stdout, "schema version %d, latest %d: %s\n", current, latest, state)
 		return 0
 	}
-	v, err := migrate.Up(ctx, c.PGDSN, logger)
+	v, err := migrate.Up(ctx, c.PG.DSN, logger)
 	if err != nil {
 		logger.ErrorContext(ctx, "migration failed", "err", err)
 		return 1

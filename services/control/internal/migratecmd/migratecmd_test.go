@@ -22,7 +22,7 @@ func TestMigrate(t *testing.T) {
 	db.Exec(t, `CREATE SCHEMA public`)
 	cfg := func() (config.Config, error) {
 		c := config.Default()
-		c.PGDSN = db.DSN
+		c.PG.DSN = db.DSN
 		return c, nil
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
@@ -75,7 +75,7 @@ func TestMigrateUnreachableDatabase(t *testing.T) {
 	cfg := func() (config.Config, error) {
 		c := config.Default()
 		// A port nothing listens on: the command must fail, not report success.
-		c.PGDSN = "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"
+		c.PG.DSN = "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"
 		return c, nil
 	}
 	var stdout, stderr bytes.Buffer

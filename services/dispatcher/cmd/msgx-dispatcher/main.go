@@ -33,7 +33,7 @@ func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config
 	// Start-up fails here when the brokers cannot serve an idempotent producer: no fallback.
 	// The transactional producers are made per term, under the role's lock (delivery.Fencer).
-	producer, err := kafka.New(cfg.KafkaBrokers, "msgx-dispatcher-"+cfg.Instance, cfg.KafkaTransactionalID, cfg.KafkaMaxMessageBytes)
+	producer, err := kafka.New(cfg.Kafka.Brokers, "msgx-dispatcher-"+cfg.Instance, cfg.Kafka.TransactionalID, cfg.Kafka.MaxMessageBytes)
 	if err != nil {
 		return err
 	}
@@ -44,30 +44,30 @@ func run(ctx context.Context, b *service.Base) error {
 	}()
 	d := delivery.New(delivery.Config{
 		PollInterval: cfg.Pipeline.PollInterval,
-		Gather:       cfg.DispatcherGather,
+		Gather:       cfg.Dispatcher.Gather,
 		Retry:        cfg.Pipeline.Retry(),
-		SendTimeout:  cfg.KafkaSendTimeout,
+		SendTimeout:  cfg.Kafka.SendTimeout,
 		Lanes: []delivery.Lane{
-			{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: cfg.DispatcherBatch,
-				Sink: kafka.Target{Producer: producer, Topic: cfg.TopicMsg}},
+			{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: cfg.Dispatcher.Batch,
+				Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicMsg}},
 			{Target: outbox.TargetSchd, Mode: delivery.Latest, Limit: cfg.Schd.FlushLimit, Period: cfg.Schd.FlushPeriod,
-				Sink: kafka.Target{Producer: producer, Topic: cfg.TopicSchd, NullTombstones: true}},
+				Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicSchd, NullTombstones: true}},
 		},
 	}, b.Clock, b.Logger, b.Telemetry, b.Registry)
 	// The shared MySQL is only written by the requests lane; the pool connects lazily, so an
 	// unreachable MySQL delays the requests and nothing else.
-	out, err := inbox.Open(cfg.MySQLDSN, cfg.InboxTimeout)
+	out, err := inbox.Open(cfg.MySQL.DSN, cfg.Inbox.Timeout)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = out.Close() }()
 	lane := requests.New(requests.Config{
 		Period:  cfg.Pipeline.PollInterval,
-		Timeout: cfg.Requests.Timeout,
+		Timeout: cfg.Req.Timeout,
 		Shadow:  cfg.Shadow,
 		Retry:   cfg.Pipeline.Retry(),
 	}, out, b.Clock, b.Logger, b.Registry)
-	listener := notify.New(cfg.PGDSN, b.Logger, outbox.Channel)
+	listener := notify.New(cfg.PG.DSN, b.Logger, outbox.Channel)
 	elector := b.Elector()
 	return b.Run(ctx, listener.Run, func(ctx context.Context) error {
 		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {

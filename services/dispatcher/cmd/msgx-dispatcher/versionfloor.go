@@ -46,13 +46,13 @@ func subcommand(name string, args []string) int {
 // the pump would process the restored queue on the rewound versions meanwhile, and what it
 // published would already be below what consumers hold.
 func versionFloor(ctx context.Context, clk clock.Clock, out io.Writer) int {
-	cfg, err := config.FromEnv()
-	logger := logging.New(out, "msgx-dispatcher", cfg.LogLevel, cfg.SecretValues()...)
+	cfg, err := config.FromEnv(config.ServiceDispatcher)
+	logger := logging.New(out, "msgx-dispatcher", cfg.Log.Level, cfg.SecretValues()...)
 	if err != nil {
 		logger.Error("configuration refused", "err", err)
 		return 2
 	}
-	pool, err := pgxpool.New(ctx, cfg.PGDSN)
+	pool, err := pgxpool.New(ctx, cfg.PG.DSN)
 	if err != nil {
 		logger.Error("version floor: postgres pool", "err", err)
 		return exitFailed
@@ -70,7 +70,7 @@ func versionFloor(ctx context.Context, clk clock.Clock, out io.Writer) int {
 			return exitRunning
 		}
 	}
-	seen, err := floor.Read(ctx, cfg.KafkaBrokers, cfg.TopicMsg, cfg.TopicSchd, readBound)
+	seen, err := floor.Read(ctx, cfg.Kafka.Brokers, cfg.Kafka.TopicMsg, cfg.Kafka.TopicSchd, readBound)
 	if err != nil {
 		logger.Error("version floor: read Kafka; nothing was changed", "err", err)
 		if errors.Is(err, floor.ErrForeign) {

@@ -49,27 +49,27 @@ func run(ctx context.Context, b *service.Base) error {
 
 	// The compat entry writes only the inbox, so every replica serves it, the standby too.
 	var tlsCfg *tls.Config
-	if c := b.Config; c.HTTPTLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.HTTPTLSCert, c.HTTPTLSKey)
+	if c := b.Config; c.HTTP.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.HTTP.TLSCert, c.HTTP.TLSKey)
 		if err != nil {
 			return fmt.Errorf("compat HTTP certificate (MSGX_HTTP_TLS_CERT, MSGX_HTTP_TLS_KEY): %w", err)
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	h, err := compat.New(compat.Config{Token: b.Config.HTTPToken, Insecure: b.Config.HTTPInsecure, MaxBody: b.Config.HTTPMaxBody,
-		MaxInFlight: b.Config.HTTPMaxInFlight, TLS: tlsCfg}, in, b.Clock, b.Logger, b.Registry)
+	h, err := compat.New(compat.Config{Token: b.Config.HTTP.Token, Insecure: b.Config.HTTP.Insecure, MaxBody: b.Config.HTTP.MaxBody,
+		MaxInFlight: b.Config.HTTP.MaxInFlight, TLS: tlsCfg}, in, b.Clock, b.Logger, b.Registry)
 	switch {
 	case b.Config.Shadow:
 		// Shadow mode writes nothing to the shared MySQL, and the compat entry's only effect
 		// is an inbox row.
 		b.Logger.Warn("SHADOW MODE: compat HTTP entry not served (it would write to the shared inbox)")
-	case errors.Is(err, compat.ErrNoToken) || b.Config.HTTPAddr == "":
+	case errors.Is(err, compat.ErrNoToken) || b.Config.HTTP.Addr == "":
 		b.Logger.Warn("compat HTTP entry not served: set MSGX_HTTP_TOKEN (and MSGX_HTTP_ADDR) to accept POST "+compat.Path,
-			"http_addr", b.Config.HTTPAddr)
+			"http_addr", b.Config.HTTP.Addr)
 	case err != nil:
 		return err
 	default:
-		actors = append(actors, func(ctx context.Context) error { return h.Run(ctx, b.Config.HTTPAddr) })
+		actors = append(actors, func(ctx context.Context) error { return h.Run(ctx, b.Config.HTTP.Addr) })
 	}
 	return b.Run(ctx, actors...)
 }

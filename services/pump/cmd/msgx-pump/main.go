@@ -28,20 +28,20 @@ func run(ctx context.Context, b *service.Base) error {
 	if err != nil {
 		return err
 	}
-	proj := projection.New(rdb, cfg.RedisPrefix, cfg.RedisTimeout)
+	proj := projection.New(rdb, cfg.Redis.Prefix, cfg.Redis.Timeout)
 
 	p := pump.New(pump.Config{
 		PollInterval: cfg.Pipeline.PollInterval,
 		HeadAgeAlert: cfg.Pipeline.HeadAgeAlert,
 		Retry:        cfg.Pipeline.Retry(),
-		Codec: sis.Options{MaxBytes: cfg.CodecMaxBytes, MaxDepth: cfg.CodecMaxDepth, MaxText: cfg.CodecMaxText,
-			Zone: cfg.AirportZone},
-		IdentityDayBounded: cfg.IdentityIncludeDayBoundary,
-	}, pump.NewReadAhead(in, b.Logger), proj, processor.Route(flight.DayRule{Zone: cfg.AirportZone, Cutover: cfg.OperationDayCutover},
+		Codec: sis.Options{MaxBytes: cfg.Codec.MaxBytes, MaxDepth: cfg.Codec.MaxDepth, MaxText: cfg.Codec.MaxText,
+			Zone: cfg.Airport.Zone},
+		IdentityDayBounded: cfg.Identity.IncludeDayBoundary,
+	}, pump.NewReadAhead(in, b.Logger), proj, processor.Route(flight.DayRule{Zone: cfg.Airport.Zone, Cutover: cfg.Airport.OperationDayCutover},
 		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger), processor.WithBatchSize(cfg.Schd.BatchSize),
-		processor.WithRequests(cfg.Requests.Timeout)),
+		processor.WithRequests(cfg.Req.Timeout)),
 		b.Clock, b.Logger, b.Telemetry, b.Registry)
-	listener := notify.New(cfg.PGDSN, b.Logger, queue.Channel)
+	listener := notify.New(cfg.PG.DSN, b.Logger, queue.Channel)
 	elector := b.Elector()
 	backlog := func(ctx context.Context) error { return p.RunBacklog(ctx, b.Pool) }
 	return b.Run(ctx, listener.Run, backlog, func(ctx context.Context) error {

@@ -137,7 +137,7 @@ func (e *env) newPump(t testing.TB, o options) *pump.Pump {
 		PollInterval: e.cfg.Pipeline.PollInterval,
 		HeadAgeAlert: e.cfg.Pipeline.HeadAgeAlert,
 		Retry:        e.cfg.Pipeline.Retry(),
-		Codec:        sis.Options{MaxBytes: e.cfg.CodecMaxBytes, MaxDepth: e.cfg.CodecMaxDepth, Zone: zone},
+		Codec:        sis.Options{MaxBytes: e.cfg.Codec.MaxBytes, MaxDepth: e.cfg.Codec.MaxDepth, Zone: zone},
 	}, o.raw, o.proj, o.route, e.clock(), logger, tel, o.reg)
 }
 
