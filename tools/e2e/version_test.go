@@ -46,6 +46,45 @@ func TestLogLevelRefused(t *testing.T) {
 	}
 }
 
+// TestUnknownSettingsAreStartupErrors: through the real binaries, a misspelled variable stops
+// every service with the closest parameter's name, and a setting only control reads stops
+// control and not the pump (each service checks what it reads). The PostgreSQL address is one
+// nothing listens on, so a binary past its configuration would fail differently.
+func TestUnknownSettingsAreStartupErrors(t *testing.T) {
+	bin := binaries(t)
+	run := func(name string, env ...string) (string, int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, name))
+		cmd.Env = append([]string{"MSGX_PG_DSN=postgres://nobody@127.0.0.1:1/none?connect_timeout=1"}, env...)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return string(out), 0
+	}
+	for _, name := range []string{"msgx-ingest", "msgx-pump", "msgx-dispatcher", "msgx-backfill", "msgx-control"} {
+		out, code := run(name, "MSGX_PIPELINE_MAX_ATEMPTS=3", "MSGX_TEST_PG_DSN=harness", "MSGX_BENCH_SCALE=full")
+		if code != 2 || !strings.Contains(out, "unknown variable MSGX_PIPELINE_MAX_ATEMPTS (did you mean MSGX_PIPELINE_MAX_ATTEMPTS?)") {
+			t.Errorf("%s with a misspelled variable: exit %d, want 2 naming the closest variable\n%s", name, code, out)
+		}
+		if strings.Contains(out, "MSGX_TEST_PG_DSN") || strings.Contains(out, "MSGX_BENCH_SCALE") {
+			t.Errorf("%s refused a harness variable:\n%s", name, out)
+		}
+	}
+	// control.max-calls (64) below pg.max-conns: control's own rule.
+	out, code := run("msgx-control", "MSGX_PG_MAX_CONNS=100", "MSGX_CONTROL_TOKEN=e2e-control-token-0123456789abcdef")
+	if code != 2 || !strings.Contains(out, "control.max-calls (64) must be at least pg.max-conns (100)") {
+		t.Errorf("msgx-control with pg.max-conns above its call bound: exit %d, want 2 naming the rule\n%s", code, out)
+	}
+	out, code = run("msgx-pump", "MSGX_PG_MAX_CONNS=100")
+	if code == 2 || strings.Contains(out, "configuration refused") {
+		t.Errorf("msgx-pump refused a bound only control reads: exit %d\n%s", code, out)
+	}
+}
+
 // TestHelpFlag: every binary answers --help with its usage and exits 0, and refuses a flag it
 // does not know with exit 2, both before it reads its configuration or touches a database (the
 // environment names a PostgreSQL nothing listens on and a log level that does not parse, so a
