@@ -203,21 +203,74 @@ func (r *RoundTrips) TracePrepareEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 // wall clock mixes with the round trips. It reports false when the server is not local (or
 // not Linux).
 func BackendCPU(conn *pgx.Conn) (time.Duration, bool) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", conn.PgConn().PID()))
-	if err != nil {
-		return 0, false
-	}
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(stat, ')')
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 13 {
-		return 0, false
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
+	s, ok := procStat(int(conn.PgConn().PID()))
+	if !ok {
 		return 0, false
 	}
 	// USER_HZ is 100 on every Linux the project runs on.
-	return time.Duration(utime+stime) * 10 * time.Millisecond, true
+	return time.Duration(s.ticks) * 10 * time.Millisecond, true
+}
+
+// ServerCPU is the CPU time the whole local server has used so far: every process the
+// postmaster behind conn started (backends, autovacuum, the writers), live ones from their
+// /proc/<pid>/stat and exited ones from the postmaster's own count of its reaped children. A
+// bench that runs several services takes it before and after: their backends come and go with
+// the pools, and the cost a growing table adds (autovacuum, index upkeep) is the server's too.
+// Other databases' work on the same server counts as well, so it is a quiet machine's figure.
+// It reports false when the server is not local (or not Linux).
+func ServerCPU(conn *pgx.Conn) (time.Duration, bool) {
+	self, ok := procStat(int(conn.PgConn().PID()))
+	if !ok {
+		return 0, false
+	}
+	master, ok := procStat(self.ppid)
+	if !ok {
+		return 0, false
+	}
+	total := master.childTicks
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if s, ok := procStat(pid); ok && s.ppid == self.ppid {
+			total += s.ticks
+		}
+	}
+	// USER_HZ is 100 on every Linux the project runs on.
+	return time.Duration(total) * 10 * time.Millisecond, true
+}
+
+// stat is what ServerCPU reads of /proc/<pid>/stat: the parent, the process's own CPU ticks
+// (user and system) and those of its reaped children.
+type stat struct {
+	ppid              int
+	ticks, childTicks int64
+}
+
+func procStat(pid int) (stat, bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return stat{}, false
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces: state,
+	// ppid, ..., utime (12th), stime, cutime, cstime.
+	i := bytes.LastIndexByte(raw, ')')
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 15 {
+		return stat{}, false
+	}
+	var n [5]int64
+	for k, idx := range []int{1, 11, 12, 13, 14} {
+		v, err := strconv.ParseInt(f[idx], 10, 64)
+		if err != nil {
+			return stat{}, false
+		}
+		n[k] = v
+	}
+	return stat{ppid: int(n[0]), ticks: n[1] + n[2], childTicks: n[3] + n[4]}, true
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/msgexchange/msgexchange/pkg/benchdata"
 	"github.com/msgexchange/msgexchange/pkg/benchreport"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
@@ -109,23 +111,34 @@ func BenchmarkBacklog(b *testing.B) { backlog(b, "backlog", newEnv) }
 // generated messages hold IDs 1 … N, so the inbox holds N (processed) and the cursor is at N,
 // as after a cutover seed.
 func BenchmarkBacklogFullTables(b *testing.B) {
-	scale := benchdata.Full
+	scale := benchScale()
+	backlog(b, "backlog-full", func(t testing.TB) *env { return fullTablesEnv(t, scale) })
+}
+
+// benchScale is MSGX_BENCH_SCALE, the share of production the generated tables hold (1 by
+// default).
+func benchScale() float64 {
 	if v, err := strconv.ParseFloat(os.Getenv("MSGX_BENCH_SCALE"), 64); err == nil && v > 0 {
-		scale = v
+		return v
 	}
-	backlog(b, "backlog-full", func(t testing.TB) *env {
-		pg := benchdata.New(t, scale)
-		n := benchdata.Shape(scale).Messages
-		pg.Exec(t, `UPDATE inbox_cursor SET w = $1, scanned_to = $1, seeded_at = now(), seed_mode = 'id', seed_value = $1`, n)
-		// The inbox's largest ID must not be below W (that is the contract violation
-		// inbox-behind-watermark): its row N is the last generated message, processed.
-		my := mysqltest.New(t)
-		if _, err := my.Admin.ExecContext(t.Context(), `INSERT INTO cminmsgs (CMINMSGS_ID, CMINMSGS_CLOB_MSG,
-			CMINMSGS_DATE_RECEIVED, CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS) VALUES (?, '<MSG/>', NOW(), NOW(), 'SUCCEEDED')`, n); err != nil {
-			t.Fatal(err)
-		}
-		return newEnvWith(t, binaries(t), my, pg)
-	})
+	return benchdata.Full
+}
+
+// fullTablesEnv is an env on production-sized tables at the retention limits (pkg/benchdata).
+// The generated messages hold IDs 1 … N, so the inbox holds N (processed) and the cursor is at
+// N, as after a cutover seed.
+func fullTablesEnv(t testing.TB, scale float64) *env {
+	pg := benchdata.New(t, scale)
+	n := benchdata.Shape(scale).Messages
+	pg.Exec(t, `UPDATE inbox_cursor SET w = $1, scanned_to = $1, seeded_at = now(), seed_mode = 'id', seed_value = $1`, n)
+	// The inbox's largest ID must not be below W (that is the contract violation
+	// inbox-behind-watermark): its row N is the last generated message, processed.
+	my := mysqltest.New(t)
+	if _, err := my.Admin.ExecContext(t.Context(), `INSERT INTO cminmsgs (CMINMSGS_ID, CMINMSGS_CLOB_MSG,
+		CMINMSGS_DATE_RECEIVED, CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS) VALUES (?, '<MSG/>', NOW(), NOW(), 'SUCCEEDED')`, n); err != nil {
+		t.Fatal(err)
+	}
+	return newEnvWith(t, binaries(t), my, pg)
 }
 
 func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env) {
@@ -147,6 +160,12 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env) {
 			msgs[i] = remark(int64(i+2), day[i%flights], fmt.Sprintf("REMARK %d", i))
 		}
 		ids := e.bulkInbox(b, msgs)
+		watch, err := pgx.Connect(context.Background(), e.pg.DSN)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu0, cpuKnown := pgtest.ServerCPU(watch)
+		var cpu time.Duration
 		b.StartTimer()
 
 		began := time.Now()
@@ -179,6 +198,9 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env) {
 			}
 			if drained == 0 && t == n {
 				drained = time.Since(began)
+				if cpu1, ok := pgtest.ServerCPU(watch); ok && cpuKnown {
+					cpu = cpu1 - cpu0
+				}
 			}
 			if t == n && m == n && p == 0 {
 				settled = time.Since(began)
@@ -188,6 +210,7 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env) {
 			time.Sleep(250 * time.Millisecond)
 		}
 		b.StopTimer()
+		_ = watch.Close(context.Background())
 		// The anchor once more, the services stopped again: the shared machine's pace moves
 		// within a minute, so the drain is measured against the mean of before and after.
 		for _, r := range stack.Services {
@@ -202,6 +225,11 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env) {
 			{Bench: bench, Name: "settled-msgs-per-s", Value: settle, Unit: "msgs/s"},
 			{Bench: bench, Name: "anchor-commits-per-s", Value: commits, Unit: "commits/s"},
 			{Bench: bench, Name: "drain-per-commit", Value: drain / commits},
+		}
+		if cpu > 0 {
+			// The server's CPU per message, the cost a growing table adds that a wall clock on
+			// a shared machine hides (docs/performance.md, "Cost flat as the data grows").
+			figs = append(figs, benchreport.Figure{Bench: bench, Name: "pg-cpu-ms-per-msg", Value: float64(cpu) / float64(time.Millisecond) / float64(n), Unit: "ms"})
 		}
 		growth := 0.0
 		var rssLine []string
@@ -241,17 +269,18 @@ func BenchmarkSteady(b *testing.B) {
 	for _, poll := range []time.Duration{time.Second, 100 * time.Millisecond} {
 		b.Run("poll="+poll.String(), func(b *testing.B) {
 			for b.Loop() {
-				steady(b, poll, seconds)
+				b.StopTimer()
+				steady(b, "steady-"+poll.String(), newEnv(b), poll, seconds)
 			}
 		})
 	}
 }
 
-func steady(b *testing.B, poll time.Duration, seconds int) {
-	b.StopTimer()
-	e := newEnv(b)
+// steady runs the steady traffic on e and records its latency figures under name; settings go
+// to every service besides the poll interval. The timer is stopped on entry.
+func steady(b *testing.B, name string, e *env, poll time.Duration, seconds int, settings ...string) (p99 time.Duration) {
 	for _, r := range stack.Services {
-		if err := e.stack.Start(r, nil, "MSGX_PIPELINE_POLL_INTERVAL="+poll.String()); err != nil {
+		if err := e.stack.Start(r, nil, append([]string{"MSGX_PIPELINE_POLL_INTERVAL=" + poll.String()}, settings...)...); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -317,8 +346,8 @@ func steady(b *testing.B, poll time.Duration, seconds int) {
 		b.Fatal("no latency sample")
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
-	name := "steady-" + poll.String()
+	p50 := lat[len(lat)/2]
+	p99 = lat[len(lat)*99/100]
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	benchreport.Add(b,
 		benchreport.Figure{Bench: name, Name: "offered-msgs-per-s", Value: offered, Unit: "msgs/s"},
@@ -332,4 +361,53 @@ func steady(b *testing.B, poll time.Duration, seconds int) {
 		"(targets %s, %s; %d samples)", poll, n, offered, p50.Round(time.Millisecond), p99.Round(time.Millisecond),
 		poll/2+60*time.Millisecond, poll+150*time.Millisecond, len(lat))
 	b.StartTimer()
+	return p99
+}
+
+// BenchmarkSteadyDuringSweep runs the steady traffic (50 FLOPs a second, poll 1s) twice on
+// production-sized tables (pkg/benchdata, MSGX_BENCH_SCALE): once with retentions long enough
+// that no row is expired, once at the defaults, where the backfill's retention sweeps delete
+// the generated expired rows (about 900,000 processing records and 1 M events at full scale)
+// while the traffic runs. The target: the p99 with the sweep ≤ 2 × the p99 without
+// (docs/performance.md, "Sweeps do not stall the pipeline"). The sweep must still be running
+// when the traffic ends, or the run did not measure it: the figure swept-during counts the rows
+// it deleted meanwhile.
+func BenchmarkSteadyDuringSweep(b *testing.B) {
+	seconds := envInt("MSGX_BENCH_STEADY", 20)
+	scale := benchScale()
+	const poll = time.Second
+	for b.Loop() {
+		b.StopTimer()
+		// Retentions past every generated row: nothing is expired, nothing is swept.
+		quiet := steady(b, "steady-no-sweep", fullTablesEnv(b, scale), poll, seconds,
+			"MSGX_PIPELINE_PROC_RETENTION=7d", "MSGX_PIPELINE_EVENT_RETENTION=30d", "MSGX_SCHD_SNAP_LOG_RETENTION=3650d",
+			"MSGX_PIPELINE_REQ_RETENTION=3650d")
+		e := fullTablesEnv(b, scale)
+		before := e.expiredRows(b)
+		during := steady(b, "steady-sweep", e, poll, seconds)
+		left := e.expiredRows(b)
+		swept := before - left
+		if swept <= 0 || left == 0 {
+			b.Errorf("the sweep deleted %d of %d expired rows while the traffic ran (%d left): it did not run throughout", swept, before, left)
+		}
+		benchreport.Add(b,
+			benchreport.Figure{Bench: "steady-sweep", Name: "swept-during", Value: float64(swept)},
+			benchreport.Figure{Bench: "steady-sweep", Name: "p99-over-no-sweep", Value: float64(during) / float64(quiet)})
+		b.Logf("steady 50 msg/s on production-sized tables: p99 %s with the sweep (%d of %d expired rows deleted meanwhile), %s without: ratio %.2f",
+			during.Round(time.Millisecond), swept, before, quiet.Round(time.Millisecond), float64(during)/float64(quiet))
+	}
+}
+
+// expiredRows counts the rows the retention sweeps delete at the default retentions: terminal,
+// marked processing records older than a day and sent events older than a week.
+func (e *env) expiredRows(b testing.TB) int64 {
+	b.Helper()
+	var n int64
+	if err := e.pg.Pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM proc_state WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NOT NULL
+			AND updated_at < now() - interval '1 day')
+		+ (SELECT count(*) FROM msg_event WHERE state = 'SENT' AND sent_at < now() - interval '7 days')`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
