@@ -431,7 +431,7 @@ func (r *ListRequestsRequest) Validate() error {
 }
 
 // MaxRebuildFLIDs bounds the FLIDs of one RebuildProjection: a larger selection is the whole
-// projection (pkg/rebuild.MaxFLIDs).
+// projection (pkg/jobs.MaxFLIDs).
 const MaxRebuildFLIDs = 10000
 
 // Validate checks the request: exactly one of all and flid.

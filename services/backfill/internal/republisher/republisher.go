@@ -30,6 +30,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/republish"
@@ -87,7 +88,7 @@ func (r *Republisher) RunJobs(ctx context.Context, sess db.Txer) error {
 		id, more, err := r.Step(ctx, sess)
 		if err != nil {
 			if id != 0 && ctx.Err() == nil {
-				if nerr := sess.Tx(ctx, func(tx pgx.Tx) error { return republish.NoteError(ctx, tx, id, err, r.clock.Now()) }); nerr != nil {
+				if nerr := sess.Tx(ctx, func(tx pgx.Tx) error { return republish.Jobs.NoteError(ctx, tx, id, err, r.clock.Now()) }); nerr != nil {
 					r.logger.Warn("republish: could not record the step's error", "republish_id", id, "err", nerr)
 				}
 			}
@@ -103,7 +104,7 @@ func (r *Republisher) RunJobs(ctx context.Context, sess db.Txer) error {
 // whether the job goes on.
 func (r *Republisher) Step(ctx context.Context, sess db.Txer) (id int64, more bool, err error) {
 	err = sess.Tx(ctx, func(tx pgx.Tx) error {
-		job, err := republish.LockOpen(ctx, tx)
+		job, err := republish.Jobs.LockOpen(ctx, tx)
 		if err != nil || job == nil {
 			return err
 		}
@@ -122,8 +123,8 @@ func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (
 	switch {
 	case job.CancelRequested:
 		r.logger.Info("republish cancelled", "republish_id", job.ID, "done", job.Done, "total", job.Total)
-		return false, republish.Finish(ctx, tx, job.ID, republish.StateCancelled, now)
-	case job.State == republish.StatePending:
+		return false, republish.Jobs.Finish(ctx, tx, job.ID, jobs.StateCancelled, now)
+	case job.State == jobs.StatePending:
 		total := int64(len(job.FLIDs))
 		if job.All() {
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM flight_schd`).Scan(&total); err != nil {
@@ -131,7 +132,7 @@ func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (
 			}
 		}
 		r.logger.Info("republish started", "republish_id", job.ID, "all", job.All(), "total", total, "requested_by", job.RequestedBy)
-		return true, republish.Start(ctx, tx, job.ID, total, now)
+		return true, republish.Jobs.Start(ctx, tx, job.ID, total, now)
 	}
 	var page []string
 	if job.All() {
@@ -159,7 +160,7 @@ func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (
 		return true, nil
 	}
 	r.logger.Info("republish done", "republish_id", job.ID, "written", job.Done+next.Done, "unknown", job.Unknown+next.Unknown)
-	return false, republish.Finish(ctx, tx, job.ID, republish.StateDone, now)
+	return false, republish.Jobs.Finish(ctx, tx, job.ID, jobs.StateDone, now)
 }
 
 // writePage writes the outbox rows of one page under the pipeline lock and returns how many of

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
 )
@@ -26,7 +27,7 @@ func (s *Sentinel) RunJobs(ctx context.Context, sess Session) error {
 		id, more, err := s.Step(ctx, sess)
 		if err != nil {
 			if id != 0 && ctx.Err() == nil {
-				if nerr := sess.Tx(ctx, func(tx pgx.Tx) error { return rebuild.NoteError(ctx, tx, id, err, s.clock.Now()) }); nerr != nil {
+				if nerr := sess.Tx(ctx, func(tx pgx.Tx) error { return rebuild.Jobs.NoteError(ctx, tx, id, err, s.clock.Now()) }); nerr != nil {
 					s.logger.Warn("projection rebuild: could not record the step's error", "rebuild_id", id, "err", nerr)
 				}
 			}
@@ -42,7 +43,7 @@ func (s *Sentinel) RunJobs(ctx context.Context, sess Session) error {
 // whether the job goes on.
 func (s *Sentinel) Step(ctx context.Context, sess Session) (id int64, more bool, err error) {
 	err = sess.Tx(ctx, func(tx pgx.Tx) error {
-		job, err := rebuild.LockOpen(ctx, tx)
+		job, err := rebuild.Jobs.LockOpen(ctx, tx)
 		if err != nil || job == nil {
 			return err
 		}
@@ -61,8 +62,8 @@ func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool,
 	switch {
 	case job.CancelRequested:
 		s.logger.Info("projection rebuild cancelled", "rebuild_id", job.ID, "done", job.Done, "total", job.Total)
-		return false, rebuild.Finish(ctx, tx, job.ID, rebuild.StateCancelled, now)
-	case job.State == rebuild.StatePending:
+		return false, rebuild.Jobs.Finish(ctx, tx, job.ID, jobs.StateCancelled, now)
+	case job.State == jobs.StatePending:
 		total := int64(len(job.FLIDs))
 		if job.All() {
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM flight_schd`).Scan(&total); err != nil {
@@ -71,7 +72,7 @@ func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool,
 		}
 		s.logger.Info("projection rebuild started", "rebuild_id", job.ID, "all", job.All(), "dry_run", job.DryRun,
 			"total", total, "requested_by", job.RequestedBy)
-		return true, rebuild.Start(ctx, tx, job.ID, total, now)
+		return true, rebuild.Jobs.Start(ctx, tx, job.ID, total, now)
 	}
 	var (
 		res      = Result{Drift: map[projection.Drift]int{}}
@@ -107,7 +108,7 @@ func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool,
 			projection.Stale: int(c.Stale), projection.Content: int(c.Content), projection.Extra: int(c.Extra)}, Repaired: int(c.Repaired)},
 			jobMode(job))
 	}
-	return false, rebuild.Finish(ctx, tx, job.ID, rebuild.StateDone, now)
+	return false, rebuild.Jobs.Finish(ctx, tx, job.ID, jobs.StateDone, now)
 }
 
 // jobMode is the mode a job's drift is counted under.

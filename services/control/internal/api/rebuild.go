@@ -40,7 +40,7 @@ func (s *Service) GetProjectionRebuild(ctx context.Context, req *controlv1.GetPr
 	var job rebuild.Job
 	err := s.read(ctx, func(tx pgx.Tx) error {
 		var err error
-		job, err = rebuild.Get(ctx, tx, req.GetRebuildId())
+		job, err = rebuild.Jobs.Get(ctx, tx, req.GetRebuildId())
 		return err
 	})
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *Service) ListProjectionRebuilds(ctx context.Context, req *controlv1.Lis
 	var jobs []rebuild.Job
 	err = s.read(ctx, func(tx pgx.Tx) error {
 		var err error
-		jobs, err = rebuild.List(ctx, tx, before, size+1)
+		jobs, err = rebuild.Jobs.List(ctx, tx, before, size+1)
 		return err
 	})
 	if err != nil {
@@ -81,7 +81,7 @@ func (s *Service) CancelProjectionRebuild(ctx context.Context, req *controlv1.Ca
 	var job rebuild.Job
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		var err error
-		job, err = rebuild.Cancel(ctx, tx, req.GetRebuildId(), s.cfg.Clock.Now())
+		job, err = rebuild.Jobs.Cancel(ctx, tx, req.GetRebuildId(), s.cfg.Clock.Now())
 		return err
 	})
 	if errors.Is(err, rebuild.ErrFinished) {

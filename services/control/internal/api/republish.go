@@ -49,7 +49,7 @@ func (s *Service) GetRepublish(ctx context.Context, req *controlv1.GetRepublishR
 	)
 	err := s.read(ctx, func(tx pgx.Tx) error {
 		var err error
-		if job, err = republish.Get(ctx, tx, req.GetRepublishId()); err != nil {
+		if job, err = republish.Jobs.Get(ctx, tx, req.GetRepublishId()); err != nil {
 			return err
 		}
 		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
@@ -74,7 +74,7 @@ func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepubl
 	)
 	err = s.read(ctx, func(tx pgx.Tx) error {
 		var err error
-		if jobs, err = republish.List(ctx, tx, before, size+1); err != nil {
+		if jobs, err = republish.Jobs.List(ctx, tx, before, size+1); err != nil {
 			return err
 		}
 		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
@@ -99,7 +99,7 @@ func (s *Service) CancelRepublish(ctx context.Context, req *controlv1.CancelRepu
 	var job republish.Job
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		var err error
-		job, err = republish.Cancel(ctx, tx, req.GetRepublishId(), s.cfg.Clock.Now())
+		job, err = republish.Jobs.Cancel(ctx, tx, req.GetRepublishId(), s.cfg.Clock.Now())
 		return err
 	})
 	if errors.Is(err, republish.ErrFinished) {
