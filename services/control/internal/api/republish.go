@@ -2,12 +2,10 @@ package api
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/republish"
@@ -24,7 +22,7 @@ func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest
 		existing bool
 		pending  int64
 	)
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.writeJob(ctx, "republish", republish.ErrInvalid, codes.InvalidArgument, func(tx pgx.Tx) error {
 		var err error
 		if job, existing, err = republish.Request(ctx, tx, spec, s.cfg.Clock.Now()); err != nil {
 			return err
@@ -32,11 +30,8 @@ func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest
 		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
 		return err
 	})
-	if errors.Is(err, republish.ErrInvalid) {
-		return nil, status.Errorf(codes.InvalidArgument, "republish: %v", err)
-	}
 	if err != nil {
-		return nil, s.writeStatus(ctx, "republish", err)
+		return nil, err
 	}
 	return &controlv1.RepublishResponse{Republish: schdRepublish(job, pending), AlreadyRunning: existing}, nil
 }
@@ -83,11 +78,8 @@ func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepubl
 	if err != nil {
 		return nil, toStatus(ctx, "list republishes", err)
 	}
-	resp := &controlv1.ListRepublishesResponse{}
-	if len(jobs) > size {
-		jobs = jobs[:size]
-		resp.NextPageToken = encodePageToken(jobs[size-1].ID)
-	}
+	jobs, next := pageOf(republish.Jobs, jobs, size)
+	resp := &controlv1.ListRepublishesResponse{NextPageToken: next}
 	for _, j := range jobs {
 		resp.Republishes = append(resp.Republishes, schdRepublish(j, pending))
 	}
@@ -96,17 +88,9 @@ func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepubl
 
 // CancelRepublish implements ControlService.CancelRepublish.
 func (s *Service) CancelRepublish(ctx context.Context, req *controlv1.CancelRepublishRequest) (*controlv1.CancelRepublishResponse, error) {
-	var job republish.Job
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		var err error
-		job, err = republish.Jobs.Cancel(ctx, tx, req.GetRepublishId(), s.cfg.Clock.Now())
-		return err
-	})
-	if errors.Is(err, republish.ErrFinished) {
-		return nil, status.Errorf(codes.FailedPrecondition, "cancel republish: %v", err)
-	}
+	job, err := cancelJob(ctx, s, "cancel republish", republish.Jobs, req.GetRepublishId())
 	if err != nil {
-		return nil, s.writeStatus(ctx, "cancel republish", err)
+		return nil, err
 	}
 	return &controlv1.CancelRepublishResponse{Republish: schdRepublish(job, 0)}, nil
 }
