@@ -40,12 +40,46 @@ func cancelJob[J any](ctx context.Context, s *Service, what string, table *jobs.
 	return job, err
 }
 
-// pageOf cuts list, read with one job more than size (the sign of a next page), to a page of
-// table's jobs, and returns the token of the next page ("" for the last).
-func pageOf[J any](table *jobs.Table[J], list []J, size int) ([]J, string) {
-	if len(list) <= size {
-		return list, ""
+// getJob reads job id of table, and then what also reads in the same transaction (nil for
+// nothing).
+func getJob[J any](ctx context.Context, s *Service, what string, table *jobs.Table[J], id int64, also func(tx pgx.Tx) error) (J, error) {
+	var job J
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		if job, err = table.Get(ctx, tx, id); err != nil || also == nil {
+			return err
+		}
+		return also(tx)
+	})
+	if err != nil {
+		return job, toStatus(ctx, what, err)
 	}
-	list = list[:size]
-	return list, encodePageToken(table.Row(&list[size-1]).ID)
+	return job, nil
+}
+
+// listJobs reads a page of table's jobs, newest first (the page token holds the last ID of the
+// page before), and then what also reads in the same transaction (nil for nothing); it returns
+// the token of the next page ("" for the last).
+func listJobs[J any](ctx context.Context, s *Service, what string, table *jobs.Table[J], token string, size int32, also func(tx pgx.Tx) error) ([]J, string, error) {
+	before, n, err := page(token, size)
+	if err != nil {
+		return nil, "", err
+	}
+	var list []J
+	err = s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		// One job more than the page tells whether a next page exists.
+		if list, err = table.List(ctx, tx, before, n+1); err != nil || also == nil {
+			return err
+		}
+		return also(tx)
+	})
+	if err != nil {
+		return nil, "", toStatus(ctx, what, err)
+	}
+	if len(list) <= n {
+		return list, "", nil
+	}
+	list = list[:n]
+	return list, encodePageToken(table.Row(&list[n-1]).ID), nil
 }

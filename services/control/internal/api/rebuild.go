@@ -32,14 +32,9 @@ func (s *Service) RebuildProjection(ctx context.Context, req *controlv1.RebuildP
 
 // GetProjectionRebuild implements ControlService.GetProjectionRebuild.
 func (s *Service) GetProjectionRebuild(ctx context.Context, req *controlv1.GetProjectionRebuildRequest) (*controlv1.GetProjectionRebuildResponse, error) {
-	var job rebuild.Job
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		job, err = rebuild.Jobs.Get(ctx, tx, req.GetRebuildId())
-		return err
-	})
+	job, err := getJob(ctx, s, "get projection rebuild", rebuild.Jobs, req.GetRebuildId(), nil)
 	if err != nil {
-		return nil, toStatus(ctx, "get projection rebuild", err)
+		return nil, err
 	}
 	return &controlv1.GetProjectionRebuildResponse{Rebuild: projectionRebuild(job)}, nil
 }
@@ -47,20 +42,10 @@ func (s *Service) GetProjectionRebuild(ctx context.Context, req *controlv1.GetPr
 // ListProjectionRebuilds implements ControlService.ListProjectionRebuilds, newest first (the
 // page token holds the last rebuild_id of the page).
 func (s *Service) ListProjectionRebuilds(ctx context.Context, req *controlv1.ListProjectionRebuildsRequest) (*controlv1.ListProjectionRebuildsResponse, error) {
-	before, size, err := page(req.GetPageToken(), req.GetPageSize())
+	jobs, next, err := listJobs(ctx, s, "list projection rebuilds", rebuild.Jobs, req.GetPageToken(), req.GetPageSize(), nil)
 	if err != nil {
 		return nil, err
 	}
-	var jobs []rebuild.Job
-	err = s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		jobs, err = rebuild.Jobs.List(ctx, tx, before, size+1)
-		return err
-	})
-	if err != nil {
-		return nil, toStatus(ctx, "list projection rebuilds", err)
-	}
-	jobs, next := pageOf(rebuild.Jobs, jobs, size)
 	resp := &controlv1.ListProjectionRebuildsResponse{NextPageToken: next}
 	for _, j := range jobs {
 		resp.Rebuilds = append(resp.Rebuilds, projectionRebuild(j))

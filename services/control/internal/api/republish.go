@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
@@ -27,8 +26,7 @@ func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest
 		if job, existing, err = republish.Request(ctx, tx, spec, s.cfg.Clock.Now()); err != nil {
 			return err
 		}
-		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
-		return err
+		return s.schdPending(ctx, &pending)(tx)
 	})
 	if err != nil {
 		return nil, err
@@ -38,20 +36,10 @@ func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest
 
 // GetRepublish implements ControlService.GetRepublish, with the KAFKA:schd rows still unsent.
 func (s *Service) GetRepublish(ctx context.Context, req *controlv1.GetRepublishRequest) (*controlv1.GetRepublishResponse, error) {
-	var (
-		job     republish.Job
-		pending int64
-	)
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		if job, err = republish.Jobs.Get(ctx, tx, req.GetRepublishId()); err != nil {
-			return err
-		}
-		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
-		return err
-	})
+	var pending int64
+	job, err := getJob(ctx, s, "get republish", republish.Jobs, req.GetRepublishId(), s.schdPending(ctx, &pending))
 	if err != nil {
-		return nil, toStatus(ctx, "get republish", err)
+		return nil, err
 	}
 	return &controlv1.GetRepublishResponse{Republish: schdRepublish(job, pending)}, nil
 }
@@ -59,26 +47,11 @@ func (s *Service) GetRepublish(ctx context.Context, req *controlv1.GetRepublishR
 // ListRepublishes implements ControlService.ListRepublishes, newest first (the page token
 // holds the last republish_id of the page).
 func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepublishesRequest) (*controlv1.ListRepublishesResponse, error) {
-	before, size, err := page(req.GetPageToken(), req.GetPageSize())
+	var pending int64
+	jobs, next, err := listJobs(ctx, s, "list republishes", republish.Jobs, req.GetPageToken(), req.GetPageSize(), s.schdPending(ctx, &pending))
 	if err != nil {
 		return nil, err
 	}
-	var (
-		jobs    []republish.Job
-		pending int64
-	)
-	err = s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		if jobs, err = republish.Jobs.List(ctx, tx, before, size+1); err != nil {
-			return err
-		}
-		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
-		return err
-	})
-	if err != nil {
-		return nil, toStatus(ctx, "list republishes", err)
-	}
-	jobs, next := pageOf(republish.Jobs, jobs, size)
 	resp := &controlv1.ListRepublishesResponse{NextPageToken: next}
 	for _, j := range jobs {
 		resp.Republishes = append(resp.Republishes, schdRepublish(j, pending))
@@ -95,14 +68,17 @@ func (s *Service) CancelRepublish(ctx context.Context, req *controlv1.CancelRepu
 	return &controlv1.CancelRepublishResponse{Republish: schdRepublish(job, 0)}, nil
 }
 
-// schdPending is the number of KAFKA:schd outbox rows not sent yet (PENDING), what a republish
-// still has on its way to the broker.
-func schdPending(ctx context.Context, tx pgx.Tx, now time.Time) (int64, error) {
-	stats, err := outbox.Stats(ctx, tx, now)
-	if err != nil {
-		return 0, err
+// schdPending reads into n the number of KAFKA:schd outbox rows not sent yet (PENDING), what a
+// republish still has on its way to the broker.
+func (s *Service) schdPending(ctx context.Context, n *int64) func(tx pgx.Tx) error {
+	return func(tx pgx.Tx) error {
+		stats, err := outbox.Stats(ctx, tx, s.cfg.Clock.Now())
+		if err != nil {
+			return err
+		}
+		*n = stats[outbox.TargetSchd].Pending
+		return nil
 	}
-	return stats[outbox.TargetSchd].Pending, nil
 }
 
 // schdRepublish converts a job with the outbox's unsent KAFKA:schd rows (0 when not read).
