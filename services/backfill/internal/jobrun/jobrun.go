@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -40,6 +41,20 @@ type Runner[J any] struct {
 // New builds a runner of table's jobs.
 func New[J any](table *jobs.Table[J], work Work[J], clk clock.Clock, logger *slog.Logger) *Runner[J] {
 	return &Runner[J]{table: table, work: work, clock: clk, logger: logger}
+}
+
+// Run polls for a requested job every poll and executes it (Poll), until ctx ends.
+func (r *Runner[J]) Run(ctx context.Context, sess db.Txer, poll time.Duration) error {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			r.Poll(ctx, sess)
+		}
+	}
 }
 
 // Poll is RunJobs with its failure logged: the job keeps the error and the next poll resumes it.

@@ -69,16 +69,7 @@ func New(cfg Config, clk clock.Clock, logger *slog.Logger, reg prometheus.Regist
 // Run executes the requested jobs until ctx ends. A failed step is recorded on its job and
 // tried again at the next poll.
 func (r *Republisher) Run(ctx context.Context, sess db.Txer) error {
-	t := time.NewTicker(r.cfg.Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			r.runner.Poll(ctx, sess)
-		}
-	}
+	return r.runner.Run(ctx, sess, r.cfg.Poll)
 }
 
 // RunJobs executes the open job, if any, to its end. It returns when there is no open job, or
