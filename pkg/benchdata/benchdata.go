@@ -19,7 +19,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -33,7 +32,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/msgexchange/msgexchange/migrations"
 	"github.com/msgexchange/msgexchange/pkg/migrate"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 )
@@ -130,20 +128,8 @@ func New(tb testing.TB, s float64) *pgtest.DB {
 
 func templateName(s float64) (string, error) {
 	h := sha256.New()
-	err := fs.WalkDir(migrations.PG, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.PG, path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-		h.Write(b)
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("hash migrations: %w", err)
+	if err := migrate.WriteSchema(h); err != nil {
+		return "", err
 	}
 	fmt.Fprintf(h, "gen %d scale %g", generatorVersion, s)
 	return scalePrefix(s) + hex.EncodeToString(h.Sum(nil))[:16], nil

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/msgexchange/msgexchange/migrations"
 	"github.com/msgexchange/msgexchange/pkg/internal/testname"
 	"github.com/msgexchange/msgexchange/pkg/migrate"
 )
@@ -42,20 +40,8 @@ var templates = struct {
 // instead of a test silently running against an old one.
 func templateName() (string, error) {
 	h := sha256.New()
-	err := fs.WalkDir(migrations.PG, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.PG, path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-		h.Write(b)
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("hash migrations: %w", err)
+	if err := migrate.WriteSchema(h); err != nil {
+		return "", err
 	}
 	return templatePrefix + hex.EncodeToString(h.Sum(nil))[:16], nil
 }

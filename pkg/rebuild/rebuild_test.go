@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
 )
@@ -24,7 +25,7 @@ func TestNormalizeAndNextFLIDs(t *testing.T) {
 		{name: "all", flids: nil, want: []string{}},
 		{name: "sorted and unique", flids: []string{"B", "A", "B", "C"}, want: []string{"A", "B", "C"}},
 		{name: "empty FLID", flids: []string{"A", ""}, invalid: true},
-		{name: "too many", flids: make([]string, rebuild.MaxFLIDs+1), invalid: true},
+		{name: "too many", flids: make([]string, jobs.MaxFLIDs+1), invalid: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := rebuild.Spec{FLIDs: tc.flids}.Normalize()
@@ -39,7 +40,7 @@ func TestNormalizeAndNextFLIDs(t *testing.T) {
 			}
 		})
 	}
-	j := rebuild.Job{FLIDs: []string{"A", "B", "C", "D", "E"}}
+	j := rebuild.Job{Row: jobs.Row{FLIDs: []string{"A", "B", "C", "D", "E"}}}
 	for _, tc := range []struct {
 		cursor string
 		want   []string
@@ -58,14 +59,14 @@ func TestStoreLifecycle(t *testing.T) {
 	pg := pgtest.New(t)
 	ctx, q := t.Context(), pg.Pool
 	j1, existing, err := rebuild.Request(ctx, q, rebuild.Spec{FLIDs: []string{"B", "A"}, DryRun: true, RequestedBy: "op"}, t0)
-	if err != nil || existing || j1.State != rebuild.StatePending || !slices.Equal(j1.FLIDs, []string{"A", "B"}) {
+	if err != nil || existing || j1.State != jobs.StatePending || !slices.Equal(j1.FLIDs, []string{"A", "B"}) {
 		t.Fatalf("first request: %+v, %v, %v", j1, existing, err)
 	}
 	j2, existing, err := rebuild.Request(ctx, q, rebuild.Spec{RequestedBy: "other"}, t0)
 	if err != nil || !existing || j2.ID != j1.ID {
 		t.Fatalf("second request: %+v, existing %v, %v; want job %d back", j2, existing, err, j1.ID)
 	}
-	if err := rebuild.Start(ctx, q, j1.ID, 2, t0); err != nil {
+	if err := rebuild.Jobs.Start(ctx, q, j1.ID, 2, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := rebuild.Advance(ctx, q, j1.ID, rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: "A", Done: 1,
@@ -76,18 +77,18 @@ func TestStoreLifecycle(t *testing.T) {
 		Counts: rebuild.Counts{Stale: 1, Repaired: 1}}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := rebuild.Finish(ctx, q, j1.ID, rebuild.StateDone, t0); err != nil {
+	if err := rebuild.Jobs.Finish(ctx, q, j1.ID, jobs.StateDone, t0); err != nil {
 		t.Fatal(err)
 	}
-	got, err := rebuild.Get(ctx, q, j1.ID)
-	if err != nil || got.State != rebuild.StateDone || got.Done != 2 || got.Total != 2 ||
+	got, err := rebuild.Jobs.Get(ctx, q, j1.ID)
+	if err != nil || got.State != jobs.StateDone || got.Done != 2 || got.Total != 2 ||
 		got.Counts != (rebuild.Counts{Missing: 1, Stale: 1, Repaired: 1}) || got.FinishedAt == nil {
 		t.Fatalf("finished job: %+v, %v", got, err)
 	}
-	if _, err := rebuild.Cancel(ctx, q, j1.ID, t0); !errors.Is(err, rebuild.ErrFinished) {
+	if _, err := rebuild.Jobs.Cancel(ctx, q, j1.ID, t0); !errors.Is(err, rebuild.ErrFinished) {
 		t.Errorf("cancel of a finished job: %v, want ErrFinished", err)
 	}
-	if _, err := rebuild.Get(ctx, q, 999); !errors.Is(err, db.ErrNotFound) {
+	if _, err := rebuild.Jobs.Get(ctx, q, 999); !errors.Is(err, db.ErrNotFound) {
 		t.Errorf("get of no job: %v, want db.ErrNotFound", err)
 	}
 
@@ -95,29 +96,29 @@ func TestStoreLifecycle(t *testing.T) {
 	if err != nil || existing || j3.ID == j1.ID || !j3.All() {
 		t.Fatalf("request after the first ended: %+v, %v, %v", j3, existing, err)
 	}
-	c, err := rebuild.Cancel(ctx, q, j3.ID, t0)
-	if err != nil || c.State != rebuild.StateCancelled {
+	c, err := rebuild.Jobs.Cancel(ctx, q, j3.ID, t0)
+	if err != nil || c.State != jobs.StateCancelled {
 		t.Fatalf("cancel pending: %+v, %v", c, err)
 	}
 	j4, _, err := rebuild.Request(ctx, q, rebuild.Spec{RequestedBy: "op"}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rebuild.Start(ctx, q, j4.ID, 10, t0); err != nil {
+	if err := rebuild.Jobs.Start(ctx, q, j4.ID, 10, t0); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := rebuild.Cancel(ctx, q, j4.ID, t0); err != nil || c.State != rebuild.StateRunning || !c.CancelRequested {
+	if c, err := rebuild.Jobs.Cancel(ctx, q, j4.ID, t0); err != nil || c.State != jobs.StateRunning || !c.CancelRequested {
 		t.Fatalf("cancel running: %+v, %v", c, err)
 	}
-	open, err := rebuild.LockOpen(ctx, q)
+	open, err := rebuild.Jobs.LockOpen(ctx, q)
 	if err != nil || open == nil || open.ID != j4.ID {
 		t.Fatalf("open job: %+v, %v", open, err)
 	}
-	list, err := rebuild.List(ctx, q, 0, 2)
+	list, err := rebuild.Jobs.List(ctx, q, 0, 2)
 	if err != nil || len(list) != 2 || list[0].ID != j4.ID || list[1].ID != j3.ID {
 		t.Fatalf("list: %v, %v", list, err)
 	}
-	if list, err = rebuild.List(ctx, q, j3.ID, 10); err != nil || len(list) != 1 || list[0].ID != j1.ID {
+	if list, err = rebuild.Jobs.List(ctx, q, j3.ID, 10); err != nil || len(list) != 1 || list[0].ID != j1.ID {
 		t.Fatalf("second page: %v, %v", list, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/republish"
 )
@@ -24,7 +25,7 @@ func TestNormalizeAndNextFLIDs(t *testing.T) {
 		{name: "all", flids: nil, want: []string{}},
 		{name: "sorted and unique", flids: []string{"B", "A", "B", "C"}, want: []string{"A", "B", "C"}},
 		{name: "empty FLID", flids: []string{"A", ""}, invalid: true},
-		{name: "too many", flids: make([]string, republish.MaxFLIDs+1), invalid: true},
+		{name: "too many", flids: make([]string, jobs.MaxFLIDs+1), invalid: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := republish.Spec{FLIDs: tc.flids}.Normalize()
@@ -39,7 +40,7 @@ func TestNormalizeAndNextFLIDs(t *testing.T) {
 			}
 		})
 	}
-	j := republish.Job{FLIDs: []string{"A", "B", "C", "D", "E"}}
+	j := republish.Job{Row: jobs.Row{FLIDs: []string{"A", "B", "C", "D", "E"}}}
 	for _, tc := range []struct {
 		cursor string
 		want   []string
@@ -58,40 +59,40 @@ func TestStoreLifecycle(t *testing.T) {
 	pg := pgtest.New(t)
 	ctx, q := t.Context(), pg.Pool
 	j1, existing, err := republish.Request(ctx, q, republish.Spec{FLIDs: []string{"B", "A", "Z"}, RequestedBy: "op"}, t0)
-	if err != nil || existing || j1.State != republish.StatePending || !slices.Equal(j1.FLIDs, []string{"A", "B", "Z"}) {
+	if err != nil || existing || j1.State != jobs.StatePending || !slices.Equal(j1.FLIDs, []string{"A", "B", "Z"}) {
 		t.Fatalf("first request: %+v, %v, %v", j1, existing, err)
 	}
 	j2, existing, err := republish.Request(ctx, q, republish.Spec{RequestedBy: "other"}, t0)
 	if err != nil || !existing || j2.ID != j1.ID {
 		t.Fatalf("second request: %+v, existing %v, %v; want job %d back", j2, existing, err, j1.ID)
 	}
-	if err := republish.Start(ctx, q, j1.ID, 3, t0); err != nil {
+	if err := republish.Jobs.Start(ctx, q, j1.ID, 3, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := republish.Advance(ctx, q, j1.ID, republish.Progress{Cursor: "B", Done: 2}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := republish.NoteError(ctx, q, j1.ID, errors.New("postgres went away"), t0); err != nil {
+	if err := republish.Jobs.NoteError(ctx, q, j1.ID, errors.New("postgres went away"), t0); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := republish.Get(ctx, q, j1.ID); got.Error != "postgres went away" || got.Cursor != "B" {
+	if got, _ := republish.Jobs.Get(ctx, q, j1.ID); got.Error != "postgres went away" || got.Cursor != "B" {
 		t.Fatalf("after a failed step: %+v", got)
 	}
 	if err := republish.Advance(ctx, q, j1.ID, republish.Progress{Cursor: "Z", Unknown: 1}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := republish.Finish(ctx, q, j1.ID, republish.StateDone, t0); err != nil {
+	if err := republish.Jobs.Finish(ctx, q, j1.ID, jobs.StateDone, t0); err != nil {
 		t.Fatal(err)
 	}
-	got, err := republish.Get(ctx, q, j1.ID)
-	if err != nil || got.State != republish.StateDone || got.Done != 2 || got.Unknown != 1 || got.Total != 3 ||
+	got, err := republish.Jobs.Get(ctx, q, j1.ID)
+	if err != nil || got.State != jobs.StateDone || got.Done != 2 || got.Unknown != 1 || got.Total != 3 ||
 		got.Error != "" || got.FinishedAt == nil {
 		t.Fatalf("finished job: %+v, %v", got, err)
 	}
-	if _, err := republish.Cancel(ctx, q, j1.ID, t0); !errors.Is(err, republish.ErrFinished) {
+	if _, err := republish.Jobs.Cancel(ctx, q, j1.ID, t0); !errors.Is(err, republish.ErrFinished) {
 		t.Errorf("cancel of a finished job: %v, want ErrFinished", err)
 	}
-	if _, err := republish.Get(ctx, q, 999); !errors.Is(err, db.ErrNotFound) {
+	if _, err := republish.Jobs.Get(ctx, q, 999); !errors.Is(err, db.ErrNotFound) {
 		t.Errorf("get of no job: %v, want db.ErrNotFound", err)
 	}
 
@@ -99,29 +100,29 @@ func TestStoreLifecycle(t *testing.T) {
 	if err != nil || existing || j3.ID == j1.ID || !j3.All() {
 		t.Fatalf("request after the first ended: %+v, %v, %v", j3, existing, err)
 	}
-	c, err := republish.Cancel(ctx, q, j3.ID, t0)
-	if err != nil || c.State != republish.StateCancelled {
+	c, err := republish.Jobs.Cancel(ctx, q, j3.ID, t0)
+	if err != nil || c.State != jobs.StateCancelled {
 		t.Fatalf("cancel pending: %+v, %v", c, err)
 	}
 	j4, _, err := republish.Request(ctx, q, republish.Spec{RequestedBy: "op"}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := republish.Start(ctx, q, j4.ID, 10, t0); err != nil {
+	if err := republish.Jobs.Start(ctx, q, j4.ID, 10, t0); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := republish.Cancel(ctx, q, j4.ID, t0); err != nil || c.State != republish.StateRunning || !c.CancelRequested {
+	if c, err := republish.Jobs.Cancel(ctx, q, j4.ID, t0); err != nil || c.State != jobs.StateRunning || !c.CancelRequested {
 		t.Fatalf("cancel running: %+v, %v", c, err)
 	}
-	open, err := republish.LockOpen(ctx, q)
+	open, err := republish.Jobs.LockOpen(ctx, q)
 	if err != nil || open == nil || open.ID != j4.ID {
 		t.Fatalf("open job: %+v, %v", open, err)
 	}
-	list, err := republish.List(ctx, q, 0, 2)
+	list, err := republish.Jobs.List(ctx, q, 0, 2)
 	if err != nil || len(list) != 2 || list[0].ID != j4.ID || list[1].ID != j3.ID {
 		t.Fatalf("list: %v, %v", list, err)
 	}
-	if list, err = republish.List(ctx, q, j3.ID, 10); err != nil || len(list) != 1 || list[0].ID != j1.ID {
+	if list, err = republish.Jobs.List(ctx, q, j3.ID, 10); err != nil || len(list) != 1 || list[0].ID != j1.ID {
 		t.Fatalf("second page: %v, %v", list, err)
 	}
 }

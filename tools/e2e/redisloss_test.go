@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/benchreport"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
@@ -141,29 +142,29 @@ func redisLoss(tb testing.TB, n int) time.Duration {
 	// The rebuild was the backfill's own, recorded as a job; after the traffic settled a dry
 	// run finds Redis byte for byte as PostgreSQL gives it.
 	e.settle(tb, msgs[0], len(msgs), 5*time.Minute)
-	jobs, err := rebuild.List(ctx, e.pg.Pool, 0, 10)
+	list, err := rebuild.Jobs.List(ctx, e.pg.Pool, 0, 10)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var auto int
-	for _, j := range jobs {
-		if j.RequestedBy == "backfill (Redis lost the projection)" && j.All() && !j.DryRun && j.State == rebuild.StateDone {
+	for _, j := range list {
+		if j.RequestedBy == "backfill (Redis lost the projection)" && j.All() && !j.DryRun && j.State == jobs.StateDone {
 			auto++
 		}
 	}
 	// one at the first start (a fresh Redis has no sentinel key), one after the FLUSHALL
 	if auto < 2 {
-		tb.Fatalf("rebuilds requested by the backfill: %d, want the first start's and the loss's: %+v", auto, jobs)
+		tb.Fatalf("rebuilds requested by the backfill: %d, want the first start's and the loss's: %+v", auto, list)
 	}
 	dry, _, err := rebuild.Request(ctx, e.pg.Pool, rebuild.Spec{DryRun: true, RequestedBy: "e2e"}, time.Now())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	testwait.ForState(tb, 2*time.Minute, "the dry run to end", func() (bool, string) {
-		j, err := rebuild.Get(ctx, e.pg.Pool, dry.ID)
-		return err == nil && j.State == rebuild.StateDone, fmt.Sprintf("%+v %v", j, err)
+		j, err := rebuild.Jobs.Get(ctx, e.pg.Pool, dry.ID)
+		return err == nil && j.State == jobs.StateDone, fmt.Sprintf("%+v %v", j, err)
 	})
-	j, err := rebuild.Get(ctx, e.pg.Pool, dry.ID)
+	j, err := rebuild.Jobs.Get(ctx, e.pg.Pool, dry.ID)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -431,101 +431,80 @@ func (r *ListRequestsRequest) Validate() error {
 }
 
 // MaxRebuildFLIDs bounds the FLIDs of one RebuildProjection: a larger selection is the whole
-// projection (pkg/rebuild.MaxFLIDs).
+// projection (pkg/jobs.MaxFLIDs).
 const MaxRebuildFLIDs = 10000
 
 // Validate checks the request: exactly one of all and flid.
 func (r *RebuildProjectionRequest) Validate() error {
-	var errs []error
-	switch n := len(r.GetFlid()); {
-	case r.GetAll() && n > 0:
-		errs = append(errs, errors.New("set all or flid, not both"))
-	case !r.GetAll() && n == 0:
-		errs = append(errs, errors.New("set all (the whole projection) or flid (some flights)"))
-	case n > MaxRebuildFLIDs:
-		errs = append(errs, fmt.Errorf("%d FLIDs, at most %d: rebuild all instead", n, MaxRebuildFLIDs))
-	}
-	for _, f := range r.GetFlid() {
-		if strings.TrimSpace(f) == "" {
-			errs = append(errs, errors.New("flid holds an empty FLID"))
-			break
-		}
-	}
-	errs = append(errs, validComment(r.GetComment()))
-	return errors.Join(errs...)
+	return validJobScope(r.GetAll(), r.GetFlid(), r.GetComment(), "the whole projection", "rebuild")
 }
 
 // Validate checks the request.
 func (r *GetProjectionRebuildRequest) Validate() error {
-	if r.GetRebuildId() <= 0 {
-		return fmt.Errorf("rebuild_id must be positive, got %d", r.GetRebuildId())
-	}
-	return nil
+	return validJobID("rebuild_id", r.GetRebuildId())
 }
 
 // Validate checks the request.
-func (r *ListProjectionRebuildsRequest) Validate() error {
-	if n := r.GetPageSize(); n < 0 || n > MaxPageSize {
-		return fmt.Errorf("page_size must be between 0 (default %d) and %d, got %d", DefaultPageSize, MaxPageSize, n)
-	}
-	return nil
-}
+func (r *ListProjectionRebuildsRequest) Validate() error { return validPageSize(r.GetPageSize()) }
 
 // Validate checks the request.
 func (r *CancelProjectionRebuildRequest) Validate() error {
-	var errs []error
-	if r.GetRebuildId() <= 0 {
-		errs = append(errs, fmt.Errorf("rebuild_id must be positive, got %d", r.GetRebuildId()))
-	}
-	errs = append(errs, validComment(r.GetComment()))
-	return errors.Join(errs...)
+	return errors.Join(validJobID("rebuild_id", r.GetRebuildId()), validComment(r.GetComment()))
 }
 
 // Validate checks the request: exactly one of all and flid.
 func (r *RepublishRequest) Validate() error {
+	return validJobScope(r.GetAll(), r.GetFlid(), r.GetComment(), "every flight of the current state", "republish")
+}
+
+// Validate checks the request.
+func (r *GetRepublishRequest) Validate() error { return validJobID("republish_id", r.GetRepublishId()) }
+
+// Validate checks the request.
+func (r *ListRepublishesRequest) Validate() error { return validPageSize(r.GetPageSize()) }
+
+// Validate checks the request.
+func (r *CancelRepublishRequest) Validate() error {
+	return errors.Join(validJobID("republish_id", r.GetRepublishId()), validComment(r.GetComment()))
+}
+
+// validJobScope checks the scope of a job the backfill runs (a rebuild, a republish): exactly
+// one of all (what names what it covers) and flids, at most MaxRebuildFLIDs of them (verb all
+// instead), none empty; and its comment.
+func validJobScope(all bool, flids []string, comment, what, verb string) error {
 	var errs []error
-	switch n := len(r.GetFlid()); {
-	case r.GetAll() && n > 0:
+	switch n := len(flids); {
+	case all && n > 0:
 		errs = append(errs, errors.New("set all or flid, not both"))
-	case !r.GetAll() && n == 0:
-		errs = append(errs, errors.New("set all (every flight of the current state) or flid (some flights)"))
+	case !all && n == 0:
+		errs = append(errs, fmt.Errorf("set all (%s) or flid (some flights)", what))
 	case n > MaxRebuildFLIDs:
-		errs = append(errs, fmt.Errorf("%d FLIDs, at most %d: republish all instead", n, MaxRebuildFLIDs))
+		errs = append(errs, fmt.Errorf("%d FLIDs, at most %d: %s all instead", n, MaxRebuildFLIDs, verb))
 	}
-	for _, f := range r.GetFlid() {
+	for _, f := range flids {
 		if strings.TrimSpace(f) == "" {
 			errs = append(errs, errors.New("flid holds an empty FLID"))
 			break
 		}
 	}
-	errs = append(errs, validComment(r.GetComment()))
+	errs = append(errs, validComment(comment))
 	return errors.Join(errs...)
 }
 
-// Validate checks the request.
-func (r *GetRepublishRequest) Validate() error {
-	if r.GetRepublishId() <= 0 {
-		return fmt.Errorf("republish_id must be positive, got %d", r.GetRepublishId())
+// validJobID checks the ID of a job, named by its field.
+func validJobID(field string, id int64) error {
+	if id <= 0 {
+		return fmt.Errorf("%s must be positive, got %d", field, id)
 	}
 	return nil
 }
 
-// Validate checks the request.
-func (r *ListRepublishesRequest) Validate() error {
-	if n := r.GetPageSize(); n < 0 || n > MaxPageSize {
+// validPageSize checks the page size of a list.
+func validPageSize(n int32) error {
+	if n < 0 || n > MaxPageSize {
 		return fmt.Errorf("page_size must be between 0 (default %d) and %d, got %d", DefaultPageSize, MaxPageSize, n)
 	}
 	return nil
-}
-
-// Validate checks the request.
-func (r *CancelRepublishRequest) Validate() error {
-	var errs []error
-	if r.GetRepublishId() <= 0 {
-		errs = append(errs, fmt.Errorf("republish_id must be positive, got %d", r.GetRepublishId()))
-	}
-	errs = append(errs, validComment(r.GetComment()))
-	return errors.Join(errs...)
 }
 
 // Validate checks the request: exactly one selector and a reason.

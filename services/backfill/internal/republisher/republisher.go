@@ -19,7 +19,6 @@ package republisher
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -30,9 +29,11 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/republish"
+	"github.com/msgexchange/msgexchange/services/backfill/internal/jobrun"
 )
 
 // Config is what the republisher needs. Zero values mean the defaults.
@@ -50,6 +51,7 @@ type Republisher struct {
 	clock   clock.Clock
 	logger  *slog.Logger
 	written prometheus.Counter
+	runner  *jobrun.Runner[republish.Job]
 }
 
 // New builds a republisher and registers its metric.
@@ -59,6 +61,7 @@ func New(cfg Config, clk clock.Clock, logger *slog.Logger, reg prometheus.Regist
 	r := &Republisher{cfg: cfg, clock: clk, logger: logger,
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_republish_flights_total",
 			Help: "Flight states a republish job wrote to the KAFKA:schd outbox."})}
+	r.runner = jobrun.New(republish.Jobs, jobrun.Work[republish.Job]{Step: r.step}, clk, logger)
 	reg.MustRegister(r.written)
 	return r
 }
@@ -66,73 +69,24 @@ func New(cfg Config, clk clock.Clock, logger *slog.Logger, reg prometheus.Regist
 // Run executes the requested jobs until ctx ends. A failed step is recorded on its job and
 // tried again at the next poll.
 func (r *Republisher) Run(ctx context.Context, sess db.Txer) error {
-	t := time.NewTicker(r.cfg.Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			if err := r.RunJobs(ctx, sess); err != nil && ctx.Err() == nil {
-				r.logger.Error("republish step failed; tried again at the next poll", "err", err)
-			}
-		}
-	}
+	return r.runner.Run(ctx, sess, r.cfg.Poll)
 }
 
 // RunJobs executes the open job, if any, to its end. It returns when there is no open job, or
 // with the error of a step (recorded on the job, which the next call resumes).
 func (r *Republisher) RunJobs(ctx context.Context, sess db.Txer) error {
-	for {
-		id, more, err := r.Step(ctx, sess)
-		if err != nil {
-			if id != 0 && ctx.Err() == nil {
-				if nerr := sess.Tx(ctx, func(tx pgx.Tx) error { return republish.NoteError(ctx, tx, id, err, r.clock.Now()) }); nerr != nil {
-					r.logger.Warn("republish: could not record the step's error", "republish_id", id, "err", nerr)
-				}
-			}
-			return err
-		}
-		if !more {
-			return nil
-		}
-	}
+	return r.runner.RunJobs(ctx, sess)
 }
 
 // Step does one step of the open job: it returns the job's ID (0 without an open job) and
 // whether the job goes on.
 func (r *Republisher) Step(ctx context.Context, sess db.Txer) (id int64, more bool, err error) {
-	err = sess.Tx(ctx, func(tx pgx.Tx) error {
-		job, err := republish.LockOpen(ctx, tx)
-		if err != nil || job == nil {
-			return err
-		}
-		id = job.ID
-		more, err = r.step(ctx, tx, job)
-		return err
-	})
-	if err != nil {
-		return id, false, fmt.Errorf("republish %d: %w", id, err)
-	}
-	return id, more, nil
+	return r.runner.Step(ctx, sess)
 }
 
+// step writes one page of a running job.
 func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (bool, error) {
 	now := r.clock.Now()
-	switch {
-	case job.CancelRequested:
-		r.logger.Info("republish cancelled", "republish_id", job.ID, "done", job.Done, "total", job.Total)
-		return false, republish.Finish(ctx, tx, job.ID, republish.StateCancelled, now)
-	case job.State == republish.StatePending:
-		total := int64(len(job.FLIDs))
-		if job.All() {
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM flight_schd`).Scan(&total); err != nil {
-				return false, fmt.Errorf("count the flights: %w", err)
-			}
-		}
-		r.logger.Info("republish started", "republish_id", job.ID, "all", job.All(), "total", total, "requested_by", job.RequestedBy)
-		return true, republish.Start(ctx, tx, job.ID, total, now)
-	}
 	var page []string
 	if job.All() {
 		var err error
@@ -159,7 +113,7 @@ func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (
 		return true, nil
 	}
 	r.logger.Info("republish done", "republish_id", job.ID, "written", job.Done+next.Done, "unknown", job.Unknown+next.Unknown)
-	return false, republish.Finish(ctx, tx, job.ID, republish.StateDone, now)
+	return false, republish.Jobs.Finish(ctx, tx, job.ID, jobs.StateDone, now)
 }
 
 // writePage writes the outbox rows of one page under the pipeline lock and returns how many of

@@ -16,6 +16,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
@@ -102,7 +103,7 @@ func run(t *testing.T, pg *pgtest.DB, sess connSession, r *republisher.Republish
 	if err := r.RunJobs(t.Context(), sess); err != nil {
 		t.Fatal(err)
 	}
-	if j, err = republish.Get(t.Context(), pg.Pool, j.ID); err != nil {
+	if j, err = republish.Jobs.Get(t.Context(), pg.Pool, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	return j
@@ -124,7 +125,7 @@ func TestRepublishWritesTheCurrentStateAtItsVersion(t *testing.T) {
 		       ('KAFKA:schd', 'C', 'UPSERT', 4, '{"newer":true}', 'SENT', now(), now(), now())`)
 	for round := range 2 {
 		j := run(t, pg, sess, r, republish.Spec{})
-		if j.State != republish.StateDone || j.Done != 4 || j.Total != 4 || j.Unknown != 0 || j.Cursor != "K" {
+		if j.State != jobs.StateDone || j.Done != 4 || j.Total != 4 || j.Unknown != 0 || j.Cursor != "K" {
 			t.Fatalf("round %d: job %+v", round, j)
 		}
 		got := schdRows(t, pg)
@@ -151,7 +152,7 @@ func TestRepublishWritesTheCurrentStateAtItsVersion(t *testing.T) {
 		pg.Exec(t, `UPDATE msg_event SET state = 'SENT', sent_at = now() WHERE target = 'KAFKA:schd'`)
 	}
 	j := run(t, pg, sess, r, republish.Spec{FLIDs: []string{"C", "NOPE", "A"}})
-	if j.State != republish.StateDone || j.Done != 2 || j.Unknown != 1 || j.Total != 3 {
+	if j.State != jobs.StateDone || j.Done != 2 || j.Unknown != 1 || j.Total != 3 {
 		t.Fatalf("scoped job: %+v", j)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
 )
 
@@ -47,7 +48,7 @@ func (s *Sentinel) CheckLoss(ctx context.Context, sess Session) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("request a rebuild of the lost projection: %w", err)
 	}
-	if existing && !(job.State == rebuild.StatePending && job.All() && !job.DryRun) {
+	if existing && !(job.State == jobs.StatePending && job.All() && !job.DryRun) {
 		return 0, nil
 	}
 	if !existing {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
@@ -149,7 +150,7 @@ func TestLostProjectionThroughRun(t *testing.T) {
 	if id, err := s.CheckLoss(t.Context(), e.sess); err == nil || id != 0 {
 		t.Fatalf("CheckLoss with Redis paused = %d, %v; want an error and no job", id, err)
 	}
-	if jobs, err := rebuild.List(t.Context(), e.pg.Pool, 0, 10); err != nil || len(jobs) != 0 {
+	if jobs, err := rebuild.Jobs.List(t.Context(), e.pg.Pool, 0, 10); err != nil || len(jobs) != 0 {
 		t.Fatalf("jobs after a failed look: %v, %v", jobs, err)
 	}
 	if err := e.rd.Client.Ping(t.Context()).Err(); err != nil {
@@ -171,8 +172,8 @@ func TestLostProjectionThroughRun(t *testing.T) {
 	}()
 	jobsDone := func(n int) func() (bool, string) {
 		return func() (bool, string) {
-			jobs, err := rebuild.List(t.Context(), e.pg.Pool, 0, 10)
-			return err == nil && len(jobs) == n && jobs[0].State == rebuild.StateDone, fmt.Sprintf("%+v %v", jobs, err)
+			list, err := rebuild.Jobs.List(t.Context(), e.pg.Pool, 0, 10)
+			return err == nil && len(list) == n && list[0].State == jobs.StateDone, fmt.Sprintf("%+v %v", list, err)
 		}
 	}
 	// The projection the flights were saved with has no sentinel key yet: a first start.

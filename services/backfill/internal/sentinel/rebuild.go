@@ -8,71 +8,41 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
+	"github.com/msgexchange/msgexchange/services/backfill/internal/jobrun"
 )
 
 // The on-demand checks and rebuilds (docs/redis.md, "Rebuild"): a job requested through the
-// control API (pkg/rebuild) is executed here one step at a time, each step one transaction on
-// the role's lock connection that locks the job row, does one page (compared and repaired under
-// the pipeline lock, as the periodic check does) and records the cursor and counts. A crash or a
-// failover loses at most the step in flight, which the next holder of the role does again: a
-// repair is a rewrite from PostgreSQL, so doing it twice changes nothing.
+// control API (pkg/rebuild) is executed here one step at a time (jobrun), each step one page
+// compared and repaired under the pipeline lock, as the periodic check does, with the cursor
+// and counts recorded. A step done twice after a crash or a failover changes nothing: a repair
+// is a rewrite from PostgreSQL.
 
 // RunJobs executes the open job, if any, to its end. It returns when there is no open job, or
 // with the error of a step (recorded on the job, which the next call resumes).
 func (s *Sentinel) RunJobs(ctx context.Context, sess Session) error {
-	for {
-		id, more, err := s.Step(ctx, sess)
-		if err != nil {
-			if id != 0 && ctx.Err() == nil {
-				if nerr := sess.Tx(ctx, func(tx pgx.Tx) error { return rebuild.NoteError(ctx, tx, id, err, s.clock.Now()) }); nerr != nil {
-					s.logger.Warn("projection rebuild: could not record the step's error", "rebuild_id", id, "err", nerr)
-				}
-			}
-			return err
-		}
-		if !more {
-			return nil
-		}
-	}
+	return s.rebuilds.RunJobs(ctx, sess)
 }
 
 // Step does one step of the open job: it returns the job's ID (0 without an open job) and
 // whether the job goes on.
 func (s *Sentinel) Step(ctx context.Context, sess Session) (id int64, more bool, err error) {
-	err = sess.Tx(ctx, func(tx pgx.Tx) error {
-		job, err := rebuild.LockOpen(ctx, tx)
-		if err != nil || job == nil {
-			return err
-		}
-		id = job.ID
-		more, err = s.step(ctx, tx, job)
-		return err
-	})
-	if err != nil {
-		return id, false, fmt.Errorf("projection rebuild %d: %w", id, err)
-	}
-	return id, more, nil
+	return s.rebuilds.Step(ctx, sess)
 }
 
+// newRebuilds is the runner of the rebuilds, its steps the pages of step.
+func (s *Sentinel) newRebuilds() *jobrun.Runner[rebuild.Job] {
+	return jobrun.New(rebuild.Jobs, jobrun.Work[rebuild.Job]{
+		Started: func(job *rebuild.Job) []any { return []any{"dry_run", job.DryRun} },
+		Step:    s.step,
+	}, s.clock, s.logger)
+}
+
+// step does one page of a running job.
 func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool, error) {
 	now := s.clock.Now()
-	switch {
-	case job.CancelRequested:
-		s.logger.Info("projection rebuild cancelled", "rebuild_id", job.ID, "done", job.Done, "total", job.Total)
-		return false, rebuild.Finish(ctx, tx, job.ID, rebuild.StateCancelled, now)
-	case job.State == rebuild.StatePending:
-		total := int64(len(job.FLIDs))
-		if job.All() {
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM flight_schd`).Scan(&total); err != nil {
-				return false, fmt.Errorf("count the flights: %w", err)
-			}
-		}
-		s.logger.Info("projection rebuild started", "rebuild_id", job.ID, "all", job.All(), "dry_run", job.DryRun,
-			"total", total, "requested_by", job.RequestedBy)
-		return true, rebuild.Start(ctx, tx, job.ID, total, now)
-	}
 	var (
 		res      = Result{Drift: map[projection.Drift]int{}}
 		next     rebuild.Progress
@@ -107,7 +77,7 @@ func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool,
 			projection.Stale: int(c.Stale), projection.Content: int(c.Content), projection.Extra: int(c.Extra)}, Repaired: int(c.Repaired)},
 			jobMode(job))
 	}
-	return false, rebuild.Finish(ctx, tx, job.ID, rebuild.StateDone, now)
+	return false, rebuild.Jobs.Finish(ctx, tx, job.ID, jobs.StateDone, now)
 }
 
 // jobMode is the mode a job's drift is counted under.

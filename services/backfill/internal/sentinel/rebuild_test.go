@@ -19,6 +19,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
@@ -42,11 +43,11 @@ func (e *env) runJob(t *testing.T, s *sentinel.Sentinel, id int64) rebuild.Job {
 	if err := s.RunJobs(t.Context(), e.sess); err != nil {
 		t.Fatal(err)
 	}
-	j, err := rebuild.Get(t.Context(), e.pg.Pool, id)
+	j, err := rebuild.Jobs.Get(t.Context(), e.pg.Pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != rebuild.StateDone {
+	if j.State != jobs.StateDone {
 		t.Fatalf("job %d ended %s: %+v", id, j.State, j)
 	}
 	return j
@@ -211,11 +212,11 @@ func TestRebuildResumesAfterInterrupt(t *testing.T) {
 	if _, _, err := e.s.Step(cancelled, e.sess); err == nil {
 		t.Fatal("a step on a cancelled context succeeded")
 	}
-	mid, err := rebuild.Get(t.Context(), e.pg.Pool, id)
+	mid, err := rebuild.Jobs.Get(t.Context(), e.pg.Pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mid.State != rebuild.StateRunning || mid.Done != 8 || mid.Cursor != "R07" || mid.Total != 22 {
+	if mid.State != jobs.StateRunning || mid.Done != 8 || mid.Cursor != "R07" || mid.Total != 22 {
 		t.Fatalf("interrupted job: %+v", mid)
 	}
 	// A new backfill process: a new sentinel, a new connection.
@@ -250,17 +251,17 @@ func TestRebuildCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := rebuild.Cancel(t.Context(), e.pg.Pool, id, t0); err != nil {
+	if _, err := rebuild.Jobs.Cancel(t.Context(), e.pg.Pool, id, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.s.RunJobs(t.Context(), e.sess); err != nil {
 		t.Fatal(err)
 	}
-	j, err := rebuild.Get(t.Context(), e.pg.Pool, id)
+	j, err := rebuild.Jobs.Get(t.Context(), e.pg.Pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != rebuild.StateCancelled || j.Done != 2 || j.Counts.Repaired != 2 {
+	if j.State != jobs.StateCancelled || j.Done != 2 || j.Counts.Repaired != 2 {
 		t.Fatalf("cancelled job: %+v", j)
 	}
 	if e.rd.Client.Exists(t.Context(), projection.FlightKey(e.rd.Prefix, "K1")).Val() != 1 {
@@ -435,11 +436,11 @@ func TestRebuildOutageIsNotTheJobsFault(t *testing.T) {
 	if err := s.RunJobs(t.Context(), e.sess); err == nil {
 		t.Fatal("a rebuild step succeeded while Redis did not answer")
 	}
-	j, err := rebuild.Get(t.Context(), e.pg.Pool, id)
+	j, err := rebuild.Jobs.Get(t.Context(), e.pg.Pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != rebuild.StateRunning || j.Error == "" || j.Done != 0 {
+	if j.State != jobs.StateRunning || j.Error == "" || j.Done != 0 {
 		t.Fatalf("after the failed step: %+v", j)
 	}
 	if err := e.rd.Client.Ping(t.Context()).Err(); err != nil { // answered once the pause ends

@@ -27,6 +27,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/pkg/rebuild"
+	"github.com/msgexchange/msgexchange/services/backfill/internal/jobrun"
 )
 
 // Session runs transactions on the backfill role's lock connection (leader.Session).
@@ -99,6 +101,8 @@ type Sentinel struct {
 	clock   clock.Clock
 	logger  *slog.Logger
 	metrics *metrics
+	// rebuilds executes the rebuilds the control API requests (rebuild.go).
+	rebuilds *jobrun.Runner[rebuild.Job]
 	// streak counts the consecutive checks that found drift, for the alert: a periodic check
 	// with drift raises it, a clean one and a full repair reset it, a dry run leaves it.
 	streak int
@@ -122,7 +126,9 @@ func (m Mode) dryRun() bool { return m == ModeDryRun }
 
 // New builds a sentinel and registers its metrics.
 func New(cfg Config, proj Projection, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Sentinel {
-	return &Sentinel{cfg: cfg.withDefaults(), proj: proj, clock: clk, logger: logger, metrics: newMetrics(reg)}
+	s := &Sentinel{cfg: cfg.withDefaults(), proj: proj, clock: clk, logger: logger, metrics: newMetrics(reg)}
+	s.rebuilds = s.newRebuilds()
+	return s
 }
 
 // Run checks at start-up (when configured) and then every period, and executes the rebuilds
@@ -136,7 +142,7 @@ func (s *Sentinel) Run(ctx context.Context, sess Session) error {
 	if !(s.cfg.RebuildOnLoss && s.checkLoss(ctx, sess) != 0) && s.cfg.OnStartup {
 		s.runOnce(ctx, sess, s.startupRatio(ctx, sess))
 	}
-	s.runJobs(ctx, sess)
+	s.rebuilds.Poll(ctx, sess)
 	t := time.NewTicker(s.cfg.Period)
 	defer t.Stop()
 	jobs := time.NewTicker(s.cfg.JobPoll)
@@ -151,14 +157,8 @@ func (s *Sentinel) Run(ctx context.Context, sess Session) error {
 			if s.cfg.RebuildOnLoss {
 				s.checkLoss(ctx, sess)
 			}
-			s.runJobs(ctx, sess)
+			s.rebuilds.Poll(ctx, sess)
 		}
-	}
-}
-
-func (s *Sentinel) runJobs(ctx context.Context, sess Session) {
-	if err := s.RunJobs(ctx, sess); err != nil && ctx.Err() == nil {
-		s.logger.Error("projection rebuild step failed; tried again at the next poll", "err", err)
 	}
 }
 

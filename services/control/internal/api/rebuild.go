@@ -2,11 +2,9 @@ package api
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -21,30 +19,22 @@ func (s *Service) RebuildProjection(ctx context.Context, req *controlv1.RebuildP
 		job      rebuild.Job
 		existing bool
 	)
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.writeJob(ctx, "rebuild projection", rebuild.ErrInvalid, codes.InvalidArgument, func(tx pgx.Tx) error {
 		var err error
 		job, existing, err = rebuild.Request(ctx, tx, spec, s.cfg.Clock.Now())
 		return err
 	})
-	if errors.Is(err, rebuild.ErrInvalid) {
-		return nil, status.Errorf(codes.InvalidArgument, "rebuild projection: %v", err)
-	}
 	if err != nil {
-		return nil, s.writeStatus(ctx, "rebuild projection", err)
+		return nil, err
 	}
 	return &controlv1.RebuildProjectionResponse{Rebuild: projectionRebuild(job), AlreadyRunning: existing}, nil
 }
 
 // GetProjectionRebuild implements ControlService.GetProjectionRebuild.
 func (s *Service) GetProjectionRebuild(ctx context.Context, req *controlv1.GetProjectionRebuildRequest) (*controlv1.GetProjectionRebuildResponse, error) {
-	var job rebuild.Job
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		job, err = rebuild.Get(ctx, tx, req.GetRebuildId())
-		return err
-	})
+	job, err := getJob(ctx, s, "get projection rebuild", rebuild.Jobs, req.GetRebuildId(), nil)
 	if err != nil {
-		return nil, toStatus(ctx, "get projection rebuild", err)
+		return nil, err
 	}
 	return &controlv1.GetProjectionRebuildResponse{Rebuild: projectionRebuild(job)}, nil
 }
@@ -52,24 +42,11 @@ func (s *Service) GetProjectionRebuild(ctx context.Context, req *controlv1.GetPr
 // ListProjectionRebuilds implements ControlService.ListProjectionRebuilds, newest first (the
 // page token holds the last rebuild_id of the page).
 func (s *Service) ListProjectionRebuilds(ctx context.Context, req *controlv1.ListProjectionRebuildsRequest) (*controlv1.ListProjectionRebuildsResponse, error) {
-	before, size, err := page(req.GetPageToken(), req.GetPageSize())
+	jobs, next, err := listJobs(ctx, s, "list projection rebuilds", rebuild.Jobs, req.GetPageToken(), req.GetPageSize(), nil)
 	if err != nil {
 		return nil, err
 	}
-	var jobs []rebuild.Job
-	err = s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		jobs, err = rebuild.List(ctx, tx, before, size+1)
-		return err
-	})
-	if err != nil {
-		return nil, toStatus(ctx, "list projection rebuilds", err)
-	}
-	resp := &controlv1.ListProjectionRebuildsResponse{}
-	if len(jobs) > size {
-		jobs = jobs[:size]
-		resp.NextPageToken = encodePageToken(jobs[size-1].ID)
-	}
+	resp := &controlv1.ListProjectionRebuildsResponse{NextPageToken: next}
 	for _, j := range jobs {
 		resp.Rebuilds = append(resp.Rebuilds, projectionRebuild(j))
 	}
@@ -78,17 +55,9 @@ func (s *Service) ListProjectionRebuilds(ctx context.Context, req *controlv1.Lis
 
 // CancelProjectionRebuild implements ControlService.CancelProjectionRebuild.
 func (s *Service) CancelProjectionRebuild(ctx context.Context, req *controlv1.CancelProjectionRebuildRequest) (*controlv1.CancelProjectionRebuildResponse, error) {
-	var job rebuild.Job
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		var err error
-		job, err = rebuild.Cancel(ctx, tx, req.GetRebuildId(), s.cfg.Clock.Now())
-		return err
-	})
-	if errors.Is(err, rebuild.ErrFinished) {
-		return nil, status.Errorf(codes.FailedPrecondition, "cancel projection rebuild: %v", err)
-	}
+	job, err := cancelJob(ctx, s, "cancel projection rebuild", rebuild.Jobs, req.GetRebuildId())
 	if err != nil {
-		return nil, s.writeStatus(ctx, "cancel projection rebuild", err)
+		return nil, err
 	}
 	return &controlv1.CancelProjectionRebuildResponse{Rebuild: projectionRebuild(job)}, nil
 }

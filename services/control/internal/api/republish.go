@@ -2,12 +2,9 @@ package api
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/republish"
@@ -24,39 +21,25 @@ func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest
 		existing bool
 		pending  int64
 	)
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err := s.writeJob(ctx, "republish", republish.ErrInvalid, codes.InvalidArgument, func(tx pgx.Tx) error {
 		var err error
 		if job, existing, err = republish.Request(ctx, tx, spec, s.cfg.Clock.Now()); err != nil {
 			return err
 		}
-		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
-		return err
+		return s.schdPending(ctx, &pending)(tx)
 	})
-	if errors.Is(err, republish.ErrInvalid) {
-		return nil, status.Errorf(codes.InvalidArgument, "republish: %v", err)
-	}
 	if err != nil {
-		return nil, s.writeStatus(ctx, "republish", err)
+		return nil, err
 	}
 	return &controlv1.RepublishResponse{Republish: schdRepublish(job, pending), AlreadyRunning: existing}, nil
 }
 
 // GetRepublish implements ControlService.GetRepublish, with the KAFKA:schd rows still unsent.
 func (s *Service) GetRepublish(ctx context.Context, req *controlv1.GetRepublishRequest) (*controlv1.GetRepublishResponse, error) {
-	var (
-		job     republish.Job
-		pending int64
-	)
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		if job, err = republish.Get(ctx, tx, req.GetRepublishId()); err != nil {
-			return err
-		}
-		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
-		return err
-	})
+	var pending int64
+	job, err := getJob(ctx, s, "get republish", republish.Jobs, req.GetRepublishId(), s.schdPending(ctx, &pending))
 	if err != nil {
-		return nil, toStatus(ctx, "get republish", err)
+		return nil, err
 	}
 	return &controlv1.GetRepublishResponse{Republish: schdRepublish(job, pending)}, nil
 }
@@ -64,30 +47,12 @@ func (s *Service) GetRepublish(ctx context.Context, req *controlv1.GetRepublishR
 // ListRepublishes implements ControlService.ListRepublishes, newest first (the page token
 // holds the last republish_id of the page).
 func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepublishesRequest) (*controlv1.ListRepublishesResponse, error) {
-	before, size, err := page(req.GetPageToken(), req.GetPageSize())
+	var pending int64
+	jobs, next, err := listJobs(ctx, s, "list republishes", republish.Jobs, req.GetPageToken(), req.GetPageSize(), s.schdPending(ctx, &pending))
 	if err != nil {
 		return nil, err
 	}
-	var (
-		jobs    []republish.Job
-		pending int64
-	)
-	err = s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		if jobs, err = republish.List(ctx, tx, before, size+1); err != nil {
-			return err
-		}
-		pending, err = schdPending(ctx, tx, s.cfg.Clock.Now())
-		return err
-	})
-	if err != nil {
-		return nil, toStatus(ctx, "list republishes", err)
-	}
-	resp := &controlv1.ListRepublishesResponse{}
-	if len(jobs) > size {
-		jobs = jobs[:size]
-		resp.NextPageToken = encodePageToken(jobs[size-1].ID)
-	}
+	resp := &controlv1.ListRepublishesResponse{NextPageToken: next}
 	for _, j := range jobs {
 		resp.Republishes = append(resp.Republishes, schdRepublish(j, pending))
 	}
@@ -96,29 +61,24 @@ func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepubl
 
 // CancelRepublish implements ControlService.CancelRepublish.
 func (s *Service) CancelRepublish(ctx context.Context, req *controlv1.CancelRepublishRequest) (*controlv1.CancelRepublishResponse, error) {
-	var job republish.Job
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		var err error
-		job, err = republish.Cancel(ctx, tx, req.GetRepublishId(), s.cfg.Clock.Now())
-		return err
-	})
-	if errors.Is(err, republish.ErrFinished) {
-		return nil, status.Errorf(codes.FailedPrecondition, "cancel republish: %v", err)
-	}
+	job, err := cancelJob(ctx, s, "cancel republish", republish.Jobs, req.GetRepublishId())
 	if err != nil {
-		return nil, s.writeStatus(ctx, "cancel republish", err)
+		return nil, err
 	}
 	return &controlv1.CancelRepublishResponse{Republish: schdRepublish(job, 0)}, nil
 }
 
-// schdPending is the number of KAFKA:schd outbox rows not sent yet (PENDING), what a republish
-// still has on its way to the broker.
-func schdPending(ctx context.Context, tx pgx.Tx, now time.Time) (int64, error) {
-	stats, err := outbox.Stats(ctx, tx, now)
-	if err != nil {
-		return 0, err
+// schdPending reads into n the number of KAFKA:schd outbox rows not sent yet (PENDING), what a
+// republish still has on its way to the broker.
+func (s *Service) schdPending(ctx context.Context, n *int64) func(tx pgx.Tx) error {
+	return func(tx pgx.Tx) error {
+		stats, err := outbox.Stats(ctx, tx, s.cfg.Clock.Now())
+		if err != nil {
+			return err
+		}
+		*n = stats[outbox.TargetSchd].Pending
+		return nil
 	}
-	return stats[outbox.TargetSchd].Pending, nil
 }
 
 // schdRepublish converts a job with the outbox's unsent KAFKA:schd rows (0 when not read).

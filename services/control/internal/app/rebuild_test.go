@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -107,13 +108,13 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 		var open *rebuild.Job
 		for open == nil && ctx.Err() == nil {
 			time.Sleep(100 * time.Millisecond)
-			open, _ = rebuild.LockOpen(ctx, db.Pool)
+			open, _ = rebuild.Jobs.LockOpen(ctx, db.Pool)
 		}
 		if open == nil {
 			return
 		}
 		steps := []func() error{
-			func() error { return rebuild.Start(ctx, db.Pool, open.ID, 4, now) },
+			func() error { return rebuild.Jobs.Start(ctx, db.Pool, open.ID, 4, now) },
 			func() error {
 				return rebuild.Advance(ctx, db.Pool, open.ID, rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: "F2", Done: 2,
 					Counts: rebuild.Counts{Missing: 1, Repaired: 1}}, now)
@@ -122,7 +123,7 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 				return rebuild.Advance(ctx, db.Pool, open.ID, rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: "F4", Done: 2,
 					Counts: rebuild.Counts{Stale: 1, Repaired: 1}}, now)
 			},
-			func() error { return rebuild.Finish(ctx, db.Pool, open.ID, rebuild.StateDone, now) },
+			func() error { return rebuild.Jobs.Finish(ctx, db.Pool, open.ID, jobs.StateDone, now) },
 		}
 		for _, step := range steps {
 			time.Sleep(1500 * time.Millisecond) // longer than msgxctl's poll: each step is seen
@@ -154,9 +155,9 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 	// A second command while none is open starts a new one; -o json prints the final rebuild only.
 	go func() {
 		time.Sleep(1500 * time.Millisecond)
-		open, err := rebuild.LockOpen(t.Context(), db.Pool)
+		open, err := rebuild.Jobs.LockOpen(t.Context(), db.Pool)
 		if err == nil && open != nil {
-			_, _ = rebuild.Cancel(t.Context(), db.Pool, open.ID, now)
+			_, _ = rebuild.Jobs.Cancel(t.Context(), db.Pool, open.ID, now)
 		}
 	}()
 	out, errOut, code = msgxctl(t, env, "rebuild-projection", "--all", "--dry-run", "-o", "json")

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/msgexchange/msgexchange/pkg/jobs"
+)
+
+// The calls of the jobs the backfill role runs (RebuildProjection and Republish, their Get, List
+// and Cancel) share these: a job's rows are pkg/jobs', whichever table holds them.
+
+// writeJob runs fn on the control role's lock connection and answers refused, the job
+// package's refusal of the call (ErrInvalid of a scope, ErrFinished of a job that ended), with
+// code; what names the call in the status.
+func (s *Service) writeJob(ctx context.Context, what string, refused error, code codes.Code, fn func(tx pgx.Tx) error) error {
+	err := s.write(ctx, fn)
+	if errors.Is(err, refused) {
+		return status.Errorf(code, "%s: %v", what, err)
+	}
+	if err != nil {
+		return s.writeStatus(ctx, what, err)
+	}
+	return nil
+}
+
+// cancelJob cancels job id of table (jobs.Table.Cancel): FailedPrecondition for a job that
+// already ended.
+func cancelJob[J any](ctx context.Context, s *Service, what string, table *jobs.Table[J], id int64) (J, error) {
+	var job J
+	err := s.writeJob(ctx, what, table.Finished, codes.FailedPrecondition, func(tx pgx.Tx) error {
+		var err error
+		job, err = table.Cancel(ctx, tx, id, s.cfg.Clock.Now())
+		return err
+	})
+	return job, err
+}
+
+// getJob reads job id of table, and then what also reads in the same transaction (nil for
+// nothing).
+func getJob[J any](ctx context.Context, s *Service, what string, table *jobs.Table[J], id int64, also func(tx pgx.Tx) error) (J, error) {
+	var job J
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		if job, err = table.Get(ctx, tx, id); err != nil || also == nil {
+			return err
+		}
+		return also(tx)
+	})
+	if err != nil {
+		return job, toStatus(ctx, what, err)
+	}
+	return job, nil
+}
+
+// listJobs reads a page of table's jobs, newest first (the page token holds the last ID of the
+// page before), and then what also reads in the same transaction (nil for nothing); it returns
+// the token of the next page ("" for the last).
+func listJobs[J any](ctx context.Context, s *Service, what string, table *jobs.Table[J], token string, size int32, also func(tx pgx.Tx) error) ([]J, string, error) {
+	before, n, err := page(token, size)
+	if err != nil {
+		return nil, "", err
+	}
+	var list []J
+	err = s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		// One job more than the page tells whether a next page exists.
+		if list, err = table.List(ctx, tx, before, n+1); err != nil || also == nil {
+			return err
+		}
+		return also(tx)
+	})
+	if err != nil {
+		return nil, "", toStatus(ctx, what, err)
+	}
+	if len(list) <= n {
+		return list, "", nil
+	}
+	list = list[:n]
+	return list, encodePageToken(table.Row(&list[n-1]).ID), nil
+}
