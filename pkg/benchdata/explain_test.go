@@ -224,24 +224,31 @@ func (r *recorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.Trace
 func (r *recorder) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (r *recorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// tracedPool is a one-connection pool on dsn whose statements rec records, closed with the test.
+func tracedPool(t *testing.T, dsn string) (*recorder, *pgxpool.Pool) {
+	t.Helper()
+	rec := &recorder{}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = rec
+	cfg.MaxConns = 1
+	traced, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(traced.Close)
+	return rec, traced
+}
+
 // TestNoFullScanOfGrowingTables runs each call on production-shaped data with the planner's
 // statistics, EXPLAINs every statement it sent and refuses a Seq Scan of a growing table or a
 // Sort of more than a tenth of one.
 func TestNoFullScanOfGrowingTables(t *testing.T) {
 	d := benchdata.New(t, benchdata.Test)
 	ctx := t.Context()
-	rec := &recorder{}
-	cfg, err := pgxpool.ParseConfig(d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = rec
-	cfg.MaxConns = 1
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer traced.Close()
+	rec, traced := tracedPool(t, d.DSN)
 	rows := tableRows(t, d.Pool)
 	now := time.Now()
 	used := map[string]bool{}

@@ -152,6 +152,12 @@ type Event struct {
 // (Requeue): KAFKA:msg consumers never see a gap or a reordering, at the price of a stalled
 // FLID. KAFKA:schd has one row per FLID, so this only means a DEAD row is not sent; the next
 // accepted state resets it (Add).
+//
+// The blocker check is a subquery fenced with OFFSET 0, so that PostgreSQL runs it per
+// candidate as a probe of msg_event_blockers by (target, FLID, event_id) instead of turning it
+// into an anti join: with statistics that still count no unsent event (a burst of thousands of
+// events before autovacuum analyses the table), the join read the topic's whole backlog once
+// per candidate, seconds per call on a large msg_event (docs/performance.md).
 func Pending(ctx context.Context, q db.Executor, target string, limit int, now time.Time) ([]Event, error) {
 	order := `e.event_id`
 	if target == TargetSchd {
@@ -164,7 +170,8 @@ func Pending(ctx context.Context, q db.Executor, target string, limit int, now t
 		WHERE e.target = $1 AND e.state = 'PENDING' AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= $3)
 		  AND NOT EXISTS (SELECT 1 FROM msg_event b
 			WHERE b.target = e.target AND b.partition_key = e.partition_key AND b.state <> 'SENT'
-			  AND b.event_id < e.event_id AND (b.state = 'DEAD' OR b.next_attempt_at > $3))
+			  AND b.event_id < e.event_id AND (b.state = 'DEAD' OR b.next_attempt_at > $3)
+			OFFSET 0)
 		ORDER BY `+order+` LIMIT $2`, target, limit, now)
 	if err != nil {
 		return nil, fmt.Errorf("read pending %s events: %w", target, err)
