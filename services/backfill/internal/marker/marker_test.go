@@ -25,27 +25,12 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-
-// connSession runs the work on one dedicated connection, as leader.Session does on the lock
-// connection.
-type connSession struct{ conn *pgx.Conn }
-
-func (s connSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error { return fn(s.conn) }
-
-func (s connSession) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return db.WithTx(ctx, s.conn, fn)
-}
-
-// SetBlocked writes nothing: the connection holds no role_holder row. A test that reads the
-// blocked state sweeps on a held term (heldSession).
-func (s connSession) SetBlocked(ctx context.Context, b *outage.State) error { return nil }
 
 // heldSession runs a backfill elector on the test's database and returns its session once it
 // holds the role, for a test that reads what the holder records in role_holder. The term ends
@@ -168,7 +153,7 @@ type bundle struct {
 	my    *mysqltest.DB
 	in    *inbox.Inbox
 	clk   *clock.Mutable
-	sess  connSession
+	sess  *pgtest.Session
 	reg   *prometheus.Registry
 	logs  *bytes.Buffer
 	fault *faultMarker
@@ -183,12 +168,7 @@ func setup(t *testing.T, cfg Config) (*Sweeper, *bundle) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.in.Close() })
-	conn, err := pgx.Connect(t.Context(), b.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	b.sess = connSession{conn: conn}
+	b.sess = b.pg.Session(t)
 	b.fault = &faultMarker{real: b.in, failing: map[int64]bool{}}
 	tel, err := telemetry.New(t.Context(), "msgx-backfill-test")
 	if err != nil {

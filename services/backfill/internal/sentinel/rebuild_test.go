@@ -219,12 +219,7 @@ func TestRebuildResumesAfterInterrupt(t *testing.T) {
 		t.Fatalf("interrupted job: %+v", mid)
 	}
 	// A new backfill process: a new sentinel, a new connection.
-	conn, err := pgx.Connect(t.Context(), e.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	e.sess = connSession{conn: conn}
+	e.sess = e.pg.Session(t)
 	s2 := sentinel.New(sentinel.Config{Page: 4}, e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	j := e.runJob(t, s2, id)
 	if j.Done != 22 || j.Total != 22 {
