@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,30 +12,14 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The driver's own line about a connection the server closed ("[mysql] … closing bad idle
 // connection", "broken pipe") goes through the JSON logger, not to stderr.
 func TestDriverLinesGoThroughTheJSONLogger(t *testing.T) {
 	my := mysqltest.New(t)
-	var out syncBuffer
+	var out testlog.Buffer
 	inbox.RouteDriverLog(logging.New(&out, "msgx-test", "info", my.ServiceDSN))
 	t.Cleanup(func() { inbox.RouteDriverLog(logging.New(&bytes.Buffer{}, "msgx-test", "info")) })
 	in := openInbox(t, my, 5*time.Second)

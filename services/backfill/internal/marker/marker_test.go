@@ -1,7 +1,6 @@
 package marker
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -28,6 +27,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 )
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
@@ -155,13 +155,13 @@ type bundle struct {
 	clk   *clock.Mutable
 	sess  *pgtest.Session
 	reg   *prometheus.Registry
-	logs  *bytes.Buffer
+	logs  *testlog.Buffer
 	fault *faultMarker
 }
 
 func setup(t *testing.T, cfg Config) (*Sweeper, *bundle) {
 	t.Helper()
-	b := &bundle{pg: pgtest.New(t), my: mysqltest.New(t), clk: clock.NewMutable(t0), reg: prometheus.NewRegistry(), logs: &bytes.Buffer{}}
+	b := &bundle{pg: pgtest.New(t), my: mysqltest.New(t), clk: clock.NewMutable(t0), reg: prometheus.NewRegistry(), logs: &testlog.Buffer{}}
 	var err error
 	b.in, err = inbox.Open(b.my.ServiceDSN, 5*time.Second)
 	if err != nil {
@@ -188,19 +188,8 @@ func setup(t *testing.T, cfg Config) (*Sweeper, *bundle) {
 		cfg.MaxAttempts = 20
 	}
 	cfg.Status = "PROCESSED"
-	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: b.logs}, nil))
+	logger := slog.New(slog.NewJSONHandler(b.logs, nil))
 	return New(cfg, b.fault, b.clk, logger, tel, b.reg), b
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // terminal writes msgID as enqueued at enqueued and finished as state at finished, with the

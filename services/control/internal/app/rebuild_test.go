@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
 )
@@ -23,7 +24,7 @@ func TestProjectionRebuildRPCs(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	in := startWith(t, db, "control-rebuild", now, nil, logs)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
@@ -49,7 +50,7 @@ func TestProjectionRebuildRPCs(t *testing.T) {
 		t.Errorf("%d rebuilds registered (%v), want 1", n, err)
 	}
 	var audited []string
-	for _, a := range logs.audits(t) {
+	for _, a := range audits(logs) {
 		audited = append(audited, a["method"].(string))
 	}
 	if strings.Count(strings.Join(audited, " "), "/RebuildProjection") != 2 {
