@@ -13,6 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/testlog"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 // The driver's own line about a connection the server closed ("[mysql] … closing bad idle
@@ -49,7 +50,14 @@ func TestDriverLinesGoThroughTheJSONLogger(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The ping must meet a connection the server has closed, not one it is still closing.
+	testwait.For(t, 10*time.Second, "the killed sessions gone", func() bool {
+		var n int
+		if err := my.Admin.QueryRow(`SELECT count(*) FROM information_schema.PROCESSLIST WHERE USER = ?`, cfg.User).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
 	if err := in.Ping(t.Context()); err != nil {
 		t.Fatalf("ping after the kill: %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
 )
 
@@ -315,8 +316,12 @@ func TestRebuildDuringLiveTraffic(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // the pump is under way
-	for i := range 3 {                 // rebuilds of the whole projection while it writes
+	// The pump is under way: the first flight it writes (L01) is projected above version 1.
+	testwait.For(t, 10*time.Second, "the pump's first write projected", func() bool {
+		v, err := c.HGet(ctx, projection.VersionKey(p), "L01").Int64()
+		return err == nil && v > 1
+	})
+	for i := range 3 { // rebuilds of the whole projection while it writes
 		j := e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID)
 		want := rebuild.Counts{}
 		if i == 0 {

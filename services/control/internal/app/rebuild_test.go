@@ -14,6 +14,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	"github.com/msgexchange/msgexchange/pkg/testlog"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
 )
@@ -154,10 +155,14 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 
 	// A second command while none is open starts a new one; -o json prints the final rebuild only.
 	go func() {
-		time.Sleep(1500 * time.Millisecond)
-		open, err := rebuild.LockOpen(t.Context(), db.Pool)
-		if err == nil && open != nil {
-			_, _ = rebuild.Cancel(t.Context(), db.Pool, open.ID, now)
+		// Cancelled as soon as the command's rebuild is open.
+		tick := time.NewTicker(testwait.Interval)
+		defer tick.Stop()
+		for ctx := t.Context(); ctx.Err() == nil; <-tick.C {
+			if open, err := rebuild.LockOpen(ctx, db.Pool); err == nil && open != nil {
+				_, _ = rebuild.Cancel(ctx, db.Pool, open.ID, now)
+				return
+			}
 		}
 	}()
 	out, errOut, code = msgxctl(t, env, "rebuild-projection", "--all", "--dry-run", "-o", "json")
