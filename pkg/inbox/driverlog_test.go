@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,30 +12,15 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The driver's own line about a connection the server closed ("[mysql] … closing bad idle
 // connection", "broken pipe") goes through the JSON logger, not to stderr.
 func TestDriverLinesGoThroughTheJSONLogger(t *testing.T) {
 	my := mysqltest.New(t)
-	var out syncBuffer
+	var out testlog.Buffer
 	inbox.RouteDriverLog(logging.New(&out, "msgx-test", "info", my.ServiceDSN))
 	t.Cleanup(func() { inbox.RouteDriverLog(logging.New(&bytes.Buffer{}, "msgx-test", "info")) })
 	in := openInbox(t, my, 5*time.Second)
@@ -66,7 +50,14 @@ func TestDriverLinesGoThroughTheJSONLogger(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The ping must meet a connection the server has closed, not one it is still closing.
+	testwait.For(t, 10*time.Second, "the killed sessions gone", func() bool {
+		var n int
+		if err := my.Admin.QueryRow(`SELECT count(*) FROM information_schema.PROCESSLIST WHERE USER = ?`, cfg.User).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
 	if err := in.Ping(t.Context()); err != nil {
 		t.Fatalf("ping after the kill: %v", err)
 	}

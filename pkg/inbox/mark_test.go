@@ -3,12 +3,16 @@ package inbox_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
 
 // R-BACKFILL-4 for a batch: each row's outcome as Mark would give it, a marker never
@@ -57,32 +61,45 @@ func TestAbandonedMarkManyNeverLandsLater(t *testing.T) {
 	my := mysqltest.New(t)
 	in := openInbox(t, my, 2*time.Second) // innodb_lock_wait_timeout 1 s
 	var ids []int64
-	done := make(chan error, 4)
-	for k := range 4 {
+	var blockers []lock
+	for range 4 {
 		id := my.InsertInbox(t, "<MSG/>", nil)
 		ids = append(ids, id)
-		blocker, err := my.Admin.BeginTx(t.Context(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := blocker.Exec(`SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID = ? FOR UPDATE`, id); err != nil {
-			t.Fatal(err)
-		}
-		// Released one after the other, 900 ms apart: each wait of the batch stays under 1 s.
-		go func() {
-			time.Sleep(time.Duration(k+1) * 900 * time.Millisecond)
-			done <- blocker.Commit()
-		}()
+		blockers = append(blockers, lockRow(t, my, id))
 	}
-	if _, err := in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED"); err == nil {
+	// Released one after the other, each 600 ms after the batch was seen waiting for it (seen
+	// up to ~0.25 s late, waitedOn): each wait of the batch stays under 1 s, and together they
+	// pass the timeout. Once the batch gave up, the rest are released at once.
+	w := watcher(t, my)
+	gaveUp := make(chan struct{})
+	released := make(chan error, 1)
+	go func() {
+		var err error
+		for _, b := range blockers {
+			if b.waitedOn(w, gaveUp) {
+				select {
+				case <-time.After(600 * time.Millisecond):
+				case <-gaveUp:
+				}
+			}
+			err = errors.Join(err, b.tx.Commit())
+		}
+		released <- err
+	}()
+	start := time.Now()
+	_, err := in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED")
+	took := time.Since(start)
+	close(gaveUp)
+	if rerr := <-released; rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
 		t.Fatal("MarkMany succeeded while its rows were locked past the timeout")
 	}
-	for range 4 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+	if took < 2*time.Second {
+		t.Fatalf("MarkMany gave up after %s (%v), before its 2 s timeout: one lock wait reached the server's bound", took, err)
 	}
-	time.Sleep(2 * time.Second)
+	settled(t, my)
 	if n := markers(t, my); n != 0 {
 		t.Errorf("%d markers of the abandoned batch landed after the client gave up", n)
 	}
@@ -95,23 +112,31 @@ func TestHeldMarkManyCommitNeverLandsLater(t *testing.T) {
 	in := openInbox(t, my, time.Second)
 	ids := []int64{my.InsertInbox(t, "<MSG/>", nil), my.InsertInbox(t, "<MSG/>", nil)}
 	release := holdCommits(t, my)
+	// Released once the call gave up; at the latest after 2 s, so that a call that waits for
+	// the commit fails on its duration instead of holding the server's commits.
+	returned := make(chan struct{})
 	released := make(chan error, 1)
 	go func() {
-		time.Sleep(2 * time.Second)
+		select {
+		case <-returned:
+		case <-time.After(2 * time.Second):
+		}
 		released <- release()
 	}()
 	start := time.Now()
 	_, err := in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED")
-	if err == nil {
-		t.Error("MarkMany succeeded while its commit was held")
-	}
-	if took := time.Since(start); took > 1900*time.Millisecond {
-		t.Errorf("MarkMany returned after %s; want it cut off at its 1 s timeout", took)
-	}
+	took := time.Since(start)
+	close(returned)
 	if err := <-released; err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	if err == nil {
+		t.Error("MarkMany succeeded while its commit was held")
+	}
+	if took > 1900*time.Millisecond {
+		t.Errorf("MarkMany returned after %s; want it cut off at its 1 s timeout", took)
+	}
+	settled(t, my)
 	if n := markers(t, my); n != 0 {
 		t.Errorf("%d markers landed after the held commit was released", n)
 	}
@@ -138,34 +163,34 @@ func TestCommitReleasedJustAfterTheTimeoutNeverLands(t *testing.T) {
 			in := openInbox(t, my, time.Second)
 			ids := []int64{my.InsertInbox(t, "<MSG/>", nil), my.InsertInbox(t, "<MSG/>", nil)}
 			// A row lock delays the statements, so the COMMIT is held from 0.5 s on.
-			locker, err := my.Admin.BeginTx(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := locker.Exec(`SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID = ? FOR UPDATE`, ids[0]); err != nil {
-				t.Fatal(err)
-			}
+			locker := lockRow(t, my, ids[0])
 			release := holdCommits(t, my)
-			start := time.Now()
+			w := watcher(t, my)
+			returned := make(chan struct{})
 			released := make(chan error, 1)
 			go func() {
-				time.Sleep(500 * time.Millisecond)
-				_ = locker.Rollback()
-				time.Sleep(time.Until(start.Add(1250 * time.Millisecond)))
+				if locker.waitedOn(w, returned) {
+					time.Sleep(500 * time.Millisecond)
+				}
+				_ = locker.tx.Rollback()
+				<-returned
+				time.Sleep(250 * time.Millisecond)
 				released <- release()
 			}()
+			var err error
 			if batch {
 				_, err = in.MarkMany(t.Context(), ids, time.Now(), "PROCESSED")
 			} else {
 				_, err = in.Mark(t.Context(), ids[0], time.Now(), "PROCESSED")
 			}
+			close(returned)
 			if err == nil {
 				t.Error("the call succeeded while its commit was held past the timeout")
 			}
 			if err := <-released; err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(500 * time.Millisecond)
+			settled(t, my)
 			if n := markers(t, my); n != 0 {
 				t.Errorf("%d markers landed after the call gave up", n)
 			}
@@ -191,4 +216,86 @@ func holdCommits(t *testing.T, my *mysqltest.DB) (release func() error) {
 		_, err := backup.ExecContext(context.Background(), "BACKUP STAGE END")
 		return err
 	}
+}
+
+// lock is a transaction of the admin account holding a row lock of the inbox.
+type lock struct {
+	tx     *sql.Tx
+	thread int64 // the server thread (CONNECTION_ID) the transaction runs on
+}
+
+// lockRow locks the inbox row id in a transaction of its own, which the caller ends.
+func lockRow(t *testing.T, my *mysqltest.DB, id int64) lock {
+	t.Helper()
+	tx, err := my.Admin.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID = ? FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	l := lock{tx: tx}
+	if err := tx.QueryRow(`SELECT CONNECTION_ID()`).Scan(&l.thread); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// watcher is a connection of the admin account of its own, for waitedOn: the blockers may
+// hold every connection of my.Admin's pool.
+func watcher(t *testing.T, my *mysqltest.DB) *sql.DB {
+	t.Helper()
+	w, err := sql.Open("mysql", my.AdminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	return w
+}
+
+// lockPoll is how often waitedOn looks: the server refreshes its lock tables only when they
+// were not read for 0.1 s, so a faster poll would keep reading the first answer forever.
+const lockPoll = 150 * time.Millisecond
+
+// waitedOn waits until another transaction waits for l's lock (true) or until stop is closed
+// (false), so that a test releases the lock knowing the call under test is queued behind it.
+func (l lock) waitedOn(w *sql.DB, stop <-chan struct{}) bool {
+	tick := time.NewTicker(lockPoll)
+	defer tick.Stop()
+	for {
+		var n int
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := w.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.INNODB_LOCK_WAITS w
+			JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
+			WHERE b.trx_mysql_thread_id = ?`, l.thread).Scan(&n)
+		cancel()
+		if err == nil && n > 0 {
+			return true
+		}
+		select {
+		case <-stop:
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// settled waits until no session of the service account runs a statement or keeps a
+// transaction open: from then on nothing a call gave up on can still write a marker, so a
+// count of markers is final without waiting for what might have landed.
+func settled(t *testing.T, my *mysqltest.DB) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(my.ServiceDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.ForState(t, 30*time.Second, "the service account's sessions idle", func() (bool, string) {
+		var n int
+		if err := my.Admin.QueryRow(`SELECT count(*) FROM information_schema.PROCESSLIST p
+			LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = p.ID
+			WHERE p.USER = ? AND (p.COMMAND <> 'Sleep' OR x.trx_id IS NOT NULL)`, cfg.User).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0, fmt.Sprintf("%d busy", n)
+	})
 }

@@ -100,7 +100,7 @@ func TestAbandonedMarkerWriteNeverLandsLater(t *testing.T) {
 	if err := blocker.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	settled(t, my)
 	var processed sql.NullTime
 	if err := my.Admin.QueryRow(`SELECT CMINMSGS_DATE_PROCESSED FROM cminmsgs WHERE CMINMSGS_ID = ?`, id).Scan(&processed); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func TestServerCPUCountsExitedBackends(t *testing.T) {
 	if _, err := work.Exec(ctx, `SELECT count(*) FROM generate_series(1, 4000000) g WHERE g % 7 = 3`); err != nil {
 		t.Fatal(err)
 	}
-	burned, ok := pgtest.BackendCPU(work)
+	burned, ok := pgtest.BackendCPU(work.PgConn().PID())
 	if !ok || burned == 0 {
 		t.Fatalf("the working backend shows %s of CPU (%v)", burned, ok)
 	}

@@ -198,12 +198,12 @@ func (r *RoundTrips) TracePrepareEnd(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	r.end(ctx)
 }
 
-// BackendCPU is the CPU time the server process behind conn has used so far (user and
-// system), read from /proc: the server's cost of what the connection sent, which a client's
-// wall clock mixes with the round trips. It reports false when the server is not local (or
-// not Linux).
-func BackendCPU(conn *pgx.Conn) (time.Duration, bool) {
-	s, ok := procStat(int(conn.PgConn().PID()))
+// BackendCPU is the CPU time the server process pid (a connection's backend, PgConn().PID or
+// Session.PID) has used so far (user and system), read from /proc: the server's cost of what
+// the connection sent, which a client's wall clock mixes with the round trips. It reports
+// false when the server is not local (or not Linux).
+func BackendCPU(pid uint32) (time.Duration, bool) {
+	s, ok := procStat(int(pid))
 	if !ok {
 		return 0, false
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/tools/chaos"
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -70,10 +71,7 @@ func TestChaos(t *testing.T) {
 // build compiles the binaries into dir/bin.
 func build(t *testing.T, dir string) string {
 	t.Helper()
-	root, err := stack.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repo.Root(t)
 	bin := dir + "/bin"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

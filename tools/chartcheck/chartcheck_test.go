@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
-	"github.com/msgexchange/msgexchange/tools/stack"
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 const chartDir = "deploy/helm/msgexchange"
@@ -120,7 +120,7 @@ var renderings = []rendering{
 }
 
 func TestChartRendersValidManifests(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	for _, r := range renderings {
 		t.Run(r.name, func(t *testing.T) {
@@ -138,7 +138,7 @@ func TestChartRendersValidManifests(t *testing.T) {
 // TestValuesListEveryParameter keeps values.yaml's config in step with pkg/config: every
 // parameter an operator may set is there under its name in docs/environment.md, with the programs' default.
 func TestValuesListEveryParameter(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	raw, err := os.ReadFile(filepath.Join(root, chartDir, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestValuesListEveryParameter(t *testing.T) {
 // TestSecondsHelper checks the template helper that turns parameter durations into alert
 // thresholds, with the durations pkg/config accepts.
 func TestSecondsHelper(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	for _, c := range []struct {
 		in   string
@@ -905,15 +905,6 @@ func stripComments(doc string) string {
 	return b.String()
 }
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := stack.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 // helmBinary finds helm in the repository's bin/ (where `make test` installs the pinned
 // version) or on PATH. Without it the chart is unchecked, which must not pass silently.
 func helmBinary(t *testing.T, root string) string {
@@ -945,7 +936,7 @@ func run(t *testing.T, name string, args ...string) []byte {
 // render that would have to invent a token (no value, no existing Secret, no live cluster to
 // look one up in) fails naming the values to set, instead of rotating the tokens on every run.
 func TestTokensAreStableOrRefused(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	chart := filepath.Join(root, chartDir)
 	tokens := filepath.Join(chart, "ci/tokens-values.yaml")

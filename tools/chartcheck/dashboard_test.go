@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 // wantPanels are the dashboard's panels: what an operator watches, by title.
@@ -145,7 +147,7 @@ func TestBaseUnit(t *testing.T) {
 // ServiceMonitor or PrometheusRule (they would fail the install), and the dashboard can be
 // turned off.
 func TestMonitoringNeedsTheCRDs(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	out := string(run(t, helm, "template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml")))
 	for _, kind := range []string{"kind: ServiceMonitor", "kind: PrometheusRule"} {

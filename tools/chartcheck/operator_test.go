@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 // TestOperatorValues renders testdata/operator-values.yaml: every pod (the Deployments, the
@@ -16,7 +18,7 @@ import (
 // or their service's (services.<name>); topologySpreadConstraints spread each service's own
 // pods unless a constraint names its selector, and a service's list replaces the global one.
 func TestOperatorValues(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	chart := filepath.Join(root, chartDir)
 	out := run(t, helm, "template", "msgx", chart, "-f", filepath.Join(chart, "ci/tokens-values.yaml"),
@@ -109,7 +111,7 @@ func TestOperatorValues(t *testing.T) {
 // TestExistingServiceAccount: a ServiceAccount named but not created is every pod's, and the
 // chart renders none.
 func TestExistingServiceAccount(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	chart := filepath.Join(root, chartDir)
 	m := decodeAll(t, run(t, helm, "template", "msgx", chart, "-f", filepath.Join(chart, "ci/tokens-values.yaml"),
@@ -136,7 +138,7 @@ func TestExistingServiceAccount(t *testing.T) {
 // (the operator token is a separate, marked command), and the alerts are announced only where
 // the PrometheusRule is rendered (a client-side dry run knows no monitoring.coreos.com/v1).
 func TestNotes(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	chart := filepath.Join(root, chartDir)
 	out := string(run(t, helm, "install", "msgx", chart, "-f", filepath.Join(chart, "ci/tokens-values.yaml"), "--dry-run=client"))

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 // TestAlertRulesWithPromtool checks the PromQL of the rendered PrometheusRule with
@@ -22,7 +24,7 @@ func TestAlertRulesWithPromtool(t *testing.T) {
 		}
 		t.Fatal("promtool not found: `apt-get install -y prometheus` (or run `make test`, which installs it)")
 	}
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	out := run(t, helm, append([]string{"template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"), "--namespace", "default",
 		"--show-only", "templates/prometheusrule.yaml"}, withCRDs...)...)

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 // The chart README's values table follows the helm-docs convention: a comment block whose first
@@ -150,7 +152,7 @@ func chartReadme(values []byte) ([]byte, error) {
 
 // TestChartReadmeIsCurrent: the chart README is what the generator makes of values.yaml now.
 func TestChartReadmeIsCurrent(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	values, err := os.ReadFile(filepath.Join(root, valuesFile))
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 var update = flag.Bool("update", false, "rewrite values.schema.json's config section from pkg/config's registry")
@@ -101,7 +102,7 @@ func readSchema(t *testing.T, root string) map[string]any {
 // (less those the chart sets itself), each with the type of its kind, so `helm install` refuses
 // a misspelt key or a value of the wrong type.
 func TestValuesSchemaMatchesConfig(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	s := readSchema(t, root)
 	want := wantConfigSchema()
 	props := s["properties"].(map[string]any)
@@ -148,7 +149,7 @@ func TestValuesSchemaMatchesConfig(t *testing.T) {
 // its property in the schema (which refuses unknown keys), so adding a value without its
 // schema fails here, naming the key.
 func TestValuesSchemaCoversValues(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	s := readSchema(t, root)
 	for _, file := range []string{"values.yaml", "ci/production-values.yaml"} {
 		raw, err := os.ReadFile(filepath.Join(root, chartDir, file))
@@ -208,7 +209,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // TestValuesSchemaRefuses: helm refuses, through values.schema.json, what the services would
 // ignore or refuse only at start-up, and accepts the values an operator writes.
 func TestValuesSchemaRefuses(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	render := func(args ...string) ([]byte, error) {
 		cmd := exec.Command(helm, append([]string{"template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml")}, args...)...)
@@ -267,7 +268,7 @@ func TestValuesSchemaRefuses(t *testing.T) {
 // TestChartRefusesExactlyTheRenamedKeys: the chart's list of renamed keys is the aliases of the
 // parameters values.yaml sets, each naming its new key.
 func TestChartRefusesExactlyTheRenamedKeys(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	raw, err := os.ReadFile(filepath.Join(root, chartDir, "templates", "_helpers.tpl"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 // sameLengthRange is a pattern of the decimal numbers lo..hi, both of the same length.
@@ -182,7 +183,7 @@ func TestDurationRangePattern(t *testing.T) {
 // TestHelmRefusesWhatTheServicesRefuse: values the services would refuse at start-up fail
 // `helm template` already, each naming the parameter.
 func TestHelmRefusesWhatTheServicesRefuse(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	for _, set := range []string{
 		"config.pipeline\\.max-attempts=0",

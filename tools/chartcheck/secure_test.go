@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 // TestSecureDefaults renders the default values and checks what a secure install needs
@@ -19,7 +21,7 @@ import (
 // schema owner, every DSN example verifies the server's certificate, and a NetworkPolicy per
 // service admits only the documented flows in and out (docs/security.md).
 func TestSecureDefaults(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	chart := filepath.Join(root, chartDir)
 	m := decodeAll(t, run(t, helm, "template", "msgx", chart, "-f", filepath.Join(chart, "ci/tokens-values.yaml")))
@@ -145,7 +147,7 @@ func egressPorts(rules []networkingv1.NetworkPolicyEgressRule) []string {
 // the reader the operator's token (each a value control refuses at start-up), fails with a message naming what to set; the
 // explicit values that accept or fix it render.
 func TestUnsafeValuesAreRefused(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	chart := filepath.Join(root, chartDir)
 	tokens := filepath.Join(chart, "ci/tokens-values.yaml")

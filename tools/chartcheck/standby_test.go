@@ -7,12 +7,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 // TestStandbysAndPolicies renders warm standbys for the pump, a NetworkPolicy with named
 // operators and a created ServiceAccount, and checks what each promises.
 func TestStandbysAndPolicies(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.Root(t)
 	helm := helmBinary(t, root)
 	out := run(t, helm, "template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"),
 		"--set", "services.pump.replicas=3", "--set", "networkPolicy.enabled=true",

@@ -18,6 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -37,10 +38,7 @@ func metricValue(text, series string) (v float64, ok bool) {
 // the test evaluates the alert as deployed rather than a copy of it.
 func driftAlertThreshold(t *testing.T) float64 {
 	t.Helper()
-	root, err := stack.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repo.Root(t)
 	b, err := os.ReadFile(filepath.Join(root, "deploy/helm/msgexchange/templates/prometheusrule.yaml"))
 	if err != nil {
 		t.Fatal(err)

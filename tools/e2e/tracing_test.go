@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -30,10 +31,7 @@ import (
 // test asks Jaeger's query API the operator's question as well: the traces of msgx-ingest
 // tagged with the message's msg_id are exactly one, the stored one, across the services.
 func TestOneTracePerMessage(t *testing.T) {
-	root, err := stack.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repo.Root(t)
 	jaeger, err := stack.StartJaeger(t.Context(), root, nil)
 	if err != nil {
 		t.Fatalf("%v: make test builds it (the jaeger target); run `make jaeger`", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -79,10 +80,7 @@ func buildRelease(t *testing.T, root, rev string) string {
 // the same database and go on, reading what the old ones wrote.
 // Guards R-INV-25.
 func TestPreviousReleaseRunsOnTheNewSchema(t *testing.T) {
-	root, err := stack.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repo.Root(t)
 	rev, newest := previousRelease(t, root)
 	t.Logf("previous release %s (before %s)", rev, newest)
 	old := buildRelease(t, root, rev)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
 // rpcDocs are the pages an operator looks up a control RPC and its role in. Each holds one
@@ -92,8 +93,9 @@ func TestDocsListEveryRPCWithItsRole(t *testing.T) {
 	if len(want) < 20 {
 		t.Fatalf("the descriptor names %d methods; the control service has more", len(want))
 	}
+	root := repo.Root(t)
 	for _, doc := range rpcDocs {
-		text, err := os.ReadFile(filepath.Join(repoRoot, doc))
+		text, err := os.ReadFile(filepath.Join(root, doc))
 		if err != nil {
 			t.Fatal(err)
 		}

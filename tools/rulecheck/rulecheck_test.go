@@ -5,10 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// repoRoot is the repository root, two levels above this package.
-const repoRoot = "../.."
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
+)
 
 // TestTreeFollowsTheRules runs the check on the repository itself: no Go comment, string or
 // doc cites material outside the repository, every cited rule ID is defined in docs/rules.md
@@ -16,7 +15,7 @@ const repoRoot = "../.."
 // cite it.
 func TestTreeFollowsTheRules(t *testing.T) {
 	t.Parallel()
-	problems, err := Check(repoRoot)
+	problems, err := Check(repo.Root(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,16 +7,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// repoRoot is the repository root, two levels above this package.
-const repoRoot = "../.."
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
+)
 
 // TestTrackedFilesAreSmall runs the check on the repository: no tracked file over Limit
 // unless Allowed names it. Outside a git checkout there is nothing to check.
 func TestTrackedFilesAreSmall(t *testing.T) {
 	t.Parallel()
-	files, err := Tracked(repoRoot)
+	root := repo.Root(t)
+	files, err := Tracked(root)
 	if errors.Is(err, ErrNotCheckout) {
 		t.Skipf("no tracked files to check: %v", err)
 	}
@@ -26,7 +26,7 @@ func TestTrackedFilesAreSmall(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("git ls-files listed nothing")
 	}
-	problems, err := Check(repoRoot, files, Limit, Allowed)
+	problems, err := Check(root, files, Limit, Allowed)
 	if err != nil {
 		t.Fatal(err)
 	}

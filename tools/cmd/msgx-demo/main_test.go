@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/msgexchange/msgexchange/pkg/leaktest"
+	"github.com/msgexchange/msgexchange/tools/internal/repo"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -27,10 +28,7 @@ func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 // DEAD row's reason, ends with one FAIL line naming the row, exits 1, and leaves none of the
 // databases, the inbox account or the Redis keys it made behind.
 func TestDemoFailsOnAnUnexpectedRow(t *testing.T) {
-	root, err := stack.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repo.Root(t)
 	bin := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -46,7 +44,7 @@ func TestDemoFailsOnAnUnexpectedRow(t *testing.T) {
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "msgx-demo"), "-bin", bin, "-flights", "12", "-break-row", "-timeout", "4m")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	out := stdout.String()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("msgx-demo -break-row: %v, want exit 1\n%s\n%s", err, out, stderr.String())

@@ -13,14 +13,14 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/benchdata"
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 )
 
-// timedSession counts the transactions a sweep runs and keeps the longest.
+// timedSession counts the transactions a sweep runs on its session and keeps the longest.
 type timedSession struct {
-	conn    *pgx.Conn
+	*pgtest.Session
 	mu      sync.Mutex
 	txs     int
 	longest time.Duration
@@ -28,7 +28,7 @@ type timedSession struct {
 
 func (s *timedSession) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	began := time.Now()
-	err := db.WithTx(ctx, s.conn, fn)
+	err := s.Session.Tx(ctx, fn)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.txs++
@@ -43,11 +43,6 @@ func (s *timedSession) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 func TestSweepOfManyRowsTakesBoundedBatches(t *testing.T) {
 	d := benchdata.New(t, benchdata.Test)
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	const batch = 5000
 	r := redistest.New(t)
 	now := time.Now()
@@ -74,7 +69,7 @@ func TestSweepOfManyRowsTakesBoundedBatches(t *testing.T) {
 	if proc < 10*batch || events < 2*batch {
 		t.Fatalf("the generated data has %d expired processing records and %d expired events: too few to need batches", proc, events)
 	}
-	s := &timedSession{conn: conn}
+	s := &timedSession{Session: d.Session(t)}
 	began := time.Now()
 	c.RunOnce(ctx, s)
 	took := time.Since(began)

@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
@@ -27,30 +26,17 @@ import (
 // 20:00 on 10 March in Shanghai.
 var now = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 
-// connSession runs transactions on one dedicated connection, as leader.Session does on the
-// lock connection.
-type connSession struct{ conn *pgx.Conn }
-
-func (s connSession) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return db.WithTx(ctx, s.conn, fn)
-}
-
 type bundle struct {
 	pg    *pgtest.DB
 	redis *redistest.Redis
-	sess  connSession
+	sess  *pgtest.Session
 	clk   *clock.Mutable
 }
 
 func setup(t *testing.T, forget func(b *bundle) Forgetter) (*Cleaner, *bundle) {
 	t.Helper()
 	b := &bundle{pg: pgtest.New(t), redis: redistest.New(t), clk: clock.NewMutable(now)}
-	conn, err := pgx.Connect(t.Context(), b.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	b.sess = connSession{conn: conn}
+	b.sess = b.pg.Session(t)
 	zone, err := time.LoadLocation("Asia/Shanghai")
 	if err != nil {
 		t.Fatal(err)

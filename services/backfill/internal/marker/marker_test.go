@@ -1,7 +1,6 @@
 package marker
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -25,27 +24,13 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 )
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-
-// connSession runs the work on one dedicated connection, as leader.Session does on the lock
-// connection.
-type connSession struct{ conn *pgx.Conn }
-
-func (s connSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error { return fn(s.conn) }
-
-func (s connSession) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return db.WithTx(ctx, s.conn, fn)
-}
-
-// SetBlocked writes nothing: the connection holds no role_holder row. A test that reads the
-// blocked state sweeps on a held term (heldSession).
-func (s connSession) SetBlocked(ctx context.Context, b *outage.State) error { return nil }
 
 // heldSession runs a backfill elector on the test's database and returns its session once it
 // holds the role, for a test that reads what the holder records in role_holder. The term ends
@@ -168,27 +153,22 @@ type bundle struct {
 	my    *mysqltest.DB
 	in    *inbox.Inbox
 	clk   *clock.Mutable
-	sess  connSession
+	sess  *pgtest.Session
 	reg   *prometheus.Registry
-	logs  *bytes.Buffer
+	logs  *testlog.Buffer
 	fault *faultMarker
 }
 
 func setup(t *testing.T, cfg Config) (*Sweeper, *bundle) {
 	t.Helper()
-	b := &bundle{pg: pgtest.New(t), my: mysqltest.New(t), clk: clock.NewMutable(t0), reg: prometheus.NewRegistry(), logs: &bytes.Buffer{}}
+	b := &bundle{pg: pgtest.New(t), my: mysqltest.New(t), clk: clock.NewMutable(t0), reg: prometheus.NewRegistry(), logs: &testlog.Buffer{}}
 	var err error
 	b.in, err = inbox.Open(b.my.ServiceDSN, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.in.Close() })
-	conn, err := pgx.Connect(t.Context(), b.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	b.sess = connSession{conn: conn}
+	b.sess = b.pg.Session(t)
 	b.fault = &faultMarker{real: b.in, failing: map[int64]bool{}}
 	tel, err := telemetry.New(t.Context(), "msgx-backfill-test")
 	if err != nil {
@@ -208,19 +188,8 @@ func setup(t *testing.T, cfg Config) (*Sweeper, *bundle) {
 		cfg.MaxAttempts = 20
 	}
 	cfg.Status = "PROCESSED"
-	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: b.logs}, nil))
+	logger := slog.New(slog.NewJSONHandler(b.logs, nil))
 	return New(cfg, b.fault, b.clk, logger, tel, b.reg), b
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // terminal writes msgID as enqueued at enqueued and finished as state at finished, with the

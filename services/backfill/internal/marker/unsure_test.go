@@ -63,7 +63,7 @@ func TestUnsureFailureIsProbedOutsideTheGate(t *testing.T) {
 			b.fault.probing = func() {
 				var st string
 				if err := b.pg.Pool.QueryRow(context.Background(), `SELECT state FROM pg_stat_activity WHERE pid = $1`,
-					int32(b.sess.conn.PgConn().PID())).Scan(&st); err != nil {
+					int32(b.sess.PID())).Scan(&st); err != nil {
 					t.Error(err)
 				}
 				mu.Lock()

@@ -26,14 +26,6 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 
-// connSession runs transactions on one dedicated connection, as leader.Session does on the
-// lock connection.
-type connSession struct{ conn *pgx.Conn }
-
-func (s connSession) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return db.WithTx(ctx, s.conn, fn)
-}
-
 func mk(flid string, version int64, state string) flight.Flight {
 	f := flight.New(flid)
 	f.State, f.Version, f.CreatedAt, f.UpdatedAt = state, version, t0, t0
@@ -67,16 +59,11 @@ func schdRows(t *testing.T, pg *pgtest.DB) map[string]row {
 	return out
 }
 
-func setup(t *testing.T, page int) (*pgtest.DB, connSession, *republisher.Republisher) {
+func setup(t *testing.T, page int) (*pgtest.DB, *pgtest.Session, *republisher.Republisher) {
 	t.Helper()
 	pg := pgtest.New(t)
-	conn, err := pgx.Connect(t.Context(), pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	r := republisher.New(republisher.Config{Page: page}, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
-	return pg, connSession{conn: conn}, r
+	return pg, pg.Session(t), r
 }
 
 func save(t *testing.T, pg *pgtest.DB, fs ...flight.Flight) {
@@ -93,7 +80,7 @@ func save(t *testing.T, pg *pgtest.DB, fs ...flight.Flight) {
 	}
 }
 
-func run(t *testing.T, pg *pgtest.DB, sess connSession, r *republisher.Republisher, spec republish.Spec) republish.Job {
+func run(t *testing.T, pg *pgtest.DB, sess *pgtest.Session, r *republisher.Republisher, spec republish.Spec) republish.Job {
 	t.Helper()
 	spec.RequestedBy = "test"
 	j, _, err := republish.Request(t.Context(), pg.Pool, spec, t0)

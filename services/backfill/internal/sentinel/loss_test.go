@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -184,12 +183,7 @@ func TestLostProjectionThroughRun(t *testing.T) {
 	testwait.ForState(t, 10*time.Second, "the rebuild after the flush ended", jobsDone(2))
 	stop()
 	// Stopping the loop may close its connection mid-statement: the check gets its own.
-	conn, err := pgx.Connect(t.Context(), e.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close(context.Background()) }()
-	e.sess = connSession{conn: conn}
+	e.sess = e.pg.Session(t)
 	if res := e.check(t); res.Found() != 0 {
 		t.Fatalf("after the rebuilds a check found %v", res)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
 )
 
@@ -220,12 +221,7 @@ func TestRebuildResumesAfterInterrupt(t *testing.T) {
 		t.Fatalf("interrupted job: %+v", mid)
 	}
 	// A new backfill process: a new sentinel, a new connection.
-	conn, err := pgx.Connect(t.Context(), e.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	e.sess = connSession{conn: conn}
+	e.sess = e.pg.Session(t)
 	s2 := sentinel.New(sentinel.Config{Page: 4}, e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	j := e.runJob(t, s2, id)
 	if j.Done != 22 || j.Total != 22 {
@@ -321,8 +317,12 @@ func TestRebuildDuringLiveTraffic(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // the pump is under way
-	for i := range 3 {                 // rebuilds of the whole projection while it writes
+	// The pump is under way: the first flight it writes (L01) is projected above version 1.
+	testwait.For(t, 10*time.Second, "the pump's first write projected", func() bool {
+		v, err := c.HGet(ctx, projection.VersionKey(p), "L01").Int64()
+		return err == nil && v > 1
+	})
+	for i := range 3 { // rebuilds of the whole projection while it writes
 		j := e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID)
 		want := rebuild.Counts{}
 		if i == 0 {

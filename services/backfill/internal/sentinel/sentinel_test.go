@@ -25,19 +25,11 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 
-// connSession runs transactions on one dedicated connection, as leader.Session does on the
-// lock connection.
-type connSession struct{ conn *pgx.Conn }
-
-func (s connSession) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return db.WithTx(ctx, s.conn, fn)
-}
-
 type env struct {
 	pg   *pgtest.DB
 	rd   *redistest.Redis
 	proj *projection.Projection
-	sess connSession
+	sess *pgtest.Session
 	reg  *prometheus.Registry
 	s    *sentinel.Sentinel
 }
@@ -46,12 +38,7 @@ type env struct {
 func newEnv(t *testing.T, page int) *env {
 	t.Helper()
 	e := &env{pg: pgtest.New(t), rd: redistest.Own(t), reg: prometheus.NewRegistry()}
-	conn, err := pgx.Connect(t.Context(), e.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	e.sess = connSession{conn: conn}
+	e.sess = e.pg.Session(t)
 	e.proj = projection.New(e.rd.Client, e.rd.Prefix, 2*time.Second)
 	e.s = sentinel.New(sentinel.Config{Page: page}, e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), e.reg)
 	return e

@@ -14,6 +14,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -35,7 +36,7 @@ func TestResolveInboxBehindWatermark(t *testing.T) {
 	if err := cursor.RecordViolation(t.Context(), db.Pool, cursor.Violation{Kind: cursor.KindInboxBehind, Since: since, Detail: detail}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	in := startWith(t, db, "control-contract", now, func(cfg *config.Config) { cfg.MySQL.DSN = my.ServiceDSN }, logs)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
@@ -98,7 +99,7 @@ func TestResolveInboxBehindWatermark(t *testing.T) {
 		t.Errorf("second resume = %v, want FailedPrecondition (nothing stands)", err)
 	}
 	var audited []map[string]any
-	for _, a := range logs.audits(t) {
+	for _, a := range audits(logs) {
 		if strings.HasSuffix(a["method"].(string), "/ResolveContractViolation") {
 			audited = append(audited, a)
 		}

@@ -1,12 +1,9 @@
 package app_test
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -19,32 +16,15 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
-// logBuffer collects a control instance's JSON log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// audits returns the audit lines (audit=true) logged so far.
-func (l *logBuffer) audits(t *testing.T) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// audits returns the audit lines (audit=true) logs holds so far.
+func audits(logs *testlog.Buffer) []map[string]any {
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(l.b.Bytes()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line["audit"] == true {
+	for _, line := range logs.Lines() {
+		if line["audit"] == true {
 			out = append(out, line)
 		}
 	}
@@ -86,7 +66,7 @@ func TestReplay(t *testing.T) {
 	procRow(t, db, 4, "SUCCEEDED", "", now.Add(-time.Hour))
 	procRow(t, db, 5, "DEAD", "PROTOCOL", now.Add(-time.Hour))
 	procRow(t, db, 6, "DEAD", "EXHAUSTED", now.Add(-time.Hour))
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	in := startWith(t, db, "control-replay", now, nil, logs)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
@@ -159,7 +139,7 @@ func TestReplay(t *testing.T) {
 	})
 	t.Run("audited", func(t *testing.T) {
 		var found bool
-		for _, a := range logs.audits(t) {
+		for _, a := range audits(logs) {
 			if a["method"] != "/msgx.control.v1.ControlService/Replay" || !strings.Contains(a["request"].(string), "INC-42") {
 				continue
 			}
@@ -181,10 +161,10 @@ func TestReplay(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Fatalf("no audit line for the replay with comment INC-42 in %v", logs.audits(t))
+			t.Fatalf("no audit line for the replay with comment INC-42 in %v", audits(logs))
 		}
 		invalid := 0
-		for _, a := range logs.audits(t) {
+		for _, a := range audits(logs) {
 			if a["code"] == "InvalidArgument" {
 				invalid++
 			}
@@ -194,14 +174,14 @@ func TestReplay(t *testing.T) {
 		}
 	})
 	t.Run("reads are not audited", func(t *testing.T) {
-		before := len(logs.audits(t))
+		before := len(audits(logs))
 		if _, err := in.client.GetStatus(ctx, &controlv1.GetStatusRequest{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := in.client.ListMessages(ctx, &controlv1.ListMessagesRequest{}); err != nil {
 			t.Fatal(err)
 		}
-		if after := len(logs.audits(t)); after != before {
+		if after := len(audits(logs)); after != before {
 			t.Errorf("reads added %d audit lines, want none", after-before)
 		}
 	})

@@ -14,6 +14,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/rebuild"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
 )
@@ -24,7 +26,7 @@ func TestProjectionRebuildRPCs(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	in := startWith(t, db, "control-rebuild", now, nil, logs)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
@@ -50,7 +52,7 @@ func TestProjectionRebuildRPCs(t *testing.T) {
 		t.Errorf("%d rebuilds registered (%v), want 1", n, err)
 	}
 	var audited []string
-	for _, a := range logs.audits(t) {
+	for _, a := range audits(logs) {
 		audited = append(audited, a["method"].(string))
 	}
 	if strings.Count(strings.Join(audited, " "), "/RebuildProjection") != 2 {
@@ -154,10 +156,14 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 
 	// A second command while none is open starts a new one; -o json prints the final rebuild only.
 	go func() {
-		time.Sleep(1500 * time.Millisecond)
-		open, err := rebuild.Jobs.LockOpen(t.Context(), db.Pool)
-		if err == nil && open != nil {
-			_, _ = rebuild.Jobs.Cancel(t.Context(), db.Pool, open.ID, now)
+		// Cancelled as soon as the command's rebuild is open.
+		tick := time.NewTicker(testwait.Interval)
+		defer tick.Stop()
+		for ctx := t.Context(); ctx.Err() == nil; <-tick.C {
+			if open, err := rebuild.Jobs.LockOpen(ctx, db.Pool); err == nil && open != nil {
+				_, _ = rebuild.Jobs.Cancel(ctx, db.Pool, open.ID, now)
+				return
+			}
 		}
 	}()
 	out, errOut, code = msgxctl(t, env, "rebuild-projection", "--all", "--dry-run", "-o", "json")

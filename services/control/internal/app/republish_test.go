@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -18,7 +19,7 @@ func TestRepublishRPCs(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	in := startWith(t, db, "control-republish", now, nil, logs)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
@@ -39,7 +40,7 @@ func TestRepublishRPCs(t *testing.T) {
 		t.Fatalf("second request while the first is open: %v, %v; want republish %d back", second, err, r.GetRepublishId())
 	}
 	var audited []string
-	for _, a := range logs.audits(t) {
+	for _, a := range audits(logs) {
 		audited = append(audited, a["method"].(string))
 	}
 	if strings.Count(strings.Join(audited, " "), "/Republish") != 2 {

@@ -16,6 +16,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -24,7 +25,7 @@ func TestRequestRPCs(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	in := startWith(t, db, "control-req", now, func(c *config.Config) { c.Outbound.RoutingID = "AODB-TEST" }, logs)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
@@ -136,7 +137,7 @@ func TestRequestRPCs(t *testing.T) {
 
 	// The mutating calls are audited with their comment; the list is a read, not audited.
 	var methods []string
-	for _, a := range logs.audits(t) {
+	for _, a := range audits(logs) {
 		methods = append(methods, a["method"].(string))
 		if strings.HasSuffix(a["method"].(string), "/RequestSchedule") && strings.Contains(a["request"].(string), "OPS-1") && a["code"] != "OK" {
 			t.Errorf("audit of the first registration = %v", a)
@@ -151,12 +152,6 @@ func TestRequestRPCs(t *testing.T) {
 	if n := countSuffix(methods, "/ListRequests"); n != 0 {
 		t.Errorf("ListRequests audited %d times, want 0 (a read)", n)
 	}
-}
-
-func (l *logBuffer) contains(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Contains(l.b.String(), s)
 }
 
 func countSuffix(methods []string, suffix string) int {
@@ -224,11 +219,11 @@ func TestDailyScheduleRequest(t *testing.T) {
 	}
 	// A new term the same day (a restart) finds the day's request and registers nothing.
 	in.stop()
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	again := startWith(t, db, "control-daily-2", now.Add(time.Hour), daily, logs)
 	waitActive(t, again)
 	testwait.For(t, 15*time.Second, "the new term's daily timer to find the day's request", func() bool {
-		return logs.contains("daily schedule request already registered today")
+		return strings.Contains(logs.String(), "daily schedule request already registered today")
 	})
 	rows, err := request.List(t.Context(), db.Pool, request.Filter{Type: request.TypeRQFD}, 10)
 	if err != nil || len(rows) != 1 {

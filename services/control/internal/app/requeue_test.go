@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -73,7 +74,7 @@ func TestRequeueEvents(t *testing.T) {
 	msgF5 := eventRow(t, db, outbox.TargetMsg, "F5", 1, 106, "DEAD", deadAt)
 	msgF6 := eventRow(t, db, outbox.TargetMsg, "F6", 1, 106, "DEAD", deadAt)
 
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	in := startWith(t, db, "control-requeue", now, nil, logs)
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
@@ -220,7 +221,7 @@ func TestRequeueEvents(t *testing.T) {
 
 	t.Run("audited", func(t *testing.T) {
 		var found bool
-		for _, a := range logs.audits(t) {
+		for _, a := range audits(logs) {
 			if a["method"] != "/msgx.control.v1.ControlService/RequeueEvents" || !strings.Contains(a["request"].(string), "INC-77") {
 				continue
 			}
@@ -240,10 +241,10 @@ func TestRequeueEvents(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Fatalf("no audit line for the requeue with comment INC-77 in %v", logs.audits(t))
+			t.Fatalf("no audit line for the requeue with comment INC-77 in %v", audits(logs))
 		}
 		var dry, invalid int
-		for _, a := range logs.audits(t) {
+		for _, a := range audits(logs) {
 			if a["method"] != "/msgx.control.v1.ControlService/RequeueEvents" {
 				continue
 			}

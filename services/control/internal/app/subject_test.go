@@ -20,6 +20,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -80,7 +81,7 @@ func TestSubjectRulesMatchTheWholeRDNSequence(t *testing.T) {
 	in := startWith(t, db, "control-rdn", time.Now(), func(cfg *config.Config) {
 		cfg.Control.TLSCert, cfg.Control.TLSKey, cfg.Control.ClientCA = f.serverCert, f.serverKey, f.ca
 		cfg.Control.OperatorSubjects = []string{"CN=ops,O=Airport", "URI:spiffe://airport/ops"}
-	}, &logBuffer{})
+	}, &testlog.Buffer{})
 	certs := []struct {
 		name     string
 		cert     tls.Certificate

@@ -26,6 +26,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/service"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/app"
@@ -160,7 +161,7 @@ func TestMutualTLS(t *testing.T) {
 	db := pgtest.New(t)
 	procRow(t, db, 1, "DEAD", "EXHAUSTED", time.Now())
 	f := newTLSFiles(t)
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	in := startWith(t, db, "control-mtls", time.Now(), func(cfg *config.Config) {
 		cfg.Control.TLSCert, cfg.Control.TLSKey, cfg.Control.ClientCA = f.serverCert, f.serverKey, f.ca
 	}, logs)
@@ -177,7 +178,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("Replay with a client certificate: %v", err)
 	}
 	var subject string
-	for _, a := range logs.audits(t) {
+	for _, a := range audits(logs) {
 		if c, ok := a["caller"].(map[string]any); ok {
 			subject, _ = c["cert_subject"].(string)
 		}
@@ -250,7 +251,7 @@ func TestCertificateSubjectRoles(t *testing.T) {
 	db := pgtest.New(t)
 	procRow(t, db, 1, "DEAD", "EXHAUSTED", time.Now())
 	f := newTLSFiles(t)
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	in := startWith(t, db, "control-subjects", time.Now(), func(cfg *config.Config) {
 		cfg.Control.TLSCert, cfg.Control.TLSKey, cfg.Control.ClientCA = f.serverCert, f.serverKey, f.ca
 		cfg.Control.ReaderSubjects = []string{"CN=operator-alice,O=airport ops"} // alice only reads here
@@ -279,7 +280,7 @@ func TestCertificateSubjectRoles(t *testing.T) {
 		t.Errorf("Replay with the operator token: %v", err)
 	}
 	var roles []string
-	for _, a := range logs.audits(t) {
+	for _, a := range audits(logs) {
 		if c, ok := a["caller"].(map[string]any); ok && strings.Contains(c["cert_subject"].(string), "CN=operator-alice") {
 			roles = append(roles, c["role"].(string)+":"+a["code"].(string))
 		}

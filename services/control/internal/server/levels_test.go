@@ -1,12 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -41,35 +39,11 @@ func (answering) Replay(context.Context, *controlv1.ReplayRequest) (*controlv1.R
 	return &controlv1.ReplayResponse{}, nil
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines() []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, raw := range bytes.Split(l.b.Bytes(), []byte("\n")) {
-		var m map[string]any
-		if json.Unmarshal(raw, &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // TestReadsLogAtDebugMutationsAtInfo: the access log keeps a successful read (and a read
 // answered NOT_FOUND) at DEBUG, a failing read at its code's level, and a mutation at INFO.
 func TestReadsLogAtDebugMutationsAtInfo(t *testing.T) {
 	t.Parallel()
-	var buf lockedBuffer
+	var buf testlog.Buffer
 	srv, err := New(Config{
 		Addr:           "127.0.0.1:0",
 		Auth:           TokenAuth("levels-test-token-0123456789abcdef"),
@@ -107,7 +81,7 @@ func TestReadsLogAtDebugMutationsAtInfo(t *testing.T) {
 
 	want := map[string]string{"GetStatus": "DEBUG", "GetFlight": "DEBUG", "GetMessage": "ERROR", "Replay": "INFO"}
 	got := map[string]string{}
-	for _, l := range buf.lines() {
+	for _, l := range buf.Lines() {
 		if m, ok := l["grpc.method"].(string); ok && l["msg"] == "finished call" {
 			got[m], _ = l["level"].(string)
 		}

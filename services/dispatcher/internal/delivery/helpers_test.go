@@ -15,7 +15,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -115,14 +114,6 @@ func newProducer(t testing.TB, addr string) *kafka.Producer {
 	return p
 }
 
-// poolSession runs Do on a pool connection: the dispatcher's fencing is the leader's concern,
-// tested there; these tests need only the database.
-type poolSession struct{ pool *pgxpool.Pool }
-
-func (s poolSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error {
-	return s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) })
-}
-
 type fixture struct {
 	t      testing.TB
 	db     *pgtest.DB
@@ -149,7 +140,7 @@ type options struct {
 func setup(t testing.TB, o options) *fixture {
 	t.Helper()
 	f := &fixture{t: t, db: pgtest.New(t), broker: startBroker(t), clock: clock.NewMutable(t0), reg: prometheus.NewRegistry()}
-	f.s = poolSession{f.db.Pool}
+	f.s = f.db.Session(t)
 	f.prod = newProducer(t, f.broker.addr)
 	f.build(o)
 	return f

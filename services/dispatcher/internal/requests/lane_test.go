@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -26,13 +25,6 @@ import (
 )
 
 var t0 = time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC)
-
-// poolSession runs Do on a pool connection: fencing is the leader's concern, tested there.
-type poolSession struct{ pool *pgxpool.Pool }
-
-func (s poolSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error {
-	return s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return fn(c.Conn()) })
-}
 
 // switchable is the shared MySQL the lane sees, pointed at a working server or at one that
 // refuses connections: an outage a running server cannot be made to produce on demand.
@@ -76,7 +68,7 @@ func setup(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { _ = up.Close(); _ = down.Close() })
 	f.out = &switchable{up: up, down: down}
-	f.s = poolSession{f.pg.Pool}
+	f.s = f.pg.Session(t)
 	return f
 }
 

@@ -37,7 +37,7 @@ func BenchmarkDiscoveryBacklog(b *testing.B) {
 	for _, batch := range []int{100, 500, 2000} {
 		b.Run(fmt.Sprintf("claim-batch=%d", batch), func(b *testing.B) {
 			pg := pgtest.New(b)
-			txer := &poolTxer{pool: pg.Pool}
+			txer := pg.Session(b)
 			cfg := Config{PollInterval: time.Second, ClaimBatch: batch, MaxCommitDelay: 5 * time.Minute,
 				LateDetectPeriod: time.Minute, LateWatchRetention: time.Hour}
 			var elapsed time.Duration

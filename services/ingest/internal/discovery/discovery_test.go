@@ -244,12 +244,12 @@ func TestInboxOutageIsLoggedOnceAndReported(t *testing.T) {
 	e.proxy.Down()
 	go func() { done <- p.Run(ctx, e.tx) }()
 	testwait.ForState(t, 10*time.Second, "discovery to report the inbox blocked", func() (bool, string) {
-		b, _ := e.tx.lastBlocked()
+		b, _ := e.tx.Blocked()
 		return b != nil && b.Dependency == outage.Inbox, fmt.Sprint(b)
 	})
 	// Some polls later the outage is still one line, and each probe was reported.
 	testwait.ForState(t, 10*time.Second, "three failed probes", func() (bool, string) {
-		b, _ := e.tx.lastBlocked()
+		b, _ := e.tx.Blocked()
 		return b != nil && b.Probes >= 3, fmt.Sprint(b)
 	})
 	if n := strings.Count(e.logs.String(), "dependency does not answer"); n != 1 {
@@ -262,7 +262,7 @@ func TestInboxOutageIsLoggedOnceAndReported(t *testing.T) {
 	second := e.insert(e.my.Admin)
 	e.proxy.Up()
 	testwait.ForState(t, 10*time.Second, "discovery to resume and enqueue the row written meanwhile", func() (bool, string) {
-		b, _ := e.tx.lastBlocked()
+		b, _ := e.tx.Blocked()
 		return b == nil && e.cursor().W == second, fmt.Sprintf("blocked=%v w=%d", b, e.cursor().W)
 	})
 	if n := strings.Count(e.logs.String(), "dependency answers again"); n != 1 {

@@ -1,57 +1,26 @@
 package discovery
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/pkg/testlog"
 	"github.com/msgexchange/msgexchange/services/ingest/internal/netfaulttest"
 )
-
-// poolTxer runs the round's transactions on the test pool and keeps the blocked state
-// reported (leader.Session in production).
-type poolTxer struct {
-	pool    *pgxpool.Pool
-	mu      sync.Mutex
-	blocked *outage.State
-	reports int
-}
-
-func (p *poolTxer) SetBlocked(_ context.Context, b *outage.State) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.blocked, p.reports = b, p.reports+1
-	return nil
-}
-
-// lastBlocked is the blocked state last reported and how many reports were made.
-func (p *poolTxer) lastBlocked() (*outage.State, int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.blocked, p.reports
-}
-
-func (p *poolTxer) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return db.WithTx(ctx, p.pool, fn)
-}
 
 // env is one isolated PostgreSQL + inbox pair, the inbox reached through a proxy that can cut
 // the network.
@@ -62,17 +31,17 @@ type env struct {
 	proxy *netfaulttest.Proxy
 	in    *inbox.Inbox
 	clk   *clock.Mutable
-	logs  *logBuffer
+	logs  *testlog.Buffer
 	tel   *telemetry.Telemetry
 	cfg   Config
-	tx    *poolTxer
+	tx    *pgtest.Session
 }
 
 var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgtest.New(t), my: mysqltest.New(t), clk: clock.NewMutable(t0), logs: &logBuffer{}}
+	e := &env{t: t, pg: pgtest.New(t), my: mysqltest.New(t), clk: clock.NewMutable(t0), logs: &testlog.Buffer{}}
 	cfg, err := mysql.ParseDSN(e.my.ServiceDSN)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +57,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.cfg = Config{PollInterval: 100 * time.Millisecond, ClaimBatch: 500, MaxCommitDelay: 5 * time.Minute,
 		LateDetectPeriod: time.Minute, LateWatchRetention: 30 * 24 * time.Hour}
-	e.tx = &poolTxer{pool: e.pg.Pool}
+	e.tx = e.pg.Session(t)
 	return e
 }
 
@@ -193,21 +162,4 @@ func (e *env) gap() int64 {
 		e.t.Fatal(err)
 	}
 	return id
-}
-
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
@@ -15,7 +14,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -25,14 +23,6 @@ import (
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
-
-// connSession runs the pump's work on one dedicated connection, as leader.Session does.
-type connSession struct{ conn *pgx.Conn }
-
-func (s connSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error { return fn(s.conn) }
-
-// SetBlocked writes nothing: the connection holds no role_holder row.
-func (s connSession) SetBlocked(ctx context.Context, b *outage.State) error { return nil }
 
 const (
 	benchFlights = 10_000
@@ -85,12 +75,7 @@ func BenchmarkPumpFLOP(b *testing.B) {
 	p := pump.New(pump.Config{PollInterval: config.Default().Pipeline.PollInterval, Retry: config.Default().Pipeline.Retry(), Codec: sis.Options{Zone: zone}},
 		in, projection.New(rd.Client, rd.Prefix, 5*time.Second), processor.Route(zoneDays, processor.WithMetrics(reg)),
 		clock.Real{}, slog.New(slog.DiscardHandler), tel, reg)
-	conn, err := pgx.Connect(ctx, pg.DSN)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close(context.Background()) })
-	s := connSession{conn: conn}
+	s := pg.Session(b)
 
 	next := 1
 	var busy time.Duration
@@ -117,7 +102,7 @@ func BenchmarkPumpFLOP(b *testing.B) {
 			if _, err := p.Tick(ctx, s); err != nil {
 				b.Fatal(err)
 			}
-			_, ok, err := queue.Head(ctx, conn)
+			_, ok, err := queue.Head(ctx, pg.Pool)
 			if err != nil {
 				b.Fatal(err)
 			}

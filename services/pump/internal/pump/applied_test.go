@@ -291,7 +291,10 @@ func TestRecordFailureWaitsThePollInterval(t *testing.T) {
 	s := e.session(t)
 	p := e.newPump(t, options{})
 	id := e.add(t, e.adft("7005"))
-	if _, err := s.conn.Exec(t.Context(), `SET default_transaction_read_only = on`); err != nil {
+	if err := s.Do(t.Context(), func(conn *pgx.Conn) error {
+		_, err := conn.Exec(t.Context(), `SET default_transaction_read_only = on`)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if wait := tick(t, p, s); wait != e.cfg.Pipeline.PollInterval {
@@ -300,7 +303,10 @@ func TestRecordFailureWaitsThePollInterval(t *testing.T) {
 	if m := e.get(t, id); m.State != queue.Pending || m.Attempts != 0 {
 		t.Fatalf("message %s attempts %d", m.State, m.Attempts)
 	}
-	if _, err := s.conn.Exec(t.Context(), `SET default_transaction_read_only = off`); err != nil {
+	if err := s.Do(t.Context(), func(conn *pgx.Conn) error {
+		_, err := conn.Exec(t.Context(), `SET default_transaction_read_only = off`)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	tick(t, p, s)

@@ -115,7 +115,7 @@ func fifoRun(b *testing.B, n int, label string, route pump.Router) fifoFigures {
 	}
 	first := e.bulkAdd(b, flops)
 	trips.Reset()
-	cpu0, _ := pgtest.BackendCPU(s.conn)
+	cpu0, _ := pgtest.BackendCPU(s.PID())
 
 	// The pump's own loop (Run), as the service runs it, until the queue is empty (or a head
 	// waits for a retry, which the check below reports); the check is one probe of the
@@ -125,7 +125,7 @@ func fifoRun(b *testing.B, n int, label string, route pump.Router) fifoFigures {
 	b.StopTimer()
 
 	f := fifoFigures{dsn: e.pg.DSN, rate: float64(n) / elapsed.Seconds(), cpu: -1}
-	if cpu1, ok := pgtest.BackendCPU(s.conn); ok {
+	if cpu1, ok := pgtest.BackendCPU(s.PID()); ok {
 		f.cpu = float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(n)
 	}
 	rt, st := trips.Counts()
@@ -196,13 +196,13 @@ func BenchmarkScheduleDNLD(b *testing.B) {
 		trips.Reset()
 		b.StartTimer()
 
-		pg0, pgKnown := pgtest.BackendCPU(s.conn)
+		pg0, pgKnown := pgtest.BackendCPU(s.PID())
 		own0 := processCPU()
 		began := time.Now()
 		tick(b, p, s)
 		changed := time.Since(began)
 		own := processCPU() - own0
-		pg1, pgKnown1 := pgtest.BackendCPU(s.conn)
+		pg1, pgKnown1 := pgtest.BackendCPU(s.PID())
 		rt, st := trips.Counts()
 		waited := trips.Waited(12)
 

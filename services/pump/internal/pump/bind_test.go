@@ -151,7 +151,7 @@ func TestPanicAfterTheBindingDecidedIsNoFailure(t *testing.T) {
 
 // wantDuplicate checks that duplicate ended SKIPPED duplicate-of original, uncharged, with
 // nothing of its ① left and the pipeline lock released.
-func wantDuplicate(t *testing.T, e *env, s *connSession, duplicate, original int64) {
+func wantDuplicate(t *testing.T, e *env, s *pgtest.Session, duplicate, original int64) {
 	t.Helper()
 	d := e.get(t, duplicate)
 	wantState(t, d, queue.Skipped, "")
@@ -167,7 +167,7 @@ func wantDuplicate(t *testing.T, e *env, s *connSession, duplicate, original int
 	if got := e.count(t, `SELECT count(*) FROM scratch WHERE msg_id = $1`, duplicate); got != 0 {
 		t.Errorf("the duplicate's ① left %d rows", got)
 	}
-	if locked := e.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`, s.pid()); locked != 0 {
+	if locked := e.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`, s.PID()); locked != 0 {
 		t.Errorf("%d advisory locks left after the duplicate", locked)
 	}
 }
@@ -183,7 +183,7 @@ func TestOutageInTheBindingsRoundTripChargesNothing(t *testing.T) {
 	p := e.newPump(t, options{route: func(*sis.Message) (pump.Processor, string) {
 		return procFunc(func(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Result, error) {
 			// Nothing was sent yet: the binding goes with this first statement.
-			e.pg.Exec(t, `SELECT pg_terminate_backend($1)`, s.pid())
+			e.pg.Exec(t, `SELECT pg_terminate_backend($1)`, s.PID())
 			return pump.Result{}, scratch(ctx, tx, in)
 		}), ""
 	}})

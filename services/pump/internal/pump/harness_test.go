@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +17,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/inbox"
-	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -141,56 +137,17 @@ func (e *env) newPump(t testing.TB, o options) *pump.Pump {
 	}, o.raw, o.proj, o.route, e.clock(), logger, tel, o.reg)
 }
 
-// connSession is the small adapter over a dedicated connection that the tests use in place
-// of a leader.Session (they need no election): it serialises use and reports a closed connection as leader.ErrLost,
-// as the real session does.
-type connSession struct {
-	mu   sync.Mutex
-	conn *pgx.Conn
-}
-
-func (e *env) session(t testing.TB) *connSession {
+// session is the term the tests run the pump on, without an election (pgtest.Session).
+func (e *env) session(t testing.TB) *pgtest.Session {
 	t.Helper()
-	return e.tracedSession(t, nil)
+	return e.pg.Session(t)
 }
 
 // tracedSession is session with a tracer on its connection (nil for none).
-func (e *env) tracedSession(t testing.TB, tracer pgx.QueryTracer) *connSession {
+func (e *env) tracedSession(t testing.TB, tracer pgx.QueryTracer) *pgtest.Session {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(e.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tracer = tracer
-	conn, err := pgx.ConnectConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	return &connSession{conn: conn}
+	return e.pg.TracedSession(t, tracer)
 }
-
-func (s *connSession) Do(ctx context.Context, fn func(conn *pgx.Conn) error) error {
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conn.IsClosed() {
-		return fmt.Errorf("%w: lock connection closed", leader.ErrLost)
-	}
-	err := fn(s.conn)
-	if err != nil && s.conn.IsClosed() {
-		err = fmt.Errorf("%w: lock connection closed: %w", leader.ErrLost, err)
-	}
-	return err
-}
-
-// SetBlocked writes nothing: the connection holds no role_holder row. The tests that read the
-// blocked state run a real elector (start).
-func (s *connSession) SetBlocked(ctx context.Context, b *outage.State) error { return nil }
-
-func (s *connSession) pid() uint32 { return s.conn.PgConn().PID() }
 
 // add writes a message into the inbox as upstream would, enqueues it as ingest would, and
 // moves the watermark over it. It returns the msg_id.

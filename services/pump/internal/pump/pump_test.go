@@ -485,7 +485,7 @@ func TestLostLeadershipIsNotCounted(t *testing.T) {
 		if err != nil {
 			return res, err
 		}
-		e.pg.Exec(t, `SELECT pg_terminate_backend($1)`, s.pid())
+		e.pg.Exec(t, `SELECT pg_terminate_backend($1)`, s.PID())
 		// The next statement finds the connection gone, as a crash of the session would.
 		_, err = tx.Exec(ctx, `SELECT 1`)
 		return res, err
