@@ -134,7 +134,9 @@ func templateName(s float64) (string, error) {
 	for _, st := range statements {
 		fmt.Fprintf(h, "%s\n%s\n", st.table, st.sql)
 	}
-	fmt.Fprintf(h, "scale %g", s)
+	// And the day: the generated times count back from the build, so a template rebuilt daily
+	// never holds more than a day of rows past the retention window it was made for.
+	fmt.Fprintf(h, "scale %g day %s", s, time.Now().UTC().Format(time.DateOnly))
 	return scalePrefix(s) + hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
