@@ -33,12 +33,13 @@ func AddBulkTo(batch *pgx.Batch, events []NewEvent, now time.Time) error {
 		return err
 	}
 	n := len(kept)
-	targets, flids, types, traceParents, traceStates := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	targets, flids, types := make([]string, n), make([]string, n), make([]string, n)
+	traceParents, traceStates := make([]*string, n), make([]*string, n)
 	versions, msgIDs := make([]int64, n), make([]int64, n)
 	payloads := make([]*string, n)
 	for i, e := range kept {
 		targets[i], flids[i], types[i], versions[i], msgIDs[i] = e.Target, e.PartitionKey, e.Type, e.Version, e.MsgID
-		traceParents[i], traceStates[i] = e.Trace[0], e.Trace[1]
+		traceParents[i], traceStates[i] = e.Trace.Columns()
 		if e.Payload != nil {
 			p := string(e.Payload)
 			payloads[i] = &p
@@ -84,7 +85,7 @@ const insertBulkSQL = `WITH ids AS (
 		SELECT array_agg(id ORDER BY id) AS a FROM (SELECT nextval('msg_event_id_seq') AS id FROM generate_series(1, $1::int)) s),
 	ev AS MATERIALIZED (
 		SELECT ids.a[u.ord] AS event_id, u.target, u.flid, u.typ, u.version, u.payload::jsonb AS payload, u.msg_id,
-			nullif(u.tp, '') AS tp, nullif(u.ts, '') AS ts
+			u.tp, u.ts
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::text[], $9::text[])
 			WITH ORDINALITY AS u(target, flid, typ, version, payload, msg_id, tp, ts, ord), ids),
 	msg AS (

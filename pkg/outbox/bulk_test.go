@@ -12,6 +12,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
 // outboxRows renders every msg_event row in event_id order without the IDs themselves, so two
@@ -58,7 +59,7 @@ func TestAddBulkToWritesWhatAddToWrites(t *testing.T) {
 	later := now.Add(time.Minute)
 	tomb := outbox.NewEvent{Target: outbox.TargetMsg, PartitionKey: "D1", Type: outbox.TypeTombstone, Version: 4, MsgID: 9}
 	traced := ev(outbox.TargetMsg, "T1", 1)
-	traced.Trace = [2]string{"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "vendor=x"}
+	traced.Trace = telemetry.TraceContext{Parent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", State: "vendor=x"}
 	cases := []struct {
 		name   string
 		stored []outbox.NewEvent

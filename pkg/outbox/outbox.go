@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
 // Targets.
@@ -36,7 +37,7 @@ type NewEvent struct {
 	Version      int64
 	Payload      []byte // nil for a null-value tombstone
 	MsgID        int64
-	Trace        [2]string // traceparent, tracestate
+	Trace        telemetry.TraceContext
 }
 
 // Add writes events in the caller's transaction. KAFKA:msg events are appended; KAFKA:schd
@@ -102,18 +103,19 @@ func insertEvent(e NewEvent, now time.Time) (string, []any, error) {
 	if e.Payload != nil {
 		payload = string(e.Payload)
 	}
-	args := []any{e.Target, e.PartitionKey, e.Type, e.Version, payload, e.MsgID, e.Trace[0], e.Trace[1], now}
+	traceParent, traceState := e.Trace.Columns()
+	args := []any{e.Target, e.PartitionKey, e.Type, e.Version, payload, e.MsgID, traceParent, traceState, now}
 	switch e.Target {
 	case TargetMsg:
 		return `INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, msg_id,
 			trace_parent, trace_state, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5::jsonb, $6, nullif($7, ''), nullif($8, ''), $9, $9)`, args, nil
+			VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $9)`, args, nil
 	case TargetSchd:
 		// pending_since is kept while the row is still PENDING: the flush reads the longest
 		// waiting rows first, so a FLID updated faster than it is flushed cannot starve.
 		return `INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, msg_id,
 			trace_parent, trace_state, created_at, updated_at, pending_since)
-			VALUES ($1, $2, $3, $4, $5::jsonb, $6, nullif($7, ''), nullif($8, ''), $9, $9, $9)
+			VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $9, $9)
 			ON CONFLICT (partition_key) WHERE target = 'KAFKA:schd' DO UPDATE SET
 				event_id = nextval('msg_event_id_seq'), event_type = excluded.event_type,
 				pending_since = CASE WHEN msg_event.state = 'PENDING' THEN coalesce(msg_event.pending_since, excluded.pending_since)
@@ -138,7 +140,7 @@ type Event struct {
 	MsgID        *int64
 	Attempts     int
 	NextAttempt  *time.Time
-	Trace        [2]string
+	Trace        telemetry.TraceContext
 }
 
 // Pending returns up to limit events of a target that may be sent at now: KAFKA:msg in
@@ -165,7 +167,7 @@ func Pending(ctx context.Context, q db.Executor, target string, limit int, now t
 		order = `e.pending_since NULLS FIRST, e.event_id`
 	}
 	rows, err := q.Query(ctx, `SELECT e.event_id, e.target, e.partition_key, e.event_type, e.state_version,
-		e.payload::text, e.msg_id, e.attempts, e.next_attempt_at, coalesce(e.trace_parent, ''), coalesce(e.trace_state, '')
+		e.payload::text, e.msg_id, e.attempts, e.next_attempt_at, e.trace_parent, e.trace_state
 		FROM msg_event e
 		WHERE e.target = $1 AND e.state = 'PENDING' AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= $3)
 		  AND NOT EXISTS (SELECT 1 FROM msg_event b
@@ -181,8 +183,9 @@ func Pending(ctx context.Context, q db.Executor, target string, limit int, now t
 	for rows.Next() {
 		var e Event
 		var payload *string
+		traceParent, traceState := e.Trace.ScanColumns()
 		if err := rows.Scan(&e.ID, &e.Target, &e.PartitionKey, &e.Type, &e.Version, &payload, &e.MsgID,
-			&e.Attempts, &e.NextAttempt, &e.Trace[0], &e.Trace[1]); err != nil {
+			&e.Attempts, &e.NextAttempt, traceParent, traceState); err != nil {
 			return nil, fmt.Errorf("scan %s event: %w", target, err)
 		}
 		if payload != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
 // Abandon reasons of the backfill (R-BACKFILL-4, R-BACKFILL-5).
@@ -55,7 +56,7 @@ type BackfillTarget struct {
 	EnqueuedAt time.Time
 	FinishedAt time.Time
 	Attempts   int
-	Trace      [2]string
+	Trace      telemetry.TraceContext
 }
 
 // LockForBackfill takes the per-message gate (R-GATE-1): a row lock held for the caller's
@@ -74,7 +75,7 @@ func LockForBackfill(ctx context.Context, tx pgx.Tx, msgID int64) (t BackfillTar
 // that order.
 func LockManyForBackfill(ctx context.Context, tx pgx.Tx, msgIDs []int64) ([]BackfillTarget, error) {
 	rows, err := tx.Query(ctx, `SELECT msg_id, xmin::text, enqueued_at, finished_at, backfill_attempts,
-			coalesce(trace_parent, ''), coalesce(trace_state, '')
+			trace_parent, trace_state
 		FROM proc_state WHERE msg_id = ANY($1) AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
 		  AND backfill_at IS NULL AND backfill_abandoned_at IS NULL
 		ORDER BY msg_id FOR UPDATE`, msgIDs)
@@ -83,7 +84,8 @@ func LockManyForBackfill(ctx context.Context, tx pgx.Tx, msgIDs []int64) ([]Back
 	}
 	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BackfillTarget, error) {
 		var t BackfillTarget
-		err := row.Scan(&t.MsgID, &t.Version, &t.EnqueuedAt, &t.FinishedAt, &t.Attempts, &t.Trace[0], &t.Trace[1])
+		traceParent, traceState := t.Trace.ScanColumns()
+		err := row.Scan(&t.MsgID, &t.Version, &t.EnqueuedAt, &t.FinishedAt, &t.Attempts, traceParent, traceState)
 		return t, err
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
 // State is a message's processing state.
@@ -55,7 +56,7 @@ const Channel = "msgx_queue"
 type NewMessage struct {
 	MsgID      int64
 	ReceivedAt *time.Time // CMINMSGS_DATE_RECEIVED, may be NULL
-	Trace      [2]string  // traceparent, tracestate
+	Trace      telemetry.TraceContext
 }
 
 // Enqueue inserts the rows that are not in proc_state yet (insertIfAbsent) as PENDING and
@@ -67,14 +68,15 @@ func Enqueue(ctx context.Context, q db.Executor, rows []NewMessage, now time.Tim
 	}
 	ids := make([]int64, len(rows))
 	received := make([]*time.Time, len(rows))
-	parents := make([]string, len(rows))
-	states := make([]string, len(rows))
+	parents := make([]*string, len(rows))
+	states := make([]*string, len(rows))
 	for i, r := range rows {
-		ids[i], received[i], parents[i], states[i] = r.MsgID, r.ReceivedAt, r.Trace[0], r.Trace[1]
+		ids[i], received[i] = r.MsgID, r.ReceivedAt
+		parents[i], states[i] = r.Trace.Columns()
 	}
 	tag, err := q.Exec(ctx, `
 		INSERT INTO proc_state (msg_id, state, received_at, enqueued_at, trace_parent, trace_state, updated_at)
-		SELECT id, 'PENDING', rcv, $5, nullif(tp, ''), nullif(ts, ''), $5
+		SELECT id, 'PENDING', rcv, $5, tp, ts, $5
 		FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[]) AS r(id, rcv, tp, ts)
 		ON CONFLICT (msg_id) DO NOTHING`, ids, received, parents, states, now)
 	if err != nil {
@@ -108,8 +110,7 @@ type Message struct {
 	BackfillAttempts    int
 	BackfillAbandonedAt *time.Time
 	BackfillReason      *string
-	TraceParent         *string
-	TraceState          *string
+	Trace               telemetry.TraceContext
 	UpdatedAt           time.Time
 	// AppliedAt is when the message's step ① (its flight changes and events) committed; a
 	// message run again after that only re-projects and finishes (MarkApplied).
@@ -130,9 +131,10 @@ func scan(row pgx.Row) (Message, error) {
 	var m Message
 	var ackAt *time.Time
 	var ackBy, ackReason *string
+	traceParent, traceState := m.Trace.ScanColumns()
 	err := row.Scan(&m.MsgID, &m.State, &m.ErrorClass, &m.LastError, &m.Attempts, &m.NextAttemptAt, &m.IdentityKey,
 		&m.MsgType, &m.MsgStyp, &m.ReceivedAt, &m.EnqueuedAt, &m.ProcessingStartedAt, &m.FinishedAt, &m.BackfillNextAt,
-		&m.BackfillAt, &m.BackfillAttempts, &m.BackfillAbandonedAt, &m.BackfillReason, &m.TraceParent, &m.TraceState,
+		&m.BackfillAt, &m.BackfillAttempts, &m.BackfillAbandonedAt, &m.BackfillReason, traceParent, traceState,
 		&m.UpdatedAt, &m.AppliedAt, &m.FLID, &ackAt, &ackBy, &ackReason)
 	if ackAt != nil {
 		m.Ack = &Ack{At: *ackAt, By: deref(ackBy), Reason: deref(ackReason)}

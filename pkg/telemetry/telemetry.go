@@ -4,6 +4,7 @@ package telemetry
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 
@@ -54,23 +55,61 @@ func New(ctx context.Context, service string) (*Telemetry, error) {
 // Shutdown flushes pending spans.
 func (t *Telemetry) Shutdown(ctx context.Context) error { return t.Provider.Shutdown(ctx) }
 
-// Carrier is a trace context as stored in a row: the W3C traceparent and tracestate headers.
-type Carrier struct {
+// TraceContext is a message's W3C trace context as it travels through the stores (proc_state,
+// msg_event) and the Kafka headers: the traceparent and tracestate headers, empty when absent.
+type TraceContext struct {
 	Parent string
 	State  string
 }
 
 // Inject returns the trace context of ctx's span.
-func (t *Telemetry) Inject(ctx context.Context) Carrier {
+func (t *Telemetry) Inject(ctx context.Context) TraceContext {
 	m := propagation.MapCarrier{}
 	t.Propagator.Inject(ctx, m)
-	return Carrier{Parent: m.Get("traceparent"), State: m.Get("tracestate")}
+	return TraceContext{Parent: m.Get("traceparent"), State: m.Get("tracestate")}
 }
 
-// Extract returns ctx continued from a stored trace context; an empty carrier leaves ctx as is.
-func (t *Telemetry) Extract(ctx context.Context, c Carrier) context.Context {
-	if c.Parent == "" {
+// Extract returns ctx continued from a stored trace context; one without a traceparent leaves
+// ctx as is.
+func (t *Telemetry) Extract(ctx context.Context, tc TraceContext) context.Context {
+	if tc.Parent == "" {
 		return ctx
 	}
-	return t.Propagator.Extract(ctx, propagation.MapCarrier{"traceparent": c.Parent, "tracestate": c.State})
+	return t.Propagator.Extract(ctx, propagation.MapCarrier{"traceparent": tc.Parent, "tracestate": tc.State})
+}
+
+// Columns returns the values to store in the nullable trace_parent and trace_state columns: an
+// empty header is stored as NULL, so a row without a trace context holds no empty strings.
+func (tc TraceContext) Columns() (parent, state *string) {
+	return nullable(tc.Parent), nullable(tc.State)
+}
+
+// ScanColumns returns the destinations to scan the nullable trace_parent and trace_state
+// columns into, in that order: NULL reads as an empty header, as Columns stored it.
+func (tc *TraceContext) ScanColumns() (parent, state sql.Scanner) {
+	return (*nullText)(&tc.Parent), (*nullText)(&tc.State)
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// nullText scans a nullable text column into a string, NULL as "".
+type nullText string
+
+func (n *nullText) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*n = ""
+	case string:
+		*n = nullText(v)
+	case []byte:
+		*n = nullText(v)
+	default:
+		return fmt.Errorf("trace context column: cannot scan %T", src)
+	}
+	return nil
 }

@@ -264,7 +264,7 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, c queue.BackfillCandid
 	if err := db.CommitAsync(ctx, tx); err != nil {
 		return false, err
 	}
-	ctx = s.telemetry.Extract(ctx, telemetry.Carrier{Parent: t.Trace[0], State: t.Trace[1]})
+	ctx = s.telemetry.Extract(ctx, t.Trace)
 	ctx, span := s.telemetry.Tracer.Start(ctx, "backfill.mark", trace.WithAttributes(attribute.Int64("msg_id", id)))
 	defer span.End()
 	now := s.clock.Now()
@@ -359,7 +359,7 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 		spans := make([]trace.Span, len(held))
 		marking := make([]int64, len(held))
 		for k, t := range held {
-			rows[k], spans[k] = s.telemetry.Tracer.Start(s.telemetry.Extract(ctx, telemetry.Carrier{Parent: t.Trace[0], State: t.Trace[1]}),
+			rows[k], spans[k] = s.telemetry.Tracer.Start(s.telemetry.Extract(ctx, t.Trace),
 				"backfill.mark", trace.WithAttributes(attribute.Int64("msg_id", t.MsgID), attribute.Int("batch", len(held))))
 			marking[k] = t.MsgID
 		}

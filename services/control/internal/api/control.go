@@ -250,7 +250,7 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 	for _, c := range changes {
 		resp.FlightChanges = append(resp.FlightChanges, historyEntry(c, &m))
 	}
-	resp.TraceId, resp.TraceUrl = traceLink(str(m.TraceParent), s.cfg.TraceURL)
+	resp.TraceId, resp.TraceUrl = traceLink(m.Trace.Parent, s.cfg.TraceURL)
 	b, err := s.body(ctx, req.GetMsgId(), 0, int64(s.cfg.MaxBodyChars))
 	switch {
 	case err == nil:

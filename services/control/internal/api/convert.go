@@ -229,8 +229,8 @@ func message(m queue.Message) *controlv1.Message {
 		BackfillAt:          optTimestamp(m.BackfillAt),
 		BackfillAttempts:    int32(m.BackfillAttempts),
 		BackfillAbandonedAt: optTimestamp(m.BackfillAbandonedAt),
-		TraceParent:         str(m.TraceParent),
-		TraceState:          str(m.TraceState),
+		TraceParent:         m.Trace.Parent,
+		TraceState:          m.Trace.State,
 		UpdatedAt:           timestamp(m.UpdatedAt),
 		Flid:                str(m.FLID),
 	}

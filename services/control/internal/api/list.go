@@ -146,7 +146,7 @@ func eventList(rows []outbox.Row) []*controlv1.Event {
 			UpdatedAt:     timestamp(r.UpdatedAt),
 			SentAt:        optTimestamp(r.SentAt),
 			PayloadJson:   str(r.Payload),
-			TraceParent:   str(r.TraceParent),
+			TraceParent:   r.Trace.Parent,
 		})
 	}
 	return out

@@ -30,7 +30,7 @@ import (
 // Outgoing is one event on its way to a target, with the trace context of its send span.
 type Outgoing struct {
 	Event outbox.Event
-	Trace telemetry.Carrier
+	Trace telemetry.TraceContext
 }
 
 // Sink writes events to one target and returns one error per event (nil = acknowledged).
@@ -477,7 +477,7 @@ func (d *Dispatcher) startSpans(ctx context.Context, lane Lane, events []outbox.
 	out := make([]Outgoing, len(events))
 	spans := make([]trace.Span, len(events))
 	for i, e := range events {
-		ectx := d.telemetry.Extract(ctx, telemetry.Carrier{Parent: e.Trace[0], State: e.Trace[1]})
+		ectx := d.telemetry.Extract(ctx, e.Trace)
 		ectx, spans[i] = d.telemetry.Tracer.Start(ectx, "dispatcher.send", trace.WithSpanKind(trace.SpanKindProducer),
 			trace.WithAttributes(attribute.Int64("event_id", e.ID), attribute.String("flid", e.PartitionKey),
 				attribute.String("target", lane.Target), attribute.Int64("state_version", e.Version)))

@@ -280,12 +280,11 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (Progress, error) {
 
 // startTrace opens the message's trace: discovery is its first step, and the stored context
 // makes the pump, dispatcher and backfill spans join the same trace.
-func (p *Poller) startTrace(msgID int64) [2]string {
+func (p *Poller) startTrace(msgID int64) telemetry.TraceContext {
 	ctx, span := p.telemetry.Tracer.Start(context.Background(), "ingest.discover",
 		trace.WithNewRoot(), trace.WithAttributes(attribute.Int64("msg_id", msgID)))
 	defer span.End()
-	c := p.telemetry.Inject(ctx)
-	return [2]string{c.Parent, c.State}
+	return p.telemetry.Inject(ctx)
 }
 
 func (p *Poller) observe(ctx context.Context, prev cursor.Cursor, pl Plan, inserted int64, now time.Time, maxID int64, maxKnown bool, waitingSince *time.Time) {

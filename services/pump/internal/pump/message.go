@@ -83,8 +83,7 @@ func (m *message) process(ctx context.Context) outcome {
 		Styp: msg.Meta.STYP, FLID: flid, Raw: raw, Started: m.started, Now: m.p.clock.Now()}
 	var why string
 	m.proc, why = m.p.route(msg)
-	tc := m.p.telemetry.Inject(ctx)
-	m.in = Input{MsgID: m.head.MsgID, Message: msg, Now: m.p.clock.Now(), Trace: [2]string{tc.Parent, tc.State}}
+	m.in = Input{MsgID: m.head.MsgID, Message: msg, Now: m.p.clock.Now(), Trace: m.p.telemetry.Inject(ctx)}
 	if m.head.AppliedAt == nil && m.proc != nil {
 		// The binding goes ahead of ①, in its first round trip (R-TX-10).
 		return m.underLock(ctx, (*held).business)

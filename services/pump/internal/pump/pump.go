@@ -43,7 +43,7 @@ type Input struct {
 	MsgID   int64
 	Message *sis.Message
 	Now     time.Time
-	Trace   [2]string
+	Trace   telemetry.TraceContext
 }
 
 // Result is what a processor's business step decided.
@@ -390,7 +390,7 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 	started := p.clock.Now()
 	ctx, cancel := context.WithTimeout(parent, p.cfg.StepTimeout)
 	defer cancel()
-	ctx = p.telemetry.Extract(ctx, telemetry.Carrier{Parent: deref(head.TraceParent), State: deref(head.TraceState)})
+	ctx = p.telemetry.Extract(ctx, head.Trace)
 	ctx, span := p.telemetry.Tracer.Start(ctx, "pump.process", trace.WithAttributes(attribute.Int64("msg_id", head.MsgID)))
 	defer span.End()
 	defer func() { p.metrics.duration.Observe(p.clock.Now().Sub(started).Seconds()) }()
