@@ -33,10 +33,10 @@ const Target = "COUTMSGS"
 // Session gives exclusive use of the dispatcher role's lock connection (leader.Session).
 type Session = db.Doer
 
-// Outbox is what the lane needs of the shared MySQL (inbox.Inbox): the COUTMSGS insert, the
-// look-up that keeps a retry from writing a request twice, and a probe that tells an outage
-// from a failed statement.
-type Outbox interface {
+// Outbound is what the lane needs of the shared MySQL's outbound table COUTMSGS (inbox.Inbox),
+// not PostgreSQL's msg_event outbox: the COUTMSGS insert, the look-up that keeps a retry from
+// writing a request twice, and a probe that tells an outage from a failed statement.
+type Outbound interface {
 	InsertOutbound(ctx context.Context, routingID, text string, now time.Time) (int64, error)
 	FindOutbound(ctx context.Context, routingID, text string, since time.Time) (int64, bool, error)
 	Probe(ctx context.Context) error
@@ -62,7 +62,7 @@ type Config struct {
 // Lane writes the requests to COUTMSGS.
 type Lane struct {
 	cfg     Config
-	out     Outbox
+	out     Outbound
 	clock   clock.Clock
 	logger  *slog.Logger
 	metrics *metrics
@@ -79,7 +79,7 @@ type Lane struct {
 var errOutage = errors.New("requests: shared MySQL outage")
 
 // New builds the lane and registers its metrics.
-func New(cfg Config, out Outbox, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Lane {
+func New(cfg Config, out Outbound, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Lane {
 	cfg.Period = cmp.Or(cfg.Period, time.Second)
 	cfg.Timeout = cmp.Or(cfg.Timeout, 30*time.Minute)
 	cfg.Batch = cmp.Or(cfg.Batch, 100)

@@ -29,11 +29,11 @@ var t0 = time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC)
 // switchable is the shared MySQL the lane sees, pointed at a working server or at one that
 // refuses connections: an outage a running server cannot be made to produce on demand.
 type switchable struct {
-	up, down Outbox
+	up, down Outbound
 	isDown   atomic.Bool
 }
 
-func (s *switchable) cur() Outbox {
+func (s *switchable) cur() Outbound {
 	if s.isDown.Load() {
 		return s.down
 	}
