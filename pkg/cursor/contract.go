@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 )
 
 // Upstream contract violations (docs/ingest.md, "Contract violations"). W is only sound while
@@ -102,10 +102,10 @@ var (
 // SkipBatch bounds how many inbox rows one skip-marked passes; a longer run takes more calls.
 const SkipBatch = 50000
 
-// ContractReader is what a resolution reads of the shared inbox (inbox.Inbox).
+// ContractReader is what a resolution reads of the shared inbox (aodb.Inbox).
 type ContractReader interface {
 	MaxID(ctx context.Context) (int64, error)
-	MarkStates(ctx context.Context, after, through int64, limit int) ([]inbox.MarkState, error)
+	MarkStates(ctx context.Context, after, through int64, limit int) ([]aodb.MarkState, error)
 }
 
 // Resolution is one operator decision.
@@ -135,7 +135,7 @@ type ResolutionView struct {
 	Cursor   Cursor
 	InboxMax int64
 	// Rows are the rows above W (up to Through, at most the limit), for skip-marked.
-	Rows []inbox.MarkState
+	Rows []aodb.MarkState
 }
 
 // ReadResolution checks r against the cursor cur (read before) and reads the inbox for it,

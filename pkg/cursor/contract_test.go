@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 )
 
-func marks(spec ...any) []inbox.MarkState {
-	var out []inbox.MarkState
+func marks(spec ...any) []aodb.MarkState {
+	var out []aodb.MarkState
 	for i := 0; i < len(spec); i += 2 {
-		out = append(out, inbox.MarkState{ID: int64(spec[i].(int)), Marked: spec[i+1].(bool)})
+		out = append(out, aodb.MarkState{ID: int64(spec[i].(int)), Marked: spec[i+1].(bool)})
 	}
 	return out
 }

@@ -117,7 +117,7 @@ const SeedWindow = 10000
 // seed reads.
 func WatchFrom(w int64) int64 { return max(1, w-SeedWindow+1) }
 
-// InboxReader is what seeding reads of the shared inbox (inbox.Inbox).
+// InboxReader is what seeding reads of the shared inbox (aodb.Inbox).
 type InboxReader interface {
 	MinID(ctx context.Context) (int64, error)
 	MaxID(ctx context.Context) (int64, error)

@@ -1,6 +1,6 @@
 // Package outage tells a dependency that is down from a failure the message itself caused
 // (docs/architecture.md, "An outage is not an attempt"). Each store classifies its own
-// driver's errors where they are decided (db.Classify, inbox.Classify, projection.Classify);
+// driver's errors where they are decided (db.Classify, aodb.Classify, projection.Classify);
 // this package holds the verdicts, the transport rules they share, and the Policy that waits
 // an outage out.
 package outage

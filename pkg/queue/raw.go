@@ -60,7 +60,7 @@ func StoredRaw(ctx context.Context, q db.Executor, msgID int64) (string, error) 
 
 // StoredRawPart returns limit characters at most of the text kept for msgID from the
 // character offset (0-based), and the length of the whole text in characters, as
-// inbox.RawPart reads the inbox row. It decompresses as a stream, so a reader of a 16 MiB
+// aodb.RawPart reads the inbox row. It decompresses as a stream, so a reader of a 16 MiB
 // text holds its part and the decoder's window, never the whole text. An error wrapping
 // db.ErrNotFound when nothing was kept.
 func StoredRawPart(ctx context.Context, q db.Executor, msgID, offset, limit int64) (string, int64, error) {

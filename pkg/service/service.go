@@ -23,10 +23,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/msgexchange/msgexchange/pkg/admin"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/secret"
@@ -66,7 +66,7 @@ func Main(role leader.Role, run func(ctx context.Context, b *Base) error) int {
 	cfg, err := config.FromEnv(svc)
 	// The logger masks every configured credential, so no error below can print one.
 	logger := logging.New(os.Stdout, "msgx-"+string(role), cfg.Log.Level, cfg.SecretValues()...)
-	inbox.RouteDriverLog(logger)
+	aodb.RouteDriverLog(logger)
 	if err != nil {
 		logger.Error("configuration refused", "err", err)
 		return 2
@@ -137,8 +137,8 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 
 // Inbox opens the shared MySQL inbox with the configured call timeout, adds it to the
 // readiness checks, and closes it with the Base.
-func (b *Base) Inbox() (*inbox.Inbox, error) {
-	in, err := inbox.Open(b.Config.MySQL.DSN, b.Config.Inbox.Timeout)
+func (b *Base) Inbox() (*aodb.Inbox, error) {
+	in, err := aodb.Open(b.Config.MySQL.DSN, b.Config.Inbox.Timeout)
 	if err != nil {
 		return nil, err
 	}

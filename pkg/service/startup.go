@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/config"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/secret"
 )
 
@@ -81,7 +81,7 @@ func redisSettingsError(err error) bool {
 
 // CheckInbox contacts the shared MySQL once: refused credentials or an unknown database are the
 // start-up error, naming MSGX_MYSQL_DSN; an unreachable server is logged and retried later.
-func (b *Base) CheckInbox(in *inbox.Inbox) error {
+func (b *Base) CheckInbox(in *aodb.Inbox) error {
 	return firstContact(context.Background(), b.Logger, "MySQL", config.EnvName("mysql.dsn"), b.Config.MySQL.DSN,
 		b.Config.Inbox.Timeout, in.Ping, mysqlSettingsError)
 }

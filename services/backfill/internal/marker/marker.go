@@ -15,9 +15,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/retry"
@@ -37,8 +37,8 @@ type Session interface {
 // Marker writes markers to the inbox. Probe tells whether the inbox table answers at all, to
 // tell an outage from a marker write that failed.
 type Marker interface {
-	Mark(ctx context.Context, id int64, at time.Time, status string) (inbox.MarkResult, error)
-	MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]inbox.MarkResult, error)
+	Mark(ctx context.Context, id int64, at time.Time, status string) (aodb.MarkResult, error)
+	MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]aodb.MarkResult, error)
 	Probe(ctx context.Context) error
 }
 
@@ -275,7 +275,7 @@ func (s *Sweeper) markOne(ctx context.Context, tx pgx.Tx, c queue.BackfillCandid
 		return false, context.Cause(ctx)
 	case err != nil:
 		span.RecordError(err)
-		switch inbox.Classify(err) {
+		switch aodb.Classify(err) {
 		case outage.Down:
 			// Nothing is written: the row stays due, uncharged, and the round ends.
 			return false, fmt.Errorf("%w: %w", errOutage, err)
@@ -310,8 +310,8 @@ func (s *Sweeper) failed(ctx context.Context, tx pgx.Tx, t queue.BackfillTarget,
 // settle counts the outcome of t's marker write (R-BACKFILL-4) and reports whether the marker
 // is confirmed, for the caller to record with queue.Backfilled. A row gone is abandoned at
 // once.
-func (s *Sweeper) settle(ctx context.Context, tx pgx.Tx, t queue.BackfillTarget, res inbox.MarkResult, now time.Time) (confirmed bool, err error) {
-	if res == inbox.Missing {
+func (s *Sweeper) settle(ctx context.Context, tx pgx.Tx, t queue.BackfillTarget, res aodb.MarkResult, now time.Time) (confirmed bool, err error) {
+	if res == aodb.Missing {
 		// A terminal row whose inbox row is gone can only mean the row was deleted after it
 		// was enqueued: a certain conclusion, so no retry and no R (R-BACKFILL-4).
 		s.metrics.outcomes.WithLabelValues("missing_row").Inc()
@@ -320,7 +320,7 @@ func (s *Sweeper) settle(ctx context.Context, tx pgx.Tx, t queue.BackfillTarget,
 		return false, queue.BackfillAbandon(ctx, tx, t.MsgID, queue.AbandonMissingRow, "inbox row missing", now)
 	}
 	outcome := "marked"
-	if res == inbox.AlreadyMarked {
+	if res == aodb.AlreadyMarked {
 		outcome = "already_marked"
 	}
 	s.metrics.outcomes.WithLabelValues(outcome).Inc()
@@ -328,7 +328,7 @@ func (s *Sweeper) settle(ctx context.Context, tx pgx.Tx, t queue.BackfillTarget,
 	return true, nil
 }
 
-// markBatch writes the markers of due in one inbox transaction (inbox.MarkMany) under all
+// markBatch writes the markers of due in one inbox transaction (aodb.MarkMany) under all
 // their gates, held by one PostgreSQL transaction, so a batch costs each database one commit
 // instead of one per row (R-BACKFILL-12). Rows changed since the read are left to the next
 // round as in markOne. An error means nothing was recorded in PostgreSQL: errOutage when the
@@ -376,9 +376,9 @@ func (s *Sweeper) markBatch(ctx context.Context, sess Session, due []queue.Backf
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return context.Cause(ctx)
-		case err != nil && inbox.Classify(err) == outage.Down:
+		case err != nil && aodb.Classify(err) == outage.Down:
 			return fmt.Errorf("%w: %w", errOutage, err)
-		case err != nil && inbox.Classify(err) == outage.Unsure:
+		case err != nil && aodb.Classify(err) == outage.Unsure:
 			return unsure{err: err} // decided by Sweep once this transaction has ended
 		case err != nil:
 			return err

@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
@@ -78,7 +78,7 @@ type faultMarker struct {
 	probing func()         // runs inside Probe, before the real probe
 }
 
-func (f *faultMarker) Mark(ctx context.Context, id int64, at time.Time, status string) (inbox.MarkResult, error) {
+func (f *faultMarker) Mark(ctx context.Context, id int64, at time.Time, status string) (aodb.MarkResult, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, id)
 	down, failing, during := f.down, f.failing[id], f.during
@@ -94,7 +94,7 @@ func (f *faultMarker) Mark(ctx context.Context, id int64, at time.Time, status s
 
 // MarkMany fails the whole batch when one of its rows is failing, as a batch fails on the
 // server as a whole.
-func (f *faultMarker) MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]inbox.MarkResult, error) {
+func (f *faultMarker) MarkMany(ctx context.Context, ids []int64, at time.Time, status string) (map[int64]aodb.MarkResult, error) {
 	f.mu.Lock()
 	f.batches = append(f.batches, ids)
 	down, during := f.down, f.during
@@ -151,7 +151,7 @@ func (f *faultMarker) takeTried() []int64 {
 type bundle struct {
 	pg    *pgtest.DB
 	my    *mysqltest.DB
-	in    *inbox.Inbox
+	in    *aodb.Inbox
 	clk   *clock.Mutable
 	sess  *pgtest.Session
 	reg   *prometheus.Registry
@@ -163,7 +163,7 @@ func setup(t *testing.T, cfg Config) (*Sweeper, *bundle) {
 	t.Helper()
 	b := &bundle{pg: pgtest.New(t), my: mysqltest.New(t), clk: clock.NewMutable(t0), reg: prometheus.NewRegistry(), logs: &testlog.Buffer{}}
 	var err error
-	b.in, err = inbox.Open(b.my.ServiceDSN, 5*time.Second)
+	b.in, err = aodb.Open(b.my.ServiceDSN, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestUnreachableInboxIsAnOutageThenMarks(t *testing.T) {
 	}
 	closed := l.Addr().String()
 	_ = l.Close()
-	down, err := inbox.Open("msgx:x@tcp("+closed+")/nowhere?parseTime=true", time.Second)
+	down, err := aodb.Open("msgx:x@tcp("+closed+")/nowhere?parseTime=true", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 )
 
@@ -41,7 +41,7 @@ func TestUnsureFailureIsProbedOutsideTheGate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, b := setup(t, Config{})
 			// inbox.timeout 2 s: a row lock wait gives up after 1 s (innodb_lock_wait_timeout).
-			short, err := inbox.Open(b.my.ServiceDSN, 2*time.Second)
+			short, err := aodb.Open(b.my.ServiceDSN, 2*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,11 +16,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/projection"
@@ -47,14 +47,14 @@ type Writer interface {
 	Tx(ctx context.Context, fn func(tx pgx.Tx) error) error
 }
 
-// Inbox is what the handlers read of the shared MySQL inbox (inbox.Inbox, each call bounded
+// Inbox is what the handlers read of the shared MySQL inbox (aodb.Inbox, each call bounded
 // by inbox.timeout).
 type Inbox interface {
 	RawPart(ctx context.Context, id, offset, limit int64) (string, int64, error)
 	MinID(ctx context.Context) (int64, error)
 	MaxID(ctx context.Context) (int64, error)
 	IDsBetween(ctx context.Context, first, last int64) ([]int64, error)
-	MarkStates(ctx context.Context, after, through int64, limit int) ([]inbox.MarkState, error)
+	MarkStates(ctx context.Context, after, through int64, limit int) ([]aodb.MarkState, error)
 	FirstMarkedSince(ctx context.Context, after, through int64, since time.Time) (id int64, at time.Time, found bool, err error)
 }
 
@@ -259,7 +259,7 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 		resp.BodyTruncated = int64(utf8.RuneCountInString(b.text)) < b.chars
 	case errors.Is(err, errPoolBusy):
 		return nil, toStatus(ctx, "get message", err)
-	case errors.Is(err, inbox.ErrRowMissing):
+	case errors.Is(err, aodb.ErrRowMissing):
 		resp.RawStatus, resp.RawError = controlv1.RawStatus_RAW_STATUS_MISSING, err.Error()
 	default:
 		if ctx.Err() != nil {
@@ -282,7 +282,7 @@ func (s *Service) GetMessageBody(ctx context.Context, req *controlv1.GetMessageB
 	case err == nil:
 	case errors.Is(err, errPoolBusy):
 		return nil, toStatus(ctx, "get message body", err)
-	case errors.Is(err, inbox.ErrRowMissing):
+	case errors.Is(err, aodb.ErrRowMissing):
 		return nil, status.Errorf(codes.NotFound, "message %d: no text in the inbox and none kept: %v", req.GetMsgId(), err)
 	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/config"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/request"
@@ -29,7 +29,7 @@ type App struct {
 	elector *leader.Elector
 	term    *api.Term
 	svc     *api.Service
-	inbox   *inbox.Inbox
+	inbox   *aodb.Inbox
 	ln      net.Listener
 }
 
@@ -59,7 +59,7 @@ func New(b *service.Base) (*App, error) {
 	}
 	// The inbox is read for raw messages, the watermark lag and cutover seeding; control never
 	// writes it. The pool connects lazily, so an unreachable inbox does not stop the API.
-	in, err := inbox.Open(b.Config.MySQL.DSN, b.Config.Inbox.Timeout)
+	in, err := aodb.Open(b.Config.MySQL.DSN, b.Config.Inbox.Timeout)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
@@ -56,7 +56,7 @@ func run(ctx context.Context, b *service.Base) error {
 	}, b.Clock, b.Logger, b.Telemetry, b.Registry)
 	// The shared MySQL is only written by the requests lane; the pool connects lazily, so an
 	// unreachable MySQL delays the requests and nothing else.
-	out, err := inbox.Open(cfg.MySQL.DSN, cfg.Inbox.Timeout)
+	out, err := aodb.Open(cfg.MySQL.DSN, cfg.Inbox.Timeout)
 	if err != nil {
 		return err
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/retry"
@@ -33,7 +33,7 @@ const Target = "COUTMSGS"
 // Session gives exclusive use of the dispatcher role's lock connection (leader.Session).
 type Session = db.Doer
 
-// Outbound is what the lane needs of the shared MySQL's outbound table COUTMSGS (inbox.Inbox),
+// Outbound is what the lane needs of the shared MySQL's outbound table COUTMSGS (aodb.Inbox),
 // not PostgreSQL's msg_event outbox: the COUTMSGS insert, the look-up that keeps a retry from
 // writing a request twice, and a probe that tells an outage from a failed statement.
 type Outbound interface {
@@ -230,7 +230,7 @@ func (l *Lane) mysqlFailure(ctx context.Context, r request.Request, op string, e
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	if l.blocked.Outage(ctx, lane{l}, outage.Inbox, inbox.Classify(err)) {
+	if l.blocked.Outage(ctx, lane{l}, outage.Inbox, aodb.Classify(err)) {
 		l.blocked.Block(ctx, lane{l}, outage.Inbox, 0, err.Error(), "req_id", r.ID, "op", op)
 		return fmt.Errorf("%w: %s request %d: %w", errOutage, op, r.ID, err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
@@ -58,11 +58,11 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{pg: pgtest.New(t), my: mysqltest.New(t), clock: clock.NewMutable(t0)}
-	up, err := inbox.Open(f.my.ServiceDSN, 2*time.Second)
+	up, err := aodb.Open(f.my.ServiceDSN, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	down, err := inbox.Open("root@tcp(127.0.0.1:1)/none?parseTime=true", time.Second)
+	down, err := aodb.Open("root@tcp(127.0.0.1:1)/none?parseTime=true", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestRefusedInsertBacksOffWithoutLosingTheRequest(t *testing.T) {
 	}
 	l, _ := f.lane(t, false)
 	_, err = l.Round(t.Context(), f.s)
-	if err == nil || errors.Is(err, errOutage) || !inbox.Rejected(err) {
+	if err == nil || errors.Is(err, errOutage) || !aodb.Rejected(err) {
 		t.Fatalf("round = %v, want the server's refusal", err)
 	}
 	if got := f.get(t, r.Request.ID); got.State != request.StatePending {

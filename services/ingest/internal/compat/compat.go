@@ -24,8 +24,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/secret"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 )
@@ -34,7 +34,7 @@ import (
 const Path = "/cminmsgs/send"
 
 // Inserter stores one message in the inbox and returns its CMINMSGS_ID once committed
-// (*inbox.Inbox).
+// (*aodb.Inbox).
 type Inserter interface {
 	Insert(ctx context.Context, text string, received time.Time) (int64, error)
 }
@@ -180,12 +180,12 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
 	size := len(text)
 	id, err := h.inbox.Insert(r.Context(), text, h.clock.Now())
 	if err != nil {
-		if inbox.TooLarge(err) {
+		if aodb.TooLarge(err) {
 			h.logger.Warn("compat HTTP: the inbox refused the message for its size", "err", err, "bytes", size)
 			h.tooLarge(w)
 			return
 		}
-		if inbox.Rejected(err) {
+		if aodb.Rejected(err) {
 			h.logger.ErrorContext(r.Context(), "compat HTTP: the inbox rejected the message", "err", err, "bytes", size)
 			h.fail(w, http.StatusInternalServerError, "the inbox rejected the message")
 			return

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/text/encoding/simplifiedchinese"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/services/ingest/internal/netfaulttest"
 )
@@ -42,7 +42,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 	}
 	e.proxy = netfaulttest.New(t, dsn.Addr)
 	dsn.Addr = e.proxy.Addr()
-	in, err := inbox.Open(dsn.FormatDSN(), 3*time.Second)
+	in, err := aodb.Open(dsn.FormatDSN(), 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
@@ -25,7 +25,7 @@ const backlog = 100_000
 func BenchmarkDiscoveryBacklog(b *testing.B) {
 	my := mysqltest.New(b)
 	fillInbox(b, my)
-	in, err := inbox.Open(my.ServiceDSN, 5*time.Second)
+	in, err := aodb.Open(my.ServiceDSN, 5*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 )
 
 // checkContract judges, before anything is written, whether the round may advance W as pl
@@ -22,7 +22,7 @@ import (
 //
 // It returns the plan cut before the first marked row and the violation to record, or an
 // error when the inbox could not be read (the round then changes nothing).
-func (p *Poller) checkContract(ctx context.Context, cur cursor.Cursor, rows []inbox.Row, pl Plan, now time.Time) (Plan, *cursor.Violation, error) {
+func (p *Poller) checkContract(ctx context.Context, cur cursor.Cursor, rows []aodb.Row, pl Plan, now time.Time) (Plan, *cursor.Violation, error) {
 	if len(rows) == 0 {
 		max, err := p.inbox.MaxID(ctx)
 		if err != nil {

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
@@ -29,7 +29,7 @@ type env struct {
 	pg    *pgtest.DB
 	my    *mysqltest.DB
 	proxy *netfaulttest.Proxy
-	in    *inbox.Inbox
+	in    *aodb.Inbox
 	clk   *clock.Mutable
 	logs  *testlog.Buffer
 	tel   *telemetry.Telemetry
@@ -48,7 +48,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e.proxy = netfaulttest.New(t, cfg.Addr)
 	cfg.Addr = e.proxy.Addr()
-	if e.in, err = inbox.Open(cfg.FormatDSN(), 3*time.Second); err != nil {
+	if e.in, err = aodb.Open(cfg.FormatDSN(), 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.in.Close() })

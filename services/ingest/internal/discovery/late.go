@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 )
 
@@ -43,7 +43,7 @@ func (p *Poller) Reconcile(ctx context.Context, txer Txer) (int64, error) {
 	p.metrics.watchedHoles.Set(float64(len(holes)))
 	var total int64
 	for len(holes) > 0 {
-		chunk := holes[:min(len(holes), inbox.MaxRanges)]
+		chunk := holes[:min(len(holes), aodb.MaxRanges)]
 		holes = holes[len(chunk):]
 		n, err := p.reconcileChunk(ctx, txer, chunk)
 		total += n
@@ -83,10 +83,10 @@ func (p *Poller) reconcileChunk(ctx context.Context, txer Txer, holes []cursor.H
 }
 
 // enqueueLate records and enqueues one page of rows found in the holes (sorted by First).
-func (p *Poller) enqueueLate(ctx context.Context, txer Txer, holes []cursor.Hole, rows []inbox.Row) (int64, error) {
+func (p *Poller) enqueueLate(ctx context.Context, txer Txer, holes []cursor.Hole, rows []aodb.Row) (int64, error) {
 	now := p.clock.Now()
 	late := make([]cursor.Late, len(rows))
-	byID := make(map[int64]inbox.Row, len(rows))
+	byID := make(map[int64]aodb.Row, len(rows))
 	for i, r := range rows {
 		// The last hole starting at or before the ID is the one holding it: holes never overlap.
 		h := sort.Search(len(holes), func(j int) bool { return holes[j].First > r.ID }) - 1

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 )
@@ -73,7 +73,7 @@ func (t term) Report(ctx context.Context, st *outage.State) error {
 // outage. A failure both answer after is the round's own, logged as such and retried at the
 // next poll.
 func (t term) outageOf(ctx context.Context, err error) (string, bool) {
-	if inbox.Classify(err) == outage.Attempt && db.Classify(err) == outage.Attempt {
+	if aodb.Classify(err) == outage.Attempt && db.Classify(err) == outage.Attempt {
 		return "", false
 	}
 	for _, dep := range []string{outage.Inbox, outage.Postgres} {

@@ -3,8 +3,8 @@ package discovery
 import (
 	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 )
 
 // The scan window: how far beyond its batch a round looks for holes (R-INGEST-4, D-15). A hole
@@ -29,7 +29,7 @@ type Input struct {
 	// (migration 00019): it belongs to the hole at W+1, which keeps it.
 	LegacyHoleSince *time.Time
 	// Rows are the batch after W, in ID order; Full says it was claim-batch long.
-	Rows []inbox.Row
+	Rows []aodb.Row
 	Full bool
 	// Beyond are IDs visible after max(ScannedTo, the batch's last row), read only with a full
 	// batch; Filled are IDs found inside the open holes beyond the batch.
@@ -46,7 +46,7 @@ type Plan struct {
 	// HoleSince is the first sighting of the hole that now stops W; nil when none does.
 	HoleSince *time.Time
 	// Enqueue lists the rows up to the new W, in ID order.
-	Enqueue []inbox.Row
+	Enqueue []aodb.Row
 	// Released are the ID ranges [first, last] released as permanent holes this round.
 	Released [][2]int64
 	// Holes are the open holes above the new W, each with its own first sighting.
@@ -225,7 +225,7 @@ func minus(h cursor.OpenHole, ids []int64) []cursor.OpenHole {
 
 // extend advances W over the contiguous rows starting at rows[i] and returns the index of the
 // first row after a gap (len(rows) when there is none).
-func (p *Plan) extend(rows []inbox.Row, i int) int {
+func (p *Plan) extend(rows []aodb.Row, i int) int {
 	for i < len(rows) && rows[i].ID == p.W+1 {
 		p.W++
 		p.Enqueue = append(p.Enqueue, rows[i])

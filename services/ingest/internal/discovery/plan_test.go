@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 )
 
-func ids(rows []inbox.Row) []int64 {
+func ids(rows []aodb.Row) []int64 {
 	out := []int64{}
 	for _, r := range rows {
 		out = append(out, r.ID)
@@ -17,10 +17,10 @@ func ids(rows []inbox.Row) []int64 {
 	return out
 }
 
-func rowsOf(ids ...int64) []inbox.Row {
-	out := make([]inbox.Row, len(ids))
+func rowsOf(ids ...int64) []aodb.Row {
+	out := make([]aodb.Row, len(ids))
 	for i, id := range ids {
-		out[i] = inbox.Row{ID: id}
+		out[i] = aodb.Row{ID: id}
 	}
 	return out
 }

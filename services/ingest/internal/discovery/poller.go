@@ -13,10 +13,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
@@ -50,7 +50,7 @@ type Config struct {
 // Poller runs discovery rounds.
 type Poller struct {
 	cfg       Config
-	inbox     *inbox.Inbox
+	inbox     *aodb.Inbox
 	clock     clock.Clock
 	logger    *slog.Logger
 	telemetry *telemetry.Telemetry
@@ -72,7 +72,7 @@ type Poller struct {
 }
 
 // New builds a poller and registers its metrics.
-func New(cfg Config, in *inbox.Inbox, clk clock.Clock, logger *slog.Logger, tel *telemetry.Telemetry, reg prometheus.Registerer) *Poller {
+func New(cfg Config, in *aodb.Inbox, clk clock.Clock, logger *slog.Logger, tel *telemetry.Telemetry, reg prometheus.Registerer) *Poller {
 	return &Poller{cfg: cfg, inbox: in, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg), seed: cfg.Seed,
 		outages: newOutages(clk.Now, logger, reg)}
 }

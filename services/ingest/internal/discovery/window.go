@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 )
 
 // state is what a round reads of PostgreSQL before it reads the inbox.
@@ -37,10 +37,10 @@ func loadState(ctx context.Context, tx pgx.Tx) (state, error) {
 // rows unread, and only a batch that W cannot cross (a gap in it) makes them wait; then the
 // round reads one more page of IDs after what earlier rounds scanned, within HoleWindow of W,
 // so each hole's clock starts near its own first sighting, and looks up the open holes
-// already seen beyond the batch (at most inbox.MaxRanges of them), so a late commit there
+// already seen beyond the batch (at most aodb.MaxRanges of them), so a late commit there
 // is seen (and measured) when it happens. Both are primary-key range reads of bounded size;
 // the cost follows the rows arriving, not the window's size.
-func (p *Poller) readWindow(ctx context.Context, st state, rows []inbox.Row) (Input, error) {
+func (p *Poller) readWindow(ctx context.Context, st state, rows []aodb.Row) (Input, error) {
 	in := Input{W: st.cur.W, Holes: st.holes, ScannedTo: st.disc.ScannedTo, LegacyHoleSince: st.cur.HoleSince, Rows: rows,
 		Full: len(rows) == p.cfg.ClaimBatch && len(rows) > 0}
 	if !in.Full {
@@ -60,7 +60,7 @@ func (p *Poller) readWindow(ctx context.Context, st state, rows []inbox.Row) (In
 	}
 	var ranges [][2]int64
 	for _, h := range st.holes {
-		if h.Last > last && h.First <= in.ScannedTo && len(ranges) < inbox.MaxRanges {
+		if h.Last > last && h.First <= in.ScannedTo && len(ranges) < aodb.MaxRanges {
 			ranges = append(ranges, [2]int64{max(h.First, last+1), h.Last})
 		}
 	}
@@ -136,7 +136,7 @@ func (s *sightings) prune(w int64) {
 // oldestWaiting is when the oldest row still waiting beyond the plan's W was first seen: the
 // first row of the batch above it, or the row after it when the batch was full or the inbox
 // has rows above it; nil when no row waits.
-func (s *sightings) oldestWaiting(pl Plan, rows []inbox.Row, maxID int64, maxKnown bool) *time.Time {
+func (s *sightings) oldestWaiting(pl Plan, rows []aodb.Row, maxID int64, maxKnown bool) *time.Time {
 	first := int64(0)
 	for _, r := range rows {
 		if r.ID > pl.W {

@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
@@ -61,7 +61,7 @@ func BenchmarkPumpFLOP(b *testing.B) {
 	ctx := context.Background()
 	pg, my, rd := pgtest.New(b), mysqltest.New(b), redistest.New(b)
 	seedFlights(b, pg)
-	in, err := inbox.Open(my.ServiceDSN, 10*time.Second)
+	in, err := aodb.Open(my.ServiceDSN, 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}

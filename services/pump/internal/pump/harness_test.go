@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
@@ -46,7 +46,7 @@ type env struct {
 	pg    *pgtest.DB
 	my    *mysqltest.DB
 	rd    *redistest.Redis
-	inbox *inbox.Inbox
+	inbox *aodb.Inbox
 	proj  *projection.Projection
 	clk   *clock.Mutable
 	cfg   config.Config
@@ -77,7 +77,7 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), rd: redistest.New(t), clk: clock.NewMutable(start), cfg: config.Default()}
 	var err error
-	e.inbox, err = inbox.Open(e.my.ServiceDSN, 5*time.Second)
+	e.inbox, err = aodb.Open(e.my.ServiceDSN, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -102,13 +102,13 @@ func (m *message) process(ctx context.Context) outcome {
 // inbox row is gone (R-PUMP-10).
 func (m *message) read(ctx context.Context) (string, outcome) {
 	raw, err := m.p.inbox.Raw(ctx, m.head.MsgID)
-	if errors.Is(err, inbox.ErrRowMissing) {
+	if errors.Is(err, aodb.ErrRowMissing) {
 		// Purged upstream after an earlier run read it (a replay after the marker let the
 		// database team delete the row): the text kept then is the same message.
 		raw, err = m.p.storedRaw(ctx, m.s, m.head.MsgID, err)
 	}
 	switch {
-	case errors.Is(err, inbox.ErrRowMissing):
+	case errors.Is(err, aodb.ErrRowMissing):
 		return "", outcome{state: queue.Dead, class: queue.Malformed, reason: "raw-missing"}
 	case errors.Is(err, errStoredRaw):
 		return "", failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
@@ -116,7 +116,7 @@ func (m *message) read(ctx context.Context) (string, outcome) {
 		// Unreachable, timed out: infrastructure, never "missing" (R-PUMP-8). The read is
 		// the same statement for every message, so even a server error is no verdict on this
 		// one: a probe of the table decides.
-		v := inbox.Classify(err)
+		v := aodb.Classify(err)
 		if v == outage.Attempt {
 			v = outage.Unsure
 		}

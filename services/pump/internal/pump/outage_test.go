@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -153,7 +153,7 @@ func TestInboxLockedLongerThanRetryBudget(t *testing.T) {
 	e := newEnv(t)
 	e.clkReal()
 	e.shortBudget()
-	in, err := inbox.Open(e.my.ServiceDSN, 500*time.Millisecond)
+	in, err := aodb.Open(e.my.ServiceDSN, 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

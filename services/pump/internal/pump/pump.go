@@ -146,7 +146,7 @@ type Projector interface {
 }
 
 // RawReader reads a message's text from the inbox; a row that does not exist is an error
-// wrapping inbox.ErrRowMissing. Each call must be bounded. Probe tells whether the inbox table
+// wrapping aodb.ErrRowMissing. Each call must be bounded. Probe tells whether the inbox table
 // answers a read at all.
 type RawReader interface {
 	Raw(ctx context.Context, id int64) (string, error)

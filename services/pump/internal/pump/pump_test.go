@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/inbox"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/sis"
@@ -258,7 +258,7 @@ func TestInboxUnreachable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	s := e.session(t)
-	dead, err := inbox.Open("svc:pw@tcp(127.0.0.1:1)/none?parseTime=true", time.Second)
+	dead, err := aodb.Open("svc:pw@tcp(127.0.0.1:1)/none?parseTime=true", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -647,9 +647,9 @@ func (e *env) refusing(t testing.TB) *projection.Projection {
 	return projection.New(e.rd.Client, prefix, time.Second)
 }
 
-type switchReader struct{ cur atomic.Pointer[inbox.Inbox] }
+type switchReader struct{ cur atomic.Pointer[aodb.Inbox] }
 
-func (s *switchReader) set(i *inbox.Inbox) { s.cur.Store(i) }
+func (s *switchReader) set(i *aodb.Inbox) { s.cur.Store(i) }
 func (s *switchReader) Raw(ctx context.Context, id int64) (string, error) {
 	return s.cur.Load().Raw(ctx, id)
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // RangeReader is a RawReader that can also read the rows after an ID in one query
-// (inbox.Inbox.RawAfter).
+// (aodb.Inbox.RawAfter).
 type RangeReader interface {
 	RawReader
 	RawAfter(ctx context.Context, after int64, span int, maxBytes int) (map[int64]string, error)

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
 
 // countingInbox counts the one-row reads and the range reads that reach the inbox.
 type countingInbox struct {
-	*inbox.Inbox
+	*aodb.Inbox
 	one, ranges atomic.Int64
 }
 
@@ -70,7 +70,7 @@ func TestReadAheadServesTheNextRowsFromOneRead(t *testing.T) {
 	if n := in.one.Load() - before; n != 1 {
 		t.Fatalf("the row over the bound: %d reads, want 1", n)
 	}
-	if _, err := ra.Raw(ctx, large+1000); !errors.Is(err, inbox.ErrRowMissing) {
+	if _, err := ra.Raw(ctx, large+1000); !errors.Is(err, aodb.ErrRowMissing) {
 		t.Fatalf("missing row: %v, want ErrRowMissing", err)
 	}
 }

@@ -1,11 +1,11 @@
-package inbox_test
+package aodb_test
 
 import (
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 )
 
@@ -51,7 +51,7 @@ func TestContractReads(t *testing.T) {
 		}
 	}
 
-	states := func(after, through int64, limit int) []inbox.MarkState {
+	states := func(after, through int64, limit int) []aodb.MarkState {
 		t.Helper()
 		got, err := in.MarkStates(t.Context(), after, through, limit)
 		if err != nil {
@@ -59,7 +59,7 @@ func TestContractReads(t *testing.T) {
 		}
 		return got
 	}
-	want := []inbox.MarkState{{ids[1], true}, {ids[2], true}, {ids[3], false}, {ids[4], true}, {ids[5], true}}
+	want := []aodb.MarkState{{ids[1], true}, {ids[2], true}, {ids[3], false}, {ids[4], true}, {ids[5], true}}
 	if got := states(ids[0], 0, 100); !slices.Equal(got, want) {
 		t.Errorf("MarkStates after %d = %v, want %v", ids[0], got, want)
 	}

@@ -1,4 +1,4 @@
-package inbox_test
+package aodb_test
 
 import (
 	"database/sql"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 )
 
@@ -21,7 +21,7 @@ func TestInRanges(t *testing.T) {
 	for range 12 {
 		my.InsertInbox(t, "<MSG/>", nil)
 	}
-	ids := func(rows []inbox.Row) []int64 {
+	ids := func(rows []aodb.Row) []int64 {
 		var out []int64
 		for _, r := range rows {
 			out = append(out, r.ID)
@@ -50,7 +50,7 @@ func TestInRanges(t *testing.T) {
 			}
 		})
 	}
-	if _, err := in.InRanges(t.Context(), make([][2]int64, inbox.MaxRanges+1), 0, 10); err == nil {
+	if _, err := in.InRanges(t.Context(), make([][2]int64, aodb.MaxRanges+1), 0, 10); err == nil {
 		t.Error("more than MaxRanges ranges were accepted")
 	}
 }
@@ -73,7 +73,7 @@ func TestRejected(t *testing.T) {
 		{"timeout", errors.New("context deadline exceeded"), false},
 	}
 	for _, tt := range tests {
-		if got := inbox.Rejected(tt.err); got != tt.want {
+		if got := aodb.Rejected(tt.err); got != tt.want {
 			t.Errorf("%s: Rejected = %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -139,7 +139,7 @@ func TestRawPart(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := in.RawPart(t.Context(), id+1, 0, 10); !errors.Is(err, inbox.ErrRowMissing) {
+	if _, _, err := in.RawPart(t.Context(), id+1, 0, 10); !errors.Is(err, aodb.ErrRowMissing) {
 		t.Errorf("a missing row: %v, want ErrRowMissing", err)
 	}
 }

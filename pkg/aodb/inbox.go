@@ -1,9 +1,9 @@
-// Package inbox holds the SQL of the shared MySQL tables: cminmsgs (the inbox AODB writes and
+// Package aodb holds the SQL of the shared MySQL tables AODB owns: cminmsgs (the inbox AODB writes and
 // the processed marker we write back) and coutmsgs (the requests the dispatcher writes,
 // outbound.go). It sends DML only: the tables
 // belong to the database team (R-FACT-5). Every call is bounded by the configured timeout,
 // so an unreachable inbox is an error, never a hang and never "no new messages".
-package inbox
+package aodb
 
 import (
 	"context"

@@ -1,11 +1,11 @@
-package inbox_test
+package aodb_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 )
 
@@ -34,10 +34,10 @@ func TestInsertSizesTheTextNotItsEscaping(t *testing.T) {
 	for _, tc := range tests {
 		id, err := in.Insert(ctx, tc.text, at)
 		switch {
-		case tc.tooLarge && !inbox.TooLarge(err):
+		case tc.tooLarge && !aodb.TooLarge(err):
 			t.Errorf("%s (%d bytes): %v, want too large", tc.name, len(tc.text), err)
 		case tc.tooLarge:
-			if inbox.Rejected(err) {
+			if aodb.Rejected(err) {
 				t.Errorf("%s: a too large text is also classified as rejected: %v", tc.name, err)
 			}
 		case err != nil:

@@ -1,4 +1,4 @@
-package inbox_test
+package aodb_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/testlog"
@@ -21,8 +21,8 @@ import (
 func TestDriverLinesGoThroughTheJSONLogger(t *testing.T) {
 	my := mysqltest.New(t)
 	var out testlog.Buffer
-	inbox.RouteDriverLog(logging.New(&out, "msgx-test", "info", my.ServiceDSN))
-	t.Cleanup(func() { inbox.RouteDriverLog(logging.New(&bytes.Buffer{}, "msgx-test", "info")) })
+	aodb.RouteDriverLog(logging.New(&out, "msgx-test", "info", my.ServiceDSN))
+	t.Cleanup(func() { aodb.RouteDriverLog(logging.New(&bytes.Buffer{}, "msgx-test", "info")) })
 	in := openInbox(t, my, 5*time.Second)
 	if err := in.Ping(t.Context()); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package inbox_test
+package aodb_test
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 )
 
 func TestClassify(t *testing.T) {
-	dead, err := inbox.Open("svc:pw@tcp(127.0.0.1:1)/none?parseTime=true", time.Second)
+	dead, err := aodb.Open("svc:pw@tcp(127.0.0.1:1)/none?parseTime=true", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestClassify(t *testing.T) {
 		{"invalid connection", fmt.Errorf("x: %w", mysql.ErrInvalidConn), outage.Down},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := inbox.Classify(c.err); got != c.want {
+			if got := aodb.Classify(c.err); got != c.want {
 				t.Errorf("Classify(%v) = %s, want %s", c.err, got, c.want)
 			}
 		})

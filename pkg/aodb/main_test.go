@@ -1,10 +1,10 @@
-package inbox_test
+package aodb_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/leaktest"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 )
@@ -13,9 +13,9 @@ func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 // openInbox opens the inbox of my as the services do, with the given timeout, closed when the
 // test ends.
-func openInbox(t *testing.T, my *mysqltest.DB, timeout time.Duration) *inbox.Inbox {
+func openInbox(t *testing.T, my *mysqltest.DB, timeout time.Duration) *aodb.Inbox {
 	t.Helper()
-	in, err := inbox.Open(my.ServiceDSN, timeout)
+	in, err := aodb.Open(my.ServiceDSN, timeout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package inbox_test
+package aodb_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/msgexchange/msgexchange/pkg/inbox"
+	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 )
@@ -32,7 +32,7 @@ func TestMarkManyOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[int64]inbox.MarkResult{empty: inbox.Marked, marked: inbox.AlreadyMarked, missing: inbox.Missing}
+	want := map[int64]aodb.MarkResult{empty: aodb.Marked, marked: aodb.AlreadyMarked, missing: aodb.Missing}
 	for id, w := range want {
 		if got[id] != w {
 			t.Errorf("row %d: outcome %v, want %v", id, got[id], w)
