@@ -124,7 +124,7 @@ const leaseWhy = "longer calls would outlive the leader lease of the lock connec
 // registry lists every parameter, the secrets' "-file" twins last.
 func registry() []param {
 	ps := params()
-	ps = append(ps, fileParams()...)
+	ps = append(ps, fileParams(ps)...)
 	for i := range ps {
 		if ps[i].by == 0 {
 			ps[i].by = readers[sectionOf(ps[i].key)]
@@ -383,11 +383,11 @@ func secrets() []secret {
 
 // fileParams are the "<key>-file" parameters of the secrets; the old spellings of the key
 // name the old spellings of its file.
-func fileParams() []param {
+func fileParams(ps []param) []param {
 	var out []param
 	for _, sk := range secrets() {
 		var aliases []string
-		for _, p := range params() {
+		for _, p := range ps {
 			if p.key == sk.key {
 				for _, a := range p.aliases {
 					aliases = append(aliases, a+"-file")

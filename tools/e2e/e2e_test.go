@@ -154,6 +154,16 @@ func (e *env) start(t testing.TB, roles ...string) {
 // startAll runs the five services.
 func (e *env) startAll(t testing.TB) { e.start(t, stack.Services...) }
 
+// startAllWith starts the five services with settings added to each one's environment.
+func (e *env) startAllWith(t testing.TB, settings ...string) {
+	t.Helper()
+	for _, r := range stack.Services {
+		if err := e.stack.Start(r, nil, settings...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // testLog copies the services' output into the test log until the test ends.
 type testLog struct {
 	t    testing.TB

@@ -157,14 +157,7 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env, settings 
 	for b.Loop() {
 		b.StopTimer()
 		e := newEnv(b)
-		startAll := func() {
-			for _, r := range stack.Services {
-				if err := e.stack.Start(r, nil, settings...); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		startAll()
+		e.startAllWith(b, settings...)
 		day := todaysFlights(flights)
 		setup := e.bulkInbox(b, []string{traffic.DNLD(1, time.Now(), day)})
 		e.settle(b, setup[0], 1, 5*time.Minute)
@@ -186,7 +179,7 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env, settings 
 		b.StartTimer()
 
 		began := time.Now()
-		startAll()
+		e.startAllWith(b, settings...)
 		var drained, settled time.Duration
 		var at10 map[string]int64
 		peak := map[string]int64{}
@@ -296,11 +289,7 @@ func BenchmarkSteady(b *testing.B) {
 // steady runs the steady traffic on e and records its latency figures under name; settings go
 // to every service besides the poll interval. The timer is stopped on entry.
 func steady(b *testing.B, name string, e *env, poll time.Duration, seconds int, settings ...string) (p99 time.Duration) {
-	for _, r := range stack.Services {
-		if err := e.stack.Start(r, nil, append([]string{"MSGX_PIPELINE_POLL_INTERVAL=" + poll.String()}, settings...)...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	e.startAllWith(b, append([]string{"MSGX_PIPELINE_POLL_INTERVAL=" + poll.String()}, settings...)...)
 	const flights, rate = 200, 50
 	day := todaysFlights(flights)
 	setup := e.bulkInbox(b, []string{traffic.DNLD(1, time.Now(), day)})
