@@ -57,8 +57,7 @@ func TestReadAheadServesTheNextRowsFromOneRead(t *testing.T) {
 		return got
 	}
 	read(ids[0])
-	testwait.For(t, 5*time.Second, "the read ahead", func() bool { return in.ranges.Load() >= 1 })
-	time.Sleep(100 * time.Millisecond) // the answer is kept just after it is counted
+	testwait.For(t, 5*time.Second, "the read ahead", func() bool { return in.ranges.Load() >= 1 && ra.Idle() })
 	before := in.one.Load()
 	for _, id := range ids[1:] {
 		read(id)
