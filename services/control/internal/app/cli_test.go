@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,13 +25,22 @@ import (
 // msgxctl runs the built CLI and returns its stdout, stderr and exit code.
 func msgxctl(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	var out strings.Builder
+	stderr, code = msgxctlTo(t, env, &out, args...)
+	return out.String(), stderr, code
+}
+
+// msgxctlTo is msgxctl writing its standard output to stdout as it goes, for a test that acts
+// on what the command printed so far.
+func msgxctlTo(t *testing.T, env []string, stdout io.Writer, args ...string) (stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin(t, "msgxctl"), args...)
 	// Only what the test gives: a token in the developer's environment must not leak in.
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	var errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = stdout, &errOut
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {
@@ -40,7 +50,7 @@ func msgxctl(t *testing.T, env []string, args ...string) (stdout, stderr string,
 	default:
 		t.Fatalf("msgxctl %v: %v", args, err)
 	}
-	return out.String(), errOut.String(), code
+	return errOut.String(), code
 }
 
 func TestMsgxctl(t *testing.T) {

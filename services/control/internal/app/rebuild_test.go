@@ -105,11 +105,22 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 	}
 	env := []string{ctl.EnvAddr + "=" + in.addr, ctl.EnvTokenFile + "=" + tokenFile}
 
+	// What msgxctl prints, in order: the backfill's stand-in below takes its next step only once
+	// the line of the current one is printed, so every step is seen however the poll falls.
+	want := []string{
+		"rebuild 1 PENDING: 0/0 flights",
+		"rebuild 1 RUNNING: 0/4 flights, phase FLIGHTS; drift missing 0 stale 0 content 0 extra 0; repaired 0",
+		"rebuild 1 RUNNING: 2/4 flights, phase FLIGHTS; drift missing 1 stale 0 content 0 extra 0; repaired 1",
+		"rebuild 1 RUNNING: 4/4 flights, phase FLIGHTS; drift missing 1 stale 1 content 0 extra 0; repaired 2",
+		"rebuild 1 DONE: 4/4 flights",
+	}
+	var printed testlog.Buffer
 	go func() { // the backfill: start once the job is there, two steps, done
 		ctx := t.Context()
+		tick := time.NewTicker(testwait.Interval)
+		defer tick.Stop()
 		var open *rebuild.Job
-		for open == nil && ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
+		for ; open == nil && ctx.Err() == nil; <-tick.C {
 			open, _ = rebuild.Jobs.LockOpen(ctx, db.Pool)
 		}
 		if open == nil {
@@ -127,27 +138,23 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 			},
 			func() error { return rebuild.Jobs.Finish(ctx, db.Pool, open.ID, jobs.StateDone, now) },
 		}
-		for _, step := range steps {
-			time.Sleep(1500 * time.Millisecond) // longer than msgxctl's poll: each step is seen
+		for i, step := range steps {
+			for ; !strings.Contains(printed.String(), want[i]) && ctx.Err() == nil; <-tick.C {
+			}
 			if err := step(); err != nil {
 				t.Error(err)
 				return
 			}
 		}
 	}()
-	out, errOut, code := msgxctl(t, env, "rebuild-projection", "--flid", "F1,F2", "--flid", "F3", "--flid", "F4", "--comment", "INC-16")
+	errOut, code := msgxctlTo(t, env, &printed, "rebuild-projection", "--flid", "F1,F2", "--flid", "F3", "--flid", "F4", "--comment", "INC-16")
+	out := printed.String()
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{
-		"rebuild 1 PENDING: 0/0 flights",
-		"rebuild 1 RUNNING: 0/4 flights, phase FLIGHTS; drift missing 0 stale 0 content 0 extra 0; repaired 0",
-		"rebuild 1 RUNNING: 2/4 flights, phase FLIGHTS; drift missing 1 stale 0 content 0 extra 0; repaired 1",
-		"rebuild 1 RUNNING: 4/4 flights, phase FLIGHTS; drift missing 1 stale 1 content 0 extra 0; repaired 2",
-		"rebuild 1 DONE: 4/4 flights",
-	} {
-		if !strings.Contains(out, want+"") {
-			t.Errorf("output lacks %q:\n%s", want, out)
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
 		}
 	}
 	if !strings.Contains(out, "rebuild.repaired") || strings.Contains(out, "\r") {

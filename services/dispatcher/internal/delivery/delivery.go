@@ -150,6 +150,10 @@ type Dispatcher struct {
 
 	mu    sync.Mutex
 	lanes map[string]*laneBackoff
+
+	// roundDone, when set (tests only, before Run), is told each time an Ordered lane has
+	// finished a round and is about to wait for a wake-up or its poll.
+	roundDone func(target string)
 }
 
 // laneBackoff is a lane's run of failures and when it may send again.
@@ -249,6 +253,9 @@ func (d *Dispatcher) runOrdered(ctx context.Context, s Session, lane Lane, wake 
 			if err != nil || read < lane.Limit || sent == 0 {
 				break
 			}
+		}
+		if d.roundDone != nil {
+			d.roundDone(lane.Target)
 		}
 		select {
 		case <-ctx.Done():

@@ -170,12 +170,20 @@ func TestNotifyWakesDispatcher(t *testing.T) {
 	f := setup(t, options{poll: time.Hour})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	var rounds atomic.Int64
+	f.d.OnOrderedRound(func(target string) {
+		if target == outbox.TargetMsg {
+			rounds.Add(1)
+		}
+	})
 	listener := notify.New(f.db.DSN, slog.New(slog.DiscardHandler), outbox.Channel)
 	go func() { _ = listener.Run(ctx) }()
 	done := make(chan error, 1)
 	go func() { done <- f.d.Run(ctx, f.s, listener.C()) }()
-	// Let the first round (at start) pass, then write.
-	time.Sleep(500 * time.Millisecond)
+	// Write only once two rounds are over: the one at start, and the one the listener's wake-up
+	// after its LISTEN brings (it wakes once per connection). Written earlier, the events could
+	// be sent by one of those, and the test would pass without a NOTIFY.
+	testwait.For(t, deadline, "the rounds before the write", func() bool { return rounds.Load() >= 2 })
 	f.add(msgEvent("F1", 1), msgEvent("F1", 2))
 	testwait.For(t, deadline, "the events sent", func() bool { return f.count(outbox.TargetMsg, "SENT") == 2 })
 	cancel()
