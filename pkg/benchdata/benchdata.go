@@ -96,7 +96,11 @@ func New(tb testing.TB, s float64) *pgtest.DB {
 
 	name := fmt.Sprintf("%s%d_%d_%d", prefix, time.Now().Unix(), os.Getpid(), seq.Add(1))
 	cloned := time.Now()
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tpl}.Sanitize()); err != nil {
+	// FILE_COPY copies the template's files and checkpoints before and after, instead of
+	// writing the whole copy through the WAL (WAL_LOG, the default): three times faster at full
+	// scale, and the bench that runs next does not pay for the copy's gigabytes of WAL and the
+	// checkpoints they set off, which the server's CPU per message would count as its own.
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tpl}.Sanitize()+" STRATEGY FILE_COPY"); err != nil {
 		tb.Fatalf("benchdata: clone %s: %v", tpl, err)
 	}
 	tb.Logf("benchdata: cloned %s in %s", name, time.Since(cloned).Round(time.Millisecond))

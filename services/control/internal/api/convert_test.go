@@ -145,11 +145,11 @@ func TestBacklogCountsRowsWaitingForDiscovery(t *testing.T) {
 	if b := backlogWithDiscovery(queue.Statistics{}, d, &due, now); b.EstimatedDrain != nil || b.GetWaitingDiscovery() != 553 {
 		t.Errorf("no rate: drain %v, waiting %d; want unknown and 553", b.EstimatedDrain, b.GetWaitingDiscovery())
 	}
-	b := backlogWithDiscovery(queue.Statistics{Unfinished: 47, FinishedPerSecond: 100}, d, &due, now)
+	b := backlogWithDiscovery(queue.Statistics{Backlog: queue.Backlog{Unfinished: 47, FinishedPerSecond: 100}}, d, &due, now)
 	if got := b.GetEstimatedDrain().AsDuration(); got != 3*time.Minute {
 		t.Errorf("drain = %s, want the last hole's release in 3m (600 rows at 100/s is only 6s)", got)
 	}
-	b = backlogWithDiscovery(queue.Statistics{Unfinished: 600, FinishedPerSecond: 1}, &controlv1.Discovery{}, nil, now)
+	b = backlogWithDiscovery(queue.Statistics{Backlog: queue.Backlog{Unfinished: 600, FinishedPerSecond: 1}}, &controlv1.Discovery{}, nil, now)
 	if got := b.GetEstimatedDrain().AsDuration(); got != 10*time.Minute {
 		t.Errorf("drain = %s, want 600 rows at 1/s", got)
 	}

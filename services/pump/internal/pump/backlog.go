@@ -42,7 +42,7 @@ func (g backlogGauges) register(reg prometheus.Registerer) {
 	reg.MustRegister(g.unfinished, g.oldest, g.rate, g.drain, g.dead, g.acked)
 }
 
-func (g backlogGauges) set(s queue.Statistics) {
+func (g backlogGauges) set(s queue.Backlog) {
 	g.unfinished.Set(float64(s.Unfinished))
 	g.oldest.Set(s.OldestUnfinishedAge.Seconds())
 	g.rate.Set(s.FinishedPerSecond)
@@ -67,11 +67,12 @@ func byClass(g *prometheus.GaugeVec, counts map[queue.ErrorClass]int64) {
 	}
 }
 
-// ReportBacklog reads the backlog figures once (queue.Stats) and exports them.
-func (p *Pump) ReportBacklog(ctx context.Context, q db.Executor) (queue.Statistics, error) {
+// ReportBacklog reads the backlog figures once (queue.ReadBacklog, index scans alone, since it
+// runs every BacklogInterval in every instance) and exports them.
+func (p *Pump) ReportBacklog(ctx context.Context, q db.Executor) (queue.Backlog, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
 	defer cancel()
-	s, err := queue.Stats(ctx, q, p.clock.Now())
+	s, err := queue.ReadBacklog(ctx, q, p.clock.Now())
 	if err != nil {
 		return s, err
 	}
