@@ -66,6 +66,17 @@ func TestReportSetsTargetsAgainstTheirAnchors(t *testing.T) {
 			t.Errorf("report has no line %q … %q:\n%s", want.target, want.line, report)
 		}
 	}
+	// A missed target is followed by what meeting it would take; a met one is not.
+	lines := strings.Split(report, "\n")
+	for i, l := range lines[:len(lines)-1] {
+		next := strings.HasPrefix(lines[i+1], "      would take: ")
+		switch {
+		case strings.Contains(l, "MISSES") && !next:
+			t.Errorf("a missed target without what it would take: %q then %q", l, lines[i+1])
+		case strings.Contains(l, "meets") && next:
+			t.Errorf("a met target with what it would take: %q then %q", l, lines[i+1])
+		}
+	}
 	for _, l := range strings.Split(report, "\n") {
 		if (strings.HasPrefix(strings.TrimSpace(l), "pump alone") || strings.HasPrefix(strings.TrimSpace(l), "backlog drain")) && strings.Contains(l, "target") {
 			t.Errorf("a comparison carries a verdict: %q", l)

@@ -60,8 +60,9 @@ type Statistics struct {
 }
 
 // backlogColumns and backlogFrom are Backlog's part of a statement; the predicates repeat the
-// partial indexes' ones verbatim (proc_state_unfinished, proc_state_finished) and the DEAD
-// counts go through proc_state_head, so every count reads only the rows it counts.
+// partial indexes' ones verbatim (proc_state_unfinished, proc_state_finished, and
+// proc_state_dead, whose columns make the DEAD counts index-only scans), so every count reads
+// only the index entries of the rows it counts.
 const (
 	backlogColumns = `(SELECT coalesce(jsonb_object_agg(error_class, n), '{}') FROM
 			(SELECT coalesce(error_class, '') AS error_class, count(*) AS n FROM proc_state
