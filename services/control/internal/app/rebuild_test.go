@@ -141,6 +141,9 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 		for i, step := range steps {
 			for ; !strings.Contains(printed.String(), want[i]) && ctx.Err() == nil; <-tick.C {
 			}
+			if ctx.Err() != nil {
+				return
+			}
 			if err := step(); err != nil {
 				t.Error(err)
 				return
