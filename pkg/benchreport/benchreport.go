@@ -92,7 +92,7 @@ var targets = []target{
 	// 2. The five services against the pump alone, each per anchor commit of its own run (the
 	// two benches run minutes apart).
 	{"2. five services' drain / pump alone's (each per anchor commit)", "backlog/drain-per-commit", "fifo/msgs-per-commit", false, 0.90, "≥ 0.90",
-		`the other services' CPU off the two cores the pump's chain uses: the dispatcher, ingest, the backfill, Redis, MariaDB and their backends take about 3 ms of CPU per message beside the pump's 4.3 ms (docs/performance.md, "Where the time goes"); a third core, or those services on other nodes as in production`},
+		`the other services' CPU off the two cores the pump's chain uses: the dispatcher, ingest, the backfill, Redis, MariaDB and their backends take about 3 ms of CPU per message beside the pump's 4.3 ms (docs/performance.md, "Where the time goes"); a third core, or those services on other nodes as in production. The two benches run minutes apart, each against its own anchor: their raw rates are the second reading`},
 	{"3. 2,000-flight SCHD DNLD terminal, seconds", "dnld/changed-package-s", "", true, 0.7, "≤ 0.7 s",
 		`the pump's own CPU for the package, most of it now: the snapshot plan, the decode of the 1.9 MB text and the projection's documents (docs/performance.md, "A schedule snapshot"); on this machine the package's CPU, printed under "For comparison", is the figure to watch`},
 	// 4. Each run's drain is taken per anchor commit of its own run, so that the machine's pace
