@@ -381,25 +381,38 @@ func stamp(next *Flight, version int64, in Input) {
 // KAFKA:schd full state (a TOMBSTONE of both when the flight was deleted). via names the
 // code-share child whose change moved a master ("" for the message's own target).
 func Events(prev, next Flight, in Input, via string) []Event {
-	note := map[string]any{
-		"FLID": next.FLID, "STATE": next.State, "STATE_VERSION": next.Version, "MSG_ID": in.MsgID,
+	n := note{
+		FLID: next.FLID, State: next.State, Version: next.Version, MsgID: in.MsgID, STYP: in.STYP, Via: via,
 		// To the microsecond, as Document: a consumer joining the two sees one time.
-		"STYP": in.STYP, "UPDATED_AT": next.UpdatedAt.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano),
-	}
-	if via != "" {
-		note["VIA"] = via
+		UpdatedAt: next.UpdatedAt.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano),
 	}
 	if next.State == Deleted {
 		return []Event{
-			{Target: TargetMsg, FLID: next.FLID, Type: Tombstone, Version: next.Version, Payload: mustJSON(next.FLID, note)},
+			{Target: TargetMsg, FLID: next.FLID, Type: Tombstone, Version: next.Version, Payload: mustJSON(next.FLID, n)},
 			{Target: TargetSchd, FLID: next.FLID, Type: Tombstone, Version: next.Version},
 		}
 	}
-	note["CHANGED"] = Changed(prev, next)
+	changed := Changed(prev, next)
+	n.Changed = &changed
 	return []Event{
-		{Target: TargetMsg, FLID: next.FLID, Type: Upsert, Version: next.Version, Payload: mustJSON(next.FLID, note)},
+		{Target: TargetMsg, FLID: next.FLID, Type: Upsert, Version: next.Version, Payload: mustJSON(next.FLID, n)},
 		{Target: TargetSchd, FLID: next.FLID, Type: Upsert, Version: next.Version, Payload: Document(next)},
 	}
+}
+
+// note is the KAFKA:msg change notification. Its fields are in the order of their names, the
+// order encoding/json gives a map's keys, which the notification was first written as: the
+// bytes stay the same, without a map built and sorted for every event. A tombstone has no
+// CHANGED; an upsert always has it, null when nothing a document shows changed.
+type note struct {
+	Changed   *[]string `json:"CHANGED,omitempty"`
+	FLID      string    `json:"FLID"`
+	MsgID     int64     `json:"MSG_ID"`
+	State     string    `json:"STATE"`
+	Version   int64     `json:"STATE_VERSION"`
+	STYP      string    `json:"STYP"`
+	UpdatedAt string    `json:"UPDATED_AT"`
+	Via       string    `json:"VIA,omitempty"`
 }
 
 // Changed lists the tags whose value differs between two states, sorted.
@@ -463,6 +476,55 @@ func Document(f Flight) []byte {
 		doc["MAFL"] = f.MAFL
 	}
 	return mustJSON(f.FLID, doc)
+}
+
+// Projected is a state as the Redis projection writes it (R-PROJ-1): the version its
+// compare-and-set goes by (R-PROJ-2) and its Document, nil for a deleted flight.
+type Projected struct {
+	FLID     string
+	Version  int64
+	Document []byte
+}
+
+// Project gives states their projected form, building each active one's Document.
+func Project(states []Flight) []Projected {
+	out := make([]Projected, len(states))
+	for i, f := range states {
+		out[i] = Projected{FLID: f.FLID, Version: f.Version}
+		if f.State != Deleted {
+			out[i].Document = Document(f)
+		}
+	}
+	return out
+}
+
+// Projected gives the outcome's states to project. A state written with this outcome takes
+// the document its KAFKA:schd event carries, which is Document of the same state: a
+// snapshot projects thousands of flights, and the document is most of the work of publishing
+// one (docs/performance.md). The others' documents are built.
+func (o Outcome) Projected() []Projected {
+	type key struct {
+		flid    string
+		version int64
+	}
+	built := make(map[key][]byte, len(o.Events)/2)
+	for _, e := range o.Events {
+		if e.Target == TargetSchd && e.Type == Upsert {
+			built[key{e.FLID, e.Version}] = e.Payload
+		}
+	}
+	out := make([]Projected, len(o.Project))
+	for i, f := range o.Project {
+		out[i] = Projected{FLID: f.FLID, Version: f.Version}
+		switch doc, ok := built[key{f.FLID, f.Version}]; {
+		case f.State == Deleted:
+		case ok:
+			out[i].Document = doc
+		default:
+			out[i].Document = Document(f)
+		}
+	}
+	return out
 }
 
 // collectionDoc is a collection as documents publish it: its items in stored order, each with

@@ -1,6 +1,7 @@
 package flight_test
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -139,6 +140,7 @@ func (w *world) decide(t testing.TB, m msg) {
 	if o.Skip != "" {
 		return
 	}
+	sameProjection(t, m, o)
 	w.write(m.id, o.Writes...)
 	w.write(m.id, o.Recorded...)
 }
@@ -164,8 +166,25 @@ func (w *world) applySnapshot(t testing.TB, m msg) {
 	}
 	for _, b := range plan.Batches(2) {
 		o := b.Outcome()
+		sameProjection(t, m, o)
 		w.write(m.id, o.Writes...)
 		w.write(m.id, o.Recorded...)
+	}
+}
+
+// sameProjection checks that an outcome projects what building every state's document
+// projects: the documents it takes from its KAFKA:schd events are those of its states.
+func sameProjection(t testing.TB, m msg, o flight.Outcome) {
+	t.Helper()
+	got, want := o.Projected(), flight.Project(o.Project)
+	if len(got) != len(want) {
+		t.Fatalf("after %v: %d states projected, want %d", m, len(got), len(want))
+	}
+	for i := range want {
+		if got[i].FLID != want[i].FLID || got[i].Version != want[i].Version || !bytes.Equal(got[i].Document, want[i].Document) {
+			t.Fatalf("after %v: projects %s v%d %s\nwant %s v%d %s", m, got[i].FLID, got[i].Version, got[i].Document,
+				want[i].FLID, want[i].Version, want[i].Document)
+		}
 	}
 }
 

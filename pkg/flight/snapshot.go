@@ -321,7 +321,10 @@ func snapshotRecord(cur *Flight, rec sis.FlightRecord, day time.Time, m int64) (
 	if cur != nil {
 		prev = *cur
 	}
-	life := prev.Clone()
+	// say touches the existence alone (State, Prov.Life): the provenance is all it needs of
+	// its own, and a snapshot decides thousands of flights.
+	life := prev
+	life.Prov = prev.Prov.Clone()
 	life.say(m, Active)
 	// A newer deletion stands (R-ORDER-4): the record's parts go to the details the deleted
 	// flight keeps, as in ID order; nothing is published.

@@ -213,7 +213,9 @@ func PlanSnapshot(in SnapshotInput) (Plan, *Refusal) {
 	// bring it back before a newer deletion, which then takes its children.
 	for _, id := range sortedKeys(plan) {
 		e := plan[id]
-		if next := e.next.Clone(); codeShare(&next, mastersOf(next, stored[id], current)...) {
+		// codeShare changes the existence alone, on a life of its own: a copy of the struct
+		// keeps e.next as it was when nothing changed, without a copy of every part.
+		if next := e.next; codeShare(&next, mastersOf(next, stored[id], current)...) {
 			e.next = next
 		}
 	}

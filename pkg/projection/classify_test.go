@@ -22,7 +22,7 @@ func (reply) RedisError()     {}
 func TestClassify(t *testing.T) {
 	ctx := context.Background()
 	rd := redistest.New(t)
-	flights := []flight.Flight{{FLID: "C1", Version: 1}}
+	flights := flight.Project([]flight.Flight{{FLID: "C1", Version: 1, State: flight.Active}})
 
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer down.Close()

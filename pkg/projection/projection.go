@@ -54,11 +54,11 @@ func FlightKey(prefix, flid string) string { return prefix + "flight:" + flid }
 // VersionKey is the hash of the last projected version per FLID.
 func VersionKey(prefix string) string { return prefix + "flight-version" }
 
-// Write projects the given states. It reports how many were applied (an older version than
+// Write projects the given states (flight.Project, or an outcome's Projected). It reports how many were applied (an older version than
 // the stored one is skipped, not an error). The whole call is bounded by the timeout; several
 // states go in pipelines (a schedule snapshot projects thousands at once, and one round trip
 // each would keep the pump's lock connection idle for seconds).
-func (p *Projection) Write(ctx context.Context, flights []flight.Flight) (int, error) {
+func (p *Projection) Write(ctx context.Context, flights []flight.Projected) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	if len(flights) == 1 {
@@ -92,7 +92,7 @@ func (p *Projection) Write(ctx context.Context, flights []flight.Flight) (int, e
 const pipelineSize = 500
 
 // pipeline writes part in one round trip; the error is the first failed write's.
-func (p *Projection) pipeline(ctx context.Context, part []flight.Flight) (int, error) {
+func (p *Projection) pipeline(ctx context.Context, part []flight.Projected) (int, error) {
 	cmds := make([]*redis.Cmd, len(part))
 	_, err := p.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, f := range part {
@@ -118,12 +118,9 @@ func (p *Projection) keys(flid string) []string {
 	return []string{FlightKey(p.prefix, flid), VersionKey(p.prefix)}
 }
 
-func (p *Projection) args(f flight.Flight) []any {
-	doc := ""
-	if f.State != flight.Deleted {
-		doc = string(flight.Document(f))
-	}
-	return []any{f.FLID, f.Version, doc}
+// args are the script's arguments; an empty document deletes the flight's key.
+func (p *Projection) args(f flight.Projected) []any {
+	return []any{f.FLID, f.Version, f.Document}
 }
 
 // Probe checks that Redis answers, within the projection's bound.

@@ -49,7 +49,7 @@ func TestVersionCAS(t *testing.T) {
 	ctx := context.Background()
 	write := func(fs ...flight.Flight) int {
 		t.Helper()
-		n, err := p.Write(ctx, fs)
+		n, err := p.Write(ctx, flight.Project(fs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestWriteBounded(t *testing.T) {
 	p := projection.New(r.Client, r.Prefix, 5*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := p.Write(ctx, []flight.Flight{state("F1", 1, "A")}); err == nil {
+	if _, err := p.Write(ctx, flight.Project([]flight.Flight{state("F1", 1, "A")})); err == nil {
 		t.Errorf("a cancelled write reported success")
 	}
 }
@@ -127,7 +127,7 @@ func TestWriteManyPipelined(t *testing.T) {
 	for i := range many {
 		many[i] = state(fmt.Sprintf("F%04d", i), 2, "A")
 	}
-	if n, err := p.Write(ctx, many); err != nil || n != len(many) {
+	if n, err := p.Write(ctx, flight.Project(many)); err != nil || n != len(many) {
 		t.Fatalf("applied %d of %d: %v", n, len(many), err)
 	}
 	if err := r.Client.ScriptFlush(ctx).Err(); err != nil {
@@ -136,7 +136,7 @@ func TestWriteManyPipelined(t *testing.T) {
 	many[0] = state("F0000", 1, "STALE")
 	many[1199] = state("F1199", 3, "B")
 	many[1199].State = flight.Deleted
-	if n, err := p.Write(ctx, many); err != nil || n != len(many)-1 {
+	if n, err := p.Write(ctx, flight.Project(many)); err != nil || n != len(many)-1 {
 		t.Fatalf("after the flush applied %d of %d: %v", n, len(many)-1, err)
 	}
 	if estt, v, ok := stored(t, r, "F0000"); !ok || estt != "A" || v != 2 {

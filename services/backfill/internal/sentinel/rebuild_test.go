@@ -382,7 +382,7 @@ func (e *env) pump(stop <-chan struct{}, n int) error {
 		if err == nil {
 			var f *flight.Flight
 			if f, err = flightstore.LoadPublished(ctx, conn, flid); err == nil {
-				_, err = e.proj.Write(ctx, []flight.Flight{*f})
+				_, err = e.proj.Write(ctx, flight.Project([]flight.Flight{*f}))
 			}
 		}
 		if err := errors.Join(err, leader.UnlockPipeline(ctx, conn)); err != nil {

@@ -65,7 +65,7 @@ func (e *env) save(t *testing.T, fs ...flight.Flight) {
 		}
 		published = append(published, *p)
 	}
-	if _, err := e.proj.Write(t.Context(), published); err != nil {
+	if _, err := e.proj.Write(t.Context(), flight.Project(published)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -233,7 +233,7 @@ func TestCheckWaitsForThePumpAndKeepsItsNewerVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.proj.Write(t.Context(), []flight.Flight{*p}); err != nil {
+	if _, err := e.proj.Write(t.Context(), flight.Project([]flight.Flight{*p})); err != nil {
 		t.Fatal(err)
 	}
 	if err := leader.UnlockPipeline(t.Context(), pump); err != nil {

@@ -60,7 +60,7 @@ func lookupFixture(t *testing.T) (env []string, rd *redistest.Redis, msgID int64
 	if err := db.WithTx(t.Context(), pg.Pool, func(tx pgx.Tx) error { return flightstore.Save(t.Context(), tx, f) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := projection.New(rd.Client, rd.Prefix, 5*time.Second).Write(t.Context(), []flight.Flight{f}); err != nil {
+	if _, err := projection.New(rd.Client, rd.Prefix, 5*time.Second).Write(t.Context(), flight.Project([]flight.Flight{f})); err != nil {
 		t.Fatal(err)
 	}
 	in := startWith(t, pg, "control-lookup", time.Now(), func(cfg *config.Config) {

@@ -214,7 +214,7 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 				return pump.Result{}, fmt.Errorf("write flight %s with %d events: %w", rec.FLID, len(events), err)
 			}
 		}
-		res.Project = append(res.Project, o.Project...)
+		res.Project = append(res.Project, o.Projected()...)
 	}
 	if len(skips) == len(records) {
 		return pump.Result{}, pump.Skip(strings.Join(skips, "; "))

@@ -126,7 +126,7 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 		return res, last(ctx, tx)
 	}
 	for i, b := range batches[1:] {
-		res.Then = append(res.Then, func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error) {
+		res.Then = append(res.Then, func(ctx context.Context, tx pgx.Tx) ([]flight.Projected, error) {
 			states, err := s.write(ctx, tx, in, b, stored)
 			if err == nil && i == len(batches)-2 {
 				err = last(ctx, tx)
@@ -222,7 +222,7 @@ func (s *Schedule) load(ctx context.Context, tx pgx.Tx, in pump.Input, pkg fligh
 // their events (KAFKA:msg and KAFKA:schd per change, tombstones for deletions) and their
 // history rows in tx, and returns every state of the batch to project. stored holds the
 // flights as the package found them.
-func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight.Batch, stored map[string]*flight.Flight) ([]flight.Flight, error) {
+func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight.Batch, stored map[string]*flight.Flight) ([]flight.Projected, error) {
 	o := b.Outcome()
 	// A state whose details are the stored ones has its row alone written, in the round trip
 	// of the events: a snapshot re-sent unchanged records its parts for thousands of flights,
@@ -252,7 +252,7 @@ func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight
 			return nil, fmt.Errorf("add %d events and the history of %d flights: %w", len(o.Events), len(b), err)
 		}
 	}
-	return o.Project, nil
+	return o.Projected(), nil
 }
 
 // scheduleChanges are the history rows of a batch (R-ORDER-8): one per flight it wrote or

@@ -273,7 +273,7 @@ func (h *held) reproject(ctx context.Context) outcome {
 	if o := txOutcome(err, "business transaction"); o.ends() {
 		return o
 	}
-	if o := h.projectStates(ctx, flights, ""); o.ends() {
+	if o := h.projectStates(ctx, flight.Project(flights), ""); o.ends() {
 		return o
 	}
 	return h.finish(nil)
@@ -324,7 +324,7 @@ func (h *held) apply(ctx context.Context) (Result, outcome) {
 // place and the re-run finds them; applied_at goes with the last.
 func (h *held) further(ctx context.Context, steps []Step, i int) outcome {
 	label := fmt.Sprintf("step %d of %d", i+2, len(steps)+1)
-	states, err := db.WithTxV(ctx, db.Pipelined(h.conn, nil), func(tx pgx.Tx) ([]flight.Flight, error) {
+	states, err := db.WithTxV(ctx, db.Pipelined(h.conn, nil), func(tx pgx.Tx) ([]flight.Projected, error) {
 		states, err := steps[i](ctx, tx)
 		if err != nil || i < len(steps)-1 {
 			return states, err
@@ -340,7 +340,7 @@ func (h *held) further(ctx context.Context, steps []Step, i int) outcome {
 // projectStates is ②: committed states written to Redis, still under the lock. A failure
 // leaves the message unfinished with its committed transactions in place; its re-run projects
 // the current state (R-PROJ-3).
-func (h *held) projectStates(ctx context.Context, states []flight.Flight, label string) outcome {
+func (h *held) projectStates(ctx context.Context, states []flight.Projected, label string) outcome {
 	if len(states) == 0 {
 		return outcome{}
 	}

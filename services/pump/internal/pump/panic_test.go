@@ -25,7 +25,9 @@ func (panicRaw) Raw(context.Context, int64) (string, error) { panic("inbox bug")
 // panicProjector is a Redis projection whose write panics.
 type panicProjector struct{ pump.Projector }
 
-func (panicProjector) Write(context.Context, []flight.Flight) (int, error) { panic("projection bug") }
+func (panicProjector) Write(context.Context, []flight.Projected) (int, error) {
+	panic("projection bug")
+}
 
 // panicReprojector applies without a change and panics when asked to re-project.
 type panicReprojector struct{ procFunc }
@@ -61,14 +63,14 @@ func TestPanicInAnyStepIsARecordedFailure(t *testing.T) {
 		}},
 		{name: "further step", reason: "panic: step bug", opts: func(e *env) options {
 			return options{route: routeTo{procFunc(func(context.Context, pgx.Tx, pump.Input) (pump.Result, error) {
-				return pump.Result{Then: []pump.Step{func(context.Context, pgx.Tx) ([]flight.Flight, error) {
+				return pump.Result{Then: []pump.Step{func(context.Context, pgx.Tx) ([]flight.Projected, error) {
 					panic("step bug")
 				}}}, nil
 			})}.route}
 		}},
 		{name: "projection", reason: "panic: projection bug", wantApplied: true, opts: func(e *env) options {
 			return options{proj: panicProjector{e.proj}, route: routeTo{procFunc(func(context.Context, pgx.Tx, pump.Input) (pump.Result, error) {
-				return pump.Result{Project: []flight.Flight{{}}}, nil
+				return pump.Result{Project: []flight.Projected{{}}}, nil
 			})}.route}
 		}},
 		{name: "re-projection", reason: "panic: reprojector bug", applied: true, wantApplied: true, opts: func(e *env) options {

@@ -48,8 +48,9 @@ type Input struct {
 
 // Result is what a processor's business step decided.
 type Result struct {
-	// Project lists the full states to write to the Redis projection after the commit.
-	Project []flight.Flight
+	// Project lists the states to write to the Redis projection after the commit
+	// (flight.Outcome.Projected).
+	Project []flight.Projected
 	// Then are the further transactions of a message too large for one (a schedule snapshot's
 	// batches, docs/schedule.md). Each runs in its own transaction after the previous one
 	// committed and its states were projected; applied_at is recorded with the last, and only
@@ -113,7 +114,7 @@ func DecisionOf(err error) *Decision {
 
 // Step is one further transaction of a message (Result.Then): it writes in tx and returns the
 // states to project once tx committed.
-type Step func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error)
+type Step func(ctx context.Context, tx pgx.Tx) ([]flight.Projected, error)
 
 // Processor runs step ① of R-TX-3 in tx, which holds the pipeline lock: it loads the
 // current state, decides with the pure domain rules and writes the new state with its outbox
@@ -141,7 +142,7 @@ type Router func(m *sis.Message) (Processor, string)
 // connection's lease: the pump holds that connection idle while it waits. Probe tells whether
 // Redis answers at all, to tell an outage from a failed write.
 type Projector interface {
-	Write(ctx context.Context, flights []flight.Flight) (int, error)
+	Write(ctx context.Context, flights []flight.Projected) (int, error)
 	Probe(ctx context.Context) error
 }
 

@@ -624,7 +624,7 @@ type switchProjector struct {
 }
 
 func (s *switchProjector) set(p *projection.Projection) { s.cur.Store(p) }
-func (s *switchProjector) Write(ctx context.Context, f []flight.Flight) (int, error) {
+func (s *switchProjector) Write(ctx context.Context, f []flight.Projected) (int, error) {
 	return s.cur.Load().Write(ctx, f)
 }
 func (s *switchProjector) Probe(ctx context.Context) error { return s.cur.Load().Probe(ctx) }

@@ -267,7 +267,7 @@ type hookProjector struct {
 	next pump.Projector
 }
 
-func (p *hookProjector) Write(ctx context.Context, f []flight.Flight) (int, error) {
+func (p *hookProjector) Write(ctx context.Context, f []flight.Projected) (int, error) {
 	if p.h.at() {
 		return 0, errors.New("process crashed before the projection")
 	}

@@ -345,7 +345,7 @@ func (c crashAt) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Resu
 	res, err := c.Schedule.Apply(ctx, tx, in)
 	if err == nil && len(res.Then) > 0 {
 		next := res.Then[0]
-		res.Then[0] = func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error) {
+		res.Then[0] = func(ctx context.Context, tx pgx.Tx) ([]flight.Projected, error) {
 			c.h.at()
 			return next(ctx, tx)
 		}
@@ -412,7 +412,7 @@ type flaky struct {
 	n       atomic.Int32
 }
 
-func (f *flaky) Write(ctx context.Context, fs []flight.Flight) (int, error) {
+func (f *flaky) Write(ctx context.Context, fs []flight.Projected) (int, error) {
 	if f.n.Add(1) == f.failAt {
 		return f.bad.Write(ctx, fs)
 	}
@@ -504,7 +504,7 @@ func (f *failOnce) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Re
 	res, err := f.Schedule.Apply(ctx, tx, in)
 	if err == nil && len(res.Then) > 0 {
 		next := res.Then[0]
-		res.Then[0] = func(ctx context.Context, tx pgx.Tx) ([]flight.Flight, error) {
+		res.Then[0] = func(ctx context.Context, tx pgx.Tx) ([]flight.Projected, error) {
 			if f.failed.CompareAndSwap(false, true) {
 				return nil, errors.New("injected failure of the batch")
 			}
