@@ -54,10 +54,11 @@ func FlightKey(prefix, flid string) string { return prefix + "flight:" + flid }
 // VersionKey is the hash of the last projected version per FLID.
 func VersionKey(prefix string) string { return prefix + "flight-version" }
 
-// Write projects the given states (flight.Project, or an outcome's Projected). It reports how many were applied (an older version than
-// the stored one is skipped, not an error). The whole call is bounded by the timeout; several
-// states go in pipelines (a schedule snapshot projects thousands at once, and one round trip
-// each would keep the pump's lock connection idle for seconds).
+// Write projects the given states (flight.Project, or an outcome's Projected). It reports how
+// many were applied (an older version than the stored one is skipped, not an error). The whole
+// call is bounded by the timeout; several states go in pipelines (a schedule snapshot projects
+// thousands at once, and one round trip each would keep the pump's lock connection idle for
+// seconds).
 func (p *Projection) Write(ctx context.Context, flights []flight.Projected) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
