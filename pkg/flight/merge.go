@@ -487,16 +487,7 @@ type Projected struct {
 }
 
 // Project gives states their projected form, building each active one's Document.
-func Project(states []Flight) []Projected {
-	out := make([]Projected, len(states))
-	for i, f := range states {
-		out[i] = Projected{FLID: f.FLID, Version: f.Version}
-		if f.State != Deleted {
-			out[i].Document = Document(f)
-		}
-	}
-	return out
-}
+func Project(states []Flight) []Projected { return Outcome{Project: states}.Projected() }
 
 // Projected gives the outcome's states to project. A state written with this outcome takes
 // the document its KAFKA:schd event carries, which is Document of the same state: a
@@ -516,13 +507,14 @@ func (o Outcome) Projected() []Projected {
 	out := make([]Projected, len(o.Project))
 	for i, f := range o.Project {
 		out[i] = Projected{FLID: f.FLID, Version: f.Version}
-		switch doc, ok := built[key{f.FLID, f.Version}]; {
-		case f.State == Deleted:
-		case ok:
-			out[i].Document = doc
-		default:
-			out[i].Document = Document(f)
+		if f.State == Deleted {
+			continue
 		}
+		doc, ok := built[key{f.FLID, f.Version}]
+		if !ok {
+			doc = Document(f)
+		}
+		out[i].Document = doc
 	}
 	return out
 }
