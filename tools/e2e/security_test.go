@@ -53,6 +53,11 @@ func (e *env) startControl(t *testing.T, extra ...string) string {
 		_, err := e.status(context.Background())
 		return err == nil, fmt.Sprint(err)
 	})
+	// A standby already answers reads; the tests count control's log lines and make mutating
+	// calls from here, so its taking the role, and that line, must come first.
+	testwait.ForState(t, 30*time.Second, "control to hold its role", func() (bool, string) {
+		return strings.Contains(e.stack.Output("control"), "acquired the role"), "not yet"
+	})
 	return admin
 }
 
