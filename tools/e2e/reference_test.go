@@ -27,8 +27,10 @@ func refMsg(seqn int, typ, styp string, recs int, body string) string {
 		`<TYPE>%s</TYPE><STYP>%s</STYP></META>%s%s</MSG>`, seqn, time.Now().In(airport).Format("20060102150405"), typ, styp, r, body)
 }
 
+// control is an operator's client of control, once control holds its role.
 func (e *env) control(t *testing.T) (controlv1.ControlServiceClient, context.Context) {
 	t.Helper()
+	e.waitControlActive(t)
 	conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

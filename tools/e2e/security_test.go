@@ -53,12 +53,18 @@ func (e *env) startControl(t *testing.T, extra ...string) string {
 		_, err := e.status(context.Background())
 		return err == nil, fmt.Sprint(err)
 	})
-	// A standby already answers reads; the tests count control's log lines and make mutating
-	// calls from here, so its taking the role, and that line, must come first.
+	e.waitControlActive(t)
+	return admin
+}
+
+// waitControlActive waits for control to hold its role. A standby already answers reads,
+// and refuses mutating calls; the tests make them, and count control's log lines, from
+// there on, so the role and the line that says so must come first.
+func (e *env) waitControlActive(t testing.TB) {
+	t.Helper()
 	testwait.ForState(t, 30*time.Second, "control to hold its role", func() (bool, string) {
 		return strings.Contains(e.stack.Output("control"), "acquired the role"), "not yet"
 	})
-	return admin
 }
 
 func (e *env) grpcConn(t *testing.T) *grpc.ClientConn {
