@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,7 +128,15 @@ func rssKiB(pid int) int64 {
 // second the resident set of each service is sampled: the growth is its largest RSS after the
 // first 10 % of the backlog over its RSS at 10 %. MSGX_BENCH_BACKLOG=100000 is the long RSS
 // run (opt-in: it takes minutes).
-func BenchmarkBacklog(b *testing.B) { backlog(b, "backlog", newEnv) }
+func BenchmarkBacklog(b *testing.B) { backlog(b, "backlog", newEnv, stack.Services) }
+
+// BenchmarkBacklogPumpAlone is BenchmarkBacklog's backlog drained by the pump's binary with no
+// other service beside it: ingest discovers every row first and stops, then the pump alone runs
+// until every message is terminal (nothing marks the inbox or sends the events meanwhile).
+// Target 2 compares the five services' drain with it: the same binary, configuration, backlog
+// and flights, so the ratio is what the other services running beside the pump cost it
+// (docs/performance.md, "The five services beside the pump").
+func BenchmarkBacklogPumpAlone(b *testing.B) { backlog(b, "backlog-pump", newEnv, []string{"pump"}) }
 
 // noSweep are retentions past the rows pkg/benchdata generates: the tables stay at the
 // retention limits with nothing expired, so a bench on them measures the pipeline, not the
@@ -145,7 +154,7 @@ var noSweep = []string{"MSGX_PIPELINE_PROC_RETENTION=7d", "MSGX_PIPELINE_EVENT_R
 // as after a cutover seed.
 func BenchmarkBacklogFullTables(b *testing.B) {
 	scale := benchScale()
-	backlog(b, "backlog-full", func(t testing.TB) *env { return fullTablesEnv(t, scale) }, noSweep...)
+	backlog(b, "backlog-full", func(t testing.TB) *env { return fullTablesEnv(t, scale) }, stack.Services, noSweep...)
 }
 
 // benchScale is MSGX_BENCH_SCALE, the share of production the generated tables hold (1 by
@@ -174,8 +183,10 @@ func fullTablesEnv(t testing.TB, scale float64) *env {
 	return newEnvWith(t, binaries(t), my, pg)
 }
 
-// backlog runs the backlog bench on the env newEnv makes, with settings for every service.
-func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env, settings ...string) {
+// backlog runs the backlog bench on the env newEnv makes, with settings for every service; the
+// drain runs the services of drainers. Without ingest among them, ingest discovers the whole
+// backlog before the timer starts, and the drain ends when every message is terminal.
+func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env, drainers []string, settings ...string) {
 	n := envInt("MSGX_BENCH_BACKLOG", 20000)
 	flights := envInt("MSGX_BENCH_FLIGHTS", 2000)
 	for b.Loop() {
@@ -195,6 +206,10 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env, settings 
 			msgs[i] = remark(int64(i+2), day[i%flights], fmt.Sprintf("REMARK %d", i))
 		}
 		ids := e.bulkInbox(b, msgs)
+		alone := !slices.Contains(drainers, "ingest")
+		if alone {
+			e.discover(b, ids[0], n, settings)
+		}
 		watch, err := pgx.Connect(context.Background(), e.pg.DSN)
 		if err != nil {
 			b.Fatal(err)
@@ -204,7 +219,11 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env, settings 
 		b.StartTimer()
 
 		began := time.Now()
-		e.startAllWith(b, settings...)
+		for _, r := range drainers {
+			if err := e.stack.Start(r, nil, settings...); err != nil {
+				b.Fatal(err)
+			}
+		}
 		var drained, settled time.Duration
 		var at10 map[string]int64
 		peak := map[string]int64{}
@@ -219,7 +238,7 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env, settings 
 			if now := time.Now(); !now.Before(next) {
 				next = now.Add(time.Second)
 				cur := map[string]int64{}
-				for _, r := range stack.Services {
+				for _, r := range drainers {
 					cur[r] = rssKiB(e.stack.PID(r))
 				}
 				switch {
@@ -237,7 +256,7 @@ func backlog(b *testing.B, bench string, newEnv func(testing.TB) *env, settings 
 					cpu = cpu1 - cpu0
 				}
 			}
-			if t == n && m == n && p == 0 {
+			if t == n && (alone || m == n && p == 0) {
 				settled = time.Since(began)
 			}
 			// Often enough for the figures (a quarter second of a drain of a minute), seldom
@@ -445,4 +464,28 @@ func (e *env) expiredRows(b testing.TB) int64 {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// discover runs ingest alone until every one of the n rows from first on is in proc_state,
+// then stops it: the backlog a pump alone drains.
+func (e *env) discover(b testing.TB, first int64, n int, settings []string) {
+	b.Helper()
+	if err := e.stack.Start("ingest", nil, settings...); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var found int
+		if err := e.pg.Pool.QueryRow(context.Background(), `SELECT count(*) FROM proc_state WHERE msg_id >= $1`, first).Scan(&found); err != nil {
+			b.Fatal(err)
+		}
+		if found == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("ingest discovered %d of %d rows in 5 minutes", found, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.stack.Stop("ingest", 10*time.Second)
 }
