@@ -46,7 +46,13 @@ type Backlog struct {
 type Statistics struct {
 	Backlog
 	// ByState has an entry for every state, zero included, so callers can print a stable table.
+	// PENDING, FAILED and DEAD are always counted; SUCCEEDED and SKIPPED, the bulk of a week's
+	// rows, are counted while the planner's statistics put them under ExactCountBelow and
+	// estimated from those statistics above it, as Estimated says.
 	ByState map[State]int64
+	// Estimated holds the states whose ByState entry is an estimate (only ever SUCCEEDED and
+	// SKIPPED).
+	Estimated map[State]bool
 	// ByErrorClass counts the rows that carry each class, whatever their state (a FAILED row's
 	// class is its last transient failure); classes that occur on no row are absent.
 	ByErrorClass map[ErrorClass]int64
@@ -118,38 +124,73 @@ func ReadBacklog(ctx context.Context, q db.Executor, now time.Time) (Backlog, er
 	return b, nil
 }
 
+// ExactCountBelow is the most rows of a terminal state that Stats counts exactly. Counting
+// SUCCEEDED at a week's million rows read the whole table each time an operator asked (190 ms on
+// both cores of the reference machine); an operator reads the flow from the backlog figures and
+// the few non-terminal and DEAD rows, which stay exact, and a week's successes to three digits
+// are as useful as to seven. Under this many rows the count is an index scan of a few
+// milliseconds and stays exact, so a small or new system never shows an estimate.
+const ExactCountBelow = 50_000
+
+// bulkStates are the states Stats may estimate.
+var bulkStates = []State{Succeeded, Skipped}
+
 // Stats reads the queue's statistics at now, as ReadBacklog does, with the breakdowns.
 //
-// Everything is read in one statement so the numbers come from one snapshot and add up (in
-// READ COMMITTED every subquery of a statement sees the statement's snapshot). The group-bys by
-// state and class read the whole table, which retention keeps to a week of traffic (about a
-// second at a million rows): that is the status RPC's, an operator's question, never a gauge's
-// (ReadBacklog).
+// The counts come from one statement, and from one snapshot with the exact counts of the bulk
+// states when q is a REPEATABLE READ transaction, as control's reads are (in READ COMMITTED
+// every subquery of a statement sees the statement's snapshot). Every count reads an index's
+// entries for the rows it counts, never the whole table (docs/performance.md, "Cost flat as the
+// data grows"); the bulk states are estimated instead of counted once they pass ExactCountBelow.
 func Stats(ctx context.Context, q db.Executor, now time.Time) (Statistics, error) {
 	s := Statistics{
 		ByState:                   map[State]int64{Pending: 0, Failed: 0, Succeeded: 0, Skipped: 0, Dead: 0},
+		Estimated:                 map[State]bool{},
 		BackfillAbandonedByReason: map[string]int64{},
 	}
 	sc := backlogScan{b: &s.Backlog}
-	var byState, byClass, byReason map[string]int64
+	var (
+		byState, counted, byClass, byReason map[string]int64
+		est                                 tableEstimate
+	)
 	err := q.QueryRow(ctx, `SELECT `+backlogColumns+`,
 		(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
-			(SELECT state, count(*) AS n FROM proc_state GROUP BY state) AS g),
+			(SELECT state, count(*) AS n FROM proc_state WHERE state IN ('PENDING', 'FAILED', 'DEAD') GROUP BY state) AS g),
 		(SELECT coalesce(jsonb_object_agg(error_class, n), '{}') FROM
 			(SELECT error_class, count(*) AS n FROM proc_state WHERE error_class IS NOT NULL GROUP BY error_class) AS g),
 		(SELECT coalesce(jsonb_object_agg(backfill_abandon_reason, n), '{}') FROM
 			(SELECT coalesce(backfill_abandon_reason, 'UNKNOWN') AS backfill_abandon_reason, count(*) AS n
 			 FROM proc_state WHERE backfill_abandoned_at IS NOT NULL GROUP BY 1) AS g),
 		(SELECT count(*) FROM proc_state
-			WHERE backfill_at IS NULL AND backfill_abandoned_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD'))
+			WHERE backfill_at IS NULL AND backfill_abandoned_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')),
+		`+estimateColumns+`
 		`+backlogFrom, now.Add(-StatsRateWindow), now).
-		Scan(append(sc.dest(), &byState, &byClass, &byReason, &s.BackfillPending)...)
+		Scan(append(sc.dest(), &byState, &byClass, &byReason, &s.BackfillPending, &est.rows, &est.freqs)...)
 	if err != nil {
 		return s, fmt.Errorf("queue statistics: %w", err)
 	}
 	sc.finish(now)
-	for k, n := range byState {
-		s.ByState[State(k)] = n
+	var count []string
+	for _, st := range bulkStates {
+		if n, ok := est.of(st); ok && n >= ExactCountBelow {
+			s.ByState[st], s.Estimated[st] = n, true
+		} else {
+			count = append(count, string(st))
+		}
+	}
+	if len(count) > 0 {
+		// The planner's statistics put each of these under ExactCountBelow (or the table has
+		// none yet, as after a restore): an index scan of their entries.
+		if err := q.QueryRow(ctx, `SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
+			(SELECT state, count(*) AS n FROM proc_state WHERE state = ANY($1) GROUP BY state) AS g`, count).
+			Scan(&counted); err != nil {
+			return s, fmt.Errorf("queue statistics: count %v: %w", count, err)
+		}
+	}
+	for _, m := range []map[string]int64{byState, counted} {
+		for k, n := range m {
+			s.ByState[State(k)] = n
+		}
 	}
 	s.ByErrorClass = classes(byClass)
 	for k, n := range byReason {
@@ -157,6 +198,33 @@ func Stats(ctx context.Context, q db.Executor, now time.Time) (Statistics, error
 		s.BackfillAbandoned += n
 	}
 	return s, nil
+}
+
+// estimateColumns read what the planner knows of proc_state: its rows, scaled from the last
+// VACUUM or ANALYZE to the table's pages now, the way the planner scales them (NULL before the
+// table has statistics), and the frequency of each common state in ANALYZE's sample.
+const estimateColumns = `(SELECT CASE WHEN c.reltuples >= 0 AND c.relpages > 0
+			THEN c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::float8) END
+			FROM pg_class c WHERE c.oid = 'proc_state'::regclass),
+		(SELECT coalesce(jsonb_object_agg(m.v, m.f), '{}') FROM pg_class c
+			JOIN pg_namespace n ON n.oid = c.relnamespace
+			JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = 'state',
+			unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS m(v, f)
+			WHERE c.oid = 'proc_state'::regclass)`
+
+// tableEstimate is what estimateColumns read.
+type tableEstimate struct {
+	rows  *float64
+	freqs map[string]float64
+}
+
+// of is the estimated rows in state st; false when the table has no statistics yet. A state
+// missing from the common values is rarer than ANALYZE's sample can see, estimated at zero.
+func (e tableEstimate) of(st State) (int64, bool) {
+	if e.rows == nil {
+		return 0, false
+	}
+	return int64(math.Round(*e.rows * e.freqs[string(st)])), true
 }
 
 // estimateDrain is unfinished ÷ rate, rounded up to the second: an estimate has no sub-second

@@ -125,6 +125,49 @@ func TestStats(t *testing.T) {
 		}
 	})
 
+	t.Run("bulk states estimated past ExactCountBelow", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.New(t)
+		bulk := int64(queue.ExactCountBelow * 3 / 2)
+		db.Exec(t, `INSERT INTO proc_state (msg_id, state, enqueued_at, finished_at, backfill_at, updated_at)
+			SELECT i, 'SUCCEEDED', $2, $2, $2, $2 FROM generate_series(1, $1::bigint) AS i`, bulk, *at(time.Hour))
+		for i := range int64(40) {
+			statsRow(t, db, bulk+1+i, "SKIPPED", "", *at(time.Hour), at(time.Hour), at(time.Hour), "")
+		}
+		statsRow(t, db, bulk+100, "PENDING", "", *at(time.Minute), nil, nil, "")
+		statsRow(t, db, bulk+101, "FAILED", "INFRA", *at(time.Minute), nil, nil, "")
+		statsRow(t, db, bulk+102, "DEAD", "MALFORMED", *at(time.Hour), at(time.Hour), nil, "")
+		db.Exec(t, `ANALYZE proc_state`)
+
+		check := func(t *testing.T, succeeded int64) {
+			t.Helper()
+			s, err := queue.Stats(t.Context(), db.Pool, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// ANALYZE's sample of 30,000 rows puts SUCCEEDED within a few per cent; its pages
+			// scale the estimate to rows added since.
+			if n := s.ByState[queue.Succeeded]; !s.Estimated[queue.Succeeded] || n < succeeded*95/100 || n > succeeded*105/100 {
+				t.Errorf("SUCCEEDED = %d (estimated %t), want an estimate within 5%% of %d", n, s.Estimated[queue.Succeeded], succeeded)
+			}
+			// Rarer than ExactCountBelow (and than the sample sees): counted.
+			want := map[queue.State]int64{queue.Skipped: 40, queue.Pending: 1, queue.Failed: 1, queue.Dead: 1}
+			for st, n := range want {
+				if s.ByState[st] != n || s.Estimated[st] {
+					t.Errorf("%s = %d (estimated %t), want exactly %d", st, s.ByState[st], s.Estimated[st], n)
+				}
+			}
+			if len(s.Estimated) != 1 {
+				t.Errorf("Estimated = %v, want SUCCEEDED only", s.Estimated)
+			}
+		}
+		check(t, bulk)
+		db.Exec(t, `INSERT INTO proc_state (msg_id, state, enqueued_at, finished_at, backfill_at, updated_at)
+			SELECT i, 'SUCCEEDED', $3, $3, $3, $3 FROM generate_series($1::bigint, $2::bigint) AS i`,
+			bulk+1000, bulk+1000+bulk/2-1, *at(time.Hour))
+		check(t, bulk+bulk/2)
+	})
+
 	t.Run("unknown drain when nothing finished recently", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.New(t)

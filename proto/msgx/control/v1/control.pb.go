@@ -1568,9 +1568,13 @@ func (x *Backlog) GetWaitingDiscovery() int64 {
 }
 
 type StateCount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	State         MessageState           `protobuf:"varint,1,opt,name=state,proto3,enum=msgx.control.v1.MessageState" json:"state,omitempty"`
-	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State MessageState           `protobuf:"varint,1,opt,name=state,proto3,enum=msgx.control.v1.MessageState" json:"state,omitempty"`
+	Count int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// The count is the planner's estimate from PostgreSQL's statistics, not a count of rows. Only
+	// SUCCEEDED and SKIPPED are ever estimated, and only past 50,000 rows: counting a week's
+	// successes read the whole table on every call. PENDING, FAILED and DEAD are always counted.
+	Estimated     bool `protobuf:"varint,3,opt,name=estimated,proto3" json:"estimated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1617,6 +1621,13 @@ func (x *StateCount) GetCount() int64 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *StateCount) GetEstimated() bool {
+	if x != nil {
+		return x.Estimated
+	}
+	return false
 }
 
 type ErrorClassCount struct {
@@ -7399,11 +7410,12 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x10finished_last_5m\x18\x03 \x01(\x03R\x0efinishedLast5m\x12.\n" +
 	"\x13finished_per_second\x18\x04 \x01(\x01R\x11finishedPerSecond\x12B\n" +
 	"\x0festimated_drain\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0eestimatedDrain\x12+\n" +
-	"\x11waiting_discovery\x18\x06 \x01(\x03R\x10waitingDiscovery\"W\n" +
+	"\x11waiting_discovery\x18\x06 \x01(\x03R\x10waitingDiscovery\"u\n" +
 	"\n" +
 	"StateCount\x123\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\x05state\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"e\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x1c\n" +
+	"\testimated\x18\x03 \x01(\bR\testimated\"e\n" +
 	"\x0fErrorClassCount\x12<\n" +
 	"\verror_class\x18\x01 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
 	"errorClass\x12\x14\n" +

@@ -211,7 +211,7 @@ func (s *Service) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest) 
 		Roles:          roleStatus(holders, now),
 		Discovery:      d,
 		Backlog:        backlogWithDiscovery(qs, d, disc.lastDue, now),
-		ByState:        stateCounts(qs.ByState),
+		ByState:        stateCounts(qs.ByState, qs.Estimated),
 		ByErrorClass:   errorClassCounts(qs.ByErrorClass),
 		Backfill:       backfill(qs),
 		Outbox:         outboxTargets(targets),

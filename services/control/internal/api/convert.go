@@ -139,8 +139,9 @@ func backlog(s queue.Statistics) *controlv1.Backlog {
 	return b
 }
 
-// stateCounts lists every state of the API in enum order, zero included.
-func stateCounts(by map[queue.State]int64) []*controlv1.StateCount {
+// stateCounts lists every state of the API in enum order, zero included, each flagged when
+// queue.Stats estimated it.
+func stateCounts(by map[queue.State]int64, estimated map[queue.State]bool) []*controlv1.StateCount {
 	var out []*controlv1.StateCount
 	values := controlv1.MessageState_MESSAGE_STATE_UNSPECIFIED.Descriptor().Values()
 	for i := range values.Len() {
@@ -149,7 +150,7 @@ func stateCounts(by map[queue.State]int64) []*controlv1.StateCount {
 			continue
 		}
 		name := strings.TrimPrefix(v.String(), statePrefix)
-		out = append(out, &controlv1.StateCount{State: v, Count: by[queue.State(name)]})
+		out = append(out, &controlv1.StateCount{State: v, Count: by[queue.State(name)], Estimated: estimated[queue.State(name)]})
 	}
 	return out
 }

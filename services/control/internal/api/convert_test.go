@@ -34,8 +34,15 @@ func TestEnumsCoverTheSchema(t *testing.T) {
 		t.Errorf("unknown state converts to %v, want UNSPECIFIED", got)
 	}
 	// Every state appears in by_state, so the status table never loses a row.
-	if got := len(stateCounts(nil)); got != 5 {
+	if got := len(stateCounts(nil, nil)); got != 5 {
 		t.Errorf("stateCounts lists %d states, want 5", got)
+	}
+	// An estimated bulk state keeps its flag; the others read as counted.
+	for _, c := range stateCounts(map[queue.State]int64{queue.Succeeded: 70_000}, map[queue.State]bool{queue.Succeeded: true}) {
+		want := c.GetState() == controlv1.MessageState_MESSAGE_STATE_SUCCEEDED
+		if c.GetEstimated() != want {
+			t.Errorf("%s estimated = %t, want %t", c.GetState(), c.GetEstimated(), want)
+		}
 	}
 }
 

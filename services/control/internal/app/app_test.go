@@ -25,6 +25,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -314,6 +315,47 @@ func TestGetStatus(t *testing.T) {
 	}
 	if !protoSlicesEqual(st.GetOutbox(), wantOutbox) || st.GetOutbox()[0].GetOldestPendingAge().AsDuration() != 90*time.Second {
 		t.Errorf("outbox = %v, want KAFKA:msg 1 pending (90s) 1 dead, KAFKA:schd empty", st.GetOutbox())
+	}
+}
+
+// TestGetStatusEstimatesTheBulkStates: past queue.ExactCountBelow rows a week's SUCCEEDED rows
+// are the planner's estimate, flagged, so the call never counts the whole table; the rare
+// states stay counted.
+func TestGetStatusEstimatesTheBulkStates(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	bulk := int64(queue.ExactCountBelow * 3 / 2)
+	db.Exec(t, `INSERT INTO proc_state (msg_id, state, enqueued_at, finished_at, backfill_at, updated_at)
+		SELECT i, 'SUCCEEDED', $2, $2, $2, $2 FROM generate_series(1, $1::bigint) AS i`, bulk, now.Add(-time.Hour))
+	db.Exec(t, `INSERT INTO proc_state (msg_id, state, error_class, enqueued_at, finished_at, updated_at) VALUES
+		($1, 'SKIPPED', 'UNSUPPORTED', $2, $2, $2), ($1 + 1, 'DEAD', 'MALFORMED', $2, $2, $2), ($1 + 2, 'PENDING', NULL, $2, NULL, $2)`,
+		bulk+1, now.Add(-time.Minute))
+	db.Exec(t, `ANALYZE proc_state`)
+
+	st := waitActive(t, startControl(t, db, "control-bulk", token, false, now))
+	for _, c := range st.GetByState() {
+		switch c.GetState() {
+		case controlv1.MessageState_MESSAGE_STATE_SUCCEEDED:
+			if !c.GetEstimated() || c.GetCount() < bulk*95/100 || c.GetCount() > bulk*105/100 {
+				t.Errorf("SUCCEEDED = %v, want an estimate within 5%% of %d", c, bulk)
+			}
+		default:
+			want := int64(1)
+			if c.GetState() == controlv1.MessageState_MESSAGE_STATE_FAILED {
+				want = 0
+			}
+			if c.GetEstimated() || c.GetCount() != want {
+				t.Errorf("%s = %v, want exactly %d", c.GetState(), c, want)
+			}
+		}
+	}
+	wantClasses := []*controlv1.ErrorClassCount{
+		{ErrorClass: controlv1.ErrorClass_ERROR_CLASS_MALFORMED, Count: 1},
+		{ErrorClass: controlv1.ErrorClass_ERROR_CLASS_UNSUPPORTED, Count: 1},
+	}
+	if !protoSlicesEqual(st.GetByErrorClass(), wantClasses) {
+		t.Errorf("by_error_class = %v, want %v", st.GetByErrorClass(), wantClasses)
 	}
 }
 

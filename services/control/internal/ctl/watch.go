@@ -219,7 +219,12 @@ func renderScreen(st *controlv1.GetStatusResponse, callErr error, ws *watchState
 	}
 	b.WriteString("\nSTATES ")
 	for _, c := range st.GetByState() {
-		fmt.Fprintf(&b, " %s %d", strings.TrimPrefix(c.GetState().String(), "MESSAGE_STATE_"), c.GetCount())
+		// "~" marks the planner's estimate of a bulk state (StateCount.estimated).
+		approx := ""
+		if c.GetEstimated() {
+			approx = "~"
+		}
+		fmt.Fprintf(&b, " %s %s%d", strings.TrimPrefix(c.GetState().String(), "MESSAGE_STATE_"), approx, c.GetCount())
 	}
 	b.WriteString("\n")
 	return b.String()

@@ -29,6 +29,8 @@ func statusOf(unfinished int64, rate float64) *controlv1.GetStatusResponse {
 		Backfill:  &controlv1.Backfill{Pending: 5},
 		Outbox: []*controlv1.OutboxTarget{{Target: "KAFKA:msg", Pending: 9, Dead: 2},
 			{Target: "KAFKA:schd"}},
+		ByState: []*controlv1.StateCount{{State: controlv1.MessageState_MESSAGE_STATE_PENDING, Count: unfinished},
+			{State: controlv1.MessageState_MESSAGE_STATE_SUCCEEDED, Count: 1_008_385, Estimated: true}},
 	}
 	if rate > 0 {
 		st.Backlog.EstimatedDrain = durationpb.New(time.Duration(float64(unfinished)/rate) * time.Second)
@@ -45,6 +47,7 @@ func TestWatchScreen(t *testing.T) {
 		"every 2s", "ingest-a", "BLOCKED on redis for 1m20s (12 probes, at message 77): dial tcp: connection refused",
 		"dispatcher  -  not held", "watermark 100   inbox max 104   lag 4", "permanent holes 2 (3 ids)",
 		"unfinished 1000\n", "estimated drain unknown", "KAFKA:msg   pending 9   dead 2", "requeue-events",
+		"STATES  PENDING 1000 SUCCEEDED ~1008385", // an estimated count is marked
 	} {
 		if !strings.Contains(first, want) {
 			t.Errorf("first screen lacks %q:\n%s", want, first)
