@@ -125,8 +125,8 @@ func ReadBacklog(ctx context.Context, q db.Executor, now time.Time) (Backlog, er
 }
 
 // ExactCountBelow is the most rows of a terminal state that Stats counts exactly. Counting
-// SUCCEEDED at a week's million rows read the whole table each time an operator asked (190 ms on
-// both cores of the reference machine); an operator reads the flow from the backlog figures and
+// SUCCEEDED at a week's million rows read the whole table each time an operator asked (136 ms, a
+// parallel scan on both cores, docs/performance.md); an operator reads the flow from the backlog figures and
 // the few non-terminal and DEAD rows, which stay exact, and a week's successes to three digits
 // are as useful as to seven. Under this many rows the count is an index scan of a few
 // milliseconds and stays exact, so a small or new system never shows an estimate.
@@ -219,7 +219,8 @@ type tableEstimate struct {
 }
 
 // of is the estimated rows in state st; false when the table has no statistics yet. A state
-// missing from the common values is rarer than ANALYZE's sample can see, estimated at zero.
+// missing from the common values is rarer than ANALYZE's sample can see: its estimate is zero,
+// so Stats counts it.
 func (e tableEstimate) of(st State) (int64, bool) {
 	if e.rows == nil {
 		return 0, false
