@@ -292,11 +292,11 @@ func rowLocked(t *testing.T, d *pgtest.DB, flid string) bool {
 	return len(free) == 0
 }
 
-// AddUpdate writes only the detail tables whose rows changed, and leaves the same stored
+// AddUpdates writes only the detail tables whose rows changed, and leaves the same stored
 // state as Save: every change of a collection (changed, cleared, added, a raw tag, a scalar
-// only) read back equals the new state, and the statements sent are the row upsert plus a
-// delete and an insert per changed table only.
-func TestAddUpdateEqualsSave(t *testing.T) {
+// only) read back equals the new state, and the statements sent are the row upsert with its
+// history row plus a delete and an insert per changed table only; the history row is written.
+func TestAddUpdatesEqualsSave(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -326,7 +326,9 @@ func TestAddUpdateEqualsSave(t *testing.T) {
 					return err
 				}
 				b := &pgx.Batch{}
-				flightstore.AddUpdate(b, stored, next)
+				change := flightstore.Change{MsgID: 42, FLID: flid, MsgType: "FLOP", STYP: "EUDT", Cause: flightstore.CauseTarget,
+					State: next.State, Version: next.Version, At: next.UpdatedAt}
+				flightstore.AddUpdates(b, map[string]*flight.Flight{flid: stored}, []flight.Flight{next}, []flightstore.Change{change})
 				if b.Len() != tc.statements {
 					t.Errorf("%d statements, want %d", b.Len(), tc.statements)
 				}
@@ -334,6 +336,9 @@ func TestAddUpdateEqualsSave(t *testing.T) {
 			})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if h, err := flightstore.History(ctx, d.Pool, flid, 0, 10); err != nil || len(h) != 1 || h[0].MsgID != 42 || h[0].Version != next.Version {
+				t.Fatalf("history = %+v, %v; want the one row written with the update", h, err)
 			}
 			got, err := flightstore.Load(ctx, d.Pool, flid, false)
 			if err != nil || got == nil {
@@ -394,7 +399,7 @@ func TestSameDetails(t *testing.T) {
 						return flightstore.SaveMany(ctx, tx, []flight.Flight{next})
 					}
 					b := &pgx.Batch{}
-					flightstore.AddRows(b, []flight.Flight{next})
+					flightstore.AddRows(b, []flight.Flight{next}, nil)
 					return tx.SendBatch(ctx, b).Close()
 				})
 				if err != nil {
@@ -448,5 +453,74 @@ func TestLoadPublishedManyMatchesOneByOne(t *testing.T) {
 	}
 	if len(got) != 7 || got[2].FLID != "PM" || len(got[2].MAFL) != 2 {
 		t.Fatalf("the master's MAFL is not derived: %+v", got[2])
+	}
+}
+
+// TestAddUpdatesOfSeveralFlights: one message's writes in one batch. A flight stored does not
+// hold (new) is written whole; a FLID given twice is stored as its last state, as two writes
+// in turn leave it; the rows of every flight and the history rows are one statement; and
+// history rows with no flight to write (a message that left every part to newer ones) are
+// written alone.
+func TestAddUpdatesOfSeveralFlights(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	known := rich("M-KNOWN")
+	save(t, d, known)
+	fresh := rich("M-NEW")
+	first, second := known.Clone(), known.Clone()
+	first.Version, second.Version = known.Version+1, known.Version+2
+	first.Scalars["REMC"], second.Scalars["REMC"] = "first", "second"
+	second.Collections["GTDT"] = []flight.Item{item("9", "GATE", "Z9")}
+	change := func(msg int64, flid string, v int64) flightstore.Change {
+		return flightstore.Change{MsgID: msg, FLID: flid, MsgType: "FLOP", STYP: "EUDT", Cause: flightstore.CauseTarget,
+			State: flight.Active, Version: v, At: known.UpdatedAt}
+	}
+	err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
+		stored, _, err := flightstore.LoadLocked(ctx, tx, known.FLID)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		flightstore.AddUpdates(b, map[string]*flight.Flight{known.FLID: stored}, []flight.Flight{first, fresh, second},
+			[]flightstore.Change{change(7, known.FLID, second.Version), change(7, fresh.FLID, fresh.Version)})
+		// rows and history; the new flight's details as a whole write clears and inserts them
+		// (AddSave, less its row); the known flight's GTDT deleted and inserted
+		whole := &pgx.Batch{}
+		flightstore.AddSave(whole, fresh)
+		if want := 1 + (whole.Len() - 1) + 2; b.Len() != want {
+			t.Errorf("%d statements, want %d", b.Len(), want)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		b = &pgx.Batch{}
+		flightstore.AddUpdates(b, nil, nil, []flightstore.Change{change(8, known.FLID, second.Version)})
+		if b.Len() != 1 {
+			t.Errorf("history alone: %d statements, want 1", b.Len())
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []flight.Flight{second, fresh} {
+		got, err := flightstore.Load(ctx, d.Pool, want.FLID, false)
+		if err != nil || got == nil {
+			t.Fatalf("load %s: %v", want.FLID, err)
+		}
+		if !flight.SameContent(*got, want) || got.Version != want.Version {
+			t.Errorf("%s stored\n got %+v\nwant %+v", want.FLID, *got, want)
+		}
+	}
+	for flid, msgs := range map[string][]int64{known.FLID: {7, 8}, fresh.FLID: {7}} {
+		h, err := flightstore.History(ctx, d.Pool, flid, 0, 10)
+		if err != nil || len(h) != len(msgs) {
+			t.Fatalf("history of %s = %+v, %v; want messages %v", flid, h, err, msgs)
+		}
+		for i, c := range h {
+			if c.MsgID != msgs[i] {
+				t.Errorf("history of %s, row %d: message %d, want %d", flid, i, c.MsgID, msgs[i])
+			}
+		}
 	}
 }

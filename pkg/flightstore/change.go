@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,18 +50,23 @@ const (
 
 // insertChangesSQL writes a message's history rows in one statement whatever their count; a
 // row already there (a snapshot batch committed before a crash, written again by the re-run's
-// plan) is kept.
-const insertChangesSQL = `INSERT INTO flight_change (msg_id, flid, msg_type, styp, cause, state, version, changes, superseded, events, written_at)
-	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-		$8::jsonb[], $9::jsonb[], $10::jsonb[], $11::timestamptz[])
-	ON CONFLICT (flid, msg_id) DO NOTHING`
+// plan) is kept. AddRows sends it, alone or ahead of the rows' upsert.
+var insertChangesSQL = insertChangesAt(1)
 
-// AddChanges adds the insert of changes to batch, in the round trip of the writes they
-// describe (one statement; nothing for none).
-func AddChanges(batch *pgx.Batch, changes []Change) {
-	if len(changes) == 0 {
-		return
+// insertChangesAt is insertChangesSQL with its arrays numbered from $first.
+func insertChangesAt(first int) string {
+	types := []string{"bigint", "text", "text", "text", "text", "text", "bigint", "jsonb", "jsonb", "jsonb", "timestamptz"}
+	ph := make([]string, len(types))
+	for i, t := range types {
+		ph[i] = fmt.Sprintf("$%d::%s[]", first+i, t)
 	}
+	return `INSERT INTO flight_change (` + changeColumns + `)
+	SELECT * FROM unnest(` + strings.Join(ph, ", ") + `)
+	ON CONFLICT (flid, msg_id) DO NOTHING`
+}
+
+// changeArgs are insertChangesSQL's arrays for changes.
+func changeArgs(changes []Change) []any {
 	n := len(changes)
 	msgs, versions := make([]int64, n), make([]int64, n)
 	flids, types, styps, causes, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -71,7 +77,7 @@ func AddChanges(batch *pgx.Batch, changes []Change) {
 			c.MsgID, c.FLID, c.MsgType, c.STYP, c.Cause, c.State, c.Version, c.At
 		diffs[i], sups[i], events[i] = jsonOf(c.Changes, "{}"), jsonOf(c.Superseded, "{}"), jsonOf(c.Events, "[]")
 	}
-	batch.Queue(insertChangesSQL, msgs, flids, types, styps, causes, states, versions, diffs, sups, events, at)
+	return []any{msgs, flids, types, styps, causes, states, versions, diffs, sups, events, at}
 }
 
 // jsonOf encodes maps and slices of strings and numbers, empty when v has nothing.

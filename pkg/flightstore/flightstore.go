@@ -232,28 +232,46 @@ func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 // writes of the same transaction in the same round trip.
 func AddSave(batch *pgx.Batch, f flight.Flight) { addSave(batch, []flight.Flight{f}) }
 
-// AddUpdate adds what Save writes for next to batch when prev is its stored state, read
-// with its details and locked in the same transaction (LoadLocked): the flight_schd row, and
-// of the detail tables only those whose rows differ, each cleared and rewritten. A FLOP changes
-// one or two collections of a flight, if any, so the other tables are left alone: the server
-// skips a ten-table delete and a rewrite of rows it already holds. The result is the same
-// stored state as Save's. A nil prev is Save.
-func AddUpdate(batch *pgx.Batch, prev *flight.Flight, next flight.Flight) {
-	if prev == nil || prev.FLID != next.FLID {
-		AddSave(batch, next)
-		return
+// AddUpdates adds to batch the writes of the states next of one message's flights, and the
+// history rows of changes that describe them (R-ORDER-8), where stored holds the states the
+// flights have, read with their details and locked in the same transaction (LoadLocked); a
+// flight stored holds none of is new, or was not loaded whole, and is written whole as Save
+// writes it. The flight_schd rows and the history rows are one statement (AddRows); of the
+// detail tables, only those whose rows differ from the stored ones are cleared and rewritten.
+// A FLOP changes one or two collections of a flight, if any, so the other tables are left
+// alone: the server skips a ten-table delete and a rewrite of rows it already holds. The
+// result is the same stored state as Save's. A FLID given twice is written as its last state,
+// as writes in turn would leave it (one upsert cannot change a row twice).
+func AddUpdates(batch *pgx.Batch, stored map[string]*flight.Flight, next []flight.Flight, changes []Change) {
+	last := make(map[string]int, len(next))
+	for i, f := range next {
+		last[f.FLID] = i
 	}
-	addRows(batch, []flight.Flight{next})
-	was, is := detailRows([]flight.Flight{*prev}), detailRows([]flight.Flight{next})
-	for _, table := range detailTables() {
-		if reflect.DeepEqual(was[table], is[table]) {
+	unique := make([]flight.Flight, 0, len(last))
+	for i, f := range next {
+		if last[f.FLID] == i {
+			unique = append(unique, f)
+		}
+	}
+	AddRows(batch, unique, changes)
+	for _, f := range unique {
+		prev := stored[f.FLID]
+		if prev == nil || prev.FLID != f.FLID {
+			batch.Queue(deleteDetailsSQL, []string{f.FLID})
+			addDetails(batch, []flight.Flight{f})
 			continue
 		}
-		if was[table] != nil {
-			batch.Queue(deleteDetailSQL[table], next.FLID)
-		}
-		if a := is[table]; a != nil {
-			addDetailInsert(batch, table, a)
+		was, is := detailRows([]flight.Flight{*prev}), detailRows([]flight.Flight{f})
+		for _, table := range detailTables() {
+			if reflect.DeepEqual(was[table], is[table]) {
+				continue
+			}
+			if was[table] != nil {
+				batch.Queue(deleteDetailSQL[table], f.FLID)
+			}
+			if a := is[table]; a != nil {
+				addDetailInsert(batch, table, a)
+			}
 		}
 	}
 }
@@ -274,7 +292,7 @@ var deleteDetailSQL = func() map[string]string {
 // count, not the row count, is what a single writer waits for. The caller makes the FLIDs
 // unique (an upsert cannot change a row twice).
 func addSave(batch *pgx.Batch, flights []flight.Flight) {
-	addRows(batch, flights)
+	addRows(batch, flights, nil)
 	flids := make([]string, len(flights))
 	for i, f := range flights {
 		flids[i] = f.FLID
@@ -326,8 +344,30 @@ var upsertRowsSQL = func() string {
 		ON CONFLICT (flid) DO UPDATE SET ` + strings.Join(set, ", ")
 }()
 
-// addRows adds the upsert of the flight_schd rows of flights.
-func addRows(batch *pgx.Batch, flights []flight.Flight) {
+// upsertRowsWithChangesSQL is upsertRowsSQL with the insert of history rows ahead of it, their
+// arrays numbered after the rows': the two tables are independent (flight_change has no
+// foreign key), so neither part can see or change what the other writes, and a data-modifying
+// WITH part runs to completion whether or not the query reads it.
+var upsertRowsWithChangesSQL = `WITH chg AS (` + insertChangesAt(len(rowWriteColumns)+1) + `) ` + upsertRowsSQL
+
+// addRows adds the upsert of the flight_schd rows of flights and the insert of the history
+// rows of changes, as one statement (none for neither): a statement's fixed cost on the server
+// is about as large as a row's write, and a FLOP pays it on the pump's critical path
+// (docs/performance.md).
+func addRows(batch *pgx.Batch, flights []flight.Flight, changes []Change) {
+	switch {
+	case len(flights) == 0 && len(changes) == 0:
+	case len(changes) == 0:
+		batch.Queue(upsertRowsSQL, rowArgs(flights)...)
+	case len(flights) == 0:
+		batch.Queue(insertChangesSQL, changeArgs(changes)...)
+	default:
+		batch.Queue(upsertRowsWithChangesSQL, append(rowArgs(flights), changeArgs(changes)...)...)
+	}
+}
+
+// rowArgs are upsertRowsSQL's arrays for flights.
+func rowArgs(flights []flight.Flight) []any {
 	n := len(flights)
 	flids, states, present, prov := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	versions, lastMsgs := make([]int64, n), make([]int64, n)
@@ -367,7 +407,7 @@ func addRows(batch *pgx.Batch, flights []flight.Flight) {
 	for _, col := range scalars {
 		args = append(args, col)
 	}
-	batch.Queue(upsertRowsSQL, args...)
+	return args
 }
 
 // deleteDetailsSQL clears every detail table for the FLIDs in $1 in one statement.

@@ -43,90 +43,36 @@ type NewEvent struct {
 // Add writes events in the caller's transaction. KAFKA:msg events are appended; KAFKA:schd
 // keeps one row per FLID that a new state replaces only when its version is not older, taking
 // a new event_id from the global sequence, back to PENDING with the old error cleared
-// (R-OUTBOX-4). It notifies the dispatcher, which hears it when the transaction commits.
+// (R-OUTBOX-4). It notifies the dispatcher, which hears it when the transaction commits. The
+// events and the notification are one statement, whatever their number (AddTo).
 func Add(ctx context.Context, q db.Executor, events []NewEvent, now time.Time) error {
 	if len(events) == 0 {
 		return nil
 	}
-	if b, ok := q.(batcher); ok {
-		// One round trip for all, whether a FLOP's two events or a schedule snapshot's hundreds.
-		batch := &pgx.Batch{}
-		if err := AddTo(batch, events, now); err != nil {
-			return err
-		}
-		if err := b.SendBatch(ctx, batch).Close(); err != nil {
-			return fmt.Errorf("add %d events: %w", len(events), err)
-		}
-		return nil
+	sql, args, err := insertEvents(events, now)
+	if err != nil {
+		return err
 	}
-	for _, e := range events {
-		sql, args, err := insertEvent(e, now)
-		if err != nil {
-			return err
-		}
-		if _, err := q.Exec(ctx, sql, args...); err != nil {
-			return fmt.Errorf("add %s event for %s v%d: %w", e.Target, e.PartitionKey, e.Version, err)
-		}
-	}
-	if _, err := q.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
-		return fmt.Errorf("notify dispatcher: %w", err)
+	if _, err := q.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("add %d events: %w", len(events), err)
 	}
 	return nil
 }
 
 // AddTo adds what Add writes to batch, for a caller that sends its own writes with the
 // events in one round trip; the events are written when the batch is sent in the caller's
-// transaction, and the dispatcher is notified when it commits.
+// transaction, and the dispatcher is notified when it commits. It queues one statement, or
+// none for no events: a FLOP's two events and a schedule snapshot's hundreds alike.
 func AddTo(batch *pgx.Batch, events []NewEvent, now time.Time) error {
 	if len(events) == 0 {
 		return nil
 	}
-	for _, e := range events {
-		sql, args, err := insertEvent(e, now)
-		if err != nil {
-			return err
-		}
-		batch.Queue(sql, args...)
+	sql, args, err := insertEvents(events, now)
+	if err != nil {
+		return err
 	}
-	batch.Queue(`SELECT pg_notify($1, '')`, Channel)
+	batch.Queue(sql, args...)
 	return nil
-}
-
-// batcher is what a transaction or a connection offers beyond db.Executor.
-type batcher interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
-// insertEvent is the statement that writes one event.
-func insertEvent(e NewEvent, now time.Time) (string, []any, error) {
-	var payload any
-	if e.Payload != nil {
-		payload = string(e.Payload)
-	}
-	traceParent, traceState := e.Trace.Columns()
-	args := []any{e.Target, e.PartitionKey, e.Type, e.Version, payload, e.MsgID, traceParent, traceState, now}
-	switch e.Target {
-	case TargetMsg:
-		return `INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, msg_id,
-			trace_parent, trace_state, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $9)`, args, nil
-	case TargetSchd:
-		// pending_since is kept while the row is still PENDING: the flush reads the longest
-		// waiting rows first, so a FLID updated faster than it is flushed cannot starve.
-		return `INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, msg_id,
-			trace_parent, trace_state, created_at, updated_at, pending_since)
-			VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $9, $9)
-			ON CONFLICT (partition_key) WHERE target = 'KAFKA:schd' DO UPDATE SET
-				event_id = nextval('msg_event_id_seq'), event_type = excluded.event_type,
-				pending_since = CASE WHEN msg_event.state = 'PENDING' THEN coalesce(msg_event.pending_since, excluded.pending_since)
-					ELSE excluded.pending_since END,
-				state_version = excluded.state_version, payload = excluded.payload, msg_id = excluded.msg_id,
-				trace_parent = excluded.trace_parent, trace_state = excluded.trace_state,
-				state = 'PENDING', attempts = 0, next_attempt_at = NULL, last_error = NULL, sent_at = NULL,
-				updated_at = excluded.updated_at
-			WHERE msg_event.state_version <= excluded.state_version`, args, nil
-	}
-	return "", nil, fmt.Errorf("outbox: unknown target %q", e.Target)
 }
 
 // Event is one pending outbox row as the dispatcher reads it.

@@ -11,8 +11,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
 
-// TestTraceContextRoundTrips: the trace context an event is written with, by one statement per
-// event or by the bulk statement, is the one the dispatcher and the control service read back;
+// TestTraceContextRoundTrips: the trace context an event is written with, in the caller's batch
+// (AddTo) or on its own (Add), is the one the dispatcher and the control service read back;
 // an event written without one has NULL columns, not empty strings, and reads back as none.
 func TestTraceContextRoundTrips(t *testing.T) {
 	t.Parallel()
@@ -35,10 +35,10 @@ func TestTraceContextRoundTrips(t *testing.T) {
 		if err := outbox.AddTo(b, events("A", "B"), now); err != nil {
 			return err
 		}
-		if err := outbox.AddBulkTo(b, events("C", "D"), now); err != nil {
+		if err := tx.SendBatch(t.Context(), b).Close(); err != nil {
 			return err
 		}
-		return tx.SendBatch(t.Context(), b).Close()
+		return outbox.Add(t.Context(), tx, events("C", "D"), now)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -190,10 +190,10 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 			stored[id] = &m
 		}
 		// A state written without a version (only its provenance, or the details a deleted
-		// flight keeps) is written the same way: one upsert, and the detail tables that differ.
-		for _, w := range slices.Concat(o.Writes, o.Recorded) {
-			flightstore.AddUpdate(batch, stored[w.FLID], w)
-		}
+		// flight keeps) is written the same way. The rows with their history rows are one
+		// statement, the events with the dispatcher's wake-up another: a FLOP's writes are two
+		// statements when its details did not change.
+		flightstore.AddUpdates(batch, stored, slices.Concat(o.Writes, o.Recorded), changes(in, rec.FLID, stored, o))
 		events := make([]outbox.NewEvent, len(o.Events))
 		for i, e := range o.Events {
 			events[i] = outbox.NewEvent{Target: e.Target, PartitionKey: e.FLID, Type: e.Type, Version: e.Version,
@@ -202,7 +202,6 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		if err := outbox.AddTo(batch, events, in.Now); err != nil {
 			return pump.Result{}, err
 		}
-		flightstore.AddChanges(batch, changes(in, rec.FLID, stored, o))
 		switch {
 		case batch.Len() == 0:
 		case i == len(records)-1:

@@ -242,11 +242,10 @@ func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight
 		return nil, err
 	}
 	batch := &pgx.Batch{}
-	flightstore.AddRows(batch, rows)
-	if err := outbox.AddBulkTo(batch, newEvents(in, o.Events), in.Now); err != nil {
+	flightstore.AddRows(batch, rows, scheduleChanges(in, b, stored))
+	if err := outbox.AddTo(batch, newEvents(in, o.Events), in.Now); err != nil {
 		return nil, err
 	}
-	flightstore.AddChanges(batch, scheduleChanges(in, b, stored))
 	if batch.Len() > 0 {
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return nil, fmt.Errorf("add %d events and the history of %d flights: %w", len(o.Events), len(b), err)

@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ import (
 )
 
 // outboxRows renders every msg_event row in event_id order without the IDs themselves, so two
-// databases can be compared on what AddTo and AddBulkTo wrote and on the order of their IDs.
+// databases can be compared on what AddTo and oneByOne wrote and on the order of their IDs.
 func outboxRows(t *testing.T, d *pgtest.DB) []string {
 	t.Helper()
 	rows, err := d.Pool.Query(t.Context(), `SELECT target, partition_key, event_type, state_version, coalesce(payload::text, 'NULL'),
@@ -36,6 +37,43 @@ func outboxRows(t *testing.T, d *pgtest.DB) []string {
 	return out
 }
 
+// oneByOne is the outbox's rule written out one statement per event, the way the events were
+// once written: each KAFKA:msg event appended with the next event_id, each KAFKA:schd state
+// upserted into its FLID's row when its version is not older, with a new event_id and back to
+// PENDING with its error cleared (R-OUTBOX-4). AddTo's one statement must leave what it leaves.
+func oneByOne(batch *pgx.Batch, events []outbox.NewEvent, now time.Time) error {
+	for _, e := range events {
+		var payload any
+		if e.Payload != nil {
+			payload = string(e.Payload)
+		}
+		tp, ts := e.Trace.Columns()
+		args := []any{e.Target, e.PartitionKey, e.Type, e.Version, payload, e.MsgID, tp, ts, now}
+		switch e.Target {
+		case outbox.TargetMsg:
+			batch.Queue(`INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, msg_id,
+				trace_parent, trace_state, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $9)`, args...)
+		case outbox.TargetSchd:
+			batch.Queue(`INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, msg_id,
+				trace_parent, trace_state, created_at, updated_at, pending_since)
+				VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $9, $9)
+				ON CONFLICT (partition_key) WHERE target = 'KAFKA:schd' DO UPDATE SET
+					event_id = nextval('msg_event_id_seq'), event_type = excluded.event_type,
+					pending_since = CASE WHEN msg_event.state = 'PENDING' THEN coalesce(msg_event.pending_since, excluded.pending_since)
+						ELSE excluded.pending_since END,
+					state_version = excluded.state_version, payload = excluded.payload, msg_id = excluded.msg_id,
+					trace_parent = excluded.trace_parent, trace_state = excluded.trace_state,
+					state = 'PENDING', attempts = 0, next_attempt_at = NULL, last_error = NULL, sent_at = NULL,
+					updated_at = excluded.updated_at
+				WHERE msg_event.state_version <= excluded.state_version`, args...)
+		default:
+			return fmt.Errorf("unknown target %q", e.Target)
+		}
+	}
+	return nil
+}
+
 func send(t *testing.T, d *pgtest.DB, add func(*pgx.Batch, []outbox.NewEvent, time.Time) error, events []outbox.NewEvent, at time.Time) {
 	t.Helper()
 	err := db.WithTx(t.Context(), d.Pool, func(tx pgx.Tx) error {
@@ -50,11 +88,11 @@ func send(t *testing.T, d *pgtest.DB, add func(*pgx.Batch, []outbox.NewEvent, ti
 	}
 }
 
-// TestAddBulkToWritesWhatAddToWrites: the same events on the same stored outbox leave the same
-// rows in the same event_id order through the one-statement path as through one statement per
-// event, whether a FLID's KAFKA:schd state comes once, twice (newer, older, equal versions)
+// TestAddToWritesWhatOneUpsertPerEventWrites: the same events on the same stored outbox leave
+// the same rows in the same event_id order through AddTo's one statement as through one
+// statement per event (oneByOne), whether a FLID's KAFKA:schd state comes once, twice (newer, older, equal versions)
 // or is older than the stored row, and whatever state the stored row is in (R-OUTBOX-4).
-func TestAddBulkToWritesWhatAddToWrites(t *testing.T) {
+func TestAddToWritesWhatOneUpsertPerEventWrites(t *testing.T) {
 	t.Parallel()
 	later := now.Add(time.Minute)
 	tomb := outbox.NewEvent{Target: outbox.TargetMsg, PartitionKey: "D1", Type: outbox.TypeTombstone, Version: 4, MsgID: 9}
@@ -89,7 +127,7 @@ func TestAddBulkToWritesWhatAddToWrites(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			var got [2][]string
-			for i, add := range []func(*pgx.Batch, []outbox.NewEvent, time.Time) error{outbox.AddTo, outbox.AddBulkTo} {
+			for i, add := range []func(*pgx.Batch, []outbox.NewEvent, time.Time) error{oneByOne, outbox.AddTo} {
 				d := pgtest.New(t)
 				if len(c.stored) > 0 {
 					send(t, d, outbox.AddTo, c.stored, now)
@@ -111,10 +149,10 @@ func TestAddBulkToWritesWhatAddToWrites(t *testing.T) {
 	}
 }
 
-// TestAddBulkToTakesIDsInEventOrder: a batch's event_ids follow the order of the events, also
+// TestAddToTakesIDsInEventOrder: a batch's event_ids follow the order of the events, also
 // for one FLID's events among many and across the two targets, since the dispatcher sends
 // KAFKA:msg by event_id and a FLID's order on Kafka rests on it (R-OUTBOX-2).
-func TestAddBulkToTakesIDsInEventOrder(t *testing.T) {
+func TestAddToTakesIDsInEventOrder(t *testing.T) {
 	t.Parallel()
 	d := pgtest.New(t)
 	var events []outbox.NewEvent
@@ -126,7 +164,7 @@ func TestAddBulkToTakesIDsInEventOrder(t *testing.T) {
 		events = append(events, e)
 		want = append(want, fmt.Sprintf("%s/%d", flid, i))
 	}
-	send(t, d, outbox.AddBulkTo, events, now)
+	send(t, d, outbox.AddTo, events, now)
 	rows, err := d.Pool.Query(t.Context(), `SELECT partition_key || '/' || msg_id FROM msg_event ORDER BY event_id`)
 	if err != nil {
 		t.Fatal(err)
@@ -140,11 +178,69 @@ func TestAddBulkToTakesIDsInEventOrder(t *testing.T) {
 	}
 }
 
-// TestAddBulkToRefusesAnUnknownTarget as AddTo does, before anything is queued.
-func TestAddBulkToRefusesAnUnknownTarget(t *testing.T) {
+// TestAddToRefusesAnUnknownTarget before anything is queued.
+func TestAddToRefusesAnUnknownTarget(t *testing.T) {
 	t.Parallel()
 	b := &pgx.Batch{}
-	if err := outbox.AddBulkTo(b, []outbox.NewEvent{ev("KAFKA:other", "A", 1)}, now); err == nil || b.Len() != 0 {
+	if err := outbox.AddTo(b, []outbox.NewEvent{ev("KAFKA:other", "A", 1)}, now); err == nil || b.Len() != 0 {
 		t.Fatalf("err = %v, %d statements queued", err, b.Len())
+	}
+}
+
+// TestAddWakesTheDispatcherWhenItCommits: the statement that writes the events notifies the
+// dispatcher's channel, which hears it at the commit and not before (a rolled-back write wakes
+// nobody), whether the events went in the caller's batch (AddTo) or on their own (Add).
+func TestAddWakesTheDispatcherWhenItCommits(t *testing.T) {
+	t.Parallel()
+	d := pgtest.New(t)
+	conn, err := pgx.Connect(t.Context(), d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if _, err := conn.Exec(t.Context(), `LISTEN `+outbox.Channel); err != nil {
+		t.Fatal(err)
+	}
+	heard := func(wait time.Duration) bool {
+		ctx, cancel := context.WithTimeout(t.Context(), wait)
+		defer cancel()
+		n, err := conn.WaitForNotification(ctx)
+		return err == nil && n.Channel == outbox.Channel
+	}
+	writes := map[string]func(pgx.Tx) error{
+		"AddTo": func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			if err := outbox.AddTo(b, []outbox.NewEvent{ev(outbox.TargetMsg, "A", 1), ev(outbox.TargetSchd, "A", 1)}, now); err != nil {
+				return err
+			}
+			return tx.SendBatch(t.Context(), b).Close()
+		},
+		"Add": func(tx pgx.Tx) error {
+			return outbox.Add(t.Context(), tx, []outbox.NewEvent{ev(outbox.TargetMsg, "B", 1)}, now)
+		},
+	}
+	for _, name := range []string{"AddTo", "Add"} {
+		tx, err := d.Pool.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writes[name](tx); err != nil {
+			t.Fatal(err)
+		}
+		if heard(200 * time.Millisecond) {
+			t.Fatalf("%s: the dispatcher was woken before the commit", name)
+		}
+		if err := tx.Rollback(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if heard(200 * time.Millisecond) {
+			t.Fatalf("%s: a rolled-back write woke the dispatcher", name)
+		}
+		if err := db.WithTx(t.Context(), d.Pool, writes[name]); err != nil {
+			t.Fatal(err)
+		}
+		if !heard(5 * time.Second) {
+			t.Fatalf("%s: no notification on %s after the commit", name, outbox.Channel)
+		}
 	}
 }
