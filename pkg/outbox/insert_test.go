@@ -1,7 +1,6 @@
 package outbox_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -193,20 +192,7 @@ func TestAddToRefusesAnUnknownTarget(t *testing.T) {
 func TestAddWakesTheDispatcherWhenItCommits(t *testing.T) {
 	t.Parallel()
 	d := pgtest.New(t)
-	conn, err := pgx.Connect(t.Context(), d.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	if _, err := conn.Exec(t.Context(), `LISTEN `+outbox.Channel); err != nil {
-		t.Fatal(err)
-	}
-	heard := func(wait time.Duration) bool {
-		ctx, cancel := context.WithTimeout(t.Context(), wait)
-		defer cancel()
-		n, err := conn.WaitForNotification(ctx)
-		return err == nil && n.Channel == outbox.Channel
-	}
+	heard := d.Listen(t, outbox.Channel)
 	writes := map[string]func(pgx.Tx) error{
 		"AddTo": func(tx pgx.Tx) error {
 			b := &pgx.Batch{}

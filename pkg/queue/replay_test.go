@@ -160,7 +160,7 @@ func TestReplay(t *testing.T) {
 	t.Run("dry run changes nothing and sends no wake-up", func(t *testing.T) {
 		t.Parallel()
 		db := setup(t)
-		listen := listener(t, db)
+		listen := db.Listen(t, queue.Channel)
 		res, err := queue.Replay(t.Context(), db.Pool, queue.ReplayRequest{MsgIDs: []int64{1, 2, 3}, DryRun: true}, replayNow)
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +181,7 @@ func TestReplay(t *testing.T) {
 	t.Run("wakes the pump", func(t *testing.T) {
 		t.Parallel()
 		db := setup(t)
-		listen := listener(t, db)
+		listen := db.Listen(t, queue.Channel)
 		if _, err := queue.Replay(t.Context(), db.Pool, queue.ReplayRequest{MsgIDs: []int64{2}}, replayNow); err != nil {
 			t.Fatal(err)
 		}
@@ -197,26 +197,6 @@ func TestReplay(t *testing.T) {
 			t.Errorf("err = %v, want ErrReplayNoFilter", err)
 		}
 	})
-}
-
-// listener LISTENs on the queue channel; the returned function reports whether a notification
-// arrived within d.
-func listener(t *testing.T, db *pgtest.DB) func(d time.Duration) bool {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	if _, err := conn.Exec(t.Context(), `LISTEN `+queue.Channel); err != nil {
-		t.Fatal(err)
-	}
-	return func(d time.Duration) bool {
-		ctx, cancel := context.WithTimeout(t.Context(), d)
-		defer cancel()
-		_, err := conn.WaitForNotification(ctx)
-		return err == nil
-	}
 }
 
 // waitBlocked waits until the backend pid waits for a lock: the deterministic way to know a

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -121,14 +120,7 @@ func TestRequeueEvents(t *testing.T) {
 	})
 
 	t.Run("by target and FLID releases the FLID and wakes the dispatcher", func(t *testing.T) {
-		listen, err := db.Pool.Acquire(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer listen.Release()
-		if _, err := listen.Exec(t.Context(), `LISTEN `+outbox.Channel); err != nil {
-			t.Fatal(err)
-		}
+		woken := db.Listen(t, outbox.Channel)
 		if got := pending(); slices.Contains(got, msgF1next) {
 			t.Fatalf("before the requeue F1's second event is sendable (%v); its FLID should be paused", got)
 		}
@@ -147,11 +139,8 @@ func TestRequeueEvents(t *testing.T) {
 			t.Errorf("sendable KAFKA:msg events after the requeue = %v, want [%d %d]", got, msgF1, msgF1next)
 		}
 		untouched(msgF2, schdF1, msgF1next)
-		nctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
-		n, err := listen.Conn().WaitForNotification(nctx)
-		if err != nil || n.Channel != outbox.Channel {
-			t.Errorf("dispatcher wake-up = %v, %v; want a notification on %s", n, err, outbox.Channel)
+		if !woken(10 * time.Second) {
+			t.Errorf("no dispatcher wake-up; want a notification on %s", outbox.Channel)
 		}
 	})
 

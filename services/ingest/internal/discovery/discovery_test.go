@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -341,20 +340,11 @@ func TestBatchesWalkTheBacklog(t *testing.T) {
 func TestEnqueueNotifiesThePump(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	conn, err := pgx.Connect(t.Context(), e.pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(t.Context(), "LISTEN "+queue.Channel); err != nil {
-		t.Fatal(err)
-	}
+	heard := e.pg.Listen(t, queue.Channel)
 	e.insert(e.my.Admin)
 	e.round(e.poller())
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if _, err := conn.WaitForNotification(ctx); err != nil {
-		t.Fatalf("no notification on %s: %v", queue.Channel, err)
+	if !heard(30 * time.Second) {
+		t.Fatalf("no notification on %s", queue.Channel)
 	}
 }
 
