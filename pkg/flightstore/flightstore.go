@@ -254,11 +254,12 @@ func AddUpdates(batch *pgx.Batch, stored map[string]*flight.Flight, next []fligh
 		}
 	}
 	AddRows(batch, unique, changes)
+	var whole []flight.Flight
+	var wholeIDs []string
 	for _, f := range unique {
 		prev := stored[f.FLID]
 		if prev == nil || prev.FLID != f.FLID {
-			batch.Queue(deleteDetailsSQL, []string{f.FLID})
-			addDetails(batch, []flight.Flight{f})
+			whole, wholeIDs = append(whole, f), append(wholeIDs, f.FLID)
 			continue
 		}
 		was, is := detailRows([]flight.Flight{*prev}), detailRows([]flight.Flight{f})
@@ -273,6 +274,10 @@ func AddUpdates(batch *pgx.Batch, stored map[string]*flight.Flight, next []fligh
 				addDetailInsert(batch, table, a)
 			}
 		}
+	}
+	if len(whole) > 0 {
+		batch.Queue(deleteDetailsSQL, wholeIDs)
+		addDetails(batch, whole)
 	}
 }
 

@@ -71,8 +71,8 @@ func foldSchd(events []NewEvent) ([]NewEvent, error) {
 	return out, nil
 }
 
-// insertEventsSQL is insertEvents' statement: $1 the number of events, $2…$9 their columns in
-// event order, $10 the time, $11 the channel to notify. ids holds $1 values of the sequence in
+// insertEventsSQL is insertEvents' statement: $1 the number of events left after foldSchd, $2…$9
+// their columns in event order, $10 the time, $11 the channel to notify. ids holds $1 values of the sequence in
 // ascending order, and the n-th event takes the n-th; the two inserts write rows of different
 // targets, so neither can see or change what the other writes. A data-modifying WITH part runs
 // once and to completion whether or not the query reads it, so the SELECT that notifies is

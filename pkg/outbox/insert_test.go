@@ -188,7 +188,8 @@ func TestAddToRefusesAnUnknownTarget(t *testing.T) {
 
 // TestAddWakesTheDispatcherWhenItCommits: the statement that writes the events notifies the
 // dispatcher's channel, which hears it at the commit and not before (a rolled-back write wakes
-// nobody), whether the events went in the caller's batch (AddTo) or on their own (Add).
+// nobody), whether the events went in the caller's batch (AddTo, both targets) or on their own
+// (Add, KAFKA:schd alone).
 func TestAddWakesTheDispatcherWhenItCommits(t *testing.T) {
 	t.Parallel()
 	d := pgtest.New(t)
@@ -201,8 +202,9 @@ func TestAddWakesTheDispatcherWhenItCommits(t *testing.T) {
 			}
 			return tx.SendBatch(t.Context(), b).Close()
 		},
+		// KAFKA:schd alone, as the republisher writes
 		"Add": func(tx pgx.Tx) error {
-			return outbox.Add(t.Context(), tx, []outbox.NewEvent{ev(outbox.TargetMsg, "B", 1)}, now)
+			return outbox.Add(t.Context(), tx, []outbox.NewEvent{ev(outbox.TargetSchd, "B", 1)}, now)
 		},
 	}
 	for _, name := range []string{"AddTo", "Add"} {

@@ -241,12 +241,13 @@ func changes(in pump.Input, target string, stored map[string]*flight.Flight, o f
 			Cause: cause, State: f.State, Version: f.Version, Changes: flight.Diff(stored[f.FLID], f), Events: events[f.FLID], At: in.Now}
 	}
 	var out []flightstore.Change
-	seen := map[string]bool{}
+	// A FLID written twice is described by its last state, the one flightstore.AddUpdates stores.
+	at := map[string]int{}
 	for _, f := range slices.Concat(o.Writes, o.Recorded) {
-		if seen[f.FLID] {
-			continue
+		if _, ok := at[f.FLID]; !ok {
+			at[f.FLID] = len(out)
+			out = append(out, flightstore.Change{})
 		}
-		seen[f.FLID] = true
 		c := row(f, flightstore.CauseTarget)
 		switch {
 		case f.FLID == target:
@@ -256,9 +257,9 @@ func changes(in pump.Input, target string, stored map[string]*flight.Flight, o f
 		default:
 			c.Cause = flightstore.CauseCodeShare
 		}
-		out = append(out, c)
+		out[at[f.FLID]] = c
 	}
-	if !seen[target] && len(o.Project) > 0 && o.Project[0].FLID == target {
+	if _, written := at[target]; !written && len(o.Project) > 0 && o.Project[0].FLID == target {
 		// Nothing of the target written: its row says it was touched, and what a newer
 		// message held.
 		c := row(o.Project[0], flightstore.CauseTarget)
