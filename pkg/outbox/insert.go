@@ -77,7 +77,9 @@ func foldSchd(events []NewEvent) ([]NewEvent, error) {
 // targets, so neither can see or change what the other writes. A data-modifying WITH part runs
 // once and to completion whether or not the query reads it, so the SELECT that notifies is
 // the whole query. The KAFKA:schd part is the one-row upsert of R-OUTBOX-4 with the reserved ID
-// in place of a nextval at update time.
+// in place of a nextval at update time. Its pending_since is kept while the row is still
+// PENDING: the flush reads the longest waiting rows first, so a FLID updated faster than it is
+// flushed cannot starve.
 const insertEventsSQL = `WITH ids AS (
 		SELECT array_agg(id ORDER BY id) AS a FROM (SELECT nextval('msg_event_id_seq') AS id FROM generate_series(1, $1::int)) s),
 	ev AS MATERIALIZED (
