@@ -173,13 +173,6 @@ func addDetail(f *flight.Flight, tag string, seq *string, fields map[string]*str
 	f.Collections[tag] = append(f.Collections[tag], it)
 }
 
-// AddRows adds the upsert of the flight_schd rows of flights alone, for states whose details
-// are the stored ones (a write of the provenance only, R-ORDER-2), and the history rows of
-// changes (R-ORDER-8): one statement for both, none for neither. The FLIDs are unique.
-func AddRows(batch *pgx.Batch, flights []flight.Flight, changes []Change) {
-	addRows(batch, flights, changes)
-}
-
 // SaveMany writes the full states of several flights, as Save does for one, in one round
 // trip and the same few statements (addSave).
 func SaveMany(ctx context.Context, tx pgx.Tx, flights []flight.Flight) error {

@@ -255,11 +255,10 @@ func AddUpdates(batch *pgx.Batch, stored map[string]*flight.Flight, next []fligh
 	}
 	AddRows(batch, unique, changes)
 	var whole []flight.Flight
-	var wholeIDs []string
 	for _, f := range unique {
 		prev := stored[f.FLID]
 		if prev == nil || prev.FLID != f.FLID {
-			whole, wholeIDs = append(whole, f), append(wholeIDs, f.FLID)
+			whole = append(whole, f)
 			continue
 		}
 		was, is := detailRows([]flight.Flight{*prev}), detailRows([]flight.Flight{f})
@@ -276,8 +275,7 @@ func AddUpdates(batch *pgx.Batch, stored map[string]*flight.Flight, next []fligh
 		}
 	}
 	if len(whole) > 0 {
-		batch.Queue(deleteDetailsSQL, wholeIDs)
-		addDetails(batch, whole)
+		addAllDetails(batch, whole)
 	}
 }
 
@@ -297,7 +295,13 @@ var deleteDetailSQL = func() map[string]string {
 // count, not the row count, is what a single writer waits for. The caller makes the FLIDs
 // unique (an upsert cannot change a row twice).
 func addSave(batch *pgx.Batch, flights []flight.Flight) {
-	addRows(batch, flights, nil)
+	AddRows(batch, flights, nil)
+	addAllDetails(batch, flights)
+}
+
+// addAllDetails adds the rewrite of every detail table of flights: one statement clearing them
+// all for the FLIDs, then one insert per table that has rows.
+func addAllDetails(batch *pgx.Batch, flights []flight.Flight) {
 	flids := make([]string, len(flights))
 	for i, f := range flights {
 		flids[i] = f.FLID
@@ -355,11 +359,12 @@ var upsertRowsSQL = func() string {
 // WITH part runs to completion whether or not the query reads it.
 var upsertRowsWithChangesSQL = `WITH chg AS (` + insertChangesAt(len(rowWriteColumns)+1) + `) ` + upsertRowsSQL
 
-// addRows adds the upsert of the flight_schd rows of flights and the insert of the history
-// rows of changes, as one statement (none for neither): one statement fewer on the wire for
-// every message that writes a flight. The server's CPU per FLOP measured the same as with two
-// statements (docs/performance.md, "Eighth pass").
-func addRows(batch *pgx.Batch, flights []flight.Flight, changes []Change) {
+// AddRows adds the upsert of the flight_schd rows of flights, and the insert of the history
+// rows of changes (R-ORDER-8), as one statement (none for neither); the FLIDs are unique. Alone
+// it writes states whose details are the stored ones (a write of the provenance only,
+// R-ORDER-2). One statement fewer on the wire for every message that writes a flight; the
+// server's CPU per FLOP measured the same as with two (docs/performance.md, "Eighth pass").
+func AddRows(batch *pgx.Batch, flights []flight.Flight, changes []Change) {
 	switch {
 	case len(flights) == 0 && len(changes) == 0:
 	case len(changes) == 0:
