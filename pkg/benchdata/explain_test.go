@@ -135,7 +135,7 @@ var calls = []call{
 		return err
 	}},
 	{"flightstore.LoadLocked", func(ctx context.Context, _ db.Executor, tx pgx.Tx, _ time.Time) error {
-		_, _, err := flightstore.LoadLocked(ctx, tx, flid)
+		_, _, err := flightstore.LoadLocked(ctx, tx, nil, flid)
 		return err
 	}},
 	{"flightstore.Children", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {

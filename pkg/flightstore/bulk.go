@@ -31,13 +31,17 @@ var rowColumns = func() string {
 }()
 
 // scanRow reads one row of rowColumns into a flight without its details.
-func scanRow(row pgx.CollectableRow) (flight.Flight, error) {
+func scanRow(row pgx.CollectableRow) (flight.Flight, error) { return scanRowAfter(row) }
+
+// scanRowAfter reads one row of rowColumns led by the columns of lead into a flight without its
+// details.
+func scanRowAfter(row pgx.CollectableRow, lead ...any) (flight.Flight, error) {
 	f := flight.New("")
 	vals := make([]*string, len(Scalars))
 	var lastMsg *int64
 	var present []string
 	var prov []byte
-	dest := []any{&f.FLID, &f.State, &f.Version, &f.OperationDay, &lastMsg, &f.CreatedAt, &f.UpdatedAt, &present, &prov}
+	dest := append(lead, &f.FLID, &f.State, &f.Version, &f.OperationDay, &lastMsg, &f.CreatedAt, &f.UpdatedAt, &present, &prov)
 	for i := range vals {
 		dest = append(dest, &vals[i])
 	}
@@ -208,9 +212,10 @@ func detailTables() []string {
 // one before has its locks: the children are read once the target is held, so a child that
 // the target's last holder added or moved in is seen (one statement for both, two CTEs under
 // a UNION ALL, would scan the children in a snapshot taken before the target's lock wait).
+// The rows come with their xmin, the version a DetailCache entry is checked against.
 var (
-	lockTargetSQL   = `SELECT ` + rowColumns + ` FROM flight_schd WHERE flid = $1 FOR UPDATE`
-	lockChildrenSQL = `SELECT ` + rowColumns + ` FROM flight_schd WHERE maid = $1 AND flid <> $1 ORDER BY flid FOR UPDATE`
+	lockTargetSQL   = `SELECT xmin, ` + rowColumns + ` FROM flight_schd WHERE flid = $1 FOR UPDATE`
+	lockChildrenSQL = `SELECT xmin, ` + rowColumns + ` FROM flight_schd WHERE maid = $1 AND flid <> $1 ORDER BY flid FOR UPDATE`
 	// The FLIDs as an array, not "flid = $1 OR flid IN (…)": PostgreSQL scans every detail
 	// table whole for the OR (EXPLAIN in docs/performance.md), and probes the key for ANY.
 	familyDetailSQL = detailQuery("flid, ", "flid = ANY(ARRAY(SELECT $1::text UNION ALL SELECT flid FROM flight_schd WHERE maid = $1 AND flid <> $1))")
@@ -221,35 +226,80 @@ var (
 // forUpdate and Children do, in one round trip instead of two per flight plus one: the rows
 // are locked by the first two statements before the third reads their details, so the
 // details belong to the locked versions. cur is nil when the FLID is unknown.
-func LoadLocked(ctx context.Context, tx pgx.Tx, flid string) (cur *flight.Flight, children []flight.Flight, err error) {
+//
+// When cache holds the target, the third statement is left out and the details of the row
+// versions read come from cache; those it does not hold (a version written elsewhere, a child
+// it never saw) are read in one more round trip. What is read is put in cache.
+func LoadLocked(ctx context.Context, tx pgx.Tx, cache *DetailCache, flid string) (cur *flight.Flight, children []flight.Flight, err error) {
 	batch := &pgx.Batch{}
 	var target []flight.Flight
+	var xmins []uint32
+	locked := func(rows pgx.Rows) ([]flight.Flight, error) {
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (flight.Flight, error) {
+			var xmin uint32
+			f, err := scanRowAfter(row, &xmin)
+			xmins = append(xmins, xmin)
+			return f, err
+		})
+	}
 	batch.Queue(lockTargetSQL, flid).Query(func(rows pgx.Rows) error {
-		target, err = pgx.CollectRows(rows, scanRow)
+		target, err = locked(rows)
 		return err
 	})
 	batch.Queue(lockChildrenSQL, flid).Query(func(rows pgx.Rows) error {
-		children, err = pgx.CollectRows(rows, scanRow)
+		children, err = locked(rows)
 		return err
 	})
-	var family map[string]*flight.Flight
-	batch.Queue(familyDetailSQL, flid).Query(func(rows pgx.Rows) error {
-		family = make(map[string]*flight.Flight, len(target)+len(children))
+	family := func() []*flight.Flight {
+		out := make([]*flight.Flight, 0, len(target)+len(children))
 		for i := range target {
-			family[target[i].FLID] = &target[i]
+			out = append(out, &target[i])
 		}
 		for i := range children {
-			family[children[i].FLID] = &children[i]
+			out = append(out, &children[i])
 		}
-		return scanDetails(rows, family)
-	})
+		return out
+	}
+	cached := cache.holds(flid)
+	if !cached {
+		batch.Queue(familyDetailSQL, flid).Query(func(rows pgx.Rows) error { return scanDetails(rows, byFLID(family())) })
+	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, nil, fmt.Errorf("load flight %s with its children: %w", flid, err)
+	}
+	read := map[string]*flight.Flight{}
+	for i, f := range family() {
+		if !cached || !cache.fill(f, xmins[i]) {
+			read[f.FLID] = f
+		}
+	}
+	if cached && len(read) > 0 {
+		rows, err := tx.Query(ctx, detailManySQL, slices.Collect(maps.Keys(read)))
+		if err == nil {
+			err = scanDetails(rows, read)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("load flight %s with its children: %w", flid, err)
+		}
+	}
+	for i, f := range family() {
+		if read[f.FLID] != nil {
+			cache.put(xmins[i], *f)
+		}
 	}
 	if len(target) == 0 {
 		return nil, children, nil
 	}
 	return &target[0], children, nil
+}
+
+// byFLID indexes flights by FLID.
+func byFLID(flights []*flight.Flight) map[string]*flight.Flight {
+	m := make(map[string]*flight.Flight, len(flights))
+	for _, f := range flights {
+		m[f.FLID] = f
+	}
+	return m
 }
 
 // SameDetails reports whether a and b have the same detail rows, compared as detailRows stores

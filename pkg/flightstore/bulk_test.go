@@ -156,7 +156,7 @@ func TestLoadLockedMatchesLoadAndChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	cur, children, err := flightstore.LoadLocked(ctx, tx, "A")
+	cur, children, err := flightstore.LoadLocked(ctx, tx, nil, "A")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestLoadLockedMatchesLoadAndChildren(t *testing.T) {
 			t.Errorf("%s is not locked by LoadLocked", flid)
 		}
 	}
-	none, kids, err := flightstore.LoadLocked(ctx, tx, "nope")
+	none, kids, err := flightstore.LoadLocked(ctx, tx, nil, "nope")
 	if err != nil || none != nil || len(kids) != 0 {
 		t.Fatalf("unknown FLID: %+v %v %v", none, kids, err)
 	}
@@ -255,7 +255,7 @@ func loadLockedInBackground(ctx context.Context, d *pgtest.DB, flid string) <-ch
 	go func() {
 		var l loaded
 		l.err = db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
-			_, l.children, l.err = flightstore.LoadLocked(ctx, tx, flid)
+			_, l.children, l.err = flightstore.LoadLocked(ctx, tx, nil, flid)
 			return l.err
 		})
 		done <- l
@@ -321,14 +321,14 @@ func TestAddUpdatesEqualsSave(t *testing.T) {
 			next.Version++
 			tc.change(&next)
 			err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
-				stored, _, err := flightstore.LoadLocked(ctx, tx, flid)
+				stored, _, err := flightstore.LoadLocked(ctx, tx, nil, flid)
 				if err != nil {
 					return err
 				}
 				b := &pgx.Batch{}
 				change := flightstore.Change{MsgID: 42, FLID: flid, MsgType: "FLOP", STYP: "EUDT", Cause: flightstore.CauseTarget,
 					State: next.State, Version: next.Version, At: next.UpdatedAt}
-				flightstore.AddUpdates(b, map[string]*flight.Flight{flid: stored}, []flight.Flight{next}, []flightstore.Change{change})
+				flightstore.AddUpdates(b, nil, map[string]*flight.Flight{flid: stored}, []flight.Flight{next}, []flightstore.Change{change})
 				if b.Len() != tc.statements {
 					t.Errorf("%d statements, want %d", b.Len(), tc.statements)
 				}
@@ -476,12 +476,12 @@ func TestAddUpdatesOfSeveralFlights(t *testing.T) {
 			State: flight.Active, Version: v, At: known.UpdatedAt}
 	}
 	err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
-		stored, _, err := flightstore.LoadLocked(ctx, tx, known.FLID)
+		stored, _, err := flightstore.LoadLocked(ctx, tx, nil, known.FLID)
 		if err != nil {
 			return err
 		}
 		b := &pgx.Batch{}
-		flightstore.AddUpdates(b, map[string]*flight.Flight{known.FLID: stored}, []flight.Flight{first, fresh, second},
+		flightstore.AddUpdates(b, nil, map[string]*flight.Flight{known.FLID: stored}, []flight.Flight{first, fresh, second},
 			[]flightstore.Change{change(7, known.FLID, second.Version), change(7, fresh.FLID, fresh.Version)})
 		// rows and history; the new flight's details as a whole write clears and inserts them
 		// (AddSave, less its row); the known flight's GTDT deleted and inserted
@@ -494,7 +494,7 @@ func TestAddUpdatesOfSeveralFlights(t *testing.T) {
 			return err
 		}
 		b = &pgx.Batch{}
-		flightstore.AddUpdates(b, nil, nil, []flightstore.Change{change(8, known.FLID, second.Version)})
+		flightstore.AddUpdates(b, nil, nil, nil, []flightstore.Change{change(8, known.FLID, second.Version)})
 		if b.Len() != 1 {
 			t.Errorf("history alone: %d statements, want 1", b.Len())
 		}

@@ -242,7 +242,11 @@ func AddSave(batch *pgx.Batch, f flight.Flight) { addSave(batch, []flight.Flight
 // alone: the server skips a ten-table delete and a rewrite of rows it already holds. The
 // result is the same stored state as Save's. A FLID given twice is written as its last state,
 // as writes in turn would leave it (one upsert cannot change a row twice).
-func AddUpdates(batch *pgx.Batch, stored map[string]*flight.Flight, next []flight.Flight, changes []Change) {
+//
+// cache (nil: none) is given the details written, for the row versions the upsert returns:
+// they are the flights' details once the transaction commits, and a version that never commits
+// is never read back, so nothing waits for the commit (DetailCache).
+func AddUpdates(batch *pgx.Batch, cache *DetailCache, stored map[string]*flight.Flight, next []flight.Flight, changes []Change) {
 	last := make(map[string]int, len(next))
 	for i, f := range next {
 		last[f.FLID] = i
@@ -253,7 +257,21 @@ func AddUpdates(batch *pgx.Batch, stored map[string]*flight.Flight, next []fligh
 			unique = append(unique, f)
 		}
 	}
-	AddRows(batch, unique, changes)
+	if q := addRows(batch, unique, changes, cache != nil); q != nil {
+		written := make(map[string]flight.Flight, len(unique))
+		for _, f := range unique {
+			written[f.FLID] = f
+		}
+		q.Query(func(rows pgx.Rows) error {
+			var flid string
+			var xmin uint32
+			_, err := pgx.ForEachRow(rows, []any{&flid, &xmin}, func() error {
+				cache.put(xmin, written[flid])
+				return nil
+			})
+			return err
+		})
+	}
 	var whole []flight.Flight
 	for _, f := range unique {
 		prev := stored[f.FLID]
@@ -365,15 +383,26 @@ var upsertRowsWithChangesSQL = `WITH chg AS (` + insertChangesAt(len(rowWriteCol
 // R-ORDER-2). One statement fewer on the wire for every message that writes a flight; the
 // server's CPU per FLOP measured the same as with two (docs/performance.md, "Eighth pass").
 func AddRows(batch *pgx.Batch, flights []flight.Flight, changes []Change) {
+	addRows(batch, flights, changes, false)
+}
+
+// addRows is AddRows; with versions the upsert returns each row's FLID and xmin, and the
+// statement is returned (nil when no row is written) for the caller to read them.
+func addRows(batch *pgx.Batch, flights []flight.Flight, changes []Change, versions bool) *pgx.QueuedQuery {
+	returning := ""
+	if versions {
+		returning = ` RETURNING flid, xmin`
+	}
 	switch {
 	case len(flights) == 0 && len(changes) == 0:
 	case len(changes) == 0:
-		batch.Queue(upsertRowsSQL, rowArgs(flights)...)
+		return batch.Queue(upsertRowsSQL+returning, rowArgs(flights)...)
 	case len(flights) == 0:
 		batch.Queue(insertChangesSQL, changeArgs(changes)...)
 	default:
-		batch.Queue(upsertRowsWithChangesSQL, append(rowArgs(flights), changeArgs(changes)...)...)
+		return batch.Queue(upsertRowsWithChangesSQL+returning, append(rowArgs(flights), changeArgs(changes)...)...)
 	}
+	return nil
 }
 
 // rowArgs are upsertRowsSQL's arrays for flights.

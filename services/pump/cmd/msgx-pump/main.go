@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/msgexchange/msgexchange/pkg/flight"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/projection"
@@ -29,6 +30,7 @@ func run(ctx context.Context, b *service.Base) error {
 		return err
 	}
 	proj := projection.New(rdb, cfg.Redis.Prefix, cfg.Redis.Timeout)
+	details := flightstore.NewDetailCache(0)
 
 	p := pump.New(pump.Config{
 		PollInterval: cfg.Pipeline.PollInterval,
@@ -39,12 +41,16 @@ func run(ctx context.Context, b *service.Base) error {
 		IdentityDayBounded: cfg.Identity.IncludeDayBoundary,
 	}, pump.NewReadAhead(in, b.Logger), proj, processor.Route(flight.DayRule{Zone: cfg.Airport.Zone, Cutover: cfg.Airport.OperationDayCutover},
 		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger), processor.WithBatchSize(cfg.Schd.BatchSize),
-		processor.WithRequests(cfg.Req.Timeout)),
+		processor.WithRequests(cfg.Req.Timeout), processor.WithDetailCache(details)),
 		b.Clock, b.Logger, b.Telemetry, b.Registry)
 	listener := notify.New(cfg.PG.DSN, b.Logger, queue.Channel)
 	elector := b.Elector()
 	backlog := func(ctx context.Context) error { return p.RunBacklog(ctx, b.Pool) }
 	return b.Run(ctx, listener.Run, backlog, func(ctx context.Context) error {
-		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error { return p.Run(ctx, s, listener.C()) })
+		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
+			// What the last term kept may name row versions this term cannot check (D-18).
+			details.Reset()
+			return p.Run(ctx, s, listener.C())
+		})
 	})
 }

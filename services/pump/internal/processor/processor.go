@@ -31,6 +31,8 @@ type settings struct {
 	batchSize int
 	// requests is the RESP guard; nil leaves every RESP unapplied.
 	requests *Requests
+	// details is the flight processor's DetailCache (nil: one of its own).
+	details *flightstore.DetailCache
 }
 
 func newSettings(opts []Option) settings {
@@ -65,6 +67,12 @@ func WithBatchSize(n int) Option {
 // it answers an open request of this system, which it then closes.
 func WithRequests(timeout time.Duration) Option {
 	return func(s *settings) { s.requests = &Requests{Timeout: timeout} }
+}
+
+// WithDetailCache sets the details the flight processor keeps of the flights it read and
+// wrote (flightstore.DetailCache), for the pump's main to empty at each term (D-18).
+func WithDetailCache(c *flightstore.DetailCache) Option {
+	return func(s *settings) { s.details = c }
 }
 
 // Route is the one place that dispatches on the message kind (R-PUMP-8).
@@ -114,16 +122,23 @@ type Flights struct {
 	days    flight.DayRule
 	logger  *slog.Logger
 	skipped *prometheus.CounterVec
+	// details spares a FLOP the ten-table read of the details this processor read or wrote
+	// last, as long as the flight's row is the version they belong to (D-18).
+	details *flightstore.DetailCache
 }
 
 // NewFlights returns the flight processor.
 func NewFlights(days flight.DayRule, opts ...Option) *Flights {
 	st := newSettings(opts)
 	f := &Flights{
-		days:   days,
-		logger: st.logger,
+		days:    days,
+		logger:  st.logger,
+		details: st.details,
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_flight_skipped_total",
 			Help: "Flight messages skipped by the domain rules, by reason (unknown-flight, deleted-flight)."}, []string{"reason"}),
+	}
+	if f.details == nil {
+		f.details = flightstore.NewDetailCache(0)
 	}
 	if st.reg != nil {
 		st.reg.MustRegister(f.skipped)
@@ -193,7 +208,7 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		// flight keeps) is written the same way. The rows with their history rows are one
 		// statement, the events with the dispatcher's wake-up another: a FLOP's writes are two
 		// statements when its details did not change.
-		flightstore.AddUpdates(batch, stored, slices.Concat(o.Writes, o.Recorded), changes(in, rec.FLID, stored, o))
+		flightstore.AddUpdates(batch, f.details, stored, slices.Concat(o.Writes, o.Recorded), changes(in, rec.FLID, stored, o))
 		events := make([]outbox.NewEvent, len(o.Events))
 		for i, e := range o.Events {
 			events[i] = outbox.NewEvent{Target: e.Target, PartitionKey: e.FLID, Type: e.Type, Version: e.Version,
@@ -338,7 +353,7 @@ func (f *Flights) load(ctx context.Context, tx pgx.Tx, kind flight.Kind, rec sis
 	// The target and its children in one round trip: a FLOP of an unknown or deleted flight,
 	// which is skipped, reads its (absent or deleted) children for nothing, a rare waste next
 	// to two round trips saved on every message.
-	cur, children, err := flightstore.LoadLocked(ctx, tx, rec.FLID)
+	cur, children, err := flightstore.LoadLocked(ctx, tx, f.details, rec.FLID)
 	if err != nil {
 		return nil, g, err
 	}
