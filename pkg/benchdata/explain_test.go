@@ -143,11 +143,11 @@ var calls = []call{
 		return err
 	}},
 	{"flightstore.LoadMany", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {
-		_, err := flightstore.LoadMany(ctx, q, []string{flid, "F1235", "F1236"})
+		_, err := flightstore.LoadMany(ctx, q, nil, []string{flid, "F1235", "F1236"})
 		return err
 	}},
 	{"flightstore.LoadDays", func(ctx context.Context, q db.Executor, _ pgx.Tx, now time.Time) error {
-		_, err := flightstore.LoadDays(ctx, q, []time.Time{now.Add(72 * time.Hour)})
+		_, err := flightstore.LoadDays(ctx, q, nil, []time.Time{now.Add(72 * time.Hour)})
 		return err
 	}},
 	{"flightstore.ArchivedOf", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {

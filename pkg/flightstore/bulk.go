@@ -30,12 +30,9 @@ var rowColumns = func() string {
 	return strings.Join(cols, ", ")
 }()
 
-// scanRow reads one row of rowColumns into a flight without its details.
-func scanRow(row pgx.CollectableRow) (flight.Flight, error) { return scanRowAfter(row) }
-
-// scanRowAfter reads one row of rowColumns led by the columns of lead into a flight without its
+// scanRow reads one row of rowColumns led by the columns of lead into a flight without its
 // details.
-func scanRowAfter(row pgx.CollectableRow, lead ...any) (flight.Flight, error) {
+func scanRow(row pgx.CollectableRow, lead ...any) (flight.Flight, error) {
 	f := flight.New("")
 	vals := make([]*string, len(Scalars))
 	var lastMsg *int64
@@ -67,34 +64,82 @@ func scanRowAfter(row pgx.CollectableRow, lead ...any) (flight.Flight, error) {
 }
 
 // loadWhere loads the full states of the flight_schd rows matching where ($1 is arg), with
-// their details in one more round trip, ordered by FLID.
-func loadWhere(ctx context.Context, q db.Executor, what, where string, arg any) ([]flight.Flight, error) {
-	rows, err := q.Query(ctx, `SELECT `+rowColumns+` FROM flight_schd WHERE `+where+` ORDER BY flid`, arg)
+// their details in one more round trip, ordered by FLID. With a cache, the details of the row
+// versions it holds come from it and those read are put in it; q is then the transaction of the
+// pump holding the pipeline lock (see above), so no other writer commits between the two
+// statements and the details read are those of the row versions read (D-18).
+func loadWhere(ctx context.Context, q db.Executor, cache *DetailCache, what, where string, arg any) ([]flight.Flight, error) {
+	rows, err := q.Query(ctx, `SELECT xmin, `+rowColumns+` FROM flight_schd WHERE `+where+` ORDER BY flid`, arg)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", what, err)
 	}
-	out, err := pgx.CollectRows(rows, scanRow)
+	out, xmins, err := scanVersions(rows)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", what, err)
 	}
-	if err := loadDetailsMany(ctx, q, out); err != nil {
+	flights := make([]*flight.Flight, len(out))
+	for i := range out {
+		flights[i] = &out[i]
+	}
+	if err := completeDetails(ctx, q, cache, flights, xmins); err != nil {
 		return nil, fmt.Errorf("load %s: %w", what, err)
 	}
 	return out, nil
 }
 
+// scanVersions reads rows of xmin and rowColumns into flights without their details, and the
+// row versions they were read as.
+func scanVersions(rows pgx.Rows) ([]flight.Flight, []uint32, error) {
+	var xmins []uint32
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (flight.Flight, error) {
+		var xmin uint32
+		f, err := scanRow(row, &xmin)
+		xmins = append(xmins, xmin)
+		return f, err
+	})
+	return out, xmins, err
+}
+
+// completeDetails adds to flights, read as the row versions xmins, their details: from cache
+// where it holds the version, the others read in one statement and put in cache.
+func completeDetails(ctx context.Context, q db.Executor, cache *DetailCache, flights []*flight.Flight, xmins []uint32) error {
+	read := map[string]*flight.Flight{}
+	for i, f := range flights {
+		if !cache.fill(f, xmins[i]) {
+			read[f.FLID] = f
+		}
+	}
+	if len(read) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, detailManySQL, slices.Collect(maps.Keys(read)))
+	if err != nil {
+		return fmt.Errorf("details: %w", err)
+	}
+	if err := scanDetails(rows, read); err != nil {
+		return fmt.Errorf("details: %w", err)
+	}
+	for i, f := range flights {
+		if read[f.FLID] != nil {
+			cache.put(xmins[i], *f)
+		}
+	}
+	return nil
+}
+
 // LoadMany reads the full states of the given FLIDs (DELETED ones included), ordered by FLID;
-// unknown FLIDs are absent from the result.
-func LoadMany(ctx context.Context, q db.Executor, flids []string) ([]flight.Flight, error) {
+// unknown FLIDs are absent from the result. cache is the pump's DetailCache (loadWhere), or nil.
+func LoadMany(ctx context.Context, q db.Executor, cache *DetailCache, flids []string) ([]flight.Flight, error) {
 	if len(flids) == 0 {
 		return nil, nil
 	}
-	return loadWhere(ctx, q, fmt.Sprintf("%d flights", len(flids)), `flid = ANY($1)`, flids)
+	return loadWhere(ctx, q, cache, fmt.Sprintf("%d flights", len(flids)), `flid = ANY($1)`, flids)
 }
 
 // LoadDays reads the full states of every flight of the given operation days (dates; DELETED
 // ones included), ordered by FLID: the flights a schedule snapshot of those days replaces.
-func LoadDays(ctx context.Context, q db.Executor, days []time.Time) ([]flight.Flight, error) {
+// cache is the pump's DetailCache (loadWhere), or nil.
+func LoadDays(ctx context.Context, q db.Executor, cache *DetailCache, days []time.Time) ([]flight.Flight, error) {
 	if len(days) == 0 {
 		return nil, nil
 	}
@@ -102,37 +147,21 @@ func LoadDays(ctx context.Context, q db.Executor, days []time.Time) ([]flight.Fl
 	for i, d := range days {
 		dates[i] = d.Format(time.DateOnly)
 	}
-	return loadWhere(ctx, q, "the flights of "+strings.Join(dates, ","), `operation_day = ANY($1::date[])`, dates)
+	return loadWhere(ctx, q, cache, "the flights of "+strings.Join(dates, ","), `operation_day = ANY($1::date[])`, dates)
 }
 
 // ChildrenOfMany reads the full states of every flight whose MAID names one of masters
-// (DELETED ones included, a self-reference excluded), ordered by FLID.
-func ChildrenOfMany(ctx context.Context, q db.Executor, masters []string) ([]flight.Flight, error) {
+// (DELETED ones included, a self-reference excluded), ordered by FLID. cache is the pump's
+// DetailCache (loadWhere), or nil.
+func ChildrenOfMany(ctx context.Context, q db.Executor, cache *DetailCache, masters []string) ([]flight.Flight, error) {
 	if len(masters) == 0 {
 		return nil, nil
 	}
-	return loadWhere(ctx, q, fmt.Sprintf("the children of %d flights", len(masters)), `maid = ANY($1) AND flid <> maid`, masters)
+	return loadWhere(ctx, q, cache, fmt.Sprintf("the children of %d flights", len(masters)), `maid = ANY($1) AND flid <> maid`, masters)
 }
 
 // detailManySQL is detailSQL for a set of FLIDs ($1, an array), with the FLID in front.
 var detailManySQL = detailQuery("flid, ", "flid = ANY($1)")
-
-func loadDetailsMany(ctx context.Context, q db.Executor, flights []flight.Flight) error {
-	if len(flights) == 0 {
-		return nil
-	}
-	byFLID := make(map[string]*flight.Flight, len(flights))
-	flids := make([]string, len(flights))
-	for i := range flights {
-		byFLID[flights[i].FLID] = &flights[i]
-		flids[i] = flights[i].FLID
-	}
-	rows, err := q.Query(ctx, detailManySQL, flids)
-	if err != nil {
-		return fmt.Errorf("details: %w", err)
-	}
-	return scanDetails(rows, byFLID)
-}
 
 // scanDetails adds the detail rows of detailQuery("flid, ", …) to their flights.
 func scanDetails(rows pgx.Rows, byFLID map[string]*flight.Flight) error {
@@ -178,8 +207,8 @@ func addDetail(f *flight.Flight, tag string, seq *string, fields map[string]*str
 }
 
 // SaveMany writes the full states of several flights, as Save does for one, in one round
-// trip and the same few statements (addSave).
-func SaveMany(ctx context.Context, tx pgx.Tx, flights []flight.Flight) error {
+// trip and the same few statements (addSave), and puts what it writes in cache (nil: none).
+func SaveMany(ctx context.Context, tx pgx.Tx, cache *DetailCache, flights []flight.Flight) error {
 	if len(flights) == 0 {
 		return nil
 	}
@@ -192,7 +221,7 @@ func SaveMany(ctx context.Context, tx pgx.Tx, flights []flight.Flight) error {
 		seen[f.FLID] = true
 	}
 	batch := &pgx.Batch{}
-	addSave(batch, flights)
+	addSave(batch, cache, flights)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("save %d flights: %w", len(flights), err)
 	}
@@ -233,21 +262,13 @@ var (
 func LoadLocked(ctx context.Context, tx pgx.Tx, cache *DetailCache, flid string) (cur *flight.Flight, children []flight.Flight, err error) {
 	batch := &pgx.Batch{}
 	var target []flight.Flight
-	var xmins []uint32
-	locked := func(rows pgx.Rows) ([]flight.Flight, error) {
-		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (flight.Flight, error) {
-			var xmin uint32
-			f, err := scanRowAfter(row, &xmin)
-			xmins = append(xmins, xmin)
-			return f, err
-		})
-	}
+	var targetXmin, childXmins []uint32
 	batch.Queue(lockTargetSQL, flid).Query(func(rows pgx.Rows) error {
-		target, err = locked(rows)
+		target, targetXmin, err = scanVersions(rows)
 		return err
 	})
 	batch.Queue(lockChildrenSQL, flid).Query(func(rows pgx.Rows) error {
-		children, err = locked(rows)
+		children, childXmins, err = scanVersions(rows)
 		return err
 	})
 	family := func() []*flight.Flight {
@@ -267,23 +288,13 @@ func LoadLocked(ctx context.Context, tx pgx.Tx, cache *DetailCache, flid string)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, nil, fmt.Errorf("load flight %s with its children: %w", flid, err)
 	}
-	read := map[string]*flight.Flight{}
-	for i, f := range family() {
-		if !cached || !cache.fill(f, xmins[i]) {
-			read[f.FLID] = f
-		}
-	}
-	if cached && len(read) > 0 {
-		rows, err := tx.Query(ctx, detailManySQL, slices.Collect(maps.Keys(read)))
-		if err == nil {
-			err = scanDetails(rows, read)
-		}
-		if err != nil {
+	xmins := append(targetXmin, childXmins...)
+	if cached {
+		if err := completeDetails(ctx, tx, cache, family(), xmins); err != nil {
 			return nil, nil, fmt.Errorf("load flight %s with its children: %w", flid, err)
 		}
-	}
-	for i, f := range family() {
-		if read[f.FLID] != nil {
+	} else {
+		for i, f := range family() {
 			cache.put(xmins[i], *f)
 		}
 	}
@@ -344,7 +355,7 @@ func SameDetails(a, b flight.Flight) bool {
 // FLIDs are absent. No row is locked: the caller holds the pipeline lock (the consistency
 // sentinel's pages, R-PROJ-1).
 func LoadPublishedMany(ctx context.Context, q db.Executor, flids []string) ([]flight.Flight, error) {
-	loaded, err := LoadMany(ctx, q, flids)
+	loaded, err := LoadMany(ctx, q, nil, flids)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +365,7 @@ func LoadPublishedMany(ctx context.Context, q db.Executor, flids []string) ([]fl
 			masters = append(masters, f.FLID)
 		}
 	}
-	kids, err := ChildrenOfMany(ctx, q, masters)
+	kids, err := ChildrenOfMany(ctx, q, nil, masters)
 	if err != nil {
 		return nil, err
 	}

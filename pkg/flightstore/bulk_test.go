@@ -36,7 +36,7 @@ func TestBulkLoadAndSaveMatchOneByOne(t *testing.T) {
 	x.OperationDay = &other
 	x.Scalars["MAID"] = "X" // a self-reference is nobody's child
 	x.State = flight.Deleted
-	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, b, c, x}) }); err != nil {
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{a, b, c, x}) }); err != nil {
 		t.Fatal(err)
 	}
 	check := func(got []flight.Flight, want string) {
@@ -54,17 +54,17 @@ func TestBulkLoadAndSaveMatchOneByOne(t *testing.T) {
 			}
 		}
 	}
-	got, err := flightstore.LoadMany(ctx, d.Pool, []string{"X", "A", "nope"})
+	got, err := flightstore.LoadMany(ctx, d.Pool, nil, []string{"X", "A", "nope"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	check(got, "A X")
-	got, err = flightstore.LoadDays(ctx, d.Pool, []time.Time{*a.OperationDay})
+	got, err = flightstore.LoadDays(ctx, d.Pool, nil, []time.Time{*a.OperationDay})
 	if err != nil {
 		t.Fatal(err)
 	}
 	check(got, "A B C")
-	got, err = flightstore.ChildrenOfMany(ctx, d.Pool, []string{"A", "B", "X"})
+	got, err = flightstore.ChildrenOfMany(ctx, d.Pool, nil, []string{"A", "B", "X"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,17 +74,17 @@ func TestBulkLoadAndSaveMatchOneByOne(t *testing.T) {
 	a.Collections["GTDT"] = []flight.Item{item("3", "GATE", "C9")}
 	delete(b.Collections, "ROUT")
 	b.Raw = map[string][]string{}
-	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, b}) }); err != nil {
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{a, b}) }); err != nil {
 		t.Fatal(err)
 	}
-	got, err = flightstore.LoadMany(ctx, d.Pool, []string{"A", "B"})
+	got, err = flightstore.LoadMany(ctx, d.Pool, nil, []string{"A", "B"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !flight.SameContent(got[0], a) || !flight.SameContent(got[1], b) {
 		t.Errorf("after the second save\n got %+v\nwant %+v %+v", got, a, b)
 	}
-	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, a}) }); err == nil {
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{a, a}) }); err == nil {
 		t.Error("a FLID given twice was saved")
 	}
 }
@@ -148,7 +148,7 @@ func TestLoadLockedMatchesLoadAndChildren(t *testing.T) {
 	a, b, c, x := rich("A"), rich("B"), rich("C"), rich("X")
 	b.Scalars["MAID"], c.Scalars["MAID"] = "A", "A"
 	c.State = flight.Deleted
-	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, []flight.Flight{a, b, c, x}) }); err != nil {
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{a, b, c, x}) }); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := d.Pool.Begin(ctx)
@@ -225,7 +225,7 @@ func TestLoadLockedSeesAChildAddedWhileItWaitedForTheTarget(t *testing.T) {
 	holder := holdRow(t, d, "A")
 	x := rich("X")
 	x.Scalars["MAID"] = "A"
-	if err := flightstore.SaveMany(ctx, holder, []flight.Flight{x}); err != nil {
+	if err := flightstore.SaveMany(ctx, holder, nil, []flight.Flight{x}); err != nil {
 		t.Fatal(err)
 	}
 	done := loadLockedInBackground(ctx, d, "A")
@@ -396,10 +396,10 @@ func TestSameDetails(t *testing.T) {
 				}
 				err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error {
 					if how == "full" {
-						return flightstore.SaveMany(ctx, tx, []flight.Flight{next})
+						return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{next})
 					}
 					b := &pgx.Batch{}
-					flightstore.AddRows(b, []flight.Flight{next}, nil)
+					flightstore.AddRows(b, nil, []flight.Flight{next}, nil)
 					return tx.SendBatch(ctx, b).Close()
 				})
 				if err != nil {

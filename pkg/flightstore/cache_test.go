@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,13 +17,15 @@ import (
 )
 
 // A load through a DetailCache returns what the tables hold, whatever wrote them since: random
-// runs of the pump's writes through the cache (committed or rolled back) mixed with another
-// writer's (a whole Save, a row rewritten alone, a flight moved out and created again, a child
-// moved to another master), each followed by a load of every flight through the cache that
-// must equal a load that reads every detail. The states written carry what the tables do not
-// keep (an empty field, a field no column holds, a sequence where the table has none), so the
-// details the cache keeps for a write are checked against those read back.
-func TestLoadLockedThroughTheCacheReadsWhatTheTablesHold(t *testing.T) {
+// runs of the pump's writes through the cache (a FLOP's, or a schedule snapshot's whole writes
+// or rows alone; committed or rolled back) mixed with another writer's (a whole Save, a row
+// rewritten alone, a flight moved out and created again, a child moved to another master), each
+// followed by loads of every flight through the cache, one at a time (LoadLocked) and in bulk
+// (LoadMany, LoadDays, ChildrenOfMany), that must equal loads that read every detail. The
+// states written carry what the tables do not keep (an empty field, a field no column holds, a
+// sequence where the table has none), so the details the cache keeps for a write are checked
+// against those read back.
+func TestLoadsThroughTheCacheReadWhatTheTablesHold(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
 	flids := []string{"A", "B", "C", "X"}
@@ -31,7 +34,7 @@ func TestLoadLockedThroughTheCacheReadsWhatTheTablesHold(t *testing.T) {
 		b.Scalars["MAID"], c.Scalars["MAID"] = "A", "A"
 		return []flight.Flight{a, b, c, x}
 	}
-	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, start()) }); err != nil {
+	if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, nil, start()) }); err != nil {
 		t.Fatal(err)
 	}
 	cache := flightstore.NewDetailCache(0)
@@ -62,6 +65,45 @@ func TestLoadLockedThroughTheCacheReadsWhatTheTablesHold(t *testing.T) {
 		}
 		if !commit {
 			return nil
+		}
+		return tx.Commit(ctx)
+	}
+	// snapshot is a schedule snapshot's batch: some flights loaded in bulk through the cache,
+	// then written through it whole, or their rows alone with the details they have.
+	snapshot := func(rowsAlone, commit bool) error {
+		tx, err := d.Pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		var some []string
+		for _, id := range flids {
+			if r.IntN(2) == 0 {
+				some = append(some, id)
+			}
+		}
+		loaded, err := flightstore.LoadMany(ctx, tx, cache, some)
+		if err != nil {
+			return err
+		}
+		next := make([]flight.Flight, len(loaded))
+		for i, f := range loaded {
+			if rowsAlone {
+				next[i] = f.Clone()
+				next[i].Version++
+			} else {
+				next[i] = changed(r, f)
+			}
+		}
+		if rowsAlone {
+			b := &pgx.Batch{}
+			flightstore.AddRows(b, cache, next, nil)
+			err = tx.SendBatch(ctx, b).Close()
+		} else {
+			err = flightstore.SaveMany(ctx, tx, cache, next)
+		}
+		if err != nil || !commit {
+			return err
 		}
 		return tx.Commit(ctx)
 	}
@@ -98,16 +140,19 @@ func TestLoadLockedThroughTheCacheReadsWhatTheTablesHold(t *testing.T) {
 		flid := flids[r.IntN(len(flids))]
 		var err error
 		what := ""
-		switch n := r.IntN(10); {
-		case n < 6:
+		switch n := r.IntN(13); {
+		case n < 5:
 			what = "written through the cache"
 			err = through(flid, true)
-		case n < 7:
+		case n < 6:
 			what = "written through the cache, rolled back"
 			err = through(flid, false)
+		case n < 9:
+			what = fmt.Sprintf("a snapshot's batch through the cache (rows alone %t, committed %t)", n == 7, n < 8)
+			err = snapshot(n == 7, n < 8)
 		default:
-			what = fmt.Sprintf("written elsewhere (%d)", n-7)
-			err = elsewhere(flid, n-7)
+			what = fmt.Sprintf("written elsewhere (%d)", n-9)
+			err = elsewhere(flid, n-9)
 		}
 		if err != nil {
 			t.Fatalf("step %d, %s %s: %v", step, flid, what, err)
@@ -125,17 +170,48 @@ func TestLoadLockedThroughTheCacheReadsWhatTheTablesHold(t *testing.T) {
 				if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotChildren, wantChildren) {
 					return fmt.Errorf("%s through the cache\n got %+v %+v\nwant %+v %+v", id, got, gotChildren, want, wantChildren)
 				}
-				// What a caller does with a state it loaded stays out of the cache.
-				for tag := range got.Collections {
-					for i := range got.Collections[tag] {
-						got.Collections[tag][i].Fields["GATE"] = "scribbled"
-					}
+				scribble(got)
+			}
+			day := []time.Time{*rich("A").OperationDay}
+			for _, bulk := range []func(*flightstore.DetailCache) ([]flight.Flight, error){
+				func(c *flightstore.DetailCache) ([]flight.Flight, error) {
+					return flightstore.LoadMany(ctx, tx, c, flids)
+				},
+				func(c *flightstore.DetailCache) ([]flight.Flight, error) {
+					return flightstore.LoadDays(ctx, tx, c, day)
+				},
+				func(c *flightstore.DetailCache) ([]flight.Flight, error) {
+					return flightstore.ChildrenOfMany(ctx, tx, c, flids)
+				},
+			} {
+				want, err := bulk(nil)
+				if err != nil {
+					return err
+				}
+				got, err := bulk(cache)
+				if err != nil {
+					return err
+				}
+				if !reflect.DeepEqual(got, want) {
+					return fmt.Errorf("in bulk through the cache\n got %+v\nwant %+v", got, want)
+				}
+				for i := range got {
+					scribble(&got[i])
 				}
 			}
 			return nil
 		})
 		if err != nil {
 			t.Fatalf("step %d, after %s %s: %v", step, flid, what, err)
+		}
+	}
+}
+
+// scribble changes a state a caller loaded, which must stay out of the cache.
+func scribble(f *flight.Flight) {
+	for tag := range f.Collections {
+		for i := range f.Collections[tag] {
+			f.Collections[tag][i].Fields["GATE"] = "scribbled"
 		}
 	}
 }
@@ -230,5 +306,65 @@ func TestLoadLockedThroughTheCacheLeavesTheDetailReadOut(t *testing.T) {
 	cache.Reset()
 	if _, _, statements := load(); statements != 5 {
 		t.Errorf("load after Reset: %d statements, want 5 (the rows, the details)", statements)
+	}
+}
+
+// A schedule snapshot's bulk load leaves the detail read out for the flights the pump wrote
+// (SaveMany, AddRows through the cache), and reads, in one statement, only those another writer
+// wrote since.
+func TestLoadManyThroughTheCacheLeavesTheDetailReadOut(t *testing.T) {
+	d := pgtest.New(t)
+	ctx := context.Background()
+	trips := pgtest.NewRoundTrips()
+	s := d.TracedSession(t, trips)
+	cache := flightstore.NewDetailCache(0)
+	flids := []string{"A", "B", "C"}
+	load := func() ([]flight.Flight, int64) {
+		t.Helper()
+		var got []flight.Flight
+		_, s0 := trips.Counts()
+		if err := s.Tx(ctx, func(tx pgx.Tx) error {
+			var err error
+			got, err = flightstore.LoadMany(ctx, tx, cache, flids)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_, s1 := trips.Counts()
+		return got, s1 - s0 - 2 // BEGIN and COMMIT left out
+	}
+	if err := s.Tx(ctx, func(tx pgx.Tx) error {
+		return flightstore.SaveMany(ctx, tx, cache, []flight.Flight{rich("A"), rich("B")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	save(t, d, rich("C"))
+	if _, statements := load(); statements != 2 {
+		t.Errorf("load after a write of A and B through the cache and C elsewhere: %d statements, want 2 (the rows, C's details)", statements)
+	}
+	if _, statements := load(); statements != 1 {
+		t.Errorf("load once C was read: %d statements, want 1 (the rows)", statements)
+	}
+	rows := []flight.Flight{rich("A"), rich("B"), rich("C")}
+	for i := range rows {
+		rows[i].Version++
+	}
+	if err := s.Tx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		flightstore.AddRows(b, cache, rows, nil)
+		return tx.SendBatch(ctx, b).Close()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	other := rich("B")
+	other.Version += 2
+	other.Collections["GTDT"] = []flight.Item{item("3", "GATE", "C1")}
+	save(t, d, other)
+	got, statements := load()
+	if statements != 2 {
+		t.Errorf("load after the rows alone through the cache and B elsewhere: %d statements, want 2 (the rows, B's details)", statements)
+	}
+	if len(got) != 3 || !reflect.DeepEqual(got[1].Collections["GTDT"], other.Collections["GTDT"]) || got[0].Version != rows[0].Version {
+		t.Fatalf("after the rows alone and B elsewhere: %+v", got)
 	}
 }

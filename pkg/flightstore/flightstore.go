@@ -221,7 +221,7 @@ func loadDetails(ctx context.Context, q db.Executor, f *flight.Flight) error {
 func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 	// The row and its details go in one batch: one round trip per saved flight.
 	batch := &pgx.Batch{}
-	addSave(batch, []flight.Flight{f})
+	addSave(batch, nil, []flight.Flight{f})
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("save flight %s: %w", f.FLID, err)
 	}
@@ -230,7 +230,7 @@ func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
 
 // AddSave adds what Save writes for f to batch, for a caller that sends its other
 // writes of the same transaction in the same round trip.
-func AddSave(batch *pgx.Batch, f flight.Flight) { addSave(batch, []flight.Flight{f}) }
+func AddSave(batch *pgx.Batch, f flight.Flight) { addSave(batch, nil, []flight.Flight{f}) }
 
 // AddUpdates adds to batch the writes of the states next of one message's flights, and the
 // history rows of changes that describe them (R-ORDER-8), where stored holds the states the
@@ -257,21 +257,7 @@ func AddUpdates(batch *pgx.Batch, cache *DetailCache, stored map[string]*flight.
 			unique = append(unique, f)
 		}
 	}
-	if q := addRows(batch, unique, changes, cache != nil); q != nil {
-		written := make(map[string]flight.Flight, len(unique))
-		for _, f := range unique {
-			written[f.FLID] = f
-		}
-		q.Query(func(rows pgx.Rows) error {
-			var flid string
-			var xmin uint32
-			_, err := pgx.ForEachRow(rows, []any{&flid, &xmin}, func() error {
-				cache.put(xmin, written[flid])
-				return nil
-			})
-			return err
-		})
-	}
+	AddRows(batch, cache, unique, changes)
 	var whole []flight.Flight
 	for _, f := range unique {
 		prev := stored[f.FLID]
@@ -312,8 +298,8 @@ var deleteDetailSQL = func() map[string]string {
 // Each statement costs the server a parse, a plan lookup and an execution, so the statement
 // count, not the row count, is what a single writer waits for. The caller makes the FLIDs
 // unique (an upsert cannot change a row twice).
-func addSave(batch *pgx.Batch, flights []flight.Flight) {
-	AddRows(batch, flights, nil)
+func addSave(batch *pgx.Batch, cache *DetailCache, flights []flight.Flight) {
+	AddRows(batch, cache, flights, nil)
 	addAllDetails(batch, flights)
 }
 
@@ -382,27 +368,41 @@ var upsertRowsWithChangesSQL = `WITH chg AS (` + insertChangesAt(len(rowWriteCol
 // it writes states whose details are the stored ones (a write of the provenance only,
 // R-ORDER-2). One statement fewer on the wire for every message that writes a flight; the
 // server's CPU per FLOP measured the same as with two (docs/performance.md, "Eighth pass").
-func AddRows(batch *pgx.Batch, flights []flight.Flight, changes []Change) {
-	addRows(batch, flights, changes, false)
-}
-
-// addRows is AddRows; with versions the upsert returns each row's FLID and xmin, and the
-// statement is returned (nil when no row is written) for the caller to read them.
-func addRows(batch *pgx.Batch, flights []flight.Flight, changes []Change, versions bool) *pgx.QueuedQuery {
+//
+// With a cache, the upsert returns each row's new version and the flights are put in cache as
+// that version (DetailCache): the caller writes their details in the same transaction, or
+// leaves the stored ones, which are theirs.
+func AddRows(batch *pgx.Batch, cache *DetailCache, flights []flight.Flight, changes []Change) {
 	returning := ""
-	if versions {
+	if cache != nil {
 		returning = ` RETURNING flid, xmin`
 	}
+	var q *pgx.QueuedQuery
 	switch {
 	case len(flights) == 0 && len(changes) == 0:
 	case len(changes) == 0:
-		return batch.Queue(upsertRowsSQL+returning, rowArgs(flights)...)
+		q = batch.Queue(upsertRowsSQL+returning, rowArgs(flights)...)
 	case len(flights) == 0:
 		batch.Queue(insertChangesSQL, changeArgs(changes)...)
 	default:
-		return batch.Queue(upsertRowsWithChangesSQL+returning, append(rowArgs(flights), changeArgs(changes)...)...)
+		q = batch.Queue(upsertRowsWithChangesSQL+returning, append(rowArgs(flights), changeArgs(changes)...)...)
 	}
-	return nil
+	if q == nil || cache == nil {
+		return
+	}
+	written := make(map[string]flight.Flight, len(flights))
+	for _, f := range flights {
+		written[f.FLID] = f
+	}
+	q.Query(func(rows pgx.Rows) error {
+		var flid string
+		var xmin uint32
+		_, err := pgx.ForEachRow(rows, []any{&flid, &xmin}, func() error {
+			cache.put(xmin, written[flid])
+			return nil
+		})
+		return err
+	})
 }
 
 // rowArgs are upsertRowsSQL's arrays for flights.

@@ -184,7 +184,7 @@ func TestProvenanceRoundTripAndConservativeRead(t *testing.T) {
 	if got := load().Prov; !got.Equal(flight.Conservative(77, flight.Active)) {
 		t.Errorf("without provenance: %+v, want everything as of msg 77", got)
 	}
-	many, err := flightstore.LoadMany(t.Context(), d.Pool, []string{"P1"})
+	many, err := flightstore.LoadMany(t.Context(), d.Pool, nil, []string{"P1"})
 	if err != nil || len(many) != 1 || !many[0].Prov.Equal(flight.Conservative(77, flight.Active)) {
 		t.Errorf("bulk load: %+v, %v", many, err)
 	}

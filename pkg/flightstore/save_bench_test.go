@@ -23,7 +23,7 @@ func BenchmarkSaveMany(b *testing.B) {
 		flights[i] = rich(strconv.Itoa(10000 + i))
 	}
 	write := func() {
-		if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, flights) }); err != nil {
+		if err := db.WithTx(ctx, d.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(ctx, tx, nil, flights) }); err != nil {
 			b.Fatal(err)
 		}
 	}

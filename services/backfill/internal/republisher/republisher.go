@@ -142,7 +142,7 @@ func (r *Republisher) writePage(ctx context.Context, tx pgx.Tx, flids []string, 
 // waits for the page's statements, not for a dozen per flight. No row locks: the pipeline lock
 // the caller holds already keeps every writer of the flight state out.
 func published(ctx context.Context, tx pgx.Tx, flids []string) ([]flight.Flight, error) {
-	flights, err := flightstore.LoadMany(ctx, tx, flids)
+	flights, err := flightstore.LoadMany(ctx, tx, nil, flids)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func published(ctx context.Context, tx pgx.Tx, flids []string) ([]flight.Flight,
 			masters = append(masters, f.FLID)
 		}
 	}
-	children, err := flightstore.ChildrenOfMany(ctx, tx, masters)
+	children, err := flightstore.ChildrenOfMany(ctx, tx, nil, masters)
 	if err != nil {
 		return nil, err
 	}

@@ -203,7 +203,7 @@ func TestRepublishPageCost(t *testing.T) {
 		fs[i] = mk(fmt.Sprintf("F%05d", i), 1+int64(i%7), flight.Active)
 		fs[i].Scalars["STND"], fs[i].Scalars["TRML"] = "512", "T3"
 	}
-	if err := db.WithTx(t.Context(), pg.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(t.Context(), tx, fs) }); err != nil {
+	if err := db.WithTx(t.Context(), pg.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(t.Context(), tx, nil, fs) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := republish.Request(t.Context(), pg.Pool, republish.Spec{RequestedBy: "test"}, t0); err != nil {

@@ -31,7 +31,8 @@ type settings struct {
 	batchSize int
 	// requests is the RESP guard; nil leaves every RESP unapplied.
 	requests *Requests
-	// details is the flight processor's DetailCache (nil: one of its own).
+	// details is the DetailCache of the flight and schedule processors (nil: Route makes one
+	// for both; a processor made alone keeps none, or its own).
 	details *flightstore.DetailCache
 }
 
@@ -69,17 +70,21 @@ func WithRequests(timeout time.Duration) Option {
 	return func(s *settings) { s.requests = &Requests{Timeout: timeout} }
 }
 
-// WithDetailCache sets the details the flight processor keeps of the flights it read and
-// wrote (flightstore.DetailCache), for the pump's main to empty at each term (D-18).
+// WithDetailCache sets the details the flight and schedule processors keep of the flights they
+// read and wrote (flightstore.DetailCache), for the pump's main to empty at each term (D-18).
 func WithDetailCache(c *flightstore.DetailCache) Option {
 	return func(s *settings) { s.details = c }
 }
 
 // Route is the one place that dispatches on the message kind (R-PUMP-8).
 func Route(days flight.DayRule, opts ...Option) pump.Router {
+	st := newSettings(opts)
+	if st.details == nil {
+		// One cache for both: a FLOP after a snapshot finds the details the snapshot wrote.
+		opts = append(slices.Clip(opts), WithDetailCache(flightstore.NewDetailCache(0)))
+	}
 	flights := NewFlights(days, opts...)
 	schedule := NewSchedule(days, opts...)
-	st := newSettings(opts)
 	var guard RequestGuard
 	if st.requests != nil {
 		guard = st.requests

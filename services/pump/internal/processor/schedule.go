@@ -28,12 +28,15 @@ type Schedule struct {
 	logger    *slog.Logger
 	// guard gates a RESP (G-RESP-GUARD); without it a RESP is not applied.
 	guard *Requests
+	// details spares a package the detail read of the flights this pump read or wrote last,
+	// as long as their rows are the versions they belong to (D-18).
+	details *flightstore.DetailCache
 }
 
 // NewSchedule returns the schedule snapshot processor.
 func NewSchedule(days flight.DayRule, opts ...Option) *Schedule {
 	st := newSettings(opts)
-	return &Schedule{days: days, batchSize: st.batchSize, logger: st.logger, guard: st.requests}
+	return &Schedule{days: days, batchSize: st.batchSize, logger: st.logger, guard: st.requests, details: st.details}
 }
 
 // Apply implements pump.Processor for a DNLD: the whole-package check before anything is read,
@@ -157,7 +160,7 @@ func (s *Schedule) scopeOfApplied(ctx context.Context, tx pgx.Tx, in pump.Input,
 // read, so the round trips do not grow with the package.
 func (s *Schedule) load(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flight.Package, scope flight.Scope) (flight.SnapshotInput, error) {
 	sin := flight.SnapshotInput{MsgID: in.MsgID, Now: in.Now, Package: pkg, Scope: scope}
-	stored, err := flightstore.LoadDays(ctx, tx, scope.Days())
+	stored, err := flightstore.LoadDays(ctx, tx, s.details, scope.Days())
 	if err != nil {
 		return sin, err
 	}
@@ -179,12 +182,12 @@ func (s *Schedule) load(ctx context.Context, tx pgx.Tx, in pump.Input, pkg fligh
 			missing = append(missing, r.Record.FLID)
 		}
 	}
-	others, err := flightstore.LoadMany(ctx, tx, missing)
+	others, err := flightstore.LoadMany(ctx, tx, s.details, missing)
 	if err != nil {
 		return sin, err
 	}
 	add(others)
-	masters, err := flightstore.LoadMany(ctx, tx, pkg.Masters(stored))
+	masters, err := flightstore.LoadMany(ctx, tx, s.details, pkg.Masters(stored))
 	if err != nil {
 		return sin, err
 	}
@@ -193,7 +196,7 @@ func (s *Schedule) load(ctx context.Context, tx pgx.Tx, in pump.Input, pkg fligh
 	for _, f := range stored {
 		ids = append(ids, f.FLID)
 	}
-	children, err := flightstore.ChildrenOfMany(ctx, tx, ids)
+	children, err := flightstore.ChildrenOfMany(ctx, tx, s.details, ids)
 	if err != nil {
 		return sin, err
 	}
@@ -238,11 +241,11 @@ func (s *Schedule) write(ctx context.Context, tx pgx.Tx, in pump.Input, b flight
 			}
 		}
 	}
-	if err := flightstore.SaveMany(ctx, tx, full); err != nil {
+	if err := flightstore.SaveMany(ctx, tx, s.details, full); err != nil {
 		return nil, err
 	}
 	batch := &pgx.Batch{}
-	flightstore.AddRows(batch, rows, scheduleChanges(in, b, stored))
+	flightstore.AddRows(batch, s.details, rows, scheduleChanges(in, b, stored))
 	if err := outbox.AddTo(batch, newEvents(in, o.Events), in.Now); err != nil {
 		return nil, err
 	}
@@ -368,7 +371,7 @@ func (s *Schedule) Reproject(ctx context.Context, tx pgx.Tx, in pump.Input) ([]f
 			return nil, err
 		}
 	}
-	days, err := flightstore.LoadDays(ctx, tx, scope.Days())
+	days, err := flightstore.LoadDays(ctx, tx, nil, scope.Days())
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +411,7 @@ func (s *Schedule) Reproject(ctx context.Context, tx pgx.Tx, in pump.Input) ([]f
 		}
 	}
 	slices.Sort(parents)
-	children, err := flightstore.ChildrenOfMany(ctx, tx, parents)
+	children, err := flightstore.ChildrenOfMany(ctx, tx, nil, parents)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +452,7 @@ func (s *Schedule) Reproject(ctx context.Context, tx pgx.Tx, in pump.Input) ([]f
 // loadInto adds the stored states of flids to byFLID (unknown FLIDs have nothing to add: a
 // FLID moved to history meanwhile has no projection left either).
 func loadInto(ctx context.Context, tx pgx.Tx, byFLID map[string]flight.Flight, flids []string) error {
-	fs, err := flightstore.LoadMany(ctx, tx, flids)
+	fs, err := flightstore.LoadMany(ctx, tx, nil, flids)
 	if err != nil {
 		return err
 	}
