@@ -18,7 +18,7 @@ import (
 // The bulk reads and writes of a schedule snapshot (R-SCHD-4): a package of thousands of
 // flights is loaded and written in a fixed number of round trips, not two per flight. None of
 // them locks rows: the caller holds the pipeline lock, which every writer of the flight tables
-// (the pump, the history sweep) takes, and a snapshot's batches are separate transactions, so
+// (the pump, the history sweep, the dispatcher's version floor) takes, and a snapshot's batches are separate transactions, so
 // a row lock would not outlive the first of them anyway.
 
 // rowColumns is the select list of a flight_schd row, in the order scanRow reads it.

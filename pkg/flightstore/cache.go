@@ -14,8 +14,9 @@ import (
 // transaction that wrote that row version. Every writer of a flight's details upserts its
 // flight_schd row in the same transaction (Save, SaveMany, AddUpdates; the history sweep
 // deletes the row, a version floor rewrites it), so a row whose xmin is the one an entry holds
-// has the details the entry holds, and LoadLocked reads the row alone instead of the ten-table
-// detail read (docs/performance.md, "Ninth pass"). An entry whose xmin no longer matches (a
+// has the details the entry holds, and LoadLocked and the bulk loads of a schedule snapshot
+// read the rows alone instead of the ten-table detail read (docs/performance.md, "Ninth pass",
+// "Tenth pass"). An entry whose xmin no longer matches (a
 // write by another process or another term, a transaction that rolled back, a restore) is read
 // again. An xmin comes back only after 2^32 transactions, decades of this system's traffic, and
 // an entry not touched that long has left the bounded cache long before; or after a restore from
@@ -27,8 +28,8 @@ type DetailCache struct {
 	entries *lru.Cache[string, details]
 }
 
-// details are one flight's detail rows as LoadLocked reads them back, and the row version
-// they belong to.
+// details are one flight's detail rows as the loads read them back, and the row version they
+// belong to.
 type details struct {
 	xmin        uint32
 	collections map[string][]flight.Item

@@ -148,8 +148,9 @@ func TestLoadsThroughTheCacheReadWhatTheTablesHold(t *testing.T) {
 			what = "written through the cache, rolled back"
 			err = through(flid, false)
 		case n < 9:
-			what = fmt.Sprintf("a snapshot's batch through the cache (rows alone %t, committed %t)", n == 7, n < 8)
-			err = snapshot(n == 7, n < 8)
+			rowsAlone, commit := r.IntN(2) == 0, n < 8
+			what = fmt.Sprintf("a snapshot's batch through the cache (rows alone %t, committed %t)", rowsAlone, commit)
+			err = snapshot(rowsAlone, commit)
 		default:
 			what = fmt.Sprintf("written elsewhere (%d)", n-9)
 			err = elsewhere(flid, n-9)

@@ -127,8 +127,9 @@ type Flights struct {
 	days    flight.DayRule
 	logger  *slog.Logger
 	skipped *prometheus.CounterVec
-	// details spares a FLOP the ten-table read of the details this processor read or wrote
-	// last, as long as the flight's row is the version they belong to (D-18).
+	// details spares a FLOP the ten-table read of the details the pump read or wrote last
+	// (this processor or the schedule processor, which share it through Route), as long as the
+	// flight's row is the version they belong to (D-18).
 	details *flightstore.DetailCache
 }
 

@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,22 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// tracedConn is a connection to a database of its own with the schema, traced by tracer.
+func tracedConn(t *testing.T, tracer pgx.QueryTracer) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(newEnv(t).pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tracer = tracer
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
 // A schedule package is loaded, planned and written in a number of round trips that does not
 // depend on its size: the same day with 10 or 400 stored flights, the package changing every
 // one of them and adding one, in one batch.
@@ -39,18 +56,8 @@ func TestScheduleRoundTripsDoNotGrowWithThePackage(t *testing.T) {
 	day := time.Date(2026, 11, 30, 0, 0, 0, 0, zone)
 	trips := map[int]int{}
 	for _, n := range []int{10, 400} {
-		pg := newEnv(t).pg
-		cfg, err := pgx.ParseConfig(pg.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
 		rt := &roundTrips{}
-		cfg.Tracer = rt
-		conn, err := pgx.ConnectConfig(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = conn.Close(context.Background()) }()
+		conn := tracedConn(t, rt)
 		proc := processor.NewSchedule(flight.DayRule{Zone: zone}, processor.WithBatchSize(1000))
 		flights := traffic.Schedule(int64(n), day, n+1)
 		apply := func(msgID int64, fs []traffic.Flight) pump.Result {
@@ -82,5 +89,75 @@ func TestScheduleRoundTripsDoNotGrowWithThePackage(t *testing.T) {
 	t.Logf("round trips %v", trips)
 	if trips[10] != trips[400] || trips[10] == 0 {
 		t.Errorf("round trips %v: want the same number for both sizes, and some", trips)
+	}
+}
+
+// statements records the text of every statement a connection sends, batched ones included.
+type statements struct{ sql []string }
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.sql = append(s.sql, d.SQL)
+	return ctx
+}
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.sql = append(s.sql, d.SQL)
+}
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// detailReads counts the detail reads (the ten-table UNION) among sql.
+func (s *statements) detailReads() int {
+	n := 0
+	for _, q := range s.sql {
+		if strings.Contains(q, "' AS tag, ordinal") {
+			n++
+		}
+	}
+	return n
+}
+
+// Route's flight and schedule processors share one DetailCache (D-18): a FLOP of a flight a
+// snapshot just wrote, and the same snapshot once more after FLOPs of its flights, read their
+// flights' rows without the detail read.
+func TestRouteSharesTheDetailCacheBetweenSnapshotsAndFLOPs(t *testing.T) {
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, zone)
+	st := &statements{}
+	conn := tracedConn(t, st)
+	route := processor.Route(flight.DayRule{Zone: zone})
+	apply := func(msgID int64, xml string) int {
+		t.Helper()
+		m, err := sis.Decode(xml, sis.Options{Zone: zone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proc, why := route(m)
+		if proc == nil {
+			t.Fatalf("message %d not routed: %s", msgID, why)
+		}
+		st.sql = nil
+		if err := db.WithTx(t.Context(), conn, func(tx pgx.Tx) error {
+			_, err := proc.Apply(t.Context(), tx, pump.Input{MsgID: msgID, Message: m, Now: day})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return st.detailReads()
+	}
+	flights := traffic.Schedule(3, day, 20)
+	if n := apply(1, traffic.DNLD(1, day, flights)); n != 0 {
+		t.Errorf("first snapshot of an empty day: %d detail reads, want none (nothing stored)", n)
+	}
+	f := flights[0]
+	if n := apply(2, traffic.FLOP(2, day, f.FLID, f.FFID(), "REMC", "<REMC>after the snapshot</REMC>")); n != 0 {
+		t.Errorf("FLOP of a flight the snapshot wrote: %d detail reads, want none", n)
+	}
+	for i := range flights {
+		flights[i].RENO = fmt.Sprintf("B%04d", i)
+	}
+	if n := apply(3, traffic.DNLD(3, day, flights)); n != 0 {
+		t.Errorf("snapshot after a FLOP: %d detail reads, want none (every flight written by this pump)", n)
 	}
 }
