@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/pkg/traffic"
@@ -33,22 +32,6 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-// tracedConn is a connection to a database of its own with the schema, traced by tracer.
-func tracedConn(t *testing.T, tracer pgx.QueryTracer) *pgx.Conn {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(newEnv(t).pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tracer = tracer
-	conn, err := pgx.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	return conn
-}
-
 // A schedule package is loaded, planned and written in a number of round trips that does not
 // depend on its size: the same day with 10 or 400 stored flights, the package changing every
 // one of them and adding one, in one batch.
@@ -57,7 +40,7 @@ func TestScheduleRoundTripsDoNotGrowWithThePackage(t *testing.T) {
 	trips := map[int]int{}
 	for _, n := range []int{10, 400} {
 		rt := &roundTrips{}
-		conn := tracedConn(t, rt)
+		conn := newEnv(t).pg.TracedSession(t, rt)
 		proc := processor.NewSchedule(flight.DayRule{Zone: zone}, processor.WithBatchSize(1000))
 		flights := traffic.Schedule(int64(n), day, n+1)
 		apply := func(msgID int64, fs []traffic.Flight) pump.Result {
@@ -67,7 +50,7 @@ func TestScheduleRoundTripsDoNotGrowWithThePackage(t *testing.T) {
 				t.Fatal(err)
 			}
 			var res pump.Result
-			if err := db.WithTx(t.Context(), conn, func(tx pgx.Tx) error {
+			if err := conn.Tx(t.Context(), func(tx pgx.Tx) error {
 				res, err = proc.Apply(t.Context(), tx, pump.Input{MsgID: msgID, Message: m, Now: day})
 				return err
 			}); err != nil {
@@ -125,7 +108,7 @@ func (s *statements) detailReads() int {
 func TestRouteSharesTheDetailCacheBetweenSnapshotsAndFLOPs(t *testing.T) {
 	day := time.Date(2026, 11, 30, 0, 0, 0, 0, zone)
 	st := &statements{}
-	conn := tracedConn(t, st)
+	conn := newEnv(t).pg.TracedSession(t, st)
 	route := processor.Route(flight.DayRule{Zone: zone})
 	apply := func(msgID int64, xml string) int {
 		t.Helper()
@@ -138,7 +121,7 @@ func TestRouteSharesTheDetailCacheBetweenSnapshotsAndFLOPs(t *testing.T) {
 			t.Fatalf("message %d not routed: %s", msgID, why)
 		}
 		st.sql = nil
-		if err := db.WithTx(t.Context(), conn, func(tx pgx.Tx) error {
+		if err := conn.Tx(t.Context(), func(tx pgx.Tx) error {
 			_, err := proc.Apply(t.Context(), tx, pump.Input{MsgID: msgID, Message: m, Now: day})
 			return err
 		}); err != nil {
