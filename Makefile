@@ -1,6 +1,6 @@
 # msgexchange — build, test, demo and benchmark from the workspace root.
 # Every Go module of the workspace is listed once here.
-MODULES := pkg migrations proto tools services/ingest services/pump services/dispatcher services/backfill services/control
+MODULES := pkg migrations proto testkit tools services/ingest services/pump services/dispatcher services/backfill services/control
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 CMDS    := ./services/ingest/cmd/msgx-ingest ./services/pump/cmd/msgx-pump \
            ./services/dispatcher/cmd/msgx-dispatcher ./services/backfill/cmd/msgx-backfill \
@@ -29,7 +29,7 @@ DEADCODE_ALLOW   := tools/deadcode-allow.txt
 CHART        := deploy/helm/msgexchange
 CHART_PROD   := $(CHART)/ci/production-values.yaml
 
-.PHONY: all build test vet mod-check fmt-check deadcode chart-check helm promtool jaeger bench demo chaos drill-restore proto clean
+.PHONY: all deps build test vet mod-check fmt-check deadcode chart-check helm promtool jaeger bench demo chaos drill-restore proto clean
 
 all: build
 
@@ -38,9 +38,19 @@ build:
 	@mkdir -p bin
 	go build -ldflags '$(LDFLAGS)' -o bin/ $(CMDS)
 
+## deps: PostgreSQL, MariaDB, Redis and Kafka on this machine, each started (and installed, as
+## root on Debian) only when it does not answer already (tools/deps/up, docs/dependencies.md)
+deps:
+	@tools/deps/up
+
+# The tests and the tools find the pinned Kafka's jars here, for the private brokers they start
+# and kill (tools/deps/up fetches them), and the shared local broker at this address.
+export MSGX_KAFKA_HOME ?= $(CURDIR)/.cache/kafka/current
+export MSGX_TEST_KAFKA_BROKERS ?= 127.0.0.1:9092
+
 ## test: formatting, vet, the chart checks and every test of every module, against the local
-## PostgreSQL, MariaDB and Redis (see README); tools/chartcheck decodes the rendered chart
-test: fmt-check vet mod-check deadcode chart-check promtool $(JAEGER)
+## PostgreSQL, MariaDB, Redis and Kafka (make deps); tools/chartcheck decodes the rendered chart
+test: deps fmt-check vet mod-check deadcode chart-check promtool $(JAEGER)
 	MSGX_PROMTOOL=$$(command -v promtool >/dev/null 2>&1 || echo skip) go test $(GOTEST_FLAGS) $(PKGS)
 
 vet:
@@ -122,7 +132,7 @@ promtool:
 ## the pump's short benches ran slower there than alone (docs/performance.md, "Tenth pass").
 BENCH_FIGURES := $(CURDIR)/bin/bench-figures.jsonl
 bench: export MSGX_BENCH_REPORT = $(BENCH_FIGURES)
-bench:
+bench: deps
 	@mkdir -p bin && rm -f $(BENCH_FIGURES)
 	go test -run '^$$' -bench 'FIFO|ScheduleDNLD' -benchtime 1x ./services/pump/internal/pump/
 	go test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 60m ./tools/e2e/
@@ -134,7 +144,7 @@ bench:
 
 ## demo: the whole system end to end on this machine with a generated day of SIS traffic; exits 1
 ## when a row ends otherwise than the generator expects (DEMO_FLAGS=-keep keeps its databases)
-demo: build
+demo: deps build
 	bin/msgx-demo -bin bin $(DEMO_FLAGS)
 
 ## chaos: the chaos run of docs/chaos.md: faults of every kind while a generated day drains
@@ -145,7 +155,7 @@ demo: build
 CHAOS_DURATION ?= 5m
 CHAOS_LONG     ?= all
 CHAOS_SEED     ?=
-chaos: build
+chaos: deps build
 	MSGX_CHAOS_DURATION=$(CHAOS_DURATION) MSGX_CHAOS_LONG=$(CHAOS_LONG) MSGX_CHAOS_SEED=$(CHAOS_SEED) \
 	MSGX_CHAOS_BIN=$(CURDIR)/bin go test -count=1 -v -timeout 60m -run '^TestChaos$$' ./tools/chaos/
 
@@ -157,7 +167,7 @@ chaos: build
 DRILL_DURATION ?= 60s
 DRILL_FLIGHTS  ?= 150
 DRILL_SEED     ?=
-drill-restore: build
+drill-restore: deps build
 	MSGX_CHAOS_DURATION=$(DRILL_DURATION) MSGX_CHAOS_FLIGHTS=$(DRILL_FLIGHTS) MSGX_CHAOS_SEED=$(DRILL_SEED) \
 	MSGX_CHAOS_BIN=$(CURDIR)/bin go test -count=1 -v -timeout 30m -run '^TestRestoreDrill$$' ./tools/chaos/
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,12 +291,28 @@ func settled(t *testing.T, my *mysqltest.DB) {
 		t.Fatal(err)
 	}
 	testwait.ForState(t, 30*time.Second, "the service account's sessions idle", func() (bool, string) {
-		var n int
-		if err := my.Admin.QueryRow(`SELECT count(*) FROM information_schema.PROCESSLIST p
+		rows, err := my.Admin.Query(`SELECT p.ID, p.COMMAND, COALESCE(p.STATE, ''), p.TIME, COALESCE(p.INFO, ''),
+				COALESCE(x.trx_state, ''), COALESCE(x.trx_rows_locked, 0), COALESCE(x.trx_rows_modified, 0)
+			FROM information_schema.PROCESSLIST p
 			LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = p.ID
-			WHERE p.USER = ? AND (p.COMMAND <> 'Sleep' OR x.trx_id IS NOT NULL)`, cfg.User).Scan(&n); err != nil {
+			WHERE p.USER = ? AND (p.COMMAND <> 'Sleep' OR x.trx_id IS NOT NULL)`, cfg.User)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return n == 0, fmt.Sprintf("%d busy", n)
+		defer rows.Close()
+		var busy []string
+		for rows.Next() {
+			var id, secs, locked, modified int64
+			var command, state, info, trx string
+			if err := rows.Scan(&id, &command, &state, &secs, &info, &trx, &locked, &modified); err != nil {
+				t.Fatal(err)
+			}
+			busy = append(busy, fmt.Sprintf("thread %d %s %q for %ds (%q), transaction %q locking %d modifying %d rows",
+				id, command, state, secs, info, trx, locked, modified))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return len(busy) == 0, fmt.Sprintf("%d busy: %s", len(busy), strings.Join(busy, "; "))
 	})
 }

@@ -1,0 +1,61 @@
+package kafkatest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
+)
+
+// produceOne writes one record to topic on c and reads it back, the way a test uses a broker.
+func produceOne(t *testing.T, c *kafkatest.Cluster, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fs := cl.PollRecords(ctx, 1)
+	if err := fs.Err0(); err != nil {
+		t.Fatal(err)
+	}
+	if fs.NumRecords() != 1 {
+		t.Fatalf("read %d records back, want 1", fs.NumRecords())
+	}
+}
+
+func TestSharedTopicsAreTheTestsOwn(t *testing.T) {
+	c := kafkatest.Shared(t)
+	a, b := c.Topic(t, "kit", 2, nil), c.Topic(t, "kit", 2, nil)
+	if a == b {
+		t.Fatalf("two topics of one test share the name %s", a)
+	}
+	produceOne(t, c, a)
+}
+
+// A broker of the test's own survives kill -9 with its records, at the same address.
+func TestOwnBrokerKilledAndRestarted(t *testing.T) {
+	s := kafkatest.Own(t, nil)
+	topic := s.Topic(t, "kit", 1, nil)
+	produceOne(t, s.Cluster, topic)
+	s.Kill()
+	s.Start()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	offs, err := s.Admin().ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := offs.Lookup(topic, 0); o.Offset != 1 {
+		t.Fatalf("after the kill the topic ends at %d, want 1 (%v)", o.Offset, o.Err)
+	}
+}

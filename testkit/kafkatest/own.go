@@ -1,0 +1,290 @@
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/msgexchange/msgexchange/testkit/ports"
+)
+
+// startTimeout bounds a broker's start: a JVM, the KRaft quorum of one, the broker's
+// registration. About 5 s on an idle machine of two cores; make test runs beside it.
+const startTimeout = 2 * time.Minute
+
+// Server is a broker of the test's own: one KRaft node (broker and controller) of the pinned
+// release in a process of its own, with its data in the test's temporary folder. Kill,
+// Stop and Start fault it as an operator's or a crash's would; the shared broker is never
+// touched. The process is killed when the test ends.
+type Server struct {
+	*Cluster
+	t       testing.TB
+	java    string
+	dir     string
+	port    int
+	cport   int
+	configs map[string]string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	// exited is closed when the running process has exited (its Wait returned).
+	exited chan struct{}
+}
+
+// Own starts a broker of the test's own with the given broker configs on top of the defaults
+// (nil for none), and waits until it answers. A missing Java or a missing release fails the
+// test naming the command that installs it.
+func Own(t testing.TB, configs map[string]string) *Server {
+	t.Helper()
+	home := Home()
+	if home == "" {
+		t.Fatalf("kafkatest: no Kafka release: tools/deps/up -kafka fetches the pinned one, or set %s", EnvHome)
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Fatalf("kafkatest: no java on PATH (a JRE 17 or later runs the broker): %v", err)
+	}
+	// A short path: the folder names go into the broker's logs and its lock files.
+	dir, err := os.MkdirTemp("", "msgxkafka")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, java: java, dir: dir, configs: configs}
+	t.Cleanup(func() {
+		s.Kill()
+		if s.Cluster != nil {
+			s.admin.Close()
+		}
+		_ = os.RemoveAll(dir)
+	})
+	// Two tests can draw the same free port between the draw and the broker's bind: draw again.
+	for attempt := 0; ; attempt++ {
+		if s.port, err = ports.Free(); err == nil {
+			s.cport, err = ports.Free()
+		}
+		if err != nil {
+			t.Fatalf("kafkatest: %v", err)
+		}
+		if err = s.format(home); err != nil {
+			t.Fatalf("kafkatest: %v", err)
+		}
+		err = s.start()
+		if err == nil || attempt == 2 {
+			break
+		}
+		t.Logf("kafkatest: broker did not start on ports %d/%d, drawing others: %v", s.port, s.cport, err)
+		_ = os.RemoveAll(filepath.Join(dir, "data"))
+	}
+	if err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+	if s.Cluster, err = connect([]string{s.Addr()}); err != nil {
+		t.Fatalf("kafkatest: own broker at %s does not answer: %v\n%s", s.Addr(), err, s.logTail())
+	}
+	return s
+}
+
+// Addr is the broker's bootstrap address.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Dir is the folder holding the broker's data and log.
+func (s *Server) Dir() string { return s.dir }
+
+func (s *Server) properties() string {
+	props := map[string]string{
+		"process.roles":                            "broker,controller",
+		"node.id":                                  "1",
+		"controller.quorum.voters":                 fmt.Sprintf("1@127.0.0.1:%d", s.cport),
+		"listeners":                                fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", s.port, s.cport),
+		"advertised.listeners":                     "PLAINTEXT://" + s.Addr(),
+		"controller.listener.names":                "CONTROLLER",
+		"listener.security.protocol.map":           "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"inter.broker.listener.name":               "PLAINTEXT",
+		"log.dirs":                                 filepath.Join(s.dir, "data"),
+		"auto.create.topics.enable":                "false",
+		"num.partitions":                           "1",
+		"offsets.topic.replication.factor":         "1",
+		"offsets.topic.num.partitions":             "2",
+		"transaction.state.log.replication.factor": "1",
+		"transaction.state.log.min.isr":            "1",
+		"transaction.state.log.num.partitions":     "2",
+		"group.initial.rebalance.delay.ms":         "0",
+		"log.segment.bytes":                        "16777216",
+	}
+	maps.Copy(props, s.configs)
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
+	}
+	return b.String()
+}
+
+// log4j keeps the broker's own log short: warnings, and the line that says it started.
+const log4j = `rootLogger.level=WARN
+rootLogger.appenderRef.stdout.ref=STDOUT
+appender.stdout.type=Console
+appender.stdout.name=STDOUT
+appender.stdout.layout.type=PatternLayout
+appender.stdout.layout.pattern=[%d] %p %m (%c)%n
+logger.server.name=kafka.server.KafkaRaftServer
+logger.server.level=INFO
+`
+
+func (s *Server) javaArgs(home string, args ...string) []string {
+	return append([]string{"-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + filepath.Join(s.dir, "log4j2.properties"),
+		"-cp", filepath.Join(home, "libs", "*")}, args...)
+}
+
+// format writes the configuration and formats the data folder (kafka-storage format).
+func (s *Server) format(home string) error {
+	conf := filepath.Join(s.dir, "server.properties")
+	if err := os.WriteFile(conf, []byte(s.properties()), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "log4j2.properties"), []byte(log4j), 0o600); err != nil {
+		return err
+	}
+	out, err := exec.Command(s.java, s.javaArgs(home, "kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", conf)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("format the broker's data: %w\n%s", err, out)
+	}
+	// Start reads the release from here, so a restart runs the same one.
+	return os.WriteFile(filepath.Join(s.dir, "home"), []byte(home), 0o600)
+}
+
+// clusterID is a fresh KRaft cluster id: 16 random bytes in URL-safe base64, as random-uuid
+// prints it.
+func clusterID() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(rand.Text())[:16])
+}
+
+// start runs the broker on its data and waits until it accepts connections.
+func (s *Server) start() error {
+	home, err := os.ReadFile(filepath.Join(s.dir, "home"))
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(s.dir, "kafka.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.java, s.javaArgs(string(home), "kafka.Kafka", filepath.Join(s.dir, "server.properties"))...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// A process group of its own: a kill reaches the JVM, and make's Ctrl-C does not reach it
+	// before the test's cleanup.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("start the broker: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(exited)
+	}()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	deadline := time.After(startTimeout)
+	for {
+		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("the broker exited during its start:\n%s", s.logTail())
+		case <-deadline:
+			s.Kill()
+			return fmt.Errorf("the broker did not listen on %s within %s:\n%s", s.Addr(), startTimeout, s.logTail())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Start restarts a killed or stopped broker on its data, at the same address, and waits until
+// it answers a metadata request.
+func (s *Server) Start() {
+	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("kafkatest: restart: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for {
+		if _, err := s.admin.BrokerMetadata(ctx); err == nil {
+			return
+		} else if ctx.Err() != nil {
+			s.t.Fatalf("kafkatest: restarted broker at %s does not answer: %v\n%s", s.Addr(), err, s.logTail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Kill ends the broker with SIGKILL, as a crash or an OOM kill would, and waits until it is
+// gone. A broker that is not running is left as it is.
+func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
+
+// Stop ends the broker with SIGTERM (a controlled shutdown) and waits until it is gone.
+func (s *Server) Stop() { s.signal(syscall.SIGTERM) }
+
+// Pause freezes the broker (SIGSTOP): it keeps its connections and answers nothing, as a broker
+// in a long GC pause or behind a dropped network does. Resume undoes it.
+func (s *Server) Pause() { s.send(syscall.SIGSTOP) }
+
+// Resume continues a paused broker (SIGCONT).
+func (s *Server) Resume() { s.send(syscall.SIGCONT) }
+
+func (s *Server) send(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = syscall.Kill(-s.cmd.Process.Pid, sig)
+	}
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT) // a paused broker cannot act on SIGTERM
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// logTail is the end of the broker's log, for an error message.
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(filepath.Join(s.dir, "kafka.log"))
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
