@@ -21,7 +21,7 @@ import (
 // gate keeps the process up and not ready, retries with the outage policy's backoff
 // (pipeline.backoff, capped by pipeline.backoff-cap), logs the outage once when it begins and
 // once when it ends, and hands over what connect built as soon as it succeeds. Only a refusal
-// retrying cannot cure (refused) stops the service.
+// retrying cannot cure (refused) stops the service (R-START-2).
 type brokerGate[T any] struct {
 	connect func() (T, error)
 	refused func(error) bool

@@ -35,7 +35,8 @@ func main() {
 
 func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config
-	// Settings New checks itself, refused here before any wait: no broker would ever cure them.
+	// Settings New checks itself, refused here before any wait: no broker would ever cure them
+	// (R-START-2).
 	switch {
 	case len(cfg.Kafka.Brokers) == 0:
 		return errors.New("no Kafka brokers: set " + config.EnvName("kafka.brokers"))

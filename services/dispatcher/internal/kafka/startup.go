@@ -28,8 +28,8 @@ var refusals = []sarama.KError{
 	sarama.ErrSecurityDisabled,
 }
 
-// Refused tells, of an error New returned, a refusal that waiting cannot cure from an outage
-// (R-START-1): a configuration sarama refuses, or a broker that answered with one of the
+// Refused tells, of an error New returned, a refusal that waiting cannot cure (R-START-2) from
+// an outage (R-START-1): a configuration sarama refuses, or a broker that answered with one of the
 // refusals above. Every other failure (a refused or reset connection, a timeout, no broker
 // left to talk to, a coordinator or a leader not available yet while the brokers start) is an
 // outage: the dispatcher stays up, not ready, and tries again. New's own checks (no brokers,
