@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,8 +22,9 @@ import (
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
-// startupBackoff is a quick outage backoff, so that the seconds a test waits are many probes:
-// a log line per probe would show as many lines.
+// startupBackoff is a quick outage backoff (the dispatcher waits for the brokers with it; ingest
+// probes at each poll, 100 ms), so that the seconds a test waits are many probes: a log line per
+// probe would show as many lines.
 var startupBackoff = []string{"MSGX_PIPELINE_BACKOFF=100ms,200ms,300ms,400ms,500ms", "MSGX_PIPELINE_BACKOFF_CAP=500ms"}
 
 // startupReadyz is the admin endpoint's /readyz: its status and body, or -1 and the error while
@@ -85,6 +87,29 @@ func onceEach(t *testing.T, s *stack.Stack, name string, lines ...string) {
 			t.Errorf("%s logged %q %d times, want once:\n%s", name, l, n, out)
 		}
 	}
+}
+
+var probesOf = regexp.MustCompile(`"probes":([0-9]+)`)
+
+// probedAtLeast checks that the line ending the outage counts at least n failed probes: the
+// outage's single ERROR line stood for that many tries.
+func probedAtLeast(t *testing.T, s *stack.Stack, name, resumed string, n int) {
+	t.Helper()
+	for _, line := range strings.Split(s.Output(name), "\n") {
+		if !strings.Contains(line, resumed) {
+			continue
+		}
+		m := probesOf.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("%s: no probe count in %s", name, line)
+			return
+		}
+		if got, _ := strconv.Atoi(m[1]); got < n {
+			t.Errorf("%s: the outage ended after %d failed probes, want at least %d: %s", name, got, n, line)
+		}
+		return
+	}
+	t.Errorf("%s never logged %q", name, resumed)
 }
 
 // TestDispatcherStartsWhileKafkaIsDown: a dispatcher started while its broker is down stays up,
@@ -201,6 +226,14 @@ func TestDispatcherStartsWhileKafkaIsDown(t *testing.T) {
 		"kafka brokers do not answer: the dispatcher stays up",
 		"kafka brokers answer again: the dispatcher builds its producer",
 		"leader: acquired the role")
+	probedAtLeast(t, s, "dispatcher", "kafka brokers answer again", 3)
+
+	// While it runs, readiness follows the broker: not ready when no broker answers, ready again
+	// when it is back, and the process stays up throughout.
+	broker.Stop()
+	waitNotReady(t, s, "dispatcher", admin, "kafka")
+	broker.Start()
+	waitReady(t, s, "dispatcher", admin)
 }
 
 // TestIngestStartsWhileTheInboxIsDown: ingest started while its MariaDB is down stays up,
@@ -251,4 +284,5 @@ func TestIngestStartsWhileTheInboxIsDown(t *testing.T) {
 		"MySQL not reachable at start-up",
 		"dependency does not answer: discovery keeps the watermark",
 		"dependency answers again: discovery resumes")
+	probedAtLeast(t, s, "ingest", "dependency answers again: discovery resumes", 3)
 }
