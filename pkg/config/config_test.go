@@ -374,7 +374,7 @@ func TestUnknownVariableIsRefusedWithTheClosestKey(t *testing.T) {
 		t.Errorf("a variable near no key: %v, want refused without a guess", err)
 	}
 	harness := map[string]string{"MSGX_TEST_PG_DSN": "x", "MSGX_BENCH_SCALE": "full", "MSGX_CHAOS_SEED": "1", "MSGX_ORDER_SEED": "2",
-		"MSGX_SIS_SAMPLES": "/tmp", "MSGX_PROMTOOL": "promtool", "MSGX_CONFIG_FILE": "", "PATH": "/bin"}
+		"MSGX_SIS_SAMPLES": "/tmp", "MSGX_PROMTOOL": "promtool", "MSGX_KAFKA_HOME": "/opt/kafka", "MSGX_CONFIG_FILE": "", "PATH": "/bin"}
 	if _, err := Load(harness, AllServices); err != nil {
 		t.Errorf("harness variables refused: %v", err)
 	}

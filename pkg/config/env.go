@@ -37,7 +37,7 @@ const configFileVar = "MSGX_CONFIG_FILE"
 // lets them pass: a developer's shell that exports MSGX_TEST_PG_DSN for `make test` or
 // MSGX_PG_PASSWORD for compose must still start a service.
 var NotParameters = []string{
-	"MSGX_TEST_", "MSGX_BENCH_", "MSGX_CHAOS_", "MSGX_ORDER_", "MSGX_SIS_SAMPLES", "MSGX_PROMTOOL",
+	"MSGX_TEST_", "MSGX_BENCH_", "MSGX_CHAOS_", "MSGX_ORDER_", "MSGX_SIS_SAMPLES", "MSGX_PROMTOOL", "MSGX_KAFKA_HOME",
 	"MSGX_PG_PASSWORD", "MSGX_PG_APP_PASSWORD", "MSGX_MYSQL_PASSWORD", "MSGX_TOPICS", "MSGX_TOPIC_PARTITIONS",
 	"MSGX_TOPIC_REPLICATION", "MSGX_TOPIC_SCHD", "MSGX_JAEGER_",
 }
