@@ -8,9 +8,10 @@ require (
 	github.com/msgexchange/msgexchange/migrations v0.0.0
 	github.com/msgexchange/msgexchange/pkg v0.0.0
 	github.com/msgexchange/msgexchange/proto v0.0.0-00010101000000-000000000000
+	github.com/msgexchange/msgexchange/testkit v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go v1.22.3
-	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
+	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	go.opentelemetry.io/proto/otlp v1.11.0
 	golang.org/x/net v0.62.0
@@ -74,3 +75,5 @@ replace github.com/msgexchange/msgexchange/pkg => ../pkg
 replace github.com/msgexchange/msgexchange/migrations => ../migrations
 
 replace github.com/msgexchange/msgexchange/proto => ../proto
+
+replace github.com/msgexchange/msgexchange/testkit => ../testkit
