@@ -298,7 +298,7 @@ func TestLongOutageSparesThePump(t *testing.T) {
 	in.holding(false)
 	in.setLong(DepRedis, false)
 	in.setLong(DepKafka, true)
-	if !in.blocked(BrokerBounce) || in.blocked(PGTerminate) {
+	if !in.blocked(BrokerKill) || in.blocked(PGTerminate) {
 		t.Error("during the broker outage only the broker's own faults are held back")
 	}
 }
