@@ -5,7 +5,7 @@ PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 CMDS    := ./services/ingest/cmd/msgx-ingest ./services/pump/cmd/msgx-pump \
            ./services/dispatcher/cmd/msgx-dispatcher ./services/backfill/cmd/msgx-backfill \
            ./services/control/cmd/msgx-control ./services/control/cmd/msgxctl \
-           ./tools/cmd/msgx-devkafka ./tools/cmd/msgx-demo
+           ./tools/cmd/msgx-demo
 GOTEST_FLAGS ?= -count=1 -timeout 30m
 # --version and msgx_build_info name the build (pkg/buildinfo).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
