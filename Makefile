@@ -142,8 +142,9 @@ bench: deps
 	go test -run '^$$' -bench . -benchtime 1x ./services/pump/internal/processor/
 	@go run ./tools/cmd/msgx-benchreport $(BENCH_FIGURES)
 
-## demo: the whole system end to end on this machine with a generated day of SIS traffic; exits 1
-## when a row ends otherwise than the generator expects (DEMO_FLAGS=-keep keeps its databases)
+## demo: the whole system end to end on this machine with a generated day of SIS traffic, on the
+## local broker (MSGX_KAFKA_BROKERS for another); exits 1 when a row ends otherwise than the
+## generator expects (DEMO_FLAGS=-keep keeps its databases and topics)
 demo: deps build
 	bin/msgx-demo -bin bin $(DEMO_FLAGS)
 
