@@ -6,8 +6,6 @@
 #
 # SERVICE is one of ingest, pump, dispatcher, backfill, control. The image runs that binary as
 # its entrypoint; `docker run msgexchange/msgx-control migrate` applies the PostgreSQL schema.
-# msgx-devkafka is not offered: it is an in-memory broker for `make demo` on a developer machine,
-# and the compose stack runs real Kafka instead.
 
 # The builder's Go matches go.work's `go` line exactly: the golang images set GOTOOLCHAIN=local,
 # so an older patch release would refuse the workspace rather than download a toolchain.

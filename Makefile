@@ -5,7 +5,7 @@ PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 CMDS    := ./services/ingest/cmd/msgx-ingest ./services/pump/cmd/msgx-pump \
            ./services/dispatcher/cmd/msgx-dispatcher ./services/backfill/cmd/msgx-backfill \
            ./services/control/cmd/msgx-control ./services/control/cmd/msgxctl \
-           ./tools/cmd/msgx-devkafka ./tools/cmd/msgx-demo
+           ./tools/cmd/msgx-demo
 GOTEST_FLAGS ?= -count=1 -timeout 30m
 # --version and msgx_build_info name the build (pkg/buildinfo).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
@@ -142,8 +142,9 @@ bench: deps
 	go test -run '^$$' -bench . -benchtime 1x ./services/pump/internal/processor/
 	@go run ./tools/cmd/msgx-benchreport $(BENCH_FIGURES)
 
-## demo: the whole system end to end on this machine with a generated day of SIS traffic; exits 1
-## when a row ends otherwise than the generator expects (DEMO_FLAGS=-keep keeps its databases)
+## demo: the whole system end to end on this machine with a generated day of SIS traffic, on the
+## local broker (MSGX_KAFKA_BROKERS for another); exits 1 when a row ends otherwise than the
+## generator expects (DEMO_FLAGS=-keep keeps its databases and topics)
 demo: deps build
 	bin/msgx-demo -bin bin $(DEMO_FLAGS)
 

@@ -3,11 +3,7 @@
 // connection, a lock or a role after its owner thinks it stopped (goleak, by Uber).
 package leaktest
 
-import (
-	"testing"
-
-	"go.uber.org/goleak"
-)
+import "go.uber.org/goleak"
 
 // libraries are the goroutines of the libraries that outlive what started them by design;
 // ours never do.
@@ -24,8 +20,10 @@ var libraries = []goleak.Option{
 }
 
 // VerifyTestMain runs the package's tests and checks for leaked goroutines; cleanup, when
-// given, runs after the check with the tests' exit code and must exit the process.
-func VerifyTestMain(m *testing.M, cleanup ...func(code int)) {
+// given, runs after the check with the tests' exit code and must exit the process. m is the
+// package's *testing.M, or a wrapper whose Run also closes what the tests shared and the
+// process would otherwise close at its exit (kafkatest.Main).
+func VerifyTestMain(m goleak.TestingM, cleanup ...func(code int)) {
 	opts := libraries
 	if len(cleanup) > 0 {
 		opts = append(opts[:len(opts):len(opts)], goleak.Cleanup(cleanup[0]))

@@ -75,6 +75,22 @@ func Shared(t testing.TB) *Cluster {
 	return shared
 }
 
+// Main wraps a test package's testing.M (func TestMain(m *testing.M)): its Run runs the tests
+// and then closes the shared broker's client, which otherwise lives until the process exits,
+// so that a check for leaked goroutines after the tests (leaktest.VerifyTestMain) finds none
+// of the kit's.
+func Main(m interface{ Run() int }) interface{ Run() int } { return mainRun{m} }
+
+type mainRun struct{ m interface{ Run() int } }
+
+func (r mainRun) Run() int {
+	code := r.m.Run()
+	if shared != nil {
+		shared.admin.Close()
+	}
+	return code
+}
+
 // connect opens an admin client on addrs and waits until the cluster answers a metadata request.
 func connect(addrs []string) (*Cluster, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(10*time.Second))

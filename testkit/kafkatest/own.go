@@ -222,16 +222,26 @@ func (s *Server) start() error {
 // it answers a metadata request.
 func (s *Server) Start() {
 	s.t.Helper()
+	if err := s.Restart(); err != nil {
+		s.t.Fatalf("kafkatest: %v", err)
+	}
+}
+
+// Restart is Start for a caller off the test's goroutine (a harness's fault injector, which
+// must not end the test from there): it returns the error where Start fails the test.
+func (s *Server) Restart() error {
 	if err := s.start(); err != nil {
-		s.t.Fatalf("kafkatest: restart: %v", err)
+		return fmt.Errorf("restart: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	for {
-		if _, err := s.admin.BrokerMetadata(ctx); err == nil {
-			return
-		} else if ctx.Err() != nil {
-			s.t.Fatalf("kafkatest: restarted broker at %s does not answer: %v\n%s", s.Addr(), err, s.logTail())
+		_, err := s.admin.BrokerMetadata(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("restarted broker at %s does not answer: %w\n%s", s.Addr(), err, s.logTail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

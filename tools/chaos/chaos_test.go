@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/tools/chaos"
 	"github.com/msgexchange/msgexchange/tools/internal/repo"
 	"github.com/msgexchange/msgexchange/tools/stack"
@@ -34,7 +36,7 @@ func TestChaos(t *testing.T) {
 	if cfg.Bin == "" {
 		cfg.Bin = build(t, cfg.LogDir)
 	}
-	run, ref := target(t), target(t)
+	run, ref := withKafka(t, target(t), cfg.LogDir), target(t)
 
 	// Bounded as a whole: the window (grown by at most every long outage and its gaps), the
 	// drain, the clean run and the set-up.
@@ -94,6 +96,27 @@ func target(t *testing.T) chaos.Target {
 		RedisURL:        rd.URL,
 		RedisPrefix:     rd.Prefix,
 	}
+}
+
+// withKafka adds a broker of the stack's own to tg, with the two topics as production has them
+// (three partitions each, KAFKA:schd compacted): the faults kill that broker, which must never
+// be the shared one the other test packages use. A failed test keeps the broker's log in
+// logDir beside the services' (the broker's own folder goes with the test).
+func withKafka(t *testing.T, tg chaos.Target, logDir string) chaos.Target {
+	t.Helper()
+	k := kafkatest.Own(t, nil)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		if b, err := os.ReadFile(filepath.Join(k.Dir(), "kafka.log")); err == nil {
+			_ = os.WriteFile(filepath.Join(logDir, "kafka.log"), b, 0o600)
+		}
+	})
+	tg.Kafka = k
+	tg.TopicMsg = k.Topic(t, "msgx.flight.msg", 3, nil)
+	tg.TopicSchd = k.Topic(t, "msgx.flight.schd", 3, map[string]string{"cleanup.policy": "compact"})
+	return tg
 }
 
 // maintenanceDSN points dsn at the server's postgres database.

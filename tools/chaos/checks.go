@@ -469,7 +469,7 @@ func checkKafkaOrder(ev evidence) Check {
 	}
 	for _, flid := range slices.Sorted(maps.Keys(ev.msg)) {
 		if _, ok := msgByFLID[flid]; !ok {
-			order = append(order, fmt.Sprintf("flight %s: %d records on %s, no event in the outbox", flid, len(ev.msg[flid]), topicMsg))
+			order = append(order, fmt.Sprintf("flight %s: %d records on KAFKA:msg, no event in the outbox", flid, len(ev.msg[flid])))
 		}
 	}
 	// KAFKA:schd carries the latest state: the versions a consumer reads never go back, and
@@ -481,7 +481,7 @@ func checkKafkaOrder(ev evidence) Check {
 		dups += d
 		for i := 1; i < len(firsts); i++ {
 			if firsts[i].version < firsts[i-1].version {
-				order = append(order, fmt.Sprintf("flight %s on %s: version %d after %d", flid, topicSchd, firsts[i].version, firsts[i-1].version))
+				order = append(order, fmt.Sprintf("flight %s on KAFKA:schd: version %d after %d", flid, firsts[i].version, firsts[i-1].version))
 				break
 			}
 		}
@@ -490,8 +490,8 @@ func checkKafkaOrder(ev evidence) Check {
 			if len(recs) > 0 {
 				last = fmt.Sprintf("event %d (version %d)", recs[len(recs)-1].eventID, recs[len(recs)-1].version)
 			}
-			order = append(order, fmt.Sprintf("flight %s on %s: last record is %s, the current state is event %d (version %d)",
-				flid, topicSchd, last, row.ID, row.Version))
+			order = append(order, fmt.Sprintf("flight %s on KAFKA:schd: last record is %s, the current state is event %d (version %d)",
+				flid, last, row.ID, row.Version))
 		}
 	}
 	if len(order) > 0 {
@@ -505,8 +505,8 @@ func checkKafkaOrder(ev evidence) Check {
 	}
 	c.Pass = len(problems) == 0
 	if c.Pass {
-		c.Detail = fmt.Sprintf("%d FLIDs, %d change events each once in outbox order on %s, latest state of %d FLIDs last on %s; %d redeliveries (at least once)",
-			len(msgByFLID), countEvents(ev.chaos, "KAFKA:msg"), topicMsg, len(schdRow), topicSchd, dups)
+		c.Detail = fmt.Sprintf("%d FLIDs, %d change events each once in outbox order on KAFKA:msg, latest state of %d FLIDs last on KAFKA:schd; %d redeliveries (at least once)",
+			len(msgByFLID), countEvents(ev.chaos, "KAFKA:msg"), len(schdRow), dups)
 	} else {
 		c.Detail = strings.Join(problems, "; ")
 	}

@@ -14,12 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The topics of the stack (the services' defaults).
-const (
-	topicMsg  = "msgx.flight.msg"
-	topicSchd = "msgx.flight.schd"
-)
-
 // received is one record as the consumer saw it.
 type received struct {
 	eventID   int64
@@ -45,12 +39,13 @@ type recorder struct {
 	next     map[string]map[int32]int64
 	fetchErr map[string]map[int32]error
 
-	cancel context.CancelFunc
-	done   chan struct{}
-	cl     *kgo.Client
+	topicMsg, topicSchd string
+	cancel              context.CancelFunc
+	done                chan struct{}
+	cl                  *kgo.Client
 }
 
-func startRecorder(broker string) (*recorder, error) {
+func startRecorder(broker, topicMsg, topicSchd string) (*recorder, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topicMsg, topicSchd),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
@@ -59,7 +54,7 @@ func startRecorder(broker string) (*recorder, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &recorder{msg: map[string][]received{}, schd: map[string][]received{}, seen: map[int64]int{},
 		next: map[string]map[int32]int64{}, fetchErr: map[string]map[int32]error{},
-		cancel: cancel, done: make(chan struct{}), cl: cl}
+		topicMsg: topicMsg, topicSchd: topicSchd, cancel: cancel, done: make(chan struct{}), cl: cl}
 	go func() {
 		defer close(r.done)
 		for ctx.Err() == nil {
@@ -104,7 +99,7 @@ func (r *recorder) add(fetches kgo.Fetches) {
 		got.tombstone = rec.Value == nil
 		r.seen[got.eventID]++
 		key := string(rec.Key)
-		if rec.Topic == topicMsg {
+		if rec.Topic == r.topicMsg {
 			r.msg[key] = append(r.msg[key], got)
 		} else {
 			r.schd[key] = append(r.schd[key], got)
@@ -147,7 +142,7 @@ func (r *recorder) diagnose(ctx context.Context) []string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	meta := kmsg.NewPtrMetadataRequest()
-	for _, t := range []string{topicMsg, topicSchd} {
+	for _, t := range []string{r.topicMsg, r.topicSchd} {
 		mt := kmsg.NewMetadataRequestTopic()
 		mt.Topic = kmsg.StringPtr(t)
 		meta.Topics = append(meta.Topics, mt)

@@ -6,30 +6,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 )
 
 // TestDiagnoseNamesAHangingTransaction: a transaction left open holds read_committed
 // consumers at its first record; diagnose must say so, and say nothing once it is over.
 func TestDiagnoseNamesAHangingTransaction(t *testing.T) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topicMsg, topicSchd))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	addr := cluster.ListenAddrs()[0]
+	c := kafkatest.Shared(t)
+	topicMsg, topicSchd := c.Topic(t, "msgx.flight.msg", 1, nil), c.Topic(t, "msgx.flight.schd", 1, nil)
+	addr := c.Addrs[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	rec, err := startRecorder(addr)
+	rec, err := startRecorder(addr, topicMsg, topicSchd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rec.close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("diagnose-test"), kgo.DefaultProduceTopic(topicMsg))
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID(kafkatest.Name("diagnose-test")), kgo.DefaultProduceTopic(topicMsg))
 	if err != nil {
 		t.Fatal(err)
 	}

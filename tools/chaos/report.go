@@ -29,9 +29,11 @@ type Report struct {
 	Records                   int // records the consumer received, redeliveries included
 	Outcomes                  map[string]int
 	Faults                    []FaultLine
-	SelfExits                 int
-	SelfExitLines             []string
-	Drained                   bool
+	// BrokerKills counts the broker's SIGKILLs (the short kills and the long outage's).
+	BrokerKills   int
+	SelfExits     int
+	SelfExitLines []string
+	Drained       bool
 	// LongestStall is the longest wait of the oldest row beyond W for discovery (sampled every
 	// 10 s); LongestFill the longest measured commit delay (seconds; nil before any fill).
 	LongestStall time.Duration
@@ -89,11 +91,8 @@ func (in *injector) summary() []FaultLine {
 			d = append(d, fmt.Sprintf("%d connections", t.units))
 		case RedisPause, InboxLock:
 			d = append(d, fmt.Sprintf("%s in all", t.down.Round(100*time.Millisecond)))
-		case BrokerBounce:
-			for _, s := range slices.Sorted(maps.Keys(t.targets)) {
-				d = append(d, fmt.Sprintf("%s %d", s, t.targets[s]))
-			}
-			d = append(d, fmt.Sprintf("%s down in all", t.down.Round(100*time.Millisecond)))
+		case BrokerKill:
+			d = append(d, fmt.Sprintf("%s down in all, until it answered again", t.down.Round(100*time.Millisecond)))
 		default:
 			d = append(d, t.down.Round(100*time.Millisecond).String())
 			switch {
@@ -144,6 +143,7 @@ func (r *Report) Print(w io.Writer) {
 		}
 		p("    %-26s %d%s  %s", f.Kind, f.N, failed, f.Detail)
 	}
+	p("  broker kills        %d (SIGKILL, restarted on its data at the same address)", r.BrokerKills)
 	if r.SelfExits == 0 {
 		p("  restarts by the supervisor: none (no process exited on its own)")
 	} else {

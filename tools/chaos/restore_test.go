@@ -33,7 +33,7 @@ func TestRestoreDrill(t *testing.T) {
 	if cfg.Bin == "" {
 		cfg.Bin = build(t, cfg.LogDir)
 	}
-	run, ref := target(t), target(t)
+	run, ref := withKafka(t, target(t), cfg.LogDir), target(t)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Window+2*cfg.DrainTimeout+cfg.CleanTimeout+10*time.Minute)
 	defer cancel()
 	logs := &testLog{t: t}

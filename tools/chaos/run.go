@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,13 +24,15 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/testkit/ports"
 	"github.com/msgexchange/msgexchange/tools/stack"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 )
 
 // Target is one set of real dependencies a stack runs on: its own PostgreSQL database, inbox
-// database and Redis key prefix (pgtest, mysqltest and redistest give a test such a set).
+// database, Redis key prefix and Kafka broker with the two topics (pgtest, mysqltest,
+// redistest and kafkatest give a test such a set).
 type Target struct {
 	PGDSN           string // the stack's database, with a role that may ALTER DATABASE and terminate backends
 	PGAdminDSN      string // another database of the same server (maintenance), for the PostgreSQL faults
@@ -39,14 +40,28 @@ type Target struct {
 	MySQLServiceDSN string // the restricted account the services use
 	RedisURL        string // the server, with a user that may CLIENT PAUSE and manage ACL users
 	RedisPrefix     string // every key of the stack goes under it
+	// Kafka is a broker of the stack's own, running, with the topics TopicMsg and TopicSchd
+	// (KAFKA:schd compacted, as in production). The faults kill it; the reference run of
+	// ingest and the pump needs none.
+	Kafka               Broker
+	TopicMsg, TopicSchd string
+}
+
+// Broker is a Kafka broker process the harness kills with SIGKILL and starts again on its data
+// at the same address (kafkatest.Own's Server).
+type Broker interface {
+	Addr() string
+	Kill()
+	// Restart starts the killed broker again and returns once it answers.
+	Restart() error
 }
 
 // harnessApp is the application_name of the harness's own PostgreSQL connections, which the
 // pg_terminate_backend fault spares (the long PostgreSQL outage does not).
 const harnessApp = "msgx-chaos"
 
-// brokerName is the broker's name in the stack.
-const brokerName = "devkafka"
+// brokerName names the broker among the processes the faults take down.
+const brokerName = "kafka"
 
 // services are the five roles the chaos stack runs and the kill fault picks from.
 var services = stack.Services
@@ -61,6 +76,22 @@ type longSlot struct {
 // recovers from one before the next.
 const minGap = 8 * time.Second
 
+// brokerStart is what a long outage of the broker takes beyond its planned length: the killed
+// broker's start (a JVM, its log recovery, its registration), about 5 s on an idle machine of
+// two cores and 10-15 s beside make test. Planned after the outage, so that the gap that
+// follows is one of a running broker: the short broker kill, which waits for the long outage
+// to end, gets its turn in the window.
+const brokerStart = 15 * time.Second
+
+// span is how long the long outage of d takes in the plan: its length, and for the broker its
+// start after it.
+func span(d Dep) time.Duration {
+	if d == DepKafka {
+		return LongOutage(d) + brokerStart
+	}
+	return LongOutage(d)
+}
+
 // planLong places the long outages in the window in a seeded order with equal gaps, growing
 // the window when they do not fit.
 func planLong(r *mrand.Rand, window time.Duration, deps []Dep) ([]longSlot, time.Duration) {
@@ -68,7 +99,7 @@ func planLong(r *mrand.Rand, window time.Duration, deps []Dep) ([]longSlot, time
 	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	var total time.Duration
 	for _, d := range order {
-		total += LongOutage(d)
+		total += span(d)
 	}
 	gaps := time.Duration(len(order) + 1)
 	if window < total+gaps*minGap {
@@ -79,7 +110,7 @@ func planLong(r *mrand.Rand, window time.Duration, deps []Dep) ([]longSlot, time
 	at := gap
 	for _, d := range order {
 		slots = append(slots, longSlot{dep: d, at: at, dur: LongOutage(d)})
-		at += LongOutage(d) + gap
+		at += span(d) + gap
 	}
 	return slots, window
 }
@@ -109,12 +140,13 @@ type harness struct {
 	dis     *disorder
 	grpc    *grpc.ClientConn
 
-	brokerAddr string
-	brokerDir  string
-	st         *stack.Stack
-	sup        *supervisor
-	rec        *recorder
-	inj        *injector
+	broker    Broker
+	topicMsg  string
+	topicSchd string
+	st        *stack.Stack
+	sup       *supervisor
+	rec       *recorder
+	inj       *injector
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -256,6 +288,9 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 		rep.Outcomes[k]++
 	}
 	rep.Faults = h.inj.summary()
+	h.inj.mu.Lock()
+	rep.BrokerKills = h.inj.brokerKills
+	h.inj.mu.Unlock()
 	rep.Checks = runChecks(evidence{chaos: chaosSnap, clean: cleanSnap, inbox: inbox, load: lr, msg: msg, schd: schd,
 		foreign: foreign, kafkaState: kafkaState, faults: h.inj.counts, long: long})
 	rep.Total = time.Since(began)
@@ -385,13 +420,11 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	u.User = url.UserPassword(h.aclUser, pass)
 	serviceRedis := u.String()
 
-	port, err := freePort()
-	if err != nil {
-		return err
+	if t.Kafka == nil || t.TopicMsg == "" || t.TopicSchd == "" {
+		return errors.New("the chaos target needs a broker of its own and its two topics")
 	}
-	h.brokerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	h.brokerDir = filepath.Join(h.cfg.LogDir, "kafka")
-	grpcPort, err := freePort()
+	h.broker, h.topicMsg, h.topicSchd = t.Kafka, t.TopicMsg, t.TopicSchd
+	grpcPort, err := ports.Free()
 	if err != nil {
 		return err
 	}
@@ -400,7 +433,9 @@ func (h *harness) open(ctx context.Context, t Target) error {
 		"MSGX_MYSQL_DSN=" + t.MySQLServiceDSN,
 		"MSGX_REDIS_URL=" + serviceRedis,
 		"MSGX_REDIS_PREFIX=" + t.RedisPrefix,
-		"MSGX_KAFKA_BROKERS=" + h.brokerAddr,
+		"MSGX_KAFKA_BROKERS=" + h.broker.Addr(),
+		"MSGX_KAFKA_TOPIC_MSG=" + h.topicMsg,
+		"MSGX_KAFKA_TOPIC_SCHD=" + h.topicSchd,
 		"MSGX_ADMIN_ADDR=127.0.0.1:0",
 		"MSGX_HTTP_ADDR=127.0.0.1:0",
 		"MSGX_GRPC_ADDR=127.0.0.1:" + strconv.Itoa(grpcPort),
@@ -430,7 +465,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 		return err
 	}
 	h.st = stack.New(h.cfg.Bin, env, h.logFile)
-	h.sup = newSupervisor(h.st, append([]string{brokerName}, services...), h.startProc)
+	h.sup = newSupervisor(h.st, services, h.startProc)
 	h.inj = &injector{logf: h.logf, services: services, sup: h.sup, restart: h.restartProc, stop: h.stopProc,
 		pg: h.pg, pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
 		redis: h.redis, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
@@ -466,51 +501,39 @@ func sweepACLUsers(ctx context.Context, rdb *redis.Client) {
 	}
 }
 
-func (h *harness) brokerArgs() []string {
-	return []string{"-addr", h.brokerAddr, "-data-dir", h.brokerDir, "-log-level", "warn"}
-}
-
-// stopProc stops a process of the stack: SIGKILL (a crash) or SIGTERM. The broker is only
-// ever stopped with SIGTERM. kfake recovers from a killed process with its records but not
-// always with its transaction state: a chaos run once found a record of a fenced producer
-// epoch with neither commit nor abort marker after a crash restart, which held the partition's
-// last stable offset, and so every read_committed consumer, for good. Real Kafka aborts that
-// transaction when the epoch is bumped; the dev broker's crash recovery is not what this run
-// tests. The services are killed with SIGKILL, a dispatcher in the middle of a transaction
-// included.
+// stopProc stops a process of the stack: SIGKILL (a crash) or SIGTERM. The broker is always
+// killed with SIGKILL, in the middle of whatever transaction a dispatcher has open: the
+// transaction the killed broker held open must not stall read_committed consumers, since a new
+// dispatcher term's fence or the transaction timeout aborts it.
 func (h *harness) stopProc(name string, crash bool) {
-	if crash && name != brokerName {
+	switch {
+	case name == brokerName:
+		h.broker.Kill()
+	case crash:
 		h.st.Kill(name)
-		return
+	default:
+		h.st.Stop(name, 10*time.Second)
 	}
-	h.st.Stop(name, 10*time.Second)
 }
 
-// startProc starts a process of the stack; the broker also waits until it accepts
-// connections.
+// startProc starts a process of the stack; the broker also waits until it answers.
 func (h *harness) startProc(name string) error {
-	if name == "pump" {
+	switch name {
+	case brokerName:
+		return h.broker.Restart()
+	case "pump":
 		return h.st.Start(name, nil, h.pumpEnv...)
 	}
-	if name != brokerName {
-		return h.st.Start(name, nil)
-	}
-	if err := h.st.StartBinary(brokerName, "msgx-devkafka", h.brokerArgs()); err != nil {
-		return err
-	}
-	return waitTCP(h.brokerAddr, 15*time.Second)
+	return h.st.Start(name, nil)
 }
 
 func (h *harness) restartProc(name string) error { return h.startProc(name) }
 
-// startStack starts the broker, the consumer and the five services and waits until every
-// role has an active holder.
+// startStack starts the consumer and the five services on the running broker and waits until
+// every role has an active holder.
 func (h *harness) startStack(ctx context.Context) error {
-	if err := h.startProc(brokerName); err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
 	var err error
-	if h.rec, err = startRecorder(h.brokerAddr); err != nil {
+	if h.rec, err = startRecorder(h.broker.Addr(), h.topicMsg, h.topicSchd); err != nil {
 		return err
 	}
 	for _, s := range services {
@@ -640,53 +663,6 @@ func (h *harness) close() {
 	}
 	if h.logFile != nil {
 		_ = h.logFile.Close()
-	}
-}
-
-// freePort returns a port nothing listens on, taken below the kernel's ephemeral range: a run
-// starts a service again on the port it first gave it (after a restore, after a crash), and a
-// port of that range may meanwhile go to another process's listener on port 0 or to an outgoing
-// connection. make test once failed the restore drill so: the restarted control found its port
-// held by another package's admin endpoint.
-func freePort() (int, error) {
-	const first = 10000
-	low := 32768 // Linux's default start of the range
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				low = v
-			}
-		}
-	}
-	for range 100 {
-		if low <= first+100 {
-			break
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(first+mrand.IntN(low-first))))
-		if err == nil {
-			defer ln.Close()
-			return ln.Addr().(*net.TCPAddr).Port, nil
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func waitTCP(addr string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			return c.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nothing listening on %s after %s: %w", addr, d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -67,8 +67,8 @@ var chartManaged = map[string]string{
 
 // chartDefaults are values.config defaults that differ from the programs' on purpose.
 var chartDefaults = map[string]string{
-	// The programs' empty default means "start msgx-devkafka" in `make demo`; a cluster has a
-	// Kafka of its own.
+	// The programs' default is empty (the dispatcher refuses to start without one); a cluster
+	// has a Kafka of its own.
 	"kafka.brokers": "kafka:9092",
 }
 

@@ -1,6 +1,7 @@
 // Package e2e runs the five services as separate processes against real PostgreSQL, MariaDB,
-// Redis and a Kafka-protocol broker (kfake over TCP), and checks the five facts
-// (R-FACT-1) for every inbox row: in the inbox, enqueued, terminal, marked, delivered.
+// Redis and Apache Kafka (the shared local broker, on topics of each test's own), and checks
+// the five facts (R-FACT-1) for every inbox row: in the inbox, enqueued, terminal, marked,
+// delivered.
 package e2e
 
 import (
@@ -8,11 +9,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgexchange/msgexchange/pkg/leaktest"
@@ -20,6 +21,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -52,7 +54,7 @@ func binaries(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
-	leaktest.VerifyTestMain(m, func(code int) {
+	leaktest.VerifyTestMain(kafkatest.Main(m), func(code int) {
 		if binDir != "" {
 			_ = os.RemoveAll(binDir)
 		}
@@ -60,25 +62,38 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// env is one isolated set of real dependencies plus a broker.
+// env is one isolated set of real dependencies: its own databases and Redis prefix, and topics
+// and a transactional id of its own on the shared broker.
 type env struct {
 	pg       *pgtest.DB
 	my       *mysqltest.DB
 	redis    *redistest.Redis
-	broker   *kfake.Cluster
-	stack    *stack.Stack
-	token    string
-	grpcAddr string
-	httpAddr string
-	records  *recorder
-	vars     []string // the services' environment
-	logs     *testLog
+	kafka    *kafkatest.Cluster
+	topicMsg string // the env's KAFKA:msg topic
+	// topicSchd is the env's KAFKA:schd topic, compacted as in production: the version floor
+	// and a consumer that reads it from the start see what compaction keeps.
+	topicSchd string
+	stack     *stack.Stack
+	token     string
+	grpcAddr  string
+	httpAddr  string
+	records   *recorder
+	vars      []string // the services' environment
+	logs      *testLog
 }
 
+// The topics' base names (the services' defaults); each env's topics add a suffix of its own.
 const (
 	topicMsg  = "msgx.flight.msg"
 	topicSchd = "msgx.flight.schd"
 )
+
+// topicPartitions is each topic's partition count: more than one, so that per-FLID order is
+// the key's partition's and not the topic's.
+const topicPartitions = 3
+
+// schdConfigs are the KAFKA:schd topic's configs as production creates it (docs/dispatcher.md).
+var schdConfigs = map[string]string{"cleanup.policy": "compact"}
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
@@ -101,20 +116,22 @@ func newEnvOn(t testing.TB, bin string, my *mysqltest.DB) *env {
 func newEnvWith(t testing.TB, bin string, my *mysqltest.DB, pg *pgtest.DB) *env {
 	t.Helper()
 	e := &env{pg: pg, my: my, redis: redistest.New(t), token: "e2e-operator-token-0123456789abcdef", grpcAddr: freePort(t), httpAddr: freePort(t)}
-	broker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topicMsg, topicSchd))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(broker.Close)
-	e.broker = broker
-	e.records = consume(t, broker.ListenAddrs())
+	// Topics and a transactional id of the env's own: envs of concurrent tests (and packages)
+	// on the shared broker never read each other's records nor fence each other's producers.
+	e.kafka = kafkatest.Shared(t)
+	e.topicMsg = e.kafka.Topic(t, topicMsg, topicPartitions, nil)
+	e.topicSchd = e.kafka.Topic(t, topicSchd, topicPartitions, schdConfigs)
+	e.records = consume(t, e.kafka.Addrs, e.topicMsg, e.topicSchd)
 	e.logs = &testLog{t: t}
 	e.vars = []string{
 		"MSGX_PG_DSN=" + e.pg.DSN,
 		"MSGX_MYSQL_DSN=" + e.my.ServiceDSN,
 		"MSGX_REDIS_URL=" + e.redis.URL,
 		"MSGX_REDIS_PREFIX=" + e.redis.Prefix,
-		"MSGX_KAFKA_BROKERS=" + broker.ListenAddrs()[0],
+		"MSGX_KAFKA_BROKERS=" + strings.Join(e.kafka.Addrs, ","),
+		"MSGX_KAFKA_TOPIC_MSG=" + e.topicMsg,
+		"MSGX_KAFKA_TOPIC_SCHD=" + e.topicSchd,
+		"MSGX_KAFKA_TRANSACTIONAL_ID=" + kafkatest.Name("msgx-e2e"),
 		"MSGX_ADMIN_ADDR=127.0.0.1:0",
 		"MSGX_HTTP_ADDR=" + e.httpAddr,
 		"MSGX_HTTP_TOKEN=" + e.token,
@@ -194,12 +211,12 @@ type recorder struct {
 	byFLID   map[string][]int64 // KAFKA:msg event ids in arrival order per FLID
 }
 
-func consume(t testing.TB, addrs []string) *recorder {
+func consume(t testing.TB, addrs []string, msgTopic, schdTopic string) *recorder {
 	t.Helper()
 	r := &recorder{events: map[int64]*kgo.Record{}, received: map[int64]time.Time{}, byFLID: map[string][]int64{}}
 	// read_committed, as every consumer must: the dispatcher sends in transactions, and aborted
 	// ones (duplicates, a deposed holder's records) are invisible only then.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topicMsg, topicSchd),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(msgTopic, schdTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatalf("kafka consumer: %v", err)
@@ -222,7 +239,7 @@ func consume(t testing.TB, addrs []string) *recorder {
 				if _, seen := r.received[id]; !seen {
 					r.received[id] = time.Now()
 				}
-				if rec.Topic == topicMsg {
+				if rec.Topic == msgTopic {
 					r.byFLID[string(rec.Key)] = append(r.byFLID[string(rec.Key)], id)
 				}
 				r.mu.Unlock()

@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/pkg/traffic"
@@ -28,10 +26,10 @@ type versionConsumer struct {
 	back   []string
 }
 
-func consumeSchd(t *testing.T, broker *kfake.Cluster) *versionConsumer {
+func consumeSchd(t *testing.T, e *env) *versionConsumer {
 	t.Helper()
 	c := &versionConsumer{seen: map[string][]int64{}, values: map[string][]byte{}}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()...), kgo.ConsumeTopics(topicSchd),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.Addrs...), kgo.ConsumeTopics(e.topicSchd),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
@@ -80,35 +78,49 @@ func (c *versionConsumer) stepsBack() []string {
 	return append([]string(nil), c.back...)
 }
 
-// loseTopic deletes the KAFKA:schd topic and creates it empty again: everything it held is gone.
-func loseTopic(t *testing.T, broker *kfake.Cluster) {
+// loseTopic deletes the env's KAFKA:schd topic and creates it empty again, with its partitions
+// and configs: everything it held is gone.
+func loseTopic(t *testing.T, e *env) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	del := kmsg.NewPtrDeleteTopicsRequest()
-	dt := kmsg.NewDeleteTopicsRequestTopic()
-	dt.Topic = kmsg.StringPtr(topicSchd)
-	del.Topics = append(del.Topics, dt)
-	del.TopicNames = []string{topicSchd}
-	if _, err := del.RequestWith(ctx, cl); err != nil {
-		t.Fatalf("delete %s: %v", topicSchd, err)
+	adm := e.kafka.Admin()
+	resp, err := adm.DeleteTopic(ctx, e.topicSchd)
+	if err == nil {
+		err = resp.Err
 	}
-	testwait.ForState(t, 10*time.Second, "the topic to be created again", func() (bool, string) {
-		req := kmsg.NewPtrCreateTopicsRequest()
-		ct := kmsg.NewCreateTopicsRequestTopic()
-		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = topicSchd, 3, 1
-		req.Topics = append(req.Topics, ct)
-		resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("delete %s: %v", e.topicSchd, err)
+	}
+	// The broker deletes a topic in the background: until it is done the name is taken
+	// (TOPIC_ALREADY_EXISTS), and a create then is refused.
+	cfg := map[string]*string{}
+	for k, v := range schdConfigs {
+		cfg[k] = &v
+	}
+	testwait.ForState(t, 30*time.Second, "the topic to be created again", func() (bool, string) {
+		resp, err := adm.CreateTopic(ctx, topicPartitions, -1, cfg, e.topicSchd)
+		if err == nil {
+			err = resp.Err
+		}
 		if err != nil {
 			return false, err.Error()
 		}
-		if code := resp.Topics[0].ErrorCode; code != 0 {
-			return false, fmt.Sprintf("error code %d", code)
+		return true, ""
+	})
+	testwait.ForState(t, 30*time.Second, "every partition of the new topic to have a leader", func() (bool, string) {
+		m, err := adm.Metadata(ctx, e.topicSchd)
+		if err != nil {
+			return false, err.Error()
+		}
+		td := m.Topics[e.topicSchd]
+		if td.Err != nil || len(td.Partitions) != topicPartitions {
+			return false, fmt.Sprintf("%d partitions (%v)", len(td.Partitions), td.Err)
+		}
+		for _, p := range td.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false, fmt.Sprintf("partition %d: leader %d (%v)", p.Partition, p.Leader, p.Err)
+			}
 		}
 		return true, ""
 	})
@@ -202,7 +214,7 @@ func TestRepublishThroughTheBinaries(t *testing.T) {
 		return out
 	}
 	msgs = append(msgs, update(100, 10)...)
-	before := consumeSchd(t, e.broker)
+	before := consumeSchd(t, e)
 	e.insert(t, msgs)
 	// Every message applied first: waitCaughtUp compares the flights PostgreSQL has, and on a
 	// loaded machine the pump may not have created them all yet.
@@ -217,11 +229,11 @@ func TestRepublishThroughTheBinaries(t *testing.T) {
 	// The topic is lost while the dispatcher is down; a consumer that reads it from the start
 	// finds nothing of what was there.
 	e.stack.Stop("dispatcher", 10*time.Second)
-	loseTopic(t, e.broker)
+	loseTopic(t, e)
 	if err := e.stack.Start("dispatcher", nil); err != nil {
 		t.Fatal(err)
 	}
-	fresh := consumeSchd(t, e.broker)
+	fresh := consumeSchd(t, e)
 
 	// Live traffic: an update of every flight, applied while the republish runs.
 	live := update(200, 20)

@@ -26,7 +26,6 @@ var Binaries = map[string]string{
 	"msgx-dispatcher": "./services/dispatcher/cmd/msgx-dispatcher",
 	"msgx-backfill":   "./services/backfill/cmd/msgx-backfill",
 	"msgx-control":    "./services/control/cmd/msgx-control",
-	"msgx-devkafka":   "./tools/cmd/msgx-devkafka",
 }
 
 // Root finds the repository root (the directory holding go.work) from the working directory.

@@ -1,22 +1,23 @@
 // Command msgx-demo runs the whole system locally: it prepares a fresh PostgreSQL database, a
-// fresh inbox database on MariaDB/MySQL and a Redis prefix, starts a dev Kafka broker unless
-// MSGX_KAFKA_BROKERS names one, migrates, starts the five services, loads a generated day of
-// SIS traffic into cminmsgs — the day's schedule snapshot (SCHD DNLD) first, then one schedule
-// request to AODB and its answer, then the day's updates — shows progress while it drains,
-// prints a summary with the reason of every SKIPPED and DEAD row, stops everything it started,
-// drops the databases, the inbox account and the Redis keys it made (named for this run; -keep
-// keeps them) and ends with one verdict line: PASS, or FAIL with the rows that ended otherwise
-// than the traffic generator expects (exit 1).
+// fresh inbox database on MariaDB/MySQL, a Redis prefix and the two topics on the Kafka at
+// MSGX_KAFKA_BROKERS (default the local broker of `make deps`, 127.0.0.1:9092), migrates, starts
+// the five services, loads a generated day of SIS traffic into cminmsgs — the day's schedule
+// snapshot (SCHD DNLD) first, then one schedule request to AODB and its answer, then the day's
+// updates — shows progress while it drains, prints a summary with the reason of every SKIPPED
+// and DEAD row, stops everything it started, drops the databases, the inbox account, the Redis
+// keys and the topics it made (named for this run; -keep keeps them) and ends with one verdict
+// line: PASS, or FAIL with the rows that ended otherwise than the traffic generator expects
+// (exit 1).
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,6 +32,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -39,6 +43,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	"github.com/msgexchange/msgexchange/pkg/traffic"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/ports"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -72,7 +77,7 @@ type options struct {
 	pgAdmin  string
 	myAdmin  string
 	redisURL string
-	brokers  string
+	brokers  []string
 }
 
 func env(key, def string) string {
@@ -92,7 +97,7 @@ func run() error {
 	flag.Int64Var(&o.seed, "seed", 1, "traffic generator seed")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the inbox has not drained by then")
 	flag.BoolVar(&o.verbose, "v", false, "show the services' logs")
-	flag.BoolVar(&o.keep, "keep", false, "keep this run's databases, inbox account and Redis keys (their names are printed)")
+	flag.BoolVar(&o.keep, "keep", false, "keep this run's databases, inbox account, Redis keys and topics (their names are printed)")
 	flag.BoolVar(&o.breakRow, "break-row", false, "truncate one message the generator expects to succeed, so the run must FAIL (the demo's own test)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -103,7 +108,7 @@ func run() error {
 	o.pgAdmin = env("MSGX_TEST_PG_DSN", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	o.myAdmin = env("MSGX_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/")
 	o.redisURL = env("MSGX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-	o.brokers = os.Getenv("MSGX_KAFKA_BROKERS")
+	o.brokers = strings.Split(env("MSGX_KAFKA_BROKERS", defaultBrokers), ",")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -114,22 +119,34 @@ func run() error {
 
 	// Names of this run's own, so that two runs (or a run and a kept one) never share state.
 	runID := strconv.FormatInt(time.Now().Unix(), 36) + "_" + strconv.Itoa(os.Getpid())
+	// The topics' names mix no '_' with their '.': Kafka's metric names map both to one
+	// character, and the broker warns of topics that could collide.
+	topicBase := "msgx-demo-" + strings.ReplaceAll(runID, "_", "-")
 	names := runNames{pg: "msgx_demo_" + runID, inbox: "msgx_demo_" + runID + "_inbox", account: "msgx_demo_" + runID,
-		prefix: "msgx-demo:" + runID + ":"}
-	step(fmt.Sprintf("preparing fresh databases: PostgreSQL %s, inbox %s (account %s), Redis prefix %s",
-		names.pg, names.inbox, names.account, names.prefix))
+		prefix: "msgx-demo:" + runID + ":", topicMsg: topicBase + ".flight.msg", topicSchd: topicBase + ".flight.schd"}
+	step(fmt.Sprintf("preparing fresh databases: PostgreSQL %s, inbox %s (account %s), Redis prefix %s, topics %s and %s on %s",
+		names.pg, names.inbox, names.account, names.prefix, names.topicMsg, names.topicSchd, strings.Join(o.brokers, ",")))
+	kafka, err := kgo.NewClient(kgo.SeedBrokers(o.brokers...))
+	if err != nil {
+		return fmt.Errorf("kafka (MSGX_KAFKA_BROKERS): %w", err)
+	}
+	admin := kadm.NewClient(kafka)
+	defer admin.Close()
 	defer func() {
 		if o.keep {
-			step(fmt.Sprintf("kept (-keep): PostgreSQL database %s, inbox database %s and account %s, Redis keys %s*",
-				names.pg, names.inbox, names.account, names.prefix))
+			step(fmt.Sprintf("kept (-keep): PostgreSQL database %s, inbox database %s and account %s, Redis keys %s*, topics %s and %s",
+				names.pg, names.inbox, names.account, names.prefix, names.topicMsg, names.topicSchd))
 			return
 		}
-		if err := dropRun(o, names); err != nil {
-			fmt.Fprintln(os.Stderr, "demo: dropping this run's databases:", err)
+		if err := dropRun(o, admin, names); err != nil {
+			fmt.Fprintln(os.Stderr, "demo: dropping this run's databases and topics:", err)
 		} else {
-			step("dropped this run's databases, inbox account and Redis keys (-keep keeps them)")
+			step("dropped this run's databases, inbox account, Redis keys and topics (-keep keeps them)")
 		}
 	}()
+	if err := createTopics(ctx, admin, names); err != nil {
+		return err
+	}
 	pgDSN, err := freshPG(ctx, o.pgAdmin, names.pg)
 	if err != nil {
 		return err
@@ -145,32 +162,21 @@ func run() error {
 	if o.verbose {
 		logs = os.Stdout
 	}
-	st := stack.New(bin, nil, logs)
-	defer st.StopAll(15 * time.Second)
-	if o.brokers == "" {
-		addr, err := freePort()
-		if err != nil {
-			return err
-		}
-		step("starting the dev Kafka broker (kfake) on " + addr)
-		if err := st.StartBinary("devkafka", "msgx-devkafka", []string{"-addr", addr}); err != nil {
-			return err
-		}
-		if err := waitTCP(ctx, addr, 10*time.Second); err != nil {
-			return fmt.Errorf("dev kafka: %w", err)
-		}
-		o.brokers = addr
-	}
-	grpcAddr, err := freePort()
+	grpcPort, err := ports.Free()
 	if err != nil {
 		return err
 	}
+	grpcAddr := "127.0.0.1:" + strconv.Itoa(grpcPort)
 	serviceEnv := []string{
 		"MSGX_PG_DSN=" + pgDSN,
 		"MSGX_MYSQL_DSN=" + inboxDSN,
 		"MSGX_REDIS_URL=" + o.redisURL,
 		"MSGX_REDIS_PREFIX=" + prefix,
-		"MSGX_KAFKA_BROKERS=" + o.brokers,
+		"MSGX_KAFKA_BROKERS=" + strings.Join(o.brokers, ","),
+		"MSGX_KAFKA_TOPIC_MSG=" + names.topicMsg,
+		"MSGX_KAFKA_TOPIC_SCHD=" + names.topicSchd,
+		// The run's own: a dispatcher of another run on the same broker never fences it.
+		"MSGX_KAFKA_TRANSACTIONAL_ID=" + topicBase,
 		"MSGX_ADMIN_ADDR=127.0.0.1:0",
 		"MSGX_HTTP_ADDR=127.0.0.1:0",
 		"MSGX_GRPC_ADDR=" + grpcAddr,
@@ -193,7 +199,7 @@ func run() error {
 				"OTEL_EXPORTER_OTLP_INSECURE=true", "OTEL_BSP_SCHEDULE_DELAY=200")
 		}
 	}
-	st = stack.New(bin, serviceEnv, logs)
+	st := stack.New(bin, serviceEnv, logs)
 	defer st.StopAll(15 * time.Second)
 
 	step("migrating the PostgreSQL schema")
@@ -290,11 +296,64 @@ func run() error {
 }
 
 // runNames are what one run creates, and drops at its end.
-type runNames struct{ pg, inbox, account, prefix string }
+type runNames struct{ pg, inbox, account, prefix, topicMsg, topicSchd string }
 
-// dropRun drops the run's PostgreSQL database, inbox database and account, and Redis keys. It
-// runs after the services stopped, on a context of its own: an interrupted run cleans up too.
-func dropRun(o options, n runNames) error {
+// defaultBrokers is the local broker `make deps` starts (tools/deps/up).
+const defaultBrokers = "127.0.0.1:9092"
+
+// topicPartitions is each topic's partition count; KAFKA:schd is compacted, as production
+// creates it (docs/dispatcher.md).
+const topicPartitions = 3
+
+// createTopics creates the run's two topics (the broker creates none on its own) and waits until
+// every partition has a leader: the dispatcher's first send could meet none otherwise.
+func createTopics(ctx context.Context, admin *kadm.Client, n runNames) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	compact := "compact"
+	for _, t := range []struct {
+		name    string
+		configs map[string]*string
+	}{{n.topicMsg, nil}, {n.topicSchd, map[string]*string{"cleanup.policy": &compact}}} {
+		resp, err := admin.CreateTopic(ctx, topicPartitions, -1, t.configs, t.name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("kafka (MSGX_KAFKA_BROKERS; make deps starts the local one): create topic %s: %w", t.name, err)
+		}
+	}
+	for {
+		m, err := admin.Metadata(ctx, n.topicMsg, n.topicSchd)
+		if err == nil && leaders(m, n.topicMsg) && leaders(m, n.topicSchd) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: the run's topics have no leader for every partition: %w", cmp.Or(err, ctx.Err()))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// leaders reports whether every partition of topic has a leader.
+func leaders(m kadm.Metadata, topic string) bool {
+	td, ok := m.Topics[topic]
+	if !ok || td.Err != nil || len(td.Partitions) != topicPartitions {
+		return false
+	}
+	for _, p := range td.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// dropRun drops the run's PostgreSQL database, inbox database and account, Redis keys and
+// topics. It runs after the services stopped, on a context of its own: an interrupted run
+// cleans up too.
+func dropRun(o options, admin *kadm.Client, n runNames) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
@@ -317,6 +376,16 @@ func dropRun(o options, n runNames) error {
 		errs = append(errs, admin.Close())
 	}
 	errs = append(errs, clearRedis(ctx, o.redisURL, n.prefix))
+	if resps, err := admin.DeleteTopics(ctx, n.topicMsg, n.topicSchd); err != nil {
+		errs = append(errs, fmt.Errorf("kafka: delete the topics: %w", err))
+	} else {
+		for _, r := range resps.Sorted() {
+			// A topic the run never got to create is no leftover.
+			if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+				errs = append(errs, fmt.Errorf("kafka: delete topic %s: %w", r.Topic, r.Err))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -601,31 +670,6 @@ func runOnce(ctx context.Context, binary string, env []string, args ...string) (
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	return cmd.CombinedOutput()
-}
-
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func waitTCP(ctx context.Context, addr string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			return c.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return errors.New("not listening on " + addr)
 }
 
 func firstLine(s string) string {

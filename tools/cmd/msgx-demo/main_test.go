@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,18 +17,21 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/msgexchange/msgexchange/pkg/leaktest"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/tools/internal/repo"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
-func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(kafkatest.Main(m)) }
 
 // TestDemoFailsOnAnUnexpectedRow runs the demo on a small day with one message broken
 // (-break-row: a FLOP the generator expects to succeed, truncated, ends DEAD): it lists the
 // DEAD row's reason, ends with one FAIL line naming the row, exits 1, and leaves none of the
-// databases, the inbox account or the Redis keys it made behind.
+// databases, the inbox account, the Redis keys or the topics it made behind.
 func TestDemoFailsOnAnUnexpectedRow(t *testing.T) {
 	root := repo.Root(t)
 	bin := t.TempDir()
@@ -41,7 +46,9 @@ func TestDemoFailsOnAnUnexpectedRow(t *testing.T) {
 		t.Fatalf("go build msgx-demo: %v\n%s", err, out)
 	}
 
+	kafka := kafkatest.Shared(t)
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "msgx-demo"), "-bin", bin, "-flights", "12", "-break-row", "-timeout", "4m")
+	cmd.Env = append(os.Environ(), "MSGX_KAFKA_BROKERS="+strings.Join(kafka.Addrs, ","))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -63,10 +70,24 @@ func TestDemoFailsOnAnUnexpectedRow(t *testing.T) {
 	}
 
 	// What the run made is gone.
-	m := regexp.MustCompile(`PostgreSQL (msgx_demo_\w+), inbox (msgx_demo_\w+) \(account (msgx_demo_\w+)\), Redis prefix (\S+)`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`PostgreSQL (msgx_demo_\w+), inbox (msgx_demo_\w+) \(account (msgx_demo_\w+)\), Redis prefix (\S+?), topics (msgx-demo-\S+) and (msgx-demo-\S+) on `).FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("the demo does not name this run's databases:\n%s", out)
+		t.Fatalf("the demo does not name this run's databases and topics:\n%s", out)
 	}
+	// The broker deletes a topic in the background: its metadata may name it for a moment.
+	testwait.ForState(t, 30*time.Second, "the run's topics to be deleted", func() (bool, string) {
+		topics, err := kafka.Admin().ListTopics(ctx, m[5], m[6])
+		if err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, td := range topics.Sorted() {
+			if !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+				left = append(left, fmt.Sprintf("%s (%v)", td.Topic, td.Err))
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("topics left: %v", left)
+	})
 	pgDSN := envOr("MSGX_TEST_PG_DSN", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	conn, err := pgx.Connect(ctx, pgDSN)
 	if err != nil {
