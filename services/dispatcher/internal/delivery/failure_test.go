@@ -105,6 +105,50 @@ func TestBrokerDown(t *testing.T) {
 	checkOrder(t, consume(t, f.broker.addrs, f.broker.topicMsg, len(rows)), rows)
 }
 
+// TestDeletedTopicIsAnOutage: the msg topic is deleted under traffic (an operator's mistake, or
+// a topic being recreated): the broker answers UNKNOWN_TOPIC_OR_PARTITION for every record,
+// which says nothing about the events. They stay PENDING and uncharged round after round (with
+// one attempt allowed a charge would make them DEAD), and once the topic exists again they go
+// out in order.
+func TestDeletedTopicIsAnOutage(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{maxAttempts: 1})
+	ctx := t.Context()
+	f.add(msgEvent("F1", 1), msgEvent("F2", 1))
+	if _, sent, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil || sent != 2 {
+		t.Fatalf("round before the deletion: sent %d, %v", sent, err)
+	}
+	f.broker.dropTopic(t, f.broker.topicMsg)
+	f.add(msgEvent("F1", 2), msgEvent("F2", 2), msgEvent("F1", 3))
+	for range 3 {
+		if _, sent, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil || sent != 0 {
+			t.Fatalf("round without the topic: sent %d, %v", sent, err)
+		}
+		f.clock.Advance(time.Minute)
+	}
+	noAttempts(t, f)
+	if n := f.count(outbox.TargetMsg, "PENDING"); n != 3 {
+		t.Fatalf("%d events PENDING without the topic, want the 3 written after the deletion", n)
+	}
+	if got := metricValue(t, f, "msgx_dispatcher_unavailable_total", outbox.TargetMsg); got < 3 {
+		t.Errorf("unavailable counter = %v, want one per round at least", got)
+	}
+	f.broker.recreateTopic(t, f.broker.topicMsg)
+	f.drainMsg(ctx, 50)
+	noAttempts(t, f)
+	if n := f.count(outbox.TargetMsg, "SENT"); n != 5 {
+		t.Fatalf("%d of 5 events SENT once the topic is back", n)
+	}
+	// The recreated topic holds what was sent after the deletion, in order per FLID.
+	var after []row
+	for _, r := range f.rows(outbox.TargetMsg) {
+		if r.Version > 1 {
+			after = append(after, r)
+		}
+	}
+	checkOrder(t, consumeSettled(t, f.broker.addrs, f.broker.topicMsg, len(after)), after)
+}
+
 // TestRestartMidBatch: the dispatcher dies after the broker acknowledged part of a batch and
 // before it recorded it. The next process sends those events again: duplicates, never a gap,
 // never out of order.

@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -126,6 +128,48 @@ func (b *broker) setTopicConfig(t testing.TB, topic, key, value string) {
 			}
 		}
 		return false
+	})
+}
+
+// dropTopic deletes a topic of the test's on the real broker under the dispatcher's feet and
+// waits until the broker no longer knows it.
+func (b *broker) dropTopic(t testing.TB, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	adm := b.cluster.Admin()
+	resp, err := adm.DeleteTopic(ctx, topic)
+	if err = cmp.Or(err, resp.Err); err != nil {
+		t.Fatalf("delete %s: %v", topic, err)
+	}
+	testwait.For(t, deadline, topic+" gone", func() bool {
+		m, err := adm.Metadata(ctx, topic)
+		return err == nil && errors.Is(m.Topics[topic].Err, kerr.UnknownTopicOrPartition)
+	})
+}
+
+// recreateTopic creates a dropped topic again under its name, as an operator would, and waits
+// until every partition has a leader. The kit's cleanup deletes it at the end as before.
+func (b *broker) recreateTopic(t testing.TB, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	adm := b.cluster.Admin()
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
+	if err = cmp.Or(err, resp.Err); err != nil {
+		t.Fatalf("create %s again: %v", topic, err)
+	}
+	testwait.For(t, deadline, topic+" led", func() bool {
+		m, err := adm.Metadata(ctx, topic)
+		if err != nil || m.Topics[topic].Err != nil || len(m.Topics[topic].Partitions) != partitions {
+			return false
+		}
+		for _, p := range m.Topics[topic].Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
 	})
 }
 
