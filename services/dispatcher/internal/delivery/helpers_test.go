@@ -131,7 +131,7 @@ func (b *broker) setTopicConfig(t testing.TB, topic, key, value string) {
 	})
 }
 
-// dropTopic deletes a topic of the test's on the real broker under the dispatcher's feet and
+// dropTopic deletes a topic of the test's own on the real broker under the dispatcher's feet and
 // waits until the broker no longer knows it.
 func (b *broker) dropTopic(t testing.TB, topic string) {
 	t.Helper()
