@@ -45,7 +45,7 @@ deps:
 
 # The tests and the tools find the pinned Kafka's jars here, for the private brokers they start
 # and kill (tools/deps/up fetches them), and the shared local broker at this address.
-export MSGX_KAFKA_HOME ?= $(CURDIR)/.cache/kafka/current
+export MSGX_TEST_KAFKA_HOME ?= $(CURDIR)/.cache/kafka/current
 export MSGX_TEST_KAFKA_BROKERS ?= 127.0.0.1:9092
 
 ## test: formatting, vet, the chart checks and every test of every module, against the local

@@ -8,6 +8,7 @@ require (
 	github.com/msgexchange/msgexchange/migrations v0.0.0
 	github.com/msgexchange/msgexchange/pkg v0.0.0
 	github.com/msgexchange/msgexchange/proto v0.0.0-00010101000000-000000000000
+	github.com/msgexchange/msgexchange/testkit v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -48,6 +49,7 @@ require (
 	github.com/prometheus/procfs v0.23.0 // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
@@ -74,3 +76,5 @@ replace github.com/msgexchange/msgexchange/pkg => ../pkg
 replace github.com/msgexchange/msgexchange/migrations => ../migrations
 
 replace github.com/msgexchange/msgexchange/proto => ../proto
+
+replace github.com/msgexchange/msgexchange/testkit => ../testkit

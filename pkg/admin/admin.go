@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,10 +44,12 @@ type Server struct {
 	last     *verdict // the latest round of checks, in flight until its done is closed
 }
 
-// verdict is one round of the readiness checks; summary and at are set before done is closed.
+// verdict is one round of the readiness checks; summary, names and at are set before done is
+// closed.
 type verdict struct {
 	done    chan struct{}
-	summary string // "" when ready
+	summary string   // "" when ready
+	names   []string // the checks that failed, sorted
 	at      time.Time
 }
 
@@ -69,22 +72,28 @@ func New(addr string, reg *prometheus.Registry, logger *slog.Logger) *Server {
 // AddCheck adds a named readiness check.
 func (s *Server) AddCheck(name string, c Check) { s.checks[name] = c }
 
-// ready answers anonymous callers with "ready" or "not ready" and nothing more: the failing
-// dependency's error names users, databases and internal addresses. The details go to the log,
-// once per change (a probe every few seconds would repeat them), and GetStatus reports them.
+// ready answers anonymous callers with "ready", or "not ready" and the names of the checks that
+// failed ("not ready: kafka"), and nothing more: the failing dependency's error names users,
+// databases and internal addresses, a check's name (a kind of dependency) none of them. The
+// name is what an operator needs to see why a service that stays up waiting for a dependency
+// is not ready (R-START-1); the details go to the log, once per change (a probe every few
+// seconds would repeat them), and GetStatus reports them.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	summary, ok := s.verdict(r.Context())
-	if !ok || summary != "" {
+	v, ok := s.verdict(r.Context())
+	switch {
+	case !ok:
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
-		return
+	case v.summary != "":
+		http.Error(w, "not ready: "+strings.Join(v.names, ", "), http.StatusServiceUnavailable)
+	default:
+		_, _ = w.Write([]byte("ready\n"))
 	}
-	_, _ = w.Write([]byte("ready\n"))
 }
 
-// verdict is the failures of the latest round of checks ("" when ready): the cached one while
-// younger than the TTL, else the one in flight, else a new round. Callers share a round, so at
-// most one runs at a time however many ask. ok is false when ctx ended before the round did.
-func (s *Server) verdict(ctx context.Context) (summary string, ok bool) {
+// verdict is the latest round of checks: the cached one while younger than the TTL, else the
+// one in flight, else a new round. Callers share a round, so at most one runs at a time however
+// many ask. ok is false when ctx ended before the round did.
+func (s *Server) verdict(ctx context.Context) (_ *verdict, ok bool) {
 	s.mu.Lock()
 	v := s.last
 	if v != nil {
@@ -104,9 +113,9 @@ func (s *Server) verdict(ctx context.Context) (summary string, ok bool) {
 	s.mu.Unlock()
 	select {
 	case <-v.done:
-		return v.summary, true
+		return v, true
 	case <-ctx.Done():
-		return "", false
+		return nil, false
 	}
 }
 
@@ -126,6 +135,7 @@ func (s *Server) check(v *verdict) {
 	for _, name := range names {
 		if err := s.checks[name](ctx); err != nil {
 			failed = append(failed, fmt.Errorf("%s: %w", name, err))
+			v.names = append(v.names, name)
 		}
 	}
 	if len(failed) > 0 {

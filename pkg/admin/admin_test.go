@@ -17,8 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// An anonymous /readyz says ready or not ready; which dependency failed and why (users,
-// databases, addresses) is in the log only, and only once per change.
+// An anonymous /readyz says ready, or not ready with the names of the failing checks
+// (R-START-1); why they failed (users, databases, addresses) is in the log only, and only once
+// per change.
 func TestReadyzTellsNoDetails(t *testing.T) {
 	var logs bytes.Buffer
 	s := New("127.0.0.1:0", prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
@@ -33,8 +34,8 @@ func TestReadyzTellsNoDetails(t *testing.T) {
 	}
 	for range 3 {
 		code, body := get()
-		if code != http.StatusServiceUnavailable || strings.TrimSpace(body) != "not ready" {
-			t.Fatalf("/readyz = %d %q, want 503 \"not ready\"", code, body)
+		if code != http.StatusServiceUnavailable || strings.TrimSpace(body) != "not ready: postgres" {
+			t.Fatalf("/readyz = %d %q, want 503 \"not ready: postgres\"", code, body)
 		}
 	}
 	if n := strings.Count(logs.String(), "10.1.2.3"); n != 1 {

@@ -60,7 +60,7 @@ func TestMarkManyOutcomes(t *testing.T) {
 func TestAbandonedMarkManyNeverLandsLater(t *testing.T) {
 	t.Parallel()
 	my := mysqltest.New(t)
-	in := openInbox(t, my, 2*time.Second) // innodb_lock_wait_timeout 1 s
+	in := openInbox(t, my, 5*time.Second) // innodb_lock_wait_timeout 4 s
 	var ids []int64
 	var blockers []lock
 	for range 4 {
@@ -68,9 +68,11 @@ func TestAbandonedMarkManyNeverLandsLater(t *testing.T) {
 		ids = append(ids, id)
 		blockers = append(blockers, lockRow(t, my, id))
 	}
-	// Released one after the other, each 600 ms after the batch was seen waiting for it (seen
-	// up to ~0.25 s late, waitedOn): each wait of the batch stays under 1 s, and together they
-	// pass the timeout. Once the batch gave up, the rest are released at once.
+	// Released one after the other, each 2 s after the batch was seen waiting for it: each wait
+	// of the batch stays under the server's 4 s even when waitedOn sees it late (~0.25 s on an
+	// idle machine, over a second under make test's load, where 600 ms against a 1 s bound
+	// failed), and three of them pass the 5 s timeout. Once the batch gave up, the rest are
+	// released at once.
 	w := watcher(t, my)
 	gaveUp := make(chan struct{})
 	released := make(chan error, 1)
@@ -79,7 +81,7 @@ func TestAbandonedMarkManyNeverLandsLater(t *testing.T) {
 		for _, b := range blockers {
 			if b.waitedOn(w, gaveUp) {
 				select {
-				case <-time.After(600 * time.Millisecond):
+				case <-time.After(2 * time.Second):
 				case <-gaveUp:
 				}
 			}
@@ -97,8 +99,8 @@ func TestAbandonedMarkManyNeverLandsLater(t *testing.T) {
 	if err == nil {
 		t.Fatal("MarkMany succeeded while its rows were locked past the timeout")
 	}
-	if took < 2*time.Second {
-		t.Fatalf("MarkMany gave up after %s (%v), before its 2 s timeout: one lock wait reached the server's bound", took, err)
+	if took < 5*time.Second {
+		t.Fatalf("MarkMany gave up after %s (%v), before its 5 s timeout: one lock wait reached the server's bound", took, err)
 	}
 	settled(t, my)
 	if n := markers(t, my); n != 0 {
@@ -281,9 +283,14 @@ func (l lock) waitedOn(w *sql.DB, stop <-chan struct{}) bool {
 	}
 }
 
-// settled waits until no session of the service account runs a statement or keeps a
-// transaction open: from then on nothing a call gave up on can still write a marker, so a
-// count of markers is final without waiting for what might have landed.
+// settled waits until no session of the test's own service account runs a statement or keeps a
+// transaction that wrote rows: from then on nothing a call gave up on can still write a marker,
+// so a count of markers is final without waiting for what might have landed. A session that
+// sleeps in a transaction that wrote nothing is not waited for: the server runs nothing for a
+// session that sends nothing, and such a transaction has no marker to commit. MariaDB 10.11
+// keeps listing one in LOCK WAIT, one row locked, for more than 30 s after its statement gave
+// up on the lock (1205) and the client rolled it back: seen in 6 of 80 runs under parallel load,
+// it failed make test in CI before this condition (#52).
 func settled(t *testing.T, my *mysqltest.DB) {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(my.ServiceDSN)
@@ -295,7 +302,7 @@ func settled(t *testing.T, my *mysqltest.DB) {
 				COALESCE(x.trx_state, ''), COALESCE(x.trx_rows_locked, 0), COALESCE(x.trx_rows_modified, 0)
 			FROM information_schema.PROCESSLIST p
 			LEFT JOIN information_schema.INNODB_TRX x ON x.trx_mysql_thread_id = p.ID
-			WHERE p.USER = ? AND (p.COMMAND <> 'Sleep' OR x.trx_id IS NOT NULL)`, cfg.User)
+			WHERE p.USER = ? AND (p.COMMAND <> 'Sleep' OR x.trx_rows_modified > 0)`, cfg.User)
 		if err != nil {
 			t.Fatal(err)
 		}

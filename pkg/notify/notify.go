@@ -36,11 +36,25 @@ func (l *Listener) Wake() {
 }
 
 // Run listens until ctx ends, reconnecting after failures. Each (re)connection also wakes
-// the consumer once, since notifications sent while disconnected are lost.
+// the consumer once, since notifications sent while disconnected are lost. An outage of
+// PostgreSQL is logged once when the connection is lost (or cannot be made at start-up) and
+// once when it is back, not at every reconnection try (R-START-1).
 func (l *Listener) Run(ctx context.Context) error {
+	lost := false
+	back := func() {
+		if lost {
+			l.logger.InfoContext(ctx, "notification listener connected again")
+			lost = false
+		}
+	}
 	for ctx.Err() == nil {
-		if err := l.listen(ctx); err != nil && ctx.Err() == nil {
-			l.logger.WarnContext(ctx, "notification listener lost its connection; polling until it is back", "err", err)
+		if err := l.listen(ctx, back); err != nil && ctx.Err() == nil {
+			if !lost {
+				l.logger.WarnContext(ctx, "notification listener lost its connection; polling until it is back", "err", err)
+				lost = true
+			} else {
+				l.logger.DebugContext(ctx, "notification listener still cannot connect", "err", err)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -50,7 +64,9 @@ func (l *Listener) Run(ctx context.Context) error {
 	return nil
 }
 
-func (l *Listener) listen(ctx context.Context) error {
+// listen holds one connection until it fails or ctx ends; listening is called once the
+// connection LISTENs.
+func (l *Listener) listen(ctx context.Context, listening func()) error {
 	conn, err := pgx.Connect(ctx, l.dsn)
 	if err != nil {
 		return err
@@ -61,6 +77,7 @@ func (l *Listener) listen(ctx context.Context) error {
 			return err
 		}
 	}
+	listening()
 	l.Wake()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {

@@ -22,7 +22,7 @@ import (
 // for ever as "standby cannot reach the database" would hide a typo behind an outage. Any other
 // failure (a refused connection, a timeout, a server starting up) is an outage: logged, and the
 // service starts and retries as before, so a database that is down when a pod starts does not
-// crash-loop it.
+// crash-loop it (R-START-1, R-START-2). The readiness checks name the dependency meanwhile.
 
 // firstContact pings a dependency within timeout and turns a settings refusal into the start-up
 // error; every other failure is logged and left to the usual retries.

@@ -34,7 +34,7 @@ const DefaultBrokers = "127.0.0.1:9092"
 
 // EnvHome names the folder of the pinned release, whose libs/ holds its jars (the Makefile sets
 // it; default: .cache/kafka/current at the workspace's root, where tools/deps/up puts them).
-const EnvHome = "MSGX_KAFKA_HOME"
+const EnvHome = "MSGX_TEST_KAFKA_HOME"
 
 // setupTimeout bounds reaching a broker and creating or deleting a test's topics.
 const setupTimeout = time.Minute

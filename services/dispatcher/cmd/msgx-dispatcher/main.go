@@ -5,13 +5,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/notify"
+	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
@@ -31,29 +35,32 @@ func main() {
 
 func run(ctx context.Context, b *service.Base) error {
 	cfg := b.Config
-	// Start-up fails here when the brokers cannot serve an idempotent producer: no fallback.
-	// The transactional producers are made per term, under the role's lock (delivery.Fencer).
-	producer, err := kafka.New(cfg.Kafka.Brokers, "msgx-dispatcher-"+cfg.Instance, cfg.Kafka.TransactionalID, cfg.Kafka.MaxMessageBytes)
-	if err != nil {
-		return err
+	// Settings New checks itself, refused here before any wait: no broker would ever cure them
+	// (R-START-2).
+	switch {
+	case len(cfg.Kafka.Brokers) == 0:
+		return errors.New("no Kafka brokers: set " + config.EnvName("kafka.brokers"))
+	case cfg.Kafka.TransactionalID == "":
+		return errors.New("no Kafka transactional id: set " + config.EnvName("kafka.transactional-id") + " or leave it unset")
 	}
-	defer func() {
-		if err := producer.Close(cfg.ShutdownTimeout / 2); err != nil {
-			b.Logger.Warn("kafka producer close", "err", err)
+	// The brokers are contacted in the background of a running service, never before it
+	// (R-START-1): while they do not answer the dispatcher stays up and not ready ("kafka"), and
+	// joins the election only once an idempotent probe producer was obtained (R-OUTBOX-6). The
+	// transactional producers are made per term, under the role's lock (delivery.Fencer).
+	gate := newBrokerGate(func() (*kafka.Producer, error) {
+		return kafka.New(cfg.Kafka.Brokers, "msgx-dispatcher-"+cfg.Instance, cfg.Kafka.TransactionalID, cfg.Kafka.MaxMessageBytes)
+	}, kafka.Refused, cfg.Pipeline.Retry(), b.Clock, b.Logger, b.Registry)
+	var built atomic.Bool
+	// Once the producer is built the check asks whether any broker answers: a partition without
+	// a leader is delivery's to wait out while the others go on, and never makes the dispatcher
+	// unready; a cluster no broker of which answers does (docs/dispatcher.md, "Start-up and
+	// readiness").
+	b.Admin.AddCheck(outage.Kafka, func(ctx context.Context) error {
+		if !built.Load() {
+			return gate.Check(ctx)
 		}
-	}()
-	d := delivery.New(delivery.Config{
-		PollInterval: cfg.Pipeline.PollInterval,
-		Gather:       cfg.Dispatcher.Gather,
-		Retry:        cfg.Pipeline.Retry(),
-		SendTimeout:  cfg.Kafka.SendTimeout,
-		Lanes: []delivery.Lane{
-			{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: cfg.Dispatcher.Batch,
-				Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicMsg}},
-			{Target: outbox.TargetSchd, Mode: delivery.Latest, Limit: cfg.Schd.FlushLimit, Period: cfg.Schd.FlushPeriod,
-				Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicSchd, NullTombstones: true}},
-		},
-	}, b.Clock, b.Logger, b.Telemetry, b.Registry)
+		return kafka.Answers(ctx, cfg.Kafka.Brokers, "msgx-dispatcher-"+cfg.Instance)
+	})
 	// The shared MySQL is only written by the requests lane; the pool connects lazily, so an
 	// unreachable MySQL delays the requests and nothing else.
 	out, err := aodb.Open(cfg.MySQL.DSN, cfg.Inbox.Timeout)
@@ -70,6 +77,28 @@ func run(ctx context.Context, b *service.Base) error {
 	listener := notify.New(cfg.PG.DSN, b.Logger, outbox.Channel)
 	elector := b.Elector()
 	return b.Run(ctx, listener.Run, func(ctx context.Context) error {
+		producer, err := gate.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		built.Store(true)
+		defer func() {
+			if err := producer.Close(cfg.ShutdownTimeout / 2); err != nil {
+				b.Logger.Warn("kafka producer close", "err", err)
+			}
+		}()
+		d := delivery.New(delivery.Config{
+			PollInterval: cfg.Pipeline.PollInterval,
+			Gather:       cfg.Dispatcher.Gather,
+			Retry:        cfg.Pipeline.Retry(),
+			SendTimeout:  cfg.Kafka.SendTimeout,
+			Lanes: []delivery.Lane{
+				{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: cfg.Dispatcher.Batch,
+					Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicMsg}},
+				{Target: outbox.TargetSchd, Mode: delivery.Latest, Limit: cfg.Schd.FlushLimit, Period: cfg.Schd.FlushPeriod,
+					Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicSchd, NullTombstones: true}},
+			},
+		}, b.Clock, b.Logger, b.Telemetry, b.Registry)
 		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error { return d.Run(gctx, s, listener.C()) })

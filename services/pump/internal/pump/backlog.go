@@ -86,9 +86,21 @@ func (p *Pump) ReportBacklog(ctx context.Context, q db.Executor) (queue.Backlog,
 func (p *Pump) RunBacklog(ctx context.Context, q db.Executor) error {
 	t := time.NewTicker(p.cfg.BacklogInterval)
 	defer t.Stop()
+	// A PostgreSQL outage fails every refresh: it is logged when the figures become unavailable
+	// and when they are back, not at every refresh (R-START-1).
+	failing := false
 	for {
-		if _, err := p.ReportBacklog(ctx, q); err != nil && ctx.Err() == nil {
+		_, err := p.ReportBacklog(ctx, q)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && !failing:
 			p.logger.WarnContext(ctx, "backlog figures unavailable", "err", err)
+			failing = true
+		case err != nil:
+			p.logger.DebugContext(ctx, "backlog figures still unavailable", "err", err)
+		case failing:
+			p.logger.InfoContext(ctx, "backlog figures available again")
+			failing = false
 		}
 		select {
 		case <-ctx.Done():

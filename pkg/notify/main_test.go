@@ -1,0 +1,9 @@
+package notify
+
+import (
+	"testing"
+
+	"github.com/msgexchange/msgexchange/pkg/leaktest"
+)
+
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

@@ -1,0 +1,9 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/msgexchange/msgexchange/pkg/leaktest"
+)
+
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

@@ -1,0 +1,94 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// refusals are the broker error codes that say the brokers answered and will not serve the
+// producer contract to this client: only a change of the settings or of the brokers'
+// configuration cures them (an ACL, a SASL setup, a broker too old for idempotence).
+var refusals = []sarama.KError{
+	sarama.ErrClusterAuthorizationFailed,         // IdempotentWrite refused by an ACL
+	sarama.ErrTransactionalIDAuthorizationFailed, // the transactional id refused by an ACL
+	sarama.ErrTopicAuthorizationFailed,
+	sarama.ErrUnsupportedVersion, // no InitProducerID: a broker without idempotence
+	sarama.ErrUnsupportedForMessageFormat,
+	sarama.ErrInvalidRequiredAcks,
+	sarama.ErrInvalidTransactionTimeout, // above the brokers' transaction.max.timeout.ms
+	sarama.ErrInvalidConfig,
+	sarama.ErrSASLAuthenticationFailed,
+	sarama.ErrUnsupportedSASLMechanism,
+	sarama.ErrIllegalSASLState,
+	sarama.ErrSecurityDisabled,
+}
+
+// Refused tells, of an error New returned, a refusal that waiting cannot cure (R-START-2) from
+// an outage (R-START-1): a configuration sarama refuses, or a broker that answered with one of the
+// refusals above. Every other failure (a refused or reset connection, a timeout, no broker
+// left to talk to, a coordinator or a leader not available yet while the brokers start) is an
+// outage: the dispatcher stays up, not ready, and tries again. New's own checks (no brokers,
+// an empty transactional id, a configuration that breaks the contract) are settings the
+// caller checks before it waits: they are not sarama's and are not recognised here.
+func Refused(err error) bool {
+	var ce sarama.ConfigurationError
+	var ke sarama.KError
+	switch {
+	case errors.As(err, &ce):
+		return true
+	case errors.As(err, &ke):
+		return slices.Contains(refusals, ke)
+	}
+	return false
+}
+
+// Answers reports whether one of the brokers answers an ApiVersions request before ctx ends
+// (nil), else the last failure. It is the dispatcher's readiness check once its producer is
+// built: it fails only when no broker of the list answers, never for a partition without a
+// leader, which delivery waits out on its own while the other partitions go on
+// (docs/dispatcher.md, "Start-up and readiness").
+func Answers(ctx context.Context, brokers []string, clientID string) error {
+	if len(brokers) == 0 {
+		return errors.New("kafka: no brokers configured (MSGX_KAFKA_BROKERS)")
+	}
+	var last error
+	for _, addr := range brokers {
+		if err := ctx.Err(); err != nil {
+			if last != nil {
+				return last
+			}
+			return fmt.Errorf("kafka: %w", err)
+		}
+		if last = answers(ctx, addr, clientID); last == nil {
+			return nil
+		}
+	}
+	return last
+}
+
+// answers asks one broker, with every network bound set to what is left of ctx (sarama's
+// Broker takes no context).
+func answers(ctx context.Context, addr, clientID string) error {
+	bound := 2 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		bound = max(time.Until(d), 10*time.Millisecond)
+	}
+	cfg := sarama.NewConfig()
+	cfg.ClientID = clientID
+	cfg.Version = sarama.V2_8_0_0
+	cfg.Net.DialTimeout, cfg.Net.ReadTimeout, cfg.Net.WriteTimeout = bound, bound, bound
+	b := sarama.NewBroker(addr)
+	if err := b.Open(cfg); err != nil {
+		return fmt.Errorf("kafka: broker %s: %w", addr, err)
+	}
+	defer func() { _ = b.Close() }()
+	if _, err := b.ApiVersions(&sarama.ApiVersionsRequest{}); err != nil {
+		return fmt.Errorf("kafka: broker %s: %w", addr, err)
+	}
+	return nil
+}
