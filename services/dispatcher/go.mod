@@ -6,8 +6,10 @@ require (
 	github.com/IBM/sarama v1.61.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/msgexchange/msgexchange/pkg v0.0.0
+	github.com/msgexchange/msgexchange/testkit v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	go.opentelemetry.io/otel v1.47.0
@@ -77,4 +79,5 @@ require (
 replace (
 	github.com/msgexchange/msgexchange/migrations => ../../migrations
 	github.com/msgexchange/msgexchange/pkg => ../../pkg
+	github.com/msgexchange/msgexchange/testkit => ../../testkit
 )

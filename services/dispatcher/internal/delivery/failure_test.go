@@ -5,33 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/IBM/sarama"
 
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
+	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 )
 
-// TestDeadAfterMaxAttempts: a head that keeps failing becomes DEAD at max-attempts and is kept;
-// it keeps blocking its FLID (docs/dispatcher.md) until it is requeued, and then the FLID goes
+// TestDeadAfterMaxAttempts: a head the broker keeps refusing for what it is (its record is over
+// the topic's max.message.bytes, which kafka.max-message-bytes does not know of) becomes DEAD at
+// max-attempts and is kept with the broker's reason; it keeps blocking its FLID
+// (docs/dispatcher.md) until it is requeued, and then, the topic's limit raised, the FLID goes
 // out in order.
 func TestDeadAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	f := setup(t, options{maxAttempts: 3})
+	f := setup(t, options{maxAttempts: 3, msgConfigs: map[string]string{"max.message.bytes": strconv.Itoa(refusedAbove)}})
 	ctx := t.Context()
 	bad := flidsOn(t, "BAD", 1, true, 1)[0]
 	good := flidsOn(t, "OK", 1, false, 1)[0]
-	f.add(msgEvent(bad, 1), msgEvent(good, 1), msgEvent(bad, 2), msgEvent(good, 2))
-	h := f.broker.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topicMsg, Partitions: []int32{1},
-		Err: kerr.InvalidRecord, Count: -1})
+	f.add(oversized(msgEvent(bad, 1)), msgEvent(good, 1), oversized(msgEvent(bad, 2)), msgEvent(good, 2))
 	for range 5 {
 		if _, _, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil {
 			t.Fatal(err)
@@ -50,33 +50,34 @@ func TestDeadAfterMaxAttempts(t *testing.T) {
 	}
 	var lastError string
 	if err := f.db.Pool.QueryRow(ctx, `SELECT last_error FROM msg_event WHERE event_id = $1`, rows[0].ID).Scan(&lastError); err != nil ||
-		!strings.Contains(lastError, "failed the validation") {
+		!strings.Contains(lastError, sarama.ErrMessageSizeTooLarge.Error()) {
 		t.Errorf("dead letter's last_error = %q (%v), want the broker's error", lastError, err)
 	}
 	if got := metricValue(t, f, "msgx_dispatcher_dead_total", outbox.TargetMsg); got != 1 {
 		t.Errorf("dead counter = %v, want 1", got)
 	}
 
-	h.Remove()
+	f.broker.setTopicConfig(t, f.broker.topicMsg, "max.message.bytes", strconv.Itoa(kafka.DefaultMaxMessageBytes))
 	if err := outbox.Requeue(ctx, f.db.Pool, rows[0].ID, f.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	f.drainMsg(ctx, 10)
 	rows = f.rows(outbox.TargetMsg)
-	checkOrder(t, consume(t, f.broker.addr, topicMsg, len(rows)), rows)
+	checkOrder(t, consume(t, f.broker.addrs, f.broker.topicMsg, len(rows)), rows)
 }
 
-// TestBrokerDown: with the broker gone the fence fails: a failure of the lane, so nothing is
-// marked SENT, no event is charged an attempt (an outage never makes a FLID's head DEAD) and
-// the lane backs off; when the broker is back everything goes out in order.
+// TestBrokerDown: with the broker gone (killed, a broker of the test's own) the fence fails: a
+// failure of the lane, so nothing is marked SENT, no event is charged an attempt (an outage
+// never makes a FLID's head DEAD) and the lane backs off; when the broker is back everything
+// goes out in order.
 func TestBrokerDown(t *testing.T) {
 	t.Parallel()
-	f := setup(t, options{maxAttempts: 50, sendTimeout: 3 * time.Second})
+	f := setup(t, options{on: ownBroker, maxAttempts: 50, sendTimeout: 3 * time.Second})
 	ctx := t.Context()
 	for v := int64(1); v <= 3; v++ {
 		f.add(msgEvent("F1", v), msgEvent("F2", v))
 	}
-	f.broker.stop()
+	f.broker.own.Kill()
 	for range 2 {
 		if _, sent, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil || sent != 0 {
 			t.Fatalf("round with the broker down: sent %d, %v", sent, err)
@@ -94,13 +95,58 @@ func TestBrokerDown(t *testing.T) {
 	if n := laneFailures(t, f, outbox.TargetMsg, "fence"); n != 2 {
 		t.Errorf("lane failures (fence) = %v, want 2", n)
 	}
-	f.broker.start()
+	f.broker.own.Start()
 	f.drainMsg(ctx, 100)
 	rows := f.rows(outbox.TargetMsg)
 	if n := f.count(outbox.TargetMsg, "SENT"); n != len(rows) {
 		t.Fatalf("%d of %d sent once the broker is back", n, len(rows))
 	}
-	checkOrder(t, consume(t, f.broker.addr, topicMsg, len(rows)), rows)
+	noAttempts(t, f)
+	checkOrder(t, consume(t, f.broker.addrs, f.broker.topicMsg, len(rows)), rows)
+}
+
+// TestDeletedTopicIsAnOutage: the msg topic is deleted under traffic (an operator's mistake, or
+// a topic being recreated): the broker answers UNKNOWN_TOPIC_OR_PARTITION for every record,
+// which says nothing about the events. They stay PENDING and uncharged round after round (with
+// one attempt allowed a charge would make them DEAD), and once the topic exists again they go
+// out in order.
+func TestDeletedTopicIsAnOutage(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{maxAttempts: 1})
+	ctx := t.Context()
+	f.add(msgEvent("F1", 1), msgEvent("F2", 1))
+	if _, sent, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil || sent != 2 {
+		t.Fatalf("round before the deletion: sent %d, %v", sent, err)
+	}
+	f.broker.dropTopic(t, f.broker.topicMsg)
+	f.add(msgEvent("F1", 2), msgEvent("F2", 2), msgEvent("F1", 3))
+	for range 3 {
+		if _, sent, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil || sent != 0 {
+			t.Fatalf("round without the topic: sent %d, %v", sent, err)
+		}
+		f.clock.Advance(time.Minute)
+	}
+	noAttempts(t, f)
+	if n := f.count(outbox.TargetMsg, "PENDING"); n != 3 {
+		t.Fatalf("%d events PENDING without the topic, want the 3 written after the deletion", n)
+	}
+	if got := metricValue(t, f, "msgx_dispatcher_unavailable_total", outbox.TargetMsg); got < 3 {
+		t.Errorf("unavailable counter = %v, want one per round at least", got)
+	}
+	f.broker.recreateTopic(t, f.broker.topicMsg)
+	f.drainMsg(ctx, 50)
+	noAttempts(t, f)
+	if n := f.count(outbox.TargetMsg, "SENT"); n != 5 {
+		t.Fatalf("%d of 5 events SENT once the topic is back", n)
+	}
+	// The recreated topic holds what was sent after the deletion, in order per FLID.
+	var after []row
+	for _, r := range f.rows(outbox.TargetMsg) {
+		if r.Version > 1 {
+			after = append(after, r)
+		}
+	}
+	checkOrder(t, consumeSettled(t, f.broker.addrs, f.broker.topicMsg, len(after)), after)
 }
 
 // TestRestartMidBatch: the dispatcher dies after the broker acknowledged part of a batch and
@@ -149,7 +195,7 @@ func TestRestartMidBatch(t *testing.T) {
 	}
 
 	// A new process: its own producer and dispatcher.
-	f.prod = newProducer(t, f.broker.addr)
+	f.prod = f.newProducer()
 	f.build(options{msgLimit: 40})
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	defer cancel2()
@@ -159,7 +205,7 @@ func TestRestartMidBatch(t *testing.T) {
 	<-done
 	rows := f.rows(outbox.TargetMsg)
 	// The records of the lost send are on the topic twice.
-	got := consume(t, f.broker.addr, topicMsg, 70)
+	got := consume(t, f.broker.addrs, f.broker.topicMsg, 70)
 	checkOrder(t, got, rows)
 }
 

@@ -11,12 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
@@ -44,14 +42,18 @@ func holdProduce(c *kfake.Cluster, filter func() bool) (held, release chan struc
 // then the broker takes the old request. Consumers must not see the old record after the newer
 // ones: the new term's fence makes the broker refuse it, so the old round fails.
 // Guards R-INV-15.
+//
+// kfake: the broker must hold one chosen Produce request while it serves the next holder's
+// fence and records; a real broker paused or stopped (kafkatest.Own) would hold the next holder
+// too.
 func TestNewTermFencesPreviousHolder(t *testing.T) {
 	t.Parallel()
-	f := setup(t, options{sendTimeout: time.Minute})
+	f := setup(t, options{on: fakeBroker, sendTimeout: time.Minute})
 	ctx := t.Context()
 	f.add(msgEvent("F1", 1))
 	var first atomic.Bool
 	first.Store(true)
-	held, release := holdProduce(f.broker.cluster, func() bool { return first.Swap(false) })
+	held, release := holdProduce(f.broker.fake, func() bool { return first.Swap(false) })
 	old, oldLane := f.d, f.msg
 	oldSent := make(chan int, 1)
 	go func() {
@@ -61,7 +63,7 @@ func TestNewTermFencesPreviousHolder(t *testing.T) {
 	<-held
 	// The old term is over (in service its lock connection is gone); the new holder, a new
 	// process with its own producer, takes over.
-	f.prod = newProducer(t, f.broker.addr)
+	f.prod = f.newProducer()
 	f.build(options{sendTimeout: 30 * time.Second})
 	f.add(msgEvent("F1", 2))
 	f.drainMsg(ctx, 10)
@@ -72,7 +74,7 @@ func TestNewTermFencesPreviousHolder(t *testing.T) {
 	if n := <-oldSent; n != 0 {
 		t.Fatalf("the deposed holder's round marked %d events: its late record was accepted", n)
 	}
-	got := consumeSettled(t, f.broker.addr, topicMsg, 2)
+	got := consumeSettled(t, f.broker.addrs, f.broker.topicMsg, 2)
 	checkOrder(t, got, f.rows(outbox.TargetMsg))
 	if len(got) != 2 {
 		t.Fatalf("topic holds %d records, want exactly the new holder's 2: %+v", len(got), got)
@@ -81,10 +83,10 @@ func TestNewTermFencesPreviousHolder(t *testing.T) {
 
 // consumeSettled reads topic like consume and then goes on reading for a few seconds, so that a
 // record landing late shows up too.
-func consumeSettled(t testing.TB, addr, topic string, want int) []consumed {
+func consumeSettled(t testing.TB, addrs []string, topic string, want int) []consumed {
 	t.Helper()
-	got := consume(t, addr, topic, want)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+	got := consume(t, addrs, topic, want)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
@@ -109,9 +111,9 @@ func consumeSettled(t testing.TB, addr, topic string, want int) []consumed {
 }
 
 // coordinator is the node that coordinates the transactional id.
-func coordinator(t testing.TB, addr, txnID string) int32 {
+func coordinator(t testing.TB, addrs []string, txnID string) int32 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,29 +136,25 @@ func coordinator(t testing.TB, addr, txnID string) int32 {
 // request. That is an outage of the partition, not the event's failure: the FLID on it waits,
 // uncharged and PENDING, however long; the FLIDs on the healthy partitions are all sent and none
 // waits for the slow one.
+//
+// kfake: the fault is one partition leader of three brokers that holds every Produce request
+// while the transaction coordinator and the other leaders answer; the real broker here is one
+// node, which pausing (kafkatest.Own) would stall as a whole, coordinator included.
 func TestSlowPartitionDoesNotFailHealthyFLIDs(t *testing.T) {
 	t.Parallel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(partitions, topicMsg, topicSchd))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	b := fakeCluster(t, 3)
+	c := b.fake
+	f := newFixture(t, b, options{maxAttempts: 4, sendTimeout: 2 * time.Second})
 	// The slow broker is not the transaction coordinator: a coordinator that does not answer
 	// stalls every transaction of the lane, and then no partition can be told from another
 	// (docs/dispatcher.md).
-	coord := coordinator(t, c.ListenAddrs()[0], kafka.DefaultTransactionalID+"."+topicMsg)
+	coord := coordinator(t, b.addrs, f.prod.TransactionalID(b.topicMsg))
 	slow := (coord + 1) % 3
 	for p := int32(0); p < partitions; p++ {
-		if err := c.MoveTopicPartition(topicMsg, p, (slow+p)%3); err != nil {
+		if err := c.MoveTopicPartition(b.topicMsg, p, (slow+p)%3); err != nil {
 			t.Fatal(err)
 		}
 	}
-	addr := c.ListenAddrs()[0]
-	f := &fixture{t: t, db: pgtest.New(t), broker: &broker{t: t, addr: addr, cluster: c}, clock: clock.NewMutable(t0),
-		reg: prometheus.NewRegistry()}
-	f.s = f.db.Session(t)
-	f.prod = newProducer(t, addr)
-	f.build(options{maxAttempts: 4, sendTimeout: 2 * time.Second})
 	_, release := holdProduce(c, func() bool { return c.CurrentNode() == slow })
 	defer close(release)
 
@@ -244,7 +242,7 @@ func TestSchdNoStarvation(t *testing.T) {
 	if n, err := f.d.FlushLatest(ctx, f.s, f.schd); err != nil || n != 1 {
 		t.Fatalf("flush: %d, %v", n, err)
 	}
-	got := consume(t, f.broker.addr, topicSchd, 1)
+	got := consume(t, f.broker.addrs, f.broker.topicSchd, 1)
 	if got[0].Key != "BUSY" || got[0].Version != 4 {
 		t.Fatalf("first flush sent %s v%d, want BUSY (pending longest) at v4", got[0].Key, got[0].Version)
 	}

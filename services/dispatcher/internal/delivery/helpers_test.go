@@ -3,12 +3,13 @@ package delivery_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -25,13 +28,13 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 )
 
 const (
-	topicMsg   = "msgx.flight.msg"
-	topicSchd  = "msgx.flight.schd"
 	partitions = 3
 	// deadline bounds every wait of these tests; generous, the machine is shared.
 	deadline = 2 * time.Minute
@@ -39,53 +42,154 @@ const (
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 
-// broker is a kfake cluster on a fixed local port, restartable with its data.
+// broker is where a test's records go, with the test's own msg and schd topics of partitions
+// partitions: the shared real broker (the default), a real broker of the test's own that it
+// kills and restarts (own), or a kfake cluster (fake) for a fault the real broker cannot
+// produce on demand; each test that takes kfake says which fault.
 type broker struct {
-	t       testing.TB
-	addr    string
-	port    int
-	dir     string
-	cluster *kfake.Cluster
+	addrs     []string
+	topicMsg  string
+	topicSchd string
+	cluster   *kafkatest.Cluster // a real broker's admin; nil on kfake
+	own       *kafkatest.Server
+	fake      *kfake.Cluster
 }
 
-func startBroker(t testing.TB) *broker {
+// realTopics creates the test's topics on a real broker: the msg topic with msgConfigs (nil for
+// the broker's defaults), the schd topic compacted, as in service (docs/dispatcher.md, "Kafka
+// prerequisites").
+func realTopics(t testing.TB, c *kafkatest.Cluster, msgConfigs map[string]string) *broker {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	b := &broker{t: t, port: port, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: t.TempDir()}
-	b.start()
-	t.Cleanup(func() {
-		if b.cluster != nil {
-			b.cluster.Close()
-		}
-	})
+	return &broker{addrs: c.Addrs, cluster: c,
+		topicMsg:  c.Topic(t, "msgx.flight.msg", partitions, msgConfigs),
+		topicSchd: c.Topic(t, "msgx.flight.schd", partitions, map[string]string{"cleanup.policy": "compact"})}
+}
+
+func sharedBroker(t testing.TB, msgConfigs map[string]string) *broker {
+	t.Helper()
+	return realTopics(t, kafkatest.Shared(t), msgConfigs)
+}
+
+// ownBroker is a real broker of the test's own (a JVM: only for a test that kills it).
+func ownBroker(t testing.TB, msgConfigs map[string]string) *broker {
+	t.Helper()
+	s := kafkatest.Own(t, nil)
+	b := realTopics(t, s.Cluster, msgConfigs)
+	b.own = s
 	return b
 }
 
-func (b *broker) start() {
-	b.t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(b.port), kfake.DataDir(b.dir),
-		kfake.SeedTopics(partitions, topicMsg, topicSchd))
-	if err != nil {
-		b.t.Fatalf("start kfake: %v", err)
-	}
-	b.cluster = c
-}
-
-// stop shuts the broker down; its records stay in its data directory.
-func (b *broker) stop() {
-	b.cluster.Close()
-	b.cluster = nil
-}
-
-// partitionOf is the partition sarama's default (hash) partitioner picks for key.
-func partitionOf(t testing.TB, topic, key string) int32 {
+// fakeBroker is a kfake cluster of one node.
+func fakeBroker(t testing.TB, _ map[string]string) *broker {
 	t.Helper()
-	p, err := sarama.NewHashPartitioner(topic).Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, partitions)
+	return fakeCluster(t, 1)
+}
+
+func fakeCluster(t testing.TB, nodes int) *broker {
+	t.Helper()
+	b := &broker{topicMsg: kafkatest.Name("msgx.flight.msg"), topicSchd: kafkatest.Name("msgx.flight.schd")}
+	c, err := kfake.NewCluster(kfake.NumBrokers(nodes), kfake.SeedTopics(partitions, b.topicMsg, b.topicSchd))
+	if err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	b.fake, b.addrs = c, c.ListenAddrs()
+	return b
+}
+
+// setTopicConfig sets one config of a topic on the real broker and waits until the broker
+// describes the topic with it.
+func (b *broker) setTopicConfig(t testing.TB, topic, key, value string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	adm := b.cluster.Admin()
+	resps, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: key, Value: &value}}, topic)
+	if err == nil {
+		for _, r := range resps {
+			err = cmp.Or(err, r.Err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("set %s=%s on %s: %v", key, value, topic, err)
+	}
+	testwait.For(t, deadline, key+" of "+topic, func() bool {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			return false
+		}
+		rc, err := rcs.On(topic, nil)
+		if err != nil {
+			return false
+		}
+		for _, c := range rc.Configs {
+			if c.Key == key {
+				return c.Value != nil && *c.Value == value
+			}
+		}
+		return false
+	})
+}
+
+// dropTopic deletes a topic of the test's own on the real broker under the dispatcher's feet and
+// waits until the broker no longer knows it.
+func (b *broker) dropTopic(t testing.TB, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	adm := b.cluster.Admin()
+	resp, err := adm.DeleteTopic(ctx, topic)
+	if err = cmp.Or(err, resp.Err); err != nil {
+		t.Fatalf("delete %s: %v", topic, err)
+	}
+	testwait.For(t, deadline, topic+" gone", func() bool {
+		m, err := adm.Metadata(ctx, topic)
+		return err == nil && errors.Is(m.Topics[topic].Err, kerr.UnknownTopicOrPartition)
+	})
+}
+
+// recreateTopic creates a dropped topic again under its name, as an operator would, and waits
+// until every partition has a leader. The kit's cleanup deletes it at the end as before.
+func (b *broker) recreateTopic(t testing.TB, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	adm := b.cluster.Admin()
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
+	if err = cmp.Or(err, resp.Err); err != nil {
+		t.Fatalf("create %s again: %v", topic, err)
+	}
+	testwait.For(t, deadline, topic+" led", func() bool {
+		m, err := adm.Metadata(ctx, topic)
+		if err != nil || m.Topics[topic].Err != nil || len(m.Topics[topic].Partitions) != partitions {
+			return false
+		}
+		for _, p := range m.Topics[topic].Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// refusedAbove is the max.message.bytes of a msg topic on which the broker refuses the records
+// of chosen FLIDs for their size (oversized): ordinary events' records are far below it.
+const refusedAbove = 4096
+
+// oversized gives e a payload whose record the broker refuses on a topic of max.message.bytes
+// refusedAbove, while it fits the producer's kafka.max-message-bytes (the default), so it is
+// sent: a record the broker refuses for what it is.
+func oversized(e outbox.NewEvent) outbox.NewEvent {
+	e.Payload = fmt.Appendf(nil, `{"flid":%q,"v":%d,"pad":%q}`, e.PartitionKey, e.Version, strings.Repeat("x", refusedAbove))
+	return e
+}
+
+// partitionOf is the partition sarama's default (hash) partitioner picks for key; the hash
+// does not depend on the topic.
+func partitionOf(t testing.TB, key string) int32 {
+	t.Helper()
+	p, err := sarama.NewHashPartitioner("").Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, partitions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,20 +201,23 @@ func flidsOn(t testing.TB, prefix string, p int32, want bool, n int) []string {
 	var out []string
 	for i := 0; len(out) < n; i++ {
 		f := fmt.Sprintf("%s%d", prefix, i)
-		if (partitionOf(t, topicMsg, f) == p) == want {
+		if (partitionOf(t, f) == p) == want {
 			out = append(out, f)
 		}
 	}
 	return out
 }
 
-func newProducer(t testing.TB, addr string) *kafka.Producer {
-	t.Helper()
-	p, err := kafka.New([]string{addr}, "msgx-dispatcher-test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes)
+// newProducer is a producer of the fixture's transactional id prefix: every process of the
+// test (a new term, a restart) shares it, as all dispatcher instances do, so that each fences
+// the one before; no other test has it.
+func (f *fixture) newProducer() *kafka.Producer {
+	f.t.Helper()
+	p, err := kafka.New(f.broker.addrs, "msgx-dispatcher-test", f.txnID, kafka.DefaultMaxMessageBytes)
 	if err != nil {
-		t.Fatalf("producer: %v", err)
+		f.t.Fatalf("producer: %v", err)
 	}
-	t.Cleanup(func() { _ = p.Close(10 * time.Second) })
+	f.t.Cleanup(func() { _ = p.Close(30 * time.Second) })
 	return p
 }
 
@@ -118,6 +225,7 @@ type fixture struct {
 	t      testing.TB
 	db     *pgtest.DB
 	broker *broker
+	txnID  string
 	clock  *clock.Mutable
 	prod   *kafka.Producer
 	s      delivery.Session
@@ -128,6 +236,9 @@ type fixture struct {
 }
 
 type options struct {
+	// on makes the broker (default sharedBroker) with msgConfigs on the msg topic.
+	on          func(t testing.TB, msgConfigs map[string]string) *broker
+	msgConfigs  map[string]string
 	maxAttempts int
 	sendTimeout time.Duration
 	msgLimit    int
@@ -139,9 +250,21 @@ type options struct {
 
 func setup(t testing.TB, o options) *fixture {
 	t.Helper()
-	f := &fixture{t: t, db: pgtest.New(t), broker: startBroker(t), clock: clock.NewMutable(t0), reg: prometheus.NewRegistry()}
+	on := o.on
+	if on == nil {
+		on = sharedBroker
+	}
+	return newFixture(t, on(t, o.msgConfigs), o)
+}
+
+// newFixture is a fixture on b: a database of its own, a producer of a transactional id of its
+// own and the dispatcher.
+func newFixture(t testing.TB, b *broker, o options) *fixture {
+	t.Helper()
+	f := &fixture{t: t, db: pgtest.New(t), broker: b, txnID: kafkatest.Name(kafka.DefaultTransactionalID),
+		clock: clock.NewMutable(t0), reg: prometheus.NewRegistry()}
 	f.s = f.db.Session(t)
-	f.prod = newProducer(t, f.broker.addr)
+	f.prod = f.newProducer()
 	f.build(o)
 	return f
 }
@@ -156,8 +279,8 @@ func (f *fixture) build(o options) {
 		pipe.MaxAttempts = o.maxAttempts
 		pipe.Backoff = slices.Repeat([]time.Duration{time.Second}, o.maxAttempts)
 	}
-	var msgSink, schdSink delivery.Sink = kafka.Target{Producer: f.prod, Topic: topicMsg},
-		kafka.Target{Producer: f.prod, Topic: topicSchd, NullTombstones: true}
+	var msgSink, schdSink delivery.Sink = kafka.Target{Producer: f.prod, Topic: f.broker.topicMsg},
+		kafka.Target{Producer: f.prod, Topic: f.broker.topicSchd, NullTombstones: true}
 	if o.wrap != nil {
 		msgSink, schdSink = o.wrap(msgSink), o.wrap(schdSink)
 	}
@@ -275,11 +398,11 @@ type consumed struct {
 
 // consume reads topic from the start until want records arrived (or the deadline), as every
 // consumer must: read_committed, so aborted transactions stay invisible.
-func consume(t testing.TB, addr, topic string, want int) []consumed {
+func consume(t testing.TB, addrs []string, topic string, want int) []consumed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +428,7 @@ func consume(t testing.TB, addr, topic string, want int) []consumed {
 	return out
 }
 
-// checkOrder checks what a consumer of topicMsg sees: per FLID, event ids never go back (a
+// checkOrder checks what a consumer of the msg topic sees: per FLID, event ids never go back (a
 // duplicate may follow its original, nothing older may follow anything newer), and every
 // event the outbox holds as SENT arrived, so there is no gap.
 func checkOrder(t testing.TB, got []consumed, sent []row) {

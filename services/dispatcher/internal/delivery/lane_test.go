@@ -68,14 +68,18 @@ func noAttempts(t testing.TB, f *fixture) {
 // commit bound (the broker commits it all the same). That is the coordinator's failure, not the
 // events': nothing is charged (with one attempt allowed they would all be DEAD), the lane backs
 // off, and the events are sent again later (duplicates, in order).
+//
+// kfake: the broker must commit the transaction and hold the EndTxn answer past the commit
+// bound; a real broker paused (kafkatest.Own) could not be paused between the records'
+// acknowledgements and the EndTxn request, and would not commit while paused.
 func TestCommitTimeoutIsTheLanes(t *testing.T) {
 	t.Parallel()
-	f := setup(t, options{sendTimeout: 4 * time.Second, maxAttempts: 1})
+	f := setup(t, options{on: fakeBroker, sendTimeout: 4 * time.Second, maxAttempts: 1})
 	ctx := t.Context()
 	f.add(msgEvent("F1", 1), msgEvent("F2", 1), msgEvent("F3", 1))
 	var first atomic.Bool
 	first.Store(true)
-	c := f.broker.cluster
+	c := f.broker.fake
 	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if first.Swap(false) {
@@ -97,17 +101,21 @@ func TestCommitTimeoutIsTheLanes(t *testing.T) {
 	f.sendUntilDrained(ctx)
 	noAttempts(t, f)
 	rows := f.rows(outbox.TargetMsg)
-	checkOrder(t, consumeSettled(t, f.broker.addr, topicMsg, len(rows)), rows)
+	checkOrder(t, consumeSettled(t, f.broker.addrs, f.broker.topicMsg, len(rows)), rows)
 }
 
 // TestCommitHasItsOwnBound: the records are acknowledged just before the send deadline; the
 // commit then gets its own bound rather than what is left of the send timeout, and succeeds.
+//
+// kfake: the broker must hold the Produce answer and then the EndTxn answer for a set time
+// each, so that the records are acknowledged just before the send deadline; a real broker
+// cannot delay one chosen answer.
 func TestCommitHasItsOwnBound(t *testing.T) {
 	t.Parallel()
-	f := setup(t, options{sendTimeout: 4 * time.Second, maxAttempts: 5})
+	f := setup(t, options{on: fakeBroker, sendTimeout: 4 * time.Second, maxAttempts: 5})
 	ctx := t.Context()
 	f.add(msgEvent("F1", 1))
-	c := f.broker.cluster
+	c := f.broker.fake
 	var produce, endTxn atomic.Bool
 	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -132,17 +140,21 @@ func TestCommitHasItsOwnBound(t *testing.T) {
 // TestAbandonedFenceDoesNotOverlap: a fence whose InitProducerID outlives the fence timeout is
 // the lane's failure (nothing charged); while sarama still runs it, the next round starts no
 // second fence (which the late one would then fence), and once it ended the events go out.
+//
+// kfake: the broker must hold the InitProducerID request of one transactional id until the test
+// releases it, and count those requests; a real broker neither holds one chosen request (a
+// paused one holds everything and keeps no count) nor says how many it received.
 func TestAbandonedFenceDoesNotOverlap(t *testing.T) {
 	t.Parallel()
-	f := setup(t, options{sendTimeout: 10 * time.Second, maxAttempts: 1})
+	f := setup(t, options{on: fakeBroker, sendTimeout: 10 * time.Second, maxAttempts: 1})
 	ctx := t.Context()
-	c := f.broker.cluster
+	c := f.broker.fake
 	var inits atomic.Int32
 	release := make(chan struct{})
 	c.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		r := req.(*kmsg.InitProducerIDRequest)
-		if r.TransactionalID != nil && *r.TransactionalID == "msgx-dispatcher."+topicMsg && inits.Add(1) == 1 {
+		if r.TransactionalID != nil && *r.TransactionalID == f.prod.TransactionalID(f.broker.topicMsg) && inits.Add(1) == 1 {
 			c.SleepControl(func() { <-release })
 		}
 		return nil, nil, false
@@ -166,7 +178,7 @@ func TestAbandonedFenceDoesNotOverlap(t *testing.T) {
 	f.sendUntilDrained(ctx)
 	noAttempts(t, f)
 	rows := f.rows(outbox.TargetMsg)
-	got := consumeSettled(t, f.broker.addr, topicMsg, len(rows))
+	got := consumeSettled(t, f.broker.addrs, f.broker.topicMsg, len(rows))
 	checkOrder(t, got, rows)
 }
 

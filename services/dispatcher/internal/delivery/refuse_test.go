@@ -65,7 +65,7 @@ func TestOversizedEventIsDeadAtOnce(t *testing.T) {
 	if rows := f.rows(outbox.TargetMsg); rows[0].State != "DEAD" || rows[0].Attempts != 1 || rows[2].State != "PENDING" {
 		t.Errorf("after more rounds: %+v", rows)
 	}
-	got := consume(t, f.broker.addr, topicMsg, 2)
+	got := consume(t, f.broker.addrs, f.broker.topicMsg, 2)
 	if len(got) != 2 || got[0].Key != "OK" || got[1].Key != "OK" {
 		t.Errorf("topic holds %+v, want OK's two events only", got)
 	}

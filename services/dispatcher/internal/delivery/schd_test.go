@@ -27,7 +27,7 @@ func TestSchdAggregation(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("flushed %d rows, want 2", n)
 	}
-	got := consume(t, f.broker.addr, topicSchd, 2)
+	got := consume(t, f.broker.addrs, f.broker.topicSchd, 2)
 	byKey := map[string]consumed{}
 	for _, c := range got {
 		if _, dup := byKey[c.Key]; dup {
@@ -82,7 +82,7 @@ func TestSchdConditionalMark(t *testing.T) {
 	if n, err := f.d.FlushLatest(ctx, f.s, f.schd); err != nil || n != 1 {
 		t.Fatalf("second flush marked %d (%v), want 1", n, err)
 	}
-	got := consume(t, f.broker.addr, topicSchd, 2)
+	got := consume(t, f.broker.addrs, f.broker.topicSchd, 2)
 	if got[0].Version != 1 || got[1].Version != 2 {
 		t.Fatalf("records carry versions %d, %d; want 1 then 2", got[0].Version, got[1].Version)
 	}

@@ -7,16 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/floor"
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 )
 
-const (
-	topicMsg  = "msgx.flight.msg"
-	topicSchd = "msgx.flight.schd"
-)
+// topics creates the test's own msg and schd topics of two partitions on the shared broker.
+func topics(t *testing.T) (c *kafkatest.Cluster, msg, schd string) {
+	t.Helper()
+	c = kafkatest.Shared(t)
+	return c, c.Topic(t, "msgx.flight.msg", 2, nil), c.Topic(t, "msgx.flight.schd", 2, map[string]string{"cleanup.policy": "compact"})
+}
 
 func record(topic, flid string, id, version int64) *kgo.Record {
 	return &kgo.Record{Topic: topic, Key: []byte(flid), Value: []byte("{}"), Headers: []kgo.RecordHeader{
@@ -25,10 +27,11 @@ func record(topic, flid string, id, version int64) *kgo.Record {
 	}}
 }
 
-// produce writes recs in one transaction, committed or aborted.
-func produce(t *testing.T, addr string, commit bool, recs ...*kgo.Record) {
+// produce writes recs in one transaction, committed or aborted, with a transactional id of its
+// own.
+func produce(t *testing.T, c *kafkatest.Cluster, commit bool, recs ...*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("floor-test"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs...), kgo.TransactionalID(kafkatest.Name("floor-test")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,17 +52,13 @@ func produce(t *testing.T, addr string, commit bool, recs ...*kgo.Record) {
 // records raise the floors, an aborted transaction (never delivered) counts for nothing, and a
 // partition that ends in a transaction marker is read to its end (R-RESTORE-1).
 func TestReadTakesWhatConsumersReceived(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topicMsg, topicSchd))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	addr := c.ListenAddrs()[0]
-	produce(t, addr, true, record(topicMsg, "A", 1, 1), record(topicMsg, "A", 2, 2), record(topicMsg, "B", 3, 1),
+	t.Parallel()
+	c, topicMsg, topicSchd := topics(t)
+	produce(t, c, true, record(topicMsg, "A", 1, 1), record(topicMsg, "A", 2, 2), record(topicMsg, "B", 3, 1),
 		record(topicSchd, "A", 4, 2), record(topicSchd, "B", 5, 1))
-	produce(t, addr, false, record(topicMsg, "A", 6, 9), record(topicSchd, "C", 7, 4))
-	produce(t, addr, true, record(topicMsg, "B", 8, 2))
-	s, err := floor.Read(context.Background(), []string{addr}, topicMsg, topicSchd, 30*time.Second)
+	produce(t, c, false, record(topicMsg, "A", 6, 9), record(topicSchd, "C", 7, 4))
+	produce(t, c, true, record(topicMsg, "B", 8, 2))
+	s, err := floor.Read(context.Background(), c.Addrs, topicMsg, topicSchd, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,20 +69,17 @@ func TestReadTakesWhatConsumersReceived(t *testing.T) {
 		t.Errorf("read %+v, want 6 records, 4 msg events up to id 8, schd A at 2", s)
 	}
 
-	produce(t, addr, true, &kgo.Record{Topic: topicMsg, Key: []byte("D"), Value: []byte("{}")})
-	if _, err := floor.Read(context.Background(), []string{addr}, topicMsg, topicSchd, 30*time.Second); !errors.Is(err, floor.ErrForeign) {
+	produce(t, c, true, &kgo.Record{Topic: topicMsg, Key: []byte("D"), Value: []byte("{}")})
+	if _, err := floor.Read(context.Background(), c.Addrs, topicMsg, topicSchd, time.Minute); !errors.Is(err, floor.ErrForeign) {
 		t.Errorf("a record without the dispatcher's headers: %v, want ErrForeign", err)
 	}
 }
 
 // An empty cluster has nothing published: no floor, no wait.
 func TestReadOfEmptyTopics(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topicMsg, topicSchd))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := floor.Read(context.Background(), c.ListenAddrs(), topicMsg, topicSchd, 10*time.Second)
+	t.Parallel()
+	c, topicMsg, topicSchd := topics(t)
+	s, err := floor.Read(context.Background(), c.Addrs, topicMsg, topicSchd, time.Minute)
 	if err != nil || len(s.Floors) != 0 || s.Records != 0 {
 		t.Errorf("read %+v, %v; want nothing", s, err)
 	}

@@ -6,4 +6,4 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leaktest"
 )
 
-func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMainSharedKafka(m) }

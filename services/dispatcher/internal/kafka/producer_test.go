@@ -17,18 +17,30 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 )
 
-const topic = "msgx.flight.msg"
+// fakeTopic is the topic of the kfake clusters, each a test's own.
+const fakeTopic = "msgx.flight.msg"
 
-func cluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, string) {
+// cluster is a kfake broker, only for a fault the real broker cannot produce on demand (each
+// use says which).
+func cluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, []string) {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(1, topic)}, opts...)...)
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(1, fakeTopic)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c, c.ListenAddrs()[0]
+	return c, c.ListenAddrs()
+}
+
+// shared is the shared real broker with a topic of the test's own (one partition, the given
+// topic configs).
+func shared(t *testing.T, configs map[string]string) (*kafkatest.Cluster, string) {
+	t.Helper()
+	c := kafkatest.Shared(t)
+	return c, c.Topic(t, "msgx.flight.msg", 1, configs)
 }
 
 // TestStartupFailsWithoutIdempotence: there is no fallback to a non-idempotent producer. A
@@ -38,17 +50,23 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 	t.Parallel()
 	t.Run("InitProducerID not offered", func(t *testing.T) {
 		t.Parallel()
+		// kfake: a real Kafka offers InitProducerID since 0.11, and 4.x serves nothing older;
+		// only a fake broker can leave it out of its ApiVersions.
 		v := kversion.V2_8_0()
 		v.SetMaxKeyVersion(int16(kmsg.InitProducerID), -1)
-		_, addr := cluster(t, kfake.MaxVersions(v))
-		if p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes); err == nil {
+		_, addrs := cluster(t, kfake.MaxVersions(v))
+		if p, err := kafka.New(addrs, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes); err == nil {
 			_ = p.Close(time.Second)
 			t.Fatal("producer started against a broker without InitProducerID")
 		}
 	})
 	t.Run("InitProducerID refused", func(t *testing.T) {
 		t.Parallel()
-		c, addr := cluster(t)
+		// kfake: a real broker refuses InitProducerID only to a principal without the
+		// IdempotentWrite (or any Write) permission, which takes an authorizer and a principal
+		// other than the controller's; over PLAINTEXT every connection is User:ANONYMOUS, the
+		// controller's too.
+		c, addrs := cluster(t)
 		c.ControlKey(int16(kmsg.InitProducerID), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			c.KeepControl()
 			resp := req.(*kmsg.InitProducerIDRequest).ResponseKind().(*kmsg.InitProducerIDResponse)
@@ -56,15 +74,14 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 			resp.ProducerID, resp.ProducerEpoch = -1, -1
 			return resp, nil, true
 		})
-		if p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes); err == nil {
+		if p, err := kafka.New(addrs, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes); err == nil {
 			_ = p.Close(time.Second)
 			t.Fatal("producer started although the broker refused InitProducerID")
 		}
 	})
 	t.Run("idempotence available", func(t *testing.T) {
 		t.Parallel()
-		_, addr := cluster(t)
-		p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes)
+		p, err := kafka.New(kafkatest.Shared(t).Addrs, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,8 +115,48 @@ func TestContract(t *testing.T) {
 	}
 }
 
-// hold makes the broker hold the first Produce request until release is closed; held is closed
-// when it arrived.
+// TestConfiguredVersionServesKafka4: Kafka 4 no longer serves the oldest protocol versions
+// (KIP-896), and sarama speaks the versions of its configured Version without negotiating
+// them. The producer, with the Version of Config, makes its producer id, fences, and commits a
+// transaction of records with headers and a tombstone that a read_committed consumer reads
+// back, on the real broker. The broker is shown to refuse a client whose Version is below
+// KIP-896's cut, so the first part means something.
+func TestConfiguredVersionServesKafka4(t *testing.T) {
+	t.Parallel()
+	t.Run("Config's version", func(t *testing.T) {
+		t.Parallel()
+		c, topic := shared(t, nil)
+		p := fenced(t, c.Addrs, topic, kafkatest.Name("msgx-dispatcher"), "test")
+		withHeaders := rec(topic, "F1", "v1")
+		withHeaders.Headers = [][2]string{{kafka.HeaderEventID, "1"}, {kafka.HeaderStateVersion, "1"}}
+		if errs := publish(t, p, time.Minute, withHeaders, rec(topic, "F2", "")); errs[0] != nil || errs[1] != nil {
+			t.Fatalf("publish with %s: %v, %v", kafka.Config("test", 0).Version, errs[0], errs[1])
+		}
+		if got := readCommitted(t, c.Addrs, topic, 2); len(got) != 2 || got[0] != "v1" || got[1] != "<null>" {
+			t.Fatalf("topic holds %q, want v1 and the tombstone", got)
+		}
+	})
+	t.Run("a version Kafka 4 no longer serves", func(t *testing.T) {
+		t.Parallel()
+		c, topic := shared(t, nil)
+		cfg := sarama.NewConfig()
+		cfg.Version = sarama.V0_10_0_0 // Produce v2, removed by KIP-896
+		cfg.Producer.Return.Successes = true
+		cfg.Producer.Retry.Max = 0
+		// Refused at the connection (the metadata) or at the produce: either way not served.
+		sp, err := sarama.NewSyncProducer(c.Addrs, cfg)
+		if err == nil {
+			defer func() { _ = sp.Close() }()
+			_, _, err = sp.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("old")})
+		}
+		if err == nil {
+			t.Fatalf("the broker at %v took Produce v2: it is no Kafka 4, and the check above proves nothing", c.Addrs)
+		}
+	})
+}
+
+// hold makes the kfake broker hold the first Produce request until release is closed; held is
+// closed when it arrived.
 func hold(c *kfake.Cluster) (held, release chan struct{}) {
 	held, release = make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -116,7 +173,7 @@ func hold(c *kfake.Cluster) (held, release chan struct{}) {
 	return held, release
 }
 
-func rec(key, value string) kafka.Record {
+func rec(topic, key, value string) kafka.Record {
 	r := kafka.Record{Topic: topic, Key: key}
 	if value != "" {
 		r.Value = []byte(value)
@@ -124,19 +181,25 @@ func rec(key, value string) kafka.Record {
 	return r
 }
 
-func fenced(t *testing.T, addr, clientID string) *kafka.Producer {
+// fenced is a producer of the transactional id prefix txnID, fenced for topic.
+func fenced(t *testing.T, addrs []string, topic, txnID, clientID string) *kafka.Producer {
 	t.Helper()
-	p, err := kafka.New([]string{addr}, clientID, kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes)
+	p, err := kafka.New(addrs, clientID, txnID, kafka.DefaultMaxMessageBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Close(10 * time.Second) })
+	t.Cleanup(func() { _ = p.Close(30 * time.Second) })
+	fence(t, p, topic)
+	return p
+}
+
+func fence(t *testing.T, p *kafka.Producer, topic string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	if err := p.Fence(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	return p
 }
 
 func publish(t *testing.T, p *kafka.Producer, d time.Duration, rs ...kafka.Record) []error {
@@ -146,33 +209,35 @@ func publish(t *testing.T, p *kafka.Producer, d time.Duration, rs ...kafka.Recor
 	return p.Publish(ctx, rs)
 }
 
-// readCommitted reads the topic from the start as a consumer must (read_committed) until the
-// broker has had time to return everything, and returns the values ("<null>" for a tombstone).
-func readCommitted(t *testing.T, addr string, want int) []string {
+// readCommitted reads the topic from the start as a consumer must (read_committed) until want
+// records arrived, then a little longer so that a record beyond them shows up too, and returns
+// the values ("<null>" for a tombstone).
+func readCommitted(t *testing.T, addrs []string, topic string, want int) []string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var got []string
+	value := func(r *kgo.Record) {
+		v := string(r.Value)
+		if r.Value == nil {
+			v = "<null>"
+		}
+		got = append(got, v)
+	}
 	for len(got) < want && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			v := string(r.Value)
-			if r.Value == nil {
-				v = "<null>"
-			}
-			got = append(got, v)
-		})
+		cl.PollFetches(ctx).EachRecord(value)
 	}
 	// Anything beyond want (a late record of the deposed holder) would arrive here.
 	more, mcancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer mcancel()
 	for more.Err() == nil {
-		cl.PollFetches(more).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		cl.PollFetches(more).EachRecord(value)
 	}
 	return got
 }
@@ -184,17 +249,22 @@ func readCommitted(t *testing.T, addr string, want int) []string {
 // (or abort its transaction), so the old call fails and a read_committed consumer sees only the
 // new holder's records.
 // Guards R-INV-15.
+//
+// kfake: the broker must hold one chosen Produce request while it serves the next holder's
+// fence and records on the same topic; a real broker paused or stopped (kafkatest.Own) would
+// hold the next holder too.
 func TestDeposedHolderIsFenced(t *testing.T) {
 	t.Parallel()
-	c, addr := cluster(t)
-	old := fenced(t, addr, "old")
+	c, addrs := cluster(t)
+	txnID := kafkatest.Name("msgx-dispatcher")
+	old := fenced(t, addrs, fakeTopic, txnID, "old")
 	held, release := hold(c)
 	oldErrs := make(chan []error, 1)
-	go func() { oldErrs <- publish(t, old, time.Minute, rec("F1", "v5-old")) }()
+	go func() { oldErrs <- publish(t, old, time.Minute, rec(fakeTopic, "F1", "v5-old")) }()
 	<-held
 
-	nw := fenced(t, addr, "new")
-	for _, r := range []kafka.Record{rec("F1", "v5-new"), rec("F1", "")} {
+	nw := fenced(t, addrs, fakeTopic, txnID, "new")
+	for _, r := range []kafka.Record{rec(fakeTopic, "F1", "v5-new"), rec(fakeTopic, "F1", "")} {
 		if errs := publish(t, nw, 30*time.Second, r); errs[0] != nil {
 			t.Fatalf("new holder's send: %v", errs[0])
 		}
@@ -203,64 +273,59 @@ func TestDeposedHolderIsFenced(t *testing.T) {
 	if errs := <-oldErrs; errs[0] == nil {
 		t.Fatal("the deposed holder's late record was committed")
 	}
-	if got := readCommitted(t, addr, 2); len(got) != 2 || got[0] != "v5-new" || got[1] != "<null>" {
+	if got := readCommitted(t, addrs, fakeTopic, 2); len(got) != 2 || got[0] != "v5-new" || got[1] != "<null>" {
 		t.Fatalf("topic holds %q, want the new holder's v5-new then the tombstone only", got)
 	}
 }
 
 // TestUnansweredRecordIsNeverCommitted: a record without an answer by the caller's deadline
-// fails the call and its producer is dropped, so its transaction is never committed.
+// fails the call and its producer is dropped, so its transaction is never committed, not even
+// when the broker takes the record once it answers again. The broker of the test's own is
+// paused (SIGSTOP): it keeps the connection and answers nothing.
 func TestUnansweredRecordIsNeverCommitted(t *testing.T) {
 	t.Parallel()
-	c, addr := cluster(t)
-	p := fenced(t, addr, "test")
-	held, release := hold(c)
-	if errs := publish(t, p, time.Second, rec("F1", "unanswered")); !errors.Is(errs[0], kafka.ErrNoAnswer) {
-		t.Fatalf("held send: %v, want ErrNoAnswer", errs[0])
+	s := kafkatest.Own(t, nil)
+	topic := s.Topic(t, "msgx.flight.msg", 1, nil)
+	p := fenced(t, s.Addrs, topic, kafkatest.Name("msgx-dispatcher"), "test")
+	s.Pause()
+	errs := publish(t, p, 2*time.Second, rec(topic, "F1", "unanswered"))
+	s.Resume()
+	if !errors.Is(errs[0], kafka.ErrNoAnswer) {
+		t.Fatalf("send to the paused broker: %v, want ErrNoAnswer", errs[0])
 	}
-	<-held
 	if p.Fenced(topic) {
 		t.Fatal("the failed transaction's producer is still in use")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := p.Fence(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
-	close(release)
-	if errs := publish(t, p, 30*time.Second, rec("F1", "next")); errs[0] != nil {
+	fence(t, p, topic)
+	if errs := publish(t, p, time.Minute, rec(topic, "F1", "next")); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	if got := readCommitted(t, addr, 1); len(got) != 1 || got[0] != "next" {
+	if got := readCommitted(t, s.Addrs, topic, 1); len(got) != 1 || got[0] != "next" {
 		t.Fatalf("topic holds %q, want only the record sent after the fence", got)
 	}
 }
 
-// TestFailedRecordAbortsItsCall: one record refused by the broker fails the transaction; the
-// others of the call are ErrAborted (not their own failure), nothing of the call is visible,
-// and the next call, after a fresh fence, goes through.
+// TestFailedRecordAbortsItsCall: one record refused by the broker for what it is (larger than
+// the topic's max.message.bytes, below the kafka.max-message-bytes the producer has) fails the
+// transaction; the others of the call are ErrAborted or carry the same refusal (one batch),
+// nothing of the call is visible, and the next call, after a fresh fence, goes through.
 func TestFailedRecordAbortsItsCall(t *testing.T) {
 	t.Parallel()
-	c, addr := cluster(t)
-	p := fenced(t, addr, "test")
-	bad := kafka.Record{Topic: topic, Key: "BAD", Value: []byte("bad")}
-	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.InvalidRecord, Count: 1})
-	errs := publish(t, p, 30*time.Second, bad, rec("OK", "ok-1"))
-	if errs[0] == nil || errors.Is(errs[0], kafka.ErrAborted) {
-		t.Fatalf("refused record: %v, want the broker's error", errs[0])
+	c, topic := shared(t, map[string]string{"max.message.bytes": "1024"})
+	p := fenced(t, c.Addrs, topic, kafkatest.Name("msgx-dispatcher"), "test")
+	bad := kafka.Record{Topic: topic, Key: "BAD", Value: []byte(strings.Repeat("b", 2048))}
+	errs := publish(t, p, time.Minute, bad, rec(topic, "OK", "ok-1"))
+	if !errors.Is(errs[0], sarama.ErrMessageSizeTooLarge) || errors.Is(errs[0], kafka.ErrAborted) {
+		t.Fatalf("refused record: %v, want the broker's MESSAGE_TOO_LARGE", errs[0])
 	}
 	if !errors.Is(errs[1], kafka.ErrAborted) && !errors.Is(errs[1], errs[0]) {
 		t.Fatalf("the other record: %v, want ErrAborted or the same refusal", errs[1])
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := p.Fence(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
-	if errs := publish(t, p, 30*time.Second, rec("OK", "ok-2")); errs[0] != nil {
+	fence(t, p, topic)
+	if errs := publish(t, p, time.Minute, rec(topic, "OK", "ok-2")); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	if got := readCommitted(t, addr, 1); len(got) != 1 || got[0] != "ok-2" {
+	if got := readCommitted(t, c.Addrs, topic, 1); len(got) != 1 || got[0] != "ok-2" {
 		t.Fatalf("topic holds %q, want ok-2 only", got)
 	}
 }
@@ -269,48 +334,41 @@ func TestFailedRecordAbortsItsCall(t *testing.T) {
 // producer that was not fenced in this term sends nothing.
 func TestPublishAfterCancelSendsNothing(t *testing.T) {
 	t.Parallel()
-	_, addr := cluster(t)
-	p := fenced(t, addr, "test")
+	c, topic := shared(t, nil)
+	p := fenced(t, c.Addrs, topic, kafkatest.Name("msgx-dispatcher"), "test")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if errs := p.Publish(ctx, []kafka.Record{rec("F1", "cancelled")}); !errors.Is(errs[0], kafka.ErrAborted) {
+	if errs := p.Publish(ctx, []kafka.Record{rec(topic, "F1", "cancelled")}); !errors.Is(errs[0], kafka.ErrAborted) {
 		t.Fatalf("cancelled send: %v, want ErrAborted", errs[0])
 	}
 	p.Release(topic)
-	if errs := publish(t, p, time.Minute, rec("F1", "unfenced")); !errors.Is(errs[0], kafka.ErrNotFenced) {
+	if errs := publish(t, p, time.Minute, rec(topic, "F1", "unfenced")); !errors.Is(errs[0], kafka.ErrNotFenced) {
 		t.Fatalf("unfenced send: %v, want ErrNotFenced", errs[0])
 	}
-	ctx2, cancel2 := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel2()
-	if err := p.Fence(ctx2, topic); err != nil {
-		t.Fatal(err)
-	}
-	if errs := publish(t, p, time.Minute, rec("F1", "sent")); errs[0] != nil {
+	fence(t, p, topic)
+	if errs := publish(t, p, time.Minute, rec(topic, "F1", "sent")); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	if got := readCommitted(t, addr, 1); len(got) != 1 || got[0] != "sent" {
+	if got := readCommitted(t, c.Addrs, topic, 1); len(got) != 1 || got[0] != "sent" {
 		t.Fatalf("topic holds %q, want only the record sent while fenced", got)
 	}
 }
 
 // TestRecordOverTheBrokerLimitIsRefusedBeforeSending: a record whose batch would exceed the
-// brokers' message.max.bytes is refused with ErrRecordTooLarge and never handed to sarama, so
-// the other records of the call still commit; one that fits exactly goes through; and records
-// that fit one by one are never batched into more than the broker takes.
+// topic's max.message.bytes is refused with ErrRecordTooLarge and never handed to sarama, so
+// the other records of the call still commit; one whose batch is exactly the limit goes
+// through (the broker counts it as BatchBytes does); and records that fit one by one are never
+// batched into more than the broker takes.
 func TestRecordOverTheBrokerLimitIsRefusedBeforeSending(t *testing.T) {
 	t.Parallel()
 	const limit = 2048
-	_, addr := cluster(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(limit)}))
-	p, err := kafka.New([]string{addr}, "test", kafka.DefaultTransactionalID, limit)
+	c, topic := shared(t, map[string]string{"max.message.bytes": strconv.Itoa(limit)})
+	p, err := kafka.New(c.Addrs, "test", kafkatest.Name("msgx-dispatcher"), limit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Close(10 * time.Second) })
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := p.Fence(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { _ = p.Close(30 * time.Second) })
+	fence(t, p, topic)
 	sized := func(key string, batch int) kafka.Record {
 		r := kafka.Record{Topic: topic, Key: key, Value: []byte{}}
 		r.Value = []byte(strings.Repeat("x", batch-kafka.BatchBytes(r)))
@@ -320,7 +378,7 @@ func TestRecordOverTheBrokerLimitIsRefusedBeforeSending(t *testing.T) {
 		return r
 	}
 	fits, over := sized("FIT", limit), sized("OVER", limit+1)
-	errs := publish(t, p, 30*time.Second, over, fits, rec("OK", "ok"))
+	errs := publish(t, p, time.Minute, over, fits, rec(topic, "OK", "ok"))
 	if !errors.Is(errs[0], kafka.ErrRecordTooLarge) || !strings.Contains(errs[0].Error(), "2049 bytes") {
 		t.Fatalf("record over the limit: %v, want ErrRecordTooLarge naming its size", errs[0])
 	}
@@ -329,13 +387,13 @@ func TestRecordOverTheBrokerLimitIsRefusedBeforeSending(t *testing.T) {
 	}
 	// Three records of 60% of the limit on the one partition: sarama must put each in its own
 	// batch; with its default bound (1 MiB) it would send one batch the broker refuses.
-	errs = publish(t, p, 30*time.Second, sized("A", limit*6/10), sized("B", limit*6/10), sized("C", limit*6/10))
+	errs = publish(t, p, time.Minute, sized("A", limit*6/10), sized("B", limit*6/10), sized("C", limit*6/10))
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("record %d of 60%%: %v", i, err)
 		}
 	}
-	if got := readCommitted(t, addr, 5); len(got) != 5 || got[0] != string(fits.Value) || got[1] != "ok" {
+	if got := readCommitted(t, c.Addrs, topic, 5); len(got) != 5 || got[0] != string(fits.Value) || got[1] != "ok" {
 		t.Fatalf("topic holds %d records, want the one that fits exactly, ok and the three of 60%%", len(got))
 	}
 }

@@ -70,9 +70,11 @@ func (t Target) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
 	return errs
 }
 
-// Broker answers that mean "no leader can take this now", not "this record is wrong".
+// Broker answers that mean "no leader can take this now", not "this record is wrong". A topic
+// the brokers do not know (UNKNOWN_TOPIC_OR_PARTITION: deleted under traffic, or not created
+// yet) is one of them: the record is fine and goes out once the topic exists.
 var unavailableErrors = []error{
-	sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrRequestTimedOut,
+	sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrRequestTimedOut, sarama.ErrUnknownTopicOrPartition,
 	sarama.ErrNotEnoughReplicas, sarama.ErrNotEnoughReplicasAfterAppend, sarama.ErrBrokerNotAvailable,
 	sarama.ErrReplicaNotAvailable, sarama.ErrNetworkException, sarama.ErrKafkaStorageError,
 	sarama.ErrOutOfBrokers, sarama.ErrNotController, sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch,
