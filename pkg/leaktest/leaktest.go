@@ -19,23 +19,6 @@ var libraries = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
 }
 
-// sharedKafka are the loops of testkit/kafkatest's client of the shared broker: it is the
-// process's (kafkatest.Shared makes it once and never closes it), so it outlives every test by
-// design. They are told apart by their top function only, which would also hide a leaked kgo
-// client of a test once its idle connections were reaped; so only the packages that use the
-// shared broker ignore them (VerifyTestMainSharedKafka).
-var sharedKafka = []goleak.Option{
-	goleak.IgnoreTopFunction("github.com/twmb/franz-go/pkg/kgo.(*Client).updateMetadataLoop"),
-	goleak.IgnoreTopFunction("github.com/twmb/franz-go/pkg/kgo.(*Client).reapConnectionsLoop"),
-	goleak.IgnoreTopFunction("github.com/twmb/franz-go/pkg/kgo.(*Client).pushMetrics"),
-}
-
-// VerifyTestMainSharedKafka is VerifyTestMain for a package whose tests use
-// kafkatest.Shared: it also ignores the loops of the kit's process-wide client.
-func VerifyTestMainSharedKafka(m *testing.M) {
-	goleak.VerifyTestMain(m, append(libraries[:len(libraries):len(libraries)], sharedKafka...)...)
-}
-
 // VerifyTestMain runs the package's tests and checks for leaked goroutines; cleanup, when
 // given, runs after the check with the tests' exit code and must exit the process. m is the
 // package's *testing.M, or a wrapper whose Run also closes what the tests shared and the

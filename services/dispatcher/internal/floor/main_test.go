@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/msgexchange/msgexchange/pkg/leaktest"
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 )
 
-func TestMain(m *testing.M) { leaktest.VerifyTestMainSharedKafka(m) }
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(kafkatest.Main(m)) }
