@@ -132,8 +132,16 @@ func (h statsHandler) TagConn(ctx context.Context, info *stats.ConnTagInfo) cont
 
 func (statsHandler) HandleConn(context.Context, stats.ConnStats) {}
 
-func (statsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+func (statsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return Track(ctx) }
+
+// Track gives a call's context (its tap's, or its stats TagRPC's) the record of its reserved
+// and queued bytes, once: the tap's context, which Hold is given, and the handler's then share
+// it.
+func Track(ctx context.Context) context.Context {
 	if _, ok := ctx.Value(connKey{}).(*conn); !ok {
+		return ctx
+	}
+	if _, ok := ctx.Value(rpcKey{}).(*reservation); ok {
 		return ctx
 	}
 	return context.WithValue(ctx, rpcKey{}, &reservation{})
@@ -148,6 +156,7 @@ func (statsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	switch s := s.(type) {
 	case *stats.OutPayload:
 		// The message is queued: its reservation becomes the bytes actually queued.
+		r.queued.Store(true)
 		c.adjust(int64(s.WireLength) - r.take())
 	case *stats.End:
 		// A reservation still open at the end was never sent (the stream ended first).
@@ -156,8 +165,12 @@ func (statsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 }
 
 // reservation is the bytes reserved for a call's message that grpc-go has not queued yet.
-// grpc-go sends one message of a stream at a time, so there is at most one.
-type reservation struct{ n atomic.Int64 }
+// grpc-go sends one message of a stream at a time, so there is at most one. queued tells
+// whether the call has queued any message at all.
+type reservation struct {
+	n      atomic.Int64
+	queued atomic.Bool
+}
 
 func (r *reservation) take() int64 { return r.n.Swap(0) }
 
@@ -224,11 +237,15 @@ func (s *reservingStream) SendMsg(m any) error {
 }
 
 // Hold calls release once the call's connection has no response bytes queued (at once when it
-// has none) or is closed: the tap's slot of a call is thus held until its response has left,
-// not given back when grpc-go ends the call's context, which it does before the flush.
+// has none, or when the call queued no message: a refusal's status is not flow-controlled) or
+// is closed: the tap's slot of a call is thus held until its response has left, not given back
+// when grpc-go ends the call's context, which it does before the flush. The connection's bytes
+// are not told apart by stream (no public hook of grpc-go names a call's stream), so a call
+// waits for the connection's whole queue.
 func Hold(ctx context.Context, release func()) {
 	c, ok := ctx.Value(connKey{}).(*conn)
-	if !ok {
+	r, _ := ctx.Value(rpcKey{}).(*reservation)
+	if !ok || r == nil || !r.queued.Load() {
 		release()
 		return
 	}

@@ -223,6 +223,7 @@ func (t *gate) handle(ctx context.Context, info *tap.Info) (context.Context, err
 		t.refused.note(ctx, "server_full", info.FullMethodName)
 		return nil, status.Errorf(codes.ResourceExhausted, "the server has %d %s in flight, its bound; retry later", cap(bound.c), what)
 	}
+	ctx = sendbudget.Track(ctx)
 	context.AfterFunc(ctx, func() { sendbudget.Hold(ctx, bound.release) })
 	return ctx, nil
 }
