@@ -132,7 +132,9 @@ func (h statsHandler) TagConn(ctx context.Context, info *stats.ConnTagInfo) cont
 
 func (statsHandler) HandleConn(context.Context, stats.ConnStats) {}
 
-func (statsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return Track(ctx) }
+func (statsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return Track(ctx)
+}
 
 // Track gives a call's context (its tap's, or its stats TagRPC's) the record of its reserved
 // and queued bytes, once: the tap's context, which Hold is given, and the handler's then share
