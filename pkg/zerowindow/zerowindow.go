@@ -193,19 +193,25 @@ func (z *Conn) Answers() map[uint32]Answer {
 }
 
 // Tally counts the calls started by what they were answered with: "unread" for a response
-// whose headers came but not its trailers, a code name for trailers, "reset <code>", or
-// "none".
+// whose headers came but not its trailers, a code name for trailers, "reset <code>", "none",
+// or "closed" for a call without an answer when the connection closed.
 func (z *Conn) Tally() map[string]int {
 	answers := z.Answers()
 	z.wmu.Lock()
 	next := z.next
 	z.wmu.Unlock()
+	none := "none"
+	select {
+	case <-z.done:
+		none = "closed"
+	default:
+	}
 	out := map[string]int{}
 	for id := uint32(1); id < next; id += 2 {
 		a, ok := answers[id]
 		switch {
 		case !ok:
-			out["none"]++
+			out[none]++
 		case a.Status != "":
 			out[a.Status]++
 		case a.Reset != "":
@@ -213,7 +219,7 @@ func (z *Conn) Tally() map[string]int {
 		case a.Headers:
 			out["unread"]++
 		default:
-			out["none"]++
+			out[none]++
 		}
 	}
 	return out

@@ -66,6 +66,9 @@ type Budget struct {
 	limits Limits
 	hooks  Hooks
 	total  atomic.Int64
+	// full is set when a message was refused at the total and cleared when bytes are given
+	// back: meanwhile Admit refuses calls before their handlers build a response.
+	full atomic.Bool
 	// handshaken holds each connection from its handshake until its stats TagConn claims it,
 	// keyed by its addresses: TagConn is told only those.
 	handshaken sync.Map
@@ -176,6 +179,45 @@ type reservation struct {
 
 func (r *reservation) take() int64 { return r.n.Swap(0) }
 
+// Admit refuses a call (RESOURCE_EXHAUSTED) while its connection or the total is known to be
+// full: a message was refused at that bound and no byte has been given back since. It is for
+// the tap, so that a client that reads nothing cannot make the handlers build response after
+// response only to have them refused (each is garbage for the collector: 10,544 refused
+// reflection answers took control's RSS from 29 to 238 MiB with 32 MiB queued).
+func (b *Budget) Admit(ctx context.Context) error {
+	c, ok := ctx.Value(connKey{}).(*conn)
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	full := c.full
+	c.mu.Unlock()
+	switch {
+	case full:
+		return b.refuse(ctx, "connection", 0)
+	case b.full.Load():
+		return b.refuse(ctx, "total", 0)
+	}
+	return nil
+}
+
+func (b *Budget) refuse(ctx context.Context, bound string, n int64) error {
+	if b.hooks.Refused != nil {
+		b.hooks.Refused(ctx, bound)
+	}
+	what := "the response"
+	if n > 0 {
+		what = fmt.Sprintf("the response (%d bytes)", n)
+	}
+	if bound == "connection" {
+		return status.Errorf(codes.ResourceExhausted,
+			"%s does not fit this connection's %d bytes of responses not yet read (control.max-queued-bytes-per-connection); read the responses, or ask for a smaller page",
+			what, b.limits.PerConnection)
+	}
+	return status.Errorf(codes.ResourceExhausted,
+		"the server holds %d bytes of responses its clients have not read, its bound (control.max-queued-bytes); retry later", b.limits.Total)
+}
+
 // reserve counts a message of size bytes against its connection's and the total budget before
 // it is sent.
 func (b *Budget) reserve(ctx context.Context, size int) error {
@@ -186,16 +228,7 @@ func (b *Budget) reserve(ctx context.Context, size int) error {
 	}
 	n := int64(size) + grpcPrefix
 	if bound := c.reserve(n); bound != "" {
-		if b.hooks.Refused != nil {
-			b.hooks.Refused(ctx, bound)
-		}
-		if bound == "connection" {
-			return status.Errorf(codes.ResourceExhausted,
-				"the response (%d bytes) does not fit this connection's %d bytes of responses not yet read (control.max-queued-bytes-per-connection); read the responses, or ask for a smaller page",
-				n, b.limits.PerConnection)
-		}
-		return status.Errorf(codes.ResourceExhausted,
-			"the server holds %d bytes of responses its clients have not read, its bound (control.max-queued-bytes); retry later", b.limits.Total)
+		return b.refuse(ctx, bound, n)
 	}
 	r.n.Add(n)
 	return nil
@@ -275,6 +308,9 @@ type conn struct {
 	mu sync.Mutex
 	// queued is the bytes reserved or queued and not yet written as DATA.
 	queued int64
+	// full is set when a message was refused at the connection's bound, cleared when bytes
+	// are given back (Admit).
+	full bool
 	// open holds the streams the client opened that the server has not ended (trailers or
 	// RST_STREAM) nor the client reset; lastOpened is the highest such stream ID.
 	open       map[uint32]struct{}
@@ -348,10 +384,12 @@ func (c *conn) reserve(n int64) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.queued+n > c.b.limits.PerConnection {
+		c.full = true
 		return "connection"
 	}
 	if c.b.total.Add(n) > c.b.limits.Total {
 		c.b.total.Add(-n)
+		c.b.full.Store(true)
 		return "total"
 	}
 	c.queued += n
@@ -369,6 +407,9 @@ func (c *conn) adjust(d int64) {
 	d = max(d, -c.queued)
 	c.queued += d
 	c.b.total.Add(d)
+	if d < 0 {
+		c.gaveBackLocked()
+	}
 	var release []func()
 	if c.queued == 0 {
 		release = c.settleLocked()
@@ -383,6 +424,9 @@ func (c *conn) sent(n int64) {
 	n = min(n, c.queued)
 	c.queued -= n
 	c.b.total.Add(-n)
+	if n > 0 {
+		c.gaveBackLocked()
+	}
 	var release []func()
 	if c.queued == 0 {
 		release = c.settleLocked()
@@ -422,12 +466,19 @@ func (c *conn) hold(release func()) {
 func (c *conn) settleLocked() []func() {
 	c.b.total.Add(-c.queued)
 	c.queued = 0
+	c.gaveBackLocked()
 	if c.stall != nil {
 		c.stall.Stop()
 	}
 	held := c.held
 	c.held = nil
 	return held
+}
+
+// gaveBackLocked notes that bytes were given back: a message may fit again.
+func (c *conn) gaveBackLocked() {
+	c.full = false
+	c.b.full.Store(false)
 }
 
 // armLocked (re)starts the stall timeout: queued bytes that make no progress for it close the

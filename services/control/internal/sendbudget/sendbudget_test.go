@@ -2,11 +2,15 @@ package sendbudget
 
 import (
 	"bytes"
+	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/leaktest"
 )
@@ -111,11 +115,26 @@ func TestConnectionCount(t *testing.T) {
 	if q := b.Queued(); q != 150 {
 		t.Fatalf("%d queued in all, want 150", q)
 	}
+	// Both bounds refused a message and nothing was given back since: the tap refuses calls.
+	actx, cctx := context.WithValue(t.Context(), connKey{}, a), context.WithValue(t.Context(), connKey{}, c)
+	if err := b.Admit(actx); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "control.max-queued-bytes-per-connection") {
+		t.Errorf("a call on a full connection: %v, want RESOURCE_EXHAUSTED naming the connection's bound", err)
+	}
+	if err := b.Admit(cctx); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "control.max-queued-bytes)") {
+		t.Errorf("a call with the total full: %v, want RESOURCE_EXHAUSTED naming the total", err)
+	}
 	released := 0
 	a.hold(func() { released++ })
 	a.onWrite(frameData, 0, 1, 70)
 	if released != 0 || b.Queued() != 80 {
 		t.Errorf("after 70 bytes of DATA: %d released, %d queued; want 0 and 80", released, b.Queued())
+	}
+	// Bytes given back: a message may fit again.
+	if err := b.Admit(actx); err != nil {
+		t.Errorf("a call after progress: %v", err)
+	}
+	if err := b.Admit(cctx); err != nil {
+		t.Errorf("a call on another connection after progress: %v", err)
 	}
 	// Stream 1 reset by the client, stream 3 ended by its trailers: nothing can be queued any
 	// more, whatever the count says.

@@ -181,6 +181,7 @@ type gate struct {
 	// authenticated calls of the API (and of any other registered service).
 	anonymous, calls *slots
 	refused          *refusalLog
+	budget           *sendbudget.Budget
 	// throttled counts the calls over their connection's rate, full those over a global bound.
 	throttled, full prometheus.Counter
 }
@@ -213,6 +214,11 @@ func (t *gate) handle(ctx context.Context, info *tap.Info) (context.Context, err
 			t.refused.note(ctx, "unauthenticated", info.FullMethodName)
 			return nil, errNoCredential
 		}
+	}
+	// A call whose connection or the server is known to hold all the unread responses it may
+	// is refused before its handler builds another (package sendbudget).
+	if err := t.budget.Admit(ctx); err != nil {
+		return nil, err
 	}
 	bound, what := t.calls, "calls"
 	if free {

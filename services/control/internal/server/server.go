@@ -129,8 +129,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: register anonymous call counter: %w", err)
 	}
 	refused := newRefusalLog(log, cfg.Clock, anonymous.WithLabelValues("unauthenticated"))
+	budget, err := newSendBudget(cfg.Registerer, cfg.Bounds, refused)
+	if err != nil {
+		return nil, err
+	}
 	g := &gate{auth: cfg.Auth, anonymous: newSlots(cfg.Bounds.MaxAnonymousCalls), calls: newSlots(cfg.Bounds.MaxCalls),
-		refused: refused, throttled: throttled}
+		refused: refused, budget: budget, throttled: throttled}
 	conns := newSlots(cfg.Bounds.MaxConnections)
 	bounded, err := registerBounds(cfg.Registerer, g, conns)
 	if err != nil {
@@ -138,10 +142,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	g.full = bounded.full
 	reflected := anonymous.WithLabelValues("reflection")
-	budget, err := newSendBudget(cfg.Registerer, cfg.Bounds, refused)
-	if err != nil {
-		return nil, err
-	}
 
 	grpcLog := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(level), msg, fields...)
