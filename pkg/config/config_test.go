@@ -64,7 +64,7 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"control.max-calls", c.Control.MaxCalls, 64},
 		{"control.max-body-chars", c.Control.MaxBodyChars, 256 << 10},
 		{"control.max-queued-bytes-per-connection", c.Control.MaxQueuedBytesPerConnection, 8 << 20},
-		{"control.max-queued-bytes", c.Control.MaxQueuedBytes, 32 << 20},
+		{"control.max-queued-bytes", c.Control.MaxQueuedBytes, 16 << 20},
 	}
 	for _, i := range ints {
 		if i.got != i.want {

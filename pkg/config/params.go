@@ -212,7 +212,7 @@ func params() []param {
 			limit: Limit{Min: itoa(MinControlBodyChars), Max: itoa(MaxControlBodyChars)}},
 		{key: "control.max-queued-bytes-per-connection", def: "8388608", set: num(func(c *Config) *int { return &c.Control.MaxQueuedBytesPerConnection }),
 			limit: Limit{Min: itoa(MinControlQueuedBytesPerConnection)}},
-		{key: "control.max-queued-bytes", def: "33554432", set: num(func(c *Config) *int { return &c.Control.MaxQueuedBytes }),
+		{key: "control.max-queued-bytes", def: "16777216", set: num(func(c *Config) *int { return &c.Control.MaxQueuedBytes }),
 			limit: Limit{Min: itoa(MinControlQueuedBytesPerConnection)}},
 		{key: "control.send-stall-timeout", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.Control.SendStallTimeout }), limit: positiveD},
 

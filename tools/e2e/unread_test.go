@@ -20,7 +20,7 @@ const reflectionInfo = "/grpc.reflection.v1.ServerReflection/ServerReflectionInf
 // connections of a client that grants no HTTP/2 window (SETTINGS_INITIAL_WINDOW_SIZE 0, never a
 // WINDOW_UPDATE) ask for the service's descriptors by reflection, ~23 KB each, and never read
 // them. Without a token every call is refused. With the reader token the responses the
-// server queues are bounded by control.max-queued-bytes (32 MiB by default; the call bound is
+// server queues are bounded by control.max-queued-bytes (16 MiB by default; the call bound is
 // raised here so that the byte bound is what holds), control's RSS stays under 200 MB, and
 // every connection is closed once its responses have made no progress for
 // control.send-stall-timeout, which gives back the bytes and the slots.
@@ -101,8 +101,8 @@ func TestUnreadResponsesStayBounded(t *testing.T) {
 	if tally["unread"]+tally["ResourceExhausted"] != conns*perConn || tally["ResourceExhausted"] == 0 {
 		t.Errorf("outcomes %v, want every call unread or RESOURCE_EXHAUSTED, some refused", tally)
 	}
-	if queued > 32<<20 || queued == 0 {
-		t.Errorf("%.0f bytes queued, want some and at most control.max-queued-bytes (32 MiB)", queued)
+	if queued > 16<<20 || queued == 0 {
+		t.Errorf("%.0f bytes queued, want some and at most control.max-queued-bytes (16 MiB)", queued)
 	}
 	// The refused calls give their slots back as their status is written; the unread ones keep
 	// theirs.
@@ -114,9 +114,13 @@ func TestUnreadResponsesStayBounded(t *testing.T) {
 		t.Errorf("control RSS %d MiB with the responses unread, want under %d MiB", during>>20, controlPeak>>20)
 	}
 
-	// No byte of them leaves: every connection is closed at the stall timeout.
+	// No byte of them leaves: every connection with responses queued is closed at the stall
+	// timeout (one whose calls were all refused holds nothing and may stay).
 	deadline := time.After(stall + 30*time.Second)
 	for _, z := range clients {
+		if z.Tally()["unread"] == 0 {
+			continue
+		}
 		select {
 		case <-z.Closed():
 		case <-deadline:

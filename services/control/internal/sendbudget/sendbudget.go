@@ -464,9 +464,11 @@ func (c *conn) hold(release func()) {
 // settleLocked empties the connection's count: it gives its bytes back to the total, stops the
 // stall timeout and returns the held slots to release (outside the lock).
 func (c *conn) settleLocked() []func() {
-	c.b.total.Add(-c.queued)
-	c.queued = 0
-	c.gaveBackLocked()
+	if c.queued > 0 {
+		c.b.total.Add(-c.queued)
+		c.queued = 0
+		c.gaveBackLocked()
+	}
 	if c.stall != nil {
 		c.stall.Stop()
 	}

@@ -123,6 +123,13 @@ func TestConnectionCount(t *testing.T) {
 	if err := b.Admit(cctx); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "control.max-queued-bytes)") {
 		t.Errorf("a call with the total full: %v, want RESOURCE_EXHAUSTED naming the total", err)
 	}
+	// A connection whose calls all ended with nothing queued (refused, say) gives nothing back.
+	d := &conn{b: b, open: map[uint32]struct{}{}}
+	d.onRead(frameHeaders, 0, 1, 10)
+	d.onWrite(frameHeaders, flagEndStream|0x4, 1, 8)
+	if err := b.Admit(cctx); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a call with the total full, after another connection's refused call ended: %v, want RESOURCE_EXHAUSTED", err)
+	}
 	released := 0
 	a.hold(func() { released++ })
 	a.onWrite(frameData, 0, 1, 70)

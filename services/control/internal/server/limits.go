@@ -91,7 +91,7 @@ func (b Bounds) withDefaults() Bounds {
 		b.MaxQueuedBytesPerConnection = 8 << 20
 	}
 	if b.MaxQueuedBytes <= 0 {
-		b.MaxQueuedBytes = 32 << 20
+		b.MaxQueuedBytes = 16 << 20
 	}
 	if b.SendStallTimeout <= 0 {
 		b.SendStallTimeout = 30 * time.Second
