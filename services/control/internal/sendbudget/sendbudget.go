@@ -287,7 +287,7 @@ func Hold(ctx context.Context, release func()) {
 	c.hold(release)
 }
 
-// HTTP/2 frame types and flags (RFC 9113 §6) the budget reads.
+// HTTP/2 frame types and flags (RFC 9113, section 6) the budget reads.
 const (
 	frameData      = 0x0
 	frameHeaders   = 0x1
@@ -322,7 +322,7 @@ type conn struct {
 
 func (b *Budget) watch(c net.Conn) *conn {
 	w := &conn{Conn: c, b: b, key: addrKey(c.LocalAddr(), c.RemoteAddr()), open: map[uint32]struct{}{}}
-	// The client's connection preface (RFC 9113 §3.4) comes before its first frame.
+	// The client's connection preface (RFC 9113, section 3.4) comes before its first frame.
 	w.in.skip = 24
 	return w
 }
@@ -353,7 +353,7 @@ func (c *conn) Close() error {
 func (c *conn) onRead(typ, flags byte, stream uint32, length int) {
 	switch typ {
 	case frameHeaders:
-		// Client streams have odd IDs that only grow (RFC 9113 §5.1.1); a HEADERS frame on a
+		// Client streams have odd IDs that only grow (RFC 9113, section 5.1.1); a HEADERS frame on a
 		// known ID is a trailer, which gRPC clients do not send.
 		if stream%2 == 1 && stream > c.lastOpened {
 			c.mu.Lock()

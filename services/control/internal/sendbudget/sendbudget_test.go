@@ -17,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
-// frameSettings is the SETTINGS frame type (RFC 9113 §6.5), which the budget skips.
+// frameSettings is the SETTINGS frame type (RFC 9113, section 6.5), which the budget skips.
 const frameSettings = 0x4
 
 type seen struct {
