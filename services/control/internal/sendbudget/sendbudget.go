@@ -10,9 +10,11 @@
 // from the moment an interceptor reserves them, before grpc-go encodes the message, until the
 // DATA frames that carry them are written, the stream is reset, or the connection closes.
 //
-// Three bounds follow (docs/security.md, "Control API: limits"):
+// The bounds that follow (docs/security.md, "Control API: limits"):
 //   - a message is sent only if its bytes fit its connection's budget and the total budget;
 //     otherwise the call ends RESOURCE_EXHAUSTED and nothing is queued;
+//   - while a bound has refused a message and no byte has left since, the tap refuses new
+//     calls before their handlers build an answer (Admit);
 //   - a call's slot (the tap's bound) is held until its connection has nothing queued, not
 //     given back when its context ends (Hold);
 //   - a connection whose queued bytes make no progress for the stall timeout is closed.

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
+	// The control binary links gzip (through the OTLP exporter), so a client may ask for it.
+	_ "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -211,6 +213,33 @@ func TestStalledConnectionIsClosed(t *testing.T) {
 	if n := gauge(t, reg, "msgx_control_grpc_send_stalled_total"); n != 1 {
 		t.Errorf("%v stalled connections counted, want 1", n)
 	}
+}
+
+// A response the client asked to be compressed is counted at its compressed size: the
+// reservation of its proto size is settled against what grpc-go queued.
+func TestCompressedResponsesAreCountedAsSent(t *testing.T) {
+	t.Parallel()
+	conn, reg := serveBoundedOn(t, Bounds{SendStallTimeout: time.Minute}, bulky{size: 400_000})
+	z, err := zerowindow.Dial(t.Context(), conn.Target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	req, err := proto.Marshal(&controlv1.GetMessageBodyRequest{MsgId: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An uncompressed request may name its encoding; grpc-go answers in it.
+	if _, err := z.Call(getBody, req, "authorization", "Bearer "+opTok, "grpc-encoding", "gzip", "grpc-accept-encoding", "gzip"); err != nil {
+		t.Fatal(err)
+	}
+	if tally := answered(t, z, 1); tally["unread"] != 1 {
+		t.Fatalf("a gzip call: %v, want it unread", tally)
+	}
+	testwait.ForState(t, 5*time.Second, "the reservation settled at the compressed size", func() (bool, string) {
+		q := gauge(t, reg, "msgx_control_grpc_queued_response_bytes")
+		return q > 0 && q < 10_000, fmt.Sprintf("%v bytes queued for 400,000 characters of x, gzipped", q)
+	})
 }
 
 // The largest response is the connection's budget: one larger is refused, never sent.
