@@ -369,7 +369,7 @@ func gaugeFunc(name, help string, s *slots) prometheus.GaugeFunc {
 func newSendBudget(reg prometheus.Registerer, b Bounds, refused *refusalLog) (*sendbudget.Budget, error) {
 	refusedAt := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "msgx_control_grpc_send_refused_total",
-		Help: "Control gRPC responses refused RESOURCE_EXHAUSTED because they did not fit the bytes a connection (bound=\"connection\", control.max-queued-bytes-per-connection) or all connections (bound=\"total\", control.max-queued-bytes) may hold unread.",
+		Help: "Control gRPC calls refused RESOURCE_EXHAUSTED at the bytes a connection (bound=\"connection\", control.max-queued-bytes-per-connection) or all connections (bound=\"total\", control.max-queued-bytes) may hold unread: a response that did not fit, or a call in the tap while the bound was full.",
 	}, []string{"bound"})
 	stalled := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "msgx_control_grpc_send_stalled_total",
