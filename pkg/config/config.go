@@ -193,6 +193,14 @@ type Bounds struct {
 	// text and GetMessageBody returns at most this many characters per call
 	// (control.max-body-chars).
 	MaxBodyChars int
+	// MaxQueuedBytesPerConnection and MaxQueuedBytes bound the response bytes queued for
+	// clients that have not read them, on one connection and over all; the first is also the
+	// largest response (control.max-queued-bytes-per-connection, control.max-queued-bytes).
+	MaxQueuedBytesPerConnection int
+	MaxQueuedBytes              int
+	// SendStallTimeout is how long a connection's queued responses may make no progress
+	// before the connection is closed (control.send-stall-timeout).
+	SendStallTimeout time.Duration
 }
 
 // Pipeline holds pipeline.*.

@@ -63,6 +63,8 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"control.max-anonymous-calls", c.Control.MaxAnonymousCalls, 128},
 		{"control.max-calls", c.Control.MaxCalls, 64},
 		{"control.max-body-chars", c.Control.MaxBodyChars, 256 << 10},
+		{"control.max-queued-bytes-per-connection", c.Control.MaxQueuedBytesPerConnection, 8 << 20},
+		{"control.max-queued-bytes", c.Control.MaxQueuedBytes, 16 << 20},
 	}
 	for _, i := range ints {
 		if i.got != i.want {
@@ -154,6 +156,10 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 		{"control bounds not positive", map[string]string{"MSGX_CONTROL_MAX_CONNECTIONS": "0", "MSGX_CONTROL_MAX_ANONYMOUS_CALLS": "-1", "MSGX_CONTROL_MAX_CONNECTION_AGE": "0s"},
 			[]string{"control.max-connections must be positive", "control.max-anonymous-calls must be positive", "control.max-connection-age must be positive"}},
 		{"control calls below the pool", map[string]string{"MSGX_CONTROL_MAX_CALLS": "5", "MSGX_PG_MAX_CONNS": "10"}, []string{"control.max-calls (5) must be at least pg.max-conns (10)"}},
+		{"control connection queue below the largest response", map[string]string{"MSGX_CONTROL_MAX_QUEUED_BYTES_PER_CONNECTION": "1048576"},
+			[]string{"control.max-queued-bytes-per-connection must be at least 4194304"}},
+		{"control total queue below a connection's", map[string]string{"MSGX_CONTROL_MAX_QUEUED_BYTES": "4194304"},
+			[]string{"control.max-queued-bytes (4194304) must be at least control.max-queued-bytes-per-connection (8388608)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -93,6 +93,10 @@ const (
 	// accepts by default.
 	MinControlBodyChars = 4 << 10
 	MaxControlBodyChars = 512 << 10
+	// control.max-queued-bytes-per-connection is also the largest response: below 4 MiB (what
+	// a gRPC client accepts by default) a GetMessage of control.max-body-chars 4-byte
+	// characters with its timeline might not be sent.
+	MinControlQueuedBytesPerConnection = 4 << 20
 	// codec.max-bytes: the inbox column CMINMSGS_CLOB_MSG is MEDIUMTEXT, so no message is
 	// larger than 16 MiB, and a bound far below a schedule's size would dead-letter every
 	// schedule.
@@ -206,6 +210,11 @@ func params() []param {
 		{key: "control.max-connection-age-grace", def: "1m", set: dur(func(c *Config) *time.Duration { return &c.Control.MaxConnectionAgeGrace }), limit: positiveD},
 		{key: "control.max-body-chars", def: "262144", set: num(func(c *Config) *int { return &c.Control.MaxBodyChars }),
 			limit: Limit{Min: itoa(MinControlBodyChars), Max: itoa(MaxControlBodyChars)}},
+		{key: "control.max-queued-bytes-per-connection", def: "8388608", set: num(func(c *Config) *int { return &c.Control.MaxQueuedBytesPerConnection }),
+			limit: Limit{Min: itoa(MinControlQueuedBytesPerConnection)}},
+		{key: "control.max-queued-bytes", def: "16777216", set: num(func(c *Config) *int { return &c.Control.MaxQueuedBytes }),
+			limit: Limit{Min: itoa(MinControlQueuedBytesPerConnection)}},
+		{key: "control.send-stall-timeout", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.Control.SendStallTimeout }), limit: positiveD},
 
 		{key: "pipeline.poll-interval", def: "1s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.PollInterval }), limit: pollFloor},
 		{key: "pipeline.busy-poll-interval", def: "100ms", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BusyPollInterval }), limit: pollFloor},

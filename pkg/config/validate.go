@@ -110,6 +110,15 @@ func rules() []rule {
 			}
 			return nil
 		}},
+		// One connection's queue is part of the total: a total below it would refuse a response
+		// that the connection's bound lets through.
+		{ServiceControl, func(c Config) error {
+			if k := c.Control; k.MaxQueuedBytes > 0 && k.MaxQueuedBytes < k.MaxQueuedBytesPerConnection {
+				return fmt.Errorf("control.max-queued-bytes (%d) must be at least control.max-queued-bytes-per-connection (%d)",
+					k.MaxQueuedBytes, k.MaxQueuedBytesPerConnection)
+			}
+			return nil
+		}},
 		{ServiceIngest, func(c Config) error {
 			if (c.HTTP.TLSCert == "") != (c.HTTP.TLSKey == "") {
 				return errors.New("set both http.tls-cert and http.tls-key, or neither")

@@ -122,6 +122,10 @@ func New(b *service.Base) (*App, error) {
 			MaxCalls:              c.Control.MaxCalls,
 			MaxConnectionAge:      c.Control.MaxConnectionAge,
 			MaxConnectionAgeGrace: c.Control.MaxConnectionAgeGrace,
+			// The queued bytes of responses not yet read (package sendbudget).
+			MaxQueuedBytesPerConnection: int64(c.Control.MaxQueuedBytesPerConnection),
+			MaxQueuedBytes:              int64(c.Control.MaxQueuedBytes),
+			SendStallTimeout:            c.Control.SendStallTimeout,
 		},
 	})
 	if err != nil {

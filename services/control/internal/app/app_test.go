@@ -469,8 +469,17 @@ func TestAuthentication(t *testing.T) {
 			}
 		}
 	})
-	t.Run("reflection lists and describes the control service without a token", func(t *testing.T) {
+	t.Run("reflection needs a token", func(t *testing.T) {
 		stream, err := reflectionpb.NewServerReflectionClient(in.conn).ServerReflectionInfo(callCtx(t))
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("reflection without a token: %v, want UNAUTHENTICATED", err)
+		}
+	})
+	t.Run("reflection lists and describes the control service with a token", func(t *testing.T) {
+		stream, err := reflectionpb.NewServerReflectionClient(in.conn).ServerReflectionInfo(withToken(callCtx(t), token))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/services/control/internal/sendbudget"
 )
 
 // The transport's limits (docs/security.md). They bound what one client can make the server
@@ -49,7 +50,7 @@ type Bounds struct {
 	// MaxConnections bounds the open connections: one past it is closed when it is accepted,
 	// before any of its bytes are read (control.max-connections).
 	MaxConnections int
-	// MaxAnonymousCalls bounds the calls of the credential-free services (health, reflection)
+	// MaxAnonymousCalls bounds the calls of the credential-free service (health)
 	// in flight over all connections (control.max-anonymous-calls).
 	MaxAnonymousCalls int
 	// MaxCalls bounds the authenticated calls of the API in flight over all connections
@@ -59,6 +60,15 @@ type Bounds struct {
 	// client is asked to reconnect, past the grace its calls are cut.
 	MaxConnectionAge      time.Duration
 	MaxConnectionAgeGrace time.Duration
+	// MaxQueuedBytesPerConnection and MaxQueuedBytes bound the response bytes queued for
+	// clients that have not read them, per connection and over all connections; the first is
+	// also the largest response message (control.max-queued-bytes-per-connection,
+	// control.max-queued-bytes; package sendbudget).
+	MaxQueuedBytesPerConnection int64
+	MaxQueuedBytes              int64
+	// SendStallTimeout is how long a connection's queued responses may make no progress before
+	// the connection is closed (control.send-stall-timeout).
+	SendStallTimeout time.Duration
 }
 
 func (b Bounds) withDefaults() Bounds {
@@ -76,6 +86,15 @@ func (b Bounds) withDefaults() Bounds {
 	}
 	if b.MaxConnectionAgeGrace <= 0 {
 		b.MaxConnectionAgeGrace = time.Minute
+	}
+	if b.MaxQueuedBytesPerConnection <= 0 {
+		b.MaxQueuedBytesPerConnection = 8 << 20
+	}
+	if b.MaxQueuedBytes <= 0 {
+		b.MaxQueuedBytes = 16 << 20
+	}
+	if b.SendStallTimeout <= 0 {
+		b.SendStallTimeout = 30 * time.Second
 	}
 	return b
 }
@@ -158,10 +177,11 @@ func (connTagger) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Con
 // digest, a limiter and two semaphores.
 type gate struct {
 	auth Auth
-	// anonymous holds the calls of the credential-free services in flight, calls the
+	// anonymous holds the health calls in flight (they need no credential), calls the
 	// authenticated calls of the API (and of any other registered service).
 	anonymous, calls *slots
 	refused          *refusalLog
+	budget           *sendbudget.Budget
 	// throttled counts the calls over their connection's rate, full those over a global bound.
 	throttled, full prometheus.Counter
 }
@@ -172,14 +192,18 @@ type gate struct {
 var errNoCredential = status.Error(codes.Unauthenticated, "missing or invalid credential: an authorization bearer token or a client certificate of a configured subject")
 
 // handle decides a call from its headers and its connection: a call without a valid
-// credential spends its connection's rate budget and, unless it is for a credential-free
-// service, is refused UNAUTHENTICATED; every call then takes a slot of its global bound
-// (the credential-free services' or the authenticated calls'), RESOURCE_EXHAUSTED when none
-// is free. The slot is given back when the stream's context ends, which it does however the
-// stream ends.
+// credential spends its connection's rate budget and, unless it is a health call, is refused
+// UNAUTHENTICATED; every call then takes a slot of its global bound (health's or the
+// authenticated calls'), RESOURCE_EXHAUSTED when none is free. The slot is given back once the
+// stream's context has ended and its connection has no response bytes queued: grpc-go ends
+// the context when the handler has written its status, before the response is flushed, and a
+// client that grants no window would otherwise hold responses that no bound counts (issue
+// #57, finding 1; package sendbudget).
 func (t *gate) handle(ctx context.Context, info *tap.Info) (context.Context, error) {
 	service := serviceOf(info.FullMethodName)
-	free := isHealth(service) || isReflection(service)
+	// Only health needs no credential: reflection answers are tens of KB each (the whole
+	// API's descriptors), and unread they held memory for anyone (docs/security.md).
+	free := isHealth(service)
 	if !t.auth.authenticated(ctx, info.Header) {
 		if l, ok := ctx.Value(connLimiterKey{}).(connLimiter); ok && !l.Allow() {
 			t.throttled.Inc()
@@ -191,16 +215,22 @@ func (t *gate) handle(ctx context.Context, info *tap.Info) (context.Context, err
 			return nil, errNoCredential
 		}
 	}
+	// A call whose connection or the server is known to hold all the unread responses it may
+	// is refused before its handler builds another (package sendbudget).
+	if err := t.budget.Admit(ctx); err != nil {
+		return nil, err
+	}
 	bound, what := t.calls, "calls"
 	if free {
-		bound, what = t.anonymous, "calls without a credential (health, reflection)"
+		bound, what = t.anonymous, "health calls"
 	}
 	if !bound.tryAcquire() {
 		t.full.Inc()
 		t.refused.note(ctx, "server_full", info.FullMethodName)
 		return nil, status.Errorf(codes.ResourceExhausted, "the server has %d %s in flight, its bound; retry later", cap(bound.c), what)
 	}
-	context.AfterFunc(ctx, bound.release)
+	ctx = sendbudget.Track(ctx)
+	context.AfterFunc(ctx, func() { sendbudget.Hold(ctx, bound.release) })
 	return ctx, nil
 }
 
@@ -318,7 +348,7 @@ func registerBounds(reg prometheus.Registerer, g *gate, conns *slots) (boundMetr
 	collectors := []prometheus.Collector{m.full, m.connRefused,
 		gaugeFunc("msgx_control_grpc_connections_open", "Open connections to the control gRPC listener (bound: control.max-connections).", conns),
 		gaugeFunc("msgx_control_grpc_calls_in_flight", "Authenticated control API calls in flight (bound: control.max-calls).", g.calls),
-		gaugeFunc("msgx_control_grpc_anonymous_calls_in_flight", "Health and reflection calls in flight (bound: control.max-anonymous-calls).", g.anonymous),
+		gaugeFunc("msgx_control_grpc_anonymous_calls_in_flight", "Health calls in flight (bound: control.max-anonymous-calls).", g.anonymous),
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -330,4 +360,43 @@ func registerBounds(reg prometheus.Registerer, g *gate, conns *slots) (boundMetr
 
 func gaugeFunc(name, help string, s *slots) prometheus.GaugeFunc {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(s.inUse()) })
+}
+
+// newSendBudget builds the budget of response bytes queued for clients that have not read them
+// (issue #57, finding 1) with its metrics: the bytes queued, the messages refused at a bound,
+// the connections closed at the stall timeout. Its refusals and stalls are summarised in the
+// refusal log with the others.
+func newSendBudget(reg prometheus.Registerer, b Bounds, refused *refusalLog) (*sendbudget.Budget, error) {
+	refusedAt := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "msgx_control_grpc_send_refused_total",
+		Help: "Control gRPC calls refused RESOURCE_EXHAUSTED at the bytes a connection (bound=\"connection\", control.max-queued-bytes-per-connection) or all connections (bound=\"total\", control.max-queued-bytes) may hold unread: a response that did not fit, or a call in the tap while the bound was full.",
+	}, []string{"bound"})
+	stalled := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "msgx_control_grpc_send_stalled_total",
+		Help: "Control gRPC connections closed because their queued responses made no progress for control.send-stall-timeout.",
+	})
+	budget, err := sendbudget.New(sendbudget.Limits{PerConnection: b.MaxQueuedBytesPerConnection, Total: b.MaxQueuedBytes, Stall: b.SendStallTimeout},
+		sendbudget.Hooks{
+			Refused: func(ctx context.Context, bound string) {
+				refusedAt.WithLabelValues(bound).Inc()
+				refused.note(ctx, "send_budget_"+bound, "")
+			},
+			Stalled: func(remote net.Addr) {
+				stalled.Inc()
+				refused.note(peer.NewContext(context.Background(), &peer.Peer{Addr: remote}), "send_stalled", "")
+			},
+		})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "msgx_control_grpc_queued_response_bytes",
+		Help: "Response bytes the control server holds for clients that have not read them yet (bound: control.max-queued-bytes).",
+	}, func() float64 { return float64(budget.Queued()) })
+	for _, c := range []prometheus.Collector{refusedAt, stalled, queued} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("server: register send budget metrics: %w", err)
+		}
+	}
+	return budget, nil
 }

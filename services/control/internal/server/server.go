@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -128,8 +129,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: register anonymous call counter: %w", err)
 	}
 	refused := newRefusalLog(log, cfg.Clock, anonymous.WithLabelValues("unauthenticated"))
+	budget, err := newSendBudget(cfg.Registerer, cfg.Bounds, refused)
+	if err != nil {
+		return nil, err
+	}
 	g := &gate{auth: cfg.Auth, anonymous: newSlots(cfg.Bounds.MaxAnonymousCalls), calls: newSlots(cfg.Bounds.MaxCalls),
-		refused: refused, throttled: throttled}
+		refused: refused, budget: budget, throttled: throttled}
 	conns := newSlots(cfg.Bounds.MaxConnections)
 	bounded, err := registerBounds(cfg.Registerer, g, conns)
 	if err != nil {
@@ -157,10 +162,10 @@ func New(cfg Config) (*Server, error) {
 		return status.Error(codes.Internal, "internal error")
 	})}
 	// Health checks arrive every few seconds from probes: they are neither logged nor asked for
-	// a token. Reflection needs no token either (it only describes the API); it is logged at
-	// DEBUG and counted.
+	// a token. Reflection needs a token (the tap refuses it without one: its answers are large,
+	// docs/security.md); it is logged at DEBUG and counted.
 	needsToken := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-		return !isHealth(c.Service) && !isReflection(c.Service)
+		return !isHealth(c.Service)
 	})
 	// Reads are logged at DEBUG when they succeed (a dashboard or a watch reads every few
 	// seconds, and each line at INFO would bury the mutations); a read that fails keeps the
@@ -197,6 +202,9 @@ func New(cfg Config) (*Server, error) {
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.MaxHeaderListSize(MaxHeaderListSize),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		// A response larger than a connection may queue could never be sent whole to a client
+		// that reads slowly; it is refused RESOURCE_EXHAUSTED (package sendbudget).
+		grpc.MaxSendMsgSize(int(cfg.Bounds.MaxQueuedBytesPerConnection)),
 		grpc.ConnectionTimeout(10 * time.Second),
 		// Clients may ping at most every 10 s and only with calls open; a connection without
 		// calls for 5 minutes is closed (GOAWAY), so idle connections cannot pile up.
@@ -208,6 +216,7 @@ func New(cfg Config) (*Server, error) {
 			MaxConnectionAge: cfg.Bounds.MaxConnectionAge, MaxConnectionAgeGrace: cfg.Bounds.MaxConnectionAgeGrace}),
 		grpc.InTapHandle(g.handle),
 		grpc.StatsHandler(connTagger{}),
+		grpc.StatsHandler(budget.StatsHandler()),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(cfg.TracerProvider),
 			otelgrpc.WithPropagators(cfg.Propagator),
@@ -215,6 +224,8 @@ func New(cfg Config) (*Server, error) {
 		)),
 		grpc.ChainUnaryInterceptor(
 			metrics.UnaryServerInterceptor(),
+			// Outermost but for metrics: it reserves the response that the chain returns.
+			budget.UnaryInterceptor(),
 			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(grpcLog, logOpts...), loggedMutation),
 			selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(grpcLog, readOpts...), loggedRead),
 			refusals(refused),
@@ -227,6 +238,7 @@ func New(cfg Config) (*Server, error) {
 		),
 		grpc.ChainStreamInterceptor(
 			metrics.StreamServerInterceptor(),
+			budget.StreamInterceptor(),
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, logOpts...), loggedMutation),
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, readOpts...), loggedRead),
 			selector.StreamServerInterceptor(logging.StreamServerInterceptor(grpcLog, debugOpts...), reflectionCall),
@@ -239,9 +251,12 @@ func New(cfg Config) (*Server, error) {
 			recovery.StreamServerInterceptor(recoverOpts...),
 		),
 	}
+	// The send budget watches every connection's frames above TLS (package sendbudget).
+	creds := insecure.NewCredentials()
 	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+		creds = credentials.NewTLS(cfg.TLS)
 	}
+	opts = append(opts, grpc.Creds(budget.Credentials(creds)))
 	gs := grpc.NewServer(opts...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
@@ -283,7 +298,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Info("control API listening", "addr", ln.Addr().String(), "auth", s.cfg.Auth.describe(), "credential_source", s.cfg.Auth.Source,
 			"transport", transport(s.cfg.TLS), "call_timeout", s.cfg.CallTimeout,
 			"max_connections", s.cfg.Bounds.MaxConnections, "max_calls", s.cfg.Bounds.MaxCalls,
-			"max_anonymous_calls", s.cfg.Bounds.MaxAnonymousCalls, "max_connection_age", s.cfg.Bounds.MaxConnectionAge)
+			"max_anonymous_calls", s.cfg.Bounds.MaxAnonymousCalls, "max_connection_age", s.cfg.Bounds.MaxConnectionAge,
+			"max_queued_bytes_per_connection", s.cfg.Bounds.MaxQueuedBytesPerConnection, "max_queued_bytes", s.cfg.Bounds.MaxQueuedBytes,
+			"send_stall_timeout", s.cfg.Bounds.SendStallTimeout)
 	}
 
 	errc := make(chan error, 1)
