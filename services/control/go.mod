@@ -9,6 +9,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/msgexchange/msgexchange/pkg v0.0.0
 	github.com/msgexchange/msgexchange/proto v0.0.0
+	github.com/msgexchange/msgexchange/testkit v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
@@ -75,4 +76,5 @@ replace (
 	github.com/msgexchange/msgexchange/migrations => ../../migrations
 	github.com/msgexchange/msgexchange/pkg => ../../pkg
 	github.com/msgexchange/msgexchange/proto => ../../proto
+	github.com/msgexchange/msgexchange/testkit => ../../testkit
 )

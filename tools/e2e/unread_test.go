@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/pkg/zerowindow"
+	"github.com/msgexchange/msgexchange/testkit/zerowindow"
 )
 
 const reflectionInfo = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"

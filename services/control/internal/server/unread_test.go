@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/pkg/zerowindow"
+	"github.com/msgexchange/msgexchange/testkit/zerowindow"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
