@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/testkit/zerowindow"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/zerowindow"
 )
 
 // bulky is a ControlService whose GetMessageBody answers size bytes of text at once: the
