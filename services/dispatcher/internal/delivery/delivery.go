@@ -698,7 +698,7 @@ func (d *Dispatcher) observeFirstDeliveries(first []outbox.FirstDelivery, now ti
 func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 	m := &metrics{
 		laneFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_lane_failures_total",
-			Help: "Failures of a target as a whole (reason fence or commit): no event charged, the lane backed off."},
+			Help: "Failures of a target as a whole (reason fence, commit or transaction): no event charged, the lane backed off."},
 			[]string{"target", "reason"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_refused_total",
 			Help: "Events the target refused before sending (a record over kafka.max-message-bytes): DEAD at once."}, []string{"target"}),
@@ -739,7 +739,7 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 		m.aborted.WithLabelValues(l.Target)
 		m.unavailable.WithLabelValues(l.Target)
 		m.refused.WithLabelValues(l.Target)
-		for _, reason := range []string{"fence", "commit"} {
+		for _, reason := range []string{"fence", "commit", "transaction"} {
 			m.laneFailures.WithLabelValues(l.Target, reason)
 		}
 	}
