@@ -213,7 +213,11 @@ func flidsOn(t testing.TB, prefix string, p int32, want bool, n int) []string {
 // the one before; no other test has it.
 func (f *fixture) newProducer() *kafka.Producer {
 	f.t.Helper()
-	p, err := kafka.New(f.broker.addrs, "msgx-dispatcher-test", f.txnID, kafka.DefaultMaxMessageBytes)
+	cfg := kafka.Config("msgx-dispatcher-test", kafka.DefaultMaxMessageBytes)
+	if f.tune != nil {
+		f.tune(cfg)
+	}
+	p, err := kafka.NewWithConfig(f.broker.addrs, cfg, f.txnID)
 	if err != nil {
 		f.t.Fatalf("producer: %v", err)
 	}
@@ -233,6 +237,8 @@ type fixture struct {
 	reg    *prometheus.Registry
 	msg    delivery.Lane
 	schd   delivery.Lane
+	// tune changes the producer's sarama configuration (kafka.Config) before it is made.
+	tune func(*sarama.Config)
 }
 
 type options struct {
@@ -246,6 +252,7 @@ type options struct {
 	poll        time.Duration
 	readTimeout time.Duration
 	schdLimit   int
+	tune        func(*sarama.Config)
 }
 
 func setup(t testing.TB, o options) *fixture {
@@ -262,7 +269,7 @@ func setup(t testing.TB, o options) *fixture {
 func newFixture(t testing.TB, b *broker, o options) *fixture {
 	t.Helper()
 	f := &fixture{t: t, db: pgtest.New(t), broker: b, txnID: kafkatest.Name(kafka.DefaultTransactionalID),
-		clock: clock.NewMutable(t0), reg: prometheus.NewRegistry()}
+		clock: clock.NewMutable(t0), reg: prometheus.NewRegistry(), tune: o.tune}
 	f.s = f.db.Session(t)
 	f.prod = f.newProducer()
 	f.build(o)

@@ -477,13 +477,9 @@ func (p *Producer) transaction(ctx context.Context, s *session, records []Record
 	answers := make([]*answer, len(tickets))
 	var first *answer
 	alive := map[int32]bool{}
-	batch := map[int32]int{} // records of the call per partition: one transaction, one batch
 	for i, t := range tickets {
 		if t == nil {
 			continue
-		}
-		if p := t.partition.Load(); p > 0 {
-			batch[p-1]++
 		}
 		a, ok := await(ctx, t)
 		if !ok {
@@ -495,6 +491,18 @@ func (p *Producer) transaction(ctx context.Context, s *session, records []Record
 		}
 		if a.err == nil {
 			alive[a.partition] = true
+		}
+	}
+	// The records of the call per partition, counted once every answer is in (a record is
+	// partitioned only once sarama took it): one transaction at a time, so they are the
+	// partition's only records in flight.
+	batch := map[int32]int{}
+	for i, t := range tickets {
+		switch {
+		case answers[i] != nil:
+			batch[answers[i].partition]++
+		case t != nil && t.partition.Load() > 0:
+			batch[t.partition.Load()-1]++
 		}
 	}
 	if first == nil && handed == len(records) && !slices.Contains(answers, nil) {
