@@ -53,8 +53,8 @@ var ErrNotAttempted = errors.New("delivery: not attempted")
 // coordinator can never make them DEAD; the lane backs off instead.
 var ErrLaneFailed = errors.New("delivery: the lane failed")
 
-// ErrRefused marks an event its target refuses for itself before sending it (a record larger
-// than the broker accepts): no retry can deliver it, and retrying would only spend the event's
+// ErrRefused marks an event its target refuses for what it is, before sending it or on the
+// broker's answer (a record larger than the broker accepts): no retry can deliver it, and retrying would only spend the event's
 // attempts and the lane's sends on a certain refusal. The event goes DEAD at once with the reason,
 // the dead letter an operator requeues once the cause is gone (docs/dispatcher.md).
 var ErrRefused = errors.New("delivery: refused by the target")
@@ -69,7 +69,8 @@ type laneError struct {
 }
 
 // ErrUnavailable marks an event whose partition could not take it (no leader, no answer, a
-// broken connection): an outage of the broker, not the event's failure. It is not charged an
+// broken connection, a coordinator not available), or that the brokers refuse to this client (an
+// ACL): an outage of the broker or of its configuration, not the event's failure. It is not charged an
 // attempt; its FLID waits for the next round like one that failed, so the healthy FLIDs of the
 // same transaction go out in the next wave without it.
 var ErrUnavailable = errors.New("delivery: partition unavailable")
@@ -701,7 +702,7 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 			Help: "Failures of a target as a whole (reason fence, commit or transaction): no event charged, the lane backed off."},
 			[]string{"target", "reason"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_refused_total",
-			Help: "Events the target refused before sending (a record over kafka.max-message-bytes): DEAD at once."}, []string{"target"}),
+			Help: "Events the target refused for what they are (a record over kafka.max-message-bytes, or one the broker refused for its size): DEAD at once."}, []string{"target"}),
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_aborted_total",
 			Help: "Send calls aborted without any event failing on its own account or being acknowledged."}, []string{"target"}),
 		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_unavailable_total",

@@ -178,7 +178,7 @@ func TestBrokerDown(t *testing.T) {
 
 // TestDeletedTopicIsAnOutage: the msg topic is deleted under traffic (an operator's mistake, or
 // a topic being recreated): the broker answers UNKNOWN_TOPIC_OR_PARTITION for every record,
-// which says nothing about the events. They stay PENDING and uncharged round after round (with
+// which says nothing about the events (an outage in the table of broker errors, kafka.Classify). They stay PENDING and uncharged round after round (with
 // one attempt allowed a charge would make them DEAD), and once the topic exists again they go
 // out in order.
 func TestDeletedTopicIsAnOutage(t *testing.T) {
@@ -203,6 +203,19 @@ func TestDeletedTopicIsAnOutage(t *testing.T) {
 	}
 	if got := metricValue(t, f, "msgx_dispatcher_unavailable_total", outbox.TargetMsg); got < 3 {
 		t.Errorf("unavailable counter = %v, want one per round at least", got)
+	}
+	// An outage, not the transaction's failure nor a refusal: the lane does not back off and
+	// nothing goes DEAD (docs/dispatcher.md, "Broker errors").
+	for name, want := range map[string]float64{"msgx_dispatcher_refused_total": 0, "msgx_dispatcher_dead_total": 0,
+		"msgx_dispatcher_failed_attempts_total": 0} {
+		if got := metricValue(t, f, name, outbox.TargetMsg); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	for _, reason := range []string{"fence", "commit", "transaction"} {
+		if n := laneFailures(t, f, outbox.TargetMsg, reason); n != 0 {
+			t.Errorf("lane failures (%s) = %v, want 0", reason, n)
+		}
 	}
 	f.broker.recreateTopic(t, f.broker.topicMsg)
 	f.drainMsg(ctx, 50)
