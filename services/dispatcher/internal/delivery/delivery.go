@@ -523,9 +523,10 @@ func (d *Dispatcher) deliver(ctx context.Context, s Session, lane Lane, out []Ou
 type verdicts struct {
 	acked, own, refused, skipped []outbox.Event
 	// laneErr is the first lane failure (the lane backs off), abortErr the first send that was
-	// not attempted; unavailable counts the events of partitions without a leader.
-	laneErr, abortErr error
-	unavailable       int
+	// not attempted; unavailable counts the events of partitions without a leader (or refused
+	// to this client), unavailableErr is the first one's error, for the operator to read why.
+	laneErr, abortErr, unavailableErr error
+	unavailable                       int
 }
 
 func judge(events []outbox.Event, errs []error, stopping bool) verdicts {
@@ -548,6 +549,7 @@ func judge(events []outbox.Event, errs []error, stopping bool) verdicts {
 		case errors.Is(errs[i], ErrUnavailable):
 			v.own = append(v.own, e)
 			v.unavailable++
+			v.unavailableErr = cmp.Or(v.unavailableErr, errs[i])
 		default:
 			v.own = append(v.own, e)
 		}
@@ -615,7 +617,8 @@ func (d *Dispatcher) report(ctx context.Context, lane Lane, v verdicts, marked, 
 	d.metrics.sent.WithLabelValues(lane.Target).Add(float64(marked))
 	if v.unavailable > 0 {
 		d.metrics.unavailable.WithLabelValues(lane.Target).Add(float64(v.unavailable))
-		d.logger.WarnContext(ctx, "partition unavailable; its events wait uncharged", "target", lane.Target, "events", v.unavailable)
+		d.logger.WarnContext(ctx, "partition unavailable; its events wait uncharged", "target", lane.Target, "events", v.unavailable,
+			"err", v.unavailableErr)
 	}
 	switch {
 	case v.laneErr != nil:

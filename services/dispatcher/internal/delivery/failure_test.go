@@ -204,6 +204,11 @@ func TestDeletedTopicIsAnOutage(t *testing.T) {
 	if got := metricValue(t, f, "msgx_dispatcher_unavailable_total", outbox.TargetMsg); got < 3 {
 		t.Errorf("unavailable counter = %v, want one per round at least", got)
 	}
+	// The operator reads why the events wait.
+	if logs := f.logs.String(); !strings.Contains(logs, "partition unavailable; its events wait uncharged") ||
+		!strings.Contains(logs, sarama.ErrUnknownTopicOrPartition.Error()) {
+		t.Errorf("the log does not say the events wait for the missing topic:\n%s", logs)
+	}
 	// An outage, not the transaction's failure nor a refusal: the lane does not back off and
 	// nothing goes DEAD (docs/dispatcher.md, "Broker errors").
 	for name, want := range map[string]float64{"msgx_dispatcher_refused_total": 0, "msgx_dispatcher_dead_total": 0,
