@@ -20,21 +20,21 @@ const (
 	// a failure nobody foresaw ends, after its attempts, in a dead letter an operator reads,
 	// rather than in an event that waits unseen for ever.
 	VerdictOwn Verdict = iota
-	// VerdictRefused is the record's own failure that no retry can cure (the broker refuses the record
-	// for what it is, every time): DEAD at once with the reason.
+	// VerdictRefused is the record's own failure that no retry can cure (the broker refuses the
+	// record for what it is, every time): DEAD at once with the reason.
 	VerdictRefused
-	// VerdictOutage is a partition, a broker or a coordinator that cannot serve now: the event waits,
-	// uncharged, and goes out when it is back ("An outage is not an attempt",
-	// docs/architecture.md).
+	// VerdictOutage is a partition, a broker or a coordinator that cannot serve now: the event
+	// waits, uncharged, and goes out when it is back ("An outage is not an attempt",
+	// docs/architecture.md, R-PUMP-7).
 	VerdictOutage
-	// VerdictConfig is an outage of configuration: the brokers answer and refuse this client (an ACL,
-	// SASL, a broker that lacks what the producer contract needs). Never the record's fault:
-	// during delivery the event waits uncharged as in an Outage; at start-up it is a refusal
-	// that waiting cannot cure (R-START-2, Refused).
+	// VerdictConfig is an outage of configuration: the brokers answer and refuse this client (an
+	// ACL, SASL, a broker that lacks what the producer contract needs). Never the record's fault:
+	// during delivery the event waits uncharged as in an outage; at start-up it is a refusal that
+	// waiting cannot cure (R-START-2, Refused).
 	VerdictConfig
-	// VerdictLane is a failure of the transaction or of the producer (fenced, its epoch or sequence
-	// broken, its transaction aborted by the coordinator): the lane backs off, fences again and
-	// sends the events again, none charged.
+	// VerdictLane is a failure of the transaction or of the producer (fenced, its epoch or
+	// sequence broken, its transaction aborted by the coordinator): the lane backs off, fences
+	// again and sends the events again, none charged (R-OUTBOX-5).
 	VerdictLane
 )
 
@@ -71,7 +71,8 @@ const (
 // Kafka has no TRANSACTION_TIMED_OUT code: a transaction the coordinator aborted after
 // transaction.timeout.ms reaches the producer as INVALID_PRODUCER_EPOCH or PRODUCER_FENCED (the
 // coordinator bumped the epoch to abort it), INVALID_TXN_STATE or INVALID_PRODUCER_ID_MAPPING,
-// all VerdictLane (TestTransactionTimeoutIsTheLanes provokes it on the real broker).
+// all lane failures (TestTransactionTimeoutIsTheLanes provokes it on the real broker: Kafka 4.3
+// answers PRODUCER_FENCED).
 //
 // The authorization errors cannot be provoked yet: the brokers run without an authorizer until
 // the issue "Kafka as production runs it" brings one, so their rows are covered by the unit test
