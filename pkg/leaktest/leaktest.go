@@ -17,6 +17,11 @@ var libraries = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"),
 	// go-redis keeps redialling a refused address for a second after its client is closed.
 	goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
+	// sarama's producer opens a circuit breaker after three failures in a row to find a
+	// partition or its leader (a broker killed, a topic deleted under it), and the breaker's
+	// timer sleeps out its 10 s even after the producer is closed: nothing can stop it (seen in
+	// the dispatcher's delivery tests).
+	goleak.IgnoreAnyFunction("github.com/eapache/go-resiliency/breaker.(*Breaker).timer"),
 }
 
 // VerifyTestMain runs the package's tests and checks for leaked goroutines; cleanup, when

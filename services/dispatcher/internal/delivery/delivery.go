@@ -53,8 +53,8 @@ var ErrNotAttempted = errors.New("delivery: not attempted")
 // coordinator can never make them DEAD; the lane backs off instead.
 var ErrLaneFailed = errors.New("delivery: the lane failed")
 
-// ErrRefused marks an event its target refuses for itself before sending it (a record larger
-// than the broker accepts): no retry can deliver it, and retrying would only spend the event's
+// ErrRefused marks an event its target refuses for what it is, before sending it or on the
+// broker's answer (a record larger than the broker accepts): no retry can deliver it, and retrying would only spend the event's
 // attempts and the lane's sends on a certain refusal. The event goes DEAD at once with the reason,
 // the dead letter an operator requeues once the cause is gone (docs/dispatcher.md).
 var ErrRefused = errors.New("delivery: refused by the target")
@@ -69,7 +69,8 @@ type laneError struct {
 }
 
 // ErrUnavailable marks an event whose partition could not take it (no leader, no answer, a
-// broken connection): an outage of the broker, not the event's failure. It is not charged an
+// broken connection, a coordinator not available), or that the brokers refuse to this client (an
+// ACL): an outage of the broker or of its configuration, not the event's failure. It is not charged an
 // attempt; its FLID waits for the next round like one that failed, so the healthy FLIDs of the
 // same transaction go out in the next wave without it.
 var ErrUnavailable = errors.New("delivery: partition unavailable")
@@ -522,9 +523,10 @@ func (d *Dispatcher) deliver(ctx context.Context, s Session, lane Lane, out []Ou
 type verdicts struct {
 	acked, own, refused, skipped []outbox.Event
 	// laneErr is the first lane failure (the lane backs off), abortErr the first send that was
-	// not attempted; unavailable counts the events of partitions without a leader.
-	laneErr, abortErr error
-	unavailable       int
+	// not attempted; unavailable counts the events of partitions without a leader (or refused
+	// to this client), unavailableErr is the first one's error, for the operator to read why.
+	laneErr, abortErr, unavailableErr error
+	unavailable                       int
 }
 
 func judge(events []outbox.Event, errs []error, stopping bool) verdicts {
@@ -547,6 +549,7 @@ func judge(events []outbox.Event, errs []error, stopping bool) verdicts {
 		case errors.Is(errs[i], ErrUnavailable):
 			v.own = append(v.own, e)
 			v.unavailable++
+			v.unavailableErr = cmp.Or(v.unavailableErr, errs[i])
 		default:
 			v.own = append(v.own, e)
 		}
@@ -614,7 +617,8 @@ func (d *Dispatcher) report(ctx context.Context, lane Lane, v verdicts, marked, 
 	d.metrics.sent.WithLabelValues(lane.Target).Add(float64(marked))
 	if v.unavailable > 0 {
 		d.metrics.unavailable.WithLabelValues(lane.Target).Add(float64(v.unavailable))
-		d.logger.WarnContext(ctx, "partition unavailable; its events wait uncharged", "target", lane.Target, "events", v.unavailable)
+		d.logger.WarnContext(ctx, "partition unavailable; its events wait uncharged", "target", lane.Target, "events", v.unavailable,
+			"err", v.unavailableErr)
 	}
 	switch {
 	case v.laneErr != nil:
@@ -698,10 +702,10 @@ func (d *Dispatcher) observeFirstDeliveries(first []outbox.FirstDelivery, now ti
 func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 	m := &metrics{
 		laneFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_lane_failures_total",
-			Help: "Failures of a target as a whole (reason fence or commit): no event charged, the lane backed off."},
+			Help: "Failures of a target as a whole (reason fence, commit or transaction): no event charged, the lane backed off."},
 			[]string{"target", "reason"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_refused_total",
-			Help: "Events the target refused before sending (a record over kafka.max-message-bytes): DEAD at once."}, []string{"target"}),
+			Help: "Events the target refused for what they are (a record over kafka.max-message-bytes, or one the broker refused for its size): DEAD at once."}, []string{"target"}),
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_aborted_total",
 			Help: "Send calls aborted without any event failing on its own account or being acknowledged."}, []string{"target"}),
 		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_dispatcher_unavailable_total",
@@ -739,7 +743,7 @@ func newMetrics(reg prometheus.Registerer, lanes []Lane) *metrics {
 		m.aborted.WithLabelValues(l.Target)
 		m.unavailable.WithLabelValues(l.Target)
 		m.refused.WithLabelValues(l.Target)
-		for _, reason := range []string{"fence", "commit"} {
+		for _, reason := range []string{"fence", "commit", "transaction"} {
 			m.laneFailures.WithLabelValues(l.Target, reason)
 		}
 	}

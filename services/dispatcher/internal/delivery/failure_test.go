@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
@@ -20,18 +23,24 @@ import (
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 )
 
-// TestDeadAfterMaxAttempts: a head the broker keeps refusing for what it is (its record is over
-// the topic's max.message.bytes, which kafka.max-message-bytes does not know of) becomes DEAD at
-// max-attempts and is kept with the broker's reason; it keeps blocking its FLID
-// (docs/dispatcher.md) until it is requeued, and then, the topic's limit raised, the FLID goes
-// out in order.
+// TestDeadAfterMaxAttempts: a head the broker keeps failing for what it is (INVALID_RECORD, the
+// record's own error: charged, docs/dispatcher.md "Broker errors") becomes DEAD at max-attempts
+// and is kept with the broker's reason; it keeps blocking its FLID (docs/dispatcher.md) while the
+// other FLID goes on, until it is requeued, and then the FLID goes out in order.
+//
+// kfake: INVALID_RECORD on the partition of one chosen FLID, three times; a real broker refuses a
+// record for what it is only for its size, which is a refusal (DEAD at once,
+// TestRecordOverTheTopicLimitIsRefused), or for a key-less record on a compacted topic, which
+// the dispatcher never sends.
 func TestDeadAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	f := setup(t, options{maxAttempts: 3, msgConfigs: map[string]string{"max.message.bytes": strconv.Itoa(refusedAbove)}})
+	f := setup(t, options{on: fakeBroker, maxAttempts: 3})
 	ctx := t.Context()
 	bad := flidsOn(t, "BAD", 1, true, 1)[0]
 	good := flidsOn(t, "OK", 1, false, 1)[0]
-	f.add(oversized(msgEvent(bad, 1)), msgEvent(good, 1), oversized(msgEvent(bad, 2)), msgEvent(good, 2))
+	f.broker.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: f.broker.topicMsg, Partitions: []int32{1},
+		Err: kerr.InvalidRecord, Count: 3})
+	f.add(msgEvent(bad, 1), msgEvent(good, 1), msgEvent(bad, 2), msgEvent(good, 2))
 	for range 5 {
 		if _, _, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil {
 			t.Fatal(err)
@@ -50,19 +59,81 @@ func TestDeadAfterMaxAttempts(t *testing.T) {
 	}
 	var lastError string
 	if err := f.db.Pool.QueryRow(ctx, `SELECT last_error FROM msg_event WHERE event_id = $1`, rows[0].ID).Scan(&lastError); err != nil ||
-		!strings.Contains(lastError, sarama.ErrMessageSizeTooLarge.Error()) {
+		!strings.Contains(lastError, sarama.ErrInvalidRecord.Error()) {
 		t.Errorf("dead letter's last_error = %q (%v), want the broker's error", lastError, err)
 	}
 	if got := metricValue(t, f, "msgx_dispatcher_dead_total", outbox.TargetMsg); got != 1 {
 		t.Errorf("dead counter = %v, want 1", got)
+	}
+	if got := metricValue(t, f, "msgx_dispatcher_refused_total", outbox.TargetMsg); got != 0 {
+		t.Errorf("refused counter = %v, want 0: INVALID_RECORD is charged, not refused", got)
+	}
+
+	if err := outbox.Requeue(ctx, f.db.Pool, rows[0].ID, f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.drainMsg(ctx, 10)
+	rows = f.rows(outbox.TargetMsg)
+	checkOrder(t, consume(t, f.broker.addrs, f.broker.topicMsg, len(rows)), rows)
+}
+
+// TestRecordOverTheTopicLimitIsRefused: the broker refuses a record over the topic's
+// max.message.bytes (MESSAGE_TOO_LARGE; kafka.max-message-bytes does not know the topic's
+// limit, so the record is sent). It would refuse it every time: the head is DEAD at once with
+// the broker's reason, nothing is charged to anyone else, the other FLIDs go out and the
+// refused FLID's later events wait behind its dead letter. Once the topic's limit is raised and
+// the dead letter requeued, the FLID follows in order.
+func TestRecordOverTheTopicLimitIsRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{maxAttempts: 50, msgConfigs: map[string]string{"max.message.bytes": strconv.Itoa(refusedAbove)}})
+	ctx := t.Context()
+	// Alone in its partition: the broker's refusal is then the record's, not its batch's.
+	bad := flidsOn(t, "BAD", 1, true, 1)[0]
+	good := flidsOn(t, "OK", 1, false, 3)
+	for v := int64(1); v <= 3; v++ {
+		f.add(oversized(msgEvent(bad, v)))
+		for _, g := range good {
+			f.add(msgEvent(g, v))
+		}
+	}
+	for range 3 {
+		if _, _, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Minute)
+	}
+	rows := f.rows(outbox.TargetMsg)
+	for _, r := range rows {
+		switch {
+		case r.FLID != bad && (r.State != "SENT" || r.Attempts != 0):
+			t.Errorf("event %d of healthy FLID %s is %s with %d attempts", r.ID, r.FLID, r.State, r.Attempts)
+		case r.FLID == bad && r.Version == 1 && (r.State != "DEAD" || r.Attempts != 1):
+			t.Errorf("refused head %d is %s with %d attempts, want DEAD at its first", r.ID, r.State, r.Attempts)
+		case r.FLID == bad && r.Version > 1 && (r.State != "PENDING" || r.Attempts != 0):
+			t.Errorf("event %d behind the refused head is %s with %d attempts", r.ID, r.State, r.Attempts)
+		}
+	}
+	var lastError string
+	if err := f.db.Pool.QueryRow(ctx, `SELECT last_error FROM msg_event WHERE event_id = $1`, rows[0].ID).Scan(&lastError); err != nil ||
+		!strings.Contains(lastError, sarama.ErrMessageSizeTooLarge.Error()) || !strings.Contains(lastError, "refused") {
+		t.Errorf("dead letter's last_error = %q (%v), want the broker's refusal", lastError, err)
+	}
+	for name, want := range map[string]float64{"msgx_dispatcher_refused_total": 1, "msgx_dispatcher_dead_total": 1,
+		"msgx_dispatcher_failed_attempts_total": 0} {
+		if got := metricValue(t, f, name, outbox.TargetMsg); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
 	}
 
 	f.broker.setTopicConfig(t, f.broker.topicMsg, "max.message.bytes", strconv.Itoa(kafka.DefaultMaxMessageBytes))
 	if err := outbox.Requeue(ctx, f.db.Pool, rows[0].ID, f.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	f.drainMsg(ctx, 10)
+	f.drainMsg(ctx, 20)
 	rows = f.rows(outbox.TargetMsg)
+	if n := f.count(outbox.TargetMsg, "SENT"); n != len(rows) {
+		t.Fatalf("%d of %d sent after the limit was raised", n, len(rows))
+	}
 	checkOrder(t, consume(t, f.broker.addrs, f.broker.topicMsg, len(rows)), rows)
 }
 
@@ -107,7 +178,7 @@ func TestBrokerDown(t *testing.T) {
 
 // TestDeletedTopicIsAnOutage: the msg topic is deleted under traffic (an operator's mistake, or
 // a topic being recreated): the broker answers UNKNOWN_TOPIC_OR_PARTITION for every record,
-// which says nothing about the events. They stay PENDING and uncharged round after round (with
+// which says nothing about the events (an outage in the table of broker errors, kafka.Classify). They stay PENDING and uncharged round after round (with
 // one attempt allowed a charge would make them DEAD), and once the topic exists again they go
 // out in order.
 func TestDeletedTopicIsAnOutage(t *testing.T) {
@@ -132,6 +203,24 @@ func TestDeletedTopicIsAnOutage(t *testing.T) {
 	}
 	if got := metricValue(t, f, "msgx_dispatcher_unavailable_total", outbox.TargetMsg); got < 3 {
 		t.Errorf("unavailable counter = %v, want one per round at least", got)
+	}
+	// The operator reads why the events wait.
+	if logs := f.logs.String(); !strings.Contains(logs, "partition unavailable; its events wait uncharged") ||
+		!strings.Contains(logs, sarama.ErrUnknownTopicOrPartition.Error()) {
+		t.Errorf("the log does not say the events wait for the missing topic:\n%s", logs)
+	}
+	// An outage, not the transaction's failure nor a refusal: the lane does not back off and
+	// nothing goes DEAD (docs/dispatcher.md, "Broker errors").
+	for name, want := range map[string]float64{"msgx_dispatcher_refused_total": 0, "msgx_dispatcher_dead_total": 0,
+		"msgx_dispatcher_failed_attempts_total": 0} {
+		if got := metricValue(t, f, name, outbox.TargetMsg); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	for _, reason := range []string{"fence", "commit", "transaction"} {
+		if n := laneFailures(t, f, outbox.TargetMsg, reason); n != 0 {
+			t.Errorf("lane failures (%s) = %v, want 0", reason, n)
+		}
 	}
 	f.broker.recreateTopic(t, f.broker.topicMsg)
 	f.drainMsg(ctx, 50)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -213,7 +212,11 @@ func flidsOn(t testing.TB, prefix string, p int32, want bool, n int) []string {
 // the one before; no other test has it.
 func (f *fixture) newProducer() *kafka.Producer {
 	f.t.Helper()
-	p, err := kafka.New(f.broker.addrs, "msgx-dispatcher-test", f.txnID, kafka.DefaultMaxMessageBytes)
+	cfg := kafka.Config("msgx-dispatcher-test", kafka.DefaultMaxMessageBytes)
+	if f.tune != nil {
+		f.tune(cfg)
+	}
+	p, err := kafka.NewWithConfig(f.broker.addrs, cfg, f.txnID)
 	if err != nil {
 		f.t.Fatalf("producer: %v", err)
 	}
@@ -233,6 +236,28 @@ type fixture struct {
 	reg    *prometheus.Registry
 	msg    delivery.Lane
 	schd   delivery.Lane
+	// tune changes the producer's sarama configuration (kafka.Config) before it is made.
+	tune func(*sarama.Config)
+	// logs holds what the dispatcher logged.
+	logs *logBuffer
+}
+
+// logBuffer is a log sink the dispatcher writes and a test reads.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 type options struct {
@@ -246,6 +271,7 @@ type options struct {
 	poll        time.Duration
 	readTimeout time.Duration
 	schdLimit   int
+	tune        func(*sarama.Config)
 }
 
 func setup(t testing.TB, o options) *fixture {
@@ -262,7 +288,8 @@ func setup(t testing.TB, o options) *fixture {
 func newFixture(t testing.TB, b *broker, o options) *fixture {
 	t.Helper()
 	f := &fixture{t: t, db: pgtest.New(t), broker: b, txnID: kafkatest.Name(kafka.DefaultTransactionalID),
-		clock: clock.NewMutable(t0), reg: prometheus.NewRegistry()}
+		clock: clock.NewMutable(t0), reg: prometheus.NewRegistry(), tune: o.tune,
+		logs: &logBuffer{}}
 	f.s = f.db.Session(t)
 	f.prod = f.newProducer()
 	f.build(o)
@@ -303,7 +330,7 @@ func (f *fixture) build(o options) {
 		SendTimeout:  cmpOr(o.sendTimeout, 20*time.Second),
 		ReadTimeout:  o.readTimeout,
 		StatsPeriod:  100 * time.Millisecond,
-	}, f.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), tel, f.reg)
+	}, f.clock, slog.New(slog.NewTextHandler(f.logs, nil)), tel, f.reg)
 }
 
 func cmpOr(a, b time.Duration) time.Duration {

@@ -1,7 +1,6 @@
 package delivery_test
 
 import (
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
-	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 )
 
 // interleaved is perFLID events of each of flids FLIDs, written as the pump writes them: the
@@ -122,19 +120,25 @@ func TestOrderPerFLIDAcrossBrokerCrash(t *testing.T) {
 
 func flidName(i int) string { return "F" + string(rune('A'+i%26)) + string(rune('0'+i/26)) }
 
-// TestFailingFLIDDoesNotBlockOthers: the broker refuses every record of one FLID for what it is
-// (over the topic's max.message.bytes, which kafka.max-message-bytes does not know of). The FLID
-// keeps its events (only its head is attempted), the others go out; once the topic's limit is
-// raised the FLID follows in order.
+// TestFailingFLIDDoesNotBlockOthers: the broker fails every record of one FLID's partition for
+// what it is (INVALID_RECORD: the record's own error, charged). The FLID keeps its events (only
+// its head is attempted), the others go out; once the broker takes the records again the FLID
+// follows in order.
 // Guards R-INV-13.
+//
+// kfake: INVALID_RECORD on one partition, three times; the one record error a real broker gives
+// on demand, a record over the topic's max.message.bytes, is a refusal that makes the head DEAD
+// at once (TestRecordOverTheTopicLimitIsRefused), not a failure it retries.
 func TestFailingFLIDDoesNotBlockOthers(t *testing.T) {
 	t.Parallel()
-	f := setup(t, options{maxAttempts: 50, msgConfigs: map[string]string{"max.message.bytes": strconv.Itoa(refusedAbove)}})
+	f := setup(t, options{on: fakeBroker, maxAttempts: 50})
 	ctx := t.Context()
 	bad := flidsOn(t, "BAD", 0, true, 1)[0]
 	good := flidsOn(t, "OK", 0, false, 3)
+	f.broker.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: f.broker.topicMsg, Partitions: []int32{0},
+		Err: kerr.InvalidRecord, Count: 3})
 	for v := int64(1); v <= 4; v++ {
-		f.add(oversized(msgEvent(bad, v)))
+		f.add(msgEvent(bad, v))
 		for _, g := range good {
 			f.add(msgEvent(g, v))
 		}
@@ -157,7 +161,6 @@ func TestFailingFLIDDoesNotBlockOthers(t *testing.T) {
 			t.Errorf("event %d behind the failing head was attempted %d times", r.ID, r.Attempts)
 		}
 	}
-	f.broker.setTopicConfig(t, f.broker.topicMsg, "max.message.bytes", strconv.Itoa(kafka.DefaultMaxMessageBytes))
 	f.drainMsg(ctx, 20)
 	rows := f.rows(outbox.TargetMsg)
 	checkOrder(t, consume(t, f.broker.addrs, f.broker.topicMsg, len(rows)), rows)

@@ -55,7 +55,7 @@ func TestOversizedEventIsDeadAtOnce(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	for _, reason := range []string{"fence", "commit"} {
+	for _, reason := range []string{"fence", "commit", "transaction"} {
 		if n := laneFailures(t, f, outbox.TargetMsg, reason); n != 0 {
 			t.Errorf("lane failures (%s) = %v, want 0", reason, n)
 		}

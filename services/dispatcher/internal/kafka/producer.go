@@ -64,6 +64,11 @@ const (
 	recordBatchOverhead = logOverhead + 49
 )
 
+// ErrShared marks a record the broker refused for its size (MESSAGE_TOO_LARGE) while other
+// records of its transaction went to the same partition: the broker measures the batch, so the
+// refusal may be their sum's. It is the record's own failure (charged), not a refusal.
+var ErrShared = errors.New("kafka: refused along with the records of its batch")
+
 // ErrNotFenced is returned for every record of a Publish that found no producer of this term
 // for the topic: Fence must run first.
 var ErrNotFenced = errors.New("kafka: no fenced producer for the topic in this term")
@@ -488,6 +493,18 @@ func (p *Producer) transaction(ctx context.Context, s *session, records []Record
 			alive[a.partition] = true
 		}
 	}
+	// The records of the call per partition, counted once every answer is in (a record is
+	// partitioned only once sarama took it): one transaction at a time, so they are the
+	// partition's only records in flight.
+	batch := map[int32]int{}
+	for i, t := range tickets {
+		switch {
+		case answers[i] != nil:
+			batch[answers[i].partition]++
+		case t != nil && t.partition.Load() > 0:
+			batch[t.partition.Load()-1]++
+		}
+	}
 	if first == nil && handed == len(records) && !slices.Contains(answers, nil) {
 		// Every record is answered, so sarama's commit only sends EndTxn: it gets its own bound,
 		// not what is left of ctx, and not cut short by a stop.
@@ -503,7 +520,12 @@ func (p *Producer) transaction(ctx context.Context, s *session, records []Record
 			errs[i] = fmt.Errorf("%w: no answer, though its partition answered others: %w", ErrAborted, context.Cause(ctx))
 		case a == nil:
 			errs[i] = fmt.Errorf("%w: no answer after partition %d failed: %w", ErrAborted, first.partition, first.err)
-		case a.err != nil && a.partition == first.partition && !isCollateral(a.err):
+		case a.err != nil && a.partition == first.partition && Classify(a.err) == VerdictRefused && batch[a.partition] > 1:
+			// The broker refused the batch for its size, not provably this record: several of
+			// the call shared the partition. Charged, not DEAD (docs/dispatcher.md, "Broker
+			// errors"); once it backs off it goes in a batch of its own.
+			errs[i] = fmt.Errorf("%w: %d records of its transaction in partition %d: %w", ErrShared, batch[a.partition], a.partition, a.err)
+		case a.err != nil && a.partition == first.partition:
 			errs[i] = a.err
 		case a.err != nil:
 			errs[i] = fmt.Errorf("%w: %w", ErrAborted, a.err)
@@ -549,28 +571,14 @@ func (p *Producer) commit(ctx context.Context, s *session, errs []error) error {
 		}
 	}
 	if err != nil {
-		if isCollateral(err) {
-			err = fmt.Errorf("%w: commit: %w", ErrAborted, err)
-		} else {
-			err = fmt.Errorf("%w: %w", ErrCommit, err)
-		}
+		// Whatever the broker answered (the coordinator away, the producer fenced, the
+		// transaction timed out), the commit is the transaction's, never a record's: a lane
+		// failure (Target.Deliver), with the broker's error kept for the log.
+		err = fmt.Errorf("%w: %w", ErrCommit, err)
 		fill(errs, err)
 		return err
 	}
 	return nil
-}
-
-// isCollateral reports whether err is about the transaction or the producer rather than the
-// record: the producer was fenced by a newer one, or the transaction had already failed.
-func isCollateral(err error) bool {
-	for _, e := range []error{sarama.ErrProducerFenced, sarama.ErrInvalidProducerEpoch, sarama.ErrInvalidTxnState,
-		sarama.ErrInvalidProducerIDMapping, sarama.ErrTransactionNotReady, sarama.ErrTransitionNotAllowed,
-		sarama.ErrShuttingDown} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 func fill(errs []error, err error) []error {

@@ -308,17 +308,19 @@ func TestUnansweredRecordIsNeverCommitted(t *testing.T) {
 // TestFailedRecordAbortsItsCall: one record refused by the broker for what it is (larger than
 // the topic's max.message.bytes, below the kafka.max-message-bytes the producer has) fails the
 // transaction; the others of the call are ErrAborted or carry the same refusal (one batch),
-// nothing of the call is visible, and the next call, after a fresh fence, goes through.
+// nothing of the call is visible, and the next call, after a fresh fence, goes through. The
+// refused record shared its partition with another of the call, so the refusal may be their
+// batch's: ErrShared, charged rather than DEAD (docs/dispatcher.md, "Broker errors").
 func TestFailedRecordAbortsItsCall(t *testing.T) {
 	t.Parallel()
 	c, topic := shared(t, map[string]string{"max.message.bytes": "1024"})
 	p := fenced(t, c.Addrs, topic, kafkatest.Name("msgx-dispatcher"), "test")
 	bad := kafka.Record{Topic: topic, Key: "BAD", Value: []byte(strings.Repeat("b", 2048))}
 	errs := publish(t, p, time.Minute, bad, rec(topic, "OK", "ok-1"))
-	if !errors.Is(errs[0], sarama.ErrMessageSizeTooLarge) || errors.Is(errs[0], kafka.ErrAborted) {
-		t.Fatalf("refused record: %v, want the broker's MESSAGE_TOO_LARGE", errs[0])
+	if !errors.Is(errs[0], sarama.ErrMessageSizeTooLarge) || errors.Is(errs[0], kafka.ErrAborted) || !errors.Is(errs[0], kafka.ErrShared) {
+		t.Fatalf("refused record: %v, want the broker's MESSAGE_TOO_LARGE, shared with the other record's partition", errs[0])
 	}
-	if !errors.Is(errs[1], kafka.ErrAborted) && !errors.Is(errs[1], errs[0]) {
+	if !errors.Is(errs[1], kafka.ErrAborted) && (!errors.Is(errs[1], sarama.ErrMessageSizeTooLarge) || !errors.Is(errs[1], kafka.ErrShared)) {
 		t.Fatalf("the other record: %v, want ErrAborted or the same refusal", errs[1])
 	}
 	fence(t, p, topic)

@@ -4,47 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/IBM/sarama"
 )
 
-// refusals are the broker error codes that say the brokers answered and will not serve the
-// producer contract to this client: only a change of the settings or of the brokers'
-// configuration cures them (an ACL, a SASL setup, a broker too old for idempotence).
-var refusals = []sarama.KError{
-	sarama.ErrClusterAuthorizationFailed,         // IdempotentWrite refused by an ACL
-	sarama.ErrTransactionalIDAuthorizationFailed, // the transactional id refused by an ACL
-	sarama.ErrTopicAuthorizationFailed,
-	sarama.ErrUnsupportedVersion, // no InitProducerID: a broker without idempotence
-	sarama.ErrUnsupportedForMessageFormat,
-	sarama.ErrInvalidRequiredAcks,
-	sarama.ErrInvalidTransactionTimeout, // above the brokers' transaction.max.timeout.ms
-	sarama.ErrInvalidConfig,
-	sarama.ErrSASLAuthenticationFailed,
-	sarama.ErrUnsupportedSASLMechanism,
-	sarama.ErrIllegalSASLState,
-	sarama.ErrSecurityDisabled,
-}
-
 // Refused tells, of an error New returned, a refusal that waiting cannot cure (R-START-2) from
-// an outage (R-START-1): a configuration sarama refuses, or a broker that answered with one of the
-// refusals above. Every other failure (a refused or reset connection, a timeout, no broker
-// left to talk to, a coordinator or a leader not available yet while the brokers start) is an
-// outage: the dispatcher stays up, not ready, and tries again. New's own checks (no brokers,
-// an empty transactional id, a configuration that breaks the contract) are settings the
-// caller checks before it waits: they are not sarama's and are not recognised here.
+// an outage (R-START-1): a configuration sarama refuses, or a broker that answered and refused
+// this client (Config in the table of broker errors: an ACL, a SASL setup, a broker too old for
+// idempotence). Every other failure (a refused or reset connection, a timeout, no broker left to
+// talk to, a coordinator or a leader not available yet while the brokers start) is an outage:
+// the dispatcher stays up, not ready, and tries again. New's own checks (no brokers, an empty
+// transactional id, a configuration that breaks the contract) are settings the caller checks
+// before it waits: they are not sarama's and are not recognised here.
 func Refused(err error) bool {
 	var ce sarama.ConfigurationError
-	var ke sarama.KError
-	switch {
-	case errors.As(err, &ce):
-		return true
-	case errors.As(err, &ke):
-		return slices.Contains(refusals, ke)
-	}
-	return false
+	return errors.As(err, &ce) || Classify(err) == VerdictConfig
 }
 
 // Answers reports whether one of the brokers answers an ApiVersions request before ctx ends

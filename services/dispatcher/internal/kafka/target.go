@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/IBM/sarama"
-
-	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 )
@@ -54,50 +51,39 @@ func (t Target) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
 	}
 	errs := t.Producer.Publish(ctx, records)
 	for i, err := range errs {
-		switch {
-		case errors.Is(err, ErrAborted) || errors.Is(err, ErrNotFenced):
-			errs[i] = fmt.Errorf("%w: %w", delivery.ErrNotAttempted, err)
-		case errors.Is(err, ErrCommit):
-			errs[i] = delivery.LaneFailure("commit", err)
-		case errors.Is(err, ErrRecordTooLarge):
-			errs[i] = delivery.Refusal(err)
-		case unavailable(err):
-			// The partition's leader is away or does not answer: an outage of the broker, which
-			// says nothing about the event (docs/architecture.md).
-			errs[i] = fmt.Errorf("%w: %w", delivery.ErrUnavailable, err)
+		if err != nil {
+			errs[i] = verdict(err)
 		}
 	}
 	return errs
 }
 
-// Broker answers that mean "no leader can take this now", not "this record is wrong". A topic
-// the brokers do not know (UNKNOWN_TOPIC_OR_PARTITION: deleted under traffic, or not created
-// yet) is one of them: the record is fine and goes out once the topic exists.
-var unavailableErrors = []error{
-	sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrRequestTimedOut, sarama.ErrUnknownTopicOrPartition,
-	sarama.ErrNotEnoughReplicas, sarama.ErrNotEnoughReplicasAfterAppend, sarama.ErrBrokerNotAvailable,
-	sarama.ErrReplicaNotAvailable, sarama.ErrNetworkException, sarama.ErrKafkaStorageError,
-	sarama.ErrOutOfBrokers, sarama.ErrNotController, sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch,
-	sarama.ErrOffsetNotAvailable,
-}
-
-// unavailable reports a record that failed because its partition could not be reached: no
-// answer within the deadline, a leader that moved or is missing, too few replicas in sync, or
-// a connection that failed.
-func unavailable(err error) bool {
-	if err == nil {
-		return false
+// verdict turns a record's error into the delivery verdict: first the producer's own outcomes,
+// then the broker's answer by the table (Classify; docs/dispatcher.md, "Broker errors").
+func verdict(err error) error {
+	switch {
+	case errors.Is(err, ErrAborted) || errors.Is(err, ErrNotFenced):
+		return fmt.Errorf("%w: %w", delivery.ErrNotAttempted, err)
+	case errors.Is(err, ErrCommit):
+		return delivery.LaneFailure("commit", err)
+	case errors.Is(err, ErrRecordTooLarge):
+		return delivery.Refusal(err)
+	case errors.Is(err, ErrShared):
+		// Its batch's refusal, not provably its own: charged (R-OUTBOX-5).
+		return err
 	}
-	if errors.Is(err, ErrNoAnswer) {
-		return true
+	switch Classify(err) {
+	case VerdictRefused:
+		return delivery.Refusal(err)
+	case VerdictOutage, VerdictConfig:
+		// The partition, its broker or the coordinator cannot take the record now, or the
+		// brokers refuse this client: nothing about the event ("An outage is not an attempt",
+		// docs/architecture.md).
+		return fmt.Errorf("%w: %w", delivery.ErrUnavailable, err)
+	case VerdictLane:
+		return delivery.LaneFailure("transaction", err)
 	}
-	for _, e := range unavailableErrors {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	v, ok := outage.Transport(err)
-	return ok && v == outage.Down
+	return err
 }
 
 // Fence implements delivery.Fencer: a new transactional producer for the topic, which fences
