@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -491,14 +492,20 @@ func (in *injector) lockInbox(ctx context.Context, d time.Duration, dep Dep, loc
 	// lock even if UNLOCK TABLES failed.
 	defer conn.Close()
 	// The lock waits for open transactions on the table (a late commit, a marker write);
-	// bounded, so a lock that cannot be had is a failed fault, not a stuck harness.
-	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if _, err := conn.ExecContext(lctx, "SET SESSION lock_wait_timeout = 10"); err != nil {
-		return 0, err
-	}
-	if _, err := conn.ExecContext(lctx, "LOCK TABLES cminmsgs WRITE"); err != nil {
-		return 0, err
+	// bounded, so a lock that cannot be had is a failed fault, not a stuck harness. A try that
+	// times out names the sessions whose transactions it waited for, and the lock is tried
+	// again: one make chaos run under load failed the long inbox outage so, with nothing in its
+	// log to say what held the table.
+	const tries = 3
+	for try := 1; ; try++ {
+		err := lockTables(ctx, conn)
+		if err == nil {
+			break
+		}
+		in.logf("LOCK TABLES cminmsgs WRITE, try %d of %d: %v; open transactions: %s", try, tries, err, in.openTransactions(ctx))
+		if try == tries || ctx.Err() != nil {
+			return 0, err
+		}
 	}
 	began := time.Now()
 	if locked != nil {
@@ -515,6 +522,49 @@ func (in *injector) lockInbox(ctx context.Context, d time.Duration, dep Dep, loc
 		return time.Since(began), fmt.Errorf("unlock tables: %w", err)
 	}
 	return time.Since(began), nil
+}
+
+// lockTables takes LOCK TABLES cminmsgs WRITE on conn, waiting at most 10 s for the
+// transactions that hold the table.
+func lockTables(ctx context.Context, conn *sql.Conn) error {
+	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := conn.ExecContext(lctx, "SET SESSION lock_wait_timeout = 10"); err != nil {
+		return err
+	}
+	_, err := conn.ExecContext(lctx, "LOCK TABLES cminmsgs WRITE")
+	return err
+}
+
+// openTransactions describes the server's sessions that have a transaction open, for the log.
+func (in *injector) openTransactions(ctx context.Context) string {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rows, err := in.lockDB.QueryContext(qctx, `SELECT p.ID, p.USER, p.COMMAND, p.TIME, COALESCE(p.STATE, ''),
+			x.trx_state, TIMESTAMPDIFF(SECOND, x.trx_started, NOW()), x.trx_rows_locked, x.trx_rows_modified,
+			COALESCE(LEFT(x.trx_query, 80), '')
+		FROM information_schema.INNODB_TRX x JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, secs, age, locked, modified int64
+		var user, command, state, trx, query string
+		if err := rows.Scan(&id, &user, &command, &secs, &state, &trx, &age, &locked, &modified, &query); err != nil {
+			return err.Error()
+		}
+		out = append(out, fmt.Sprintf("[thread %d %s %s %ds %q, transaction %s for %ds, %d rows locked, %d modified, %q]",
+			id, user, command, secs, state, trx, age, locked, modified, query))
+	}
+	if err := rows.Err(); err != nil {
+		return err.Error()
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, " ")
 }
 
 // redisOff switches the services' Redis user off and kills its connections for d: Redis is
