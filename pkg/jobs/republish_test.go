@@ -1,20 +1,16 @@
-package rebuild_test
+package jobs_test
 
 import (
 	"errors"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
-var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-
-func TestNormalizeAndNextFLIDs(t *testing.T) {
+func TestRepublishNormalizeAndNextFLIDs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
@@ -28,9 +24,9 @@ func TestNormalizeAndNextFLIDs(t *testing.T) {
 		{name: "too many", flids: make([]string, jobs.MaxFLIDs+1), invalid: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := rebuild.Spec{FLIDs: tc.flids}.Normalize()
+			s, err := jobs.RepublishSpec{FLIDs: tc.flids}.Normalize()
 			if tc.invalid {
-				if !errors.Is(err, rebuild.ErrInvalid) {
+				if !errors.Is(err, jobs.ErrRepublishInvalid) {
 					t.Fatalf("err %v, want ErrInvalid", err)
 				}
 				return
@@ -40,7 +36,7 @@ func TestNormalizeAndNextFLIDs(t *testing.T) {
 			}
 		})
 	}
-	j := rebuild.Job{Row: jobs.Row{FLIDs: []string{"A", "B", "C", "D", "E"}}}
+	j := jobs.RepublishJob{Row: jobs.Row{FLIDs: []string{"A", "B", "C", "D", "E"}}}
 	for _, tc := range []struct {
 		cursor string
 		want   []string
@@ -54,71 +50,75 @@ func TestNormalizeAndNextFLIDs(t *testing.T) {
 
 // One job at a time: a second request returns the open one; a finished job makes room; cancel
 // ends a pending job at once and marks a running one.
-func TestStoreLifecycle(t *testing.T) {
+func TestRepublishStoreLifecycle(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t)
 	ctx, q := t.Context(), pg.Pool
-	j1, existing, err := rebuild.Request(ctx, q, rebuild.Spec{FLIDs: []string{"B", "A"}, DryRun: true, RequestedBy: "op"}, t0)
-	if err != nil || existing || j1.State != jobs.StatePending || !slices.Equal(j1.FLIDs, []string{"A", "B"}) {
+	j1, existing, err := jobs.RequestRepublish(ctx, q, jobs.RepublishSpec{FLIDs: []string{"B", "A", "Z"}, RequestedBy: "op"}, t0)
+	if err != nil || existing || j1.State != jobs.StatePending || !slices.Equal(j1.FLIDs, []string{"A", "B", "Z"}) {
 		t.Fatalf("first request: %+v, %v, %v", j1, existing, err)
 	}
-	j2, existing, err := rebuild.Request(ctx, q, rebuild.Spec{RequestedBy: "other"}, t0)
+	j2, existing, err := jobs.RequestRepublish(ctx, q, jobs.RepublishSpec{RequestedBy: "other"}, t0)
 	if err != nil || !existing || j2.ID != j1.ID {
 		t.Fatalf("second request: %+v, existing %v, %v; want job %d back", j2, existing, err, j1.ID)
 	}
-	if err := rebuild.Jobs.Start(ctx, q, j1.ID, 2, t0); err != nil {
+	if err := jobs.Republishes.Start(ctx, q, j1.ID, 3, t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := rebuild.Advance(ctx, q, j1.ID, rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: "A", Done: 1,
-		Counts: rebuild.Counts{Missing: 1}}, t0); err != nil {
+	if err := jobs.AdvanceRepublish(ctx, q, j1.ID, jobs.RepublishProgress{Cursor: "B", Done: 2}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := rebuild.Advance(ctx, q, j1.ID, rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: "B", Done: 1,
-		Counts: rebuild.Counts{Stale: 1, Repaired: 1}}, t0); err != nil {
+	if err := jobs.Republishes.NoteError(ctx, q, j1.ID, errors.New("postgres went away"), t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := rebuild.Jobs.Finish(ctx, q, j1.ID, jobs.StateDone, t0); err != nil {
+	if got, _ := jobs.Republishes.Get(ctx, q, j1.ID); got.Error != "postgres went away" || got.Cursor != "B" {
+		t.Fatalf("after a failed step: %+v", got)
+	}
+	if err := jobs.AdvanceRepublish(ctx, q, j1.ID, jobs.RepublishProgress{Cursor: "Z", Unknown: 1}, t0); err != nil {
 		t.Fatal(err)
 	}
-	got, err := rebuild.Jobs.Get(ctx, q, j1.ID)
-	if err != nil || got.State != jobs.StateDone || got.Done != 2 || got.Total != 2 ||
-		got.Counts != (rebuild.Counts{Missing: 1, Stale: 1, Repaired: 1}) || got.FinishedAt == nil {
+	if err := jobs.Republishes.Finish(ctx, q, j1.ID, jobs.StateDone, t0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := jobs.Republishes.Get(ctx, q, j1.ID)
+	if err != nil || got.State != jobs.StateDone || got.Done != 2 || got.Unknown != 1 || got.Total != 3 ||
+		got.Error != "" || got.FinishedAt == nil {
 		t.Fatalf("finished job: %+v, %v", got, err)
 	}
-	if _, err := rebuild.Jobs.Cancel(ctx, q, j1.ID, t0); !errors.Is(err, rebuild.ErrFinished) {
+	if _, err := jobs.Republishes.Cancel(ctx, q, j1.ID, t0); !errors.Is(err, jobs.ErrRepublishFinished) {
 		t.Errorf("cancel of a finished job: %v, want ErrFinished", err)
 	}
-	if _, err := rebuild.Jobs.Get(ctx, q, 999); !errors.Is(err, db.ErrNotFound) {
+	if _, err := jobs.Republishes.Get(ctx, q, 999); !errors.Is(err, db.ErrNotFound) {
 		t.Errorf("get of no job: %v, want db.ErrNotFound", err)
 	}
 
-	j3, existing, err := rebuild.Request(ctx, q, rebuild.Spec{RequestedBy: "op"}, t0)
+	j3, existing, err := jobs.RequestRepublish(ctx, q, jobs.RepublishSpec{RequestedBy: "op"}, t0)
 	if err != nil || existing || j3.ID == j1.ID || !j3.All() {
 		t.Fatalf("request after the first ended: %+v, %v, %v", j3, existing, err)
 	}
-	c, err := rebuild.Jobs.Cancel(ctx, q, j3.ID, t0)
+	c, err := jobs.Republishes.Cancel(ctx, q, j3.ID, t0)
 	if err != nil || c.State != jobs.StateCancelled {
 		t.Fatalf("cancel pending: %+v, %v", c, err)
 	}
-	j4, _, err := rebuild.Request(ctx, q, rebuild.Spec{RequestedBy: "op"}, t0)
+	j4, _, err := jobs.RequestRepublish(ctx, q, jobs.RepublishSpec{RequestedBy: "op"}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rebuild.Jobs.Start(ctx, q, j4.ID, 10, t0); err != nil {
+	if err := jobs.Republishes.Start(ctx, q, j4.ID, 10, t0); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := rebuild.Jobs.Cancel(ctx, q, j4.ID, t0); err != nil || c.State != jobs.StateRunning || !c.CancelRequested {
+	if c, err := jobs.Republishes.Cancel(ctx, q, j4.ID, t0); err != nil || c.State != jobs.StateRunning || !c.CancelRequested {
 		t.Fatalf("cancel running: %+v, %v", c, err)
 	}
-	open, err := rebuild.Jobs.LockOpen(ctx, q)
+	open, err := jobs.Republishes.LockOpen(ctx, q)
 	if err != nil || open == nil || open.ID != j4.ID {
 		t.Fatalf("open job: %+v, %v", open, err)
 	}
-	list, err := rebuild.Jobs.List(ctx, q, 0, 2)
+	list, err := jobs.Republishes.List(ctx, q, 0, 2)
 	if err != nil || len(list) != 2 || list[0].ID != j4.ID || list[1].ID != j3.ID {
 		t.Fatalf("list: %v, %v", list, err)
 	}
-	if list, err = rebuild.Jobs.List(ctx, q, j3.ID, 10); err != nil || len(list) != 1 || list[0].ID != j1.ID {
+	if list, err = jobs.Republishes.List(ctx, q, j3.ID, 10); err != nil || len(list) != 1 || list[0].ID != j1.ID {
 		t.Fatalf("second page: %v, %v", list, err)
 	}
 }
