@@ -19,7 +19,7 @@ ARG VERSION=devel
 ARG COMMIT=unknown
 WORKDIR /src
 # The whole workspace is copied because every service module replaces pkg (and pkg replaces
-# migrations) with a sibling directory; the cache mounts below keep rebuilds fast anyway.
+# migrations and testkit) with a sibling directory; the cache mounts below keep rebuilds fast anyway.
 COPY . .
 # CGO_ENABLED=0 gives a static binary for the distroless static base (no libc there).
 # -tags timetzdata embeds the zone database, so airport.time-zone never depends on the image.

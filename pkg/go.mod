@@ -8,6 +8,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/klauspost/compress v1.20.4
 	github.com/msgexchange/msgexchange/migrations v0.0.0
+	github.com/msgexchange/msgexchange/testkit v0.0.0
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -15,7 +16,6 @@ require (
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
-	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/text v0.44.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -47,6 +47,7 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
@@ -56,4 +57,9 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/msgexchange/msgexchange/migrations => ../migrations
+// pkg's tests use the harnesses of testkit, which imports pkg in turn: the two modules require
+// each other, and the replaces keep both on this tree (GOWORK=off included).
+replace (
+	github.com/msgexchange/msgexchange/migrations => ../migrations
+	github.com/msgexchange/msgexchange/testkit => ../testkit
+)

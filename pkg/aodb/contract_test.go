@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 )
 
 // The contract reads on the real server: markers found by time within a batch's ID range (a

@@ -11,9 +11,9 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/logging"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/testlog"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/testlog"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // The driver's own line about a connection the server closed ("[mysql] … closing bad idle

@@ -10,8 +10,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/pkg/outage"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 )
 
 func TestClassify(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 )
 
 // A text the driver's escaping would double past max_allowed_packet is stored as it is (it

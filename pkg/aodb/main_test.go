@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
-	"github.com/msgexchange/msgexchange/pkg/leaktest"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/leaktest"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 )
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

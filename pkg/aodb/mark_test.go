@@ -12,8 +12,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // R-BACKFILL-4 for a batch: each row's outcome as Mark would give it, a marker never

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 )
 
 func TestOutbound(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 func TestWatchedHolesAndLateRecords(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 func TestParseSeed(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // A Pipelined transaction runs the same statements as WithTx on a plain connection, in its

@@ -13,7 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // A load through a DetailCache returns what the tables hold, whatever wrote them since: random

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // After a restore the stored flights below the published high-water are raised to it, a FLID

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // A flight (or a member of its code-share group) whose last change came from a message that is

@@ -1,9 +1,10 @@
 // Package jobs stores the jobs the control API requests and the backfill role executes a page at
-// a time: the projection rebuilds (projection_rebuild, pkg/rebuild) and the republishes
-// (schd_republish, pkg/republish). The two tables share their shape: a scope of FLIDs, a state,
-// a cursor, the flights done of a total, who asked and the last error, and at most one open job
-// (a unique index over the open rows). Table holds their statements once; each job package
-// names its table, its own columns and its errors.
+// a time: the projection rebuilds (projection_rebuild, Rebuilds, rebuild.go) and the republishes
+// (schd_republish, Republishes, republish.go). The two tables share their shape: a scope of
+// FLIDs, a state, a cursor, the flights done of a total, who asked and the last error, and at
+// most one open job (a unique index over the open rows). Table holds their statements once;
+// each kind of job names its table, its own columns and its errors, prefixed with its kind
+// (RebuildSpec, ErrRepublishInvalid) since both live in this package.
 package jobs
 
 import (

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/leader"
-	"github.com/msgexchange/msgexchange/pkg/leaktest"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/leaktest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 const role = "pump"

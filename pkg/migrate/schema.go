@@ -9,8 +9,8 @@ import (
 )
 
 // WriteSchema writes every migration to w, its path, its length and its content, so a hash of
-// what it wrote names the schema: the test databases built from templates (pkg/pgtest,
-// pkg/benchdata) name theirs by it, and a changed migration gets a new template instead of a
+// what it wrote names the schema: the test databases built from templates (testkit/pgtest,
+// testkit/benchdata) name theirs by it, and a changed migration gets a new template instead of a
 // test running against an old one.
 func WriteSchema(w io.Writer) error {
 	err := fs.WalkDir(migrations.PG, ".", func(path string, d fs.DirEntry, err error) error {

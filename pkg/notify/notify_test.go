@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 type syncBuffer struct {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // deadFixture writes events of both targets and makes some of them DEAD; it returns the

@@ -11,8 +11,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // outboxRows renders every msg_event row in event_id order without the IDs themselves, so two

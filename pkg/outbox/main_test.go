@@ -3,7 +3,7 @@ package outbox_test
 import (
 	"testing"
 
-	"github.com/msgexchange/msgexchange/pkg/leaktest"
+	"github.com/msgexchange/msgexchange/testkit/leaktest"
 )
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // TestSchdPendingWithoutPendingSinceFirst: a KAFKA:schd row without pending_since (written

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 func TestDeleteSentDeletesExactlyTheEligible(t *testing.T) {

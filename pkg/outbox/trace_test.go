@@ -7,8 +7,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // TestTraceContextRoundTrips: the trace context an event is written with, in the caller's batch

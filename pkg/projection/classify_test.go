@@ -10,7 +10,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/redistest"
+	"github.com/msgexchange/msgexchange/testkit/redistest"
 )
 
 // reply is a Redis error reply as the server sends it (go-redis's own type is internal).

@@ -12,7 +12,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/redistest"
+	"github.com/msgexchange/msgexchange/testkit/redistest"
 )
 
 func state(flid string, v int64, estt string) flight.Flight {

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // An acknowledgement takes DEAD rows out of the DEAD count into the acknowledged one, keeps

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // The raw text is kept compressed, the first copy stays, it is bound with the identity, and it

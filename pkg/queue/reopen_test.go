@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 var bt0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)

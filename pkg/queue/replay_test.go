@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 var replayNow = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)

@@ -7,9 +7,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // TestTraceContextRoundTrips: the trace context Enqueue stores is the one the pump's head and

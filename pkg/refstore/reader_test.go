@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/reference"
 	"github.com/msgexchange/msgexchange/pkg/refstore"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // readerTables is what msgx_reader may read (docs/reference-data.md): the flight tables and

@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/reference"
 	"github.com/msgexchange/msgexchange/pkg/reference/referencetest"
 	"github.com/msgexchange/msgexchange/pkg/refstore"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 var t0 = time.Date(2024, 3, 15, 1, 0, 0, 0, time.UTC)

@@ -53,6 +53,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/msgexchange/msgexchange/testkit v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
@@ -65,4 +66,5 @@ require (
 replace (
 	github.com/msgexchange/msgexchange/migrations => ../../migrations
 	github.com/msgexchange/msgexchange/pkg => ../../pkg
+	github.com/msgexchange/msgexchange/testkit => ../../testkit
 )

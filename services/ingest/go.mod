@@ -28,6 +28,7 @@ require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
 	github.com/msgexchange/msgexchange/migrations v0.0.0 // indirect
+	github.com/msgexchange/msgexchange/testkit v0.0.0
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pressly/goose/v3 v3.30.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -61,4 +62,5 @@ require (
 replace (
 	github.com/msgexchange/msgexchange/migrations => ../../migrations
 	github.com/msgexchange/msgexchange/pkg => ../../pkg
+	github.com/msgexchange/msgexchange/testkit => ../../testkit
 )

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // loadStatementTimeout bounds each of the loader's statements. An insert waits behind the

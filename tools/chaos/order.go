@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // Out of ID order (docs/chaos.md, "Out of ID order"): late arrivals and replays, the two ways

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // TestDiagnoseNamesAHangingTransaction: a transaction left open holds read_committed

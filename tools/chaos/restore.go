@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // The restore drill (docs/operations.md, "Restoring PostgreSQL from a backup"): the five

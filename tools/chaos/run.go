@@ -23,8 +23,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/testkit/ports"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // BenchmarkPipeline measures the whole system on one generated day of traffic: rows/s from

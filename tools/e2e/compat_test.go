@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 
-	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // TestCompatHTTPMessageTakesTheUpstreamPath posts a GBK-encoded message to ingest's compat

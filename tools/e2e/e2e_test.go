@@ -16,12 +16,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/msgexchange/msgexchange/pkg/leaktest"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
-	"github.com/msgexchange/msgexchange/pkg/redistest"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
+	"github.com/msgexchange/msgexchange/testkit/leaktest"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/redistest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 

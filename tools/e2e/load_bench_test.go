@@ -13,16 +13,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/msgexchange/msgexchange/pkg/benchdata"
-	"github.com/msgexchange/msgexchange/pkg/benchreport"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/testkit/benchdata"
+	"github.com/msgexchange/msgexchange/testkit/benchreport"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
 // The load benches of docs/performance.md. Each prints its figures and appends them to the
-// `make bench` report (pkg/benchreport), with the anchor measured on the same server in the
+// `make bench` report (testkit/benchreport), with the anchor measured on the same server in the
 // same run. Run with -benchtime 1x.
 
 func envInt(name string, def int) int {
@@ -138,7 +138,7 @@ func BenchmarkBacklog(b *testing.B) { backlog(b, "backlog", newEnv, stack.Servic
 // (docs/performance.md, "The five services beside the pump").
 func BenchmarkBacklogPumpAlone(b *testing.B) { backlog(b, "backlog-pump", newEnv, []string{"pump"}) }
 
-// noSweep are retentions past the rows pkg/benchdata generates: the tables stay at the
+// noSweep are retentions past the rows testkit/benchdata generates: the tables stay at the
 // retention limits with nothing expired, so a bench on them measures the pipeline, not the
 // retention sweeps, which BenchmarkSteadyDuringSweep measures on their own. The template's
 // times count back from its build, at most a day earlier (benchdata keys it by the day), so
@@ -148,7 +148,7 @@ var noSweep = []string{"MSGX_PIPELINE_PROC_RETENTION=7d", "MSGX_PIPELINE_EVENT_R
 	"MSGX_SCHD_SNAP_LOG_RETENTION=3650d", "MSGX_PIPELINE_REQ_RETENTION=3650d", "MSGX_RETENTION_PAUSE=10s"}
 
 // BenchmarkBacklogFullTables is BenchmarkBacklog on production-sized tables at the retention
-// limits (pkg/benchdata, MSGX_BENCH_SCALE of production, 1 by default): the drain must keep
+// limits (testkit/benchdata, MSGX_BENCH_SCALE of production, 1 by default): the drain must keep
 // ≥ 0.90 of the empty schema's rate (docs/performance.md, "Cost flat as the data grows"). The
 // generated messages hold IDs 1 … N, so the inbox holds N (processed) and the cursor is at N,
 // as after a cutover seed.
@@ -166,7 +166,7 @@ func benchScale() float64 {
 	return benchdata.Full
 }
 
-// fullTablesEnv is an env on production-sized tables at the retention limits (pkg/benchdata).
+// fullTablesEnv is an env on production-sized tables at the retention limits (testkit/benchdata).
 // The generated messages hold IDs 1 … N, so the inbox holds N (processed) and the cursor is at
 // N, as after a cutover seed.
 func fullTablesEnv(t testing.TB, scale float64) *env {
@@ -420,7 +420,7 @@ func steady(b *testing.B, name string, e *env, poll time.Duration, seconds int, 
 }
 
 // BenchmarkSteadyDuringSweep runs the steady traffic (50 FLOPs a second, poll 1s) twice on
-// production-sized tables (pkg/benchdata, MSGX_BENCH_SCALE): once with retentions long enough
+// production-sized tables (testkit/benchdata, MSGX_BENCH_SCALE): once with retentions long enough
 // that no row is expired, once at the defaults, where the backfill's retention sweeps delete
 // the generated expired rows (about 900,000 processing records and 1 M events at full scale)
 // while the traffic runs. The target: the p99 with the sweep ≤ 2 × the p99 without

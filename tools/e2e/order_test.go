@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // TestLateArrivalNeverOverwritesNewerData runs a real late arrival through the five binaries:

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // TestProbe runs `msgx-control probe`, the chart's helm test, against a running control and

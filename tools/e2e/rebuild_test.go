@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 

@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/benchreport"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
-	"github.com/msgexchange/msgexchange/pkg/redistest"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/testkit/benchreport"
+	"github.com/msgexchange/msgexchange/testkit/redistest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -142,7 +141,7 @@ func redisLoss(tb testing.TB, n int) time.Duration {
 	// The rebuild was the backfill's own, recorded as a job; after the traffic settled a dry
 	// run finds Redis byte for byte as PostgreSQL gives it.
 	e.settle(tb, msgs[0], len(msgs), 5*time.Minute)
-	list, err := rebuild.Jobs.List(ctx, e.pg.Pool, 0, 10)
+	list, err := jobs.Rebuilds.List(ctx, e.pg.Pool, 0, 10)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -156,15 +155,15 @@ func redisLoss(tb testing.TB, n int) time.Duration {
 	if auto < 2 {
 		tb.Fatalf("rebuilds requested by the backfill: %d, want the first start's and the loss's: %+v", auto, list)
 	}
-	dry, _, err := rebuild.Request(ctx, e.pg.Pool, rebuild.Spec{DryRun: true, RequestedBy: "e2e"}, time.Now())
+	dry, _, err := jobs.RequestRebuild(ctx, e.pg.Pool, jobs.RebuildSpec{DryRun: true, RequestedBy: "e2e"}, time.Now())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	testwait.ForState(tb, 2*time.Minute, "the dry run to end", func() (bool, string) {
-		j, err := rebuild.Jobs.Get(ctx, e.pg.Pool, dry.ID)
+		j, err := jobs.Rebuilds.Get(ctx, e.pg.Pool, dry.ID)
 		return err == nil && j.State == jobs.StateDone, fmt.Sprintf("%+v %v", j, err)
 	})
-	j, err := rebuild.Jobs.Get(ctx, e.pg.Pool, dry.ID)
+	j, err := jobs.Rebuilds.Get(ctx, e.pg.Pool, dry.ID)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // TestReplayMakesThePumpProcessAgain replays a DEAD(EXHAUSTED) message through control's API

@@ -12,8 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // versionConsumer is a KAFKA:schd consumer that keeps, as consumers must, the newest

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // TestRequestReachesCOUTMSGS runs the production binaries: a schedule request registered

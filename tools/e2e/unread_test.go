@@ -10,7 +10,7 @@ import (
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/msgexchange/msgexchange/testkit/zerowindow"
 )
 

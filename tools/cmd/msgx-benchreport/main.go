@@ -1,12 +1,12 @@
 // Command msgx-benchreport prints the report of one `make bench` run from the figures the
-// benches appended to the file given as its argument (pkg/benchreport, docs/performance.md).
+// benches appended to the file given as its argument (testkit/benchreport, docs/performance.md).
 package main
 
 import (
 	"fmt"
 	"os"
 
-	"github.com/msgexchange/msgexchange/pkg/benchreport"
+	"github.com/msgexchange/msgexchange/testkit/benchreport"
 )
 
 func main() {

@@ -41,9 +41,9 @@ import (
 
 	"github.com/msgexchange/msgexchange/migrations"
 	"github.com/msgexchange/msgexchange/pkg/buildinfo"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/testkit/ports"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 

@@ -1,4 +1,4 @@
-// Package republisher executes the republish jobs the control API requests (pkg/republish;
+// Package republisher executes the republish jobs the control API requests (jobs.Republishes;
 // docs/operations.md, "Kafka topic lost / consumer needs a full reload"): it writes the current
 // state of every flight of a job's scope into the flight's KAFKA:schd outbox row, which the
 // dispatcher then sends like every other state (same payload, key and headers).
@@ -32,7 +32,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/republish"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/jobrun"
 )
 
@@ -51,7 +50,7 @@ type Republisher struct {
 	clock   clock.Clock
 	logger  *slog.Logger
 	written prometheus.Counter
-	runner  *jobrun.Runner[republish.Job]
+	runner  *jobrun.Runner[jobs.RepublishJob]
 }
 
 // New builds a republisher and registers its metric.
@@ -61,7 +60,7 @@ func New(cfg Config, clk clock.Clock, logger *slog.Logger, reg prometheus.Regist
 	r := &Republisher{cfg: cfg, clock: clk, logger: logger,
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_republish_flights_total",
 			Help: "Flight states a republish job wrote to the KAFKA:schd outbox."})}
-	r.runner = jobrun.New(republish.Jobs, jobrun.Work[republish.Job]{Step: r.step}, clk, logger)
+	r.runner = jobrun.New(jobs.Republishes, jobrun.Work[jobs.RepublishJob]{Step: r.step}, clk, logger)
 	reg.MustRegister(r.written)
 	return r
 }
@@ -85,7 +84,7 @@ func (r *Republisher) Step(ctx context.Context, sess db.Txer) (id int64, more bo
 }
 
 // step writes one page of a running job.
-func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (bool, error) {
+func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *jobs.RepublishJob) (bool, error) {
 	now := r.clock.Now()
 	var page []string
 	if job.All() {
@@ -96,7 +95,7 @@ func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (
 	} else {
 		page = job.NextFLIDs(r.cfg.Page)
 	}
-	next := republish.Progress{Cursor: job.Cursor}
+	next := jobs.RepublishProgress{Cursor: job.Cursor}
 	if len(page) > 0 {
 		next.Cursor = page[len(page)-1]
 		written, err := r.writePage(ctx, tx, page, now)
@@ -105,7 +104,7 @@ func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (
 		}
 		next.Done, next.Unknown = int64(written), int64(len(page)-written)
 	}
-	if err := republish.Advance(ctx, tx, job.ID, next, now); err != nil {
+	if err := jobs.AdvanceRepublish(ctx, tx, job.ID, next, now); err != nil {
 		return false, err
 	}
 	r.written.Add(float64(next.Done))
@@ -113,7 +112,7 @@ func (r *Republisher) step(ctx context.Context, tx pgx.Tx, job *republish.Job) (
 		return true, nil
 	}
 	r.logger.Info("republish done", "republish_id", job.ID, "written", job.Done+next.Done, "unknown", job.Unknown+next.Unknown)
-	return false, republish.Jobs.Finish(ctx, tx, job.ID, jobs.StateDone, now)
+	return false, jobs.Republishes.Finish(ctx, tx, job.ID, jobs.StateDone, now)
 }
 
 // writePage writes the outbox rows of one page under the pipeline lock and returns how many of

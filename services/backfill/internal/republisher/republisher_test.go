@@ -19,9 +19,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
-	"github.com/msgexchange/msgexchange/pkg/republish"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/republisher"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
@@ -80,17 +79,17 @@ func save(t *testing.T, pg *pgtest.DB, fs ...flight.Flight) {
 	}
 }
 
-func run(t *testing.T, pg *pgtest.DB, sess *pgtest.Session, r *republisher.Republisher, spec republish.Spec) republish.Job {
+func run(t *testing.T, pg *pgtest.DB, sess *pgtest.Session, r *republisher.Republisher, spec jobs.RepublishSpec) jobs.RepublishJob {
 	t.Helper()
 	spec.RequestedBy = "test"
-	j, _, err := republish.Request(t.Context(), pg.Pool, spec, t0)
+	j, _, err := jobs.RequestRepublish(t.Context(), pg.Pool, spec, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.RunJobs(t.Context(), sess); err != nil {
 		t.Fatal(err)
 	}
-	if j, err = republish.Jobs.Get(t.Context(), pg.Pool, j.ID); err != nil {
+	if j, err = jobs.Republishes.Get(t.Context(), pg.Pool, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	return j
@@ -111,7 +110,7 @@ func TestRepublishWritesTheCurrentStateAtItsVersion(t *testing.T) {
 		VALUES ('KAFKA:schd', 'A', 'UPSERT', 3, '{}', 'SENT', now(), now(), now()),
 		       ('KAFKA:schd', 'C', 'UPSERT', 4, '{"newer":true}', 'SENT', now(), now(), now())`)
 	for round := range 2 {
-		j := run(t, pg, sess, r, republish.Spec{})
+		j := run(t, pg, sess, r, jobs.RepublishSpec{})
 		if j.State != jobs.StateDone || j.Done != 4 || j.Total != 4 || j.Unknown != 0 || j.Cursor != "K" {
 			t.Fatalf("round %d: job %+v", round, j)
 		}
@@ -138,7 +137,7 @@ func TestRepublishWritesTheCurrentStateAtItsVersion(t *testing.T) {
 		}
 		pg.Exec(t, `UPDATE msg_event SET state = 'SENT', sent_at = now() WHERE target = 'KAFKA:schd'`)
 	}
-	j := run(t, pg, sess, r, republish.Spec{FLIDs: []string{"C", "NOPE", "A"}})
+	j := run(t, pg, sess, r, jobs.RepublishSpec{FLIDs: []string{"C", "NOPE", "A"}})
 	if j.State != jobs.StateDone || j.Done != 2 || j.Unknown != 1 || j.Total != 3 {
 		t.Fatalf("scoped job: %+v", j)
 	}
@@ -160,7 +159,7 @@ func TestRepublishWaitsForThePumpsTransaction(t *testing.T) {
 	if err := leader.LockPipelineTx(ctx, pump); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := republish.Request(ctx, pg.Pool, republish.Spec{RequestedBy: "test"}, t0); err != nil {
+	if _, _, err := jobs.RequestRepublish(ctx, pg.Pool, jobs.RepublishSpec{RequestedBy: "test"}, t0); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -206,7 +205,7 @@ func TestRepublishPageCost(t *testing.T) {
 	if err := db.WithTx(t.Context(), pg.Pool, func(tx pgx.Tx) error { return flightstore.SaveMany(t.Context(), tx, nil, fs) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := republish.Request(t.Context(), pg.Pool, republish.Spec{RequestedBy: "test"}, t0); err != nil {
+	if _, _, err := jobs.RequestRepublish(t.Context(), pg.Pool, jobs.RepublishSpec{RequestedBy: "test"}, t0); err != nil {
 		t.Fatal(err)
 	}
 	var longest time.Duration

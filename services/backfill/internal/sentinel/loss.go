@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/jobs"
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
 )
 
 // LossRequester is the requested_by of a rebuild the sentinel starts on its own because Redis
@@ -37,12 +36,12 @@ func (s *Sentinel) CheckLoss(ctx context.Context, sess Session) (int64, error) {
 	}
 	now := s.clock.Now()
 	var (
-		job      rebuild.Job
+		job      jobs.RebuildJob
 		existing bool
 	)
 	err := sess.Tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		job, existing, err = rebuild.Request(ctx, tx, rebuild.Spec{RequestedBy: LossRequester, Comment: lossComment}, now)
+		job, existing, err = jobs.RequestRebuild(ctx, tx, jobs.RebuildSpec{RequestedBy: LossRequester, Comment: lossComment}, now)
 		return err
 	})
 	if err != nil {

@@ -16,9 +16,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 func (e *env) sentinelKey(t *testing.T) (string, bool) {
@@ -81,14 +80,14 @@ func TestLostProjectionWithAnOpenJob(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
-		spec    rebuild.Spec
+		spec    jobs.RebuildSpec
 		started bool
 		takes   bool
 	}{
-		{"a pending rebuild of everything", rebuild.Spec{}, false, true},
-		{"a rebuild of everything already running", rebuild.Spec{}, true, false},
-		{"a dry run", rebuild.Spec{DryRun: true}, false, false},
-		{"some FLIDs", rebuild.Spec{FLIDs: []string{"O1"}}, false, false},
+		{"a pending rebuild of everything", jobs.RebuildSpec{}, false, true},
+		{"a rebuild of everything already running", jobs.RebuildSpec{}, true, false},
+		{"a dry run", jobs.RebuildSpec{DryRun: true}, false, false},
+		{"some FLIDs", jobs.RebuildSpec{FLIDs: []string{"O1"}}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -149,8 +148,8 @@ func TestLostProjectionThroughRun(t *testing.T) {
 	if id, err := s.CheckLoss(t.Context(), e.sess); err == nil || id != 0 {
 		t.Fatalf("CheckLoss with Redis paused = %d, %v; want an error and no job", id, err)
 	}
-	if jobs, err := rebuild.Jobs.List(t.Context(), e.pg.Pool, 0, 10); err != nil || len(jobs) != 0 {
-		t.Fatalf("jobs after a failed look: %v, %v", jobs, err)
+	if list, err := jobs.Rebuilds.List(t.Context(), e.pg.Pool, 0, 10); err != nil || len(list) != 0 {
+		t.Fatalf("jobs after a failed look: %v, %v", list, err)
 	}
 	if err := e.rd.Client.Ping(t.Context()).Err(); err != nil {
 		t.Fatal(err)
@@ -171,7 +170,7 @@ func TestLostProjectionThroughRun(t *testing.T) {
 	}()
 	jobsDone := func(n int) func() (bool, string) {
 		return func() (bool, string) {
-			list, err := rebuild.Jobs.List(t.Context(), e.pg.Pool, 0, 10)
+			list, err := jobs.Rebuilds.List(t.Context(), e.pg.Pool, 0, 10)
 			return err == nil && len(list) == n && list[0].State == jobs.StateDone, fmt.Sprintf("%+v %v", list, err)
 		}
 	}

@@ -10,12 +10,11 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/jobrun"
 )
 
 // The on-demand checks and rebuilds (docs/redis.md, "Rebuild"): a job requested through the
-// control API (pkg/rebuild) is executed here one step at a time (jobrun), each step one page
+// control API (jobs.Rebuilds) is executed here one step at a time (jobrun), each step one page
 // compared and repaired under the pipeline lock, as the periodic check does, with the cursor
 // and counts recorded. A step done twice after a crash or a failover changes nothing: a repair
 // is a rewrite from PostgreSQL.
@@ -33,26 +32,26 @@ func (s *Sentinel) Step(ctx context.Context, sess Session) (id int64, more bool,
 }
 
 // newRebuilds is the runner of the rebuilds, its steps the pages of step.
-func (s *Sentinel) newRebuilds() *jobrun.Runner[rebuild.Job] {
-	return jobrun.New(rebuild.Jobs, jobrun.Work[rebuild.Job]{
-		Started: func(job *rebuild.Job) []any { return []any{"dry_run", job.DryRun} },
+func (s *Sentinel) newRebuilds() *jobrun.Runner[jobs.RebuildJob] {
+	return jobrun.New(jobs.Rebuilds, jobrun.Work[jobs.RebuildJob]{
+		Started: func(job *jobs.RebuildJob) []any { return []any{"dry_run", job.DryRun} },
 		Step:    s.step,
 	}, s.clock, s.logger)
 }
 
 // step does one page of a running job.
-func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool, error) {
+func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *jobs.RebuildJob) (bool, error) {
 	now := s.clock.Now()
 	var (
 		res      = Result{Drift: map[projection.Drift]int{}}
-		next     rebuild.Progress
+		next     jobs.RebuildProgress
 		finished bool
 		err      error
 	)
 	switch job.Phase {
-	case rebuild.PhaseFlights:
+	case jobs.RebuildPhaseFlights:
 		next, finished, err = s.flightsStep(ctx, tx, job, &res)
-	case rebuild.PhaseExtraDocs, rebuild.PhaseExtraVersions:
+	case jobs.RebuildPhaseExtraDocs, jobs.RebuildPhaseExtraVersions:
 		next, finished, err = s.extrasStep(ctx, tx, job, &res)
 	default:
 		err = fmt.Errorf("unknown phase %q", job.Phase)
@@ -60,9 +59,9 @@ func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool,
 	if err != nil {
 		return false, err
 	}
-	next.Counts = rebuild.Counts{Missing: int64(res.Drift[projection.Missing]), Stale: int64(res.Drift[projection.Stale]),
+	next.Counts = jobs.RebuildCounts{Missing: int64(res.Drift[projection.Missing]), Stale: int64(res.Drift[projection.Stale]),
 		Content: int64(res.Drift[projection.Content]), Extra: int64(res.Drift[projection.Extra]), Repaired: int64(res.Repaired)}
-	if err := rebuild.Advance(ctx, tx, job.ID, next, now); err != nil {
+	if err := jobs.AdvanceRebuild(ctx, tx, job.ID, next, now); err != nil {
 		return false, err
 	}
 	if !finished {
@@ -77,11 +76,11 @@ func (s *Sentinel) step(ctx context.Context, tx pgx.Tx, job *rebuild.Job) (bool,
 			projection.Stale: int(c.Stale), projection.Content: int(c.Content), projection.Extra: int(c.Extra)}, Repaired: int(c.Repaired)},
 			jobMode(job))
 	}
-	return false, rebuild.Jobs.Finish(ctx, tx, job.ID, jobs.StateDone, now)
+	return false, jobs.Rebuilds.Finish(ctx, tx, job.ID, jobs.StateDone, now)
 }
 
 // jobMode is the mode a job's drift is counted under.
-func jobMode(job *rebuild.Job) Mode {
+func jobMode(job *jobs.RebuildJob) Mode {
 	if job.DryRun {
 		return ModeDryRun
 	}
@@ -91,7 +90,7 @@ func jobMode(job *rebuild.Job) Mode {
 // flightsStep compares the next page of the job's flights. A FLID of a scoped job that
 // PostgreSQL does not have is an extra when Redis holds a key of it. finished reports that the
 // job has nothing left to do.
-func (s *Sentinel) flightsStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job, res *Result) (next rebuild.Progress, finished bool, err error) {
+func (s *Sentinel) flightsStep(ctx context.Context, tx pgx.Tx, job *jobs.RebuildJob, res *Result) (next jobs.RebuildProgress, finished bool, err error) {
 	var page []string
 	if job.All() {
 		if page, err = flightstore.SampleFLIDs(ctx, tx, job.Cursor, 1, s.cfg.Page); err != nil {
@@ -100,7 +99,7 @@ func (s *Sentinel) flightsStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job,
 	} else {
 		page = job.NextFLIDs(s.cfg.Page)
 	}
-	next = rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: job.Cursor, Done: int64(len(page))}
+	next = jobs.RebuildProgress{Phase: jobs.RebuildPhaseFlights, Cursor: job.Cursor, Done: int64(len(page))}
 	if len(page) > 0 {
 		next.Cursor = page[len(page)-1]
 		if err := s.comparePage(ctx, tx, page, res, pageOpts{mode: jobMode(job), lost: job.RequestedBy == LossRequester}); err != nil {
@@ -116,7 +115,7 @@ func (s *Sentinel) flightsStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job,
 		if !job.All() {
 			return next, true, nil
 		}
-		next.Phase, next.Cursor = rebuild.PhaseExtraDocs, "0"
+		next.Phase, next.Cursor = jobs.RebuildPhaseExtraDocs, "0"
 	}
 	return next, false, nil
 }
@@ -147,20 +146,20 @@ func (s *Sentinel) scopedExtras(ctx context.Context, tx pgx.Tx, page []string, r
 // extrasStep scans one page of the documents, then of the version hash, for keys of FLIDs
 // PostgreSQL does not have. The scan cursor is Redis's: a Redis restarted meanwhile may make the
 // rest of the scan miss keys, which the next check finds.
-func (s *Sentinel) extrasStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job, res *Result) (next rebuild.Progress, finished bool, err error) {
+func (s *Sentinel) extrasStep(ctx context.Context, tx pgx.Tx, job *jobs.RebuildJob, res *Result) (next jobs.RebuildProgress, finished bool, err error) {
 	cursor, err := strconv.ParseUint(job.Cursor, 10, 64)
 	if err != nil {
 		return next, false, fmt.Errorf("scan cursor %q: %w", job.Cursor, err)
 	}
 	scan := s.proj.ScanDocs
-	if job.Phase == rebuild.PhaseExtraVersions {
+	if job.Phase == jobs.RebuildPhaseExtraVersions {
 		scan = s.proj.ScanVersions
 	}
 	flids, nextCursor, err := scan(ctx, cursor, int64(s.cfg.Page))
 	if err != nil {
 		return next, false, err
 	}
-	if job.Phase == rebuild.PhaseExtraVersions {
+	if job.Phase == jobs.RebuildPhaseExtraVersions {
 		// An unknown FLID that still has a document was counted by the document scan (a dry
 		// run leaves it there): count it once.
 		if flids, err = s.withoutDocs(ctx, tx, flids); err != nil {
@@ -172,12 +171,12 @@ func (s *Sentinel) extrasStep(ctx context.Context, tx pgx.Tx, job *rebuild.Job, 
 			return next, false, err
 		}
 	}
-	next = rebuild.Progress{Phase: job.Phase, Cursor: strconv.FormatUint(nextCursor, 10)}
+	next = jobs.RebuildProgress{Phase: job.Phase, Cursor: strconv.FormatUint(nextCursor, 10)}
 	switch {
 	case nextCursor != 0:
 		return next, false, nil
-	case job.Phase == rebuild.PhaseExtraDocs:
-		next.Phase, next.Cursor = rebuild.PhaseExtraVersions, "0"
+	case job.Phase == jobs.RebuildPhaseExtraDocs:
+		next.Phase, next.Cursor = jobs.RebuildPhaseExtraVersions, "0"
 		return next, false, nil
 	}
 	return next, true, nil

@@ -22,16 +22,15 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // request registers a job as the control API does.
-func (e *env) request(t *testing.T, spec rebuild.Spec) rebuild.Job {
+func (e *env) request(t *testing.T, spec jobs.RebuildSpec) jobs.RebuildJob {
 	t.Helper()
 	spec.RequestedBy = "test"
-	j, existing, err := rebuild.Request(t.Context(), e.pg.Pool, spec, t0)
+	j, existing, err := jobs.RequestRebuild(t.Context(), e.pg.Pool, spec, t0)
 	if err != nil || existing {
 		t.Fatalf("request rebuild: %v (existing %v)", err, existing)
 	}
@@ -39,12 +38,12 @@ func (e *env) request(t *testing.T, spec rebuild.Spec) rebuild.Job {
 }
 
 // runJob executes the open job to its end and returns its row.
-func (e *env) runJob(t *testing.T, s *sentinel.Sentinel, id int64) rebuild.Job {
+func (e *env) runJob(t *testing.T, s *sentinel.Sentinel, id int64) jobs.RebuildJob {
 	t.Helper()
 	if err := s.RunJobs(t.Context(), e.sess); err != nil {
 		t.Fatal(err)
 	}
-	j, err := rebuild.Jobs.Get(t.Context(), e.pg.Pool, id)
+	j, err := jobs.Rebuilds.Get(t.Context(), e.pg.Pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +72,7 @@ func (e *env) dump(t *testing.T) map[string]string {
 	return out
 }
 
-func wantCounts(t *testing.T, j rebuild.Job, want rebuild.Counts) {
+func wantCounts(t *testing.T, j jobs.RebuildJob, want jobs.RebuildCounts) {
 	t.Helper()
 	if j.Counts != want {
 		t.Errorf("job %d counts %+v, want %+v", j.ID, j.Counts, want)
@@ -107,10 +106,10 @@ func TestRebuildReportsDryRunAndRepairs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	found := rebuild.Counts{Missing: 1, Content: 1, Stale: 2, Extra: 2}
+	found := jobs.RebuildCounts{Missing: 1, Content: 1, Stale: 2, Extra: 2}
 
 	before := e.dump(t)
-	dry := e.runJob(t, s, e.request(t, rebuild.Spec{DryRun: true}).ID)
+	dry := e.runJob(t, s, e.request(t, jobs.RebuildSpec{DryRun: true}).ID)
 	wantCounts(t, dry, found)
 	if dry.Done != 7 || dry.Total != 7 {
 		t.Errorf("dry run compared %d of %d flights, want 7 of 7", dry.Done, dry.Total)
@@ -122,7 +121,7 @@ func TestRebuildReportsDryRunAndRepairs(t *testing.T) {
 		t.Errorf("repaired counter %v after a dry run", got)
 	}
 
-	j := e.runJob(t, s, e.request(t, rebuild.Spec{}).ID)
+	j := e.runJob(t, s, e.request(t, jobs.RebuildSpec{}).ID)
 	found.Repaired = 6
 	wantCounts(t, j, found)
 	if got := gauge(t, e.reg, "msgx_projection_check_drift_streak"); got != 0 {
@@ -142,8 +141,8 @@ func TestRebuildReportsDryRunAndRepairs(t *testing.T) {
 		t.Errorf("versions after the rebuild: A3 %d, A4 %d; want PostgreSQL's 5 and 1", obs[0].Version, obs[1].Version)
 	}
 
-	again := e.runJob(t, s, e.request(t, rebuild.Spec{}).ID)
-	wantCounts(t, again, rebuild.Counts{})
+	again := e.runJob(t, s, e.request(t, jobs.RebuildSpec{}).ID)
+	wantCounts(t, again, jobs.RebuildCounts{})
 	if got := gauge(t, e.reg, "msgx_projection_check_drift_streak"); got != 0 {
 		t.Errorf("streak %v after a clean rebuild, want 0", got)
 	}
@@ -151,8 +150,8 @@ func TestRebuildReportsDryRunAndRepairs(t *testing.T) {
 	if err := c.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	flushed := e.runJob(t, s, e.request(t, rebuild.Spec{}).ID)
-	wantCounts(t, flushed, rebuild.Counts{Missing: 7, Repaired: 7})
+	flushed := e.runJob(t, s, e.request(t, jobs.RebuildSpec{}).ID)
+	wantCounts(t, flushed, jobs.RebuildCounts{Missing: 7, Repaired: 7})
 	if res := e.check(t); res.Found() != 0 {
 		t.Fatalf("after rebuilding a flushed Redis: %s", res)
 	}
@@ -174,8 +173,8 @@ func TestRebuildOfSomeFLIDs(t *testing.T) {
 	if err := c.Set(ctx, projection.FlightKey(p, "Y1"), `{}`, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	j := e.runJob(t, e.s, e.request(t, rebuild.Spec{FLIDs: []string{"Y1", "B1", "NOPE", "B2"}}).ID)
-	wantCounts(t, j, rebuild.Counts{Missing: 1, Extra: 1, Repaired: 2})
+	j := e.runJob(t, e.s, e.request(t, jobs.RebuildSpec{FLIDs: []string{"Y1", "B1", "NOPE", "B2"}}).ID)
+	wantCounts(t, j, jobs.RebuildCounts{Missing: 1, Extra: 1, Repaired: 2})
 	if j.Done != 4 || j.Total != 4 {
 		t.Errorf("done %d of %d, want 4 of 4", j.Done, j.Total)
 	}
@@ -201,7 +200,7 @@ func TestRebuildResumesAfterInterrupt(t *testing.T) {
 	if err := e.rd.Client.FlushDB(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	id := e.request(t, rebuild.Spec{}).ID
+	id := e.request(t, jobs.RebuildSpec{}).ID
 	for range 3 { // start, then two pages of 4
 		if _, more, err := e.s.Step(t.Context(), e.sess); err != nil || !more {
 			t.Fatalf("step: more %v, %v", more, err)
@@ -213,7 +212,7 @@ func TestRebuildResumesAfterInterrupt(t *testing.T) {
 	if _, _, err := e.s.Step(cancelled, e.sess); err == nil {
 		t.Fatal("a step on a cancelled context succeeded")
 	}
-	mid, err := rebuild.Jobs.Get(t.Context(), e.pg.Pool, id)
+	mid, err := jobs.Rebuilds.Get(t.Context(), e.pg.Pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +226,7 @@ func TestRebuildResumesAfterInterrupt(t *testing.T) {
 	if j.Done != 22 || j.Total != 22 {
 		t.Errorf("done %d of %d, want 22 of 22", j.Done, j.Total)
 	}
-	wantCounts(t, j, rebuild.Counts{Missing: 22, Repaired: 22})
+	wantCounts(t, j, jobs.RebuildCounts{Missing: 22, Repaired: 22})
 	if res := e.check(t); res.Found() != 0 {
 		t.Fatalf("after the resumed rebuild: %s", res)
 	}
@@ -241,19 +240,19 @@ func TestRebuildCancel(t *testing.T) {
 	if err := e.rd.Client.FlushDB(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	id := e.request(t, rebuild.Spec{}).ID
+	id := e.request(t, jobs.RebuildSpec{}).ID
 	for range 2 {
 		if _, _, err := e.s.Step(t.Context(), e.sess); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := rebuild.Jobs.Cancel(t.Context(), e.pg.Pool, id, t0); err != nil {
+	if _, err := jobs.Rebuilds.Cancel(t.Context(), e.pg.Pool, id, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.s.RunJobs(t.Context(), e.sess); err != nil {
 		t.Fatal(err)
 	}
-	j, err := rebuild.Jobs.Get(t.Context(), e.pg.Pool, id)
+	j, err := jobs.Rebuilds.Get(t.Context(), e.pg.Pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,10 +322,10 @@ func TestRebuildDuringLiveTraffic(t *testing.T) {
 		return err == nil && v > 1
 	})
 	for i := range 3 { // rebuilds of the whole projection while it writes
-		j := e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID)
-		want := rebuild.Counts{}
+		j := e.runJob(t, e.s, e.request(t, jobs.RebuildSpec{}).ID)
+		want := jobs.RebuildCounts{}
 		if i == 0 {
-			want = rebuild.Counts{Missing: 6, Repaired: 6}
+			want = jobs.RebuildCounts{Missing: 6, Repaired: 6}
 		}
 		wantCounts(t, j, want)
 	}
@@ -338,8 +337,8 @@ func TestRebuildDuringLiveTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dry := e.runJob(t, e.s, e.request(t, rebuild.Spec{DryRun: true}).ID)
-	wantCounts(t, dry, rebuild.Counts{})
+	dry := e.runJob(t, e.s, e.request(t, jobs.RebuildSpec{DryRun: true}).ID)
+	wantCounts(t, dry, jobs.RebuildCounts{})
 	var maxVersion int64
 	if err := e.pg.Pool.QueryRow(ctx, `SELECT max(state_version) FROM flight_schd`).Scan(&maxVersion); err != nil {
 		t.Fatal(err)
@@ -415,7 +414,7 @@ func TestRebuildOutageIsNotTheJobsFault(t *testing.T) {
 	if err := e.rd.Client.FlushDB(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	id := e.request(t, rebuild.Spec{}).ID
+	id := e.request(t, jobs.RebuildSpec{}).ID
 	if _, _, err := e.s.Step(t.Context(), e.sess); err != nil { // started
 		t.Fatal(err)
 	}
@@ -436,7 +435,7 @@ func TestRebuildOutageIsNotTheJobsFault(t *testing.T) {
 	if err := s.RunJobs(t.Context(), e.sess); err == nil {
 		t.Fatal("a rebuild step succeeded while Redis did not answer")
 	}
-	j, err := rebuild.Jobs.Get(t.Context(), e.pg.Pool, id)
+	j, err := jobs.Rebuilds.Get(t.Context(), e.pg.Pool, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +446,7 @@ func TestRebuildOutageIsNotTheJobsFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	j = e.runJob(t, s, id)
-	if j.Error != "" || j.Done != 3 || j.Counts != (rebuild.Counts{Missing: 3, Repaired: 3}) {
+	if j.Error != "" || j.Done != 3 || j.Counts != (jobs.RebuildCounts{Missing: 3, Repaired: 3}) {
 		t.Fatalf("after Redis came back: %+v", j)
 	}
 }
@@ -487,13 +486,13 @@ func TestDriftStreakFollowsTheRunbook(t *testing.T) {
 		want   want
 	}{
 		{"periodic check finds drift", true, func(t *testing.T) { e.check(t) }, want{1, 1, 0, 0, 0}},
-		{"runbook dry run", true, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{DryRun: true}).ID) }, want{1, 1, 1, 0, 1}},
-		{"runbook repair", false, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID) }, want{0, 1, 1, 1, 1}},
-		{"clean dry run", false, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{DryRun: true}).ID) }, want{0, 1, 1, 1, 1}},
+		{"runbook dry run", true, func(t *testing.T) { e.runJob(t, e.s, e.request(t, jobs.RebuildSpec{DryRun: true}).ID) }, want{1, 1, 1, 0, 1}},
+		{"runbook repair", false, func(t *testing.T) { e.runJob(t, e.s, e.request(t, jobs.RebuildSpec{}).ID) }, want{0, 1, 1, 1, 1}},
+		{"clean dry run", false, func(t *testing.T) { e.runJob(t, e.s, e.request(t, jobs.RebuildSpec{DryRun: true}).ID) }, want{0, 1, 1, 1, 1}},
 		{"drift again", true, func(t *testing.T) { e.check(t) }, want{1, 2, 1, 1, 1}},
-		{"repair of one FLID", true, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{FLIDs: []string{"R1"}}).ID) }, want{1, 2, 1, 2, 1}},
+		{"repair of one FLID", true, func(t *testing.T) { e.runJob(t, e.s, e.request(t, jobs.RebuildSpec{FLIDs: []string{"R1"}}).ID) }, want{1, 2, 1, 2, 1}},
 		{"second check with drift", false, func(t *testing.T) { e.check(t) }, want{2, 2, 1, 2, 1}},
-		{"full repair after it", false, func(t *testing.T) { e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID) }, want{0, 2, 1, 2, 1}},
+		{"full repair after it", false, func(t *testing.T) { e.runJob(t, e.s, e.request(t, jobs.RebuildSpec{}).ID) }, want{0, 2, 1, 2, 1}},
 	}
 	for _, st := range steps {
 		if st.damage {

@@ -25,9 +25,9 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/jobrun"
 )
 
@@ -102,7 +102,7 @@ type Sentinel struct {
 	logger  *slog.Logger
 	metrics *metrics
 	// rebuilds executes the rebuilds the control API requests (rebuild.go).
-	rebuilds *jobrun.Runner[rebuild.Job]
+	rebuilds *jobrun.Runner[jobs.RebuildJob]
 	// streak counts the consecutive checks that found drift, for the alert: a periodic check
 	// with drift raises it, a clean one and a full repair reset it, a dry run leaves it.
 	streak int
@@ -145,15 +145,15 @@ func (s *Sentinel) Run(ctx context.Context, sess Session) error {
 	s.rebuilds.Poll(ctx, sess)
 	t := time.NewTicker(s.cfg.Period)
 	defer t.Stop()
-	jobs := time.NewTicker(s.cfg.JobPoll)
-	defer jobs.Stop()
+	jobTick := time.NewTicker(s.cfg.JobPoll)
+	defer jobTick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 			s.runOnce(ctx, sess, s.cfg.SampleRatio)
-		case <-jobs.C:
+		case <-jobTick.C:
 			if s.cfg.RebuildOnLoss {
 				s.checkLoss(ctx, sess)
 			}

@@ -15,12 +15,12 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
-	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/redistest"
 )
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
@@ -196,7 +196,7 @@ func TestCheckCountsChildrenUnderADeletedMaster(t *testing.T) {
 		t.Fatalf("violations %d, want C1", res.CodeShare)
 	}
 	// A repair does not count them, so it leaves the check's count standing.
-	e.runJob(t, e.s, e.request(t, rebuild.Spec{}).ID)
+	e.runJob(t, e.s, e.request(t, jobs.RebuildSpec{}).ID)
 	if got := gauge(t, e.reg, "msgx_projection_check_codeshare_violations"); got != 1 {
 		t.Fatalf("violations gauge %v after a repair, want the check's 1", got)
 	}

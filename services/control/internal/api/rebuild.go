@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -14,14 +14,14 @@ import (
 // projection_rebuild on the control role's lock connection; the backfill role executes it. A
 // job already open is returned instead (already_running), so asking twice never runs two.
 func (s *Service) RebuildProjection(ctx context.Context, req *controlv1.RebuildProjectionRequest) (*controlv1.RebuildProjectionResponse, error) {
-	spec := rebuild.Spec{FLIDs: req.GetFlid(), DryRun: req.GetDryRun(), RequestedBy: s.caller(ctx), Comment: req.GetComment()}
+	spec := jobs.RebuildSpec{FLIDs: req.GetFlid(), DryRun: req.GetDryRun(), RequestedBy: s.caller(ctx), Comment: req.GetComment()}
 	var (
-		job      rebuild.Job
+		job      jobs.RebuildJob
 		existing bool
 	)
-	err := s.writeJob(ctx, "rebuild projection", rebuild.ErrInvalid, codes.InvalidArgument, func(tx pgx.Tx) error {
+	err := s.writeJob(ctx, "rebuild projection", jobs.ErrRebuildInvalid, codes.InvalidArgument, func(tx pgx.Tx) error {
 		var err error
-		job, existing, err = rebuild.Request(ctx, tx, spec, s.cfg.Clock.Now())
+		job, existing, err = jobs.RequestRebuild(ctx, tx, spec, s.cfg.Clock.Now())
 		return err
 	})
 	if err != nil {
@@ -32,7 +32,7 @@ func (s *Service) RebuildProjection(ctx context.Context, req *controlv1.RebuildP
 
 // GetProjectionRebuild implements ControlService.GetProjectionRebuild.
 func (s *Service) GetProjectionRebuild(ctx context.Context, req *controlv1.GetProjectionRebuildRequest) (*controlv1.GetProjectionRebuildResponse, error) {
-	job, err := getJob(ctx, s, "get projection rebuild", rebuild.Jobs, req.GetRebuildId(), nil)
+	job, err := getJob(ctx, s, "get projection rebuild", jobs.Rebuilds, req.GetRebuildId(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -42,12 +42,12 @@ func (s *Service) GetProjectionRebuild(ctx context.Context, req *controlv1.GetPr
 // ListProjectionRebuilds implements ControlService.ListProjectionRebuilds, newest first (the
 // page token holds the last rebuild_id of the page).
 func (s *Service) ListProjectionRebuilds(ctx context.Context, req *controlv1.ListProjectionRebuildsRequest) (*controlv1.ListProjectionRebuildsResponse, error) {
-	jobs, next, err := listJobs(ctx, s, "list projection rebuilds", rebuild.Jobs, req.GetPageToken(), req.GetPageSize(), nil)
+	page, next, err := listJobs(ctx, s, "list projection rebuilds", jobs.Rebuilds, req.GetPageToken(), req.GetPageSize(), nil)
 	if err != nil {
 		return nil, err
 	}
 	resp := &controlv1.ListProjectionRebuildsResponse{NextPageToken: next}
-	for _, j := range jobs {
+	for _, j := range page {
 		resp.Rebuilds = append(resp.Rebuilds, projectionRebuild(j))
 	}
 	return resp, nil
@@ -55,7 +55,7 @@ func (s *Service) ListProjectionRebuilds(ctx context.Context, req *controlv1.Lis
 
 // CancelProjectionRebuild implements ControlService.CancelProjectionRebuild.
 func (s *Service) CancelProjectionRebuild(ctx context.Context, req *controlv1.CancelProjectionRebuildRequest) (*controlv1.CancelProjectionRebuildResponse, error) {
-	job, err := cancelJob(ctx, s, "cancel projection rebuild", rebuild.Jobs, req.GetRebuildId())
+	job, err := cancelJob(ctx, s, "cancel projection rebuild", jobs.Rebuilds, req.GetRebuildId())
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (s *Service) caller(ctx context.Context) string {
 
 const rebuildStatePrefix = "REBUILD_STATE_"
 
-func projectionRebuild(j rebuild.Job) *controlv1.ProjectionRebuild {
+func projectionRebuild(j jobs.RebuildJob) *controlv1.ProjectionRebuild {
 	return &controlv1.ProjectionRebuild{
 		RebuildId:       j.ID,
 		All:             j.All(),

@@ -6,8 +6,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/republish"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -15,15 +15,15 @@ import (
 // control role's lock connection; the backfill role executes it. A job already open is
 // returned instead (already_running), so asking twice never runs two.
 func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest) (*controlv1.RepublishResponse, error) {
-	spec := republish.Spec{FLIDs: req.GetFlid(), RequestedBy: s.caller(ctx), Comment: req.GetComment()}
+	spec := jobs.RepublishSpec{FLIDs: req.GetFlid(), RequestedBy: s.caller(ctx), Comment: req.GetComment()}
 	var (
-		job      republish.Job
+		job      jobs.RepublishJob
 		existing bool
 		pending  int64
 	)
-	err := s.writeJob(ctx, "republish", republish.ErrInvalid, codes.InvalidArgument, func(tx pgx.Tx) error {
+	err := s.writeJob(ctx, "republish", jobs.ErrRepublishInvalid, codes.InvalidArgument, func(tx pgx.Tx) error {
 		var err error
-		if job, existing, err = republish.Request(ctx, tx, spec, s.cfg.Clock.Now()); err != nil {
+		if job, existing, err = jobs.RequestRepublish(ctx, tx, spec, s.cfg.Clock.Now()); err != nil {
 			return err
 		}
 		return s.schdPending(ctx, &pending)(tx)
@@ -37,7 +37,7 @@ func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest
 // GetRepublish implements ControlService.GetRepublish, with the KAFKA:schd rows still unsent.
 func (s *Service) GetRepublish(ctx context.Context, req *controlv1.GetRepublishRequest) (*controlv1.GetRepublishResponse, error) {
 	var pending int64
-	job, err := getJob(ctx, s, "get republish", republish.Jobs, req.GetRepublishId(), s.schdPending(ctx, &pending))
+	job, err := getJob(ctx, s, "get republish", jobs.Republishes, req.GetRepublishId(), s.schdPending(ctx, &pending))
 	if err != nil {
 		return nil, err
 	}
@@ -48,12 +48,12 @@ func (s *Service) GetRepublish(ctx context.Context, req *controlv1.GetRepublishR
 // holds the last republish_id of the page).
 func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepublishesRequest) (*controlv1.ListRepublishesResponse, error) {
 	var pending int64
-	jobs, next, err := listJobs(ctx, s, "list republishes", republish.Jobs, req.GetPageToken(), req.GetPageSize(), s.schdPending(ctx, &pending))
+	page, next, err := listJobs(ctx, s, "list republishes", jobs.Republishes, req.GetPageToken(), req.GetPageSize(), s.schdPending(ctx, &pending))
 	if err != nil {
 		return nil, err
 	}
 	resp := &controlv1.ListRepublishesResponse{NextPageToken: next}
-	for _, j := range jobs {
+	for _, j := range page {
 		resp.Republishes = append(resp.Republishes, schdRepublish(j, pending))
 	}
 	return resp, nil
@@ -61,7 +61,7 @@ func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepubl
 
 // CancelRepublish implements ControlService.CancelRepublish.
 func (s *Service) CancelRepublish(ctx context.Context, req *controlv1.CancelRepublishRequest) (*controlv1.CancelRepublishResponse, error) {
-	job, err := cancelJob(ctx, s, "cancel republish", republish.Jobs, req.GetRepublishId())
+	job, err := cancelJob(ctx, s, "cancel republish", jobs.Republishes, req.GetRepublishId())
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (s *Service) schdPending(ctx context.Context, n *int64) func(tx pgx.Tx) err
 }
 
 // schdRepublish converts a job with the outbox's unsent KAFKA:schd rows (0 when not read).
-func schdRepublish(j republish.Job, pending int64) *controlv1.SchdRepublish {
+func schdRepublish(j jobs.RepublishJob, pending int64) *controlv1.SchdRepublish {
 	return &controlv1.SchdRepublish{
 		RepublishId:     j.ID,
 		All:             j.All(),

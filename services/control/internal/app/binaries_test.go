@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/leaktest"
+	"github.com/msgexchange/msgexchange/testkit/leaktest"
 )
 
 // The tests that run the real msgxctl build it once per test process. Tests that need another

@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // msgxctl runs the built CLI and returns its stdout, stderr and exit code.

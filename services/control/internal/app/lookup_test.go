@@ -19,12 +19,12 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/projection"
-	"github.com/msgexchange/msgexchange/pkg/redistest"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/redistest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 const traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

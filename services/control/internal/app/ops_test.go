@@ -13,11 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
-	"github.com/msgexchange/msgexchange/pkg/testlog"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testlog"
 )
 
 // audits returns the audit lines (audit=true) logs holds so far.

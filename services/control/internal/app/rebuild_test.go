@@ -12,12 +12,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/jobs"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
-	"github.com/msgexchange/msgexchange/pkg/rebuild"
-	"github.com/msgexchange/msgexchange/pkg/testlog"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testlog"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // RebuildProjection registers one job (audited, with who asked); a second call while it is open
@@ -92,7 +91,7 @@ func TestProjectionRebuildRPCs(t *testing.T) {
 
 // msgxctl rebuild-projection follows the rebuild it started until it ends: on a pipe, one plain
 // line per change of progress, then the rebuild's fields. The backfill's steps are played here
-// through pkg/rebuild (the real executor runs in tools/e2e).
+// through pkg/jobs (the real executor runs in tools/e2e).
 func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -119,24 +118,24 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 		ctx := t.Context()
 		tick := time.NewTicker(testwait.Interval)
 		defer tick.Stop()
-		var open *rebuild.Job
+		var open *jobs.RebuildJob
 		for ; open == nil && ctx.Err() == nil; <-tick.C {
-			open, _ = rebuild.Jobs.LockOpen(ctx, db.Pool)
+			open, _ = jobs.Rebuilds.LockOpen(ctx, db.Pool)
 		}
 		if open == nil {
 			return
 		}
 		steps := []func() error{
-			func() error { return rebuild.Jobs.Start(ctx, db.Pool, open.ID, 4, now) },
+			func() error { return jobs.Rebuilds.Start(ctx, db.Pool, open.ID, 4, now) },
 			func() error {
-				return rebuild.Advance(ctx, db.Pool, open.ID, rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: "F2", Done: 2,
-					Counts: rebuild.Counts{Missing: 1, Repaired: 1}}, now)
+				return jobs.AdvanceRebuild(ctx, db.Pool, open.ID, jobs.RebuildProgress{Phase: jobs.RebuildPhaseFlights, Cursor: "F2", Done: 2,
+					Counts: jobs.RebuildCounts{Missing: 1, Repaired: 1}}, now)
 			},
 			func() error {
-				return rebuild.Advance(ctx, db.Pool, open.ID, rebuild.Progress{Phase: rebuild.PhaseFlights, Cursor: "F4", Done: 2,
-					Counts: rebuild.Counts{Stale: 1, Repaired: 1}}, now)
+				return jobs.AdvanceRebuild(ctx, db.Pool, open.ID, jobs.RebuildProgress{Phase: jobs.RebuildPhaseFlights, Cursor: "F4", Done: 2,
+					Counts: jobs.RebuildCounts{Stale: 1, Repaired: 1}}, now)
 			},
-			func() error { return rebuild.Jobs.Finish(ctx, db.Pool, open.ID, jobs.StateDone, now) },
+			func() error { return jobs.Rebuilds.Finish(ctx, db.Pool, open.ID, jobs.StateDone, now) },
 		}
 		for i, step := range steps {
 			for ; !strings.Contains(printed.String(), want[i]) && ctx.Err() == nil; <-tick.C {
@@ -170,8 +169,8 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 		tick := time.NewTicker(testwait.Interval)
 		defer tick.Stop()
 		for ctx := t.Context(); ctx.Err() == nil; <-tick.C {
-			if open, err := rebuild.Jobs.LockOpen(ctx, db.Pool); err == nil && open != nil {
-				_, _ = rebuild.Jobs.Cancel(ctx, db.Pool, open.ID, now)
+			if open, err := jobs.Rebuilds.LockOpen(ctx, db.Pool); err == nil && open != nil {
+				_, _ = jobs.Rebuilds.Cancel(ctx, db.Pool, open.ID, now)
 				return
 			}
 		}

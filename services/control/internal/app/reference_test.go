@@ -15,11 +15,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/reference"
 	"github.com/msgexchange/msgexchange/pkg/refstore"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 func TestReferenceReads(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
-	"github.com/msgexchange/msgexchange/pkg/testlog"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testlog"
 )
 
 // eventRow inserts one msg_event row in a consistent state (SENT rows have sent_at; DEAD rows

@@ -9,8 +9,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/migrate"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/services/control/internal/migratecmd"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 func TestMigrate(t *testing.T) {

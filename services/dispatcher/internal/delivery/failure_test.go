@@ -18,9 +18,9 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // TestDeadAfterMaxAttempts: a head the broker keeps failing for what it is (INVALID_RECORD, the

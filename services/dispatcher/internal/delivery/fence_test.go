@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // holdProduce makes the cluster hold Produce requests that pass the filter until release is

@@ -25,12 +25,12 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 const (

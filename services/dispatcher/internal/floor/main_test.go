@@ -3,8 +3,8 @@ package floor_test
 import (
 	"testing"
 
-	"github.com/msgexchange/msgexchange/pkg/leaktest"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
+	"github.com/msgexchange/msgexchange/testkit/leaktest"
 )
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(kafkatest.Main(m)) }

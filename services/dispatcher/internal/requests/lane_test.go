@@ -16,12 +16,12 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/leader"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/pkg/sis"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 var t0 = time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC)

@@ -18,8 +18,8 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
 	"github.com/msgexchange/msgexchange/services/ingest/internal/netfaulttest"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 )
 
 const token = "compat-test-token-0123456789abcdef"

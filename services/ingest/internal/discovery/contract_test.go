@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // resolve is control's ResolveContractViolation without the gRPC layer: the same library

@@ -18,7 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/queue"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // (a) A row whose transaction is still open stops the watermark: nothing after it is enqueued

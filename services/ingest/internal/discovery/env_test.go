@@ -15,11 +15,11 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
-	"github.com/msgexchange/msgexchange/pkg/mysqltest"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
-	"github.com/msgexchange/msgexchange/pkg/testlog"
 	"github.com/msgexchange/msgexchange/services/ingest/internal/netfaulttest"
+	"github.com/msgexchange/msgexchange/testkit/mysqltest"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testlog"
 )
 
 // env is one isolated PostgreSQL + inbox pair, the inbox reached through a proxy that can cut

@@ -12,7 +12,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/leader"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // Run under a real election: the rounds and the late-arrival lookup run on the lock

@@ -14,11 +14,11 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/refstore"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 func refXML(seqn int, typ, styp string, recs int, body string) string {

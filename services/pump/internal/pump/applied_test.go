@@ -16,9 +16,9 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/sis"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // countingFlights is the real flight processor, counting how often each step runs.

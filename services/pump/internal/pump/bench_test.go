@@ -13,12 +13,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/msgexchange/msgexchange/pkg/benchreport"
-	"github.com/msgexchange/msgexchange/pkg/pgtest"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/sis"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+	"github.com/msgexchange/msgexchange/testkit/benchreport"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // BenchmarkFIFO measures the pump on a FLOP backlog (20k messages by default, or

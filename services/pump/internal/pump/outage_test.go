@@ -15,11 +15,11 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
-	"github.com/msgexchange/msgexchange/pkg/redistest"
 	"github.com/msgexchange/msgexchange/pkg/sis"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+	"github.com/msgexchange/msgexchange/testkit/redistest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // shortBudget makes the whole retry budget a fraction of a second, so that an outage of a few

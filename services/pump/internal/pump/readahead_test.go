@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // countingInbox counts the one-row reads and the range reads that reach the inbox.

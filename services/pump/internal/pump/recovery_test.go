@@ -13,9 +13,9 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/queue"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // instance is one pump "process": a pump under a real elector holding the pump role's

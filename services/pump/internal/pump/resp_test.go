@@ -9,8 +9,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/sis"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // respRoute is the router msgx-pump runs: the RESP guard on, req.timeout 30 minutes.

@@ -13,10 +13,10 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/queue"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
-	"github.com/msgexchange/msgexchange/pkg/traffic"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // The operation days of the schedule tests (airport zone).

@@ -1,9 +1,0 @@
-package pgtest_test
-
-import (
-	"testing"
-
-	"github.com/msgexchange/msgexchange/pkg/leaktest"
-)
-
-func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

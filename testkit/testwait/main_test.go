@@ -1,0 +1,9 @@
+package testwait_test
+
+import (
+	"testing"
+
+	"github.com/msgexchange/msgexchange/testkit/leaktest"
+)
+
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
