@@ -27,6 +27,7 @@ const (
 	CheckClean      = "final state identical to a clean run in the same ID order"
 	CheckCodeShare  = "0 active code-share children under a deleted master"
 	CheckFaults     = "every planned fault injected"
+	CheckStayedUp   = "no service exited on its own"
 )
 
 // evidence is everything the checks judge.
@@ -38,14 +39,30 @@ type evidence struct {
 	foreign      int
 	kafkaState   []string // partitions whose consumer position or stable offset does not add up
 	faults       map[Kind]*tally
-	long         []longSlot
+	// selfExits and selfExitLines are the processes that exited without being killed, which the
+	// supervisor restarted.
+	selfExits     int
+	selfExitLines []string
+	long          []longSlot
 }
 
 func runChecks(ev evidence) []Check {
 	return []Check{
 		checkEnqueued(ev), checkTerminal(ev), checkExhausted(ev), checkDouble(ev),
-		checkKafkaOrder(ev), checkClean(ev), checkCodeShare(ev), checkFaults(ev),
+		checkKafkaOrder(ev), checkClean(ev), checkCodeShare(ev), checkFaults(ev), checkStayedUp(ev),
 	}
+}
+
+// checkStayedUp: a service never exits because a dependency is down; it stays up, not ready,
+// and waits (R-START-1). A process the supervisor had to restart is a crash loop on a cluster.
+func checkStayedUp(ev evidence) Check {
+	c := Check{Name: CheckStayedUp, Pass: ev.selfExits == 0}
+	if c.Pass {
+		c.Detail = "every process ran until the harness killed or stopped it"
+		return c
+	}
+	c.Detail = fmt.Sprintf("%d exits the supervisor restarted: %s", ev.selfExits, strings.Join(ev.selfExitLines, "; "))
+	return c
 }
 
 // examples formats at most five items.

@@ -292,7 +292,8 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	rep.BrokerKills = h.inj.brokerKills
 	h.inj.mu.Unlock()
 	rep.Checks = runChecks(evidence{chaos: chaosSnap, clean: cleanSnap, inbox: inbox, load: lr, msg: msg, schd: schd,
-		foreign: foreign, kafkaState: kafkaState, faults: h.inj.counts, long: long})
+		foreign: foreign, kafkaState: kafkaState, faults: h.inj.counts, long: long,
+		selfExits: rep.SelfExits, selfExitLines: rep.SelfExitLines})
 	rep.Total = time.Since(began)
 	rep.Print(out)
 	return rep, nil

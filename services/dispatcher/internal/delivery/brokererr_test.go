@@ -8,7 +8,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/pkg/testwait"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // holder is a sarama interceptor that holds the first record of one key inside the producer (as
