@@ -69,7 +69,7 @@ func Main(role leader.Role, run func(ctx context.Context, b *Base) error) int {
 	aodb.RouteDriverLog(logger)
 	if err != nil {
 		logger.Error("configuration refused", "err", err)
-		return 2
+		return ExitConfig
 	}
 	for _, d := range cfg.Deprecated {
 		logger.Warn("configuration uses a renamed key; the old spelling is accepted for one release (docs/environment.md)", "key", d)
@@ -77,15 +77,23 @@ func Main(role leader.Role, run func(ctx context.Context, b *Base) error) int {
 	b, err := New(ctx, role, cfg, logger)
 	if err != nil {
 		logger.Error("start-up failed", "err", err)
-		return 1
+		return exitCode(err)
 	}
 	defer b.Close()
 	if err := run(ctx, b); err != nil && !errors.Is(err, context.Canceled) {
 		logger.Error("service failed", "err", err)
-		return 1
+		return exitCode(err)
 	}
 	logger.Info("service stopped")
 	return 0
+}
+
+// exitCode is the process's exit code for the error that ended it.
+func exitCode(err error) int {
+	if errors.Is(err, ErrSettingsRefused) {
+		return ExitSettingsRefused
+	}
+	return 1
 }
 
 // New connects the shared dependencies of a service.

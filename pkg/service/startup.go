@@ -24,6 +24,19 @@ import (
 // service starts and retries as before, so a database that is down when a pod starts does not
 // crash-loop it (R-START-1, R-START-2). The readiness checks name the dependency meanwhile.
 
+// ErrSettingsRefused marks a start-up error that only a change of the settings can cure: a
+// dependency answered and refused them (R-START-2). Main exits with ExitSettingsRefused for it,
+// so that a supervisor, an operator or a test tells it from a crash without reading the log.
+var ErrSettingsRefused = errors.New("start-up refused")
+
+// Exit codes of a service process besides 0 and 1 (any other failure).
+const (
+	// ExitConfig: the configuration itself was refused before anything was contacted.
+	ExitConfig = 2
+	// ExitSettingsRefused: a dependency refused the settings at start-up (ErrSettingsRefused).
+	ExitSettingsRefused = 3
+)
+
 // firstContact pings a dependency within timeout and turns a settings refusal into the start-up
 // error; every other failure is logged and left to the usual retries.
 func firstContact(ctx context.Context, logger *slog.Logger, what, env, dsn string, timeout time.Duration,
@@ -35,8 +48,8 @@ func firstContact(ctx context.Context, logger *slog.Logger, what, env, dsn strin
 	case err == nil:
 		return nil
 	case settings(err):
-		return fmt.Errorf("%s refused the settings of %s (fix the credentials or the database name; retrying cannot help): %w",
-			what, env, secret.DSNError(dsn, err))
+		return fmt.Errorf("%w: %s refused the settings of %s (fix the credentials or the database name; retrying cannot help): %w",
+			ErrSettingsRefused, what, env, secret.DSNError(dsn, err))
 	}
 	logger.Warn(what+" not reachable at start-up; starting anyway and retrying", "variable", env, "err", secret.DSNError(dsn, err))
 	return nil

@@ -442,3 +442,25 @@ func TestWithLockTimeout(t *testing.T) {
 		t.Error("a DSN with options of its own was overwritten")
 	}
 }
+
+// A process the supervisor restarted fails the run, unless a dependency refused its settings at
+// start-up (R-START-2: the Redis user switched off during its long outage).
+func TestCheckStayedUp(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		exits, refused int
+		pass           bool
+	}{
+		{"no exit", 0, 0, true},
+		{"refused settings only", 29, 29, true},
+		{"a crash among refusals", 30, 29, false},
+		{"a crash", 1, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := checkStayedUp(evidence{selfExits: tt.exits, settingsRefused: tt.refused, selfExitLines: []string{"backfill"}})
+			if c.Pass != tt.pass {
+				t.Errorf("pass = %v, want %v (%s)", c.Pass, tt.pass, c.Detail)
+			}
+		})
+	}
+}

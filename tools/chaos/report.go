@@ -30,10 +30,14 @@ type Report struct {
 	Outcomes                  map[string]int
 	Faults                    []FaultLine
 	// BrokerKills counts the broker's SIGKILLs (the short kills and the long outage's).
-	BrokerKills   int
-	SelfExits     int
-	SelfExitLines []string
-	Drained       bool
+	BrokerKills int
+	SelfExits   int
+	// SettingsRefusedExits are the SelfExits of a service that a dependency refused at start-up
+	// (service.ExitSettingsRefused): the Redis outage switches the services' user off, which
+	// R-START-2 stops a restarted service on.
+	SettingsRefusedExits int
+	SelfExitLines        []string
+	Drained              bool
 	// LongestStall is the longest wait of the oldest row beyond W for discovery (sampled every
 	// 10 s); LongestFill the longest measured commit delay (seconds; nil before any fill).
 	LongestStall time.Duration

@@ -256,7 +256,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	kafkaState := h.rec.diagnose(ctx)
 	stopSup()
 	h.st.StopAll(10 * time.Second)
-	rep.SelfExits, rep.SelfExitLines = h.sup.selfExits()
+	rep.SelfExits, rep.SettingsRefusedExits, rep.SelfExitLines = h.sup.selfExits()
 
 	snapCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -293,7 +293,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	h.inj.mu.Unlock()
 	rep.Checks = runChecks(evidence{chaos: chaosSnap, clean: cleanSnap, inbox: inbox, load: lr, msg: msg, schd: schd,
 		foreign: foreign, kafkaState: kafkaState, faults: h.inj.counts, long: long,
-		selfExits: rep.SelfExits, selfExitLines: rep.SelfExitLines})
+		selfExits: rep.SelfExits, settingsRefused: rep.SettingsRefusedExits, selfExitLines: rep.SelfExitLines})
 	rep.Total = time.Since(began)
 	rep.Print(out)
 	return rep, nil

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
@@ -111,8 +112,9 @@ func (s *supervisor) release(name string) {
 	s.mu.Unlock()
 }
 
-// selfExits summarises the exits the supervisor saw, "pump 2 (exit 1 ×2)".
-func (s *supervisor) selfExits() (total int, lines []string) {
+// selfExits summarises the exits the supervisor saw, "pump 2 (exit 1 ×2)"; refused counts those
+// with service.ExitSettingsRefused.
+func (s *supervisor) selfExits() (total, refused int, lines []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range s.names {
@@ -125,6 +127,9 @@ func (s *supervisor) selfExits() (total int, lines []string) {
 		for _, code := range slices.Sorted(maps.Keys(codes)) {
 			k := codes[code]
 			sum += k
+			if code == service.ExitSettingsRefused {
+				refused += k
+			}
 			if detail != "" {
 				detail += ", "
 			}
@@ -137,5 +142,5 @@ func (s *supervisor) selfExits() (total int, lines []string) {
 		}
 		lines = append(lines, line)
 	}
-	return total, lines
+	return total, refused, lines
 }

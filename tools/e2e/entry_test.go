@@ -26,6 +26,7 @@ import (
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/service"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/msgexchange/msgexchange/testkit/traffic"
@@ -335,16 +336,20 @@ func TestBadSettingsAreStartupErrors(t *testing.T) {
 	}
 	redisAddr := startRedisWithPassword(t, "e2e-redis-right")
 
-	stopping := []struct{ name, env, must string }{
+	// A dependency's refusal exits ExitSettingsRefused (3), a DSN that does not parse 1.
+	stopping := []struct {
+		name, env, must string
+		exit            int
+	}{
 		// The local server trusts loopback, so it checks no password: an unknown role is its
 		// authentication failure (SQLSTATE 28000), as a wrong password (28P01) is elsewhere.
-		{"pg-unknown-role", "MSGX_PG_DSN=" + pgURL("msgx_no_such_role", "wrong-pw", ""), "MSGX_PG_DSN"},
-		{"pg-unknown-database", "MSGX_PG_DSN=" + pgURL(role, rightPW, "msgx_no_such_db"), "MSGX_PG_DSN"},
-		{"mysql-wrong-password", "MSGX_MYSQL_DSN=" + myDSN(func(c *mysql.Config) { c.Passwd = "wrong-pw" }), "MSGX_MYSQL_DSN"},
-		{"mysql-unknown-database", "MSGX_MYSQL_DSN=" + myDSN(func(c *mysql.Config) { c.DBName = "msgx_no_such_db" }), "MSGX_MYSQL_DSN"},
-		{"mysql-dsn-does-not-parse", "MSGX_MYSQL_DSN=root@tcp(127.0.0.1:3306)", "MSGX_MYSQL_DSN does not parse"},
-		{"redis-wrongpass", "MSGX_REDIS_URL=redis://:e2e-redis-wrong@" + redisAddr + "/0", "MSGX_REDIS_URL"},
-		{"redis-no-password", "MSGX_REDIS_URL=redis://" + redisAddr + "/0", "MSGX_REDIS_URL"},
+		{"pg-unknown-role", "MSGX_PG_DSN=" + pgURL("msgx_no_such_role", "wrong-pw", ""), "MSGX_PG_DSN", service.ExitSettingsRefused},
+		{"pg-unknown-database", "MSGX_PG_DSN=" + pgURL(role, rightPW, "msgx_no_such_db"), "MSGX_PG_DSN", service.ExitSettingsRefused},
+		{"mysql-wrong-password", "MSGX_MYSQL_DSN=" + myDSN(func(c *mysql.Config) { c.Passwd = "wrong-pw" }), "MSGX_MYSQL_DSN", service.ExitSettingsRefused},
+		{"mysql-unknown-database", "MSGX_MYSQL_DSN=" + myDSN(func(c *mysql.Config) { c.DBName = "msgx_no_such_db" }), "MSGX_MYSQL_DSN", service.ExitSettingsRefused},
+		{"mysql-dsn-does-not-parse", "MSGX_MYSQL_DSN=root@tcp(127.0.0.1:3306)", "MSGX_MYSQL_DSN does not parse", 1},
+		{"redis-wrongpass", "MSGX_REDIS_URL=redis://:e2e-redis-wrong@" + redisAddr + "/0", "MSGX_REDIS_URL", service.ExitSettingsRefused},
+		{"redis-no-password", "MSGX_REDIS_URL=redis://" + redisAddr + "/0", "MSGX_REDIS_URL", service.ExitSettingsRefused},
 	}
 	running := []struct{ name, env string }{
 		{"pg-unreachable", "MSGX_PG_DSN=postgres://msgx:pw@127.0.0.1:1/msgx?connect_timeout=1"},
@@ -366,11 +371,14 @@ func TestBadSettingsAreStartupErrors(t *testing.T) {
 	if err := e.stack.StartBinary("control-subjects-without-tls", "msgx-control", nil, "MSGX_CONTROL_OPERATOR_SUBJECTS=CN=ops,O=Airport"); err != nil {
 		t.Fatal(err)
 	}
-	stopping = append(stopping, struct{ name, env, must string }{"control-subjects-without-tls", "", "MSGX_CONTROL_OPERATOR_SUBJECTS"})
+	stopping = append(stopping, struct {
+		name, env, must string
+		exit            int
+	}{"control-subjects-without-tls", "", "MSGX_CONTROL_OPERATOR_SUBJECTS", 1})
 	for _, c := range stopping {
 		code, out := e.exited(t, 30*time.Second, c.name)
-		if code == 0 || !strings.Contains(out, c.must) || strings.Contains(out, "wrong-pw") || strings.Contains(out, "e2e-redis-wrong") {
-			t.Errorf("%s: exit %d, want a start-up error naming %s (and no password):\n%s", c.name, code, c.must, out)
+		if code != c.exit || !strings.Contains(out, c.must) || strings.Contains(out, "wrong-pw") || strings.Contains(out, "e2e-redis-wrong") {
+			t.Errorf("%s: exit %d, want %d and a start-up error naming %s (and no password):\n%s", c.name, code, c.exit, c.must, out)
 		}
 		t.Logf("%s: exit %d after %s", c.name, code, time.Since(started).Round(10*time.Millisecond))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/retry"
+	"github.com/msgexchange/msgexchange/pkg/service"
 )
 
 // brokerGate holds the dispatcher back until the brokers serve its producer (R-START-1). A
@@ -74,7 +75,7 @@ func (g *brokerGate[T]) Wait(ctx context.Context) (T, error) {
 			return zero, ctx.Err()
 		}
 		if g.refused(g.last) {
-			return zero, fmt.Errorf("the kafka brokers refused the dispatcher's producer (check MSGX_KAFKA_BROKERS and the brokers' configuration; retrying cannot help): %w", g.last)
+			return zero, fmt.Errorf("%w: the kafka brokers refused the dispatcher's producer (check MSGX_KAFKA_BROKERS and the brokers' configuration; retrying cannot help): %w", service.ErrSettingsRefused, g.last)
 		}
 		if g.policy.Current() == nil {
 			g.policy.Block(ctx, g, outage.Kafka, 0, g.last.Error())
