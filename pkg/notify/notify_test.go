@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -14,24 +13,8 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testlog"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // gate is a TCP proxy to target that hangs up on every connection while it is down.
 type gate struct {
@@ -94,7 +77,7 @@ func TestListenerLogsAnOutageOnce(t *testing.T) {
 	}
 	g := newGate(t, u.Host)
 	u.Host = g.ln.Addr().String()
-	var logs syncBuffer
+	var logs testlog.Buffer
 	l := New(u.String(), slog.New(slog.NewTextHandler(&logs, nil)), "msgx_test_channel")
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,28 +14,11 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
+	"github.com/msgexchange/msgexchange/testkit/testlog"
 )
 
-// syncBuffer is a log sink the gate's goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newTestGate(connect func() (int, error)) (*brokerGate[int], *syncBuffer) {
-	var logs syncBuffer
+func newTestGate(connect func() (int, error)) (*brokerGate[int], *testlog.Buffer) {
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	g := newBrokerGate(connect, kafka.Refused, retry.Policy{Backoff: []time.Duration{time.Millisecond, 2 * time.Millisecond}},
 		clock.Real{}, logger, prometheus.NewRegistry())

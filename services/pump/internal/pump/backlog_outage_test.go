@@ -1,12 +1,10 @@
 package pump_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
+	"github.com/msgexchange/msgexchange/testkit/testlog"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
@@ -60,23 +59,6 @@ func (s *switchExecutor) Exec(ctx context.Context, sql string, args ...any) (pgc
 	return s.Executor.Exec(ctx, sql, args...)
 }
 
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The backlog figures, refreshed in every instance, log a PostgreSQL outage once when they
 // become unavailable and once when they are back, not at every refresh (R-START-1).
 func TestBacklogLogsAnOutageOnce(t *testing.T) {
@@ -86,7 +68,7 @@ func TestBacklogLogsAnOutageOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	var logs lockedLog
+	var logs testlog.Buffer
 	p := pump.New(pump.Config{
 		PollInterval:    e.cfg.Pipeline.PollInterval,
 		HeadAgeAlert:    e.cfg.Pipeline.HeadAgeAlert,
