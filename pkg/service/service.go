@@ -162,7 +162,7 @@ func (b *Base) Inbox() (*aodb.Inbox, error) {
 // Redis connects to MSGX_REDIS_URL, adds it to the readiness checks, and closes it with the
 // Base.
 func (b *Base) Redis() (*redis.Client, error) {
-	rdb, err := b.RedisOptional()
+	rdb, err := b.redis(true)
 	if err != nil {
 		return nil, err
 	}
@@ -176,8 +176,15 @@ func (b *Base) Redis() (*redis.Client, error) {
 
 // RedisOptional is Redis without the readiness check, for a service that only reports what
 // Redis holds (control): a Redis outage must not take it out of its Service, since that is when
-// operators need it.
-func (b *Base) RedisOptional() (*redis.Client, error) {
+// operators need it. Nor do refused credentials stop it (the exception to R-START-2): they are
+// logged naming the variable, and the answers that read Redis carry the refusal as their
+// reason, as in an outage. A control that exited on them would crash-loop while a Redis user is
+// switched off or its password rotates, when operators need it most.
+func (b *Base) RedisOptional() (*redis.Client, error) { return b.redis(false) }
+
+// redis connects to MSGX_REDIS_URL. A refusal of the settings at first contact stops a service
+// that needs Redis (required) and is only logged for one that reports it.
+func (b *Base) redis(required bool) (*redis.Client, error) {
 	if b.Config.Redis.URL == "" {
 		return nil, errors.New("no Redis connection: set " + config.EnvName("redis.url") + " (or " + config.EnvName("redis.url") + "_FILE)")
 	}
@@ -200,8 +207,11 @@ func (b *Base) RedisOptional() (*redis.Client, error) {
 	rdb := redis.NewClient(opts)
 	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 	if err := firstContact(context.Background(), b.Logger, "Redis", config.EnvName("redis.url"), b.Config.Redis.URL, b.Config.Redis.Timeout, ping, redisSettingsError); err != nil {
-		_ = rdb.Close()
-		return nil, err
+		if required {
+			_ = rdb.Close()
+			return nil, err
+		}
+		b.Logger.Error("Redis refused the settings; serving without what Redis holds until they are fixed", "err", err)
 	}
 	b.closers = append(b.closers, func() { _ = rdb.Close() })
 	return rdb, nil

@@ -367,6 +367,13 @@ func TestBadSettingsAreStartupErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Control only reports what Redis holds: a Redis refusing its password leaves those parts
+	// unread and control serving (RedisOptional), on an address of its own beside the env's.
+	if err := e.stack.StartBinary("control-redis-wrongpass", "msgx-control", nil,
+		"MSGX_REDIS_URL=redis://:e2e-redis-wrong@"+redisAddr+"/0", "MSGX_GRPC_ADDR="+freePort(t)); err != nil {
+		t.Fatal(err)
+	}
+	running = append(running, struct{ name, env string }{"control-redis-wrongpass", ""})
 	// Operator subjects without mTLS: control refuses them.
 	if err := e.stack.StartBinary("control-subjects-without-tls", "msgx-control", nil, "MSGX_CONTROL_OPERATOR_SUBJECTS=CN=ops,O=Airport"); err != nil {
 		t.Fatal(err)
