@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 )
 
 // received is one record as the consumer saw it.
@@ -31,8 +32,8 @@ type recorder struct {
 	schd    map[string][]received // KAFKA:schd per FLID
 	seen    map[int64]int         // event id → records received
 	records int
-	// foreign counts records without a msgx-event-id header: nothing but the dispatcher
-	// writes these topics, so any is a finding.
+	// foreign counts records that do not carry the record contract's headers
+	// (pkg/kafkarecord): nothing but the dispatcher writes these topics, so any is a finding.
 	foreign int
 	// next is the offset after the last record read, per topic and partition; fetchErr the
 	// last fetch error. Both explain a consumer that stopped receiving (diagnose).
@@ -80,23 +81,13 @@ func (r *recorder) add(fetches kgo.Fetches) {
 			r.next[rec.Topic] = map[int32]int64{}
 		}
 		r.next[rec.Topic][rec.Partition] = max(r.next[rec.Topic][rec.Partition], rec.Offset+1)
-		var got received
-		var hasID bool
-		for _, h := range rec.Headers {
-			switch h.Key {
-			case "msgx-event-id":
-				got.eventID, _ = strconv.ParseInt(string(h.Value), 10, 64)
-				hasID = true
-			case "msgx-state-version":
-				got.version, _ = strconv.ParseInt(string(h.Value), 10, 64)
-			}
-		}
 		r.records++
-		if !hasID {
+		m, err := kafkarecord.Parse(rec.Headers)
+		if err != nil {
 			r.foreign++
 			return
 		}
-		got.tombstone = rec.Value == nil
+		got := received{eventID: m.EventID, version: m.Version, tombstone: rec.Value == nil}
 		r.seen[got.eventID]++
 		key := string(rec.Key)
 		if rec.Topic == r.topicMsg {
@@ -154,20 +145,7 @@ func (r *recorder) diagnose(ctx context.Context) []string {
 	// offsets asks for the end of every partition, at the last stable offset (read_committed)
 	// or at the high watermark.
 	offsets := func(isolation int8) (map[string]map[int32]int64, error) {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.IsolationLevel = isolation
-		for _, mt := range mresp.Topics {
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = *mt.Topic
-			for _, mp := range mt.Partitions {
-				rp := kmsg.NewListOffsetsRequestTopicPartition()
-				rp.Partition = mp.Partition
-				rp.Timestamp = -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			req.Topics = append(req.Topics, rt)
-		}
-		resp, err := req.RequestWith(ctx, r.cl)
+		resp, err := kafkarecord.ListOffsetsRequest(mresp.Topics, isolation).RequestWith(ctx, r.cl)
 		if err != nil {
 			return nil, err
 		}
@@ -180,11 +158,11 @@ func (r *recorder) diagnose(ctx context.Context) []string {
 		}
 		return out, nil
 	}
-	lso, err := offsets(1)
+	lso, err := offsets(kafkarecord.ReadCommitted)
 	if err != nil {
 		return []string{"last stable offsets: " + err.Error()}
 	}
-	hwm, err := offsets(0)
+	hwm, err := offsets(kafkarecord.ReadUncommitted)
 	if err != nil {
 		return []string{"high watermarks: " + err.Error()}
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
-	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
@@ -102,7 +102,7 @@ func consumeSettled(t testing.TB, addrs []string, topic string, want int) []cons
 				for _, h := range r.Headers {
 					c.Headers[h.Key] = string(h.Value)
 				}
-				c.EventID, _ = strconv.ParseInt(c.Headers[kafka.HeaderEventID], 10, 64)
+				c.EventID, _ = strconv.ParseInt(c.Headers[kafkarecord.HeaderEventID], 10, 64)
 				got = append(got, c)
 			}
 		})

@@ -24,6 +24,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
@@ -446,9 +447,9 @@ func consume(t testing.TB, addrs []string, topic string, want int) []consumed {
 			for _, h := range r.Headers {
 				c.Headers[h.Key] = string(h.Value)
 			}
-			c.EventID, _ = strconv.ParseInt(c.Headers[kafka.HeaderEventID], 10, 64)
-			c.Version, _ = strconv.ParseInt(c.Headers[kafka.HeaderStateVersion], 10, 64)
-			c.Type = c.Headers[kafka.HeaderEventType]
+			c.EventID, _ = strconv.ParseInt(c.Headers[kafkarecord.HeaderEventID], 10, 64)
+			c.Version, _ = strconv.ParseInt(c.Headers[kafkarecord.HeaderStateVersion], 10, 64)
+			c.Type = c.Headers[kafkarecord.HeaderEventType]
 			out = append(out, c)
 		})
 	}

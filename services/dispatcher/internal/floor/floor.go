@@ -11,9 +11,7 @@ package floor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,14 +21,9 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-)
-
-// The record headers the dispatcher writes (internal/kafka).
-const (
-	headerEventID      = "msgx-event-id"
-	headerStateVersion = "msgx-state-version"
 )
 
 // Seen is what the topics hold.
@@ -45,8 +38,9 @@ type Seen struct {
 	Records int
 }
 
-// ErrForeign: a record without the dispatcher's headers, which the floor cannot judge.
-var ErrForeign = errors.New("a record without msgx-event-id and msgx-state-version")
+// ErrForeign: a record without the dispatcher's headers, which the floor cannot judge; the
+// record contract's own error, so that the command can tell it apart.
+var ErrForeign = kafkarecord.ErrForeign
 
 // Read reads both topics from their start to the last stable offset each partition had when
 // the read began.
@@ -119,21 +113,11 @@ func Read(ctx context.Context, brokers []string, topicMsg, topicSchd string, tim
 }
 
 func (s *Seen) add(r *kgo.Record, topicMsg string) error {
-	var id, version int64
-	var hasID, hasVersion bool
-	for _, h := range r.Headers {
-		switch h.Key {
-		case headerEventID:
-			id, _ = strconv.ParseInt(string(h.Value), 10, 64)
-			hasID = true
-		case headerStateVersion:
-			version, _ = strconv.ParseInt(string(h.Value), 10, 64)
-			hasVersion = true
-		}
+	m, err := kafkarecord.Parse(r.Headers)
+	if err != nil {
+		return fmt.Errorf("%s/%d offset %d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
-	if !hasID || !hasVersion {
-		return fmt.Errorf("%s/%d offset %d: %w", r.Topic, r.Partition, r.Offset, ErrForeign)
-	}
+	id, version := m.EventID, m.Version
 	s.Records++
 	flid := string(r.Key)
 	s.Floors[flid] = max(s.Floors[flid], version)
@@ -163,23 +147,12 @@ func lastStable(ctx context.Context, brokers []string, topics ...string) (map[st
 	if err != nil {
 		return nil, fmt.Errorf("topic metadata: %w", err)
 	}
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.IsolationLevel = 1
 	for _, mt := range mresp.Topics {
 		if err := kerrOf(mt.ErrorCode); err != nil {
 			return nil, fmt.Errorf("topic %s: %w", *mt.Topic, err)
 		}
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = *mt.Topic
-		for _, mp := range mt.Partitions {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition = mp.Partition
-			rp.Timestamp = -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := kafkarecord.ListOffsetsRequest(mresp.Topics, kafkarecord.ReadCommitted).RequestWith(ctx, cl)
 	if err != nil {
 		return nil, fmt.Errorf("last stable offsets: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 )
@@ -128,7 +129,7 @@ func TestConfiguredVersionServesKafka4(t *testing.T) {
 		c, topic := shared(t, nil)
 		p := fenced(t, c.Addrs, topic, kafkatest.Name("msgx-dispatcher"), "test")
 		withHeaders := rec(topic, "F1", "v1")
-		withHeaders.Headers = [][2]string{{kafka.HeaderEventID, "1"}, {kafka.HeaderStateVersion, "1"}}
+		withHeaders.Headers = [][2]string{{kafkarecord.HeaderEventID, "1"}, {kafkarecord.HeaderStateVersion, "1"}}
 		if errs := publish(t, p, time.Minute, withHeaders, rec(topic, "F2", "")); errs[0] != nil || errs[1] != nil {
 			t.Fatalf("publish with %s: %v, %v", kafka.Config("test", 0).Version, errs[0], errs[1])
 		}

@@ -4,21 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
+	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 )
 
-// Header keys every record carries.
-const (
-	HeaderEventID      = "msgx-event-id"
-	HeaderEventType    = "msgx-event-type"
-	HeaderStateVersion = "msgx-state-version"
-)
-
 // Target delivers the events of one outbox target to one topic: key = FLID (so the partition
-// follows the FLID, the order boundary of R-OUTBOX-2), value = the event payload.
+// follows the FLID, the order boundary of R-OUTBOX-2), value = the event payload, headers by the
+// record contract (pkg/kafkarecord), which the floor and the chaos harness read back.
 type Target struct {
 	Producer *Producer
 	Topic    string
@@ -32,17 +26,7 @@ func (t Target) Deliver(ctx context.Context, out []delivery.Outgoing) []error {
 	records := make([]Record, len(out))
 	for i, o := range out {
 		e := o.Event
-		headers := [][2]string{
-			{HeaderEventID, strconv.FormatInt(e.ID, 10)},
-			{HeaderEventType, e.Type},
-			{HeaderStateVersion, strconv.FormatInt(e.Version, 10)},
-		}
-		if o.Trace.Parent != "" {
-			headers = append(headers, [2]string{"traceparent", o.Trace.Parent})
-		}
-		if o.Trace.State != "" {
-			headers = append(headers, [2]string{"tracestate", o.Trace.State})
-		}
+		headers := kafkarecord.Headers(e.ID, e.Type, e.Version, o.Trace.Parent, o.Trace.State)
 		value := e.Payload
 		if t.NullTombstones && e.Type == outbox.TypeTombstone {
 			value = nil
