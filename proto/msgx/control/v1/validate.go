@@ -240,6 +240,11 @@ func (r *RequeueEventsRequest) Validate() error {
 	if r.GetMsgId() < 0 {
 		errs = append(errs, fmt.Errorf("msg_id must be a positive inbox ID, got %d", r.GetMsgId()))
 	}
+	// flid is optional (it narrows a target), but one that is set is a FLID like any other:
+	// unchecked, it went into the outbox query at any size.
+	if r.GetFlid() != "" {
+		errs = append(errs, validKey("flid", r.GetFlid()))
+	}
 	if n := r.GetLimit(); n < 0 || n > MaxRequeueEvents {
 		errs = append(errs, fmt.Errorf("limit must be between 0 (default %d) and %d, got %d", MaxRequeueEvents, MaxRequeueEvents, n))
 	}
@@ -287,7 +292,7 @@ var ReferenceCategories = []string{"COUL", "ARPT", "AIRL", "AIRC", "REGN", "ORGN
 // ResourceTypes are the RSTA resource types (R-RSTA-1).
 var ResourceTypes = []string{"BELT", "CNTR", "GATE", "STND"}
 
-// MaxKeyLen bounds a reference key or resource ID in a request.
+// MaxKeyLen bounds a reference key, resource ID, FLID or flight number in a request.
 const MaxKeyLen = 200
 
 // Validate checks the request: a category and a key.
@@ -470,7 +475,7 @@ func (r *CancelRepublishRequest) Validate() error {
 
 // validJobScope checks the scope of a job the backfill runs (a rebuild, a republish): exactly
 // one of all (what names what it covers) and flids, at most MaxRebuildFLIDs of them (verb all
-// instead), none empty; and its comment.
+// instead), each a valid FLID and none blank; and its comment.
 func validJobScope(all bool, flids []string, comment, what, verb string) error {
 	var errs []error
 	switch n := len(flids); {
@@ -481,9 +486,18 @@ func validJobScope(all bool, flids []string, comment, what, verb string) error {
 	case n > MaxRebuildFLIDs:
 		errs = append(errs, fmt.Errorf("%d FLIDs, at most %d: %s all instead", n, MaxRebuildFLIDs, verb))
 	}
-	for _, f := range flids {
+	// Each FLID is checked like every other FLID of the API (validKey), and named by its index
+	// so the runbook author finds it among thousands. The first bad one ends the check: the
+	// error of a list of 10,000 bad FLIDs stays one line.
+	for i, f := range flids {
+		field := fmt.Sprintf("flid[%d]", i)
+		if err := validKey(field, f); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		// Blanks are refused too: a job over a FLID of spaces would select no flight.
 		if strings.TrimSpace(f) == "" {
-			errs = append(errs, errors.New("flid holds an empty FLID"))
+			errs = append(errs, fmt.Errorf("%s is an empty FLID (only blanks)", field))
 			break
 		}
 	}

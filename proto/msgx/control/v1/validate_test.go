@@ -49,7 +49,7 @@ func TestValidate(t *testing.T) {
 		{"republish flids", &controlv1.RepublishRequest{Flid: []string{"F1"}}, ""},
 		{"republish both", &controlv1.RepublishRequest{All: true, Flid: []string{"F1"}}, "not both"},
 		{"republish nothing", &controlv1.RepublishRequest{}, "set all"},
-		{"republish empty flid", &controlv1.RepublishRequest{Flid: []string{" "}}, "empty FLID"},
+		{"republish empty flid", &controlv1.RepublishRequest{Flid: []string{" "}}, "flid[0] is an empty FLID"},
 		{"republish long comment", &controlv1.RepublishRequest{All: true, Comment: long}, "comment"},
 		{"get republish zero", &controlv1.GetRepublishRequest{}, "republish_id"},
 		{"list republishes page", &controlv1.ListRepublishesRequest{PageSize: controlv1.MaxPageSize + 1}, "page_size"},
@@ -140,7 +140,7 @@ func TestValidate(t *testing.T) {
 		{"rebuild flids", &controlv1.RebuildProjectionRequest{Flid: []string{"F1", "F2"}}, ""},
 		{"rebuild nothing", &controlv1.RebuildProjectionRequest{}, "set all"},
 		{"rebuild both", &controlv1.RebuildProjectionRequest{All: true, Flid: []string{"F1"}}, "not both"},
-		{"rebuild empty flid", &controlv1.RebuildProjectionRequest{Flid: []string{" "}}, "empty FLID"},
+		{"rebuild empty flid", &controlv1.RebuildProjectionRequest{Flid: []string{" "}}, "flid[0] is an empty FLID"},
 		{"rebuild too many", &controlv1.RebuildProjectionRequest{Flid: make([]string, controlv1.MaxRebuildFLIDs+1)}, "at most"},
 		{"get rebuild zero", &controlv1.GetProjectionRebuildRequest{}, "rebuild_id"},
 		{"cancel rebuild zero", &controlv1.CancelProjectionRebuildRequest{}, "rebuild_id"},
@@ -157,5 +157,73 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate = %v, want an error containing %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// Every FLID of a job scope and RequeueEvents' flid is checked as GetFlight's is (1 to
+// MaxKeyLen bytes), and the error names the field and, in a list, the index.
+func TestValidateFLIDs(t *testing.T) {
+	t.Parallel()
+	tooLong := strings.Repeat("9", controlv1.MaxKeyLen+1)
+	huge := strings.Repeat("9", 500_000)
+	longest := strings.Repeat("9", controlv1.MaxKeyLen)
+	type flidReq = func(flids ...string) interface{ Validate() error }
+	rpcs := map[string]flidReq{
+		"republish": func(f ...string) interface{ Validate() error } { return &controlv1.RepublishRequest{Flid: f} },
+		"rebuild":   func(f ...string) interface{ Validate() error } { return &controlv1.RebuildProjectionRequest{Flid: f} },
+	}
+	tests := []struct {
+		name  string
+		flids []string
+		err   string // substring; empty = valid
+	}{
+		{"valid", []string{"2718281", longest}, ""},
+		{"too long", []string{"2718281", tooLong}, "flid[1] must be 1 to 200 bytes, got 201"},
+		{"500,000 bytes", []string{huge}, "flid[0] must be 1 to 200 bytes, got 500000"},
+		{"empty", []string{"1", "2", ""}, "flid[2] must be 1 to 200 bytes, got 0"},
+		{"blank", []string{"1", "  "}, "flid[1] is an empty FLID"},
+	}
+	for rpc, mk := range rpcs {
+		for _, tc := range tests {
+			t.Run(rpc+" "+tc.name, func(t *testing.T) {
+				t.Parallel()
+				checkValidate(t, mk(tc.flids...), tc.err)
+			})
+		}
+	}
+	requeue := []struct {
+		name, flid, err string
+	}{
+		{"valid", "2718281", ""},
+		{"longest", longest, ""},
+		{"unset", "", ""},
+		{"too long", tooLong, "flid must be 1 to 200 bytes, got 201"},
+		{"500,000 bytes", huge, "flid must be 1 to 200 bytes, got 500000"},
+	}
+	for _, tc := range requeue {
+		t.Run("requeue "+tc.name, func(t *testing.T) {
+			t.Parallel()
+			checkValidate(t, &controlv1.RequeueEventsRequest{Target: controlv1.TargetKafkaMsg, Flid: tc.flid}, tc.err)
+		})
+	}
+	// One bad FLID among the bound's worth is reported once, not once per FLID.
+	many := make([]string, controlv1.MaxRebuildFLIDs)
+	for i := range many {
+		many[i] = tooLong
+	}
+	err := (&controlv1.RebuildProjectionRequest{Flid: many}).Validate()
+	if err == nil || strings.Count(err.Error(), "must be 1 to") != 1 {
+		t.Errorf("Validate of %d bad FLIDs = %.200v, want one error line", len(many), err)
+	}
+}
+
+func checkValidate(t *testing.T, req interface{ Validate() error }, want string) {
+	t.Helper()
+	err := req.Validate()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("Validate = %v, want valid", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Errorf("Validate = %.300v, want an error containing %q", err, want)
 	}
 }

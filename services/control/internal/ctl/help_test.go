@@ -196,6 +196,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"get-status", "--addr", "control.invalid:9000"}, []string{"no token: set MSGXCTL_TOKEN_FILE (a file holding it) or MSGXCTL_TOKEN"}},
 		{[]string{"list-messages", "--all", "--page-token", "abc"}, []string{"--all starts at the first page: leave out --page-token"}},
 		{[]string{"get-reference", "GLST", "--rtype", "AIRL"}, []string{"give the CATEGORY as an argument or as --category"}},
+		// FLIDs are checked before dialling as the server checks them, naming the flag (and index).
+		{[]string{"requeue-events", "--target", "KAFKA:msg", "--flid", strings.Repeat("9", 201)}, []string{"--flid must be 1 to 200 bytes, got 201"}},
+		{[]string{"republish", "2718281", strings.Repeat("9", 201)}, []string{"--flid[1] must be 1 to 200 bytes, got 201"}},
+		{[]string{"rebuild-projection", "--flid", "1," + strings.Repeat("9", 201)}, []string{"--flid[1] must be 1 to 200 bytes, got 201"}},
 	}
 	for _, tc := range tests {
 		var errOut bytes.Buffer
