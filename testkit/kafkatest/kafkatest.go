@@ -58,8 +58,9 @@ var (
 // it when it does not answer. The client is the process's, closed when the process ends.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
+	setting := cmp.Or(os.Getenv(EnvBrokers), DefaultBrokers)
 	sharedOnce.Do(func() {
-		addrs := strings.Split(cmp.Or(os.Getenv(EnvBrokers), DefaultBrokers), ",")
+		addrs := strings.Split(setting, ",")
 		for i := range addrs {
 			addrs[i] = strings.TrimSpace(addrs[i])
 		}
@@ -70,7 +71,7 @@ func Shared(t testing.TB) *Cluster {
 	})
 	if sharedErr != nil {
 		t.Fatalf("kafkatest: no Kafka broker answers at %s (%v); make deps (tools/deps/up) starts one, or set %s",
-			cmp.Or(os.Getenv(EnvBrokers), DefaultBrokers), sharedErr, EnvBrokers)
+			setting, sharedErr, EnvBrokers)
 	}
 	return shared
 }
@@ -154,56 +155,82 @@ func (c *Cluster) Topic(t testing.TB, base string, partitions int32, configs map
 	name := Name(base)
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
+	if err := CreateTopic(ctx, c.admin, name, partitions, configs); err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		if err := DeleteTopic(ctx, c.admin, name); err != nil {
+			t.Errorf("kafkatest: %v", err)
+		}
+	})
+	return name
+}
+
+// CreateTopic creates the topic with partitions partitions and the given topic configs (nil for
+// the broker's defaults), and waits until every partition has a leader the brokers agree on:
+// the first produce to a topic just created can otherwise meet UNKNOWN_TOPIC_OR_PARTITION. For
+// whoever creates topics on a broker: a test, a test recreating a topic it deleted, make demo.
+func CreateTopic(ctx context.Context, admin *kadm.Client, name string, partitions int32, configs map[string]string) error {
 	cfg := map[string]*string{}
 	for k, v := range configs {
 		cfg[k] = &v
 	}
-	resp, err := c.admin.CreateTopic(ctx, partitions, -1, cfg, name)
+	resp, err := admin.CreateTopic(ctx, partitions, -1, cfg, name)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
-		t.Fatalf("kafkatest: create topic %s: %v", name, err)
+		return fmt.Errorf("create topic %s: %w", name, err)
 	}
-	t.Cleanup(func() { c.deleteTopic(t, name) })
-	c.awaitLeaders(t, ctx, name, partitions)
-	return name
-}
-
-// awaitLeaders waits until each of the topic's partitions has a leader the brokers agree on:
-// the first produce to a topic just created can otherwise meet UNKNOWN_TOPIC_OR_PARTITION.
-func (c *Cluster) awaitLeaders(t testing.TB, ctx context.Context, name string, partitions int32) {
-	t.Helper()
 	for {
-		m, err := c.admin.Metadata(ctx, name)
-		if err == nil {
-			if td, ok := m.Topics[name]; ok && td.Err == nil && int32(len(td.Partitions)) == partitions {
-				ready := true
-				for _, p := range td.Partitions {
-					ready = ready && p.Err == nil && p.Leader >= 0
-				}
-				if ready {
-					return
-				}
-			}
+		m, err := admin.Metadata(ctx, name)
+		if err == nil && led(m.Topics[name], partitions) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("kafkatest: topic %s has no leader for every partition: %v", name, cmp.Or(err, ctx.Err()))
+			return fmt.Errorf("topic %s has no leader for every partition: %w", name, cmp.Or(err, ctx.Err()))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-func (c *Cluster) deleteTopic(t testing.TB, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
-	resp, err := c.admin.DeleteTopic(ctx, name)
+// led reports whether each of the topic's partitions partitions has a leader.
+func led(td kadm.TopicDetail, partitions int32) bool {
+	if td.Err != nil || int32(len(td.Partitions)) != partitions {
+		return false
+	}
+	for _, p := range td.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// DeleteTopic deletes the topic and waits until the brokers no longer know it: they delete in
+// the background, and until they are done the name is taken (a create meets
+// TOPIC_ALREADY_EXISTS). A topic already gone is no error.
+func DeleteTopic(ctx context.Context, admin *kadm.Client, name string) error {
+	resp, err := admin.DeleteTopic(ctx, name)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-		t.Errorf("kafkatest: delete topic %s: %v", name, err)
+		return fmt.Errorf("delete topic %s: %w", name, err)
+	}
+	for {
+		m, err := admin.Metadata(ctx, name)
+		if err == nil && errors.Is(m.Topics[name].Err, kerr.UnknownTopicOrPartition) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s still known after its deletion: %w", name, cmp.Or(err, ctx.Err()))
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
@@ -84,46 +85,12 @@ func loseTopic(t *testing.T, e *env) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	adm := e.kafka.Admin()
-	resp, err := adm.DeleteTopic(ctx, e.topicSchd)
-	if err == nil {
-		err = resp.Err
+	if err := kafkatest.DeleteTopic(ctx, e.kafka.Admin(), e.topicSchd); err != nil {
+		t.Fatal(err)
 	}
-	if err != nil {
-		t.Fatalf("delete %s: %v", e.topicSchd, err)
+	if err := kafkatest.CreateTopic(ctx, e.kafka.Admin(), e.topicSchd, topicPartitions, schdConfigs); err != nil {
+		t.Fatal(err)
 	}
-	// The broker deletes a topic in the background: until it is done the name is taken
-	// (TOPIC_ALREADY_EXISTS), and a create then is refused.
-	cfg := map[string]*string{}
-	for k, v := range schdConfigs {
-		cfg[k] = &v
-	}
-	testwait.ForState(t, 30*time.Second, "the topic to be created again", func() (bool, string) {
-		resp, err := adm.CreateTopic(ctx, topicPartitions, -1, cfg, e.topicSchd)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil {
-			return false, err.Error()
-		}
-		return true, ""
-	})
-	testwait.ForState(t, 30*time.Second, "every partition of the new topic to have a leader", func() (bool, string) {
-		m, err := adm.Metadata(ctx, e.topicSchd)
-		if err != nil {
-			return false, err.Error()
-		}
-		td := m.Topics[e.topicSchd]
-		if td.Err != nil || len(td.Partitions) != topicPartitions {
-			return false, fmt.Sprintf("%d partitions (%v)", len(td.Partitions), td.Err)
-		}
-		for _, p := range td.Partitions {
-			if p.Err != nil || p.Leader < 0 {
-				return false, fmt.Sprintf("partition %d: leader %d (%v)", p.Partition, p.Leader, p.Err)
-			}
-		}
-		return true, ""
-	})
 }
 
 type republishJSON struct {

@@ -11,7 +11,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -42,6 +41,7 @@ import (
 	"github.com/msgexchange/msgexchange/migrations"
 	"github.com/msgexchange/msgexchange/pkg/buildinfo"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/testkit/ports"
 	"github.com/msgexchange/msgexchange/testkit/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
@@ -108,7 +108,7 @@ func run() error {
 	o.pgAdmin = env("MSGX_TEST_PG_DSN", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	o.myAdmin = env("MSGX_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/")
 	o.redisURL = env("MSGX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-	o.brokers = strings.Split(env("MSGX_KAFKA_BROKERS", defaultBrokers), ",")
+	o.brokers = strings.Split(env("MSGX_KAFKA_BROKERS", kafkatest.DefaultBrokers), ",")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -298,56 +298,24 @@ func run() error {
 // runNames are what one run creates, and drops at its end.
 type runNames struct{ pg, inbox, account, prefix, topicMsg, topicSchd string }
 
-// defaultBrokers is the local broker `make deps` starts (tools/deps/up).
-const defaultBrokers = "127.0.0.1:9092"
-
 // topicPartitions is each topic's partition count; KAFKA:schd is compacted, as production
 // creates it (docs/dispatcher.md).
 const topicPartitions = 3
 
-// createTopics creates the run's two topics (the broker creates none on its own) and waits until
-// every partition has a leader: the dispatcher's first send could meet none otherwise.
+// createTopics creates the run's two topics (the broker creates none on its own), each ready
+// once every partition has a leader: the dispatcher's first send could meet none otherwise.
 func createTopics(ctx context.Context, admin *kadm.Client, n runNames) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	compact := "compact"
 	for _, t := range []struct {
 		name    string
-		configs map[string]*string
-	}{{n.topicMsg, nil}, {n.topicSchd, map[string]*string{"cleanup.policy": &compact}}} {
-		resp, err := admin.CreateTopic(ctx, topicPartitions, -1, t.configs, t.name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil {
-			return fmt.Errorf("kafka (MSGX_KAFKA_BROKERS; make deps starts the local one): create topic %s: %w", t.name, err)
+		configs map[string]string
+	}{{n.topicMsg, nil}, {n.topicSchd, map[string]string{"cleanup.policy": "compact"}}} {
+		if err := kafkatest.CreateTopic(ctx, admin, t.name, topicPartitions, t.configs); err != nil {
+			return fmt.Errorf("kafka (MSGX_KAFKA_BROKERS; make deps starts the local one): %w", err)
 		}
 	}
-	for {
-		m, err := admin.Metadata(ctx, n.topicMsg, n.topicSchd)
-		if err == nil && leaders(m, n.topicMsg) && leaders(m, n.topicSchd) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kafka: the run's topics have no leader for every partition: %w", cmp.Or(err, ctx.Err()))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// leaders reports whether every partition of topic has a leader.
-func leaders(m kadm.Metadata, topic string) bool {
-	td, ok := m.Topics[topic]
-	if !ok || td.Err != nil || len(td.Partitions) != topicPartitions {
-		return false
-	}
-	for _, p := range td.Partitions {
-		if p.Err != nil || p.Leader < 0 {
-			return false
-		}
-	}
-	return true
+	return nil
 }
 
 // dropRun drops the run's PostgreSQL database, inbox database and account, Redis keys and

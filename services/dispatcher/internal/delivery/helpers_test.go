@@ -3,7 +3,6 @@ package delivery_test
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -137,15 +135,9 @@ func (b *broker) dropTopic(t testing.TB, topic string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	adm := b.cluster.Admin()
-	resp, err := adm.DeleteTopic(ctx, topic)
-	if err = cmp.Or(err, resp.Err); err != nil {
-		t.Fatalf("delete %s: %v", topic, err)
+	if err := kafkatest.DeleteTopic(ctx, b.cluster.Admin(), topic); err != nil {
+		t.Fatal(err)
 	}
-	testwait.For(t, deadline, topic+" gone", func() bool {
-		m, err := adm.Metadata(ctx, topic)
-		return err == nil && errors.Is(m.Topics[topic].Err, kerr.UnknownTopicOrPartition)
-	})
 }
 
 // recreateTopic creates a dropped topic again under its name, as an operator would, and waits
@@ -154,23 +146,9 @@ func (b *broker) recreateTopic(t testing.TB, topic string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	adm := b.cluster.Admin()
-	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
-	if err = cmp.Or(err, resp.Err); err != nil {
-		t.Fatalf("create %s again: %v", topic, err)
+	if err := kafkatest.CreateTopic(ctx, b.cluster.Admin(), topic, partitions, nil); err != nil {
+		t.Fatal(err)
 	}
-	testwait.For(t, deadline, topic+" led", func() bool {
-		m, err := adm.Metadata(ctx, topic)
-		if err != nil || m.Topics[topic].Err != nil || len(m.Topics[topic].Partitions) != partitions {
-			return false
-		}
-		for _, p := range m.Topics[topic].Partitions {
-			if p.Err != nil || p.Leader < 0 {
-				return false
-			}
-		}
-		return true
-	})
 }
 
 // refusedAbove is the max.message.bytes of a msg topic on which the broker refuses the records

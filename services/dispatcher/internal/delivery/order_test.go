@@ -31,9 +31,10 @@ func interleaved(flids, perFLID int) []outbox.NewEvent {
 // Guards R-INV-13.
 //
 // kfake: the faults are NOT_LEADER_FOR_PARTITION and REQUEST_TIMED_OUT answers on one chosen
-// partition each, a given number of times; a real broker of one node neither moves a leader nor
-// times out a request on demand. (A record the broker refuses for what it is, the INVALID_RECORD
-// here, is produced by a real broker in TestFailingFLIDDoesNotBlockOthers.)
+// partition each, a given number of times, and INVALID_RECORD on another; a real broker of one
+// node neither moves a leader nor times out a request on demand, and fails a chosen record only
+// for its size, which is a refusal (DEAD at once), not a failure sarama gives up on and the
+// event retries.
 func TestOrderPerFLIDUnderFaults(t *testing.T) {
 	t.Parallel()
 	f := setup(t, options{on: fakeBroker, maxAttempts: 50, msgLimit: 60})
