@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,35 +15,19 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+	"github.com/msgexchange/msgexchange/testkit/ports"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
-// freePort returns a loopback address nothing listens on, for a service the test starts later.
-// It is taken below the kernel's ephemeral range: a port picked from that range and released
-// can be handed to any other process's ":0" listener (another test package's server) before
-// the service binds it, and the test then talks to that server.
+// freePort returns a loopback address nothing listens on, for a service the test starts later,
+// below the kernel's ephemeral range (testkit/ports says why).
 func freePort(t testing.TB) string {
 	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
-				low = n
-			}
-		}
+	port, err := ports.Free()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for range 100 {
-		port := 10000 + rand.IntN(low-10000)
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue // taken: try another
-		}
-		addr := ln.Addr().String()
-		_ = ln.Close()
-		return addr
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // status asks the control service for the pipeline status; it fails when control is not

@@ -85,6 +85,11 @@ type Record struct {
 // lane (one topic each) has its own id and its own single transaction at a time.
 const DefaultTransactionalID = "msgx-dispatcher"
 
+// protocolVersion is the Kafka protocol version the dispatcher's clients speak: the producer and
+// the readiness probe (Answers). Kafka 4 brokers refuse the versions below 2.1 (KIP-896);
+// TestConfiguredVersionServesKafka4 runs it against the real broker.
+var protocolVersion = sarama.V2_8_0_0
+
 // Config returns the sarama configuration of the producer contract. The network bounds are
 // short so that a fence, which runs while the role's lock connection waits, ends well inside
 // the lock connection's idle timeout. maxMessageBytes is the brokers' message.max.bytes
@@ -98,7 +103,7 @@ func Config(clientID string, maxMessageBytes int) *sarama.Config {
 	// sarama counts a batch without the log overhead.
 	c.Producer.MaxMessageBytes = maxMessageBytes - logOverhead
 	c.ClientID = clientID
-	c.Version = sarama.V2_8_0_0
+	c.Version = protocolVersion
 	c.Producer.Idempotent = true
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	c.Net.MaxOpenRequests = 1

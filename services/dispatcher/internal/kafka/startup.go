@@ -55,7 +55,7 @@ func answers(ctx context.Context, addr, clientID string) error {
 	}
 	cfg := sarama.NewConfig()
 	cfg.ClientID = clientID
-	cfg.Version = sarama.V2_8_0_0
+	cfg.Version = protocolVersion
 	cfg.Net.DialTimeout, cfg.Net.ReadTimeout, cfg.Net.WriteTimeout = bound, bound, bound
 	b := sarama.NewBroker(addr)
 	if err := b.Open(cfg); err != nil {
