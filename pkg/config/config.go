@@ -231,6 +231,13 @@ type Pipeline struct {
 	LateWatchRetention time.Duration
 	// CutoverWatermark is empty (seeding is explicit) or min, zero, max or an inbox ID.
 	CutoverWatermark string
+	// StepTimeout bounds one message's processing step in the pump; the inbox and Redis calls
+	// inside it have their own, shorter bounds.
+	StepTimeout time.Duration
+	// RecordTimeout bounds writing a message's outcome and releasing the pipeline lock.
+	RecordTimeout time.Duration
+	// BacklogInterval is how often the pump refreshes its backlog gauges.
+	BacklogInterval time.Duration
 }
 
 // Schd holds schd.*: schedule snapshots and their publication.
@@ -330,6 +337,10 @@ type Dispatcher struct {
 	// Gather is the least time between the starts of two rounds of the KAFKA:msg lane that a
 	// wake-up starts: events committed meanwhile go in one round.
 	Gather time.Duration
+	// ReadTimeout bounds one read of the outbox (a batch, the lag gauges).
+	ReadTimeout time.Duration
+	// StatsPeriod is how often the dispatcher refreshes its outbox gauges.
+	StatsPeriod time.Duration
 }
 
 // Tracing holds tracing.*.

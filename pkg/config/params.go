@@ -262,6 +262,12 @@ func params() []param {
 		{key: "pipeline.proc-retention", def: "1d", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.ProcRetention }),
 			limit: Limit{Min: "1d", Max: "7d"}, why: "R-RETAIN-1"},
 		{key: "pipeline.req-retention", def: "30d", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.ReqRetention }), limit: positiveD},
+		// The pump's own bounds: one message's step (its inbox and Redis calls are bounded
+		// shorter by inbox.timeout and redis.timeout), the write of its outcome, and the
+		// backlog gauges' refresh.
+		{key: "pipeline.step-timeout", def: "1m", by: ServicePump, set: dur(func(c *Config) *time.Duration { return &c.Pipeline.StepTimeout }), limit: positiveD},
+		{key: "pipeline.record-timeout", def: "10s", by: ServicePump, set: dur(func(c *Config) *time.Duration { return &c.Pipeline.RecordTimeout }), limit: positiveD},
+		{key: "pipeline.backlog-interval", def: "15s", by: ServicePump, set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BacklogInterval }), limit: positiveD},
 		{key: "pipeline.cutover-watermark", def: "", set: custom(KindString, func(c *Config, v string) error {
 			c.Pipeline.CutoverWatermark = v
 			if v == "" || v == "min" || v == "zero" || v == "max" {
@@ -354,6 +360,8 @@ func params() []param {
 		{key: "req.day-window", def: "31", by: ServiceControl, set: num(func(c *Config) *int { return &c.Req.DayWindow }), limit: positive},
 		{key: "dispatcher.batch", def: "500", set: num(func(c *Config) *int { return &c.Dispatcher.Batch }), limit: positive},
 		{key: "dispatcher.gather", def: "20ms", set: dur(func(c *Config) *time.Duration { return &c.Dispatcher.Gather })},
+		{key: "dispatcher.read-timeout", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.Dispatcher.ReadTimeout }), limit: positiveD},
+		{key: "dispatcher.stats-period", def: "5s", set: dur(func(c *Config) *time.Duration { return &c.Dispatcher.StatsPeriod }), limit: positiveD},
 		{key: "tracing.ui-url", def: "", set: custom(KindString, func(c *Config, v string) error {
 			v = strings.TrimSpace(v)
 			if v == "" {

@@ -57,15 +57,8 @@ func run(ctx context.Context, b *service.Base) error {
 			Zone:        cfg.Airport.Zone,
 		},
 	}, forget, b.Clock, b.Logger, b.Registry)
-	sentry := sentinel.New(sentinel.Config{
-		OnStartup:     cfg.Consistency.OnStartup,
-		SampleRatio:   cfg.Consistency.SampleRatio,
-		FullBelow:     cfg.Consistency.FullBelow,
-		Period:        cfg.Consistency.Period,
-		JobPoll:       p.PollInterval,
-		RebuildOnLoss: cfg.Consistency.RebuildOnLoss,
-	}, projection.New(rdb, cfg.Redis.Prefix, cfg.Redis.Timeout), b.Clock, b.Logger, b.Registry)
-	republish := republisher.New(republisher.Config{Poll: p.PollInterval}, b.Clock, b.Logger, b.Registry)
+	sentry := sentinel.New(sentinel.FromConfig(cfg), projection.New(rdb, cfg.Redis.Prefix, cfg.Redis.Timeout), b.Clock, b.Logger, b.Registry)
+	republish := republisher.New(republisher.FromConfig(cfg), b.Clock, b.Logger, b.Registry)
 	elector := b.Elector()
 	return b.Run(ctx, func(ctx context.Context) error {
 		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {

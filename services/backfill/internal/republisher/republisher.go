@@ -17,7 +17,6 @@
 package republisher
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
@@ -35,13 +35,22 @@ import (
 	"github.com/msgexchange/msgexchange/services/backfill/internal/jobrun"
 )
 
-// Config is what the republisher needs. Zero values mean the defaults.
+// Config is what the republisher needs; FromConfig fills it from the registry.
 type Config struct {
-	// Page is how many flights one locked transaction writes (default 100): the longest the
-	// pump waits for a page.
+	// Page is how many flights one locked transaction writes: the longest the pump waits for a
+	// page.
 	Page int
-	// Poll is how often the role looks for a requested job (pipeline.poll-interval, default 1s).
+	// Poll is how often the role looks for a requested job (pipeline.poll-interval).
 	Poll time.Duration
+}
+
+// page is Config.Page in production: a hundred flights' states keep the pump's wait for one
+// locked transaction short.
+const page = 100
+
+// FromConfig is the republisher's configuration from the service's (pkg/config's registry).
+func FromConfig(c config.Config) Config {
+	return Config{Page: page, Poll: c.Pipeline.PollInterval}
 }
 
 // Republisher runs the jobs.
@@ -55,8 +64,6 @@ type Republisher struct {
 
 // New builds a republisher and registers its metric.
 func New(cfg Config, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Republisher {
-	cfg.Page = cmp.Or(cfg.Page, 100)
-	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
 	r := &Republisher{cfg: cfg, clock: clk, logger: logger,
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "msgx_republish_flights_total",
 			Help: "Flight states a republish job wrote to the KAFKA:schd outbox."})}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
@@ -61,7 +62,9 @@ func schdRows(t *testing.T, pg *pgtest.DB) map[string]row {
 func setup(t *testing.T, page int) (*pgtest.DB, *pgtest.Session, *republisher.Republisher) {
 	t.Helper()
 	pg := pgtest.New(t)
-	r := republisher.New(republisher.Config{Page: page}, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	cfg := republisher.FromConfig(config.Default())
+	cfg.Page = page
+	r := republisher.New(cfg, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	return pg, pg.Session(t), r
 }
 

@@ -12,7 +12,6 @@
 package sentinel
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
@@ -44,35 +44,43 @@ type Projection interface {
 	ScanVersions(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error)
 }
 
-// Config is what the sentinel needs. Zero values mean the defaults.
+// Config is what the sentinel needs; FromConfig fills it from the registry.
 type Config struct {
 	// OnStartup runs a check when the role is taken (consistency-check.on-startup).
 	OnStartup bool
 	// SampleRatio is the share of flights a periodic check compares
-	// (consistency-check.daily-sample-ratio, default 0.01).
+	// (consistency-check.daily-sample-ratio).
 	SampleRatio float64
 	// FullBelow: a start-up check compares every flight while the current state holds fewer
-	// than this many, SampleRatio of them otherwise (consistency-check.full-below, 50,000).
+	// than this many, SampleRatio of them otherwise (consistency-check.full-below).
 	FullBelow int
-	// Period between periodic checks (consistency-check.period, 24h).
+	// Period between periodic checks (consistency-check.period).
 	Period time.Duration
-	// Page is how many flights one locked transaction compares (default 100).
+	// Page is how many flights one locked transaction compares.
 	Page int
-	// JobPoll is how often the role looks for a requested rebuild (pipeline.poll-interval,
-	// default 1s), and for the projection's sentinel key.
+	// JobPoll is how often the role looks for a requested rebuild (pipeline.poll-interval),
+	// and for the projection's sentinel key.
 	JobPoll time.Duration
 	// RebuildOnLoss starts a rebuild of the whole projection when Redis lost the sentinel key
 	// (consistency-check.rebuild-on-loss; loss.go).
 	RebuildOnLoss bool
 }
 
-func (c Config) withDefaults() Config {
-	c.SampleRatio = cmp.Or(c.SampleRatio, 0.01)
-	c.FullBelow = cmp.Or(c.FullBelow, 50_000)
-	c.Period = cmp.Or(c.Period, 24*time.Hour)
-	c.Page = cmp.Or(c.Page, 100)
-	c.JobPoll = cmp.Or(c.JobPoll, time.Second)
-	return c
+// page is Config.Page in production: a hundred flights' comparison keeps one locked
+// transaction short beside the other backfill sweeps on the lock connection.
+const page = 100
+
+// FromConfig is the sentinel's configuration from the service's (pkg/config's registry).
+func FromConfig(c config.Config) Config {
+	return Config{
+		OnStartup:     c.Consistency.OnStartup,
+		SampleRatio:   c.Consistency.SampleRatio,
+		FullBelow:     c.Consistency.FullBelow,
+		Period:        c.Consistency.Period,
+		Page:          page,
+		JobPoll:       c.Pipeline.PollInterval,
+		RebuildOnLoss: c.Consistency.RebuildOnLoss,
+	}
 }
 
 // Result is what one check found and repaired.
@@ -126,7 +134,7 @@ func (m Mode) dryRun() bool { return m == ModeDryRun }
 
 // New builds a sentinel and registers its metrics.
 func New(cfg Config, proj Projection, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Sentinel {
-	s := &Sentinel{cfg: cfg.withDefaults(), proj: proj, clock: clk, logger: logger, metrics: newMetrics(reg)}
+	s := &Sentinel{cfg: cfg, proj: proj, clock: clk, logger: logger, metrics: newMetrics(reg)}
 	s.rebuilds = s.newRebuilds()
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
@@ -40,7 +41,7 @@ func newEnv(t *testing.T, page int) *env {
 	e := &env{pg: pgtest.New(t), rd: redistest.Own(t), reg: prometheus.NewRegistry()}
 	e.sess = e.pg.Session(t)
 	e.proj = projection.New(e.rd.Client, e.rd.Prefix, 2*time.Second)
-	e.s = sentinel.New(sentinel.Config{Page: page}, e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), e.reg)
+	e.s = sentinel.New(configWith(page), e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), e.reg)
 	return e
 }
 
@@ -289,4 +290,12 @@ func counter(t *testing.T, reg *prometheus.Registry, name, kind string, mode sen
 	}
 	t.Fatalf("no %s{kind=%q,mode=%q}", name, kind, mode)
 	return 0
+}
+
+// configWith is the production configuration (sentinel.FromConfig) with page flights per
+// transaction and no check or rebuild of its own at start: each test starts what it asserts.
+func configWith(page int) sentinel.Config {
+	c := sentinel.FromConfig(config.Default())
+	c.Page, c.OnStartup, c.RebuildOnLoss = page, false, false
+	return c
 }

@@ -19,22 +19,6 @@ type RequestLimits struct {
 	request.Limits
 }
 
-func (l RequestLimits) withDefaults() RequestLimits {
-	if l.PerMinute <= 0 {
-		l.PerMinute = 10
-	}
-	if l.Burst <= 0 {
-		l.Burst = 10
-	}
-	if l.MaxOpen <= 0 {
-		l.MaxOpen = 50
-	}
-	if l.DayWindow <= 0 {
-		l.DayWindow = 31
-	}
-	return l
-}
-
 // callerLimits holds one token bucket per caller. Callers are the authenticated identities
 // (two token roles and the configured certificate subjects), so the map stays small: an
 // unauthenticated call never gets this far.

@@ -9,7 +9,7 @@ import (
 // registration per 60/PerMinute seconds, and another caller's flood does not spend it.
 func TestCallerLimitsPaceEachCaller(t *testing.T) {
 	t.Parallel()
-	c := newCallerLimits(RequestLimits{PerMinute: 6, Burst: 3}.withDefaults())
+	c := newCallerLimits(RequestLimits{PerMinute: 6, Burst: 3})
 	t0 := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
 	steps := []struct {
 		caller string

@@ -69,35 +69,30 @@ type Config struct {
 	// Outbound is how registered requests are encoded and addressed (outbound.sndr, the
 	// airport zone, outbound.routing-id).
 	Outbound request.Outbound
-	// WriteTimeout bounds each statement of a mutating call (statement_timeout; lock waits get
-	// less). It stays well under the lock connection's lease (10 s) so a slow write cannot
-	// cost the control role. Default 5s.
-	WriteTimeout time.Duration
 	// Caller names who made a call (the token by its role, the client certificate's
 	// subject), for the rows that keep it (projection_rebuild.requested_by); "unknown" when nil.
 	Caller func(ctx context.Context) string
 	// ReadTimeout bounds every read statement in PostgreSQL (statement_timeout), so a slow
-	// read from a dashboard cannot pile up on the database (control.read-timeout). Default 5s.
+	// read from a dashboard cannot pile up on the database (control.read-timeout).
 	ReadTimeout time.Duration
 	// PoolWait bounds how long a read waits for a free pool connection (control.pool-wait):
 	// past it the call is UNAVAILABLE at once instead of queueing behind slow reads until its
-	// deadline. Default 2s.
+	// deadline.
 	PoolWait time.Duration
 	// MaxReads bounds the reads in flight. Kept below the pool's size, it leaves connections
 	// for the readiness check and the writes however many slow reads pile up, so /readyz
-	// stays true to the database rather than to a busy pool. Default 8.
+	// stays true to the database rather than to a busy pool.
 	MaxReads int
 	// MaxBodyChars bounds the message text one response carries (control.max-body-chars):
 	// GetMessage truncates longer text, GetMessageBody returns a chunk of at most this many
-	// characters. Default 256 Ki.
+	// characters.
 	MaxBodyChars int
 	// Projection reads what Redis holds for a flight (GetFlight). Optional: without it GetFlight
 	// reports Redis as not read.
 	Projection Projection
 	// TraceURL is tracing.ui-url: a trace's link with config.TraceIDPlaceholder; empty for none.
 	TraceURL string
-	// Requests bounds what callers of RequestSchedule and RequestReference register (R-REQ-6);
-	// a zero field takes its default (10 a minute, burst 10, 50 open, 31 days).
+	// Requests bounds what callers of RequestSchedule and RequestReference register (R-REQ-6).
 	Requests RequestLimits
 }
 
@@ -119,22 +114,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.DB == nil || cfg.Clock == nil || cfg.Elector == nil || cfg.Writer == nil || cfg.Inbox == nil {
 		return nil, errors.New("control: DB, Clock, Elector, Writer and Inbox are required")
 	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = 5 * time.Second
+	// Every bound comes from pkg/config's registry (app.New): a zero one is a wiring mistake,
+	// which would refuse every read or none.
+	if cfg.ReadTimeout <= 0 || cfg.PoolWait <= 0 || cfg.MaxReads <= 0 || cfg.MaxBodyChars <= 0 ||
+		cfg.Requests.PerMinute <= 0 || cfg.Requests.Burst <= 0 || cfg.Requests.MaxOpen <= 0 || cfg.Requests.DayWindow <= 0 {
+		return nil, errors.New("control: ReadTimeout, PoolWait, MaxReads, MaxBodyChars and every request limit must be positive")
 	}
-	if cfg.PoolWait <= 0 {
-		cfg.PoolWait = 2 * time.Second
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 5 * time.Second
-	}
-	if cfg.MaxReads <= 0 {
-		cfg.MaxReads = 8
-	}
-	if cfg.MaxBodyChars <= 0 {
-		cfg.MaxBodyChars = 256 << 10
-	}
-	cfg.Requests = cfg.Requests.withDefaults()
 	return &Service{cfg: cfg, reads: make(chan struct{}, cfg.MaxReads), callers: newCallerLimits(cfg.Requests)}, nil
 }
 

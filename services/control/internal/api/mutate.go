@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -134,11 +135,16 @@ func (s *Service) SeedCutover(ctx context.Context, req *controlv1.SeedCutoverReq
 }
 
 // write runs fn as one fenced transaction on the control role's lock connection, each
-// statement bounded by WriteTimeout and each row-lock wait by less, so a row held by the
+// statement bounded by writeTimeout and each row-lock wait by less, so a row held by the
 // backfill's marker write delays the call but never holds the lock connection near its lease.
+// writeTimeout bounds each statement of a mutating call (statement_timeout; lock waits get
+// less). It stays well under the lock connection's lease (10 s) so a slow write cannot cost
+// the control role.
+const writeTimeout = 5 * time.Second
+
 func (s *Service) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return s.cfg.Writer.Tx(ctx, func(tx pgx.Tx) error {
-		timeout := s.cfg.WriteTimeout.Milliseconds()
+		timeout := writeTimeout.Milliseconds()
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d; SET LOCAL lock_timeout = %d",
 			timeout, timeout*4/5)); err != nil {
 			return fmt.Errorf("set write timeouts: %w", err)

@@ -116,17 +116,7 @@ func New(b *service.Base) (*App, error) {
 		StopTimeout: b.Config.ShutdownTimeout / 2,
 		CallTimeout: c.Control.CallTimeout,
 		Clock:       b.Clock,
-		Bounds: server.Bounds{
-			MaxConnections:        c.Control.MaxConnections,
-			MaxAnonymousCalls:     c.Control.MaxAnonymousCalls,
-			MaxCalls:              c.Control.MaxCalls,
-			MaxConnectionAge:      c.Control.MaxConnectionAge,
-			MaxConnectionAgeGrace: c.Control.MaxConnectionAgeGrace,
-			// The queued bytes of responses not yet read (package sendbudget).
-			MaxQueuedBytesPerConnection: int64(c.Control.MaxQueuedBytesPerConnection),
-			MaxQueuedBytes:              int64(c.Control.MaxQueuedBytes),
-			SendStallTimeout:            c.Control.SendStallTimeout,
-		},
+		Bounds:      c.Control.Bounds,
 	})
 	if err != nil {
 		_ = in.Close()

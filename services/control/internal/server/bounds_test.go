@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
@@ -141,14 +142,21 @@ func (b *blocking) GetStatus(ctx context.Context, _ *controlv1.GetStatusRequest)
 	return &controlv1.GetStatusResponse{}, nil
 }
 
-func serveBounded(t *testing.T, b Bounds, svc controlv1.ControlServiceServer) *grpc.ClientConn {
+// boundsWith is the registry's default bounds (what production starts with) with set applied.
+func boundsWith(set func(b *config.Bounds)) config.Bounds {
+	b := config.Default().Control.Bounds
+	set(&b)
+	return b
+}
+
+func serveBounded(t *testing.T, b config.Bounds, svc controlv1.ControlServiceServer) *grpc.ClientConn {
 	t.Helper()
 	conn, _ := serveBoundedOn(t, b, svc)
 	return conn
 }
 
 // serveBoundedOn is serveBounded that also returns the server's registry.
-func serveBoundedOn(t *testing.T, b Bounds, svc controlv1.ControlServiceServer) (*grpc.ClientConn, *prometheus.Registry) {
+func serveBoundedOn(t *testing.T, b config.Bounds, svc controlv1.ControlServiceServer) (*grpc.ClientConn, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	srv, err := New(Config{
@@ -190,7 +198,7 @@ func TestTapRefusesTheAPIWithoutCredential(t *testing.T) {
 	t.Parallel()
 	svc := &blocking{release: make(chan struct{})}
 	close(svc.release)
-	conn, reg := serveBoundedOn(t, Bounds{MaxCalls: 1}, svc)
+	conn, reg := serveBoundedOn(t, boundsWith(func(b *config.Bounds) { b.MaxCalls = 1 }), svc)
 	client := controlv1.NewControlServiceClient(conn)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -247,7 +255,7 @@ func startedGetStatus(t *testing.T, reg *prometheus.Registry) float64 {
 func TestCallsInFlightAreBounded(t *testing.T) {
 	t.Parallel()
 	svc := &blocking{release: make(chan struct{})}
-	conn := serveBounded(t, Bounds{MaxCalls: 2}, svc)
+	conn := serveBounded(t, boundsWith(func(b *config.Bounds) { b.MaxCalls = 2 }), svc)
 	client := controlv1.NewControlServiceClient(conn)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -282,7 +290,7 @@ func TestCallsInFlightAreBounded(t *testing.T) {
 func TestAnonymousStreamsAreBoundedOverAllConnections(t *testing.T) {
 	t.Parallel()
 	svc := &blocking{release: make(chan struct{})}
-	conn := serveBounded(t, Bounds{MaxAnonymousCalls: 3}, svc)
+	conn := serveBounded(t, boundsWith(func(b *config.Bounds) { b.MaxAnonymousCalls = 3 }), svc)
 	// A second connection: the bound is the server's, not each connection's.
 	other, err := grpc.NewClient(conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -349,7 +357,11 @@ func metadataBasic(ctx context.Context) context.Context {
 // not hold its connection for ever, and its slot comes back.
 func TestConnectionAgeEndsLongStreams(t *testing.T) {
 	t.Parallel()
-	conn := serveBounded(t, Bounds{MaxConnectionAge: 300 * time.Millisecond, MaxConnectionAgeGrace: 300 * time.Millisecond, MaxAnonymousCalls: 1},
+	conn := serveBounded(t, boundsWith(func(b *config.Bounds) {
+		b.MaxConnectionAge = 300 * time.Millisecond
+		b.MaxConnectionAgeGrace = 300 * time.Millisecond
+		b.MaxAnonymousCalls = 1
+	}),
 		&blocking{release: make(chan struct{})})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

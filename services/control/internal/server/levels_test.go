@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/testkit/testlog"
 )
@@ -51,6 +52,7 @@ func TestReadsLogAtDebugMutationsAtInfo(t *testing.T) {
 		Registerer:     prometheus.NewRegistry(),
 		TracerProvider: noop.NewTracerProvider(),
 		StopTimeout:    5 * time.Second,
+		Bounds:         config.Default().Control.Bounds,
 	})
 	if err != nil {
 		t.Fatal(err)

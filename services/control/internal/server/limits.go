@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/services/control/internal/sendbudget"
 )
 
@@ -42,62 +43,6 @@ const (
 	// interval with the count, not one line per call.
 	RefusalLogInterval = 10 * time.Second
 )
-
-// Bounds are the server's global limits (docs/security.md): what all clients together can
-// make it hold, where the constants above bound one connection. Zero fields take the defaults
-// of pkg/config's registry.
-type Bounds struct {
-	// MaxConnections bounds the open connections: one past it is closed when it is accepted,
-	// before any of its bytes are read (control.max-connections).
-	MaxConnections int
-	// MaxAnonymousCalls bounds the calls of the credential-free service (health)
-	// in flight over all connections (control.max-anonymous-calls).
-	MaxAnonymousCalls int
-	// MaxCalls bounds the authenticated calls of the API in flight over all connections
-	// (control.max-calls).
-	MaxCalls int
-	// MaxConnectionAge and MaxConnectionAgeGrace bound a connection's life: past the age the
-	// client is asked to reconnect, past the grace its calls are cut.
-	MaxConnectionAge      time.Duration
-	MaxConnectionAgeGrace time.Duration
-	// MaxQueuedBytesPerConnection and MaxQueuedBytes bound the response bytes queued for
-	// clients that have not read them, per connection and over all connections; the first is
-	// also the largest response message (control.max-queued-bytes-per-connection,
-	// control.max-queued-bytes; package sendbudget).
-	MaxQueuedBytesPerConnection int64
-	MaxQueuedBytes              int64
-	// SendStallTimeout is how long a connection's queued responses may make no progress before
-	// the connection is closed (control.send-stall-timeout).
-	SendStallTimeout time.Duration
-}
-
-func (b Bounds) withDefaults() Bounds {
-	if b.MaxConnections <= 0 {
-		b.MaxConnections = 128
-	}
-	if b.MaxAnonymousCalls <= 0 {
-		b.MaxAnonymousCalls = 128
-	}
-	if b.MaxCalls <= 0 {
-		b.MaxCalls = 64
-	}
-	if b.MaxConnectionAge <= 0 {
-		b.MaxConnectionAge = 30 * time.Minute
-	}
-	if b.MaxConnectionAgeGrace <= 0 {
-		b.MaxConnectionAgeGrace = time.Minute
-	}
-	if b.MaxQueuedBytesPerConnection <= 0 {
-		b.MaxQueuedBytesPerConnection = 8 << 20
-	}
-	if b.MaxQueuedBytes <= 0 {
-		b.MaxQueuedBytes = 16 << 20
-	}
-	if b.SendStallTimeout <= 0 {
-		b.SendStallTimeout = 30 * time.Second
-	}
-	return b
-}
 
 // slots is a counting semaphore that never waits: a bound refuses at once what it cannot
 // hold, since a waiting call would hold its memory all the same.
@@ -366,7 +311,7 @@ func gaugeFunc(name, help string, s *slots) prometheus.GaugeFunc {
 // (issue #57, finding 1) with its metrics: the bytes queued, the messages refused at a bound,
 // the connections closed at the stall timeout. Its refusals and stalls are summarised in the
 // refusal log with the others.
-func newSendBudget(reg prometheus.Registerer, b Bounds, refused *refusalLog) (*sendbudget.Budget, error) {
+func newSendBudget(reg prometheus.Registerer, b config.Bounds, refused *refusalLog) (*sendbudget.Budget, error) {
 	refusedAt := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "msgx_control_grpc_send_refused_total",
 		Help: "Control gRPC calls refused RESOURCE_EXHAUSTED at the bytes a connection (bound=\"connection\", control.max-queued-bytes-per-connection) or all connections (bound=\"total\", control.max-queued-bytes) may hold unread: a response that did not fit, or a call in the tap while the bound was full.",
@@ -375,7 +320,7 @@ func newSendBudget(reg prometheus.Registerer, b Bounds, refused *refusalLog) (*s
 		Name: "msgx_control_grpc_send_stalled_total",
 		Help: "Control gRPC connections closed because their queued responses made no progress for control.send-stall-timeout.",
 	})
-	budget, err := sendbudget.New(sendbudget.Limits{PerConnection: b.MaxQueuedBytesPerConnection, Total: b.MaxQueuedBytes, Stall: b.SendStallTimeout},
+	budget, err := sendbudget.New(sendbudget.Limits{PerConnection: int64(b.MaxQueuedBytesPerConnection), Total: int64(b.MaxQueuedBytes), Stall: b.SendStallTimeout},
 		sendbudget.Hooks{
 			Refused: func(ctx context.Context, bound string) {
 				refusedAt.WithLabelValues(bound).Inc()

@@ -37,6 +37,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 )
 
 // Config configures a Server.
@@ -60,8 +61,10 @@ type Config struct {
 	CallTimeout time.Duration
 	// Clock times the refusal log's intervals; default the real clock.
 	Clock clock.Clock
-	// Bounds are the global limits (control.max-connections and the rest).
-	Bounds Bounds
+	// Bounds are the global limits (docs/security.md): what all clients together can make the
+	// server hold, where the constants of limits.go bound one connection. Every field is set:
+	// the values come from pkg/config's registry.
+	Bounds config.Bounds
 }
 
 // Server is the control gRPC server.
@@ -99,7 +102,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
-	cfg.Bounds = cfg.Bounds.withDefaults()
 	log := cfg.Logger.With("component", "grpc")
 
 	// grpc_server_* metrics on the service's registry, served by the admin /metrics endpoint.

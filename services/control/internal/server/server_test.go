@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -37,6 +38,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 		Registerer:     reg,
 		TracerProvider: noop.NewTracerProvider(),
 		StopTimeout:    5 * time.Second,
+		Bounds:         config.Default().Control.Bounds,
 	})
 	if err != nil {
 		t.Fatal(err)

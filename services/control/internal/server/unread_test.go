@@ -10,11 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
+
 	// The control binary links gzip (through the OTLP exporter), so a client may ask for it.
 	_ "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/msgexchange/msgexchange/testkit/zerowindow"
@@ -115,7 +117,12 @@ func counterWith(t *testing.T, reg *prometheus.Registry, name, label, value stri
 func TestUnreadResponsesAreBounded(t *testing.T) {
 	t.Parallel()
 	const size = 400_000
-	conn, reg := serveBoundedOn(t, Bounds{MaxCalls: 64, MaxQueuedBytesPerConnection: 1 << 20, MaxQueuedBytes: 1_000_000, SendStallTimeout: time.Minute},
+	conn, reg := serveBoundedOn(t, boundsWith(func(b *config.Bounds) {
+		b.MaxCalls = 64
+		b.MaxQueuedBytesPerConnection = 1 << 20
+		b.MaxQueuedBytes = 1_000_000
+		b.SendStallTimeout = time.Minute
+	}),
 		bulky{size: size})
 	first := unreadCalls(t, conn.Target(), 10)
 	tally := answered(t, first, 10)
@@ -161,7 +168,10 @@ func TestUnreadResponsesAreBounded(t *testing.T) {
 // reads at last, or when it resets the stream.
 func TestSlotsAreHeldUntilTheResponseLeaves(t *testing.T) {
 	t.Parallel()
-	conn, reg := serveBoundedOn(t, Bounds{MaxCalls: 3, SendStallTimeout: time.Minute}, bulky{size: 100_000})
+	conn, reg := serveBoundedOn(t, boundsWith(func(b *config.Bounds) {
+		b.MaxCalls = 3
+		b.SendStallTimeout = time.Minute
+	}), bulky{size: 100_000})
 	z := unreadCalls(t, conn.Target(), 3)
 	if tally := answered(t, z, 3); tally["unread"] != 3 {
 		t.Fatalf("3 calls: %v, want 3 unread", tally)
@@ -199,7 +209,7 @@ func TestSlotsAreHeldUntilTheResponseLeaves(t *testing.T) {
 // what it held is given back.
 func TestStalledConnectionIsClosed(t *testing.T) {
 	t.Parallel()
-	conn, reg := serveBoundedOn(t, Bounds{SendStallTimeout: 200 * time.Millisecond}, bulky{size: 100_000})
+	conn, reg := serveBoundedOn(t, boundsWith(func(b *config.Bounds) { b.SendStallTimeout = 200 * time.Millisecond }), bulky{size: 100_000})
 	z := unreadCalls(t, conn.Target(), 5)
 	select {
 	case <-z.Closed():
@@ -219,7 +229,7 @@ func TestStalledConnectionIsClosed(t *testing.T) {
 // reservation of its proto size is settled against what grpc-go queued.
 func TestCompressedResponsesAreCountedAsSent(t *testing.T) {
 	t.Parallel()
-	conn, reg := serveBoundedOn(t, Bounds{SendStallTimeout: time.Minute}, bulky{size: 400_000})
+	conn, reg := serveBoundedOn(t, boundsWith(func(b *config.Bounds) { b.SendStallTimeout = time.Minute }), bulky{size: 400_000})
 	z, err := zerowindow.Dial(t.Context(), conn.Target())
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +255,7 @@ func TestCompressedResponsesAreCountedAsSent(t *testing.T) {
 // The largest response is the connection's budget: one larger is refused, never sent.
 func TestLargestResponseIsTheConnectionBudget(t *testing.T) {
 	t.Parallel()
-	conn, _ := serveBoundedOn(t, Bounds{MaxQueuedBytesPerConnection: 1 << 20}, bulky{size: 1 << 20})
+	conn, _ := serveBoundedOn(t, boundsWith(func(b *config.Bounds) { b.MaxQueuedBytesPerConnection = 1 << 20 }), bulky{size: 1 << 20})
 	_, err := controlv1.NewControlServiceClient(conn).GetMessageBody(bearer(t.Context(), opTok), &controlv1.GetMessageBodyRequest{MsgId: 1})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a 1 MiB response with a 1 MiB connection budget: %v, want RESOURCE_EXHAUSTED", err)

@@ -68,12 +68,7 @@ func run(ctx context.Context, b *service.Base) error {
 		return err
 	}
 	defer func() { _ = out.Close() }()
-	lane := requests.New(requests.Config{
-		Period:  cfg.Pipeline.PollInterval,
-		Timeout: cfg.Req.Timeout,
-		Shadow:  cfg.Shadow,
-		Retry:   cfg.Pipeline.Retry(),
-	}, out, b.Clock, b.Logger, b.Registry)
+	lane := requests.New(requests.FromConfig(cfg), out, b.Clock, b.Logger, b.Registry)
 	listener := notify.New(cfg.PG.DSN, b.Logger, outbox.Channel)
 	elector := b.Elector()
 	return b.Run(ctx, listener.Run, func(ctx context.Context) error {
@@ -87,18 +82,12 @@ func run(ctx context.Context, b *service.Base) error {
 				b.Logger.Warn("kafka producer close", "err", err)
 			}
 		}()
-		d := delivery.New(delivery.Config{
-			PollInterval: cfg.Pipeline.PollInterval,
-			Gather:       cfg.Dispatcher.Gather,
-			Retry:        cfg.Pipeline.Retry(),
-			SendTimeout:  cfg.Kafka.SendTimeout,
-			Lanes: []delivery.Lane{
-				{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: cfg.Dispatcher.Batch,
-					Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicMsg}},
-				{Target: outbox.TargetSchd, Mode: delivery.Latest, Limit: cfg.Schd.FlushLimit, Period: cfg.Schd.FlushPeriod,
-					Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicSchd, NullTombstones: true}},
-			},
-		}, b.Clock, b.Logger, b.Telemetry, b.Registry)
+		d := delivery.New(delivery.FromConfig(cfg,
+			delivery.Lane{Target: outbox.TargetMsg, Mode: delivery.Ordered, Limit: cfg.Dispatcher.Batch,
+				Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicMsg}},
+			delivery.Lane{Target: outbox.TargetSchd, Mode: delivery.Latest, Limit: cfg.Schd.FlushLimit, Period: cfg.Schd.FlushPeriod,
+				Sink: kafka.Target{Producer: producer, Topic: cfg.Kafka.TopicSchd, NullTombstones: true}},
+		), b.Clock, b.Logger, b.Telemetry, b.Registry)
 		return elector.Run(ctx, func(ctx context.Context, s *leader.Session) error {
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error { return d.Run(gctx, s, listener.C()) })

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/retry"
@@ -135,10 +136,24 @@ type Config struct {
 	Lanes []Lane
 	// SendTimeout bounds one Deliver call: an event unanswered by then is a failed attempt.
 	SendTimeout time.Duration
-	// ReadTimeout bounds the read of a round's batch; default 5s.
+	// ReadTimeout bounds the read of a round's batch.
 	ReadTimeout time.Duration
-	// StatsPeriod is how often the backlog gauges are refreshed; default 5s.
+	// StatsPeriod is how often the backlog gauges are refreshed.
 	StatsPeriod time.Duration
+}
+
+// FromConfig is the dispatcher's configuration from the service's (pkg/config's registry),
+// with the lanes the service wires.
+func FromConfig(c config.Config, lanes ...Lane) Config {
+	return Config{
+		PollInterval: c.Pipeline.PollInterval,
+		Gather:       c.Dispatcher.Gather,
+		Retry:        c.Pipeline.Retry(),
+		Lanes:        lanes,
+		SendTimeout:  c.Kafka.SendTimeout,
+		ReadTimeout:  c.Dispatcher.ReadTimeout,
+		StatsPeriod:  c.Dispatcher.StatsPeriod,
+	}
 }
 
 // Dispatcher runs the lanes.
@@ -179,7 +194,7 @@ const (
 	retriesPerWave = 3
 )
 
-// New builds a dispatcher and registers its metrics. It panics on a lane without a Sink or a
+// New builds a dispatcher and registers its metrics; cfg comes from FromConfig. It panics on a lane without a Sink or a
 // limit, or a Latest lane without a period: wiring mistakes.
 func New(cfg Config, clk clock.Clock, logger *slog.Logger, tel *telemetry.Telemetry, reg prometheus.Registerer) *Dispatcher {
 	for _, l := range cfg.Lanes {
@@ -187,9 +202,6 @@ func New(cfg Config, clk clock.Clock, logger *slog.Logger, tel *telemetry.Teleme
 			panic(fmt.Sprintf("delivery: lane %s is incomplete", l.Target))
 		}
 	}
-	cfg.SendTimeout = cmp.Or(cfg.SendTimeout, 30*time.Second)
-	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 5*time.Second)
-	cfg.StatsPeriod = cmp.Or(cfg.StatsPeriod, 5*time.Second)
 	return &Dispatcher{cfg: cfg, clock: clk, logger: logger, telemetry: tel, metrics: newMetrics(reg, cfg.Lanes),
 		lanes: map[string]*laneBackoff{}}
 }

@@ -302,21 +302,13 @@ func (f *fixture) build(o options) {
 		f.t.Fatal(err)
 	}
 	f.reg = prometheus.NewRegistry()
-	f.d = delivery.New(delivery.Config{
-		PollInterval: pipe.PollInterval,
-		Retry:        pipe.Retry(),
-		Lanes:        []delivery.Lane{f.msg, f.schd},
-		SendTimeout:  cmpOr(o.sendTimeout, 20*time.Second),
-		ReadTimeout:  o.readTimeout,
-		StatsPeriod:  100 * time.Millisecond,
-	}, f.clock, slog.New(slog.NewTextHandler(f.logs, nil)), tel, f.reg)
-}
-
-func cmpOr(a, b time.Duration) time.Duration {
-	if a != 0 {
-		return a
-	}
-	return b
+	c := config.Default()
+	c.Pipeline = pipe
+	cfg := delivery.FromConfig(c, f.msg, f.schd)
+	cfg.SendTimeout = cmp.Or(o.sendTimeout, 20*time.Second)
+	cfg.ReadTimeout = cmp.Or(o.readTimeout, cfg.ReadTimeout)
+	cfg.StatsPeriod = 100 * time.Millisecond
+	f.d = delivery.New(cfg, f.clock, slog.New(slog.NewTextHandler(f.logs, nil)), tel, f.reg)
 }
 
 // add writes events in one transaction through outbox.Add, the producer side's contract.

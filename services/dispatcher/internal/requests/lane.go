@@ -9,7 +9,6 @@
 package requests
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 	"github.com/msgexchange/msgexchange/pkg/request"
@@ -53,11 +53,21 @@ type Config struct {
 	// Retry paces the rounds after a COUTMSGS write the server refused for itself; a wait
 	// shorter than Period is Period.
 	Retry retry.Policy
-	// Batch bounds the requests one round writes; default 100.
-	Batch int
-	// DBTimeout bounds each req_track statement on the lock connection; default 5s.
-	DBTimeout time.Duration
 }
+
+// FromConfig is the lane's configuration from the service's (pkg/config's registry).
+func FromConfig(c config.Config) Config {
+	return Config{Period: c.Pipeline.PollInterval, Timeout: c.Req.Timeout, Shadow: c.Shadow, Retry: c.Pipeline.Retry()}
+}
+
+const (
+	// batch bounds the requests one round writes: requests come a few a minute (R-REQ-6 caps
+	// each caller), so a round never needs more, and a round's writes stay short.
+	batch = 100
+	// dbTimeout bounds each req_track statement on the lock connection: below the leader lease
+	// (inbox.timeout's bound), so a stuck statement cannot outlive the term.
+	dbTimeout = 5 * time.Second
+)
 
 // Lane writes the requests to COUTMSGS.
 type Lane struct {
@@ -78,12 +88,8 @@ type Lane struct {
 // errOutage ends a round: the shared MySQL does not answer, which is no request's failure.
 var errOutage = errors.New("requests: shared MySQL outage")
 
-// New builds the lane and registers its metrics.
+// New builds the lane and registers its metrics; cfg comes from FromConfig.
 func New(cfg Config, out Outbound, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Lane {
-	cfg.Period = cmp.Or(cfg.Period, time.Second)
-	cfg.Timeout = cmp.Or(cfg.Timeout, 30*time.Minute)
-	cfg.Batch = cmp.Or(cfg.Batch, 100)
-	cfg.DBTimeout = cmp.Or(cfg.DBTimeout, 5*time.Second)
 	l := &Lane{cfg: cfg, out: out, clock: clk, logger: logger.With("target", Target), metrics: newMetrics(reg)}
 	l.blocked = outage.NewPolicy(outage.Config{
 		Gauge:        "msgx_dispatcher_requests_blocked_seconds",
@@ -140,7 +146,7 @@ func (l *Lane) Round(ctx context.Context, s Session) (sent int, err error) {
 	var pending []request.Request
 	if err := l.do(ctx, s, func(conn *pgx.Conn, ctx context.Context) error {
 		var err error
-		pending, err = request.PendingForSend(ctx, conn, l.cfg.Batch)
+		pending, err = request.PendingForSend(ctx, conn, batch)
 		return err
 	}); err != nil {
 		return 0, err
@@ -255,7 +261,7 @@ func (lane) Report(context.Context, *outage.State) error { return nil }
 // starts from req_track as it was committed.
 func (l *Lane) do(ctx context.Context, s Session, fn func(conn *pgx.Conn, ctx context.Context) error) error {
 	return s.Do(ctx, func(conn *pgx.Conn) error {
-		ctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
+		ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 		defer cancel()
 		err := fn(conn, ctx)
 		if err != nil && db.Classify(err) != outage.Attempt && ctx.Err() == nil {

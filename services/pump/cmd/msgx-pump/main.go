@@ -12,7 +12,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/service"
-	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
 )
@@ -32,14 +31,7 @@ func run(ctx context.Context, b *service.Base) error {
 	proj := projection.New(rdb, cfg.Redis.Prefix, cfg.Redis.Timeout)
 	details := flightstore.NewDetailCache(0)
 
-	p := pump.New(pump.Config{
-		PollInterval: cfg.Pipeline.PollInterval,
-		HeadAgeAlert: cfg.Pipeline.HeadAgeAlert,
-		Retry:        cfg.Pipeline.Retry(),
-		Codec: sis.Options{MaxBytes: cfg.Codec.MaxBytes, MaxDepth: cfg.Codec.MaxDepth, MaxText: cfg.Codec.MaxText,
-			Zone: cfg.Airport.Zone},
-		IdentityDayBounded: cfg.Identity.IncludeDayBoundary,
-	}, pump.NewReadAhead(in, b.Logger), proj, processor.Route(flight.DayRule{Zone: cfg.Airport.Zone, Cutover: cfg.Airport.OperationDayCutover},
+	p := pump.New(pump.FromConfig(cfg), pump.NewReadAhead(in, b.Logger), proj, processor.Route(flight.DayRule{Zone: cfg.Airport.Zone, Cutover: cfg.Airport.OperationDayCutover},
 		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger), processor.WithBatchSize(cfg.Schd.BatchSize),
 		processor.WithRequests(cfg.Req.Timeout), processor.WithDetailCache(details)),
 		b.Clock, b.Logger, b.Telemetry, b.Registry)

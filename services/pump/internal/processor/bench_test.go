@@ -72,7 +72,9 @@ func BenchmarkPumpFLOP(b *testing.B) {
 	}
 	reg := prometheus.NewRegistry()
 	zoneDays := flight.DayRule{Zone: zone}
-	p := pump.New(pump.Config{PollInterval: config.Default().Pipeline.PollInterval, Retry: config.Default().Pipeline.Retry(), Codec: sis.Options{Zone: zone}},
+	pumpConfig := pump.FromConfig(config.Default())
+	pumpConfig.Codec.Zone = zone
+	p := pump.New(pumpConfig,
 		in, projection.New(rd.Client, rd.Prefix, 5*time.Second), processor.Route(zoneDays, processor.WithMetrics(reg)),
 		clock.Real{}, slog.New(slog.DiscardHandler), tel, reg)
 	s := pg.Session(b)

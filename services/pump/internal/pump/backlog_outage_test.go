@@ -69,12 +69,9 @@ func TestBacklogLogsAnOutageOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	var logs testlog.Buffer
-	p := pump.New(pump.Config{
-		PollInterval:    e.cfg.Pipeline.PollInterval,
-		HeadAgeAlert:    e.cfg.Pipeline.HeadAgeAlert,
-		Retry:           e.cfg.Pipeline.Retry(),
-		BacklogInterval: 10 * time.Millisecond,
-	}, pump.NewReadAhead(e.inbox, slog.New(slog.DiscardHandler)), e.proj, processor.Route(flight.DayRule{Zone: zone}),
+	cfg := pump.FromConfig(e.cfg)
+	cfg.BacklogInterval = 10 * time.Millisecond
+	p := pump.New(cfg, pump.NewReadAhead(e.inbox, slog.New(slog.DiscardHandler)), e.proj, processor.Route(flight.DayRule{Zone: zone}),
 		e.clock(), slog.New(slog.NewTextHandler(&logs, nil)), tel, prometheus.NewRegistry())
 	q := &switchExecutor{Executor: e.pg.Pool}
 	q.down.Store(true)

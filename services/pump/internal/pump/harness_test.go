@@ -19,7 +19,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/queue"
-	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
@@ -129,12 +128,9 @@ func (e *env) newPump(t testing.TB, o options) *pump.Pump {
 	if o.quiet {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return pump.New(pump.Config{
-		PollInterval: e.cfg.Pipeline.PollInterval,
-		HeadAgeAlert: e.cfg.Pipeline.HeadAgeAlert,
-		Retry:        e.cfg.Pipeline.Retry(),
-		Codec:        sis.Options{MaxBytes: e.cfg.Codec.MaxBytes, MaxDepth: e.cfg.Codec.MaxDepth, Zone: zone},
-	}, o.raw, o.proj, o.route, e.clock(), logger, tel, o.reg)
+	cfg := pump.FromConfig(e.cfg)
+	cfg.Codec.Zone = zone
+	return pump.New(cfg, o.raw, o.proj, o.route, e.clock(), logger, tel, o.reg)
 }
 
 // session is the term the tests run the pump on, without an election (pgtest.Session).

@@ -5,7 +5,6 @@
 package pump
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/leader"
@@ -172,13 +172,29 @@ type Config struct {
 	Retry              retry.Policy
 	Codec              sis.Options
 	IdentityDayBounded bool
-	// StepTimeout bounds one message's processing step (default 1m). The inbox and Redis
-	// calls have their own, shorter bounds.
+	// StepTimeout bounds one message's processing step. The inbox and Redis calls have their
+	// own, shorter bounds.
 	StepTimeout time.Duration
-	// RecordTimeout bounds writing an outcome and releasing the pipeline lock (default 10s).
+	// RecordTimeout bounds writing an outcome and releasing the pipeline lock.
 	RecordTimeout time.Duration
-	// BacklogInterval is how often RunBacklog refreshes the backlog gauges (default 15s).
+	// BacklogInterval is how often RunBacklog refreshes the backlog gauges.
 	BacklogInterval time.Duration
+}
+
+// FromConfig is the pump's configuration from the service's: every value, and so every
+// default, comes from pkg/config's registry.
+func FromConfig(c config.Config) Config {
+	return Config{
+		PollInterval: c.Pipeline.PollInterval,
+		HeadAgeAlert: c.Pipeline.HeadAgeAlert,
+		Retry:        c.Pipeline.Retry(),
+		Codec: sis.Options{MaxBytes: c.Codec.MaxBytes, MaxDepth: c.Codec.MaxDepth, MaxText: c.Codec.MaxText,
+			Zone: c.Airport.Zone},
+		IdentityDayBounded: c.Identity.IncludeDayBoundary,
+		StepTimeout:        c.Pipeline.StepTimeout,
+		RecordTimeout:      c.Pipeline.RecordTimeout,
+		BacklogInterval:    c.Pipeline.BacklogInterval,
+	}
 }
 
 // Pump is the single FIFO worker.
@@ -201,12 +217,10 @@ type Pump struct {
 	next *queue.Message
 }
 
-// New builds a pump and registers its metrics.
+// New builds a pump and registers its metrics. cfg comes from FromConfig: a zero bound is
+// not read as a default.
 func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock, logger *slog.Logger,
 	tel *telemetry.Telemetry, reg prometheus.Registerer) *Pump {
-	cfg.StepTimeout = cmp.Or(cfg.StepTimeout, time.Minute)
-	cfg.RecordTimeout = cmp.Or(cfg.RecordTimeout, 10*time.Second)
-	cfg.BacklogInterval = cmp.Or(cfg.BacklogInterval, 15*time.Second)
 	p := &Pump{cfg: cfg, inbox: in, project: proj, route: route, clock: clk, logger: logger, telemetry: tel}
 	p.metrics = newMetrics(reg)
 	p.blocked = newOutages(clk.Now, logger, reg)
