@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/logging"
+	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
 // Kind is the type of value a parameter takes. The chart's values schema is generated from it
@@ -338,10 +339,10 @@ func params() []param {
 			}
 			return nil
 		})},
-		{key: "codec.max-bytes", def: "8388608", set: num(func(c *Config) *int { return &c.Codec.MaxBytes }),
+		{key: "codec.max-bytes", def: itoa(sis.DefaultMaxBytes), set: num(func(c *Config) *int { return &c.Codec.MaxBytes }),
 			limit: Limit{Min: itoa(MinCodecMaxBytes), Max: itoa(MaxCodecMaxBytes)}, why: "64 KiB to 16 MiB, the inbox column"},
-		{key: "codec.max-depth", def: "64", set: num(func(c *Config) *int { return &c.Codec.MaxDepth }), limit: positive},
-		{key: "codec.max-text", def: "4096", set: num(func(c *Config) *int { return &c.Codec.MaxText }), limit: positive},
+		{key: "codec.max-depth", def: itoa(sis.DefaultMaxDepth), set: num(func(c *Config) *int { return &c.Codec.MaxDepth }), limit: positive},
+		{key: "codec.max-text", def: itoa(sis.DefaultMaxText), set: num(func(c *Config) *int { return &c.Codec.MaxText }), limit: positive},
 		{key: "outbound.sndr", def: "OMMS", set: str(func(c *Config) *string { return &c.Outbound.Sender })},
 		{key: "outbound.routing-id", def: "AODB", set: custom(KindString, func(c *Config, v string) error {
 			c.Outbound.RoutingID = v

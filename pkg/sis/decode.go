@@ -8,15 +8,15 @@ import (
 	"unicode/utf8"
 )
 
-// Options bound and localise decoding. The zero value is usable.
+// Options bound and localise decoding. The zero value is usable: a zero or negative bound is
+// its default below, which is also the registry's (codec.max-bytes, codec.max-depth,
+// codec.max-text take these constants as their defaults).
 type Options struct {
-	// MaxBytes bounds the message (default 8 MiB when 0 or negative): a generated 2,000-flight
-	// SCHD DNLD is about 1.8 MB, so the default admits four times that.
+	// MaxBytes bounds the message (DefaultMaxBytes).
 	MaxBytes int
-	MaxDepth int // default 64 when 0 (or negative)
+	MaxDepth int // DefaultMaxDepth
 	// MaxText bounds every value: each element's text and each attribute's value, trimmed, in
-	// bytes (default 4 KiB when 0 or negative). The longest SIS fields (remarks) are a few
-	// hundred characters; a longer value would be stored, projected and published as it is.
+	// bytes (DefaultMaxText).
 	MaxText int
 	Zone    *time.Location // airport zone; DefaultZone (UTC+8, Asia/Shanghai) when nil
 	// MaxElements bounds the number of elements and attributes together (default one per 16
@@ -26,10 +26,15 @@ type Options struct {
 	MaxElements int
 }
 
+// The decoder's default bounds.
 const (
-	defaultMaxBytes = 8 << 20
-	defaultMaxDepth = 64
-	defaultMaxText  = 4 << 10
+	// DefaultMaxBytes: a generated 2,000-flight SCHD DNLD is about 1.8 MB, so the default
+	// admits four times that.
+	DefaultMaxBytes = 8 << 20
+	DefaultMaxDepth = 64
+	// DefaultMaxText: the longest SIS fields (remarks) are a few hundred characters; a longer
+	// value would be stored, projected and published as it is.
+	DefaultMaxText = 4 << 10
 	// bytesPerElement derives the default element bound from MaxBytes; minElements keeps it
 	// usable when MaxBytes is small.
 	bytesPerElement = 16
@@ -38,13 +43,13 @@ const (
 
 func (o Options) withDefaults() Options {
 	if o.MaxBytes <= 0 {
-		o.MaxBytes = defaultMaxBytes
+		o.MaxBytes = DefaultMaxBytes
 	}
 	if o.MaxDepth <= 0 {
-		o.MaxDepth = defaultMaxDepth
+		o.MaxDepth = DefaultMaxDepth
 	}
 	if o.MaxText <= 0 {
-		o.MaxText = defaultMaxText
+		o.MaxText = DefaultMaxText
 	}
 	if o.MaxElements <= 0 {
 		o.MaxElements = max(o.MaxBytes/bytesPerElement, minElements)

@@ -7,11 +7,9 @@ package main
 import (
 	"context"
 	"os"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/service"
@@ -44,19 +42,7 @@ func run(ctx context.Context, b *service.Base) error {
 		Shadow:      cfg.Shadow,
 		MaxAttempts: p.BackfillMaxAttempts,
 	}, in, b.Clock, b.Logger, b.Telemetry, b.Registry)
-	cleaner := maintenance.New(maintenance.Config{
-		ProcRetention:    p.ProcRetention,
-		EventRetention:   p.EventRetention,
-		SnapLogRetention: cfg.Schd.SnapLogRetention,
-		ReqRetention:     p.ReqRetention,
-		Batch:            cfg.Retention.Batch,
-		Pause:            retentionPause(cfg.Retention.Pause),
-		History: flightstore.HistoryPolicy{
-			Retention:   cfg.Flight.HistoryRetention,
-			QuietPeriod: cfg.Flight.QuietPeriod,
-			Zone:        cfg.Airport.Zone,
-		},
-	}, forget, b.Clock, b.Logger, b.Registry)
+	cleaner := maintenance.New(maintenance.FromConfig(cfg), forget, b.Clock, b.Logger, b.Registry)
 	sentry := sentinel.New(sentinel.FromConfig(cfg), projection.New(rdb, cfg.Redis.Prefix, cfg.Redis.Timeout), b.Clock, b.Logger, b.Registry)
 	republish := republisher.New(republisher.FromConfig(cfg), b.Clock, b.Logger, b.Registry)
 	elector := b.Elector()
@@ -71,13 +57,4 @@ func run(ctx context.Context, b *service.Base) error {
 			return g.Wait()
 		})
 	})
-}
-
-// retentionPause maps the setting's 0 ("no pause") to the cleaner's negative: its zero means
-// the default.
-func retentionPause(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }

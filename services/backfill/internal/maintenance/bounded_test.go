@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/testkit/benchdata"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
@@ -46,13 +47,16 @@ func TestSweepOfManyRowsTakesBoundedBatches(t *testing.T) {
 	const batch = 5000
 	r := redistest.New(t)
 	now := time.Now()
-	c := New(Config{
-		Batch: batch, Pause: time.Millisecond, Statement: 5 * time.Second,
-		ProcRetention: 24 * time.Hour, EventRetention: 6 * 24 * time.Hour,
-		SnapLogRetention: 90 * 24 * time.Hour, ReqRetention: 30 * 24 * time.Hour,
-		// A retention longer than the data keeps the history sweep out of this count.
-		History: flightstore.HistoryPolicy{Retention: 365 * 24 * time.Hour, QuietPeriod: 365 * 24 * time.Hour, Zone: time.UTC},
-	}, NewRedisForgetter(r.Client, r.Prefix, 2*time.Second), clock.NewMutable(now),
+	cfg := FromConfig(config.Default())
+	cfg.Batch = batch
+	cfg.Pause = time.Millisecond
+	cfg.ProcRetention = 24 * time.Hour
+	cfg.EventRetention = 6 * 24 * time.Hour
+	cfg.SnapLogRetention = 90 * 24 * time.Hour
+	cfg.ReqRetention = 30 * 24 * time.Hour
+	// A retention longer than the data keeps the history sweep out of this count.
+	cfg.History = flightstore.HistoryPolicy{Retention: 365 * 24 * time.Hour, QuietPeriod: 365 * 24 * time.Hour, Zone: time.UTC}
+	c := New(cfg, NewRedisForgetter(r.Client, r.Prefix, 2*time.Second), clock.NewMutable(now),
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 
 	expired := func() (proc, events int64) {

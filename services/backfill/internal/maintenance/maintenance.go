@@ -9,7 +9,6 @@
 package maintenance
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
@@ -32,12 +32,12 @@ import (
 // deletion is fenced by it.
 type Session = db.Txer
 
-// Config is what the sweeps need. Zero durations and sizes mean the defaults.
+// Config is what the sweeps need; FromConfig fills it from the registry.
 type Config struct {
-	Period    time.Duration // how often every sweep runs; default 1m
-	Batch     int           // rows per deleting transaction; default 500
-	Statement time.Duration // statement timeout of one batch; default 5s, under the 10s lease
-	// Pause bounds the random pause between two full batches; default 1s, negative = none.
+	Period    time.Duration // how often every sweep runs
+	Batch     int           // rows per deleting transaction (retention.batch)
+	Statement time.Duration // statement timeout of one batch, under the 10s lease
+	// Pause bounds the random pause between two full batches (retention.pause); 0 = none.
 	Pause time.Duration
 
 	ProcRetention    time.Duration // pipeline.proc-retention
@@ -45,16 +45,31 @@ type Config struct {
 	SnapLogRetention time.Duration // schd.snap-log-retention
 	ReqRetention     time.Duration // pipeline.req-retention
 	History          flightstore.HistoryPolicy
-	HistoryBatch     int // flights read per history round; default 100
+	HistoryBatch     int // flights read per history round
 }
 
-func (c Config) withDefaults() Config {
-	c.Period = cmp.Or(c.Period, time.Minute)
-	c.Batch = cmp.Or(c.Batch, 500)
-	c.Statement = cmp.Or(c.Statement, 5*time.Second)
-	c.Pause = cmp.Or(c.Pause, time.Second)
-	c.HistoryBatch = cmp.Or(c.HistoryBatch, 100)
-	return c
+// FromConfig is the sweeps' configuration from the service's (pkg/config's registry). The
+// period, the statement bound and the history round are fixed: a minute keeps a day's expiries
+// far ahead of the sweep, 5s stays under the lock connection's lease with the pipeline's
+// writes going on (retention.batch is bounded to fit it), and a hundred flights keep one
+// history round's transaction short.
+func FromConfig(c config.Config) Config {
+	return Config{
+		Period:           time.Minute,
+		Batch:            c.Retention.Batch,
+		Statement:        5 * time.Second,
+		Pause:            c.Retention.Pause,
+		ProcRetention:    c.Pipeline.ProcRetention,
+		EventRetention:   c.Pipeline.EventRetention,
+		SnapLogRetention: c.Schd.SnapLogRetention,
+		ReqRetention:     c.Pipeline.ReqRetention,
+		History: flightstore.HistoryPolicy{
+			Retention:   c.Flight.HistoryRetention,
+			QuietPeriod: c.Flight.QuietPeriod,
+			Zone:        c.Airport.Zone,
+		},
+		HistoryBatch: 100,
+	}
 }
 
 // Forgetter removes a flight's Redis projection once the flight has left the current state.
@@ -81,7 +96,6 @@ type job struct {
 
 // New builds the cleaner and registers its metrics.
 func New(cfg Config, forget Forgetter, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Cleaner {
-	cfg = cfg.withDefaults()
 	for name, d := range map[string]time.Duration{"proc-retention": cfg.ProcRetention, "event-retention": cfg.EventRetention,
 		"snap-log-retention": cfg.SnapLogRetention, "req-retention": cfg.ReqRetention,
 		"history-retention": cfg.History.Retention, "quiet-period": cfg.History.QuietPeriod} {

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
@@ -45,16 +46,16 @@ func setup(t *testing.T, forget func(b *bundle) Forgetter) (*Cleaner, *bundle) {
 	if forget != nil {
 		f = forget(b)
 	}
-	c := New(Config{
-		Batch:            2, // several batches per sweep
-		Statement:        500 * time.Millisecond,
-		Pause:            -1,
-		ProcRetention:    24 * time.Hour,
-		EventRetention:   7 * 24 * time.Hour,
-		SnapLogRetention: 90 * 24 * time.Hour,
-		ReqRetention:     30 * 24 * time.Hour,
-		History:          flightstore.HistoryPolicy{Retention: 3 * 24 * time.Hour, QuietPeriod: 2 * 24 * time.Hour, Zone: zone},
-	}, f, b.clk, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	cfg := FromConfig(config.Default())
+	cfg.Batch = 2 // several batches per sweep
+	cfg.Statement = 500 * time.Millisecond
+	cfg.Pause = 0
+	cfg.ProcRetention = 24 * time.Hour
+	cfg.EventRetention = 7 * 24 * time.Hour
+	cfg.SnapLogRetention = 90 * 24 * time.Hour
+	cfg.ReqRetention = 30 * 24 * time.Hour
+	cfg.History = flightstore.HistoryPolicy{Retention: 3 * 24 * time.Hour, QuietPeriod: 2 * 24 * time.Hour, Zone: zone}
+	c := New(cfg, f, b.clk, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	return c, b
 }
 

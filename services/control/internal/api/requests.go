@@ -195,25 +195,24 @@ type DailyConfig struct {
 	// registered.
 	At   time.Duration
 	Zone *time.Location
-	// Check is how often the timer looks; default 30s.
-	Check time.Duration
 }
+
+// dailyCheck is how often the daily timer looks: well inside the minute a time of day names,
+// and cheap (one indexed read).
+const dailyCheck = 30 * time.Second
 
 // RunDaily registers, once a day after cfg.At airport time, the RQFD for the next operation
 // day, until ctx ends. It runs in the active instance only (the app starts it with each term)
 // and writes through the same fenced transaction as the RPCs. It looks at once and then every
-// Check: a term that starts after the time of day (a restart, a failover) still registers the
+// dailyCheck: a term that starts after the time of day (a restart, a failover) still registers the
 // day's request, and a day whose request was registered already (by the timer or an operator,
 // after the time of day) is left alone.
 func (s *Service) RunDaily(ctx context.Context, cfg DailyConfig, logger *slog.Logger) error {
-	if cfg.Check <= 0 {
-		cfg.Check = 30 * time.Second
-	}
-	t := time.NewTicker(cfg.Check)
+	t := time.NewTicker(dailyCheck)
 	defer t.Stop()
 	for {
 		if err := s.dailyOnce(ctx, cfg, logger); err != nil && ctx.Err() == nil {
-			logger.WarnContext(ctx, "daily schedule request not registered; next look in "+cfg.Check.String(), "err", err)
+			logger.WarnContext(ctx, "daily schedule request not registered; next look in "+dailyCheck.String(), "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -167,6 +167,7 @@ func serveBoundedOn(t *testing.T, b config.Bounds, svc controlv1.ControlServiceS
 		Registerer:     reg,
 		TracerProvider: noop.NewTracerProvider(),
 		StopTimeout:    2 * time.Second,
+		CallTimeout:    config.Default().Control.CallTimeout,
 		Bounds:         b,
 	})
 	if err != nil {

@@ -52,6 +52,7 @@ func TestReadsLogAtDebugMutationsAtInfo(t *testing.T) {
 		Registerer:     prometheus.NewRegistry(),
 		TracerProvider: noop.NewTracerProvider(),
 		StopTimeout:    5 * time.Second,
+		CallTimeout:    config.Default().Control.CallTimeout,
 		Bounds:         config.Default().Control.Bounds,
 	})
 	if err != nil {

@@ -57,7 +57,7 @@ type Config struct {
 	// StopTimeout bounds the graceful stop: calls still running after it are cut.
 	StopTimeout time.Duration
 	// CallTimeout is the server-side deadline of every call of the API's services
-	// (control.call-timeout); default 10s.
+	// (control.call-timeout).
 	CallTimeout time.Duration
 	// Clock times the refusal log's intervals; default the real clock.
 	Clock clock.Clock
@@ -93,11 +93,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Propagator == nil {
 		cfg.Propagator = propagation.TraceContext{}
 	}
-	if cfg.StopTimeout <= 0 {
-		cfg.StopTimeout = 10 * time.Second
-	}
-	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = 10 * time.Second
+	// Both come from the registry (control.call-timeout, shutdown-timeout) through app.New.
+	if cfg.StopTimeout <= 0 || cfg.CallTimeout <= 0 {
+		return nil, errors.New("server: StopTimeout and CallTimeout must be positive")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}

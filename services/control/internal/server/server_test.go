@@ -38,6 +38,7 @@ func TestPanicBecomesInternal(t *testing.T) {
 		Registerer:     reg,
 		TracerProvider: noop.NewTracerProvider(),
 		StopTimeout:    5 * time.Second,
+		CallTimeout:    config.Default().Control.CallTimeout,
 		Bounds:         config.Default().Control.Bounds,
 	})
 	if err != nil {
