@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/notify"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
-	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
@@ -125,7 +125,7 @@ func TestRecordOverTheTopicLimitIsRefused(t *testing.T) {
 		}
 	}
 
-	f.broker.setTopicConfig(t, f.broker.topicMsg, "max.message.bytes", strconv.Itoa(kafka.DefaultMaxMessageBytes))
+	f.broker.setTopicConfig(t, f.broker.topicMsg, "max.message.bytes", strconv.Itoa(config.Default().Kafka.MaxMessageBytes))
 	if err := outbox.Requeue(ctx, f.db.Pool, rows[0].ID, f.clock.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -191,7 +191,7 @@ func flidsOn(t testing.TB, prefix string, p int32, want bool, n int) []string {
 // the one before; no other test has it.
 func (f *fixture) newProducer() *kafka.Producer {
 	f.t.Helper()
-	cfg := kafka.Config("msgx-dispatcher-test", kafka.DefaultMaxMessageBytes)
+	cfg := kafka.Config("msgx-dispatcher-test", config.Default().Kafka.MaxMessageBytes)
 	if f.tune != nil {
 		f.tune(cfg)
 	}
@@ -266,7 +266,7 @@ func setup(t testing.TB, o options) *fixture {
 // own and the dispatcher.
 func newFixture(t testing.TB, b *broker, o options) *fixture {
 	t.Helper()
-	f := &fixture{t: t, db: pgtest.New(t), broker: b, txnID: kafkatest.Name(kafka.DefaultTransactionalID),
+	f := &fixture{t: t, db: pgtest.New(t), broker: b, txnID: kafkatest.Name(config.Default().Kafka.TransactionalID),
 		clock: clock.NewMutable(t0), reg: prometheus.NewRegistry(), tune: o.tune,
 		logs: &logBuffer{}}
 	f.s = f.db.Session(t)

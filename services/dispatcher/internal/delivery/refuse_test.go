@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
-	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 )
 
 // bigPayload is a JSON document whose record cannot fit in the broker's default
 // message.max.bytes (1048588).
 func bigPayload(flid string) []byte {
-	return fmt.Appendf(nil, `{"flid":%q,"REMC":%q}`, flid, strings.Repeat("x", kafka.DefaultMaxMessageBytes))
+	return fmt.Appendf(nil, `{"flid":%q,"REMC":%q}`, flid, strings.Repeat("x", config.Default().Kafka.MaxMessageBytes))
 }
 
 // TestOversizedEventIsDeadAtOnce: an event whose record is larger than the brokers accept is

@@ -53,9 +53,6 @@ const commitTimeout = 5 * time.Second
 // sarama (where its refusal would also fail the transaction of every record sent with it).
 var ErrRecordTooLarge = errors.New("kafka: record larger than the brokers accept")
 
-// DefaultMaxMessageBytes is Kafka's default message.max.bytes: 1 MiB plus the log overhead.
-const DefaultMaxMessageBytes = 1048588
-
 // Kafka counts a record batch's size with the 12-byte log overhead (offset and length) in front
 // of the 49 bytes of the v2 batch header that sarama counts (Kafka's LOG_OVERHEAD and
 // RECORD_BATCH_OVERHEAD).
@@ -81,10 +78,6 @@ type Record struct {
 	Headers [][2]string
 }
 
-// DefaultTransactionalID is the prefix of the transactional ids; the topic is appended, so each
-// lane (one topic each) has its own id and its own single transaction at a time.
-const DefaultTransactionalID = "msgx-dispatcher"
-
 // protocolVersion is the Kafka protocol version the dispatcher's clients speak: the producer and
 // the readiness probe (Answers). Kafka 4 brokers refuse the versions below 2.1 (KIP-896);
 // TestConfiguredVersionServesKafka4 runs it against the real broker.
@@ -93,12 +86,9 @@ var protocolVersion = sarama.V2_8_0_0
 // Config returns the sarama configuration of the producer contract. The network bounds are
 // short so that a fence, which runs while the role's lock connection waits, ends well inside
 // the lock connection's idle timeout. maxMessageBytes is the brokers' message.max.bytes
-// (DefaultMaxMessageBytes when 0 or negative): sarama's own batch bound is set from it, so that
+// (kafka.max-message-bytes, at least config.MinKafkaMaxMessageBytes): sarama's own batch bound is set from it, so that
 // no batch it builds of records that fit one by one is larger than the broker accepts.
 func Config(clientID string, maxMessageBytes int) *sarama.Config {
-	if maxMessageBytes <= 0 {
-		maxMessageBytes = DefaultMaxMessageBytes
-	}
 	c := sarama.NewConfig()
 	// sarama counts a batch without the log overhead.
 	c.Producer.MaxMessageBytes = maxMessageBytes - logOverhead
@@ -186,7 +176,8 @@ type answer struct {
 // a transactional id, and the probe is closed again): start-up fails without it, there is no
 // fallback. The transactional producers are made per term by Fence, never here, so a standby
 // starting up does not fence the active instance. txnID is the transactional id prefix, the same
-// for every instance (default DefaultTransactionalID); maxMessageBytes is the brokers'
+// for every instance (kafka.transactional-id): the topic is appended, so each lane (one topic
+// each) has its own id and its own single transaction at a time; maxMessageBytes is the brokers'
 // message.max.bytes (Config).
 func New(brokers []string, clientID, txnID string, maxMessageBytes int) (*Producer, error) {
 	if len(brokers) == 0 {

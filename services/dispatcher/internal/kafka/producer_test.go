@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
@@ -56,7 +57,7 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 		v := kversion.V2_8_0()
 		v.SetMaxKeyVersion(int16(kmsg.InitProducerID), -1)
 		_, addrs := cluster(t, kfake.MaxVersions(v))
-		if p, err := kafka.New(addrs, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes); err == nil {
+		if p, err := kafka.New(addrs, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes); err == nil {
 			_ = p.Close(time.Second)
 			t.Fatal("producer started against a broker without InitProducerID")
 		}
@@ -75,14 +76,14 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 			resp.ProducerID, resp.ProducerEpoch = -1, -1
 			return resp, nil, true
 		})
-		if p, err := kafka.New(addrs, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes); err == nil {
+		if p, err := kafka.New(addrs, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes); err == nil {
 			_ = p.Close(time.Second)
 			t.Fatal("producer started although the broker refused InitProducerID")
 		}
 	})
 	t.Run("idempotence available", func(t *testing.T) {
 		t.Parallel()
-		p, err := kafka.New(kafkatest.Shared(t).Addrs, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes)
+		p, err := kafka.New(kafkatest.Shared(t).Addrs, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,14 +103,14 @@ func TestContract(t *testing.T) {
 		"protocol below 2.8": func(c *sarama.Config) { c.Version = sarama.V2_7_0_0 },
 	}
 	for name, breakIt := range breakers {
-		c := kafka.Config("test", kafka.DefaultMaxMessageBytes)
+		c := kafka.Config("test", config.Default().Kafka.MaxMessageBytes)
 		breakIt(c)
-		if p, err := kafka.NewWithConfig([]string{"127.0.0.1:1"}, c, kafka.DefaultTransactionalID); err == nil {
+		if p, err := kafka.NewWithConfig([]string{"127.0.0.1:1"}, c, config.Default().Kafka.TransactionalID); err == nil {
 			_ = p.Close(time.Second)
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	c := kafka.Config("test", kafka.DefaultMaxMessageBytes)
+	c := kafka.Config("test", config.Default().Kafka.MaxMessageBytes)
 	if !c.Producer.Idempotent || c.Producer.RequiredAcks != sarama.WaitForAll || c.Net.MaxOpenRequests != 1 ||
 		c.Producer.Retry.Max < 1 || !c.Version.IsAtLeast(sarama.V2_8_0_0) {
 		t.Fatalf("Config breaks the contract: %+v", c.Producer)
@@ -131,7 +132,7 @@ func TestConfiguredVersionServesKafka4(t *testing.T) {
 		withHeaders := rec(topic, "F1", "v1")
 		withHeaders.Headers = [][2]string{{kafkarecord.HeaderEventID, "1"}, {kafkarecord.HeaderStateVersion, "1"}}
 		if errs := publish(t, p, time.Minute, withHeaders, rec(topic, "F2", "")); errs[0] != nil || errs[1] != nil {
-			t.Fatalf("publish with %s: %v, %v", kafka.Config("test", 0).Version, errs[0], errs[1])
+			t.Fatalf("publish with %s: %v, %v", kafka.Config("test", config.Default().Kafka.MaxMessageBytes).Version, errs[0], errs[1])
 		}
 		if got := readCommitted(t, c.Addrs, topic, 2); len(got) != 2 || got[0] != "v1" || got[1] != "<null>" {
 			t.Fatalf("topic holds %q, want v1 and the tombstone", got)
@@ -185,7 +186,7 @@ func rec(topic, key, value string) kafka.Record {
 // fenced is a producer of the transactional id prefix txnID, fenced for topic.
 func fenced(t *testing.T, addrs []string, topic, txnID, clientID string) *kafka.Producer {
 	t.Helper()
-	p, err := kafka.New(addrs, clientID, txnID, kafka.DefaultMaxMessageBytes)
+	p, err := kafka.New(addrs, clientID, txnID, config.Default().Kafka.MaxMessageBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 )
 
@@ -39,7 +40,7 @@ func TestRefused(t *testing.T) {
 		}
 	}
 	// What New really returns when nothing listens is an outage.
-	p, err := kafka.New([]string{"127.0.0.1:1"}, "test", kafka.DefaultTransactionalID, kafka.DefaultMaxMessageBytes)
+	p, err := kafka.New([]string{"127.0.0.1:1"}, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes)
 	if err == nil {
 		_ = p.Close(time.Second)
 		t.Fatal("New succeeded with no broker listening")
