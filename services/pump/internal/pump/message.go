@@ -212,13 +212,16 @@ func (m *message) underLock(ctx context.Context, steps func(h *held, ctx context
 			return h.end(o)
 		})
 	})
+	if err != nil {
+		// A head read with a release that did not go through says nothing.
+		m.next = nil
+	}
 	switch {
 	case errors.Is(err, queue.ErrNotUnfinished):
 		return outcome{gone: true}
 	case err != nil:
 		return failedCall(outage.Postgres, db.Classify(err), err.Error(), err)
 	}
-	m.p.next = m.next
 	if m.trail != nil {
 		// The message SUCCEEDED with the release; its trail follows, outside the lock (R-TX-7).
 		_ = m.s.Do(ctx, func(conn *pgx.Conn) error { m.appendTrail(ctx, conn, m.trail); return nil })

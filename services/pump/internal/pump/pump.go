@@ -212,9 +212,6 @@ type Pump struct {
 	alerted int64
 	// blocked is the outage policy, with the outage the pump is waiting out, if any.
 	blocked *outage.Policy
-	// next is the head read in the round trip that finished the previous message, for the tick
-	// that follows at once; nil otherwise.
-	next *queue.Message
 }
 
 // New builds a pump and registers its metrics. cfg comes from FromConfig: a zero bound is
@@ -231,13 +228,16 @@ func New(cfg Config, in RawReader, proj Projector, route Router, clk clock.Clock
 // Run processes heads until ctx ends. wake delivers wake-ups (NOTIFY from ingest and replay);
 // the poll interval is only the fallback.
 func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
-	// A head read in an earlier term says nothing of this one: another holder may have run it.
-	p.next = nil
+	// next is the head read in the round trip that finished the previous message, for the tick
+	// that follows at once; nil otherwise. It starts nil: a head read in an earlier term says
+	// nothing of this one, where another holder may have run it.
+	var next *queue.Message
 	if t, ok := p.inbox.(Termed); ok {
 		defer t.Term(ctx)()
 	}
 	for ctx.Err() == nil {
-		wait, err := p.tick(ctx, s, true)
+		wait, following, err := p.tick(ctx, s, next)
+		next = following
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -251,7 +251,7 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 			continue
 		}
 		// A head read before a wait may be stale after it.
-		p.next = nil
+		next = nil
 		// During an outage a wake-up (new rows, a replay) changes nothing: the head cannot run
 		// until the dependency answers, and probing on every enqueue would hammer it.
 		wakeup := wake
@@ -272,23 +272,19 @@ func (p *Pump) Run(ctx context.Context, s Session, wake <-chan struct{}) error {
 // Tick handles the current head once (R-PUMP-3) and returns how long to wait before the
 // next tick (0 = go on at once).
 func (p *Pump) Tick(ctx context.Context, s Session) (time.Duration, error) {
-	return p.tick(ctx, s, false)
+	wait, _, err := p.tick(ctx, s, nil)
+	return wait, err
 }
 
-// tick is Tick; when chained, it is the tick that follows the previous one at once in Run's
-// loop, and takes the head the previous one read with its release (p.next) instead of reading
-// it again: nothing between the two could have changed it but the other writers of proc_state
-// (ingest, replay), whose changes are processed one tick later, as if they had committed a
-// moment later.
-func (p *Pump) tick(ctx context.Context, s Session, chained bool) (time.Duration, error) {
-	next := p.next
-	p.next = nil
-	if !chained {
-		next = nil
-	}
+// tick is Tick. next, when not nil, is the head the previous tick read with its release, in
+// the tick that follows it at once in Run's loop: it is taken instead of reading the head
+// again, since nothing between the two could have changed it but the other writers of
+// proc_state (ingest, replay), whose changes are processed one tick later, as if they had
+// committed a moment later. It returns the head this tick read with its release, if any.
+func (p *Pump) tick(ctx context.Context, s Session, next *queue.Message) (time.Duration, *queue.Message, error) {
 	if !p.blocked.Resume(ctx, term{p, s}) {
 		// Still blocked: the next probe after the backoff of the probes so far.
-		return p.outageWait(), nil
+		return p.outageWait(), nil, nil
 	}
 	var head queue.Message
 	var ok bool
@@ -301,18 +297,18 @@ func (p *Pump) tick(ctx context.Context, s Session, chained bool) (time.Duration
 		head, ok, err = queue.Head(ctx, conn)
 		return err
 	}); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	now := p.clock.Now()
 	if !ok {
 		p.observeHead(ctx, nil, now)
-		return p.cfg.PollInterval, nil
+		return p.cfg.PollInterval, nil, nil
 	}
 	p.observeHead(ctx, &head, now)
 	if head.State == queue.Failed && head.NextAttemptAt != nil && head.NextAttemptAt.After(now) {
 		// The head waits for its retry; nothing behind it may run (head-of-line blocking). A
 		// wake-up (a replay resetting the retry time) ends the wait early.
-		return head.NextAttemptAt.Sub(now), nil
+		return head.NextAttemptAt.Sub(now), nil, nil
 	}
 	if head.State == queue.Failed && p.cfg.Retry.Exhausted(head.Attempts) {
 		// Exhaustion is decided by attempts only (R-PUMP-4), in one statement under the
@@ -332,14 +328,15 @@ func (p *Pump) tick(ctx context.Context, s Session, chained bool) (time.Duration
 			p.logger.ErrorContext(ctx, "message exhausted its attempts: DEAD(EXHAUSTED), needs an operator", "msg_id", head.MsgID,
 				"attempts", head.Attempts, "last_error_class", deref((*string)(head.ErrorClass)), "last_error", deref(head.LastError))
 		}
-		return 0, err
+		return 0, nil, err
 	}
-	if !p.processOne(ctx, s, head) {
+	recorded, following := p.processOne(ctx, s, head)
+	if !recorded {
 		// The outcome could not be written although the session is up (a read-only server,
 		// say): the message is still the head, and trying again at once would spin.
-		return p.cfg.PollInterval, nil
+		return p.cfg.PollInterval, nil, nil
 	}
-	return p.outageWait(), nil
+	return p.outageWait(), following, nil
 }
 
 // observeHead exports the head's ages and logs once when the head has been failing for
@@ -400,8 +397,8 @@ func failedCall(dependency string, verdict outage.Verdict, reason string, err er
 // processOne follows R-PUMP-8. Every outcome is recorded where it is decided, while the
 // message is held; a failure caused by the service stopping or by the lost lock is not an
 // attempt of the message and is not counted. It reports false when the outcome could not be
-// recorded.
-func (p *Pump) processOne(parent context.Context, s Session, head queue.Message) bool {
+// recorded, and returns the next head when the message's release read it.
+func (p *Pump) processOne(parent context.Context, s Session, head queue.Message) (recorded bool, next *queue.Message) {
 	started := p.clock.Now()
 	ctx, cancel := context.WithTimeout(parent, p.cfg.StepTimeout)
 	defer cancel()
@@ -429,16 +426,16 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 	switch {
 	case o.gone:
 		p.logger.InfoContext(ctx, "message is no longer unfinished; nothing to record", "msg_id", head.MsgID)
-		return true
+		return true, m.next
 	case o.state == queue.Failed && (parent.Err() != nil || errors.Is(o.err, leader.ErrLost)):
 		p.logger.InfoContext(ctx, "interrupted by shutdown or lost leadership; the attempt is not counted",
 			"msg_id", head.MsgID, "err", o.err)
-		return true
+		return true, m.next
 	case o.dependency != "" && p.blocked.Outage(parent, term{p, s}, o.dependency, o.verdict):
 		// Not the message's fault: it keeps the head, uncharged, until the dependency answers.
 		span.SetAttributes(attribute.String("blocked_on", o.dependency))
 		p.blocked.Block(parent, term{p, s}, o.dependency, head.MsgID, o.reason)
-		return true
+		return true, m.next
 	}
 	// The step's context may have expired (that is the failure being recorded), so the
 	// outcome gets its own bound.
@@ -450,10 +447,10 @@ func (p *Pump) processOne(parent context.Context, s Session, head queue.Message)
 		span.SetStatus(codes.Error, err.Error())
 		if !errors.Is(err, queue.ErrNotUnfinished) && parent.Err() == nil {
 			p.logger.ErrorContext(ctx, "recording the outcome failed; the message stays the head", "msg_id", head.MsgID, "err", err)
-			return false
+			return false, nil
 		}
 	}
-	return true
+	return true, m.next
 }
 
 // withPipelineLock runs fn holding the pipeline lock, a session lock on the lock connection.
