@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -15,8 +16,18 @@ type Blocked = outage.State
 // SetBlocked records, under Do on the lock connection, that the term's role is blocked (b set)
 // or working again (b nil), for GetStatus. Fenced like the heartbeat: it writes only the row of
 // the term this connection holds, so a deposed holder cannot mark its successor.
+//
+// It is every role's outage.Loop Report, with one rule: the statement is bounded like a
+// connection check, so a report never holds the lock connection near its lease, and a lost
+// term reports nothing (nil): its successor starts unblocked.
 func (s *Session) SetBlocked(ctx context.Context, b *Blocked) error {
-	return s.Do(ctx, func(conn *pgx.Conn) error { return setBlocked(ctx, conn, s.role, b) })
+	ctx, cancel := context.WithTimeout(ctx, s.checkTimeout)
+	defer cancel()
+	err := s.Do(ctx, func(conn *pgx.Conn) error { return setBlocked(ctx, conn, s.role, b) })
+	if errors.Is(err, ErrLost) {
+		return nil
+	}
+	return err
 }
 
 func setBlocked(ctx context.Context, conn *pgx.Conn, role Role, b *Blocked) error {

@@ -256,7 +256,7 @@ func (e *Elector) hold(ctx context.Context, conn *pgx.Conn, work func(context.Co
 		pid:          conn.PgConn().PID(),
 		since:        e.cfg.Clock.Now(),
 		sem:          make(chan struct{}, 1),
-		cleanTimeout: e.checkTimeout,
+		checkTimeout: e.checkTimeout,
 	}
 	s.lose = func(err error) {
 		cancel(err)

@@ -303,7 +303,9 @@ func TestSessionSetBlocked(t *testing.T) {
 		done chan error
 	}
 	steps := make(chan step)
-	start(t, e, func(ctx context.Context, s *leader.Session) error {
+	held := make(chan *leader.Session, 1)
+	r := start(t, e, func(ctx context.Context, s *leader.Session) error {
+		held <- s
 		if s.Role() != role {
 			t.Errorf("session role %q, want %q", s.Role(), role)
 		}
@@ -339,6 +341,15 @@ func TestSessionSetBlocked(t *testing.T) {
 	set(nil)
 	if b := blocked(); b != nil {
 		t.Errorf("blocked = %+v after clearing", b)
+	}
+	// A term that ended has nothing to report on: SetBlocked is a no-op that succeeds, so no
+	// role's outage loop tells a lost term from a working one (its successor starts unblocked).
+	s := <-held
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetBlocked(t.Context(), &leader.Blocked{Dependency: "redis", Since: since}); err != nil {
+		t.Errorf("SetBlocked after the term ended = %v, want nil", err)
 	}
 }
 

@@ -13,11 +13,13 @@ import (
 
 // Session is one held term: the lock connection, valid until the work function returns.
 type Session struct {
-	role         Role
-	conn         *pgx.Conn
-	pid          uint32
-	since        time.Time
-	cleanTimeout time.Duration
+	role  Role
+	conn  *pgx.Conn
+	pid   uint32
+	since time.Time
+	// checkTimeout bounds one short statement of the session's own (a blocked state's report)
+	// and the wait for the connection at the term's end: a connection check's bound.
+	checkTimeout time.Duration
 	lose         func(error) // cancels the term with cause err and marks the elector standby
 
 	// sem serialises use of conn (pgx.Conn is not safe for concurrent use) between the work and
@@ -78,7 +80,7 @@ func (s *Session) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // connection once the lock is released. A goroutine stuck holding the connection (a query on a
 // dead network) is cut off by closing the socket, which is safe from any goroutine.
 func (s *Session) end(log *slog.Logger) {
-	t := time.NewTimer(s.cleanTimeout)
+	t := time.NewTimer(s.checkTimeout)
 	defer t.Stop()
 	select {
 	case s.sem <- struct{}{}:

@@ -422,6 +422,7 @@ type term struct {
 
 func (t term) Probe(ctx context.Context, _ string) error { return t.s.inbox.Probe(ctx) }
 
+// Report records the blocked state in role_holder for GetStatus (leader.Session.SetBlocked).
 func (t term) Report(ctx context.Context, st *outage.State) error { return t.sess.SetBlocked(ctx, st) }
 
 // RefreshHealth reads what the backfill still owes and sets the gauges.

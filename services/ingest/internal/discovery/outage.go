@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 )
 
@@ -57,14 +55,8 @@ func (t term) Probe(ctx context.Context, dependency string) error {
 	})
 }
 
-// Report records the blocked state in role_holder for GetStatus. A lost term has nothing to
-// report on: its successor starts unblocked.
-func (t term) Report(ctx context.Context, st *outage.State) error {
-	if err := t.s.SetBlocked(ctx, st); err != nil && !errors.Is(err, leader.ErrLost) {
-		return err
-	}
-	return nil
-}
+// Report records the blocked state in role_holder for GetStatus (leader.Session.SetBlocked).
+func (t term) Report(ctx context.Context, st *outage.State) error { return t.s.SetBlocked(ctx, st) }
 
 // outageOf decides whether a failed round met an outage, and of which dependency. A round
 // reads the inbox and writes PostgreSQL, and a transport error (a refused dial, a reset) says

@@ -2,14 +2,12 @@ package pump
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outage"
 )
 
@@ -51,16 +49,8 @@ func (t term) Probe(ctx context.Context, dependency string) error {
 	})
 }
 
-// Report records the blocked state in role_holder for GetStatus. A lost term has nothing to
-// report on: its successor starts unblocked.
-func (t term) Report(ctx context.Context, st *outage.State) error {
-	ctx, cancel := context.WithTimeout(ctx, t.p.cfg.RecordTimeout)
-	defer cancel()
-	if err := t.s.SetBlocked(ctx, st); err != nil && !errors.Is(err, leader.ErrLost) {
-		return err
-	}
-	return nil
-}
+// Report records the blocked state in role_holder for GetStatus (leader.Session.SetBlocked).
+func (t term) Report(ctx context.Context, st *outage.State) error { return t.s.SetBlocked(ctx, st) }
 
 // outageWait is the wait before the next probe of the current outage: the retry backoff of
 // that probe, capped by pipeline.backoff-cap.
