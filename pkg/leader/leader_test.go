@@ -250,9 +250,13 @@ func (w *writer) snapshot() (pid uint32, commits int, cancelled bool, afterCance
 
 // --- tests ---------------------------------------------------------------------------------
 
-func TestKeyIsStable(t *testing.T) {
+func TestLockKeysArePinned(t *testing.T) {
 	t.Parallel()
-	// Pinned: a changed key would let two versions of a service both lead during a deploy.
+	// Pinned: a changed key would let two versions of a service both lead during a deploy, or
+	// a pump and a history sweep of two versions run at once (role.go).
+	if leader.PipelineLockKey != 0x6d736778_00000001 {
+		t.Errorf("pipeline lock key = %#x, pinned 0x6d73677800000001", leader.PipelineLockKey)
+	}
 	want := map[leader.Role]int64{
 		leader.Ingest:     -543510797345967920,
 		leader.Pump:       -2996536531718711702,
@@ -263,7 +267,7 @@ func TestKeyIsStable(t *testing.T) {
 	if len(leader.Roles()) != len(want) {
 		t.Errorf("Roles() = %v: every role's key is pinned here", leader.Roles())
 	}
-	seen := map[int64]leader.Role{}
+	seen := map[int64]leader.Role{leader.PipelineLockKey: "the pipeline lock"}
 	for _, r := range leader.Roles() {
 		k, ok := want[r]
 		if got := leader.Key(r); !ok || got != k {

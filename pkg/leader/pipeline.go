@@ -9,12 +9,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
-// pipelineLockKey is the pipeline lock of R-TX-5: it serialises the pump's processing
-// step with the other writers of the flight tables and of their Redis projection (the history
-// sweep and the consistency sentinel). It is no role lock: a role's holder takes it for one
-// step at a time.
-const pipelineLockKey int64 = 0x6d736778_00000001 // "msgx" + 1
-
 // LockPipeline takes the pipeline lock for the caller's session until UnlockPipeline; the
 // pump holds it across its whole processing step, Redis write included.
 func LockPipeline(ctx context.Context, q db.Executor) error {

@@ -26,10 +26,22 @@ func Roles() []Role { return []Role{Ingest, Pump, Dispatcher, Backfill, Control}
 // one of a newer version.
 func (r Role) Known() bool { return slices.Contains(Roles(), r) }
 
-// Key is the advisory lock key of a role. It must never change: two versions of a service that
-// computed different keys would both hold "the" lock during a rolling deploy.
+// The advisory lock keys, all here: a role's (Key) and the pipeline lock (pipelineLockKey).
+// Neither may ever change: two versions of a service that computed different keys would both
+// hold "the" lock during a rolling deploy, and a pump and a history sweep of different versions
+// would no longer serialise. That is why the two are written differently and stay so: the
+// pipeline key came first, as a literal, and rewriting it as a hash of its name would be that
+// change. TestLockKeysArePinned pins every value and that no two are equal.
+
+// Key is the advisory lock key of a role: the FNV-1a hash of "msgx/role/<role>".
 func Key(role Role) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("msgx/role/" + role))
 	return int64(h.Sum64())
 }
+
+// pipelineLockKey is the pipeline lock of R-TX-5: it serialises the pump's processing step with
+// the other writers of the flight tables and of their Redis projection (the history sweep and
+// the consistency sentinel). It is no role lock: a role's holder takes it for one step at a
+// time.
+const pipelineLockKey int64 = 0x6d736778_00000001 // "msgx" + 1
