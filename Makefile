@@ -2,10 +2,10 @@
 # Every Go module of the workspace is listed once here.
 MODULES := pkg migrations proto testkit tools services/ingest services/pump services/dispatcher services/backfill services/control
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
-CMDS    := ./services/ingest/cmd/msgx-ingest ./services/pump/cmd/msgx-pump \
+SERVICE_CMDS := ./services/ingest/cmd/msgx-ingest ./services/pump/cmd/msgx-pump \
            ./services/dispatcher/cmd/msgx-dispatcher ./services/backfill/cmd/msgx-backfill \
-           ./services/control/cmd/msgx-control ./services/control/cmd/msgxctl \
-           ./tools/cmd/msgx-demo
+           ./services/control/cmd/msgx-control ./services/control/cmd/msgxctl
+CMDS    := $(SERVICE_CMDS) ./tools/cmd/msgx-demo
 GOTEST_FLAGS ?= -count=1 -timeout 30m
 # --version and msgx_build_info name the build (pkg/buildinfo).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
@@ -25,7 +25,6 @@ JAEGER       := bin/jaeger
 DEADCODE_VERSION := v0.52.0
 DEADCODE         := bin/deadcode
 DEADCODE_STAMP   := bin/.deadcode-$(DEADCODE_VERSION)
-DEADCODE_ALLOW   := tools/deadcode-allow.txt
 CHART        := deploy/helm/msgexchange
 CHART_PROD   := $(CHART)/ci/production-values.yaml
 
@@ -70,19 +69,12 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 ## deadcode: no function that no program or test of the workspace reaches (deadcode -test over
-## every module, with the go.work), except those kept on purpose in tools/deadcode-allow.txt;
-## an entry there that deadcode no longer reports fails too
+## every module), and no function of a production package that only tests reach (deadcode over
+## the service mains), except those kept on purpose in tools/deadcode/allow-{test,prod}.txt;
+## an entry there that deadcode no longer reports fails too (tools/deadcode/check)
 deadcode: $(DEADCODE_STAMP)
-	@$(DEADCODE) -test -f '{{range .Funcs}}{{$$.Path}}.{{.Name}} {{.Position}}{{"\n"}}{{end}}' $(PKGS) >bin/deadcode.raw || exit 1; \
-	sort bin/deadcode.raw >bin/deadcode.found; \
-	sed -e 's/#.*//' -e 's/[[:space:]]*$$//' -e '/^$$/d' $(DEADCODE_ALLOW) | sort -u >bin/deadcode.allowed; \
-	cut -d' ' -f1 bin/deadcode.found | sort -u | comm -23 - bin/deadcode.allowed >bin/deadcode.new; \
-	cut -d' ' -f1 bin/deadcode.found | sort -u | comm -13 - bin/deadcode.allowed >bin/deadcode.stale; \
-	if [ -s bin/deadcode.new ]; then echo "unreachable functions (delete them, or list them in $(DEADCODE_ALLOW) with the reason):"; \
-		sed 's/$$/ /' bin/deadcode.new | grep -F -f - bin/deadcode.found; fi; \
-	if [ -s bin/deadcode.stale ]; then echo "$(DEADCODE_ALLOW) lists functions deadcode no longer reports (remove them):"; \
-		cat bin/deadcode.stale; fi; \
-	test ! -s bin/deadcode.new && test ! -s bin/deadcode.stale
+	tools/deadcode/check tools/deadcode/allow-test.txt $(DEADCODE) -test $(PKGS)
+	tools/deadcode/check tools/deadcode/allow-prod.txt $(DEADCODE) $(SERVICE_CMDS)
 
 $(DEADCODE_STAMP):
 	@mkdir -p bin

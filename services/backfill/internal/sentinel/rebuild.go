@@ -19,18 +19,6 @@ import (
 // and counts recorded. A step done twice after a crash or a failover changes nothing: a repair
 // is a rewrite from PostgreSQL.
 
-// RunJobs executes the open job, if any, to its end. It returns when there is no open job, or
-// with the error of a step (recorded on the job, which the next call resumes).
-func (s *Sentinel) RunJobs(ctx context.Context, sess Session) error {
-	return s.rebuilds.RunJobs(ctx, sess)
-}
-
-// Step does one step of the open job: it returns the job's ID (0 without an open job) and
-// whether the job goes on.
-func (s *Sentinel) Step(ctx context.Context, sess Session) (id int64, more bool, err error) {
-	return s.rebuilds.Step(ctx, sess)
-}
-
 // newRebuilds is the runner of the rebuilds, its steps the pages of step.
 func (s *Sentinel) newRebuilds() *jobrun.Runner[jobs.RebuildJob] {
 	return jobrun.New(jobs.Rebuilds, jobrun.Work[jobs.RebuildJob]{

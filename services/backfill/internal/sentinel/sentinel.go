@@ -13,7 +13,6 @@ package sentinel
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -453,9 +452,4 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.drift, m.repaired, m.lastRun, m.lastChecked, m.lastFound, m.streak, m.codeShare, m.lost)
 	return m
-}
-
-// String renders a result for logs and errors.
-func (r Result) String() string {
-	return fmt.Sprintf("checked %d, drift %v, repaired %d, code-share violations %d", r.Checked, r.Drift, r.Repaired, r.CodeShare)
 }

@@ -124,16 +124,6 @@ func LoadAuth(c AuthConfig) (Auth, error) {
 	return a, nil
 }
 
-// TokenAuth returns an Auth whose operator token is token, for tests and embedding. An empty
-// token gives an Auth that the server refuses, like no credential at all.
-func TokenAuth(token string) Auth {
-	a := Auth{subjects: map[string]controlv1.Role{}, Source: "TokenAuth"}
-	if token != "" {
-		a.tokens = []roleToken{{sum: sha256.Sum256([]byte(token)), role: controlv1.RoleOperator}}
-	}
-	return a
-}
-
 var errBadToken = status.Error(codes.Unauthenticated, "invalid bearer token")
 
 // tokenRole is the role a bearer token grants, RoleNone for an unknown one.
@@ -253,11 +243,11 @@ func allowed(ctx context.Context, services map[string]bool, fullMethod string) e
 	return nil
 }
 
-// validate catches an Auth without any credential (a zero value, TokenAuth("")): it would
+// validate catches an Auth without any credential (a zero value): it would
 // accept nobody, or worse, be mistaken for an open server.
 func (a Auth) validate() error {
 	if !a.Insecure && len(a.tokens) == 0 && len(a.subjects) == 0 {
-		return errors.New("server: Auth has neither a credential nor Insecure; build it with LoadAuth or TokenAuth")
+		return errors.New("server: Auth has neither a credential nor Insecure; build it with LoadAuth")
 	}
 	return nil
 }

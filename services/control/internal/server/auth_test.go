@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"strings"
 	"testing"
 
@@ -171,4 +172,14 @@ func incoming(token string) context.Context {
 // bearer is a client-side context sending the token.
 func bearer(ctx context.Context, token string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}
+
+// TokenAuth returns an Auth whose operator token is token, for the tests. An empty
+// token gives an Auth that the server refuses, like no credential at all.
+func TokenAuth(token string) Auth {
+	a := Auth{subjects: map[string]controlv1.Role{}, Source: "TokenAuth"}
+	if token != "" {
+		a.tokens = []roleToken{{sum: sha256.Sum256([]byte(token)), role: controlv1.RoleOperator}}
+	}
+	return a
 }

@@ -38,22 +38,6 @@ const (
 	VerdictLane
 )
 
-func (v Verdict) String() string {
-	switch v {
-	case VerdictOwn:
-		return "own"
-	case VerdictRefused:
-		return "refused"
-	case VerdictOutage:
-		return "outage"
-	case VerdictConfig:
-		return "config"
-	case VerdictLane:
-		return "lane"
-	}
-	return "unknown"
-}
-
 // Broker error codes sarama v1.61.1 has no constant for; the broker returns them to the versions
 // of the requests sarama speaks all the same, and sarama hands them on as a KError.
 const (

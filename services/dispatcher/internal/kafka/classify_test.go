@@ -156,3 +156,20 @@ func TestEveryKErrorIsClassified(t *testing.T) {
 		}
 	}
 }
+
+// String names a verdict in the tests' failures.
+func (v Verdict) String() string {
+	switch v {
+	case VerdictOwn:
+		return "own"
+	case VerdictRefused:
+		return "refused"
+	case VerdictOutage:
+		return "outage"
+	case VerdictConfig:
+		return "config"
+	case VerdictLane:
+		return "lane"
+	}
+	return "unknown"
+}
