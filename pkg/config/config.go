@@ -116,7 +116,34 @@ type Kafka struct {
 	// SendTimeout bounds one publish round of the dispatcher; records without an answer by
 	// then count as a failed attempt.
 	SendTimeout time.Duration
+	// TLS and SASL secure the connections to the brokers (docs/dispatcher.md, "Secured
+	// connections").
+	TLS  KafkaTLS
+	SASL KafkaSASL
 }
+
+// KafkaTLS is kafka.tls*: TLS to the brokers, their certificates always verified.
+type KafkaTLS struct {
+	Enabled bool
+	// CA is a PEM bundle of the CAs that sign the brokers' certificates; empty: the system's.
+	CA string
+	// ServerName is the name the brokers' certificates are verified against, when it is not
+	// the host of the bootstrap address (a load balancer, an IP address).
+	ServerName string
+	// Cert and Key are the client certificate and its key (PEM files) for mutual TLS.
+	Cert, Key string
+}
+
+// KafkaSASL is kafka.sasl*: the dispatcher's principal, authenticated over TLS.
+type KafkaSASL struct {
+	// Mechanism is empty (no SASL) or one of SASLMechanisms.
+	Mechanism string
+	Username  string
+	Password  string
+}
+
+// SASLMechanisms are the SASL mechanisms kafka.sasl-mechanism takes.
+func SASLMechanisms() []string { return []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} }
 
 // Admin holds admin.*: every service's admin listener (metrics, health).
 type Admin struct {

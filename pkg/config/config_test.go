@@ -349,6 +349,8 @@ func TestParamKinds(t *testing.T) {
 			vs = []string{"http://jaeger:16686/trace/{trace_id}"}
 		case "pipeline.cutover-watermark":
 			vs = []string{"max", "42"}
+		case "kafka.sasl-mechanism":
+			vs = SASLMechanisms()
 		}
 		for _, v := range vs {
 			var c Config

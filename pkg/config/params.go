@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,6 +171,24 @@ func params() []param {
 			limit: Limit{Min: itoa(MinKafkaMaxMessageBytes), Max: itoa(MaxKafkaMaxMessageBytes - 1)}, why: "a batch's header and sarama's 100 MiB request size"},
 		{key: "kafka.transactional-id", def: "msgx-dispatcher", set: str(func(c *Config) *string { return &c.Kafka.TransactionalID })},
 		{key: "kafka.send-timeout", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.Kafka.SendTimeout }), limit: positiveD},
+		// The connection's security (docs/dispatcher.md, "Secured connections"). The chart sets
+		// them from its kafka values and verifies TLS by default; the programs' default is
+		// plaintext, for a broker on the same machine, with a WARN at start-up.
+		{key: "kafka.tls", def: "false", set: boolean(func(c *Config) *bool { return &c.Kafka.TLS.Enabled })},
+		{key: "kafka.tls-ca", def: "", set: str(func(c *Config) *string { return &c.Kafka.TLS.CA })},
+		{key: "kafka.tls-server-name", def: "", set: str(func(c *Config) *string { return &c.Kafka.TLS.ServerName })},
+		{key: "kafka.tls-cert", def: "", set: str(func(c *Config) *string { return &c.Kafka.TLS.Cert })},
+		{key: "kafka.tls-key", def: "", set: str(func(c *Config) *string { return &c.Kafka.TLS.Key })},
+		{key: "kafka.sasl-mechanism", def: "", set: custom(KindString, func(c *Config, v string) error {
+			v = strings.ToUpper(strings.TrimSpace(v))
+			if v != "" && !slices.Contains(SASLMechanisms(), v) {
+				return fmt.Errorf("want one of %s, or empty for none", strings.Join(SASLMechanisms(), ", "))
+			}
+			c.Kafka.SASL.Mechanism = v
+			return nil
+		})},
+		{key: "kafka.sasl-username", def: "", set: str(func(c *Config) *string { return &c.Kafka.SASL.Username })},
+		{key: "kafka.sasl-password", def: "", set: str(func(c *Config) *string { return &c.Kafka.SASL.Password })},
 
 		// Listeners default to loopback: reaching one from the network is a deployment's
 		// explicit choice (the chart binds admin to every interface of the pod).
@@ -396,6 +415,7 @@ func secrets() []secret {
 		{"control.token", func(c *Config) *string { return &c.Control.Token }},
 		{"control.reader-token", func(c *Config) *string { return &c.Control.ReaderToken }},
 		{"http.token", func(c *Config) *string { return &c.HTTP.Token }},
+		{"kafka.sasl-password", func(c *Config) *string { return &c.Kafka.SASL.Password }},
 	}
 }
 

@@ -79,6 +79,24 @@ type rule struct {
 func rules() []rule {
 	pipeline := readers["pipeline"]
 	return []rule{
+		// A password never crosses the network in the clear, and a TLS setting that would be
+		// ignored is a mistake the operator should hear of at once.
+		{ServiceDispatcher, func(c Config) error {
+			k := c.Kafka
+			switch {
+			case k.SASL.Mechanism != "" && !k.TLS.Enabled:
+				return errors.New("kafka.sasl-mechanism needs kafka.tls=true: the password would cross the network in the clear")
+			case k.SASL.Mechanism != "" && (k.SASL.Username == "" || k.SASL.Password == ""):
+				return fmt.Errorf("kafka.sasl-mechanism %s needs kafka.sasl-username and kafka.sasl-password (or kafka.sasl-password-file)", k.SASL.Mechanism)
+			case k.SASL.Mechanism == "" && (k.SASL.Username != "" || k.SASL.Password != ""):
+				return errors.New("kafka.sasl-username or kafka.sasl-password is set but kafka.sasl-mechanism is empty: name the mechanism")
+			case !k.TLS.Enabled && (k.TLS.CA != "" || k.TLS.ServerName != "" || k.TLS.Cert != "" || k.TLS.Key != ""):
+				return errors.New("a kafka.tls-* setting is set but kafka.tls is false: set kafka.tls=true or clear it")
+			case (k.TLS.Cert == "") != (k.TLS.Key == ""):
+				return errors.New("kafka.tls-cert and kafka.tls-key go together: a client certificate needs its key")
+			}
+			return nil
+		}},
 		// R-PUMP-5: a backoff table with steps that never fire, or attempts without a step,
 		// must not pass the start-up check.
 		{pipeline, func(c Config) error {

@@ -37,6 +37,10 @@ type Server struct {
 	port    int
 	cport   int
 	configs map[string]string
+	// listeners are the listeners beside PLAINTEXT (the admin client's) and CONTROLLER, their
+	// ports drawn with the broker's; formatArgs are kafka-storage format's extra arguments.
+	listeners  []*Listener
+	formatArgs []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -48,6 +52,22 @@ type Server struct {
 // (nil for none), and waits until it answers. A missing Java or a missing release fails the
 // test naming the command that installs it.
 func Own(t testing.TB, configs map[string]string) *Server {
+	t.Helper()
+	return own(t, configs, nil, nil)
+}
+
+// Listener is a listener of a broker of the test's own beside its PLAINTEXT one: a name and a
+// security protocol (SSL, SASL_SSL); Addr is known once the broker started.
+type Listener struct {
+	Name, Protocol string
+	port           int
+}
+
+// Addr is the listener's address.
+func (l *Listener) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.port)) }
+
+// own is Own with extra listeners and format arguments (SCRAM users).
+func own(t testing.TB, configs map[string]string, listeners []*Listener, formatArgs []string) *Server {
 	t.Helper()
 	home := Home()
 	if home == "" {
@@ -62,7 +82,7 @@ func Own(t testing.TB, configs map[string]string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, java: java, dir: dir, configs: configs}
+	s := &Server{t: t, java: java, dir: dir, configs: configs, listeners: listeners, formatArgs: formatArgs}
 	t.Cleanup(func() {
 		s.Kill()
 		if s.Cluster != nil {
@@ -74,6 +94,11 @@ func Own(t testing.TB, configs map[string]string) *Server {
 	for attempt := 0; ; attempt++ {
 		if s.port, err = ports.Free(); err == nil {
 			s.cport, err = ports.Free()
+		}
+		for _, l := range s.listeners {
+			if err == nil {
+				l.port, err = ports.Free()
+			}
 		}
 		if err != nil {
 			t.Fatalf("kafkatest: %v", err)
@@ -104,14 +129,22 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (s *Server) Dir() string { return s.dir }
 
 func (s *Server) properties() string {
+	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", s.port, s.cport)
+	advertised := "PLAINTEXT://" + s.Addr()
+	protocols := "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+	for _, l := range s.listeners {
+		listeners += fmt.Sprintf(",%s://%s", l.Name, l.Addr())
+		advertised += fmt.Sprintf(",%s://%s", l.Name, l.Addr())
+		protocols += fmt.Sprintf(",%s:%s", l.Name, l.Protocol)
+	}
 	props := map[string]string{
 		"process.roles":                            "broker,controller",
 		"node.id":                                  "1",
 		"controller.quorum.voters":                 fmt.Sprintf("1@127.0.0.1:%d", s.cport),
-		"listeners":                                fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", s.port, s.cport),
-		"advertised.listeners":                     "PLAINTEXT://" + s.Addr(),
+		"listeners":                                listeners,
+		"advertised.listeners":                     advertised,
 		"controller.listener.names":                "CONTROLLER",
-		"listener.security.protocol.map":           "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"listener.security.protocol.map":           protocols,
 		"inter.broker.listener.name":               "PLAINTEXT",
 		"log.dirs":                                 filepath.Join(s.dir, "data"),
 		"auto.create.topics.enable":                "false",
@@ -158,7 +191,8 @@ func (s *Server) format(home string) error {
 	if err := os.WriteFile(filepath.Join(s.dir, "log4j2.properties"), []byte(log4j), 0o600); err != nil {
 		return err
 	}
-	out, err := exec.Command(s.java, s.javaArgs(home, "kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", conf)...).CombinedOutput()
+	args := append([]string{"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", conf}, s.formatArgs...)
+	out, err := exec.Command(s.java, s.javaArgs(home, args...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("format the broker's data: %w\n%s", err, out)
 	}

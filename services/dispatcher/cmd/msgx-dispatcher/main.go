@@ -47,8 +47,18 @@ func run(ctx context.Context, b *service.Base) error {
 	// (R-START-1): while they do not answer the dispatcher stays up and not ready ("kafka"), and
 	// joins the election only once an idempotent probe producer was obtained (R-OUTBOX-6). The
 	// transactional producers are made per term, under the role's lock (delivery.Fencer).
+	sec, err := kafka.NewSecurity(cfg.Kafka)
+	if err != nil {
+		return err
+	}
+	if sec.Plaintext() {
+		b.Logger.Warn("kafka: connecting without TLS: records, and any credential, cross the network in the clear; set "+
+			config.EnvName("kafka.tls")+"=true outside a development machine", "brokers", cfg.Kafka.Brokers)
+	} else {
+		b.Logger.Info("kafka: secured connection", "security", sec.String(), "brokers", cfg.Kafka.Brokers)
+	}
 	gate := newBrokerGate(func() (*kafka.Producer, error) {
-		return kafka.New(cfg.Kafka.Brokers, "msgx-dispatcher-"+cfg.Instance, cfg.Kafka.TransactionalID, cfg.Kafka.MaxMessageBytes)
+		return kafka.New(cfg.Kafka.Brokers, "msgx-dispatcher-"+cfg.Instance, cfg.Kafka.TransactionalID, cfg.Kafka.MaxMessageBytes, sec)
 	}, kafka.Refused, cfg.Pipeline.Retry(), b.Clock, b.Logger, b.Registry)
 	var built atomic.Bool
 	// Once the producer is built the check asks whether any broker answers: a partition without
@@ -59,7 +69,7 @@ func run(ctx context.Context, b *service.Base) error {
 		if !built.Load() {
 			return gate.Check(ctx)
 		}
-		return kafka.Answers(ctx, cfg.Kafka.Brokers, "msgx-dispatcher-"+cfg.Instance)
+		return kafka.Answers(ctx, cfg.Kafka.Brokers, "msgx-dispatcher-"+cfg.Instance, sec)
 	})
 	// The shared MySQL is only written by the requests lane; the pool connects lazily, so an
 	// unreachable MySQL delays the requests and nothing else.

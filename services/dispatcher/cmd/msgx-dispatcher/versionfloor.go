@@ -17,6 +17,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/logging"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/floor"
+	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 )
 
 // readBound bounds the read of both topics: they are read from the start (KAFKA:schd is
@@ -70,7 +71,12 @@ func versionFloor(ctx context.Context, clk clock.Clock, out io.Writer) int {
 			return exitRunning
 		}
 	}
-	seen, err := floor.Read(ctx, cfg.Kafka.Brokers, cfg.Kafka.TopicMsg, cfg.Kafka.TopicSchd, readBound)
+	sec, err := kafka.NewSecurity(cfg.Kafka)
+	if err != nil {
+		logger.Error("version floor: the Kafka connection's settings; nothing was changed", "err", err)
+		return exitFailed
+	}
+	seen, err := floor.Read(ctx, cfg.Kafka.Brokers, sec.KgoOpts(), cfg.Kafka.TopicMsg, cfg.Kafka.TopicSchd, readBound)
 	if err != nil {
 		logger.Error("version floor: read Kafka; nothing was changed", "err", err)
 		if errors.Is(err, floor.ErrForeign) {

@@ -43,12 +43,13 @@ type Seen struct {
 var ErrForeign = kafkarecord.ErrForeign
 
 // Read reads both topics from their start to the last stable offset each partition had when
-// the read began.
-func Read(ctx context.Context, brokers []string, topicMsg, topicSchd string, timeout time.Duration) (Seen, error) {
+// the read began. conn are the client's connection options: the dispatcher's security
+// (kafka.Security.KgoOpts).
+func Read(ctx context.Context, brokers []string, conn []kgo.Opt, topicMsg, topicSchd string, timeout time.Duration) (Seen, error) {
 	s := Seen{Floors: map[string]int64{}, Msg: map[int64]outbox.Published{}, Schd: map[string]int64{}}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ends, err := lastStable(ctx, brokers, topicMsg, topicSchd)
+	ends, err := lastStable(ctx, brokers, conn, topicMsg, topicSchd)
 	if err != nil {
 		return s, err
 	}
@@ -70,8 +71,8 @@ func Read(ctx context.Context, brokers []string, topicMsg, topicSchd string, tim
 	}
 	// Control records are kept so that a partition whose last batch is a transaction marker
 	// is seen to reach its end.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(start),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(start),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}, conn...)...)
 	if err != nil {
 		return s, fmt.Errorf("kafka client: %w", err)
 	}
@@ -131,8 +132,8 @@ func (s *Seen) add(r *kgo.Record, topicMsg string) error {
 }
 
 // lastStable asks the brokers for every partition's last stable offset (read_committed).
-func lastStable(ctx context.Context, brokers []string, topics ...string) (map[string]map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func lastStable(ctx context.Context, brokers []string, conn []kgo.Opt, topics ...string) (map[string]map[int32]int64, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, conn...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}

@@ -58,7 +58,7 @@ func TestReadTakesWhatConsumersReceived(t *testing.T) {
 		record(topicSchd, "A", 4, 2), record(topicSchd, "B", 5, 1))
 	produce(t, c, false, record(topicMsg, "A", 6, 9), record(topicSchd, "C", 7, 4))
 	produce(t, c, true, record(topicMsg, "B", 8, 2))
-	s, err := floor.Read(context.Background(), c.Addrs, topicMsg, topicSchd, time.Minute)
+	s, err := floor.Read(context.Background(), c.Addrs, nil, topicMsg, topicSchd, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestReadTakesWhatConsumersReceived(t *testing.T) {
 	}
 
 	produce(t, c, true, &kgo.Record{Topic: topicMsg, Key: []byte("D"), Value: []byte("{}")})
-	if _, err := floor.Read(context.Background(), c.Addrs, topicMsg, topicSchd, time.Minute); !errors.Is(err, floor.ErrForeign) {
+	if _, err := floor.Read(context.Background(), c.Addrs, nil, topicMsg, topicSchd, time.Minute); !errors.Is(err, floor.ErrForeign) {
 		t.Errorf("a record without the dispatcher's headers: %v, want ErrForeign", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestReadTakesWhatConsumersReceived(t *testing.T) {
 func TestReadOfEmptyTopics(t *testing.T) {
 	t.Parallel()
 	c, topicMsg, topicSchd := topics(t)
-	s, err := floor.Read(context.Background(), c.Addrs, topicMsg, topicSchd, time.Minute)
+	s, err := floor.Read(context.Background(), c.Addrs, nil, topicMsg, topicSchd, time.Minute)
 	if err != nil || len(s.Floors) != 0 || s.Records != 0 {
 		t.Errorf("read %+v, %v; want nothing", s, err)
 	}

@@ -178,12 +178,14 @@ type answer struct {
 // starting up does not fence the active instance. txnID is the transactional id prefix, the same
 // for every instance (kafka.transactional-id): the topic is appended, so each lane (one topic
 // each) has its own id and its own single transaction at a time; maxMessageBytes is the brokers'
-// message.max.bytes (Config).
-func New(brokers []string, clientID, txnID string, maxMessageBytes int) (*Producer, error) {
+// message.max.bytes (Config); sec secures every connection.
+func New(brokers []string, clientID, txnID string, maxMessageBytes int, sec Security) (*Producer, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("kafka: no brokers configured (MSGX_KAFKA_BROKERS)")
 	}
-	return NewWithConfig(brokers, Config(clientID, maxMessageBytes), txnID)
+	cfg := Config(clientID, maxMessageBytes)
+	sec.apply(cfg)
+	return NewWithConfig(brokers, cfg, txnID)
 }
 
 // NewWithConfig is New with a given sarama configuration; it refuses one that breaks the
@@ -197,7 +199,7 @@ func NewWithConfig(brokers []string, cfg *sarama.Config, txnID string) (*Produce
 	}
 	probe, err := newAsyncProducer(brokers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kafka idempotent producer on %v: %w", brokers, err)
+		return nil, fmt.Errorf("kafka idempotent producer on %v: %w", brokers, withSetting(err))
 	}
 	_ = probe.Close()
 	return &Producer{brokers: brokers, cfg: cfg, txnID: txnID, maxBatch: cfg.Producer.MaxMessageBytes + logOverhead,

@@ -57,7 +57,7 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 		v := kversion.V2_8_0()
 		v.SetMaxKeyVersion(int16(kmsg.InitProducerID), -1)
 		_, addrs := cluster(t, kfake.MaxVersions(v))
-		if p, err := kafka.New(addrs, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes); err == nil {
+		if p, err := kafka.New(addrs, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes, kafka.Security{}); err == nil {
 			_ = p.Close(time.Second)
 			t.Fatal("producer started against a broker without InitProducerID")
 		}
@@ -76,14 +76,14 @@ func TestStartupFailsWithoutIdempotence(t *testing.T) {
 			resp.ProducerID, resp.ProducerEpoch = -1, -1
 			return resp, nil, true
 		})
-		if p, err := kafka.New(addrs, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes); err == nil {
+		if p, err := kafka.New(addrs, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes, kafka.Security{}); err == nil {
 			_ = p.Close(time.Second)
 			t.Fatal("producer started although the broker refused InitProducerID")
 		}
 	})
 	t.Run("idempotence available", func(t *testing.T) {
 		t.Parallel()
-		p, err := kafka.New(kafkatest.Shared(t).Addrs, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes)
+		p, err := kafka.New(kafkatest.Shared(t).Addrs, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes, kafka.Security{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func rec(topic, key, value string) kafka.Record {
 // fenced is a producer of the transactional id prefix txnID, fenced for topic.
 func fenced(t *testing.T, addrs []string, topic, txnID, clientID string) *kafka.Producer {
 	t.Helper()
-	p, err := kafka.New(addrs, clientID, txnID, config.Default().Kafka.MaxMessageBytes)
+	p, err := kafka.New(addrs, clientID, txnID, config.Default().Kafka.MaxMessageBytes, kafka.Security{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestRecordOverTheBrokerLimitIsRefusedBeforeSending(t *testing.T) {
 	t.Parallel()
 	const limit = 2048
 	c, topic := shared(t, map[string]string{"max.message.bytes": strconv.Itoa(limit)})
-	p, err := kafka.New(c.Addrs, "test", kafkatest.Name("msgx-dispatcher"), limit)
+	p, err := kafka.New(c.Addrs, "test", kafkatest.Name("msgx-dispatcher"), limit, kafka.Security{})
 	if err != nil {
 		t.Fatal(err)
 	}

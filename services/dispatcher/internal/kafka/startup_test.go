@@ -40,7 +40,7 @@ func TestRefused(t *testing.T) {
 		}
 	}
 	// What New really returns when nothing listens is an outage.
-	p, err := kafka.New([]string{"127.0.0.1:1"}, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes)
+	p, err := kafka.New([]string{"127.0.0.1:1"}, "test", config.Default().Kafka.TransactionalID, config.Default().Kafka.MaxMessageBytes, kafka.Security{})
 	if err == nil {
 		_ = p.Close(time.Second)
 		t.Fatal("New succeeded with no broker listening")
@@ -56,14 +56,14 @@ func TestAnswersWithoutBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	err := kafka.Answers(ctx, []string{"127.0.0.1:1", "127.0.0.1:2"}, "test")
+	err := kafka.Answers(ctx, []string{"127.0.0.1:1", "127.0.0.1:2"}, "test", kafka.Security{})
 	if err == nil {
 		t.Fatal("Answers = nil with no broker listening")
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("Answers took %s, past its context", d)
 	}
-	if err := kafka.Answers(ctx, nil, "test"); err == nil {
+	if err := kafka.Answers(ctx, nil, "test", kafka.Security{}); err == nil {
 		t.Error("Answers with no brokers = nil")
 	}
 }
