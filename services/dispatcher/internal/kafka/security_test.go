@@ -22,7 +22,9 @@ func TestSecuredConnections(t *testing.T) {
 	t.Parallel()
 	b := kafkatest.OwnSecured(t)
 	sasl := func(mechanism string) func(k *config.Kafka) {
-		return func(k *config.Kafka) { k.SASL = config.KafkaSASL{Mechanism: mechanism, Username: b.User, Password: b.Password} }
+		return func(k *config.Kafka) {
+			k.SASL = config.KafkaSASL{Mechanism: mechanism, Username: b.User, Password: b.Password}
+		}
 	}
 	works := []struct {
 		name string
