@@ -63,6 +63,15 @@ var chartManaged = map[string]string{
 	"instance":                  "the pod name",
 	"control.insecure":          "development only; the chart always provides a token",
 	"http.insecure":             "development only; the chart always provides a token",
+	"kafka.tls":                 "values.kafka.tls.enabled (the chart verifies TLS by default)",
+	"kafka.tls-ca":              "a mounted CA Secret (kafka.tls.caSecret)",
+	"kafka.tls-server-name":     "values.kafka.tls.serverName",
+	"kafka.tls-cert":            "a mounted TLS Secret (kafka.tls.clientCertSecret)",
+	"kafka.tls-key":             "a mounted TLS Secret (kafka.tls.clientCertSecret)",
+	"kafka.sasl-mechanism":      "values.kafka.sasl.mechanism",
+	"kafka.sasl-username":       "values.kafka.sasl.username",
+	"kafka.sasl-password":       "a mounted file (kafka.sasl-password-file) of kafka.sasl.passwordSecret",
+	"kafka.sasl-password-file":  "the mounted kafka.sasl.passwordSecret",
 }
 
 // chartDefaults are values.config defaults that differ from the programs' on purpose.
@@ -101,9 +110,11 @@ type rendering struct {
 	values    []string // -f files, relative to the chart
 	// Secrets named in values that the chart must reference instead of rendering its own.
 	connectionsSecret, tokensSecret string
-	headAgeSeconds                  string
-	maxCommitDelaySeconds           string
-	gracePeriod                     int64
+	// kafkaSecrets are the existing Secrets values.kafka names (a CA, the SASL password).
+	kafkaSecrets          []string
+	headAgeSeconds        string
+	maxCommitDelaySeconds string
+	gracePeriod           int64
 }
 
 var renderings = []rendering{
@@ -114,7 +125,7 @@ var renderings = []rendering{
 	},
 	{
 		name: "production", release: "gw", namespace: "gateway", values: []string{"ci/production-values.yaml"},
-		connectionsSecret: "msgx-connections", tokensSecret: "msgx-tokens",
+		connectionsSecret: "msgx-connections", tokensSecret: "msgx-tokens", kafkaSecrets: []string{"kafka-cluster-ca", "msgx-kafka"},
 		headAgeSeconds: "900", maxCommitDelaySeconds: "600", gracePeriod: 55,
 	},
 }
@@ -485,6 +496,20 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 		}
 		checkSecretFile(t, r, m, where, pod, mounts, "MSGX_CONTROL_TOKEN_FILE", env["MSGX_CONTROL_TOKEN_FILE"], "control-token")
 		checkSecretFile(t, r, m, where, pod, mounts, "MSGX_CONTROL_READER_TOKEN_FILE", env["MSGX_CONTROL_READER_TOKEN_FILE"], "control-reader-token")
+	case "dispatcher":
+		// TLS unless a value accepted plaintext; the password only ever a mounted file.
+		if env["MSGX_KAFKA_TLS"] != "true" {
+			t.Errorf("%s: MSGX_KAFKA_TLS is %q: the chart must verify TLS to Kafka unless kafka.allowPlaintext", where, env["MSGX_KAFKA_TLS"])
+		}
+		if _, inEnv := env["MSGX_KAFKA_SASL_PASSWORD"]; inEnv {
+			t.Errorf("%s: MSGX_KAFKA_SASL_PASSWORD is in the environment; it must be a file mounted from a Secret", where)
+		}
+		if env["MSGX_KAFKA_SASL_MECHANISM"] != "" {
+			checkSecretFile(t, r, m, where, pod, mounts, "MSGX_KAFKA_SASL_PASSWORD_FILE", env["MSGX_KAFKA_SASL_PASSWORD_FILE"], "sasl-password")
+		}
+		if ca := env["MSGX_KAFKA_TLS_CA"]; ca != "" {
+			checkSecretFile(t, r, m, where, pod, mounts, "MSGX_KAFKA_TLS_CA", ca, "ca.crt")
+		}
 	}
 
 	// What the chart renders must be a configuration the services accept.
@@ -497,8 +522,13 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 	for k, v := range env {
 		switch k {
 		case "MSGX_CONTROL_TOKEN_FILE", "MSGX_CONTROL_READER_TOKEN_FILE", "MSGX_HTTP_TOKEN_FILE", "MSGX_PG_DSN_FILE",
-			"MSGX_MYSQL_DSN_FILE", "MSGX_REDIS_URL_FILE", "MSGX_CONTROL_TLS_CERT", "MSGX_CONTROL_TLS_KEY", "MSGX_CONTROL_CLIENT_CA":
+			"MSGX_MYSQL_DSN_FILE", "MSGX_REDIS_URL_FILE", "MSGX_CONTROL_TLS_CERT", "MSGX_CONTROL_TLS_KEY", "MSGX_CONTROL_CLIENT_CA",
+			"MSGX_KAFKA_TLS_CA", "MSGX_KAFKA_TLS_CERT", "MSGX_KAFKA_TLS_KEY":
 			// Paths inside the pod; checked above, not readable here.
+			continue
+		case "MSGX_KAFKA_SASL_PASSWORD_FILE":
+			// The password the mounted file holds: what the rules relating the settings see.
+			loaded["MSGX_KAFKA_SASL_PASSWORD"] = "from-the-mounted-secret"
 			continue
 		}
 		loaded[k] = v
@@ -561,8 +591,8 @@ func checkSecretFile(t *testing.T, r rendering, m *manifests, where string, pod 
 // the existing Secret named in values.
 func checkSecretRef(t *testing.T, where string, r rendering, m *manifests, name, key string) {
 	t.Helper()
-	if name != r.connectionsSecret && name != r.tokensSecret {
-		t.Errorf("%s: refers to Secret %q, want %s or %s", where, name, r.connectionsSecret, r.tokensSecret)
+	if name != r.connectionsSecret && name != r.tokensSecret && !slices.Contains(r.kafkaSecrets, name) {
+		t.Errorf("%s: refers to Secret %q, want %s, %s or one of %v", where, name, r.connectionsSecret, r.tokensSecret, r.kafkaSecrets)
 		return
 	}
 	s, rendered := m.secrets[name]

@@ -143,9 +143,10 @@ func egressPorts(rules []networkingv1.NetworkPolicyEgressRule) []string {
 }
 
 // TestUnsafeValuesAreRefused: a render that would run the services as the schema owner, name
-// certificate subjects no CA can verify, set a client CA without a server certificate, or give
-// the reader the operator's token (each a value control refuses at start-up), fails with a message naming what to set; the
-// explicit values that accept or fix it render.
+// certificate subjects no CA can verify, set a client CA without a server certificate, give
+// the reader the operator's token (each a value control refuses at start-up), or connect to
+// Kafka in the clear, fails with a message naming what to set; the explicit values that accept
+// or fix it render.
 func TestUnsafeValuesAreRefused(t *testing.T) {
 	root := repo.Root(t)
 	helm := helmBinary(t, root)
@@ -175,6 +176,20 @@ func TestUnsafeValuesAreRefused(t *testing.T) {
 			[]string{"services.control.tls.secretName is empty"}},
 		{"the reader token equal to the operator's", []string{"tokens.readerToken=chart-check-operator-token-0123456789abcdef"},
 			[]string{"tokens.readerToken equals tokens.controlToken"}},
+		{"Kafka without TLS", []string{"kafka.tls.enabled=false"}, []string{"kafka.tls.enabled is false", "kafka.allowPlaintext=true"}},
+		{"Kafka without TLS, accepted", []string{"kafka.tls.enabled=false", "kafka.allowPlaintext=true"}, nil},
+		{"SASL without TLS", []string{"kafka.tls.enabled=false", "kafka.allowPlaintext=true", "kafka.sasl.mechanism=PLAIN",
+			"kafka.sasl.username=msgx", "kafka.sasl.passwordSecret=msgx-kafka"}, []string{"kafka.sasl.mechanism needs kafka.tls.enabled"}},
+		{"SASL without its password", []string{"kafka.sasl.mechanism=SCRAM-SHA-512", "kafka.sasl.username=msgx"},
+			[]string{"kafka.sasl.passwordSecret"}},
+		{"a SASL user without a mechanism", []string{"kafka.sasl.username=msgx"}, []string{"kafka.sasl.mechanism is empty"}},
+		{"a Kafka CA without TLS", []string{"kafka.tls.enabled=false", "kafka.allowPlaintext=true", "kafka.tls.caSecret=kafka-ca"},
+			[]string{"kafka.tls.enabled is false"}},
+		{"an unknown SASL mechanism", []string{"kafka.sasl.mechanism=GSSAPI", "kafka.sasl.username=msgx", "kafka.sasl.passwordSecret=s"},
+			[]string{"/kafka/sasl/mechanism", "SCRAM-SHA-512"}},
+		{"mutual TLS and SCRAM", []string{"kafka.tls.caSecret=kafka-ca", "kafka.tls.clientCertSecret=msgx-kafka-client",
+			"kafka.tls.serverName=kafka.airport.example", "kafka.sasl.mechanism=SCRAM-SHA-256", "kafka.sasl.username=msgx",
+			"kafka.sasl.passwordSecret=msgx-kafka"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -221,6 +221,22 @@ key would render one variable twice, so the chart names the new key instead. */ 
 {{- if and $tls.clientCASecret (not $tls.secretName) -}}
 {{- fail "services.control.tls.clientCASecret is set but services.control.tls.secretName is empty: control verifies client certificates only on a TLS listener, which needs its own certificate (control would refuse to start); set services.control.tls.secretName or clear clientCASecret" -}}
 {{- end -}}
+{{- $k := .Values.kafka -}}
+{{- if and (not $k.tls.enabled) (not $k.allowPlaintext) -}}
+{{- fail "kafka.tls.enabled is false: the dispatcher would send the records, and any credential, to Kafka in the clear; enable TLS (kafka.tls), or set kafka.allowPlaintext=true to accept a plaintext connection (a development cluster)" -}}
+{{- end -}}
+{{- if and $k.sasl.mechanism (not $k.tls.enabled) -}}
+{{- fail "kafka.sasl.mechanism needs kafka.tls.enabled: the password would cross the network in the clear (the dispatcher would refuse to start)" -}}
+{{- end -}}
+{{- if and $k.sasl.mechanism (not (and $k.sasl.username $k.sasl.passwordSecret)) -}}
+{{- fail "kafka.sasl.mechanism needs kafka.sasl.username and kafka.sasl.passwordSecret (a Secret with the key sasl-password)" -}}
+{{- end -}}
+{{- if and (not $k.sasl.mechanism) (or $k.sasl.username $k.sasl.passwordSecret) -}}
+{{- fail "kafka.sasl.username or passwordSecret is set but kafka.sasl.mechanism is empty: name the mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)" -}}
+{{- end -}}
+{{- if and (not $k.tls.enabled) (or $k.tls.caSecret $k.tls.serverName $k.tls.clientCertSecret) -}}
+{{- fail "a kafka.tls setting is set but kafka.tls.enabled is false (the dispatcher would refuse to start): enable TLS or clear it" -}}
+{{- end -}}
 {{- $t := .Values.tokens -}}
 {{- if and $t.readerToken (eq $t.readerToken $t.controlToken) -}}
 {{- fail "tokens.readerToken equals tokens.controlToken: a reader would hold the operator role (control would refuse to start); give the reader a token of its own" -}}
