@@ -160,7 +160,7 @@ chaos: deps build
 	MSGX_CHAOS_DURATION=$(CHAOS_DURATION) MSGX_CHAOS_LONG=$(CHAOS_LONG) MSGX_CHAOS_SEED=$(CHAOS_SEED) \
 	MSGX_CHAOS_BIN=$(CURDIR)/bin go test -count=1 -v -timeout 60m -run '^TestChaos$$' ./tools/chaos/
 
-## drill-restore: the restore drill of docs/operations.md ("The restore drill"): a pg_dump under
+## drill-restore: the restore drill of docs/runbooks.md ("The restore drill"): a pg_dump under
 ## traffic, the traffic drained, the backup restored with pg_restore, the runbook followed
 ## (msgx-dispatcher version-floor, resume), then PASS/FAIL per check against a clean in-order
 ## run; exits non-zero when one fails. DRILL_DURATION spreads the inserts, DRILL_FLIGHTS sizes
