@@ -129,7 +129,7 @@ promtool:
 ## report of every target against the anchors measured in the same run (docs/performance.md).
 ## MSGX_BENCH_BACKLOG=100000 makes the backlog bench the long RSS run. The pump's benches run
 ## first: after the production-sized tables the server is still writing back their pages, and
-## the pump's short benches ran slower there than alone (docs/performance.md, "Tenth pass").
+## the pump's short benches ran slower there than alone (docs/performance.md, "A schedule snapshot").
 BENCH_FIGURES := $(CURDIR)/bin/bench-figures.jsonl
 bench: export MSGX_BENCH_REPORT = $(BENCH_FIGURES)
 bench: deps
