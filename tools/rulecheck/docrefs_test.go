@@ -3,6 +3,8 @@ package rulecheck
 import (
 	"bufio"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -21,6 +23,9 @@ import (
 // the repository: the commands in its code (fenced and indented blocks, inline code spans), its
 // links to headings. What exists is read from the Makefile and from msgxctl itself (its help, so
 // the command tree is the one the binary builds from the API's descriptor, not a list kept here).
+// A citation of a section by its title (docs/runbooks.md, "Redis lost its data"), in a doc, a
+// Go comment, the chart, the SQL or the Makefile, must name a heading (or a paragraph's bold
+// lead) of that doc, so a section that moves or is renamed takes its citations along.
 
 // cliTree is what msgxctl accepts: its commands by every name (aliases included) and, per
 // command, the flags its help lists; hidden reports whether a flag the help does not list is
@@ -309,6 +314,145 @@ func checkDoc(file, text string, docs map[string]string, targets map[string]bool
 	return append(problems, checkLinks(file, prose, docs)...)
 }
 
+// sectionCite is a citation of a doc's section by its title: the doc's path, then the title in
+// quotes after a comma or in parentheses, the title possibly wrapped over lines.
+var sectionCite = regexp.MustCompile("((?:docs/[a-z0-9-]+|README)\\.md)`?(?:,\\s*|\\s+\\(\\s*)[\"“]([^\"”]+)[\"”]")
+
+// commentMarker is what starts a comment line in the SQL, shell, YAML, proto and Makefile text a
+// wrapped citation runs through.
+var commentMarker = regexp.MustCompile(`\n[ \t]*(?://|--|#+)[ \t]?`)
+
+// uncomment blanks the comment markers at the starts of lines, keeping the newlines and the
+// offsets, so that a title wrapped over comment lines reads as one.
+func uncomment(text string) string {
+	return commentMarker.ReplaceAllStringFunc(text, func(m string) string { return "\n" + strings.Repeat(" ", len(m)-1) })
+}
+
+// sections are the titles a doc's section citations may name: its headings and the bold leads
+// of its paragraphs and list items, lower-cased without code and emphasis marks.
+func sections(text string) []string {
+	var out []string
+	inFence := false
+	lead := regexp.MustCompile(`^(?:[-*] |\d+\. )?\*\*([^*]+)\*\*`)
+	for l := range strings.SplitSeq(text, "\n") {
+		if fence.MatchString(l) {
+			inFence = !inFence
+			continue
+		}
+		if inFence {
+			continue
+		}
+		if m := heading.FindStringSubmatch(l); m != nil {
+			out = append(out, normTitle(m[2]))
+		} else if m := lead.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			out = append(out, normTitle(m[1]))
+		}
+	}
+	return out
+}
+
+func normTitle(s string) string {
+	return strings.Join(strings.Fields(strings.ToLower(strings.NewReplacer("`", "", "*", "").Replace(s))), " ")
+}
+
+// checkCites reports the section citations of text that name no section of the doc they cite;
+// lineOf maps an offset of text to its line. A title may stop short of a heading's end (a
+// heading "A schedule snapshot (target 3)" is cited as "A schedule snapshot").
+func checkCites(file, text string, lineOf func(int) int, docs map[string]string) []docProblem {
+	var problems []docProblem
+	for _, m := range sectionCite.FindAllStringSubmatchIndex(text, -1) {
+		doc, title := text[m[2]:m[3]], normTitle(text[m[4]:m[5]])
+		body, ok := docs[doc]
+		if !ok {
+			problems = append(problems, docProblem{file, lineOf(m[0]), fmt.Sprintf("cites %s, which does not exist", doc)})
+			continue
+		}
+		found := false
+		for _, s := range sections(body) {
+			if strings.HasPrefix(s, title) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			problems = append(problems, docProblem{file, lineOf(m[0]), fmt.Sprintf("cites %s, %q: no heading of %s starts so (moved or renamed?)", doc, text[m[4]:m[5]], doc)})
+		}
+	}
+	return problems
+}
+
+// citeFile reports whether rel is a file other than Markdown and Go whose comments cite docs'
+// sections.
+func citeFile(rel string) bool {
+	switch filepath.Ext(rel) {
+	case ".proto", ".sql", ".yaml", ".yml", ".sh", ".tpl", ".txt":
+		return true
+	}
+	return filepath.Base(rel) == "Makefile"
+}
+
+// checkTreeCites runs checkCites over every Markdown file, every Go file's comments (string
+// literals are the programs' own text) and the comments of the other source files.
+func checkTreeCites(t *testing.T, root string, docs map[string]string) []docProblem {
+	t.Helper()
+	var problems []docProblem
+	keep := func(rel string) bool {
+		return strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, ".pb.go") || citeFile(rel) || filepath.Ext(rel) == ".md"
+	}
+	err := walkFiles(root, keep, func(rel string, src []byte) error {
+		if !strings.HasSuffix(rel, ".go") {
+			text := string(src)
+			if filepath.Ext(rel) != ".md" {
+				text = uncomment(text)
+			}
+			problems = append(problems, checkCites(rel, text, func(off int) int { return 1 + strings.Count(text[:off], "\n") }, docs)...)
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, rel, src, parser.ParseComments)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		for _, cg := range f.Comments {
+			text := cg.Text()
+			start := fset.Position(cg.Pos()).Line
+			problems = append(problems, checkCites(rel, text, func(off int) int { return start + strings.Count(text[:off], "\n") }, docs)...)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return problems
+}
+
+// walkFiles calls fn with the path from root and the content of every file under root that keep
+// takes, outside the directories no check reads (.git, vendor, testdata, build output).
+func walkFiles(root string, keep func(rel string) bool, fn func(rel string, src []byte) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "vendor", "testdata", "node_modules", "bin", ".cache":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if !keep(rel) {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return fn(rel, src)
+	})
+}
+
 var makeRule = regexp.MustCompile(`^([A-Za-z0-9_.-]+(?:\s+[A-Za-z0-9_.-]+)*)\s*:([^=]|$)`)
 
 // makeTargets reads the targets a Makefile defines.
@@ -435,26 +579,8 @@ func msgxctlTree(t *testing.T, root string) *cliTree {
 func markdownFiles(t *testing.T, root string) map[string]string {
 	t.Helper()
 	docs := map[string]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "vendor", "testdata", "node_modules", "bin", ".cache":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if filepath.Ext(path) != ".md" {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		docs[filepath.ToSlash(rel)] = string(b)
+	err := walkFiles(root, func(rel string) bool { return filepath.Ext(rel) == ".md" }, func(rel string, src []byte) error {
+		docs[rel] = string(src)
 		return nil
 	})
 	if err != nil {
@@ -468,7 +594,8 @@ func markdownFiles(t *testing.T, root string) map[string]string {
 
 // TestDocsNameCommandsThatExist fails when a doc names a make target the Makefile lacks, a
 // msgxctl command or flag msgxctl does not have, a hidden alias of a flag (the proto spelling
-// msgxctl keeps accepting for old scripts), or links to a heading that no doc has.
+// msgxctl keeps accepting for old scripts), or links to a heading that no doc has, and when a
+// doc or a comment cites a section of a doc by a title that the doc does not have.
 func TestDocsNameCommandsThatExist(t *testing.T) {
 	root := repo.Root(t)
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
@@ -490,6 +617,9 @@ func TestDocsNameCommandsThatExist(t *testing.T) {
 		for _, p := range checkDoc(f, docs[f], docs, targets, cli) {
 			t.Error(p)
 		}
+	}
+	for _, p := range checkTreeCites(t, root, docs) {
+		t.Error(p)
 	}
 }
 
@@ -548,5 +678,46 @@ func TestDocChecksFindEachDefect(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSectionCitesFindEachDefect plants citations of sections that do not exist, and the forms
+// that must pass: a heading, a heading's start, a bold lead, a title wrapped over comment lines.
+func TestSectionCitesFindEachDefect(t *testing.T) {
+	t.Parallel()
+	docs := map[string]string{"docs/ops.md": "# Ops\n\n## Restoring PostgreSQL from a backup\n\n" +
+		"**NetworkPolicy** (on by default): …\n\n```\n## Not a heading\n```\n"}
+	tests := []struct {
+		name string
+		text string
+		want []string
+	}{
+		{"good", "see docs/ops.md, \"Restoring PostgreSQL from a\n backup\"; docs/ops.md (\"Restoring PostgreSQL\"), " +
+			"`docs/ops.md`, \"NetworkPolicy\" and docs/ops.md, “ops”", nil},
+		{"renamed", "x\n(docs/ops.md, \"The restore drill\")", []string{`f:2: cites docs/ops.md, "The restore drill": no heading`}},
+		{"in a block", "docs/ops.md, \"Not a heading\"", []string{`f:1: cites docs/ops.md, "Not a heading"`}},
+		{"no doc", "docs/gone.md, \"Ops\"", []string{"f:1: cites docs/gone.md, which does not exist"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got []string
+			for _, p := range checkCites("f", tc.text, func(off int) int { return 1 + strings.Count(tc.text[:off], "\n") }, docs) {
+				got = append(got, p.String())
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("problems %q, want %q", got, tc.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("problem %q, want one starting %q", got[i], tc.want[i])
+				}
+			}
+		})
+	}
+	// A wrapped title in a SQL or Makefile comment reads as one once the markers are out.
+	sql := "-- the drill (docs/ops.md, \"Restoring PostgreSQL\n-- from a backup\")\n"
+	if p := checkCites("f.sql", uncomment(sql), func(int) int { return 1 }, docs); p != nil {
+		t.Errorf("a title wrapped over SQL comment lines: %v", p)
 	}
 }
