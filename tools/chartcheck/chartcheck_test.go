@@ -722,6 +722,10 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 	if err != nil {
 		t.Fatalf("docs/runbooks.md: %v", err)
 	}
+	ops, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatalf("docs/operations.md: %v", err)
+	}
 	var got []string
 	exprs := map[string]string{}
 	for _, g := range m.rules[0].Spec.Groups {
@@ -754,6 +758,9 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 			}
 			if !regexp.MustCompile(`(?m)^#+ ` + rule.Alert + `\s*$`).Match(runbooks) {
 				t.Errorf("docs/runbooks.md has no heading %q for the alert's runbook", rule.Alert)
+			}
+			if !bytes.Contains(ops, []byte("| ["+rule.Alert+"](runbooks.md#"+anchor+") |")) {
+				t.Errorf("docs/operations.md's table of alerts has no row for %s linking its runbook", rule.Alert)
 			}
 		}
 	}
