@@ -15,8 +15,8 @@ import (
 // flight_schd row in the same transaction (Save, SaveMany, AddUpdates; the history sweep
 // deletes the row, a version floor rewrites it), so a row whose xmin is the one an entry holds
 // has the details the entry holds, and LoadLocked and the bulk loads of a schedule snapshot
-// read the rows alone instead of the ten-table detail read (docs/performance.md, "Ninth pass",
-// "Tenth pass"). An entry whose xmin no longer matches (a
+// read the rows alone instead of the ten-table detail read (docs/performance.md, "Changes and
+// their cost"). An entry whose xmin no longer matches (a
 // write by another process or another term, a transaction that rolled back, a restore) is read
 // again. An xmin comes back only after 2^32 transactions, decades of this system's traffic, and
 // an entry not touched that long has left the bounded cache long before; or after a restore from

@@ -367,7 +367,7 @@ var upsertRowsWithChangesSQL = `WITH chg AS (` + insertChangesAt(len(rowWriteCol
 // rows of changes (R-ORDER-8), as one statement (none for neither); the FLIDs are unique. Alone
 // it writes states whose details are the stored ones (a write of the provenance only,
 // R-ORDER-2). One statement fewer on the wire for every message that writes a flight; the
-// server's CPU per FLOP measured the same as with two (docs/performance.md, "Eighth pass").
+// server's CPU per FLOP measured the same as with two (docs/performance.md, "Domain cost").
 //
 // With a cache, the upsert returns each row's new version and the flights are put in cache as
 // that version (DetailCache): the caller writes their details in the same transaction, or
