@@ -201,7 +201,11 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 			skips = append(skips, rec.FLID+" "+o.Skip)
 			continue
 		}
-		if reason := overRecord(f.maxRecord, in, o.Events); reason != "" {
+		reason, err := overRecord(f.maxRecord, in, o.Events)
+		if err != nil {
+			return pump.Result{}, err
+		}
+		if reason != "" {
 			// Rolls back what the records before this one wrote: the message changes nothing.
 			return pump.Result{}, pump.OverBound(reason)
 		}
@@ -262,28 +266,37 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 
 // overRecord is the reason a message is refused when one of the events it would write does not
 // fit in a Kafka record of maxRecord bytes (kafka.max-message-bytes; 0: no bound), or "". The
-// record is bounded as the dispatcher will send it (kafkarecord.BatchBound: key, headers and
-// batch overhead counted at their largest), so a state committed here is never one the
-// dispatcher must refuse: the codec's bounds (docs/codec.md §6) let no message in whose state
-// can be stored but never published (issue #57).
-func overRecord(maxRecord int, in pump.Input, events []flight.Event) string {
+// record is measured as the dispatcher will send it: the payload as PostgreSQL's jsonb gives
+// it back (outbox.SentBytes), with key, headers and batch overhead counted at their largest
+// (kafkarecord.BatchBound). So a state committed here is never one the dispatcher must refuse:
+// the codec's bounds (docs/codec.md §6) let no message in whose state can be stored but never
+// published (issue #57).
+func overRecord(maxRecord int, in pump.Input, events []flight.Event) (string, error) {
 	if maxRecord <= 0 {
-		return ""
+		return "", nil
 	}
 	for _, e := range events {
 		if e.Payload == nil {
 			continue
 		}
-		if n := kafkarecord.BatchBound(e.FLID, len(e.Payload), e.Type, in.Trace.State); n > maxRecord {
+		size := outbox.MaxSentBytes(e.Payload)
+		if kafkarecord.BatchBound(e.FLID, size, e.Type, in.Trace.State) <= maxRecord {
+			continue // the common case: no walk of the payload
+		}
+		size, err := outbox.SentBytes(e.Payload)
+		if err != nil {
+			return "", fmt.Errorf("size of the %s event of flight %s: %w", e.Target, e.FLID, err)
+		}
+		if n := kafkarecord.BatchBound(e.FLID, size, e.Type, in.Trace.State); n > maxRecord {
 			what := "change notification"
 			if e.Target == flight.TargetSchd {
 				what = "document"
 			}
-			return fmt.Sprintf("over the codec's limits: the %s %s of flight %s would be %d bytes, a %d-byte Kafka record, over the %d of kafka.max-message-bytes",
-				e.Target, what, e.FLID, len(e.Payload), n, maxRecord)
+			return fmt.Sprintf("over the codec's limits: the %s %s of flight %s would be %d bytes, a Kafka record of up to %d bytes, over the %d of kafka.max-message-bytes",
+				e.Target, what, e.FLID, size, n, maxRecord), nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // skipLabel is a skip reason's label for msgx_flight_skipped_total: its first word, so the

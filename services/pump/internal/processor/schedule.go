@@ -112,7 +112,11 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 	// Every batch's events are known before the first is written: a package with one state
 	// that could never be published writes nothing (issue #57).
 	for _, f := range plan.Flights {
-		if reason := overRecord(s.maxRecord, in, f.Decision.Events); reason != "" {
+		reason, err := overRecord(s.maxRecord, in, f.Decision.Events)
+		if err != nil {
+			return pump.Result{}, err
+		}
+		if reason != "" {
 			return pump.Result{}, s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, pump.OverBound(reason))
 		}
 	}
