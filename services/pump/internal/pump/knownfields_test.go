@@ -15,6 +15,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/sis"
+	"github.com/msgexchange/msgexchange/services/pump/internal/processor"
 	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
@@ -211,5 +212,83 @@ func TestKnownFieldsProperty(t *testing.T) {
 		if strings.Contains(published, `"QX`) || strings.Contains(projected, `"QX`) {
 			t.Fatalf("seed %d, message %d (%s): an unknown field was published: %s", seed, i, what, published)
 		}
+	}
+}
+
+// TestDocumentOverMaxMessageBytesIsRefused: a message whose flight document would not fit in a
+// Kafka record of kafka.max-message-bytes is refused by the codec's limits: DEAD(MALFORMED) with
+// both sizes in its reason, nothing written (no version, no event, no history row, no
+// projection change), its text kept; the messages after it go on. A FLOP, an ADFT of two
+// flights whose second is too large (the first's writes roll back with it) and a schedule
+// snapshot (refused before its first batch, with its trail row) alike.
+func TestDocumentOverMaxMessageBytesIsRefused(t *testing.T) {
+	t.Parallel()
+	const limit = 2048
+	e := newEnv(t)
+	s := e.session(t)
+	p := e.newPump(t, options{route: processor.Route(flight.DayRule{Zone: zone}, processor.WithMaxMessageBytes(limit))})
+	e.add(t, e.adft("5711"))
+	e.add(t, e.adft("5712"))
+	drain(t, p, s, e)
+	remark := strings.Repeat("R", 1900)
+	versions := map[string]int64{"5711": e.flightVersion(t, "5711"), "5712": e.flightVersion(t, "5712")}
+	docs := map[string]string{"5711": e.projected(t, "5711"), "5712": e.projected(t, "5712")}
+
+	flop := e.add(t, e.remark("5711", remark))
+	// An ADFT of two flights: a new one, then 5712 with the remark.
+	big := testFlight("5712")
+	big.Extra = "<REMC>" + remark + "</REMC>"
+	second := traffic.ADFT(0, e.now(), big)
+	fltr := second[strings.Index(second, "<FLTR>"):strings.Index(second, "</FLTR>")+len("</FLTR>")]
+	adft := traffic.ADFT(e.nextSeq(), e.now(), testFlight("5713"))
+	adft = strings.Replace(strings.Replace(adft, "<RECS>1</RECS>", "<RECS>2</RECS>", 1), "</SCHD>", fltr+"</SCHD>", 1)
+	twoFlights := e.add(t, adft)
+	snapBig := snap("5711", day1, 10)
+	snapBig.Extra = "<REMC>" + remark + "</REMC>"
+	dnld := e.add(t, e.dnld(snapBig, snap("5712", day1, 11)))
+	after := e.add(t, e.remark("5711", "small"))
+	drain(t, p, s, e)
+
+	for _, c := range []struct {
+		name string
+		id   int64
+		flid string
+	}{{"FLOP", flop, "5711"}, {"ADFT", twoFlights, "5712"}, {"DNLD", dnld, "5711"}} {
+		m := e.get(t, c.id)
+		wantState(t, m, queue.Dead, queue.Malformed)
+		reason := deref(m.LastError)
+		t.Logf("%s refused: %s", c.name, reason)
+		for _, want := range []string{"over the codec's limits", "KAFKA:schd document of flight " + c.flid + " would be ",
+			"over the " + strconv.Itoa(limit) + " of kafka.max-message-bytes"} {
+			if !strings.Contains(reason, want) {
+				t.Errorf("%s: reason %q does not say %q", c.name, reason, want)
+			}
+		}
+		if n := e.count(t, `SELECT count(*) FROM msg_event WHERE msg_id = $1`, c.id); n != 0 {
+			t.Errorf("%s: the refused message wrote %d events", c.name, n)
+		}
+		if n := e.count(t, `SELECT count(*) FROM flight_change WHERE msg_id = $1`, c.id); n != 0 {
+			t.Errorf("%s: the refused message wrote %d history rows", c.name, n)
+		}
+		if n := e.count(t, `SELECT count(*) FROM proc_raw WHERE msg_id = $1`, c.id); n != 1 {
+			t.Errorf("%s: the refused message's text is not kept (%d rows)", c.name, n)
+		}
+	}
+	if _, ok := e.row(t, "5713"); ok {
+		t.Error("the ADFT's first flight was written although the message was refused")
+	}
+	wantTrail(t, e.trail(t, dnld), "REFUSED 2 - - - - 2026-03-01 over the codec's limits")
+	if v := e.flightVersion(t, "5712"); v != versions["5712"] {
+		t.Errorf("5712 is version %d, want %d: refused messages changed it", v, versions["5712"])
+	}
+	if doc := e.projected(t, "5712"); doc != docs["5712"] {
+		t.Errorf("projection of 5712 changed: %s", doc)
+	}
+	wantState(t, e.get(t, after), queue.Succeeded, "")
+	if v := e.flightVersion(t, "5711"); v != versions["5711"]+1 {
+		t.Errorf("5711 is version %d, want %d: only the small remark after the refusals", v, versions["5711"]+1)
+	}
+	if doc := e.projected(t, "5711"); strings.Contains(doc, remark) || !strings.Contains(doc, "small") {
+		t.Errorf("projection of 5711 %q: want the small remark, not the refused one", doc)
 	}
 }
