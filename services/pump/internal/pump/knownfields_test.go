@@ -239,7 +239,7 @@ func TestDocumentOverMaxMessageBytesIsRefused(t *testing.T) {
 	big := testFlight("5712")
 	big.Extra = "<REMC>" + remark + "</REMC>"
 	second := traffic.ADFT(0, e.now(), big)
-	fltr := second[strings.Index(second, "<FLTR>"):strings.Index(second, "</FLTR>")+len("</FLTR>")]
+	fltr := second[strings.Index(second, "<FLTR>") : strings.Index(second, "</FLTR>")+len("</FLTR>")]
 	adft := traffic.ADFT(e.nextSeq(), e.now(), testFlight("5713"))
 	adft = strings.Replace(strings.Replace(adft, "<RECS>1</RECS>", "<RECS>2</RECS>", 1), "</SCHD>", fltr+"</SCHD>", 1)
 	twoFlights := e.add(t, adft)
