@@ -270,7 +270,7 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 // it back (outbox.SentBytes), with key, headers and batch overhead counted at their largest
 // (kafkarecord.BatchBound). So a state committed here is never one the dispatcher must refuse:
 // the codec's bounds (docs/codec.md §6) let no message in whose state can be stored but never
-// published (issue #57).
+// published (R-IDENT-5).
 func overRecord(maxRecord int, in pump.Input, events []flight.Event) (string, error) {
 	if maxRecord <= 0 {
 		return "", nil

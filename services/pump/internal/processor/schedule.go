@@ -110,7 +110,7 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 		return pump.Result{}, s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, pump.Reject(refusal.String()))
 	}
 	// Every batch's events are known before the first is written: a package with one state
-	// that could never be published writes nothing (issue #57).
+	// that could never be published writes nothing (R-IDENT-5).
 	for _, f := range plan.Flights {
 		reason, err := overRecord(s.maxRecord, in, f.Decision.Events)
 		if err != nil {
