@@ -98,8 +98,8 @@ func Reject(reason string) *Decision {
 
 // OverBound ends the message DEAD(MALFORMED): it decoded, but what it would make is over a
 // bound of the codec's limits (docs/codec.md §6: a flight whose document would not fit in a
-// Kafka record of kafka.max-message-bytes, R-IDENT-5). Like every excess it is the message's own, so no
-// retry could apply it; the backfill marks it as any DEAD one.
+// Kafka record of kafka.max-message-bytes, R-IDENT-5). Like every excess it is the message's
+// own, so no retry could apply it; the backfill marks it as any DEAD one.
 func OverBound(reason string) *Decision {
 	return &Decision{State: queue.Dead, Class: queue.Malformed, Reason: reason}
 }
