@@ -104,7 +104,7 @@ func (c *DetailCache) put(xmin uint32, f flight.Flight) {
 // the raw content by tag.
 func storedDetails(f flight.Flight) (map[string][]flight.Item, map[string][]string) {
 	col := map[string][]flight.Item{}
-	for _, tag := range CollectionTags() {
+	for _, tag := range flight.CollectionTags {
 		c := collections[tag]
 		for _, it := range f.Collections[tag] {
 			st := flight.Item{Fields: make(map[string]string, len(c.fields))}
