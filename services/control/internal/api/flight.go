@@ -48,7 +48,14 @@ func (s *Service) GetFlight(ctx context.Context, req *controlv1.GetFlightRequest
 	if err != nil {
 		return nil, toStatus(ctx, "get flight", err)
 	}
-	resp := &controlv1.GetFlightResponse{Flid: flid, Redis: &controlv1.FlightProjection{}, Events: eventList(events)}
+	resp := &controlv1.GetFlightResponse{Flid: flid, Redis: &controlv1.FlightProjection{}}
+	// The newest events first, each payload cut to a page's share and the list to a page: a
+	// KAFKA:schd payload is the whole document (docs/control.md, "Answers bounded in bytes").
+	for _, e := range eventList(events) {
+		cutEvent(e, s.cfg.PageBytes)
+		resp.Events = append(resp.Events, e)
+	}
+	resp.Events, _ = fitPage(resp.Events, s.cfg.PageBytes)
 	for _, m := range msgs {
 		resp.Messages = append(resp.Messages, message(m))
 	}

@@ -85,13 +85,17 @@ func (s *Service) ListMessages(ctx context.Context, req *controlv1.ListMessagesR
 	if err != nil {
 		return nil, toStatus(ctx, "list messages", err)
 	}
-	resp := &controlv1.ListMessagesResponse{}
-	if len(msgs) > size {
+	more := len(msgs) > size
+	if more {
 		msgs = msgs[:size]
-		resp.NextPageToken = encodePageToken(msgs[size-1].MsgID)
 	}
+	resp := &controlv1.ListMessagesResponse{}
 	for _, m := range msgs {
 		resp.Messages = append(resp.Messages, message(m))
+	}
+	var cut bool
+	if resp.Messages, cut = fitPage(resp.Messages, s.cfg.PageBytes); more || cut {
+		resp.NextPageToken = encodePageToken(resp.Messages[len(resp.Messages)-1].GetMsgId())
 	}
 	return resp, nil
 }

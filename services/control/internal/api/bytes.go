@@ -1,0 +1,88 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
+)
+
+// Answers bounded in bytes (docs/control.md, docs/security.md): a page of a list or history
+// answer stops at control.page-bytes, and a value that alone would take a large share of a
+// page (a flight_change's old or new collection, an event's payload, each up to the codec's
+// 8 MiB) is cut to its head with its length and digest kept. Row counts alone bound nothing: six
+// ADFTs of 6 MB made one default GetFlightHistory page 65.6 MB (issue #57).
+
+// valueShare is the share of control.page-bytes one value may take: a page then always has room
+// for a row with an old and a new value cut to it, and the row's other fields.
+const valueShare = 8
+
+// minValueBytes is the least of a value an answer keeps when a row's many parts make it cut
+// them below a page's share (fitEntry): enough to show what the value is.
+const minValueBytes = 512
+
+// pageFill counts the bytes of a page as its rows are added.
+type pageFill struct {
+	limit, used, rows int
+}
+
+// add reports whether a row of msg's size fits the page and counts it if so. The first row
+// always fits, so paging progresses whatever a row's size; a row alone is bounded by cutting
+// its values (fitEntry, cutEvent).
+func (p *pageFill) add(msg proto.Message) bool {
+	// The row's bytes in the repeated field: its size, its tag and its length's varint.
+	n := proto.Size(msg) + 1 + protoVarintLen(proto.Size(msg))
+	if p.rows > 0 && p.used+n > p.limit {
+		return false
+	}
+	p.used += n
+	p.rows++
+	return true
+}
+
+func protoVarintLen(n int) int {
+	l := 1
+	for n >= 0x80 {
+		n >>= 7
+		l++
+	}
+	return l
+}
+
+// valueCap is the most of one value a page of limit bytes holds.
+func valueCap(limit int) int { return limit / valueShare }
+
+// cut returns v whole when it has at most max bytes, else its head of at most max bytes (ending
+// on a character boundary, so the answer stays valid UTF-8) and what was cut.
+func cut(v string, max int) (string, *controlv1.Truncated) {
+	if len(v) <= max {
+		return v, nil
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	sum := sha256.Sum256([]byte(v))
+	return v[:n], &controlv1.Truncated{Bytes: int64(len(v)), KeptBytes: int64(n), Sha256: hex.EncodeToString(sum[:])}
+}
+
+// cutEvent cuts an event's payload to a page's share of limit.
+func cutEvent(e *controlv1.Event, limit int) {
+	e.PayloadJson, e.PayloadCut = cut(e.GetPayloadJson(), valueCap(limit))
+}
+
+// fitPage returns the head of rows that fits a page of limit bytes (one row at least) and
+// whether rows were left out; a list then ends its page at the last row kept and hands back
+// that row's cursor.
+func fitPage[M proto.Message](rows []M, limit int) ([]M, bool) {
+	fill := pageFill{limit: limit}
+	for i, r := range rows {
+		if !fill.add(r) {
+			return rows[:i], true
+		}
+	}
+	return rows, false
+}
