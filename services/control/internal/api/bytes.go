@@ -24,10 +24,17 @@ const valueShare = 8
 // them below a page's share (fitEntry): enough to show what the value is.
 const minValueBytes = 512
 
-// pageFill counts the bytes of a page as its rows are added.
+// pageReserve is what a page keeps for the answer's fields besides its rows: the next page's
+// cursor, a FLID.
+const pageReserve = 512
+
+// pageFill counts the bytes of a page as its rows are added; used starts at pageReserve, or at
+// what the answer already holds.
 type pageFill struct {
 	limit, used, rows int
 }
+
+func newPageFill(limit int) pageFill { return pageFill{limit: limit, used: pageReserve} }
 
 // add reports whether a row of msg's size fits the page and counts it if so. The first row
 // always fits, so paging progresses whatever a row's size; a row alone is bounded by cutting
@@ -78,7 +85,7 @@ func cutEvent(e *controlv1.Event, limit int) {
 // whether rows were left out; a list then ends its page at the last row kept and hands back
 // that row's cursor.
 func fitPage[M proto.Message](rows []M, limit int) ([]M, bool) {
-	fill := pageFill{limit: limit}
+	fill := newPageFill(limit)
 	for i, r := range rows {
 		if !fill.add(r) {
 			return rows[:i], true

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
@@ -288,7 +289,9 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 // message wrote is listed, those past the page without their changes (changes_omitted), and
 // the events past it are left out; flight_changes_truncated says either happened.
 func (s *Service) fitMessage(resp *controlv1.GetMessageResponse, m queue.Message, changes []flightstore.Change, events []outbox.Row) {
-	fill := pageFill{limit: s.cfg.PageBytes}
+	// The answer's other fields (the record, its timeline and attempts) count too; the raw text
+	// has its own bound.
+	fill := pageFill{limit: s.cfg.PageBytes, used: proto.Size(resp)}
 	for _, c := range changes {
 		e := historyEntry(c, &m, s.cfg.PageBytes)
 		if !c.Omitted && !fill.add(e) {

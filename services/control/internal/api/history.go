@@ -74,7 +74,7 @@ func (s *Service) GetFlightHistory(ctx context.Context, req *controlv1.GetFlight
 	// limit, or the messages at limit. Either way the page ends where both were read.
 	more := horizon != 0 || read == limit || len(msgs) == limit
 	resp := &controlv1.GetFlightHistoryResponse{Flid: flid}
-	fill := pageFill{limit: s.cfg.PageBytes}
+	fill := newPageFill(s.cfg.PageBytes)
 	for _, id := range ids {
 		if len(resp.Entries) == limit || (horizon != 0 && id >= horizon) || !fill.add(entries[id]) {
 			more = true
