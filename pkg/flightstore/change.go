@@ -127,36 +127,42 @@ func History(ctx context.Context, q db.Executor, flid string, after int64, limit
 		`SELECT `+changeColumns+` FROM flight_change WHERE flid = $1 AND msg_id > $2 ORDER BY msg_id LIMIT $3`, flid, after, limit)
 }
 
+// RowBound is how a byte-bounded read (EachHistory, EachChangeOf) counts: it reads the changes
+// of a row only while the rows before it take less than Bytes, each counted as its size as
+// stored, but at most RowBytes (what the reader keeps of a row however large: control cuts
+// each value to its head). The rows after come with Omitted set.
+type RowBound struct {
+	Bytes, RowBytes int
+}
+
 // EachHistory calls fn with flid's history rows after message after, in ID order: at most
-// limit, and the changes of a row only while the rows before it take less than bytes as stored
-// (the rows after come with Omitted set). A reader that keeps what fits an answer of about
-// bytes (control's pages, docs/control.md) so reads about that much however large the rows
-// are; each row's old and new collections can be twice a message of codec.max-bytes.
-func EachHistory(ctx context.Context, q db.Executor, flid string, after int64, limit, bytes int, fn func(Change) error) error {
-	return eachChange(ctx, q, "history of "+flid, "flid = $1 AND msg_id > $2", "msg_id", limit, bytes, fn, flid, after)
+// limit, their changes within bound. fn sees one row at a time, so a reader that keeps only
+// what fits an answer (control's pages, docs/control.md) holds about one row however large the
+// rows are; each row's old and new collections can be twice a message of codec.max-bytes.
+func EachHistory(ctx context.Context, q db.Executor, flid string, after int64, limit int, bound RowBound, fn func(Change) error) error {
+	return eachChange(ctx, q, "history of "+flid, "flid = $1 AND msg_id > $2", "msg_id", limit, bound, fn, flid, after)
 }
 
 // EachChangeOf calls fn with what message msgID did to each flight it wrote, by FLID (at most
-// limit), the changes of a row only while the rows before it take less than bytes as stored
-// (EachHistory).
-func EachChangeOf(ctx context.Context, q db.Executor, msgID int64, limit, bytes int, fn func(Change) error) error {
-	return eachChange(ctx, q, fmt.Sprintf("changes of msg %d", msgID), "msg_id = $1", "flid", limit, bytes, fn, msgID)
+// limit), their changes within bound (EachHistory).
+func EachChangeOf(ctx context.Context, q db.Executor, msgID int64, limit int, bound RowBound, fn func(Change) error) error {
+	return eachChange(ctx, q, fmt.Sprintf("changes of msg %d", msgID), "msg_id = $1", "flid", limit, bound, fn, msgID)
 }
 
 // eachChange reads up to limit rows of flight_change matching where (its arguments $1…), in
 // order, and calls fn with each. The size counted is pg_column_size, the size as stored
 // (compressed and out of line when large), which PostgreSQL reads without decompressing the
 // value, so counting costs nothing per row; a row past the bound is sent without its changes.
-func eachChange(ctx context.Context, q db.Executor, what, where, order string, limit, bytes int, fn func(Change) error, args ...any) error {
+func eachChange(ctx context.Context, q db.Executor, what, where, order string, limit int, bound RowBound, fn func(Change) error, args ...any) error {
 	n := len(args)
 	sql := `SELECT msg_id, flid, msg_type, styp, cause, state, version,
 			CASE WHEN before < $` + strconv.Itoa(n+2) + ` THEN changes END, superseded, events, written_at
-		FROM (SELECT *, coalesce(sum(pg_column_size(changes)) OVER (ORDER BY ` + order + `
+		FROM (SELECT *, coalesce(sum(least(pg_column_size(changes), $` + strconv.Itoa(n+3) + `)) OVER (ORDER BY ` + order + `
 				ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
 			FROM (SELECT ` + changeColumns + ` FROM flight_change WHERE ` + where + `
 				ORDER BY ` + order + ` LIMIT $` + strconv.Itoa(n+1) + `) l) w
 		ORDER BY ` + order
-	rows, err := q.Query(ctx, sql, append(args, limit, bytes)...)
+	rows, err := q.Query(ctx, sql, append(args, limit, bound.Bytes, bound.RowBytes)...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

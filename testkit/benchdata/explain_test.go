@@ -155,10 +155,10 @@ var calls = []call{
 		return err
 	}},
 	{"flightstore.EachHistory", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {
-		return flightstore.EachHistory(ctx, q, flid, 0, 50, 1<<20, func(flightstore.Change) error { return nil })
+		return flightstore.EachHistory(ctx, q, flid, 0, 50, flightstore.RowBound{Bytes: 1 << 20, RowBytes: 1 << 18}, func(flightstore.Change) error { return nil })
 	}},
 	{"flightstore.EachChangeOf", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {
-		return flightstore.EachChangeOf(ctx, q, msg, 50, 1<<20, func(flightstore.Change) error { return nil })
+		return flightstore.EachChangeOf(ctx, q, msg, 50, flightstore.RowBound{Bytes: 1 << 20, RowBytes: 1 << 18}, func(flightstore.Change) error { return nil })
 	}},
 	{"flightstore.HistoryCandidates", func(ctx context.Context, q db.Executor, _ pgx.Tx, now time.Time) error {
 		_, err := flightstore.HistoryCandidates(ctx, q, flightstore.HistoryPolicy{

@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
+
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -74,6 +76,13 @@ func cut(v string, max int) (string, *controlv1.Truncated) {
 	}
 	sum := sha256.Sum256([]byte(v))
 	return v[:n], &controlv1.Truncated{Bytes: int64(len(v)), KeptBytes: int64(n), Sha256: hex.EncodeToString(sum[:])}
+}
+
+// rowBound is how much of flight_change a page reads: about a page, each row counted as at most
+// the old and new value of a part cut to a page's share, so the rows read whole are about
+// those that fit the page once cut (a 12 MB row counts 256 KiB at the default).
+func (s *Service) rowBound() flightstore.RowBound {
+	return flightstore.RowBound{Bytes: s.cfg.PageBytes, RowBytes: 2 * valueCap(s.cfg.PageBytes)}
 }
 
 // cutEvent cuts an event's payload to a page's share of limit.

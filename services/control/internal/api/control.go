@@ -249,7 +249,7 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 		changes = changes[:0]
 		// The rows past the page's bytes come without their changes: each is answered as a
 		// summary, and only those read whole are held.
-		err = flightstore.EachChangeOf(ctx, tx, req.GetMsgId(), controlv1.MaxFlightHistoryPage, s.cfg.PageBytes, func(c flightstore.Change) error {
+		err = flightstore.EachChangeOf(ctx, tx, req.GetMsgId(), controlv1.MaxFlightHistoryPage, s.rowBound(), func(c flightstore.Change) error {
 			changes = append(changes, c)
 			return nil
 		})

@@ -48,7 +48,7 @@ func (s *Service) GetFlightHistory(ctx context.Context, req *controlv1.GetFlight
 		entries, read, horizon = map[int64]*controlv1.FlightHistoryEntry{}, 0, 0
 		// Each row is cut to the page as it is read, so a page of large rows holds one of them
 		// whole at a time, never the page.
-		return flightstore.EachHistory(ctx, tx, flid, req.GetAfterMsgId(), limit, s.cfg.PageBytes, func(c flightstore.Change) error {
+		return flightstore.EachHistory(ctx, tx, flid, req.GetAfterMsgId(), limit, s.rowBound(), func(c flightstore.Change) error {
 			if c.Omitted {
 				if horizon == 0 {
 					horizon = c.MsgID

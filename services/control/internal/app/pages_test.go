@@ -186,6 +186,59 @@ func TestAnswersBoundedInBytes(t *testing.T) {
 		checkCut(t, "payload", payload, ev.GetPayloadJson(), ev.GetPayloadCut(), valueMax)
 	})
 
+	t.Run("GetMessage of a snapshot lists every flight, the changes past the budget omitted", func(t *testing.T) {
+		// One message that wrote ten flights, each a new document of 600 KB (a schedule
+		// snapshot): 6 MB of changes.
+		const snap, flights = int64(5000), 10
+		at := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+		pg.Exec(t, `INSERT INTO proc_state (msg_id, state, msg_type, msg_styp, enqueued_at, finished_at, backfill_at, updated_at)
+			VALUES ($1, 'SUCCEEDED', 'SCHD', 'DNLD', $2, $2, $2, $2)`, snap, at)
+		snapDocs := map[string]string{}
+		for i := range flights {
+			flid := fmt.Sprintf("SNAP%02d", i)
+			snapDocs[flid] = bigDoc(t, i)[:600<<10]
+			changes, err := json.Marshal(map[string]map[string]string{"GTDT": {"old": "", "new": snapDocs[flid]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pg.Exec(t, `INSERT INTO flight_change (msg_id, flid, msg_type, styp, cause, state, version, changes, superseded, events, written_at)
+				VALUES ($1, $2, 'SCHD', 'DNLD', 'record', 'ACTIVE', 1, $3, '{}', '[]', $4)`, snap, flid, string(changes), at)
+		}
+		resp, err := in.client.GetMessage(withToken(callCtx(t), token), &controlv1.GetMessageRequest{MsgId: snap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		omitted := 0
+		for _, e := range resp.GetFlightChanges() {
+			if e.GetChangesOmitted() {
+				omitted++
+				if len(e.GetChanges()) != 0 {
+					t.Errorf("%s: changes_omitted with %d changes", e.GetFlid(), len(e.GetChanges()))
+				}
+				// Where the answer says the changes are.
+				h, err := in.client.GetFlightHistory(withToken(callCtx(t), token),
+					&controlv1.GetFlightHistoryRequest{Flid: e.GetFlid(), AfterMsgId: snap - 1, PageSize: 1})
+				if err != nil || len(h.GetEntries()) != 1 || len(h.GetEntries()[0].GetChanges()) != 1 {
+					t.Fatalf("%s: GetFlightHistory after %d: %v %v", e.GetFlid(), snap-1, h, err)
+				}
+				c := h.GetEntries()[0].GetChanges()[0]
+				checkCut(t, e.GetFlid(), snapDocs[e.GetFlid()], c.GetNew(), c.GetNewCut(), valueMax)
+				continue
+			}
+			checkCut(t, e.GetFlid(), snapDocs[e.GetFlid()], e.GetChanges()[0].GetNew(), e.GetChanges()[0].GetNewCut(), valueMax)
+		}
+		n := proto.Size(resp)
+		t.Logf("GetMessage of a message that wrote %d flights of 600 KB: %d bytes, %d flights with their changes, %d omitted", flights, n, flights-omitted, omitted)
+		if n > budget || len(resp.GetFlightChanges()) != flights || omitted == 0 || omitted == flights || !resp.GetFlightChangesTruncated() {
+			t.Errorf("want every flight listed within %d bytes, some with their changes and the rest omitted, flight_changes_truncated set", budget)
+		}
+		out, errOut, code := msgxctl(t, msgxctlEnv(t, in), "get-message", fmt.Sprint(snap))
+		if code != 0 || !strings.Contains(out, "flight changes or events are truncated") ||
+			!strings.Contains(out, fmt.Sprintf("--after-msg-id %d --page-size 1", snap-1)) {
+			t.Errorf("msgxctl get-message %d: exit %d: %s\n%s", snap, code, errOut, out)
+		}
+	})
+
 	t.Run("GetFlight's events within the budget", func(t *testing.T) {
 		resp, err := in.client.GetFlight(withToken(callCtx(t), token), &controlv1.GetFlightRequest{Flid: "BIG"})
 		if err != nil {
