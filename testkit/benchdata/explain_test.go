@@ -123,7 +123,7 @@ var calls = []call{
 		return err
 	}},
 	{"outbox.ByKey", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {
-		_, err := outbox.ByKey(ctx, q, flid, 50)
+		_, err := outbox.ByKey(ctx, q, flid, 50, 1<<17)
 		return err
 	}},
 	{"outbox.DeleteSent", func(ctx context.Context, q db.Executor, _ pgx.Tx, now time.Time) error {

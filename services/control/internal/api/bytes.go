@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/outbox"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -70,12 +71,21 @@ func cut(v string, max int) (string, *controlv1.Truncated) {
 	if len(v) <= max {
 		return v, nil
 	}
+	head := headOf(v, max)
+	sum := sha256.Sum256([]byte(v))
+	return head, &controlv1.Truncated{Bytes: int64(len(v)), KeptBytes: int64(len(head)), Sha256: hex.EncodeToString(sum[:])}
+}
+
+// headOf is v's head of at most max bytes, ending on a character boundary.
+func headOf(v string, max int) string {
+	if len(v) <= max {
+		return v
+	}
 	n := max
 	for n > 0 && !utf8.RuneStart(v[n]) {
 		n--
 	}
-	sum := sha256.Sum256([]byte(v))
-	return v[:n], &controlv1.Truncated{Bytes: int64(len(v)), KeptBytes: int64(n), Sha256: hex.EncodeToString(sum[:])}
+	return v[:n]
 }
 
 // rowBound is how much of flight_change a page reads: about a page, each row counted as at most
@@ -85,9 +95,16 @@ func (s *Service) rowBound() flightstore.RowBound {
 	return flightstore.RowBound{Bytes: s.cfg.PageBytes, RowBytes: 2 * valueCap(s.cfg.PageBytes)}
 }
 
-// cutEvent cuts an event's payload to a page's share of limit.
-func cutEvent(e *controlv1.Event, limit int) {
-	e.PayloadJson, e.PayloadCut = cut(e.GetPayloadJson(), valueCap(limit))
+// eventPayload is an event's payload cut to max bytes: PostgreSQL already cut a long one to
+// its head and gave the whole one's length and digest (outbox.ByMessageCut, ByKey), or the
+// payload is whole and cut here.
+func eventPayload(r outbox.Row, max int) (string, *controlv1.Truncated) {
+	p := str(r.Payload)
+	if r.PayloadSHA256 == "" {
+		return cut(p, max)
+	}
+	head := headOf(p, max)
+	return head, &controlv1.Truncated{Bytes: r.PayloadBytes, KeptBytes: int64(len(head)), Sha256: r.PayloadSHA256}
 }
 
 // fitPage returns the head of rows that fits a page of limit bytes (one row at least) and

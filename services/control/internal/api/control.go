@@ -256,7 +256,7 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 		if err != nil {
 			return err
 		}
-		events, err = outbox.ByMessage(ctx, tx, req.GetMsgId())
+		events, err = outbox.ByMessageCut(ctx, tx, req.GetMsgId(), valueCap(s.cfg.PageBytes))
 		return err
 	})
 	if err != nil {
@@ -306,8 +306,7 @@ func (s *Service) fitMessage(resp *controlv1.GetMessageResponse, m queue.Message
 		resp.FlightChanges = append(resp.FlightChanges, e)
 	}
 	resp.EventsTotal = int64(len(events))
-	for _, e := range eventList(events) {
-		cutEvent(e, s.cfg.PageBytes)
+	for _, e := range eventList(events, valueCap(s.cfg.PageBytes)) {
 		if !fill.add(e) {
 			resp.FlightChangesTruncated = true
 			break

@@ -133,9 +133,11 @@ func decodePageToken(tok string) (int64, error) {
 
 const eventStatePrefix = "EVENT_STATE_"
 
-func eventList(rows []outbox.Row) []*controlv1.Event {
+// eventList converts events, each payload cut to payloadMax bytes (eventPayload).
+func eventList(rows []outbox.Row, payloadMax int) []*controlv1.Event {
 	out := make([]*controlv1.Event, 0, len(rows))
 	for _, r := range rows {
+		payload, payloadCut := eventPayload(r, payloadMax)
 		out = append(out, &controlv1.Event{
 			EventId:       r.ID,
 			Target:        r.Target,
@@ -149,7 +151,8 @@ func eventList(rows []outbox.Row) []*controlv1.Event {
 			CreatedAt:     timestamp(r.CreatedAt),
 			UpdatedAt:     timestamp(r.UpdatedAt),
 			SentAt:        optTimestamp(r.SentAt),
-			PayloadJson:   str(r.Payload),
+			PayloadJson:   payload,
+			PayloadCut:    payloadCut,
 			TraceParent:   r.Trace.Parent,
 		})
 	}
