@@ -220,6 +220,11 @@ type Bounds struct {
 	// text and GetMessageBody returns at most this many characters per call
 	// (control.max-body-chars).
 	MaxBodyChars int
+	// PageBytes bounds the bytes of one page of a list or history answer, and of GetMessage's
+	// flight changes and events: a page stops before the row that would pass it (it holds one
+	// row at least), and a history value or event payload longer than an eighth of it is cut,
+	// its length and digest kept (control.page-bytes).
+	PageBytes int
 	// MaxQueuedBytesPerConnection and MaxQueuedBytes bound the response bytes queued for
 	// clients that have not read them, on one connection and over all; the first is also the
 	// largest response (control.max-queued-bytes-per-connection, control.max-queued-bytes).

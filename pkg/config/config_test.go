@@ -63,6 +63,8 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"control.max-anonymous-calls", c.Control.MaxAnonymousCalls, 128},
 		{"control.max-calls", c.Control.MaxCalls, 64},
 		{"control.max-body-chars", c.Control.MaxBodyChars, 256 << 10},
+		// A quarter of the 4 MiB a gRPC client accepts by default.
+		{"control.page-bytes", c.Control.PageBytes, 1 << 20},
 		{"control.max-queued-bytes-per-connection", c.Control.MaxQueuedBytesPerConnection, 8 << 20},
 		{"control.max-queued-bytes", c.Control.MaxQueuedBytes, 16 << 20},
 	}

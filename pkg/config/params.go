@@ -95,6 +95,12 @@ const (
 	// accepts by default.
 	MinControlBodyChars = 4 << 10
 	MaxControlBodyChars = 512 << 10
+	// control.page-bytes: below the lower one a page of history could not show a value's head;
+	// above the upper one a GetMessage of control.max-body-chars 4-byte characters (2 MiB at
+	// most) with its flight changes and events (one page) could pass the 4 MiB a gRPC client
+	// accepts by default.
+	MinControlPageBytes = 64 << 10
+	MaxControlPageBytes = 3 << 19
 	// control.max-queued-bytes-per-connection is also the largest response: below 4 MiB (what
 	// a gRPC client accepts by default) a GetMessage of control.max-body-chars 4-byte
 	// characters with its timeline might not be sent.
@@ -230,6 +236,8 @@ func params() []param {
 		{key: "control.max-connection-age-grace", def: "1m", set: dur(func(c *Config) *time.Duration { return &c.Control.MaxConnectionAgeGrace }), limit: positiveD},
 		{key: "control.max-body-chars", def: "262144", set: num(func(c *Config) *int { return &c.Control.MaxBodyChars }),
 			limit: Limit{Min: itoa(MinControlBodyChars), Max: itoa(MaxControlBodyChars)}},
+		{key: "control.page-bytes", def: "1048576", set: num(func(c *Config) *int { return &c.Control.PageBytes }),
+			limit: Limit{Min: itoa(MinControlPageBytes), Max: itoa(MaxControlPageBytes)}},
 		{key: "control.max-queued-bytes-per-connection", def: "8388608", set: num(func(c *Config) *int { return &c.Control.MaxQueuedBytesPerConnection }),
 			limit: Limit{Min: itoa(MinControlQueuedBytesPerConnection)}},
 		{key: "control.max-queued-bytes", def: "16777216", set: num(func(c *Config) *int { return &c.Control.MaxQueuedBytes }),

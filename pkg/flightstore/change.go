@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type Change struct {
 	Superseded map[string]int64
 	Events     []ChangeEvent
 	At         time.Time
+	// Omitted is set by the byte-bounded reads (EachHistory, EachChangeOf) for a row read past
+	// their byte bound: Changes was not read (nil), the rest of the row was.
+	Omitted bool
 }
 
 // ChangeEvent is an outbox event a message wrote for the flight.
@@ -100,10 +104,15 @@ func scanChange(row pgx.CollectableRow) (Change, error) {
 	if err := row.Scan(&c.MsgID, &c.FLID, &c.MsgType, &c.STYP, &c.Cause, &c.State, &c.Version, &diffs, &sups, &events, &c.At); err != nil {
 		return Change{}, err
 	}
+	// The column is NOT NULL: NULL is a byte-bounded read that left the changes out.
+	c.Omitted = diffs == nil
 	for _, p := range []struct {
 		raw []byte
 		to  any
 	}{{diffs, &c.Changes}, {sups, &c.Superseded}, {events, &c.Events}} {
+		if p.raw == nil {
+			continue
+		}
 		if err := json.Unmarshal(p.raw, p.to); err != nil {
 			return Change{}, fmt.Errorf("flight change of %s at msg %d: %w", c.FLID, c.MsgID, err)
 		}
@@ -118,10 +127,59 @@ func History(ctx context.Context, q db.Executor, flid string, after int64, limit
 		`SELECT `+changeColumns+` FROM flight_change WHERE flid = $1 AND msg_id > $2 ORDER BY msg_id LIMIT $3`, flid, after, limit)
 }
 
-// ChangesOf returns what message msgID did to each flight it wrote, by FLID (at most limit).
-func ChangesOf(ctx context.Context, q db.Executor, msgID int64, limit int) ([]Change, error) {
-	return queryChanges(ctx, q, fmt.Sprintf("changes of msg %d", msgID),
-		`SELECT `+changeColumns+` FROM flight_change WHERE msg_id = $1 ORDER BY flid LIMIT $2`, msgID, limit)
+// RowBound is how a byte-bounded read (EachHistory, EachChangeOf) counts: it reads the changes
+// of a row only while the rows before it take less than Bytes, each counted as its size as
+// stored, but at most RowBytes (what the reader keeps of a row however large: control cuts
+// each value to its head). The rows after come with Omitted set.
+type RowBound struct {
+	Bytes, RowBytes int
+}
+
+// EachHistory calls fn with flid's history rows after message after, in ID order: at most
+// limit, their changes within bound. fn sees one row at a time, so a reader that keeps only
+// what fits an answer (control's pages, docs/control.md) holds about one row however large the
+// rows are; each row's old and new collections can be twice a message of codec.max-bytes.
+func EachHistory(ctx context.Context, q db.Executor, flid string, after int64, limit int, bound RowBound, fn func(Change) error) error {
+	return eachChange(ctx, q, "history of "+flid, "flid = $1 AND msg_id > $2", "msg_id", limit, bound, fn, flid, after)
+}
+
+// EachChangeOf calls fn with what message msgID did to each flight it wrote, by FLID (at most
+// limit), their changes within bound (EachHistory).
+func EachChangeOf(ctx context.Context, q db.Executor, msgID int64, limit int, bound RowBound, fn func(Change) error) error {
+	return eachChange(ctx, q, fmt.Sprintf("changes of msg %d", msgID), "msg_id = $1", "flid", limit, bound, fn, msgID)
+}
+
+// eachChange reads up to limit rows of flight_change matching where (its arguments $1…), in
+// order, and calls fn with each. The size counted is pg_column_size, the size as stored
+// (compressed and out of line when large), which PostgreSQL reads without decompressing the
+// value, so counting costs nothing per row; a row past the bound is sent without its changes.
+func eachChange(ctx context.Context, q db.Executor, what, where, order string, limit int, bound RowBound, fn func(Change) error, args ...any) error {
+	n := len(args)
+	sql := `SELECT msg_id, flid, msg_type, styp, cause, state, version,
+			CASE WHEN before < $` + strconv.Itoa(n+2) + ` THEN changes END, superseded, events, written_at
+		FROM (SELECT *, coalesce(sum(least(pg_column_size(changes), $` + strconv.Itoa(n+3) + `)) OVER (ORDER BY ` + order + `
+				ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+			FROM (SELECT ` + changeColumns + ` FROM flight_change WHERE ` + where + `
+				ORDER BY ` + order + ` LIMIT $` + strconv.Itoa(n+1) + `) l) w
+		ORDER BY ` + order
+	rows, err := q.Query(ctx, sql, append(args, limit, bound.Bytes, bound.RowBytes)...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c, err := scanChange(rows)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if err := fn(c); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 func queryChanges(ctx context.Context, q db.Executor, what, sql string, args ...any) ([]Change, error) {

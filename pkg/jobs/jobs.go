@@ -55,10 +55,13 @@ func NormalizeFLIDs(flids []string, invalid error, instead string) ([]string, er
 // Row is what every job row holds.
 type Row struct {
 	ID int64
-	// FLIDs is the scope; nil for every flight.
-	FLIDs  []string
-	State  string
-	Cursor string
+	// FLIDs is the scope; nil for every flight. List leaves a scope's FLIDs out (an empty,
+	// non-nil slice): a page of jobs stays small whatever their scopes (docs/control.md).
+	FLIDs []string
+	// FLIDCount is how many FLIDs the scope names (0 for every flight), also in List.
+	FLIDCount int64
+	State     string
+	Cursor    string
 	// Done of Total flights.
 	Done, Total     int64
 	RequestedBy     string
@@ -87,9 +90,18 @@ func (r Row) NextFLIDs(n int) []string {
 	return r.FLIDs[i:min(i+n, len(r.FLIDs))]
 }
 
-// The columns of Row, in the order scan reads them; the table's key column comes first.
-const rowColumns = `flids, state, cursor, done, total, requested_by, comment, cancel_requested, error,
+// The columns of Row, in the order scan reads them, after the table's key column and the scope
+// (scopeColumns or listScopeColumns).
+const rowColumns = `state, cursor, done, total, requested_by, comment, cancel_requested, error,
 	requested_at, started_at, finished_at, updated_at`
+
+// The scope as the reads of one job read it (its FLIDs and their count), and as List reads it:
+// an empty array for a scope, so Row.All still tells, without its up to MaxFLIDs FLIDs (ten
+// jobs of 10,000 FLIDs made one page 9.2 MB, issue #57).
+const (
+	scopeColumns     = `flids, coalesce(cardinality(flids), 0)`
+	listScopeColumns = `CASE WHEN flids IS NOT NULL THEN '{}'::text[] END, coalesce(cardinality(flids), 0)`
+)
 
 // Table is one job table, its jobs of type J (a struct embedding Row).
 type Table[J any] struct {
@@ -113,14 +125,16 @@ func (t *Table[J]) Row(job *J) *Row {
 	return r
 }
 
-func (t *Table[J]) columns() string {
-	return strings.Join(append([]string{t.Key, rowColumns}, t.Extra...), ", ")
+func (t *Table[J]) columns() string { return t.columnsWith(scopeColumns) }
+
+func (t *Table[J]) columnsWith(scope string) string {
+	return strings.Join(append([]string{t.Key, scope, rowColumns}, t.Extra...), ", ")
 }
 
 func (t *Table[J]) scan(row pgx.Row) (J, error) {
 	var j J
 	r, extra := t.Fields(&j)
-	dest := []any{&r.ID, &r.FLIDs, &r.State, &r.Cursor, &r.Done, &r.Total, &r.RequestedBy, &r.Comment,
+	dest := []any{&r.ID, &r.FLIDs, &r.FLIDCount, &r.State, &r.Cursor, &r.Done, &r.Total, &r.RequestedBy, &r.Comment,
 		&r.CancelRequested, &r.Error, &r.RequestedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt}
 	err := row.Scan(append(dest, extra...)...)
 	return j, err
@@ -185,9 +199,10 @@ func (t *Table[J]) Get(ctx context.Context, q db.Executor, id int64) (J, error) 
 	return j, nil
 }
 
-// List returns up to limit jobs, newest first, with an ID below before (0: from the newest).
+// List returns up to limit jobs, newest first, with an ID below before (0: from the newest),
+// without their scopes' FLIDs (Row.FLIDs).
 func (t *Table[J]) List(ctx context.Context, q db.Executor, before int64, limit int) ([]J, error) {
-	rows, err := q.Query(ctx, `SELECT `+t.columns()+` FROM `+t.Name+`
+	rows, err := q.Query(ctx, `SELECT `+t.columnsWith(listScopeColumns)+` FROM `+t.Name+`
 		WHERE $1 = 0 OR `+t.Key+` < $1 ORDER BY `+t.Key+` DESC LIMIT $2`, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", t.Plural, err)

@@ -123,7 +123,7 @@ var calls = []call{
 		return err
 	}},
 	{"outbox.ByKey", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {
-		_, err := outbox.ByKey(ctx, q, flid, 50)
+		_, err := outbox.ByKey(ctx, q, flid, 50, 1<<17)
 		return err
 	}},
 	{"outbox.DeleteSent", func(ctx context.Context, q db.Executor, _ pgx.Tx, now time.Time) error {
@@ -154,13 +154,11 @@ var calls = []call{
 		_, err := flightstore.ArchivedOf(ctx, q, gone)
 		return err
 	}},
-	{"flightstore.History", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {
-		_, err := flightstore.History(ctx, q, flid, 0, 50)
-		return err
+	{"flightstore.EachHistory", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {
+		return flightstore.EachHistory(ctx, q, flid, 0, 50, flightstore.RowBound{Bytes: 1 << 20, RowBytes: 1 << 18}, func(flightstore.Change) error { return nil })
 	}},
-	{"flightstore.ChangesOf", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {
-		_, err := flightstore.ChangesOf(ctx, q, msg, 50)
-		return err
+	{"flightstore.EachChangeOf", func(ctx context.Context, q db.Executor, _ pgx.Tx, _ time.Time) error {
+		return flightstore.EachChangeOf(ctx, q, msg, 50, flightstore.RowBound{Bytes: 1 << 20, RowBytes: 1 << 18}, func(flightstore.Change) error { return nil })
 	}},
 	{"flightstore.HistoryCandidates", func(ctx context.Context, q db.Executor, _ pgx.Tx, now time.Time) error {
 		_, err := flightstore.HistoryCandidates(ctx, q, flightstore.HistoryPolicy{

@@ -1939,7 +1939,9 @@ type GetMessageResponse struct {
 	TraceId  string `protobuf:"bytes,9,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	TraceUrl string `protobuf:"bytes,10,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
 	// What the message did to each flight it wrote (its flight history entries, by FLID), with
-	// the parts newer messages had already written (R-ORDER-2).
+	// the parts newer messages had already written (R-ORDER-2). Bounded in bytes together with
+	// events (control.page-bytes): past the bound an entry comes without its changes
+	// (changes_omitted) and flight_changes_truncated is set.
 	FlightChanges []*FlightHistoryEntry `protobuf:"bytes,11,rep,name=flight_changes,json=flightChanges,proto3" json:"flight_changes,omitempty"`
 	// True when raw_xml holds only the first control.max-body-chars characters of the text:
 	// the rest is read with GetMessageBody (msgxctl get-message-body). A response stays bounded
@@ -1947,7 +1949,15 @@ type GetMessageResponse struct {
 	BodyTruncated bool `protobuf:"varint,12,opt,name=body_truncated,json=bodyTruncated,proto3" json:"body_truncated,omitempty"`
 	// The length of the whole text in characters (as MySQL's CHAR_LENGTH counts them), whether
 	// or not raw_xml holds all of it; 0 when there is no raw_xml.
-	BodyChars     int64 `protobuf:"varint,13,opt,name=body_chars,json=bodyChars,proto3" json:"body_chars,omitempty"`
+	BodyChars int64 `protobuf:"varint,13,opt,name=body_chars,json=bodyChars,proto3" json:"body_chars,omitempty"`
+	// Byte bounds (docs/control.md, "Answers bounded in bytes").
+	// Set when flight_changes and events did not fit control.page-bytes: entries past the bound
+	// come without their changes (changes_omitted: GetFlightHistory with the entry's flid and
+	// after_msg_id = msg_id - 1 reads them), and events past it are left out (the flight's
+	// events: GetFlight).
+	FlightChangesTruncated bool `protobuf:"varint,14,opt,name=flight_changes_truncated,json=flightChangesTruncated,proto3" json:"flight_changes_truncated,omitempty"`
+	// How many events the message wrote, whether or not events holds them all.
+	EventsTotal   int64 `protobuf:"varint,15,opt,name=events_total,json=eventsTotal,proto3" json:"events_total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2069,6 +2079,20 @@ func (x *GetMessageResponse) GetBodyTruncated() bool {
 func (x *GetMessageResponse) GetBodyChars() int64 {
 	if x != nil {
 		return x.BodyChars
+	}
+	return 0
+}
+
+func (x *GetMessageResponse) GetFlightChangesTruncated() bool {
+	if x != nil {
+		return x.FlightChangesTruncated
+	}
+	return false
+}
+
+func (x *GetMessageResponse) GetEventsTotal() int64 {
+	if x != nil {
+		return x.EventsTotal
 	}
 	return 0
 }
@@ -2424,9 +2448,13 @@ type Event struct {
 	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	SentAt        *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
-	// The record value as JSON; empty for a tombstone.
-	PayloadJson   string `protobuf:"bytes,13,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
-	TraceParent   string `protobuf:"bytes,14,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	// The record value as JSON; empty for a tombstone. Cut when longer than an eighth of
+	// control.page-bytes (payload_cut says so).
+	PayloadJson string `protobuf:"bytes,13,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	TraceParent string `protobuf:"bytes,14,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	// Byte bounds (docs/control.md, "Answers bounded in bytes").
+	// Set when payload_json holds only the head of the payload: its whole length and digest.
+	PayloadCut    *Truncated `protobuf:"bytes,15,opt,name=payload_cut,json=payloadCut,proto3" json:"payload_cut,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2557,6 +2585,13 @@ func (x *Event) GetTraceParent() string {
 		return x.TraceParent
 	}
 	return ""
+}
+
+func (x *Event) GetPayloadCut() *Truncated {
+	if x != nil {
+		return x.PayloadCut
+	}
+	return nil
 }
 
 // IdRange is an inclusive range of inbox IDs [first, last].
@@ -6012,7 +6047,10 @@ type SchdRepublish struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	RepublishId int64                  `protobuf:"varint,1,opt,name=republish_id,json=republishId,proto3" json:"republish_id,omitempty"`
 	// Empty with all set.
-	All   bool         `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	All bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	// The scope's FLIDs, in the answers about one republish (Republish, GetRepublish,
+	// CancelRepublish: at most 10000 of at most 200 bytes); empty in ListRepublishes, whose
+	// answer stays bounded whatever the scopes (flid_count says how many).
 	Flid  []string     `protobuf:"bytes,3,rep,name=flid,proto3" json:"flid,omitempty"`
 	State RebuildState `protobuf:"varint,4,opt,name=state,proto3,enum=msgx.control.v1.RebuildState" json:"state,omitempty"`
 	// Flights written to the outbox so far, of total (the flights in the current state when it
@@ -6028,11 +6066,14 @@ type SchdRepublish struct {
 	Comment         string `protobuf:"bytes,10,opt,name=comment,proto3" json:"comment,omitempty"`
 	CancelRequested bool   `protobuf:"varint,11,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// The last failure of a step (PostgreSQL not answering); the step is tried again.
-	Error         string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
-	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Error       string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	UpdatedAt   *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Byte bounds (docs/control.md, "Answers bounded in bytes").
+	// How many FLIDs the scope names (0 with all), in every answer.
+	FlidCount     int64 `protobuf:"varint,17,opt,name=flid_count,json=flidCount,proto3" json:"flid_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6177,6 +6218,13 @@ func (x *SchdRepublish) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *SchdRepublish) GetFlidCount() int64 {
+	if x != nil {
+		return x.FlidCount
+	}
+	return 0
 }
 
 type AcknowledgeDeadRequest struct {
@@ -6329,7 +6377,11 @@ type ProjectionRebuild struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RebuildId int64                  `protobuf:"varint,1,opt,name=rebuild_id,json=rebuildId,proto3" json:"rebuild_id,omitempty"`
 	// Empty with all set.
-	All    bool         `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	All bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	// The scope's FLIDs, in the answers about one rebuild (RebuildProjection,
+	// GetProjectionRebuild, CancelProjectionRebuild: at most 10000 of at most 200 bytes); empty in
+	// ListProjectionRebuilds, whose answer stays bounded whatever the scopes (flid_count says how
+	// many).
 	Flid   []string     `protobuf:"bytes,3,rep,name=flid,proto3" json:"flid,omitempty"`
 	DryRun bool         `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	State  RebuildState `protobuf:"varint,5,opt,name=state,proto3,enum=msgx.control.v1.RebuildState" json:"state,omitempty"`
@@ -6351,11 +6403,14 @@ type ProjectionRebuild struct {
 	Comment         string `protobuf:"bytes,15,opt,name=comment,proto3" json:"comment,omitempty"`
 	CancelRequested bool   `protobuf:"varint,16,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// The last failure of a step (Redis or PostgreSQL not answering); the step is tried again.
-	Error         string                 `protobuf:"bytes,17,opt,name=error,proto3" json:"error,omitempty"`
-	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Error       string                 `protobuf:"bytes,17,opt,name=error,proto3" json:"error,omitempty"`
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt  *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	UpdatedAt   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Byte bounds (docs/control.md, "Answers bounded in bytes").
+	// How many FLIDs the scope names (0 with all), in every answer.
+	FlidCount     int64 `protobuf:"varint,22,opt,name=flid_count,json=flidCount,proto3" json:"flid_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6535,6 +6590,13 @@ func (x *ProjectionRebuild) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *ProjectionRebuild) GetFlidCount() int64 {
+	if x != nil {
+		return x.FlidCount
+	}
+	return 0
 }
 
 type GetFlightRequest struct {
@@ -6929,7 +6991,9 @@ type GetFlightHistoryResponse struct {
 	Flid  string                 `protobuf:"bytes,1,opt,name=flid,proto3" json:"flid,omitempty"`
 	// In message ID order.
 	Entries []*FlightHistoryEntry `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
-	// Set when more entries may follow: pass it as after_msg_id.
+	// Set when more entries may follow: pass it as after_msg_id. A page stops at
+	// control.page-bytes as well as at page_size, so it may hold fewer entries than page_size
+	// while more follow.
 	NextAfterMsgId int64 `protobuf:"varint,3,opt,name=next_after_msg_id,json=nextAfterMsgId,proto3" json:"next_after_msg_id,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -7010,10 +7074,14 @@ type FlightHistoryEntry struct {
 	// The parts the message would have written that a newer message had written.
 	Superseded []*SupersededPart `protobuf:"bytes,11,rep,name=superseded,proto3" json:"superseded,omitempty"`
 	// The outbox events the message wrote for the flight.
-	Events        []*HistoryEvent        `protobuf:"bytes,12,rep,name=events,proto3" json:"events,omitempty"`
-	At            *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=at,proto3" json:"at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Events []*HistoryEvent        `protobuf:"bytes,12,rep,name=events,proto3" json:"events,omitempty"`
+	At     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=at,proto3" json:"at,omitempty"`
+	// Byte bounds (docs/control.md, "Answers bounded in bytes").
+	// Set in GetMessage when the entry's changes did not fit the answer: changes and superseded
+	// are empty, GetFlightHistory(flid, after_msg_id = msg_id - 1, page_size = 1) has them.
+	ChangesOmitted bool `protobuf:"varint,14,opt,name=changes_omitted,json=changesOmitted,proto3" json:"changes_omitted,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FlightHistoryEntry) Reset() {
@@ -7137,13 +7205,25 @@ func (x *FlightHistoryEntry) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *FlightHistoryEntry) GetChangesOmitted() bool {
+	if x != nil {
+		return x.ChangesOmitted
+	}
+	return false
+}
+
 // PartChange is one part of a flight (a SIS tag, a collection as JSON, STATE, MAFL) before and
-// after a message; empty when absent.
+// after a message; empty when absent. A value longer than an eighth of control.page-bytes is
+// cut to its head (old_cut, new_cut say so).
 type PartChange struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Part          string                 `protobuf:"bytes,1,opt,name=part,proto3" json:"part,omitempty"`
-	Old           string                 `protobuf:"bytes,2,opt,name=old,proto3" json:"old,omitempty"`
-	New           string                 `protobuf:"bytes,3,opt,name=new,proto3" json:"new,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Part  string                 `protobuf:"bytes,1,opt,name=part,proto3" json:"part,omitempty"`
+	Old   string                 `protobuf:"bytes,2,opt,name=old,proto3" json:"old,omitempty"`
+	New   string                 `protobuf:"bytes,3,opt,name=new,proto3" json:"new,omitempty"`
+	// Byte bounds (docs/control.md, "Answers bounded in bytes").
+	// Set when old (new) holds only the head of the value: its whole length and digest.
+	OldCut        *Truncated `protobuf:"bytes,4,opt,name=old_cut,json=oldCut,proto3" json:"old_cut,omitempty"`
+	NewCut        *Truncated `protobuf:"bytes,5,opt,name=new_cut,json=newCut,proto3" json:"new_cut,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7199,6 +7279,85 @@ func (x *PartChange) GetNew() string {
 	return ""
 }
 
+func (x *PartChange) GetOldCut() *Truncated {
+	if x != nil {
+		return x.OldCut
+	}
+	return nil
+}
+
+func (x *PartChange) GetNewCut() *Truncated {
+	if x != nil {
+		return x.NewCut
+	}
+	return nil
+}
+
+// Truncated describes a value an answer holds only the head of (docs/control.md, "Answers
+// bounded in bytes"): how long the whole value is and its digest, so an operator sees that and
+// how much was cut, and can match it against the value elsewhere (a Kafka record, a backup).
+type Truncated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The whole value's length in bytes (UTF-8), and how many of them the answer holds.
+	Bytes     int64 `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	KeptBytes int64 `protobuf:"varint,2,opt,name=kept_bytes,json=keptBytes,proto3" json:"kept_bytes,omitempty"`
+	// SHA-256 of the whole value, lower-case hex.
+	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Truncated) Reset() {
+	*x = Truncated{}
+	mi := &file_msgx_control_v1_control_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Truncated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Truncated) ProtoMessage() {}
+
+func (x *Truncated) ProtoReflect() protoreflect.Message {
+	mi := &file_msgx_control_v1_control_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Truncated.ProtoReflect.Descriptor instead.
+func (*Truncated) Descriptor() ([]byte, []int) {
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *Truncated) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *Truncated) GetKeptBytes() int64 {
+	if x != nil {
+		return x.KeptBytes
+	}
+	return 0
+}
+
+func (x *Truncated) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 // SupersededPart is a part a message left as it was because a newer message had written it.
 type SupersededPart struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -7210,7 +7369,7 @@ type SupersededPart struct {
 
 func (x *SupersededPart) Reset() {
 	*x = SupersededPart{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[79]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7222,7 +7381,7 @@ func (x *SupersededPart) String() string {
 func (*SupersededPart) ProtoMessage() {}
 
 func (x *SupersededPart) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[79]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7235,7 +7394,7 @@ func (x *SupersededPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersededPart.ProtoReflect.Descriptor instead.
 func (*SupersededPart) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{79}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SupersededPart) GetPart() string {
@@ -7264,7 +7423,7 @@ type HistoryEvent struct {
 
 func (x *HistoryEvent) Reset() {
 	*x = HistoryEvent{}
-	mi := &file_msgx_control_v1_control_proto_msgTypes[80]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7276,7 +7435,7 @@ func (x *HistoryEvent) String() string {
 func (*HistoryEvent) ProtoMessage() {}
 
 func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_msgx_control_v1_control_proto_msgTypes[80]
+	mi := &file_msgx_control_v1_control_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7289,7 +7448,7 @@ func (x *HistoryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEvent.ProtoReflect.Descriptor instead.
 func (*HistoryEvent) Descriptor() ([]byte, []int) {
-	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{80}
+	return file_msgx_control_v1_control_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *HistoryEvent) GetTarget() string {
@@ -7433,7 +7592,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x04dead\x18\x03 \x01(\x03R\x04dead\x12G\n" +
 	"\x12oldest_pending_age\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10oldestPendingAge\"*\n" +
 	"\x11GetMessageRequest\x12\x15\n" +
-	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\xc3\x04\n" +
+	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\"\xa0\x05\n" +
 	"\x12GetMessageResponse\x122\n" +
 	"\amessage\x18\x01 \x01(\v2\x18.msgx.control.v1.MessageR\amessage\x12\x17\n" +
 	"\araw_xml\x18\x02 \x01(\tR\x06rawXml\x129\n" +
@@ -7451,7 +7610,9 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x0eflight_changes\x18\v \x03(\v2#.msgx.control.v1.FlightHistoryEntryR\rflightChanges\x12%\n" +
 	"\x0ebody_truncated\x18\f \x01(\bR\rbodyTruncated\x12\x1d\n" +
 	"\n" +
-	"body_chars\x18\r \x01(\x03R\tbodyChars\"\\\n" +
+	"body_chars\x18\r \x01(\x03R\tbodyChars\x128\n" +
+	"\x18flight_changes_truncated\x18\x0e \x01(\bR\x16flightChangesTruncated\x12!\n" +
+	"\fevents_total\x18\x0f \x01(\x03R\veventsTotal\"\\\n" +
 	"\x15GetMessageBodyRequest\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x14\n" +
@@ -7481,7 +7642,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x1d.msgx.control.v1.MessageStateR\aoutcome\x12<\n" +
 	"\verror_class\x18\x06 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
 	"errorClass\x12\x14\n" +
-	"\x05error\x18\a \x01(\tR\x05error\"\xc6\x04\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"\x83\x05\n" +
 	"\x05Event\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12#\n" +
@@ -7501,7 +7662,9 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x123\n" +
 	"\asent_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x12!\n" +
 	"\fpayload_json\x18\r \x01(\tR\vpayloadJson\x12!\n" +
-	"\ftrace_parent\x18\x0e \x01(\tR\vtraceParent\"3\n" +
+	"\ftrace_parent\x18\x0e \x01(\tR\vtraceParent\x12;\n" +
+	"\vpayload_cut\x18\x0f \x01(\v2\x1a.msgx.control.v1.TruncatedR\n" +
+	"payloadCut\"3\n" +
 	"\aIdRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x12\n" +
 	"\x04last\x18\x02 \x01(\x03R\x04last\"\xb4\x04\n" +
@@ -7792,7 +7955,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\"W\n" +
 	"\x17CancelRepublishResponse\x12<\n" +
-	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\"\xe8\x04\n" +
+	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\"\x87\x05\n" +
 	"\rSchdRepublish\x12!\n" +
 	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x12\n" +
@@ -7813,7 +7976,9 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vfinished_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x87\x01\n" +
+	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1d\n" +
+	"\n" +
+	"flid_count\x18\x11 \x01(\x03R\tflidCount\"\x87\x01\n" +
 	"\x16AcknowledgeDeadRequest\x12\x17\n" +
 	"\amsg_ids\x18\x01 \x03(\x03R\x06msgIds\x12<\n" +
 	"\verror_class\x18\x02 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
@@ -7825,7 +7990,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x18already_acknowledged_ids\x18\x03 \x03(\x03R\x16alreadyAcknowledgedIds\x12 \n" +
 	"\fnot_dead_ids\x18\x04 \x03(\x03R\n" +
 	"notDeadIds\x12\x12\n" +
-	"\x04more\x18\x05 \x01(\bR\x04more\"\xd2\x05\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\"\xf1\x05\n" +
 	"\x11ProjectionRebuild\x12\x1d\n" +
 	"\n" +
 	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x10\n" +
@@ -7852,7 +8017,9 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vfinished_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"<\n" +
+	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1d\n" +
+	"\n" +
+	"flid_count\x18\x16 \x01(\x03R\tflidCount\"<\n" +
 	"\x10GetFlightRequest\x12\x12\n" +
 	"\x04flid\x18\x01 \x01(\tR\x04flid\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xb0\x02\n" +
@@ -7889,7 +8056,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\x18GetFlightHistoryResponse\x12\x12\n" +
 	"\x04flid\x18\x01 \x01(\tR\x04flid\x12=\n" +
 	"\aentries\x18\x02 \x03(\v2#.msgx.control.v1.FlightHistoryEntryR\aentries\x12)\n" +
-	"\x11next_after_msg_id\x18\x03 \x01(\x03R\x0enextAfterMsgId\"\xf8\x03\n" +
+	"\x11next_after_msg_id\x18\x03 \x01(\x03R\x0enextAfterMsgId\"\xa1\x04\n" +
 	"\x12FlightHistoryEntry\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\x03R\x05msgId\x12\x12\n" +
 	"\x04flid\x18\x02 \x01(\tR\x04flid\x12\x19\n" +
@@ -7906,12 +8073,20 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"superseded\x18\v \x03(\v2\x1f.msgx.control.v1.SupersededPartR\n" +
 	"superseded\x125\n" +
 	"\x06events\x18\f \x03(\v2\x1d.msgx.control.v1.HistoryEventR\x06events\x12*\n" +
-	"\x02at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"D\n" +
+	"\x02at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12'\n" +
+	"\x0fchanges_omitted\x18\x0e \x01(\bR\x0echangesOmitted\"\xae\x01\n" +
 	"\n" +
 	"PartChange\x12\x12\n" +
 	"\x04part\x18\x01 \x01(\tR\x04part\x12\x10\n" +
 	"\x03old\x18\x02 \x01(\tR\x03old\x12\x10\n" +
-	"\x03new\x18\x03 \x01(\tR\x03new\"F\n" +
+	"\x03new\x18\x03 \x01(\tR\x03new\x123\n" +
+	"\aold_cut\x18\x04 \x01(\v2\x1a.msgx.control.v1.TruncatedR\x06oldCut\x123\n" +
+	"\anew_cut\x18\x05 \x01(\v2\x1a.msgx.control.v1.TruncatedR\x06newCut\"X\n" +
+	"\tTruncated\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\x12\x1d\n" +
+	"\n" +
+	"kept_bytes\x18\x02 \x01(\x03R\tkeptBytes\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"F\n" +
 	"\x0eSupersededPart\x12\x12\n" +
 	"\x04part\x18\x01 \x01(\tR\x04part\x12 \n" +
 	"\fnewer_msg_id\x18\x02 \x01(\x03R\n" +
@@ -8023,7 +8198,7 @@ func file_msgx_control_v1_control_proto_rawDescGZIP() []byte {
 }
 
 var file_msgx_control_v1_control_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_msgx_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_msgx_control_v1_control_proto_goTypes = []any{
 	(MessageState)(0),                        // 0: msgx.control.v1.MessageState
 	(ErrorClass)(0),                          // 1: msgx.control.v1.ErrorClass
@@ -8115,13 +8290,14 @@ var file_msgx_control_v1_control_proto_goTypes = []any{
 	(*GetFlightHistoryResponse)(nil),         // 87: msgx.control.v1.GetFlightHistoryResponse
 	(*FlightHistoryEntry)(nil),               // 88: msgx.control.v1.FlightHistoryEntry
 	(*PartChange)(nil),                       // 89: msgx.control.v1.PartChange
-	(*SupersededPart)(nil),                   // 90: msgx.control.v1.SupersededPart
-	(*HistoryEvent)(nil),                     // 91: msgx.control.v1.HistoryEvent
-	(*timestamppb.Timestamp)(nil),            // 92: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),              // 93: google.protobuf.Duration
+	(*Truncated)(nil),                        // 90: msgx.control.v1.Truncated
+	(*SupersededPart)(nil),                   // 91: msgx.control.v1.SupersededPart
+	(*HistoryEvent)(nil),                     // 92: msgx.control.v1.HistoryEvent
+	(*timestamppb.Timestamp)(nil),            // 93: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),              // 94: google.protobuf.Duration
 }
 var file_msgx_control_v1_control_proto_depIdxs = []int32{
-	92,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
+	93,  // 0: msgx.control.v1.GetStatusResponse.observed_at:type_name -> google.protobuf.Timestamp
 	13,  // 1: msgx.control.v1.GetStatusResponse.roles:type_name -> msgx.control.v1.RoleStatus
 	15,  // 2: msgx.control.v1.GetStatusResponse.discovery:type_name -> msgx.control.v1.Discovery
 	19,  // 3: msgx.control.v1.GetStatusResponse.backlog:type_name -> msgx.control.v1.Backlog
@@ -8129,194 +8305,197 @@ var file_msgx_control_v1_control_proto_depIdxs = []int32{
 	21,  // 5: msgx.control.v1.GetStatusResponse.by_error_class:type_name -> msgx.control.v1.ErrorClassCount
 	22,  // 6: msgx.control.v1.GetStatusResponse.backfill:type_name -> msgx.control.v1.Backfill
 	24,  // 7: msgx.control.v1.GetStatusResponse.outbox:type_name -> msgx.control.v1.OutboxTarget
-	92,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
-	92,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
+	93,  // 8: msgx.control.v1.RoleStatus.since:type_name -> google.protobuf.Timestamp
+	93,  // 9: msgx.control.v1.RoleStatus.heartbeat_at:type_name -> google.protobuf.Timestamp
 	14,  // 10: msgx.control.v1.RoleStatus.blocked:type_name -> msgx.control.v1.Blocked
-	92,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
-	93,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
-	92,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
-	93,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
-	92,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
+	93,  // 11: msgx.control.v1.Blocked.since:type_name -> google.protobuf.Timestamp
+	94,  // 12: msgx.control.v1.Blocked.duration:type_name -> google.protobuf.Duration
+	93,  // 13: msgx.control.v1.Discovery.hole_since:type_name -> google.protobuf.Timestamp
+	94,  // 14: msgx.control.v1.Discovery.hole_age:type_name -> google.protobuf.Duration
+	93,  // 15: msgx.control.v1.Discovery.seeded_at:type_name -> google.protobuf.Timestamp
 	18,  // 16: msgx.control.v1.Discovery.contract_violation:type_name -> msgx.control.v1.ContractViolation
-	93,  // 17: msgx.control.v1.Discovery.oldest_waiting_age:type_name -> google.protobuf.Duration
+	94,  // 17: msgx.control.v1.Discovery.oldest_waiting_age:type_name -> google.protobuf.Duration
 	16,  // 18: msgx.control.v1.Discovery.open_holes:type_name -> msgx.control.v1.OpenHole
-	92,  // 19: msgx.control.v1.Discovery.next_release_at:type_name -> google.protobuf.Timestamp
+	93,  // 19: msgx.control.v1.Discovery.next_release_at:type_name -> google.protobuf.Timestamp
 	17,  // 20: msgx.control.v1.Discovery.commit_delay:type_name -> msgx.control.v1.CommitDelay
-	93,  // 21: msgx.control.v1.Discovery.max_commit_delay:type_name -> google.protobuf.Duration
-	92,  // 22: msgx.control.v1.OpenHole.seen_at:type_name -> google.protobuf.Timestamp
-	93,  // 23: msgx.control.v1.OpenHole.age:type_name -> google.protobuf.Duration
-	92,  // 24: msgx.control.v1.OpenHole.release_at:type_name -> google.protobuf.Timestamp
-	93,  // 25: msgx.control.v1.CommitDelay.max:type_name -> google.protobuf.Duration
-	92,  // 26: msgx.control.v1.CommitDelay.max_at:type_name -> google.protobuf.Timestamp
-	93,  // 27: msgx.control.v1.CommitDelay.p99_bound:type_name -> google.protobuf.Duration
-	92,  // 28: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
-	93,  // 29: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
-	93,  // 30: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
+	94,  // 21: msgx.control.v1.Discovery.max_commit_delay:type_name -> google.protobuf.Duration
+	93,  // 22: msgx.control.v1.OpenHole.seen_at:type_name -> google.protobuf.Timestamp
+	94,  // 23: msgx.control.v1.OpenHole.age:type_name -> google.protobuf.Duration
+	93,  // 24: msgx.control.v1.OpenHole.release_at:type_name -> google.protobuf.Timestamp
+	94,  // 25: msgx.control.v1.CommitDelay.max:type_name -> google.protobuf.Duration
+	93,  // 26: msgx.control.v1.CommitDelay.max_at:type_name -> google.protobuf.Timestamp
+	94,  // 27: msgx.control.v1.CommitDelay.p99_bound:type_name -> google.protobuf.Duration
+	93,  // 28: msgx.control.v1.ContractViolation.since:type_name -> google.protobuf.Timestamp
+	94,  // 29: msgx.control.v1.Backlog.oldest_unfinished_age:type_name -> google.protobuf.Duration
+	94,  // 30: msgx.control.v1.Backlog.estimated_drain:type_name -> google.protobuf.Duration
 	0,   // 31: msgx.control.v1.StateCount.state:type_name -> msgx.control.v1.MessageState
 	1,   // 32: msgx.control.v1.ErrorClassCount.error_class:type_name -> msgx.control.v1.ErrorClass
 	23,  // 33: msgx.control.v1.Backfill.abandoned_by_reason:type_name -> msgx.control.v1.AbandonedCount
 	2,   // 34: msgx.control.v1.AbandonedCount.reason:type_name -> msgx.control.v1.AbandonReason
-	93,  // 35: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
+	94,  // 35: msgx.control.v1.OutboxTarget.oldest_pending_age:type_name -> google.protobuf.Duration
 	46,  // 36: msgx.control.v1.GetMessageResponse.message:type_name -> msgx.control.v1.Message
 	3,   // 37: msgx.control.v1.GetMessageResponse.raw_status:type_name -> msgx.control.v1.RawStatus
 	31,  // 38: msgx.control.v1.GetMessageResponse.events:type_name -> msgx.control.v1.Event
 	29,  // 39: msgx.control.v1.GetMessageResponse.timeline:type_name -> msgx.control.v1.TimelineStep
 	30,  // 40: msgx.control.v1.GetMessageResponse.attempts:type_name -> msgx.control.v1.Attempt
 	88,  // 41: msgx.control.v1.GetMessageResponse.flight_changes:type_name -> msgx.control.v1.FlightHistoryEntry
-	92,  // 42: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
-	93,  // 43: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
-	92,  // 44: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	92,  // 45: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
-	93,  // 46: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
+	93,  // 42: msgx.control.v1.TimelineStep.at:type_name -> google.protobuf.Timestamp
+	94,  // 43: msgx.control.v1.TimelineStep.since_previous:type_name -> google.protobuf.Duration
+	93,  // 44: msgx.control.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	93,  // 45: msgx.control.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
+	94,  // 46: msgx.control.v1.Attempt.duration:type_name -> google.protobuf.Duration
 	0,   // 47: msgx.control.v1.Attempt.outcome:type_name -> msgx.control.v1.MessageState
 	1,   // 48: msgx.control.v1.Attempt.error_class:type_name -> msgx.control.v1.ErrorClass
 	4,   // 49: msgx.control.v1.Event.state:type_name -> msgx.control.v1.EventState
-	92,  // 50: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
-	92,  // 51: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	92,  // 52: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
-	92,  // 53: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
-	0,   // 54: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
-	1,   // 55: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
-	32,  // 56: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
-	92,  // 57: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
-	92,  // 58: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
-	5,   // 59: msgx.control.v1.ListMessagesRequest.acknowledged:type_name -> msgx.control.v1.AckFilter
-	46,  // 60: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
-	1,   // 61: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	32,  // 62: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
-	2,   // 63: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
-	41,  // 64: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
-	92,  // 65: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
-	6,   // 66: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
-	6,   // 67: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
-	92,  // 68: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
-	7,   // 69: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
-	92,  // 70: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
-	18,  // 71: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
-	7,   // 72: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
-	92,  // 73: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
-	0,   // 74: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
-	1,   // 75: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
-	92,  // 76: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
-	92,  // 77: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	92,  // 78: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
-	92,  // 79: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
-	92,  // 80: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
-	92,  // 81: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
-	92,  // 82: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
-	92,  // 83: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
-	2,   // 84: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
-	92,  // 85: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	92,  // 86: msgx.control.v1.Message.acknowledged_at:type_name -> google.protobuf.Timestamp
-	51,  // 87: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
-	51,  // 88: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
-	92,  // 89: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
-	92,  // 90: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
-	92,  // 91: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
-	92,  // 92: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
-	54,  // 93: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
-	92,  // 94: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
-	92,  // 95: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
-	92,  // 96: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
-	61,  // 97: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	61,  // 98: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
-	8,   // 99: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
-	9,   // 100: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
-	61,  // 101: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
-	9,   // 102: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
-	8,   // 103: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
-	92,  // 104: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
-	92,  // 105: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
-	92,  // 106: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
-	92,  // 107: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
-	81,  // 108: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	81,  // 109: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	81,  // 110: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
-	81,  // 111: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
-	78,  // 112: msgx.control.v1.RepublishResponse.republish:type_name -> msgx.control.v1.SchdRepublish
-	78,  // 113: msgx.control.v1.GetRepublishResponse.republish:type_name -> msgx.control.v1.SchdRepublish
-	78,  // 114: msgx.control.v1.ListRepublishesResponse.republishes:type_name -> msgx.control.v1.SchdRepublish
-	78,  // 115: msgx.control.v1.CancelRepublishResponse.republish:type_name -> msgx.control.v1.SchdRepublish
-	10,  // 116: msgx.control.v1.SchdRepublish.state:type_name -> msgx.control.v1.RebuildState
-	92,  // 117: msgx.control.v1.SchdRepublish.requested_at:type_name -> google.protobuf.Timestamp
-	92,  // 118: msgx.control.v1.SchdRepublish.started_at:type_name -> google.protobuf.Timestamp
-	92,  // 119: msgx.control.v1.SchdRepublish.finished_at:type_name -> google.protobuf.Timestamp
-	92,  // 120: msgx.control.v1.SchdRepublish.updated_at:type_name -> google.protobuf.Timestamp
-	1,   // 121: msgx.control.v1.AcknowledgeDeadRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	10,  // 122: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
-	92,  // 123: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	92,  // 124: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
-	92,  // 125: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
-	92,  // 126: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
-	84,  // 127: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
-	85,  // 128: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
-	46,  // 129: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
-	31,  // 130: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
-	92,  // 131: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
-	92,  // 132: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
-	88,  // 133: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
-	0,   // 134: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
-	89,  // 135: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
-	90,  // 136: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
-	91,  // 137: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
-	92,  // 138: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
-	11,  // 139: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	25,  // 140: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	27,  // 141: msgx.control.v1.ControlService.GetMessageBody:input_type -> msgx.control.v1.GetMessageBodyRequest
-	33,  // 142: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	35,  // 143: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	37,  // 144: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	42,  // 145: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	39,  // 146: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	44,  // 147: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	47,  // 148: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	49,  // 149: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	52,  // 150: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	55,  // 151: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
-	57,  // 152: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
-	59,  // 153: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
-	62,  // 154: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	64,  // 155: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
-	66,  // 156: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
-	68,  // 157: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
-	70,  // 158: msgx.control.v1.ControlService.Republish:input_type -> msgx.control.v1.RepublishRequest
-	72,  // 159: msgx.control.v1.ControlService.GetRepublish:input_type -> msgx.control.v1.GetRepublishRequest
-	74,  // 160: msgx.control.v1.ControlService.ListRepublishes:input_type -> msgx.control.v1.ListRepublishesRequest
-	76,  // 161: msgx.control.v1.ControlService.CancelRepublish:input_type -> msgx.control.v1.CancelRepublishRequest
-	79,  // 162: msgx.control.v1.ControlService.AcknowledgeDead:input_type -> msgx.control.v1.AcknowledgeDeadRequest
-	82,  // 163: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	86,  // 164: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
-	12,  // 165: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	26,  // 166: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	28,  // 167: msgx.control.v1.ControlService.GetMessageBody:output_type -> msgx.control.v1.GetMessageBodyResponse
-	34,  // 168: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	36,  // 169: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	38,  // 170: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	43,  // 171: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	40,  // 172: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	45,  // 173: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	48,  // 174: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	50,  // 175: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	53,  // 176: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	56,  // 177: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
-	58,  // 178: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
-	60,  // 179: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
-	63,  // 180: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	65,  // 181: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
-	67,  // 182: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
-	69,  // 183: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
-	71,  // 184: msgx.control.v1.ControlService.Republish:output_type -> msgx.control.v1.RepublishResponse
-	73,  // 185: msgx.control.v1.ControlService.GetRepublish:output_type -> msgx.control.v1.GetRepublishResponse
-	75,  // 186: msgx.control.v1.ControlService.ListRepublishes:output_type -> msgx.control.v1.ListRepublishesResponse
-	77,  // 187: msgx.control.v1.ControlService.CancelRepublish:output_type -> msgx.control.v1.CancelRepublishResponse
-	80,  // 188: msgx.control.v1.ControlService.AcknowledgeDead:output_type -> msgx.control.v1.AcknowledgeDeadResponse
-	83,  // 189: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	87,  // 190: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
-	165, // [165:191] is the sub-list for method output_type
-	139, // [139:165] is the sub-list for method input_type
-	139, // [139:139] is the sub-list for extension type_name
-	139, // [139:139] is the sub-list for extension extendee
-	0,   // [0:139] is the sub-list for field type_name
+	93,  // 50: msgx.control.v1.Event.next_attempt_at:type_name -> google.protobuf.Timestamp
+	93,  // 51: msgx.control.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	93,  // 52: msgx.control.v1.Event.updated_at:type_name -> google.protobuf.Timestamp
+	93,  // 53: msgx.control.v1.Event.sent_at:type_name -> google.protobuf.Timestamp
+	90,  // 54: msgx.control.v1.Event.payload_cut:type_name -> msgx.control.v1.Truncated
+	0,   // 55: msgx.control.v1.ListMessagesRequest.states:type_name -> msgx.control.v1.MessageState
+	1,   // 56: msgx.control.v1.ListMessagesRequest.error_classes:type_name -> msgx.control.v1.ErrorClass
+	32,  // 57: msgx.control.v1.ListMessagesRequest.range:type_name -> msgx.control.v1.IdRange
+	93,  // 58: msgx.control.v1.ListMessagesRequest.enqueued_from:type_name -> google.protobuf.Timestamp
+	93,  // 59: msgx.control.v1.ListMessagesRequest.enqueued_to:type_name -> google.protobuf.Timestamp
+	5,   // 60: msgx.control.v1.ListMessagesRequest.acknowledged:type_name -> msgx.control.v1.AckFilter
+	46,  // 61: msgx.control.v1.ListMessagesResponse.messages:type_name -> msgx.control.v1.Message
+	1,   // 62: msgx.control.v1.ReplayRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	32,  // 63: msgx.control.v1.ReplayRequest.range:type_name -> msgx.control.v1.IdRange
+	2,   // 64: msgx.control.v1.ReopenRequest.reason:type_name -> msgx.control.v1.AbandonReason
+	41,  // 65: msgx.control.v1.RequeueEventsResponse.events:type_name -> msgx.control.v1.DeadEvent
+	93,  // 66: msgx.control.v1.DeadEvent.dead_at:type_name -> google.protobuf.Timestamp
+	6,   // 67: msgx.control.v1.SeedCutoverRequest.mode:type_name -> msgx.control.v1.SeedMode
+	6,   // 68: msgx.control.v1.SeedCutoverResponse.mode:type_name -> msgx.control.v1.SeedMode
+	93,  // 69: msgx.control.v1.SeedCutoverResponse.seeded_at:type_name -> google.protobuf.Timestamp
+	7,   // 70: msgx.control.v1.ResolveContractViolationRequest.resolution:type_name -> msgx.control.v1.ContractResolution
+	93,  // 71: msgx.control.v1.ResolveContractViolationRequest.since:type_name -> google.protobuf.Timestamp
+	18,  // 72: msgx.control.v1.ResolveContractViolationResponse.resolved:type_name -> msgx.control.v1.ContractViolation
+	7,   // 73: msgx.control.v1.ResolveContractViolationResponse.resolution:type_name -> msgx.control.v1.ContractResolution
+	93,  // 74: msgx.control.v1.ResolveContractViolationResponse.resolved_at:type_name -> google.protobuf.Timestamp
+	0,   // 75: msgx.control.v1.Message.state:type_name -> msgx.control.v1.MessageState
+	1,   // 76: msgx.control.v1.Message.error_class:type_name -> msgx.control.v1.ErrorClass
+	93,  // 77: msgx.control.v1.Message.next_attempt_at:type_name -> google.protobuf.Timestamp
+	93,  // 78: msgx.control.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	93,  // 79: msgx.control.v1.Message.enqueued_at:type_name -> google.protobuf.Timestamp
+	93,  // 80: msgx.control.v1.Message.processing_started_at:type_name -> google.protobuf.Timestamp
+	93,  // 81: msgx.control.v1.Message.finished_at:type_name -> google.protobuf.Timestamp
+	93,  // 82: msgx.control.v1.Message.backfill_next_at:type_name -> google.protobuf.Timestamp
+	93,  // 83: msgx.control.v1.Message.backfill_at:type_name -> google.protobuf.Timestamp
+	93,  // 84: msgx.control.v1.Message.backfill_abandoned_at:type_name -> google.protobuf.Timestamp
+	2,   // 85: msgx.control.v1.Message.backfill_abandon_reason:type_name -> msgx.control.v1.AbandonReason
+	93,  // 86: msgx.control.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	93,  // 87: msgx.control.v1.Message.acknowledged_at:type_name -> google.protobuf.Timestamp
+	51,  // 88: msgx.control.v1.GetReferenceResponse.reference:type_name -> msgx.control.v1.Reference
+	51,  // 89: msgx.control.v1.ListReferenceResponse.references:type_name -> msgx.control.v1.Reference
+	93,  // 90: msgx.control.v1.Reference.refreshed_at:type_name -> google.protobuf.Timestamp
+	93,  // 91: msgx.control.v1.Reference.category_published_at:type_name -> google.protobuf.Timestamp
+	93,  // 92: msgx.control.v1.GetResourceStatusRequest.at:type_name -> google.protobuf.Timestamp
+	93,  // 93: msgx.control.v1.GetResourceStatusResponse.at:type_name -> google.protobuf.Timestamp
+	54,  // 94: msgx.control.v1.GetResourceStatusResponse.governing:type_name -> msgx.control.v1.ResourceEvent
+	93,  // 95: msgx.control.v1.ResourceEvent.effective_from:type_name -> google.protobuf.Timestamp
+	93,  // 96: msgx.control.v1.ResourceEvent.ends_at:type_name -> google.protobuf.Timestamp
+	93,  // 97: msgx.control.v1.ResourceEvent.received_at:type_name -> google.protobuf.Timestamp
+	61,  // 98: msgx.control.v1.RequestScheduleResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	61,  // 99: msgx.control.v1.RequestReferenceResponse.request:type_name -> msgx.control.v1.UpstreamRequest
+	8,   // 100: msgx.control.v1.ListRequestsRequest.state:type_name -> msgx.control.v1.RequestState
+	9,   // 101: msgx.control.v1.ListRequestsRequest.type:type_name -> msgx.control.v1.RequestType
+	61,  // 102: msgx.control.v1.ListRequestsResponse.requests:type_name -> msgx.control.v1.UpstreamRequest
+	9,   // 103: msgx.control.v1.UpstreamRequest.type:type_name -> msgx.control.v1.RequestType
+	8,   // 104: msgx.control.v1.UpstreamRequest.state:type_name -> msgx.control.v1.RequestState
+	93,  // 105: msgx.control.v1.UpstreamRequest.created_at:type_name -> google.protobuf.Timestamp
+	93,  // 106: msgx.control.v1.UpstreamRequest.sent_at:type_name -> google.protobuf.Timestamp
+	93,  // 107: msgx.control.v1.UpstreamRequest.done_at:type_name -> google.protobuf.Timestamp
+	93,  // 108: msgx.control.v1.UpstreamRequest.expired_at:type_name -> google.protobuf.Timestamp
+	81,  // 109: msgx.control.v1.RebuildProjectionResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	81,  // 110: msgx.control.v1.GetProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	81,  // 111: msgx.control.v1.ListProjectionRebuildsResponse.rebuilds:type_name -> msgx.control.v1.ProjectionRebuild
+	81,  // 112: msgx.control.v1.CancelProjectionRebuildResponse.rebuild:type_name -> msgx.control.v1.ProjectionRebuild
+	78,  // 113: msgx.control.v1.RepublishResponse.republish:type_name -> msgx.control.v1.SchdRepublish
+	78,  // 114: msgx.control.v1.GetRepublishResponse.republish:type_name -> msgx.control.v1.SchdRepublish
+	78,  // 115: msgx.control.v1.ListRepublishesResponse.republishes:type_name -> msgx.control.v1.SchdRepublish
+	78,  // 116: msgx.control.v1.CancelRepublishResponse.republish:type_name -> msgx.control.v1.SchdRepublish
+	10,  // 117: msgx.control.v1.SchdRepublish.state:type_name -> msgx.control.v1.RebuildState
+	93,  // 118: msgx.control.v1.SchdRepublish.requested_at:type_name -> google.protobuf.Timestamp
+	93,  // 119: msgx.control.v1.SchdRepublish.started_at:type_name -> google.protobuf.Timestamp
+	93,  // 120: msgx.control.v1.SchdRepublish.finished_at:type_name -> google.protobuf.Timestamp
+	93,  // 121: msgx.control.v1.SchdRepublish.updated_at:type_name -> google.protobuf.Timestamp
+	1,   // 122: msgx.control.v1.AcknowledgeDeadRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	10,  // 123: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
+	93,  // 124: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	93,  // 125: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
+	93,  // 126: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
+	93,  // 127: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
+	84,  // 128: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
+	85,  // 129: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
+	46,  // 130: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
+	31,  // 131: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
+	93,  // 132: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
+	93,  // 133: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
+	88,  // 134: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
+	0,   // 135: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
+	89,  // 136: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
+	91,  // 137: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
+	92,  // 138: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
+	93,  // 139: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
+	90,  // 140: msgx.control.v1.PartChange.old_cut:type_name -> msgx.control.v1.Truncated
+	90,  // 141: msgx.control.v1.PartChange.new_cut:type_name -> msgx.control.v1.Truncated
+	11,  // 142: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	25,  // 143: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	27,  // 144: msgx.control.v1.ControlService.GetMessageBody:input_type -> msgx.control.v1.GetMessageBodyRequest
+	33,  // 145: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	35,  // 146: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	37,  // 147: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	42,  // 148: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	39,  // 149: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	44,  // 150: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	47,  // 151: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	49,  // 152: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	52,  // 153: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	55,  // 154: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	57,  // 155: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	59,  // 156: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	62,  // 157: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	64,  // 158: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
+	66,  // 159: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
+	68,  // 160: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
+	70,  // 161: msgx.control.v1.ControlService.Republish:input_type -> msgx.control.v1.RepublishRequest
+	72,  // 162: msgx.control.v1.ControlService.GetRepublish:input_type -> msgx.control.v1.GetRepublishRequest
+	74,  // 163: msgx.control.v1.ControlService.ListRepublishes:input_type -> msgx.control.v1.ListRepublishesRequest
+	76,  // 164: msgx.control.v1.ControlService.CancelRepublish:input_type -> msgx.control.v1.CancelRepublishRequest
+	79,  // 165: msgx.control.v1.ControlService.AcknowledgeDead:input_type -> msgx.control.v1.AcknowledgeDeadRequest
+	82,  // 166: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	86,  // 167: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
+	12,  // 168: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	26,  // 169: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	28,  // 170: msgx.control.v1.ControlService.GetMessageBody:output_type -> msgx.control.v1.GetMessageBodyResponse
+	34,  // 171: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	36,  // 172: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	38,  // 173: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	43,  // 174: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	40,  // 175: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	45,  // 176: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	48,  // 177: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	50,  // 178: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	53,  // 179: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	56,  // 180: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	58,  // 181: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	60,  // 182: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	63,  // 183: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	65,  // 184: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
+	67,  // 185: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
+	69,  // 186: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
+	71,  // 187: msgx.control.v1.ControlService.Republish:output_type -> msgx.control.v1.RepublishResponse
+	73,  // 188: msgx.control.v1.ControlService.GetRepublish:output_type -> msgx.control.v1.GetRepublishResponse
+	75,  // 189: msgx.control.v1.ControlService.ListRepublishes:output_type -> msgx.control.v1.ListRepublishesResponse
+	77,  // 190: msgx.control.v1.ControlService.CancelRepublish:output_type -> msgx.control.v1.CancelRepublishResponse
+	80,  // 191: msgx.control.v1.ControlService.AcknowledgeDead:output_type -> msgx.control.v1.AcknowledgeDeadResponse
+	83,  // 192: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	87,  // 193: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
+	168, // [168:194] is the sub-list for method output_type
+	142, // [142:168] is the sub-list for method input_type
+	142, // [142:142] is the sub-list for extension type_name
+	142, // [142:142] is the sub-list for extension extendee
+	0,   // [0:142] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
@@ -8332,7 +8511,7 @@ func file_msgx_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_msgx_control_v1_control_proto_rawDesc), len(file_msgx_control_v1_control_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   81,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

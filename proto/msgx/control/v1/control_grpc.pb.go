@@ -82,7 +82,8 @@ type ControlServiceClient interface {
 	// with next_offset until eof. NOT_FOUND when neither the inbox nor the kept text has the
 	// message; UNAVAILABLE when the inbox cannot be read and no text was kept.
 	GetMessageBody(ctx context.Context, in *GetMessageBodyRequest, opts ...grpc.CallOption) (*GetMessageBodyResponse, error)
-	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
+	// ListMessages lists processing records in msg_id order, filtered, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
 	// INFRA, EXHAUSTED), and SKIPPED(UNSUPPORTED) messages (how rows a kind left before it became
@@ -112,7 +113,8 @@ type ControlServiceClient interface {
 	// GetReference returns one reference record (R-REF-1) as admin-api reads it from the
 	// ref_effective view. NOT_FOUND when the category has no such key.
 	GetReference(ctx context.Context, in *GetReferenceRequest, opts ...grpc.CallOption) (*GetReferenceResponse, error)
-	// ListReference lists one category's records in key order, a page at a time.
+	// ListReference lists one category's records in key order, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListReference(ctx context.Context, in *ListReferenceRequest, opts ...grpc.CallOption) (*ListReferenceResponse, error)
 	// GetResourceStatus returns a resource's availability (RSTA, R-RSTA-2) at an instant,
 	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
@@ -123,7 +125,8 @@ type ControlServiceClient interface {
 	// RequestReference registers an RQRD for one reference category, or for RSTA with the
 	// resource type rtyp.
 	RequestReference(ctx context.Context, in *RequestReferenceRequest, opts ...grpc.CallOption) (*RequestReferenceResponse, error)
-	// ListRequests lists req_track rows in req_id order, filtered, a page at a time.
+	// ListRequests lists req_track rows in req_id order, filtered, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListRequests(ctx context.Context, in *ListRequestsRequest, opts ...grpc.CallOption) (*ListRequestsResponse, error)
 	// RebuildProjection requests a rebuild. One runs at a time: while one is pending or running,
 	// the call returns that one with already_running set and requests nothing.
@@ -131,7 +134,8 @@ type ControlServiceClient interface {
 	// GetProjectionRebuild returns one rebuild with its progress and counts (msgxctl
 	// rebuild-projection polls it). NOT_FOUND for an unknown rebuild_id.
 	GetProjectionRebuild(ctx context.Context, in *GetProjectionRebuildRequest, opts ...grpc.CallOption) (*GetProjectionRebuildResponse, error)
-	// ListProjectionRebuilds lists rebuilds, newest first, a page at a time.
+	// ListProjectionRebuilds lists rebuilds, newest first, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListProjectionRebuilds(ctx context.Context, in *ListProjectionRebuildsRequest, opts ...grpc.CallOption) (*ListProjectionRebuildsResponse, error)
 	// CancelProjectionRebuild stops a rebuild: a pending one at once, a running one after the
 	// page it is on. What it repaired stays repaired. FAILED_PRECONDITION when it already ended.
@@ -142,7 +146,8 @@ type ControlServiceClient interface {
 	// GetRepublish returns one republish with its progress (msgxctl republish polls it).
 	// NOT_FOUND for an unknown republish_id.
 	GetRepublish(ctx context.Context, in *GetRepublishRequest, opts ...grpc.CallOption) (*GetRepublishResponse, error)
-	// ListRepublishes lists republishes, newest first, a page at a time.
+	// ListRepublishes lists republishes, newest first, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListRepublishes(ctx context.Context, in *ListRepublishesRequest, opts ...grpc.CallOption) (*ListRepublishesResponse, error)
 	// CancelRepublish stops a republish: a pending one at once, a running one after the page it
 	// is on. What it wrote until then is still sent. FAILED_PRECONDITION when it already ended.
@@ -461,7 +466,8 @@ type ControlServiceServer interface {
 	// with next_offset until eof. NOT_FOUND when neither the inbox nor the kept text has the
 	// message; UNAVAILABLE when the inbox cannot be read and no text was kept.
 	GetMessageBody(context.Context, *GetMessageBodyRequest) (*GetMessageBodyResponse, error)
-	// ListMessages lists processing records in msg_id order, filtered, a page at a time.
+	// ListMessages lists processing records in msg_id order, filtered, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
 	// Replay puts FAILED or DEAD messages of a replayable error class (CODEC_ERROR, UNSUPPORTED,
 	// INFRA, EXHAUSTED), and SKIPPED(UNSUPPORTED) messages (how rows a kind left before it became
@@ -491,7 +497,8 @@ type ControlServiceServer interface {
 	// GetReference returns one reference record (R-REF-1) as admin-api reads it from the
 	// ref_effective view. NOT_FOUND when the category has no such key.
 	GetReference(context.Context, *GetReferenceRequest) (*GetReferenceResponse, error)
-	// ListReference lists one category's records in key order, a page at a time.
+	// ListReference lists one category's records in key order, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListReference(context.Context, *ListReferenceRequest) (*ListReferenceResponse, error)
 	// GetResourceStatus returns a resource's availability (RSTA, R-RSTA-2) at an instant,
 	// as admin-api reads it from ref_resource_availability_at: available by default, unavailable
@@ -502,7 +509,8 @@ type ControlServiceServer interface {
 	// RequestReference registers an RQRD for one reference category, or for RSTA with the
 	// resource type rtyp.
 	RequestReference(context.Context, *RequestReferenceRequest) (*RequestReferenceResponse, error)
-	// ListRequests lists req_track rows in req_id order, filtered, a page at a time.
+	// ListRequests lists req_track rows in req_id order, filtered, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListRequests(context.Context, *ListRequestsRequest) (*ListRequestsResponse, error)
 	// RebuildProjection requests a rebuild. One runs at a time: while one is pending or running,
 	// the call returns that one with already_running set and requests nothing.
@@ -510,7 +518,8 @@ type ControlServiceServer interface {
 	// GetProjectionRebuild returns one rebuild with its progress and counts (msgxctl
 	// rebuild-projection polls it). NOT_FOUND for an unknown rebuild_id.
 	GetProjectionRebuild(context.Context, *GetProjectionRebuildRequest) (*GetProjectionRebuildResponse, error)
-	// ListProjectionRebuilds lists rebuilds, newest first, a page at a time.
+	// ListProjectionRebuilds lists rebuilds, newest first, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListProjectionRebuilds(context.Context, *ListProjectionRebuildsRequest) (*ListProjectionRebuildsResponse, error)
 	// CancelProjectionRebuild stops a rebuild: a pending one at once, a running one after the
 	// page it is on. What it repaired stays repaired. FAILED_PRECONDITION when it already ended.
@@ -521,7 +530,8 @@ type ControlServiceServer interface {
 	// GetRepublish returns one republish with its progress (msgxctl republish polls it).
 	// NOT_FOUND for an unknown republish_id.
 	GetRepublish(context.Context, *GetRepublishRequest) (*GetRepublishResponse, error)
-	// ListRepublishes lists republishes, newest first, a page at a time.
+	// ListRepublishes lists republishes, newest first, a page at a time: page_size
+	// rows or control.page-bytes, whichever comes first.
 	ListRepublishes(context.Context, *ListRepublishesRequest) (*ListRepublishesResponse, error)
 	// CancelRepublish stops a republish: a pending one at once, a running one after the page it
 	// is on. What it wrote until then is still sent. FAILED_PRECONDITION when it already ended.

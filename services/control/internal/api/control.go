@@ -15,9 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
@@ -87,6 +89,10 @@ type Config struct {
 	// GetMessage truncates longer text, GetMessageBody returns a chunk of at most this many
 	// characters.
 	MaxBodyChars int
+	// PageBytes bounds a page of a list or history answer, and GetMessage's flight changes and
+	// events together (control.page-bytes, between config.MinControlPageBytes and
+	// config.MaxControlPageBytes; its default is the registry's).
+	PageBytes int
 	// Projection reads what Redis holds for a flight (GetFlight). Optional: without it GetFlight
 	// reports Redis as not read.
 	Projection Projection
@@ -119,6 +125,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ReadTimeout <= 0 || cfg.PoolWait <= 0 || cfg.MaxReads <= 0 || cfg.MaxBodyChars <= 0 ||
 		cfg.Requests.PerMinute <= 0 || cfg.Requests.Burst <= 0 || cfg.Requests.MaxOpen <= 0 || cfg.Requests.DayWindow <= 0 {
 		return nil, errors.New("control: ReadTimeout, PoolWait, MaxReads, MaxBodyChars and every request limit must be positive")
+	}
+	if cfg.PageBytes < config.MinControlPageBytes || cfg.PageBytes > config.MaxControlPageBytes {
+		return nil, fmt.Errorf("control: PageBytes %d is outside %d to %d (control.page-bytes)",
+			cfg.PageBytes, config.MinControlPageBytes, config.MaxControlPageBytes)
 	}
 	return &Service{cfg: cfg, reads: make(chan struct{}, cfg.MaxReads), callers: newCallerLimits(cfg.Requests)}, nil
 }
@@ -221,20 +231,24 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 		if hist, err = queue.Attempts(ctx, tx, req.GetMsgId()); err != nil {
 			return err
 		}
-		if changes, err = flightstore.ChangesOf(ctx, tx, req.GetMsgId(), controlv1.MaxFlightHistoryPage); err != nil {
+		changes = changes[:0]
+		// The rows past the page's bytes come without their changes: each is answered as a
+		// summary, and only those read whole are held.
+		err = flightstore.EachChangeOf(ctx, tx, req.GetMsgId(), controlv1.MaxFlightHistoryPage, s.rowBound(), func(c flightstore.Change) error {
+			changes = append(changes, c)
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		events, err = outbox.ByMessage(ctx, tx, req.GetMsgId())
+		events, err = outbox.ByMessageCut(ctx, tx, req.GetMsgId(), valueCap(s.cfg.PageBytes))
 		return err
 	})
 	if err != nil {
 		return nil, toStatus(ctx, "get message", err)
 	}
-	resp := &controlv1.GetMessageResponse{Message: message(m), Events: eventList(events),
-		Timeline: timeline(m, events, changes), Attempts: attempts(m, hist)}
-	for _, c := range changes {
-		resp.FlightChanges = append(resp.FlightChanges, historyEntry(c, &m))
-	}
+	resp := &controlv1.GetMessageResponse{Message: message(m), Timeline: timeline(m, events, changes), Attempts: attempts(m, hist)}
+	s.fitMessage(resp, m, changes, events)
 	resp.TraceId, resp.TraceUrl = traceLink(m.Trace.Parent, s.cfg.TraceURL)
 	b, err := s.body(ctx, req.GetMsgId(), 0, int64(s.cfg.MaxBodyChars))
 	switch {
@@ -253,6 +267,37 @@ func (s *Service) GetMessage(ctx context.Context, req *controlv1.GetMessageReque
 		resp.RawStatus, resp.RawError = controlv1.RawStatus_RAW_STATUS_UNAVAILABLE, err.Error()
 	}
 	return resp, nil
+}
+
+// fitMessage sets a GetMessage answer's flight changes and events within one page of
+// control.page-bytes (the raw text has its own bound, control.max-body-chars): every flight the
+// message wrote is listed, those past the page without their changes (changes_omitted), and
+// the events past it are left out; flight_changes_truncated says either happened.
+func (s *Service) fitMessage(resp *controlv1.GetMessageResponse, m queue.Message, changes []flightstore.Change, events []outbox.Row) {
+	// The answer's other fields (the record, its timeline and attempts) count too; the raw text
+	// has its own bound.
+	fill := pageFill{limit: s.cfg.PageBytes, used: proto.Size(resp)}
+	for _, c := range changes {
+		e := historyEntry(c, &m, s.cfg.PageBytes)
+		if !c.Omitted && !fill.add(e) {
+			c.Changes, c.Superseded, c.Omitted = nil, nil, true
+			e = historyEntry(c, &m, s.cfg.PageBytes)
+		}
+		if c.Omitted {
+			// A summary is a few dozen bytes; at most MaxFlightHistoryPage of them.
+			fill.add(e)
+			resp.FlightChangesTruncated = true
+		}
+		resp.FlightChanges = append(resp.FlightChanges, e)
+	}
+	resp.EventsTotal = int64(len(events))
+	for _, e := range eventList(events, valueCap(s.cfg.PageBytes)) {
+		if !fill.add(e) {
+			resp.FlightChangesTruncated = true
+			break
+		}
+		resp.Events = append(resp.Events, e)
+	}
 }
 
 // GetMessageBody implements ControlService.GetMessageBody: a bounded chunk of a message's

@@ -42,13 +42,16 @@ func (s *Service) GetFlight(ctx context.Context, req *controlv1.GetFlightRequest
 		if msgs, err = queue.List(ctx, tx, queue.Filter{FLIDs: []string{flid}, Newest: true}, limit); err != nil {
 			return err
 		}
-		events, err = outbox.ByKey(ctx, tx, flid, limit)
+		events, err = outbox.ByKey(ctx, tx, flid, limit, valueCap(s.cfg.PageBytes))
 		return err
 	})
 	if err != nil {
 		return nil, toStatus(ctx, "get flight", err)
 	}
-	resp := &controlv1.GetFlightResponse{Flid: flid, Redis: &controlv1.FlightProjection{}, Events: eventList(events)}
+	resp := &controlv1.GetFlightResponse{Flid: flid, Redis: &controlv1.FlightProjection{}}
+	// The newest events first, each payload cut to a page's share and the list to a page: a
+	// KAFKA:schd payload is the whole document (docs/control.md, "Answers bounded in bytes").
+	resp.Events, _ = fitPage(eventList(events, valueCap(s.cfg.PageBytes)), s.cfg.PageBytes)
 	for _, m := range msgs {
 		resp.Messages = append(resp.Messages, message(m))
 	}

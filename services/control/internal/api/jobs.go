@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 )
@@ -58,9 +59,11 @@ func getJob[J any](ctx context.Context, s *Service, what string, table *jobs.Tab
 }
 
 // listJobs reads a page of table's jobs, newest first (the page token holds the last ID of the
-// page before), and then what also reads in the same transaction (nil for nothing); it returns
-// the token of the next page ("" for the last).
-func listJobs[J any](ctx context.Context, s *Service, what string, table *jobs.Table[J], token string, size int32, also func(tx pgx.Tx) error) ([]J, string, error) {
+// page before), without their scopes' FLIDs (jobs.Table.List), and then what also reads in the
+// same transaction (nil for nothing); it returns the page as conv converts the jobs, within
+// control.page-bytes, and the token of the next page ("" for the last).
+func listJobs[J any, M proto.Message](ctx context.Context, s *Service, what string, table *jobs.Table[J], token string, size int32,
+	also func(tx pgx.Tx) error, conv func(J) M) ([]M, string, error) {
 	before, n, err := page(token, size)
 	if err != nil {
 		return nil, "", err
@@ -77,9 +80,17 @@ func listJobs[J any](ctx context.Context, s *Service, what string, table *jobs.T
 	if err != nil {
 		return nil, "", toStatus(ctx, what, err)
 	}
-	if len(list) <= n {
-		return list, "", nil
+	more := len(list) > n
+	if more {
+		list = list[:n]
 	}
-	list = list[:n]
-	return list, encodePageToken(table.Row(&list[n-1]).ID), nil
+	out := make([]M, 0, len(list))
+	for _, j := range list {
+		out = append(out, conv(j))
+	}
+	out, cut := fitPage(out, s.cfg.PageBytes)
+	if !more && !cut {
+		return out, "", nil
+	}
+	return out, encodePageToken(table.Row(&list[len(out)-1]).ID), nil
 }

@@ -85,13 +85,17 @@ func (s *Service) ListMessages(ctx context.Context, req *controlv1.ListMessagesR
 	if err != nil {
 		return nil, toStatus(ctx, "list messages", err)
 	}
-	resp := &controlv1.ListMessagesResponse{}
-	if len(msgs) > size {
+	more := len(msgs) > size
+	if more {
 		msgs = msgs[:size]
-		resp.NextPageToken = encodePageToken(msgs[size-1].MsgID)
 	}
+	resp := &controlv1.ListMessagesResponse{}
 	for _, m := range msgs {
 		resp.Messages = append(resp.Messages, message(m))
+	}
+	var cut bool
+	if resp.Messages, cut = fitPage(resp.Messages, s.cfg.PageBytes); more || cut {
+		resp.NextPageToken = encodePageToken(resp.Messages[len(resp.Messages)-1].GetMsgId())
 	}
 	return resp, nil
 }
@@ -129,9 +133,11 @@ func decodePageToken(tok string) (int64, error) {
 
 const eventStatePrefix = "EVENT_STATE_"
 
-func eventList(rows []outbox.Row) []*controlv1.Event {
+// eventList converts events, each payload cut to payloadMax bytes (eventPayload).
+func eventList(rows []outbox.Row, payloadMax int) []*controlv1.Event {
 	out := make([]*controlv1.Event, 0, len(rows))
 	for _, r := range rows {
+		payload, payloadCut := eventPayload(r, payloadMax)
 		out = append(out, &controlv1.Event{
 			EventId:       r.ID,
 			Target:        r.Target,
@@ -145,7 +151,8 @@ func eventList(rows []outbox.Row) []*controlv1.Event {
 			CreatedAt:     timestamp(r.CreatedAt),
 			UpdatedAt:     timestamp(r.UpdatedAt),
 			SentAt:        optTimestamp(r.SentAt),
-			PayloadJson:   str(r.Payload),
+			PayloadJson:   payload,
+			PayloadCut:    payloadCut,
 			TraceParent:   r.Trace.Parent,
 		})
 	}

@@ -42,15 +42,11 @@ func (s *Service) GetProjectionRebuild(ctx context.Context, req *controlv1.GetPr
 // ListProjectionRebuilds implements ControlService.ListProjectionRebuilds, newest first (the
 // page token holds the last rebuild_id of the page).
 func (s *Service) ListProjectionRebuilds(ctx context.Context, req *controlv1.ListProjectionRebuildsRequest) (*controlv1.ListProjectionRebuildsResponse, error) {
-	page, next, err := listJobs(ctx, s, "list projection rebuilds", jobs.Rebuilds, req.GetPageToken(), req.GetPageSize(), nil)
+	page, next, err := listJobs(ctx, s, "list projection rebuilds", jobs.Rebuilds, req.GetPageToken(), req.GetPageSize(), nil, projectionRebuild)
 	if err != nil {
 		return nil, err
 	}
-	resp := &controlv1.ListProjectionRebuildsResponse{NextPageToken: next}
-	for _, j := range page {
-		resp.Rebuilds = append(resp.Rebuilds, projectionRebuild(j))
-	}
-	return resp, nil
+	return &controlv1.ListProjectionRebuildsResponse{Rebuilds: page, NextPageToken: next}, nil
 }
 
 // CancelProjectionRebuild implements ControlService.CancelProjectionRebuild.
@@ -79,6 +75,7 @@ func projectionRebuild(j jobs.RebuildJob) *controlv1.ProjectionRebuild {
 		RebuildId:       j.ID,
 		All:             j.All(),
 		Flid:            j.FLIDs,
+		FlidCount:       j.FLIDCount,
 		DryRun:          j.DryRun,
 		State:           controlv1.RebuildState(controlv1.RebuildState_value[rebuildStatePrefix+j.State]),
 		Phase:           j.Phase,

@@ -55,13 +55,18 @@ func (s *Service) ListReference(ctx context.Context, req *controlv1.ListReferenc
 	if err != nil {
 		return nil, toStatus(ctx, "list reference", err)
 	}
-	resp := &controlv1.ListReferenceResponse{}
-	if len(entries) > size {
+	more := len(entries) > size
+	if more {
 		entries = entries[:size]
-		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(refTokenPrefix + req.GetRtype() + ":" + entries[size-1].RKey))
 	}
+	resp := &controlv1.ListReferenceResponse{}
 	for _, e := range entries {
 		resp.References = append(resp.References, referenceOf(e))
+	}
+	var cut bool
+	if resp.References, cut = fitPage(resp.References, s.cfg.PageBytes); more || cut {
+		last := entries[len(resp.References)-1].RKey
+		resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(refTokenPrefix + req.GetRtype() + ":" + last))
 	}
 	return resp, nil
 }

@@ -48,15 +48,12 @@ func (s *Service) GetRepublish(ctx context.Context, req *controlv1.GetRepublishR
 // holds the last republish_id of the page).
 func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepublishesRequest) (*controlv1.ListRepublishesResponse, error) {
 	var pending int64
-	page, next, err := listJobs(ctx, s, "list republishes", jobs.Republishes, req.GetPageToken(), req.GetPageSize(), s.schdPending(ctx, &pending))
+	page, next, err := listJobs(ctx, s, "list republishes", jobs.Republishes, req.GetPageToken(), req.GetPageSize(), s.schdPending(ctx, &pending),
+		func(j jobs.RepublishJob) *controlv1.SchdRepublish { return schdRepublish(j, pending) })
 	if err != nil {
 		return nil, err
 	}
-	resp := &controlv1.ListRepublishesResponse{NextPageToken: next}
-	for _, j := range page {
-		resp.Republishes = append(resp.Republishes, schdRepublish(j, pending))
-	}
-	return resp, nil
+	return &controlv1.ListRepublishesResponse{Republishes: page, NextPageToken: next}, nil
 }
 
 // CancelRepublish implements ControlService.CancelRepublish.
@@ -87,6 +84,7 @@ func schdRepublish(j jobs.RepublishJob, pending int64) *controlv1.SchdRepublish 
 		RepublishId:     j.ID,
 		All:             j.All(),
 		Flid:            j.FLIDs,
+		FlidCount:       j.FLIDCount,
 		State:           controlv1.RebuildState(controlv1.RebuildState_value[rebuildStatePrefix+j.State]),
 		Done:            j.Done,
 		Total:           j.Total,

@@ -143,13 +143,17 @@ func (s *Service) ListRequests(ctx context.Context, req *controlv1.ListRequestsR
 	if err != nil {
 		return nil, toStatus(ctx, "list requests", err)
 	}
-	resp := &controlv1.ListRequestsResponse{}
-	if len(rows) > size {
+	more := len(rows) > size
+	if more {
 		rows = rows[:size]
-		resp.NextPageToken = encodePageToken(rows[size-1].ID)
 	}
+	resp := &controlv1.ListRequestsResponse{}
 	for _, r := range rows {
 		resp.Requests = append(resp.Requests, upstreamRequest(r))
+	}
+	var cut bool
+	if resp.Requests, cut = fitPage(resp.Requests, s.cfg.PageBytes); more || cut {
+		resp.NextPageToken = encodePageToken(resp.Requests[len(resp.Requests)-1].GetReqId())
 	}
 	return resp, nil
 }

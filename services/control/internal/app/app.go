@@ -98,6 +98,7 @@ func New(b *service.Base) (*App, error) {
 		// writes' fallbacks never queue behind a pile of slow reads.
 		MaxReads:     max(1, c.PG.MaxConns-2),
 		MaxBodyChars: c.Control.MaxBodyChars,
+		PageBytes:    c.Control.PageBytes,
 	})
 	if err != nil {
 		_ = in.Close()

@@ -321,9 +321,14 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		if err != nil {
 			return localErr(err)
 		}
-		if all {
+		switch {
+		case all:
 			err = pg.fetchAll(cmd.Context(), c, md, req, resp)
-		} else {
+		case pg != nil:
+			if err = c.call(cmd.Context(), md, req, resp); err == nil {
+				err = pg.fill(cmd.Context(), c, md, req, resp)
+			}
+		default:
 			err = c.call(cmd.Context(), md, req, resp)
 		}
 		if err != nil {

@@ -140,7 +140,7 @@ func progressLine(j *controlv1.ProjectionRebuild) string {
 }
 
 func scopeText(j *controlv1.ProjectionRebuild) string {
-	scope := fmt.Sprintf(", %d FLIDs", len(j.GetFlid()))
+	scope := fmt.Sprintf(", %d FLIDs", j.GetFlidCount())
 	if j.GetAll() {
 		scope = ", all flights"
 	}

@@ -37,7 +37,7 @@ type commandDoc struct {
 var sharedFlagDocs = map[string]string{
 	"dry_run":      "show what would be done and change nothing",
 	"comment":      "why you do this (a ticket, an incident): written to the audit log",
-	"page_size":    "how many to return per page (default 100, at most 1000)",
+	"page_size":    "how many to return per page (default 100, at most 1000); pages the server ends at control.page-bytes are followed until there are this many",
 	"page_token":   "continue after the previous page: the next page token it printed (or use --all)",
 	"range.first":  "only inbox IDs from this one (with --range.last: an inclusive range)",
 	"range.last":   "only inbox IDs up to this one",
@@ -330,7 +330,7 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 		Example: "# The history of a flight\nmsgxctl flight-history 2718281\n" +
 			"# Every page, as JSON\nmsgxctl flight-history 2718281 --all -o json",
 		Args:  []string{"flid"},
-		Flags: map[string]string{"page_size": "entries per page (default 50, at most 500)"},
+		Flags: map[string]string{"page_size": "entries per page (default 50, at most 500); pages the server ends at control.page-bytes are followed until there are this many"},
 	},
 }
 

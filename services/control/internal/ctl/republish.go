@@ -63,7 +63,7 @@ func republishScope(j *controlv1.SchdRepublish) string {
 	if j.GetAll() {
 		return ", all flights"
 	}
-	return fmt.Sprintf(", %d FLIDs", len(j.GetFlid()))
+	return fmt.Sprintf(", %d FLIDs", j.GetFlidCount())
 }
 
 func republishState(j *controlv1.SchdRepublish) string {

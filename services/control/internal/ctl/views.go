@@ -45,6 +45,11 @@ func renderMessage(w io.Writer, r *controlv1.GetMessageResponse, opt tableOpts) 
 		fmt.Fprintf(w, "raw_xml is truncated: %d of %d characters shown; read the rest with: msgxctl get-message-body %d --offset %d\n",
 			shown, r.GetBodyChars(), m.GetMsgId(), shown)
 	}
+	if r.GetFlightChangesTruncated() {
+		// The server bounds flight changes and events together (control.page-bytes).
+		fmt.Fprintf(w, "flight changes or events are truncated (%d of %d events shown): an entry marked changes_omitted is read with msgxctl flight-history FLID --after-msg-id %d --page-size 1, the events with msgxctl get-flight FLID\n",
+			len(r.GetEvents()), r.GetEventsTotal(), m.GetMsgId()-1)
+	}
 	switch {
 	case r.GetTraceUrl() != "":
 		fmt.Fprintf(w, "trace %s\n", r.GetTraceUrl())
@@ -149,6 +154,15 @@ func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) er
 	return renderTable(w, r.ProtoReflect(), opt)
 }
 
+// cutNote says that a value is only the head of itself (control.page-bytes), how long the
+// whole is and its digest; "" for a whole value.
+func cutNote(t *controlv1.Truncated) string {
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf(" …[cut: %d of %d bytes shown, sha256 %s]", t.GetKeptBytes(), t.GetBytes(), t.GetSha256())
+}
+
 // renderFlightHistory prints a flight's messages in ID order, one block each: the message and
 // its outcome, each part it changed (old -> new), each part it left to a newer message, and
 // the events it wrote.
@@ -169,7 +183,11 @@ func renderFlightHistory(w io.Writer, r *controlv1.GetFlightHistoryResponse) err
 		fmt.Fprintf(w, "\nmsg %d  %s/%s%s  %s  %s\n", e.GetMsgId(), e.GetMsgType(), e.GetStyp(), cause, clock(e.GetAt()), outcome)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, c := range e.GetChanges() {
-			fmt.Fprintf(tw, "  changed\t%s\t%s -> %s\n", c.GetPart(), cmp.Or(c.GetOld(), "-"), cmp.Or(c.GetNew(), "-"))
+			fmt.Fprintf(tw, "  changed\t%s\t%s -> %s\n", c.GetPart(), cmp.Or(c.GetOld(), "-")+cutNote(c.GetOldCut()),
+				cmp.Or(c.GetNew(), "-")+cutNote(c.GetNewCut()))
+		}
+		if e.GetChangesOmitted() {
+			fmt.Fprintf(tw, "  changes\tnot in this answer\tmsgxctl flight-history %s --after-msg-id %d --page-size 1\n", e.GetFlid(), e.GetMsgId()-1)
 		}
 		for _, sp := range e.GetSuperseded() {
 			fmt.Fprintf(tw, "  superseded\t%s\tnewer at msg %d\n", sp.GetPart(), sp.GetNewerMsgId())
