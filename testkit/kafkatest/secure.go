@@ -1,18 +1,23 @@
 package kafkatest
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // Secured is a broker of the test's own with one listener per way the dispatcher secures its
@@ -40,8 +45,18 @@ type Secured struct {
 // The SASL mechanisms the SASL listener takes.
 var saslMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
 
-// OwnSecured starts a Secured broker and waits until it answers.
-func OwnSecured(t testing.TB) *Secured {
+// Authorizer are the broker configs of a cluster with authorization on (StandardAuthorizer):
+// no ACL, no access, but for the PLAINTEXT and controller listeners' anonymous principal, the
+// test's own admin, which is a super user.
+var Authorizer = map[string]string{
+	"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+	"super.users":                    "User:ANONYMOUS",
+	"allow.everyone.if.no.acl.found": "false",
+}
+
+// OwnSecured starts a Secured broker with the given broker configs on top of its own (nil for
+// none; Authorizer turns authorization on) and waits until it answers.
+func OwnSecured(t testing.TB, extra map[string]string) *Secured {
 	t.Helper()
 	dir := t.TempDir()
 	s := &Secured{
@@ -84,6 +99,7 @@ func OwnSecured(t testing.TB) *Secured {
 		"listener.name.sasl.scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
 		"listener.name.sasl.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
 	}
+	maps.Copy(configs, extra)
 	// The SCRAM credentials are made when the data folder is formatted, before the broker
 	// first starts: KRaft keeps them in its metadata log.
 	var scram []string
@@ -175,4 +191,38 @@ func writePEM(t testing.TB, dir, name string, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Grant allows the broker's User what b names (a resource, its pattern and the operations), from
+// any host.
+func (s *Secured) Grant(t testing.TB, b *kadm.ACLBuilder) {
+	t.Helper()
+	s.acl(t, "grant", func(ctx context.Context) error {
+		res, err := s.Admin().CreateACLs(ctx, b.Allow("User:"+s.User).AllowHosts())
+		for _, r := range res {
+			err = errors.Join(err, r.Err)
+		}
+		return err
+	})
+}
+
+// Revoke takes back what Grant allowed with the same builder.
+func (s *Secured) Revoke(t testing.TB, b *kadm.ACLBuilder) {
+	t.Helper()
+	s.acl(t, "revoke", func(ctx context.Context) error {
+		res, err := s.Admin().DeleteACLs(ctx, b.Allow("User:"+s.User).AllowHosts())
+		for _, r := range res {
+			err = errors.Join(err, r.Err)
+		}
+		return err
+	})
+}
+
+func (s *Secured) acl(t testing.TB, what string, fn func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		t.Fatalf("kafkatest: %s ACL: %v", what, err)
+	}
 }

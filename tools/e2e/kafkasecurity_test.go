@@ -31,7 +31,7 @@ import (
 // through to Kafka; the password shows in no log; and a dispatcher with a wrong password stops
 // at start-up naming the setting (R-START-2) instead of waiting as in an outage.
 func TestDispatcherOverSCRAMAndTLS(t *testing.T) {
-	broker := kafkatest.OwnSecured(t)
+	broker := kafkatest.OwnSecured(t, nil)
 	topicMsg := broker.Topic(t, "msgx.flight.msg", 3, nil)
 	topicSchd := broker.Topic(t, "msgx.flight.schd", 3, map[string]string{"cleanup.policy": "compact"})
 	dir := t.TempDir()

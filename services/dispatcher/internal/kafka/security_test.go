@@ -20,7 +20,7 @@ import (
 // (kafka.Refused) naming the settings, never an outage.
 func TestSecuredConnections(t *testing.T) {
 	t.Parallel()
-	b := kafkatest.OwnSecured(t)
+	b := kafkatest.OwnSecured(t, nil)
 	sasl := func(mechanism string) func(k *config.Kafka) {
 		return func(k *config.Kafka) {
 			k.SASL = config.KafkaSASL{Mechanism: mechanism, Username: b.User, Password: b.Password}
