@@ -46,11 +46,18 @@ deps:
 # and kill (tools/deps/up fetches them), and the shared local broker at this address.
 export MSGX_TEST_KAFKA_HOME ?= $(CURDIR)/.cache/kafka/current
 export MSGX_TEST_KAFKA_BROKERS ?= 127.0.0.1:9092
+# The oldest release the dispatcher supports (Kafka 3.9), which tools/deps/up also starts: make
+# test runs the dispatcher's contract tests against it too (docs/dispatcher.md, "Kafka versions").
+KAFKA_OLDEST_HOME    ?= $(CURDIR)/.cache/kafka/oldest
+KAFKA_OLDEST_BROKERS ?= 127.0.0.1:9094
+KAFKA_CONTRACT_PKGS  := ./services/dispatcher/internal/kafka/... ./services/dispatcher/internal/delivery/... \
+                        ./services/dispatcher/internal/floor/...
 
 ## test: formatting, vet, the chart checks and every test of every module, against the local
 ## PostgreSQL, MariaDB, Redis and Kafka (make deps); tools/chartcheck decodes the rendered chart
 test: deps fmt-check vet mod-check deadcode chart-check promtool $(JAEGER)
 	MSGX_PROMTOOL=$$(command -v promtool >/dev/null 2>&1 || echo skip) go test $(GOTEST_FLAGS) $(PKGS)
+	MSGX_TEST_KAFKA_HOME=$(KAFKA_OLDEST_HOME) MSGX_TEST_KAFKA_BROKERS=$(KAFKA_OLDEST_BROKERS) go test $(GOTEST_FLAGS) $(KAFKA_CONTRACT_PKGS)
 
 vet:
 	go vet $(PKGS)

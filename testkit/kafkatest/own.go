@@ -176,9 +176,18 @@ logger.server.name=kafka.server.KafkaRaftServer
 logger.server.level=INFO
 `
 
+// log4j1 is the same for Kafka 3.9, which logs through reload4j.
+const log4j1 = `log4j.rootLogger=WARN, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.server.KafkaRaftServer=INFO
+`
+
 func (s *Server) javaArgs(home string, args ...string) []string {
 	return append([]string{"-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-Dlog4j2.configurationFile=" + filepath.Join(s.dir, "log4j2.properties"),
+		"-Dlog4j.configuration=file:" + filepath.Join(s.dir, "log4j.properties"),
 		"-cp", filepath.Join(home, "libs", "*")}, args...)
 }
 
@@ -189,6 +198,9 @@ func (s *Server) format(home string) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(s.dir, "log4j2.properties"), []byte(log4j), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "log4j.properties"), []byte(log4j1), 0o600); err != nil {
 		return err
 	}
 	args := append([]string{"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", conf}, s.formatArgs...)

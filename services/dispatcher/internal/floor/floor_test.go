@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/floor"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // topics creates the test's own msg and schd topics of two partitions on the shared broker.
@@ -45,6 +47,32 @@ func produce(t *testing.T, c *kafkatest.Cluster, commit bool, recs ...*kgo.Recor
 	}
 	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 		t.Fatal(err)
+	}
+	// EndTxn returns once the coordinator decided; the markers reach the partitions after it,
+	// and only then does the last stable offset, where Read stops, pass the transaction. Wait
+	// for it, as a restore drill's operator waits for the dispatcher to be stopped.
+	topics := map[string]bool{}
+	for _, r := range recs {
+		topics[r.Topic] = true
+	}
+	for topic := range topics {
+		testwait.ForState(t, time.Minute, "the transaction's markers on "+topic, func() (bool, string) {
+			end, err := c.Admin().ListEndOffsets(ctx, topic)
+			if err != nil {
+				return false, err.Error()
+			}
+			stable, err := c.Admin().ListCommittedOffsets(ctx, topic)
+			if err != nil {
+				return false, err.Error()
+			}
+			settled := true
+			end.Each(func(o kadm.ListedOffset) {
+				if s, ok := stable.Lookup(o.Topic, o.Partition); !ok || s.Offset != o.Offset {
+					settled = false
+				}
+			})
+			return settled, "last stable offsets behind the ends"
+		})
 	}
 }
 

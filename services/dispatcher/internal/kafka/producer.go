@@ -79,9 +79,12 @@ type Record struct {
 }
 
 // protocolVersion is the Kafka protocol version the dispatcher's clients speak: the producer and
-// the readiness probe (Answers). Kafka 4 brokers refuse the versions below 2.1 (KIP-896);
-// TestConfiguredVersionServesKafka4 runs it against the real broker.
-var protocolVersion = sarama.V2_8_0_0
+// the readiness probe (Answers). sarama speaks the request versions of its configured Version
+// without negotiating them, so it is the oldest release the dispatcher supports, 3.9
+// (docs/dispatcher.md, "Kafka versions"): every newer broker serves what 3.9 does, while Kafka 4
+// refuses the versions below 2.1 (KIP-896). make test runs the contract tests against both
+// ends of the range.
+var protocolVersion = sarama.V3_9_0_0
 
 // Config returns the sarama configuration of the producer contract. The network bounds are
 // short so that a fence, which runs while the role's lock connection waits, ends well inside
