@@ -5502,8 +5502,10 @@ func (x *ListProjectionRebuildsResponse) GetNextPageToken() string {
 type CancelProjectionRebuildRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RebuildId int64                  `protobuf:"varint,1,opt,name=rebuild_id,json=rebuildId,proto3" json:"rebuild_id,omitempty"`
-	// Why: written to the audit log with the call.
-	Comment       string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Why: written to the audit log with the call, and kept with the rebuild (cancel_comment).
+	Comment string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Dry run (issue #57): report the rebuild as the cancel would leave it, change nothing.
+	DryRun        bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5552,9 +5554,18 @@ func (x *CancelProjectionRebuildRequest) GetComment() string {
 	return ""
 }
 
+func (x *CancelProjectionRebuildRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type CancelProjectionRebuildResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rebuild       *ProjectionRebuild     `protobuf:"bytes,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Rebuild *ProjectionRebuild     `protobuf:"bytes,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	// Dry run (issue #57).
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5596,6 +5607,13 @@ func (x *CancelProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
 	return nil
 }
 
+func (x *CancelProjectionRebuildResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type RepublishRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every flight of the current state (ACTIVE as documents, DELETED as tombstones). Exactly
@@ -5604,7 +5622,10 @@ type RepublishRequest struct {
 	// Only these flights (at most 10000; repeat the flag or separate with commas).
 	Flid []string `protobuf:"bytes,2,rep,name=flid,proto3" json:"flid,omitempty"`
 	// Why (a ticket, an incident): written to the audit log and kept with the republish.
-	Comment       string `protobuf:"bytes,3,opt,name=comment,proto3" json:"comment,omitempty"`
+	Comment string `protobuf:"bytes,3,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Dry run (issue #57): report the republish that would be registered (republish_id 0, with
+	// its total and unknown counted now) or the open one, and register nothing.
+	DryRun        bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5660,6 +5681,13 @@ func (x *RepublishRequest) GetComment() string {
 	return ""
 }
 
+func (x *RepublishRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type RepublishResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The requested republish, or the one already pending or running.
@@ -5667,8 +5695,13 @@ type RepublishResponse struct {
 	// Set when a republish was pending or running already: nothing new was requested, and
 	// republish is that one (its scope may differ from the request's).
 	AlreadyRunning bool `protobuf:"varint,2,opt,name=already_running,json=alreadyRunning,proto3" json:"already_running,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Dry run (issue #57).
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// A dry run of named FLIDs: the first 100 of them, in FLID order, that the current state does
+	// not hold (republish.unknown counts them all).
+	UnknownFlid   []string `protobuf:"bytes,4,rep,name=unknown_flid,json=unknownFlid,proto3" json:"unknown_flid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RepublishResponse) Reset() {
@@ -5713,6 +5746,20 @@ func (x *RepublishResponse) GetAlreadyRunning() bool {
 		return x.AlreadyRunning
 	}
 	return false
+}
+
+func (x *RepublishResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RepublishResponse) GetUnknownFlid() []string {
+	if x != nil {
+		return x.UnknownFlid
+	}
+	return nil
 }
 
 type GetRepublishRequest struct {
@@ -5913,8 +5960,10 @@ func (x *ListRepublishesResponse) GetNextPageToken() string {
 type CancelRepublishRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	RepublishId int64                  `protobuf:"varint,1,opt,name=republish_id,json=republishId,proto3" json:"republish_id,omitempty"`
-	// Why: written to the audit log with the call.
-	Comment       string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Why: written to the audit log with the call, and kept with the republish (cancel_comment).
+	Comment string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Dry run (issue #57): report the republish as the cancel would leave it, change nothing.
+	DryRun        bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5963,9 +6012,18 @@ func (x *CancelRepublishRequest) GetComment() string {
 	return ""
 }
 
+func (x *CancelRepublishRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type CancelRepublishResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Republish     *SchdRepublish         `protobuf:"bytes,1,opt,name=republish,proto3" json:"republish,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Republish *SchdRepublish         `protobuf:"bytes,1,opt,name=republish,proto3" json:"republish,omitempty"`
+	// Dry run (issue #57).
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6007,6 +6065,13 @@ func (x *CancelRepublishResponse) GetRepublish() *SchdRepublish {
 	return nil
 }
 
+func (x *CancelRepublishResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 // SchdRepublish is one schd_republish row. Its states are those of a rebuild.
 type SchdRepublish struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -6028,13 +6093,18 @@ type SchdRepublish struct {
 	Comment         string `protobuf:"bytes,10,opt,name=comment,proto3" json:"comment,omitempty"`
 	CancelRequested bool   `protobuf:"varint,11,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// The last failure of a step (PostgreSQL not answering); the step is tried again.
-	Error         string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
-	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error       string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	UpdatedAt   *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Who cancelled it (issue #57): the caller of the first CancelRepublish, its comment and
+	// when; empty and unset while nobody asked.
+	CancelledBy       string                 `protobuf:"bytes,17,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
+	CancelComment     string                 `protobuf:"bytes,18,opt,name=cancel_comment,json=cancelComment,proto3" json:"cancel_comment,omitempty"`
+	CancelRequestedAt *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=cancel_requested_at,json=cancelRequestedAt,proto3" json:"cancel_requested_at,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SchdRepublish) Reset() {
@@ -6179,6 +6249,27 @@ func (x *SchdRepublish) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SchdRepublish) GetCancelledBy() string {
+	if x != nil {
+		return x.CancelledBy
+	}
+	return ""
+}
+
+func (x *SchdRepublish) GetCancelComment() string {
+	if x != nil {
+		return x.CancelComment
+	}
+	return ""
+}
+
+func (x *SchdRepublish) GetCancelRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CancelRequestedAt
+	}
+	return nil
+}
+
 type AcknowledgeDeadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The selectors: these messages, or every DEAD message of this error class. Exactly one is
@@ -6187,7 +6278,10 @@ type AcknowledgeDeadRequest struct {
 	ErrorClass ErrorClass `protobuf:"varint,2,opt,name=error_class,json=errorClass,proto3,enum=msgx.control.v1.ErrorClass" json:"error_class,omitempty"`
 	// Why they need nothing more (the review's conclusion, a ticket): required, kept with each
 	// row and written to the audit log.
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Dry run (issue #57): report the rows that would be acknowledged (acknowledged_ids), and
+	// how the named ones stand, change nothing.
+	DryRun        bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6243,6 +6337,13 @@ func (x *AcknowledgeDeadRequest) GetReason() string {
 	return ""
 }
 
+func (x *AcknowledgeDeadRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type AcknowledgeDeadResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The DEAD messages acknowledged by this call.
@@ -6254,7 +6355,9 @@ type AcknowledgeDeadResponse struct {
 	NotDeadIds []int64 `protobuf:"varint,4,rep,packed,name=not_dead_ids,json=notDeadIds,proto3" json:"not_dead_ids,omitempty"`
 	// Set when error_class selected more unacknowledged rows than one call takes (10000): call
 	// again.
-	More          bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	More bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	// Dry run (issue #57).
+	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6324,6 +6427,13 @@ func (x *AcknowledgeDeadResponse) GetMore() bool {
 	return false
 }
 
+func (x *AcknowledgeDeadResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 // ProjectionRebuild is one projection_rebuild row.
 type ProjectionRebuild struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -6351,13 +6461,18 @@ type ProjectionRebuild struct {
 	Comment         string `protobuf:"bytes,15,opt,name=comment,proto3" json:"comment,omitempty"`
 	CancelRequested bool   `protobuf:"varint,16,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// The last failure of a step (Redis or PostgreSQL not answering); the step is tried again.
-	Error         string                 `protobuf:"bytes,17,opt,name=error,proto3" json:"error,omitempty"`
-	RequestedAt   *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error       string                 `protobuf:"bytes,17,opt,name=error,proto3" json:"error,omitempty"`
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt  *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	UpdatedAt   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Who cancelled it (issue #57): the caller of the first CancelProjectionRebuild, its comment
+	// and when; empty and unset while nobody asked.
+	CancelledBy       string                 `protobuf:"bytes,22,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
+	CancelComment     string                 `protobuf:"bytes,23,opt,name=cancel_comment,json=cancelComment,proto3" json:"cancel_comment,omitempty"`
+	CancelRequestedAt *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=cancel_requested_at,json=cancelRequestedAt,proto3" json:"cancel_requested_at,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ProjectionRebuild) Reset() {
@@ -6533,6 +6648,27 @@ func (x *ProjectionRebuild) GetFinishedAt() *timestamppb.Timestamp {
 func (x *ProjectionRebuild) GetUpdatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *ProjectionRebuild) GetCancelledBy() string {
+	if x != nil {
+		return x.CancelledBy
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetCancelComment() string {
+	if x != nil {
+		return x.CancelComment
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetCancelRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CancelRequestedAt
 	}
 	return nil
 }
@@ -7763,20 +7899,25 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"\x88\x01\n" +
 	"\x1eListProjectionRebuildsResponse\x12>\n" +
 	"\brebuilds\x18\x01 \x03(\v2\".msgx.control.v1.ProjectionRebuildR\brebuilds\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Y\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"r\n" +
 	"\x1eCancelProjectionRebuildRequest\x12\x1d\n" +
 	"\n" +
 	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x18\n" +
-	"\acomment\x18\x02 \x01(\tR\acomment\"_\n" +
+	"\acomment\x18\x02 \x01(\tR\acomment\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"x\n" +
 	"\x1fCancelProjectionRebuildResponse\x12<\n" +
-	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\"R\n" +
+	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"k\n" +
 	"\x10RepublishRequest\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
 	"\x04flid\x18\x02 \x03(\tR\x04flid\x12\x18\n" +
-	"\acomment\x18\x03 \x01(\tR\acomment\"z\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xb6\x01\n" +
 	"\x11RepublishResponse\x12<\n" +
 	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\x12'\n" +
-	"\x0falready_running\x18\x02 \x01(\bR\x0ealreadyRunning\"8\n" +
+	"\x0falready_running\x18\x02 \x01(\bR\x0ealreadyRunning\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12!\n" +
+	"\funknown_flid\x18\x04 \x03(\tR\vunknownFlid\"8\n" +
 	"\x13GetRepublishRequest\x12!\n" +
 	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\"T\n" +
 	"\x14GetRepublishResponse\x12<\n" +
@@ -7787,12 +7928,14 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"\x83\x01\n" +
 	"\x17ListRepublishesResponse\x12@\n" +
 	"\vrepublishes\x18\x01 \x03(\v2\x1e.msgx.control.v1.SchdRepublishR\vrepublishes\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"U\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"n\n" +
 	"\x16CancelRepublishRequest\x12!\n" +
 	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\x12\x18\n" +
-	"\acomment\x18\x02 \x01(\tR\acomment\"W\n" +
+	"\acomment\x18\x02 \x01(\tR\acomment\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"p\n" +
 	"\x17CancelRepublishResponse\x12<\n" +
-	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\"\xe8\x04\n" +
+	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"\xfe\x05\n" +
 	"\rSchdRepublish\x12!\n" +
 	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x12\n" +
@@ -7813,19 +7956,24 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vfinished_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x87\x01\n" +
+	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12!\n" +
+	"\fcancelled_by\x18\x11 \x01(\tR\vcancelledBy\x12%\n" +
+	"\x0ecancel_comment\x18\x12 \x01(\tR\rcancelComment\x12J\n" +
+	"\x13cancel_requested_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\x11cancelRequestedAt\"\xa0\x01\n" +
 	"\x16AcknowledgeDeadRequest\x12\x17\n" +
 	"\amsg_ids\x18\x01 \x03(\x03R\x06msgIds\x12<\n" +
 	"\verror_class\x18\x02 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
 	"errorClass\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xd8\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xf1\x01\n" +
 	"\x17AcknowledgeDeadResponse\x12\"\n" +
 	"\facknowledged\x18\x01 \x01(\x03R\facknowledged\x12)\n" +
 	"\x10acknowledged_ids\x18\x02 \x03(\x03R\x0facknowledgedIds\x128\n" +
 	"\x18already_acknowledged_ids\x18\x03 \x03(\x03R\x16alreadyAcknowledgedIds\x12 \n" +
 	"\fnot_dead_ids\x18\x04 \x03(\x03R\n" +
 	"notDeadIds\x12\x12\n" +
-	"\x04more\x18\x05 \x01(\bR\x04more\"\xd2\x05\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xe8\x06\n" +
 	"\x11ProjectionRebuild\x12\x1d\n" +
 	"\n" +
 	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x10\n" +
@@ -7852,7 +8000,10 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vfinished_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"<\n" +
+	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12!\n" +
+	"\fcancelled_by\x18\x16 \x01(\tR\vcancelledBy\x12%\n" +
+	"\x0ecancel_comment\x18\x17 \x01(\tR\rcancelComment\x12J\n" +
+	"\x13cancel_requested_at\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x11cancelRequestedAt\"<\n" +
 	"\x10GetFlightRequest\x12\x12\n" +
 	"\x04flid\x18\x01 \x01(\tR\x04flid\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xb0\x02\n" +
@@ -8242,81 +8393,83 @@ var file_msgx_control_v1_control_proto_depIdxs = []int32{
 	92,  // 118: msgx.control.v1.SchdRepublish.started_at:type_name -> google.protobuf.Timestamp
 	92,  // 119: msgx.control.v1.SchdRepublish.finished_at:type_name -> google.protobuf.Timestamp
 	92,  // 120: msgx.control.v1.SchdRepublish.updated_at:type_name -> google.protobuf.Timestamp
-	1,   // 121: msgx.control.v1.AcknowledgeDeadRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	10,  // 122: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
-	92,  // 123: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	92,  // 124: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
-	92,  // 125: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
-	92,  // 126: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
-	84,  // 127: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
-	85,  // 128: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
-	46,  // 129: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
-	31,  // 130: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
-	92,  // 131: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
-	92,  // 132: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
-	88,  // 133: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
-	0,   // 134: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
-	89,  // 135: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
-	90,  // 136: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
-	91,  // 137: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
-	92,  // 138: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
-	11,  // 139: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	25,  // 140: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	27,  // 141: msgx.control.v1.ControlService.GetMessageBody:input_type -> msgx.control.v1.GetMessageBodyRequest
-	33,  // 142: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	35,  // 143: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	37,  // 144: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	42,  // 145: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	39,  // 146: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	44,  // 147: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	47,  // 148: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	49,  // 149: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	52,  // 150: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	55,  // 151: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
-	57,  // 152: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
-	59,  // 153: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
-	62,  // 154: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	64,  // 155: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
-	66,  // 156: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
-	68,  // 157: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
-	70,  // 158: msgx.control.v1.ControlService.Republish:input_type -> msgx.control.v1.RepublishRequest
-	72,  // 159: msgx.control.v1.ControlService.GetRepublish:input_type -> msgx.control.v1.GetRepublishRequest
-	74,  // 160: msgx.control.v1.ControlService.ListRepublishes:input_type -> msgx.control.v1.ListRepublishesRequest
-	76,  // 161: msgx.control.v1.ControlService.CancelRepublish:input_type -> msgx.control.v1.CancelRepublishRequest
-	79,  // 162: msgx.control.v1.ControlService.AcknowledgeDead:input_type -> msgx.control.v1.AcknowledgeDeadRequest
-	82,  // 163: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	86,  // 164: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
-	12,  // 165: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	26,  // 166: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	28,  // 167: msgx.control.v1.ControlService.GetMessageBody:output_type -> msgx.control.v1.GetMessageBodyResponse
-	34,  // 168: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	36,  // 169: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	38,  // 170: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	43,  // 171: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	40,  // 172: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	45,  // 173: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	48,  // 174: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	50,  // 175: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	53,  // 176: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	56,  // 177: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
-	58,  // 178: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
-	60,  // 179: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
-	63,  // 180: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	65,  // 181: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
-	67,  // 182: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
-	69,  // 183: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
-	71,  // 184: msgx.control.v1.ControlService.Republish:output_type -> msgx.control.v1.RepublishResponse
-	73,  // 185: msgx.control.v1.ControlService.GetRepublish:output_type -> msgx.control.v1.GetRepublishResponse
-	75,  // 186: msgx.control.v1.ControlService.ListRepublishes:output_type -> msgx.control.v1.ListRepublishesResponse
-	77,  // 187: msgx.control.v1.ControlService.CancelRepublish:output_type -> msgx.control.v1.CancelRepublishResponse
-	80,  // 188: msgx.control.v1.ControlService.AcknowledgeDead:output_type -> msgx.control.v1.AcknowledgeDeadResponse
-	83,  // 189: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	87,  // 190: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
-	165, // [165:191] is the sub-list for method output_type
-	139, // [139:165] is the sub-list for method input_type
-	139, // [139:139] is the sub-list for extension type_name
-	139, // [139:139] is the sub-list for extension extendee
-	0,   // [0:139] is the sub-list for field type_name
+	92,  // 121: msgx.control.v1.SchdRepublish.cancel_requested_at:type_name -> google.protobuf.Timestamp
+	1,   // 122: msgx.control.v1.AcknowledgeDeadRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	10,  // 123: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
+	92,  // 124: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	92,  // 125: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
+	92,  // 126: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
+	92,  // 127: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
+	92,  // 128: msgx.control.v1.ProjectionRebuild.cancel_requested_at:type_name -> google.protobuf.Timestamp
+	84,  // 129: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
+	85,  // 130: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
+	46,  // 131: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
+	31,  // 132: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
+	92,  // 133: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
+	92,  // 134: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
+	88,  // 135: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
+	0,   // 136: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
+	89,  // 137: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
+	90,  // 138: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
+	91,  // 139: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
+	92,  // 140: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
+	11,  // 141: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	25,  // 142: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	27,  // 143: msgx.control.v1.ControlService.GetMessageBody:input_type -> msgx.control.v1.GetMessageBodyRequest
+	33,  // 144: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	35,  // 145: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	37,  // 146: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	42,  // 147: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	39,  // 148: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	44,  // 149: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	47,  // 150: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	49,  // 151: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	52,  // 152: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	55,  // 153: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	57,  // 154: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	59,  // 155: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	62,  // 156: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	64,  // 157: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
+	66,  // 158: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
+	68,  // 159: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
+	70,  // 160: msgx.control.v1.ControlService.Republish:input_type -> msgx.control.v1.RepublishRequest
+	72,  // 161: msgx.control.v1.ControlService.GetRepublish:input_type -> msgx.control.v1.GetRepublishRequest
+	74,  // 162: msgx.control.v1.ControlService.ListRepublishes:input_type -> msgx.control.v1.ListRepublishesRequest
+	76,  // 163: msgx.control.v1.ControlService.CancelRepublish:input_type -> msgx.control.v1.CancelRepublishRequest
+	79,  // 164: msgx.control.v1.ControlService.AcknowledgeDead:input_type -> msgx.control.v1.AcknowledgeDeadRequest
+	82,  // 165: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	86,  // 166: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
+	12,  // 167: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	26,  // 168: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	28,  // 169: msgx.control.v1.ControlService.GetMessageBody:output_type -> msgx.control.v1.GetMessageBodyResponse
+	34,  // 170: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	36,  // 171: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	38,  // 172: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	43,  // 173: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	40,  // 174: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	45,  // 175: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	48,  // 176: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	50,  // 177: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	53,  // 178: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	56,  // 179: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	58,  // 180: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	60,  // 181: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	63,  // 182: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	65,  // 183: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
+	67,  // 184: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
+	69,  // 185: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
+	71,  // 186: msgx.control.v1.ControlService.Republish:output_type -> msgx.control.v1.RepublishResponse
+	73,  // 187: msgx.control.v1.ControlService.GetRepublish:output_type -> msgx.control.v1.GetRepublishResponse
+	75,  // 188: msgx.control.v1.ControlService.ListRepublishes:output_type -> msgx.control.v1.ListRepublishesResponse
+	77,  // 189: msgx.control.v1.ControlService.CancelRepublish:output_type -> msgx.control.v1.CancelRepublishResponse
+	80,  // 190: msgx.control.v1.ControlService.AcknowledgeDead:output_type -> msgx.control.v1.AcknowledgeDeadResponse
+	83,  // 191: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	87,  // 192: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
+	167, // [167:193] is the sub-list for method output_type
+	141, // [141:167] is the sub-list for method input_type
+	141, // [141:141] is the sub-list for extension type_name
+	141, // [141:141] is the sub-list for extension extendee
+	0,   // [0:141] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }
