@@ -49,6 +49,7 @@ func run(ctx context.Context, b *service.Base) error {
 		EventRetention:   p.EventRetention,
 		SnapLogRetention: cfg.Schd.SnapLogRetention,
 		ReqRetention:     p.ReqRetention,
+		JobRetention:     cfg.Retention.Jobs,
 		Batch:            cfg.Retention.Batch,
 		Pause:            retentionPause(cfg.Retention.Pause),
 		History: flightstore.HistoryPolicy{

@@ -49,7 +49,7 @@ func TestSweepOfManyRowsTakesBoundedBatches(t *testing.T) {
 	c := New(Config{
 		Batch: batch, Pause: time.Millisecond, Statement: 5 * time.Second,
 		ProcRetention: 24 * time.Hour, EventRetention: 6 * 24 * time.Hour,
-		SnapLogRetention: 90 * 24 * time.Hour, ReqRetention: 30 * 24 * time.Hour,
+		SnapLogRetention: 90 * 24 * time.Hour, ReqRetention: 30 * 24 * time.Hour, JobRetention: 30 * 24 * time.Hour,
 		// A retention longer than the data keeps the history sweep out of this count.
 		History: flightstore.HistoryPolicy{Retention: 365 * 24 * time.Hour, QuietPeriod: 365 * 24 * time.Hour, Zone: time.UTC},
 	}, NewRedisForgetter(r.Client, r.Prefix, 2*time.Second), clock.NewMutable(now),
