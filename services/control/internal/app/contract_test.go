@@ -230,7 +230,7 @@ func TestResumeAfterRestoreNeedsTheVersionFloor(t *testing.T) {
 		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, DryRun: true}
 	for name, floorAt := range map[string]*time.Time{"no floor": nil, "a floor from before the markers": new(marked.Add(-time.Minute))} {
 		if floorAt != nil {
-			if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 3}, *floorAt); err != nil {
+			if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 3}, 0, *floorAt); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -244,7 +244,7 @@ func TestResumeAfterRestoreNeedsTheVersionFloor(t *testing.T) {
 		t.Errorf("forced resume dry run = %v, want it answered", err)
 	}
 	req.Force = false
-	if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 4}, now); err != nil {
+	if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 4}, 0, now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := in.client.ResolveContractViolation(ctx, req); err != nil {
