@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
@@ -121,22 +122,10 @@ func TestDeleteFinishedJobs(t *testing.T) {
 		list func() []int64
 		all  []int64
 	}{
-		{"republish", func(n int) (int64, error) { return jobs.Republishes.DeleteFinished(ctx, q, cutoff, n) }, func() []int64 {
-			list, _ := jobs.Republishes.List(ctx, q, 0, 100)
-			var out []int64
-			for _, j := range list {
-				out = append(out, j.ID)
-			}
-			return out
-		}, repIDs},
-		{"rebuild", func(n int) (int64, error) { return jobs.Rebuilds.DeleteFinished(ctx, q, cutoff, n) }, func() []int64 {
-			list, _ := jobs.Rebuilds.List(ctx, q, 0, 100)
-			var out []int64
-			for _, j := range list {
-				out = append(out, j.ID)
-			}
-			return out
-		}, rebIDs},
+		{"republish", func(n int) (int64, error) { return jobs.Republishes.DeleteFinished(ctx, q, cutoff, n) },
+			func() []int64 { return listIDs(t, jobs.Republishes, q) }, repIDs},
+		{"rebuild", func(n int) (int64, error) { return jobs.Rebuilds.DeleteFinished(ctx, q, cutoff, n) },
+			func() []int64 { return listIDs(t, jobs.Rebuilds, q) }, rebIDs},
 	} {
 		if n, err := tc.del(2); err != nil || n != 2 {
 			t.Fatalf("%s: first batch deleted %d, %v; want 2", tc.name, n, err)
@@ -158,4 +147,18 @@ func TestDeleteFinishedJobs(t *testing.T) {
 	if n, err := jobs.Republishes.DeleteFinished(ctx, q, t0.Add(100*day), 100); err != nil || n != 1 {
 		t.Fatalf("a cutoff past every job: deleted %d, %v; want 1 (the open job stays)", n, err)
 	}
+}
+
+// listIDs lists the IDs of table's jobs, newest first.
+func listIDs[J any](t *testing.T, table *jobs.Table[J], q db.Executor) []int64 {
+	t.Helper()
+	list, err := table.List(t.Context(), q, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for i := range list {
+		out = append(out, table.Row(&list[i]).ID)
+	}
+	return out
 }

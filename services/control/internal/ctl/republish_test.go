@@ -42,18 +42,11 @@ func TestFollowRepublish(t *testing.T) {
 	}
 	run := func(t *testing.T, states ...*controlv1.SchdRepublish) (string, error) {
 		srv := &republishServer{states: states}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		gs := grpc.NewServer()
-		controlv1.RegisterControlServiceServer(gs, srv)
-		go func() { _ = gs.Serve(lis) }()
-		defer gs.Stop()
+		addr := fakeControl(t, srv)
 		var out, errOut bytes.Buffer
-		o := &options{addr: lis.Addr().String(), output: "table", timeout: 5 * time.Second}
+		o := &options{addr: addr, output: "table", timeout: 5 * time.Second}
 		resp := &controlv1.RepublishResponse{Republish: step(controlv1.RebuildState_REBUILD_STATE_PENDING, 0, 0)}
-		err = followRepublish(t.Context(), o, resp, &out, &errOut)
+		err := followRepublish(t.Context(), o, resp, &out, &errOut)
 		return out.String(), err
 	}
 	oldPoll := pollInterval
@@ -110,15 +103,8 @@ func (s *previewServer) Republish(_ context.Context, req *controlv1.RepublishReq
 func TestConfirmRepublishAll(t *testing.T) {
 	srv := &previewServer{preview: &controlv1.RepublishResponse{DryRun: true,
 		Republish: &controlv1.SchdRepublish{All: true, State: controlv1.RebuildState_REBUILD_STATE_PENDING, Total: 41234, OutboxPending: 7}}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	controlv1.RegisterControlServiceServer(gs, srv)
-	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
-	o := &options{addr: lis.Addr().String(), output: "table", timeout: 5 * time.Second}
+	addr := fakeControl(t, srv)
+	o := &options{addr: addr, output: "table", timeout: 5 * time.Second}
 	c, err := o.dial()
 	if err != nil {
 		t.Fatal(err)
@@ -166,4 +152,18 @@ func TestConfirmRepublishAll(t *testing.T) {
 	if srv.requested != 0 {
 		t.Errorf("the confirmation itself requested %d republishes", srv.requested)
 	}
+}
+
+// fakeControl serves srv on a port of its own until the test ends and returns its address.
+func fakeControl(t *testing.T, srv controlv1.ControlServiceServer) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	controlv1.RegisterControlServiceServer(gs, srv)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	return lis.Addr().String()
 }
