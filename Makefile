@@ -129,7 +129,7 @@ promtool:
 ## report of every target against the anchors measured in the same run (docs/performance.md).
 ## MSGX_BENCH_BACKLOG=100000 makes the backlog bench the long RSS run. The pump's benches run
 ## first: after the production-sized tables the server is still writing back their pages, and
-## the pump's short benches ran slower there than alone (docs/performance.md, "Tenth pass").
+## the pump's short benches ran slower there than alone (docs/performance.md, "A schedule snapshot").
 BENCH_FIGURES := $(CURDIR)/bin/bench-figures.jsonl
 bench: export MSGX_BENCH_REPORT = $(BENCH_FIGURES)
 bench: deps
@@ -160,7 +160,7 @@ chaos: deps build
 	MSGX_CHAOS_DURATION=$(CHAOS_DURATION) MSGX_CHAOS_LONG=$(CHAOS_LONG) MSGX_CHAOS_SEED=$(CHAOS_SEED) \
 	MSGX_CHAOS_BIN=$(CURDIR)/bin go test -count=1 -v -timeout 60m -run '^TestChaos$$' ./tools/chaos/
 
-## drill-restore: the restore drill of docs/operations.md ("The restore drill"): a pg_dump under
+## drill-restore: the restore drill of docs/runbooks.md ("The restore drill"): a pg_dump under
 ## traffic, the traffic drained, the backup restored with pg_restore, the runbook followed
 ## (msgx-dispatcher version-floor, resume), then PASS/FAIL per check against a clean in-order
 ## run; exits non-zero when one fails. DRILL_DURATION spreads the inserts, DRILL_FLIGHTS sizes

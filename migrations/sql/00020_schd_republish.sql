@@ -1,5 +1,5 @@
 -- +goose Up
--- Republish jobs (pkg/republish; docs/operations.md, "Kafka topic lost / consumer needs a full
+-- Republish jobs (pkg/republish; docs/runbooks.md, "Kafka topic lost / consumer needs a full
 -- reload"). The control API requests a job; the backfill role writes the current state of each
 -- flight of the scope into the KAFKA:schd outbox row of its FLID, a page at a time under the
 -- pipeline lock, and records its cursor and count in the same transaction as each page, so a

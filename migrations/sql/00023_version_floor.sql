@@ -1,5 +1,5 @@
 -- +goose Up
--- The version floor after a restore (R-RESTORE-1; docs/operations.md, "Restoring PostgreSQL
+-- The version floor after a restore (R-RESTORE-1; docs/runbooks.md, "Restoring PostgreSQL
 -- from a backup").
 --
 -- flight_version_floor: per FLID the highest STATE_VERSION Kafka already holds, read back from

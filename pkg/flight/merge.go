@@ -57,8 +57,10 @@ type Decision struct {
 	Events  []Event
 	// Skip, when set, makes the message SKIPPED with this reason and changes nothing.
 	Skip string
-	// Ignored lists the tags the message carried that its STYP does not own; they are reported,
-	// not merged (a FLOP changes only what its STYP expresses, R-FLOP-1).
+	// Ignored lists the tags the message carried that its STYP does not own (a FLOP changes
+	// only what its STYP expresses, R-FLOP-1), or that are not flight state, and the fields of
+	// collection items their collection does not keep (GTDT/XYZ, R-FLIGHT-3); they are
+	// reported, not merged: sorted, once each, at most MaxIgnored of them and a count of the rest.
 	Ignored []string
 	// Superseded names the parts the message would have written that a newer message wrote,
 	// each with that message (R-ORDER-2); PartState when a newer word on the flight's existence
@@ -199,8 +201,7 @@ func ApplyADFT(cur *Flight, in Input, days DayRule) Decision {
 			ignored = append(ignored, tag)
 		}
 	}
-	ignored = append(ignored, ignoredRaw(rec)...)
-	slices.Sort(ignored)
+	ignored = reportIgnored(append(ignored, ignoredWhole(rec)...))
 	// A newer deletion stands (R-ORDER-4): the record's parts go to the details the deleted
 	// flight keeps, as in ID order; nothing is published.
 	if rec.FFID.Present && rec.FFID.Value != "" {
@@ -268,20 +269,25 @@ func end(f Flight, m int64) (next Flight, ended bool) {
 // collections as sent and its raw SRVT and VIPF.
 func wholeRecordParts(next *Flight, rec sis.FlightRecord) {
 	for tag, c := range rec.Collections {
-		next.Collections[tag] = items(c, nil)
+		next.Collections[tag] = items(tag, c, nil)
 	}
 	keepRaw(next, rec)
 }
 
-// ignoredRaw lists the raw elements of rec the state does not keep.
-func ignoredRaw(rec sis.FlightRecord) []string {
+// ignoredWhole lists what a record stored whole (wholeRecordParts) carries that the state
+// does not keep: its raw elements other than SRVT and VIPF, and its items' unknown fields.
+func ignoredWhole(rec sis.FlightRecord) []string {
 	var ignored []string
 	for tag := range rec.Raw {
 		if !slices.Contains(rawTags, tag) {
 			ignored = append(ignored, tag)
 		}
 	}
-	return ignored
+	tags := make([]string, 0, len(rec.Collections))
+	for tag := range rec.Collections {
+		tags = append(tags, tag)
+	}
+	return append(ignored, unknownFields(rec, tags)...)
 }
 
 // keepRaw stores SRVT and VIPF as sent (R-FLIGHT-3: presence and raw content only). Other
@@ -294,18 +300,20 @@ func keepRaw(f *Flight, rec sis.FlightRecord) {
 	}
 }
 
-// items turns a sent collection into stored items: "no allocation now" is an empty collection,
-// empty fields are dropped (an empty CHTM deletes that chocks time), drop removes fields the
-// state does not keep.
-func items(c *sis.Collection, drop []string) []Item {
+// items turns a sent collection tag into stored items: "no allocation now" is an empty
+// collection, empty fields are dropped (an empty CHTM deletes that chocks time), and so are the
+// fields the collection does not keep (R-FLIGHT-3: its known fields, the columns its detail
+// table stores; unknownFields reports them) and those drop names, which the rule does not keep.
+func items(tag string, c *sis.Collection, drop []string) []Item {
 	out := make([]Item, 0, len(c.Items))
 	if c.NoAllocation {
 		return out
 	}
+	known := collections[tag].Fields
 	for _, it := range c.Items {
-		fields := map[string]string{}
-		for k, v := range it.Fields {
-			if v.Present && v.Value != "" && !slices.Contains(drop, k) {
+		fields := make(map[string]string, len(known))
+		for _, k := range known {
+			if v := it.Fields[k]; v.Present && v.Value != "" && !slices.Contains(drop, k) {
 				fields[k] = v.Value
 			}
 		}
@@ -446,12 +454,6 @@ func Changed(prev, next Flight) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// seqAttr names the sequence attribute of each collection in published documents.
-var seqAttr = map[string]string{
-	"GTDT": "GTNO", "CKDT": "CKNO", "CLDT": "CLNO", "CHDT": "CHNO", "PSDT": "PSNO", "CHOT": "CSNO",
-	"ROUT": "RTNO", "ERUT": "RTNO", "ABTM": "ASNO",
-}
-
 // Document is the full published state of a flight (KAFKA:schd and the Redis projection): keys
 // are SIS tag names; collections are arrays of objects in stored order; a master with
 // code-share children carries MAFL; SRVT and VIPF are not published. encoding/json sorts map
@@ -528,7 +530,7 @@ func collectionDoc(tag string, items []Item) []map[string]string {
 		if o == nil {
 			o = map[string]string{}
 		}
-		if a := seqAttr[tag]; a != "" && it.Seq != "" {
+		if a := collections[tag].Seq; a != "" && it.Seq != "" {
 			o[a] = it.Seq
 		}
 		arr = append(arr, o)

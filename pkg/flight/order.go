@@ -21,10 +21,6 @@ import (
 // and each raw element is one part.
 const PartState = "STATE"
 
-// CollectionTags are the collections of the state (R-FLIGHT-3), sorted; flightstore stores
-// each in a detail table.
-var CollectionTags = []string{"ABTM", "CHDT", "CHOT", "CKDT", "CLDT", "DELY", "ERUT", "GTDT", "PSDT", "ROUT"}
-
 // rawTags are the raw elements the state keeps (R-FLIGHT-3).
 var rawTags = []string{"SRVT", "VIPF"}
 

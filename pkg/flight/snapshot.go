@@ -384,7 +384,5 @@ func snapshotState(cur *Flight, rec sis.FlightRecord, day time.Time) (Flight, []
 	turnaround(&next, rec)
 	// Collections are stored as sent, ROUT too (the 4-point cut is FLOP ROUT's, as for ADFT).
 	wholeRecordParts(&next, rec)
-	ignored = append(ignored, ignoredRaw(rec)...)
-	slices.Sort(ignored)
-	return next, ignored
+	return next, reportIgnored(append(ignored, ignoredWhole(rec)...))
 }

@@ -90,7 +90,7 @@ func (r rule) apply(f *Flight, rec sis.FlightRecord) {
 	}
 	for _, tag := range r.collections {
 		if c, ok := rec.Collections[tag]; ok {
-			f.Collections[tag] = items(c, nil)
+			f.Collections[tag] = items(tag, c, nil)
 		}
 	}
 }
@@ -119,7 +119,8 @@ func (r rule) parts(rec sis.FlightRecord) []string {
 }
 
 // ignored lists the tags of rec this rule does not own (FLID and FFID are identity, always
-// expected; SRVT and VIPF are kept raw by every rule).
+// expected; SRVT and VIPF are kept raw by every rule) and the unknown fields of the items of
+// the collections it owns (R-FLIGHT-3).
 func (r rule) ignored(rec sis.FlightRecord) []string {
 	var out []string
 	for tag := range rec.Scalars {
@@ -137,8 +138,7 @@ func (r rule) ignored(rec sis.FlightRecord) []string {
 			out = append(out, tag)
 		}
 	}
-	slices.Sort(out)
-	return out
+	return reportIgnored(append(out, unknownFields(rec, r.collections)...))
 }
 
 func setScalar(f *Flight, tag, value string) {
@@ -208,7 +208,7 @@ func rout(f *Flight, rec sis.FlightRecord) {
 	if !ok {
 		return
 	}
-	pts := items(c, []string{"SCAT", "SCDT"})
+	pts := items("ROUT", c, []string{"SCAT", "SCDT"})
 	if len(pts) > routPoints {
 		if Movement(*f) == "A" {
 			pts = pts[len(pts)-routPoints:]

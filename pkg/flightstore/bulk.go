@@ -320,7 +320,7 @@ func byFLID(flights []*flight.Flight) map[string]*flight.Flight {
 // its flight_schd row written alone (AddRows): deleting and inserting the same rows again
 // leaves the tables as they were, at the price of most of a snapshot's writes (R-SCHD-4).
 func SameDetails(a, b flight.Flight) bool {
-	for _, tag := range CollectionTags() {
+	for _, tag := range flight.CollectionTags {
 		c := collections[tag]
 		x, y := a.Collections[tag], b.Collections[tag]
 		if len(x) != len(y) {

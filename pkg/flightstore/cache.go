@@ -15,8 +15,8 @@ import (
 // flight_schd row in the same transaction (Save, SaveMany, AddUpdates; the history sweep
 // deletes the row, a version floor rewrites it), so a row whose xmin is the one an entry holds
 // has the details the entry holds, and LoadLocked and the bulk loads of a schedule snapshot
-// read the rows alone instead of the ten-table detail read (docs/performance.md, "Ninth pass",
-// "Tenth pass"). An entry whose xmin no longer matches (a
+// read the rows alone instead of the ten-table detail read (docs/performance.md, "Changes and
+// their cost"). An entry whose xmin no longer matches (a
 // write by another process or another term, a transaction that rolled back, a restore) is read
 // again. An xmin comes back only after 2^32 transactions, decades of this system's traffic, and
 // an entry not touched that long has left the bounded cache long before; or after a restore from
@@ -104,7 +104,7 @@ func (c *DetailCache) put(xmin uint32, f flight.Flight) {
 // the raw content by tag.
 func storedDetails(f flight.Flight) (map[string][]flight.Item, map[string][]string) {
 	col := map[string][]flight.Item{}
-	for _, tag := range CollectionTags() {
+	for _, tag := range flight.CollectionTags {
 		c := collections[tag]
 		for _, it := range f.Collections[tag] {
 			st := flight.Item{Fields: make(map[string]string, len(c.fields))}

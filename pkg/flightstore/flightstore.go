@@ -33,29 +33,31 @@ type collection struct {
 	kind   string // route_kind for flight_route_point
 }
 
-// collections lists the stored collections by tag.
-var collections = map[string]collection{
-	"GTDT": {table: "flight_gtdt", seq: "gtno", fields: []string{"GATE", "PGOT", "PGCT", "GOTM", "GCTM", "GTYP"}},
-	"CKDT": {table: "flight_ckdt", seq: "ckno", fields: []string{"CHKC", "CCLS", "PCOT", "PCCT", "COTM", "CCTM", "CTYP"}},
-	"CLDT": {table: "flight_cldt", seq: "clno", fields: []string{"BELT", "BCLS", "PCOT", "PCCT", "FBAG", "LBAG", "BTYP"}},
-	"CHDT": {table: "flight_chdt", seq: "chno", fields: []string{"CHUT", "CCLS", "PCBT", "PCET", "CBTM", "CETM", "CTYP"}},
-	"PSDT": {table: "flight_psdt", seq: "psno", fields: []string{"PSST", "STST", "STET"}},
-	"CHOT": {table: "flight_chot", seq: "csno", fields: []string{"CHTM", "CHID", "CHST"}},
-	"DELY": {table: "flight_dely", fields: []string{"CODE", "STRT", "DURA", "TEXT"}},
-	"ABTM": {table: "flight_abtm", seq: "asno", fields: []string{"ABDG", "ABOP", "AOTM"}},
-	"ROUT": {table: "flight_route_point", seq: "rtno", fields: []string{"APCD", "SCAT", "SCDT"}, kind: "ROUT"},
-	"ERUT": {table: "flight_route_point", seq: "rtno", fields: []string{"APCD", "SCAT", "SCDT"}, kind: "ERUT"},
+// tableOf names the detail table of each collection of the state (and the route_kind of the
+// two that share flight_route_point).
+var tableOf = map[string]struct{ table, kind string }{
+	"GTDT": {table: "flight_gtdt"}, "CKDT": {table: "flight_ckdt"}, "CLDT": {table: "flight_cldt"},
+	"CHDT": {table: "flight_chdt"}, "PSDT": {table: "flight_psdt"}, "CHOT": {table: "flight_chot"},
+	"DELY": {table: "flight_dely"}, "ABTM": {table: "flight_abtm"},
+	"ROUT": {table: "flight_route_point", kind: "ROUT"}, "ERUT": {table: "flight_route_point", kind: "ERUT"},
 }
 
-// CollectionTags lists the stored collection tags, sorted.
-func CollectionTags() []string {
-	tags := make([]string, 0, len(collections))
-	for t := range collections {
-		tags = append(tags, t)
+// collections lists the stored collections by tag. Their sequence attribute and field columns
+// are the collection's definition in package flight, the fields its merge keeps (R-FLIGHT-3):
+// one list for both, so no field is merged and published that the detail table cannot hold
+// (issue #57: the difference was drift after every clean apply).
+var collections = func() map[string]collection {
+	out := make(map[string]collection, len(flight.CollectionTags))
+	for _, tag := range flight.CollectionTags {
+		def, _ := flight.CollectionOf(tag)
+		t, ok := tableOf[tag]
+		if !ok {
+			panic("flightstore: no detail table for collection " + tag)
+		}
+		out[tag] = collection{table: t.table, seq: strings.ToLower(def.Seq), fields: def.Fields, kind: t.kind}
 	}
-	slices.Sort(tags)
-	return tags
-}
+	return out
+}()
 
 // Load reads the full state of one flight in the caller's transaction (one consistent read
 // boundary, R-FLIGHT-8). It returns nil when the FLID is unknown.
@@ -168,7 +170,7 @@ var detailSQL = detailQuery("", "flid = $1")
 // ending in a comma, or nothing).
 func detailQuery(lead, match string) string {
 	parts := make([]string, 0, len(collections)+1)
-	for _, tag := range CollectionTags() {
+	for _, tag := range flight.CollectionTags {
 		c := collections[tag]
 		seq := "NULL::text"
 		if c.seq != "" {
@@ -367,7 +369,7 @@ var upsertRowsWithChangesSQL = `WITH chg AS (` + insertChangesAt(len(rowWriteCol
 // rows of changes (R-ORDER-8), as one statement (none for neither); the FLIDs are unique. Alone
 // it writes states whose details are the stored ones (a write of the provenance only,
 // R-ORDER-2). One statement fewer on the wire for every message that writes a flight; the
-// server's CPU per FLOP measured the same as with two (docs/performance.md, "Eighth pass").
+// server's CPU per FLOP measured the same as with two (docs/performance.md, "Domain cost").
 //
 // With a cache, the upsert returns each row's new version and the flights are put in cache as
 // that version (DetailCache): the caller writes their details in the same transaction, or
@@ -481,7 +483,7 @@ var detailInserts = func() map[string]detailTable {
 		out[table] = detailTable{sql: `INSERT INTO ` + table + ` (` + strings.Join(cols, ", ") + `) SELECT * FROM unnest(` +
 			strings.Join(ph, ", ") + `)`, cols: len(cols)}
 	}
-	for _, tag := range CollectionTags() {
+	for _, tag := range flight.CollectionTags {
 		c := collections[tag]
 		if _, done := out[c.table]; done {
 			continue
@@ -546,7 +548,7 @@ func detailRows(flights []flight.Flight) map[string]*detailArrays {
 	}
 	str := func(s string) *string { return &s }
 	for _, f := range flights {
-		for _, tag := range CollectionTags() {
+		for _, tag := range flight.CollectionTags {
 			c := collections[tag]
 			if len(f.Collections[tag]) == 0 {
 				continue

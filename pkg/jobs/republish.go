@@ -1,7 +1,7 @@
 package jobs
 
 // The jobs that send the current state of flights to KAFKA:schd again (schd_republish;
-// docs/operations.md, "Kafka topic lost / consumer needs a full reload"). The control API
+// docs/runbooks.md, "Kafka topic lost / consumer needs a full reload"). The control API
 // requests a job, the backfill role executes it a page at a time and records its progress here
 // in the same transaction as each page, so a job resumes from its cursor after a crash or a
 // failover, and a job run twice only sends duplicates. A job DONE has written every flight of

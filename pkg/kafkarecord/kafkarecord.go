@@ -9,9 +9,12 @@
 package kafkarecord
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 )
 
 // The header keys. Event ID and state version are what consumers deduplicate and order by, so
@@ -89,4 +92,33 @@ func Parse[H header](headers []H) (Meta, error) {
 		return Meta{}, ErrForeign
 	}
 	return m, nil
+}
+
+// traceParentLen is the length of a W3C traceparent header value (version 00: 2+1+32+1+16+1+2).
+const traceParentLen = 55
+
+// Bound of what a one-record batch adds to the record's key, value and headers, as a broker
+// counts it against message.max.bytes: the 12-byte log overhead and the 49-byte v2 batch header
+// (Kafka's LOG_OVERHEAD and RECORD_BATCH_OVERHEAD), then the record's attributes byte and its six
+// varints (length, timestamp delta, offset delta, key length, value length, header count),
+// and two varints per header, each counted at its largest.
+const (
+	batchOverhead  = 12 + 49
+	recordOverhead = 1 + 6*binary.MaxVarintLen64
+	headerOverhead = 2 * binary.MaxVarintLen64
+)
+
+// BatchBound bounds from above the size of the record batch that carries one event alone, as
+// the broker counts it against message.max.bytes (kafka.max-message-bytes): the key, a value of
+// valueLen bytes and the headers Headers writes for an event of eventType, with any event ID
+// and state version, a traceparent and traceState. The pump checks a state's document with it
+// before the state is committed (issue #57), while the dispatcher, which measures the record it
+// sends, refuses what does not fit; the bound is never below the dispatcher's figure, so a state
+// the pump accepts is one the dispatcher sends.
+func BatchBound(key string, valueLen int, eventType, traceState string) int {
+	n := batchOverhead + recordOverhead + len(key) + valueLen
+	for _, h := range Headers(math.MaxInt64, eventType, math.MaxInt64, strings.Repeat("0", traceParentLen), traceState) {
+		n += headerOverhead + len(h[0]) + len(h[1])
+	}
+	return n
 }

@@ -8,8 +8,8 @@ import (
 // insertEvents is the statement AddTo and Add send for events: one statement for all of them
 // and the dispatcher's notification, whatever their number. A schedule snapshot's hundreds of
 // events would otherwise be hundreds of statements (R-SCHD-4), and a FLOP's two with the notify
-// are one statement instead of three, at the same server CPU (docs/performance.md, "Eighth
-// pass"): one way to write events for every caller. It leaves the rows one upsert per event in
+// are one statement instead of three, at the same server CPU (docs/performance.md, "Domain
+// cost"): one way to write events for every caller. It leaves the rows one upsert per event in
 // turn would leave, with one difference of no consequence: the event_ids of
 // KAFKA:schd states that a later state of the same FLID replaces among events are never used.
 //

@@ -176,7 +176,7 @@ type FirstDelivery struct {
 // state = 'SENT', they let the planner read the partial indexes of those states whole (the
 // unsent events' with every dead entry since the last vacuum, the SENT events' with every event
 // ever sent) whenever msg_event's statistics are older than the table; the mark then costs a
-// scan that grows with the backlog (docs/performance.md, "The third pass").
+// scan that grows with the backlog (docs/performance.md, "Changes and their cost").
 func MarkSent(ctx context.Context, q db.Executor, events []Event, now time.Time) (Sent, error) {
 	var out Sent
 	if len(events) == 0 {

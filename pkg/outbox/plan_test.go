@@ -15,8 +15,8 @@ import (
 // reads only the message's own events, even when msg_event has no statistics (a fresh
 // deployment, or a server whose autovacuum has not run since the table filled): a plan that
 // scans a partial index of one state whole costs a scan of every event ever sent, per event
-// marked, and made the mark the costliest statement of a backlog (docs/performance.md, "The
-// third pass").
+// marked, and made the mark the costliest statement of a backlog (docs/performance.md, "Changes
+// and their cost").
 func TestMarkSentPlanReadsOnlyTheMessagesEvents(t *testing.T) {
 	t.Parallel()
 	d := pgtest.New(t)

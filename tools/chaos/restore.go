@@ -23,7 +23,7 @@ import (
 	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
-// The restore drill (docs/operations.md, "Restoring PostgreSQL from a backup"): the five
+// The restore drill (docs/runbooks.md, "Restoring PostgreSQL from a backup"): the five
 // services take traffic, a pg_dump is taken while they do, the traffic goes on and drains,
 // the services stop, the backup is restored, and the runbook is followed: version-floor, the
 // services started, the contract violation resolved with resume. The checks then compare the

@@ -10,7 +10,7 @@ import (
 	"github.com/msgexchange/msgexchange/tools/chaos"
 )
 
-// TestRestoreDrill is the restore drill of docs/operations.md ("Restoring PostgreSQL from a
+// TestRestoreDrill is the restore drill of docs/runbooks.md ("Restoring PostgreSQL from a
 // backup"): a pg_dump under traffic, the traffic drained, the backup restored, the runbook
 // followed (version-floor, resume), and the end state checked against a clean in-order run.
 // `make test` runs it over the traffic of 20 s; `make drill-restore` over a longer day

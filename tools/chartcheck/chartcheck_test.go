@@ -3,8 +3,8 @@
 // (an unknown or misspelt field fails), and checks what the chart promises: one Deployment per
 // service with replicas 1 and Recreate, the restricted security context, probes on the admin
 // port, the configuration the services accept, the secrets, the migration hook and one alert
-// per condition docs/operations.md names. Schema validators that download schemas cannot run here; the
-// k8s.io/api types are the schema.
+// per condition docs/operations.md names, each with its runbook in docs/runbooks.md. Schema
+// validators that download schemas cannot run here; the k8s.io/api types are the schema.
 package chartcheck
 
 import (
@@ -718,6 +718,10 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 	}
 
 	metrics := definedMetrics(t, root)
+	runbooks, err := os.ReadFile(filepath.Join(root, "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatalf("docs/runbooks.md: %v", err)
+	}
 	ops, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
 	if err != nil {
 		t.Fatalf("docs/operations.md: %v", err)
@@ -752,8 +756,11 @@ func checkMonitoring(t *testing.T, root string, r rendering, m *manifests, fulln
 			if !strings.HasSuffix(rule.Annotations["runbook_url"], "#"+anchor) {
 				t.Errorf("alert %s: runbook_url %q does not point at #%s", rule.Alert, rule.Annotations["runbook_url"], anchor)
 			}
-			if !regexp.MustCompile(`(?m)^#+ ` + rule.Alert + `\s*$`).Match(ops) {
-				t.Errorf("docs/operations.md has no heading %q for the alert's runbook", rule.Alert)
+			if !regexp.MustCompile(`(?m)^#+ ` + rule.Alert + `\s*$`).Match(runbooks) {
+				t.Errorf("docs/runbooks.md has no heading %q for the alert's runbook", rule.Alert)
+			}
+			if !bytes.Contains(ops, []byte("| ["+rule.Alert+"](runbooks.md#"+anchor+") |")) {
+				t.Errorf("docs/operations.md's table of alerts has no row for %s linking its runbook", rule.Alert)
 			}
 		}
 	}

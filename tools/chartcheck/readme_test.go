@@ -136,8 +136,8 @@ func chartReadme(values []byte) ([]byte, error) {
 	b.WriteString("# msgexchange chart\n\n")
 	b.WriteString("<!-- Generated from values.yaml's \"# --\" comments by `" + readmeCommand + "`; do not edit. -->\n\n")
 	b.WriteString("The airport's upstream message gateway: ingest, pump, dispatcher, backfill and control, each a\n")
-	b.WriteString("single active instance. Deployment, NetworkPolicy, monitoring and runbooks: docs/operations.md;\n")
-	b.WriteString("the `config` parameters: docs/environment.md; roles and entry points: docs/security.md.\n")
+	b.WriteString("single active instance. Deployment, NetworkPolicy and monitoring: docs/operations.md; runbooks:\n")
+	b.WriteString("docs/runbooks.md; the `config` parameters: docs/environment.md; roles and entry points: docs/security.md.\n")
 	b.WriteString("values.schema.json refuses a value of the wrong type or a misspelt key.\n\n")
 	b.WriteString("## Values\n\n| Key | Type | Default | Description |\n|-----|------|---------|-------------|\n")
 	for _, r := range rows {

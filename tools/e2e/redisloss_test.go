@@ -16,7 +16,7 @@ import (
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
 
-// Redis lost its data under traffic (docs/operations.md, "Redis lost its data"): the five
+// Redis lost its data under traffic (docs/runbooks.md, "Redis lost its data"): the five
 // binaries hold a schedule of flights, FLOPs arrive at 50 msg/s, and Redis is flushed whole.
 // Nobody intervenes: the backfill finds the projection's sentinel key gone and rebuilds the
 // projection from PostgreSQL while the pump goes on. The figure is the time from the FLUSHALL

@@ -51,7 +51,7 @@ func driftAlertThreshold(t *testing.T) float64 {
 	return n
 }
 
-// TestProjectionDriftRunbook walks docs/operations.md's MsgxProjectionDrift runbook on the five
+// TestProjectionDriftRunbook walks docs/runbooks.md's MsgxProjectionDrift runbook on the five
 // binaries: the projection drifts (a wrong document, one deleted, a key of a flight PostgreSQL
 // does not have) and a check finds it (the backfill's start-up check after a restart: streak 1,
 // the alert one check from firing); the projection drifts again and the operator runs the
@@ -259,7 +259,7 @@ func TestRoleHolderGoneRunbook(t *testing.T) {
 	if gone.BackendPID != before.BackendPID || gone.Instance != before.Instance {
 		t.Errorf("the recorded holder changed without a new one: %+v, was %+v", gone, before)
 	}
-	// The runbook's SQL, as written in docs/operations.md (step 2), with the backend_pid and
+	// The runbook's SQL, as written in docs/runbooks.md (step 2), with the backend_pid and
 	// the role from get-status.
 	var sessions, locks int
 	var heartbeatAge time.Duration

@@ -1040,7 +1040,7 @@ type Discovery struct {
 	Lag        *int64 `protobuf:"varint,12,opt,name=lag,proto3,oneof" json:"lag,omitempty"`
 	InboxError string `protobuf:"bytes,13,opt,name=inbox_error,json=inboxError,proto3" json:"inbox_error,omitempty"`
 	// Set while ingest has stopped advancing W because the upstream broke the inbox contract
-	// (IDs only grow; docs/operations.md has the way out). Unset when there is none.
+	// (IDs only grow; docs/runbooks.md has the way out). Unset when there is none.
 	ContractViolation *ContractViolation `protobuf:"bytes,14,opt,name=contract_violation,json=contractViolation,proto3" json:"contract_violation,omitempty"`
 	// The rows visible beyond W, not enqueued yet (D-15): those ingest scanned, plus every ID
 	// between what it scanned (scanned_to) and inbox_max_id, counted as a row (a bound: holes

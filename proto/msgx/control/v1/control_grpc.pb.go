@@ -103,7 +103,7 @@ type ControlServiceClient interface {
 	// events the selection matches and changes nothing.
 	RequeueEvents(ctx context.Context, in *RequeueEventsRequest, opts ...grpc.CallOption) (*RequeueEventsResponse, error)
 	// ResolveContractViolation is the operator's way out of an upstream contract violation that
-	// stopped discovery (GetStatus discovery.contract_violation; docs/operations.md, Runbook).
+	// stopped discovery (GetStatus discovery.contract_violation; docs/runbooks.md, MsgxIngestContractViolation).
 	// kind must name the standing violation. RESUME clears it and discovery goes on from W;
 	// SKIP_MARKED moves W over the marked rows directly above it without enqueueing them. Refused
 	// with FAILED_PRECONDITION when no violation of that kind stands or the resolution does not
@@ -150,7 +150,7 @@ type ControlServiceClient interface {
 	// AcknowledgeDead records that an operator reviewed DEAD messages (the selected msg_ids, or
 	// every DEAD message of error_class) and why. Acknowledged rows stay DEAD and listed, but
 	// leave the DEAD gauge msgx_messages{state="DEAD"} and the MsgxMessagesDead alert
-	// (docs/operations.md). A row acknowledged already keeps its first acknowledgement. A replay
+	// (docs/runbooks.md). A row acknowledged already keeps its first acknowledgement. A replay
 	// of a replayable row clears it.
 	AcknowledgeDead(ctx context.Context, in *AcknowledgeDeadRequest, opts ...grpc.CallOption) (*AcknowledgeDeadResponse, error)
 	// GetFlight returns one flight as PostgreSQL holds it (the authority) next to what the Redis
@@ -482,7 +482,7 @@ type ControlServiceServer interface {
 	// events the selection matches and changes nothing.
 	RequeueEvents(context.Context, *RequeueEventsRequest) (*RequeueEventsResponse, error)
 	// ResolveContractViolation is the operator's way out of an upstream contract violation that
-	// stopped discovery (GetStatus discovery.contract_violation; docs/operations.md, Runbook).
+	// stopped discovery (GetStatus discovery.contract_violation; docs/runbooks.md, MsgxIngestContractViolation).
 	// kind must name the standing violation. RESUME clears it and discovery goes on from W;
 	// SKIP_MARKED moves W over the marked rows directly above it without enqueueing them. Refused
 	// with FAILED_PRECONDITION when no violation of that kind stands or the resolution does not
@@ -529,7 +529,7 @@ type ControlServiceServer interface {
 	// AcknowledgeDead records that an operator reviewed DEAD messages (the selected msg_ids, or
 	// every DEAD message of error_class) and why. Acknowledged rows stay DEAD and listed, but
 	// leave the DEAD gauge msgx_messages{state="DEAD"} and the MsgxMessagesDead alert
-	// (docs/operations.md). A row acknowledged already keeps its first acknowledgement. A replay
+	// (docs/runbooks.md). A row acknowledged already keeps its first acknowledgement. A replay
 	// of a replayable row clears it.
 	AcknowledgeDead(context.Context, *AcknowledgeDeadRequest) (*AcknowledgeDeadResponse, error)
 	// GetFlight returns one flight as PostgreSQL holds it (the authority) next to what the Redis

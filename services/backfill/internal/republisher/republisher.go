@@ -1,5 +1,5 @@
 // Package republisher executes the republish jobs the control API requests (jobs.Republishes;
-// docs/operations.md, "Kafka topic lost / consumer needs a full reload"): it writes the current
+// docs/runbooks.md, "Kafka topic lost / consumer needs a full reload"): it writes the current
 // state of every flight of a job's scope into the flight's KAFKA:schd outbox row, which the
 // dispatcher then sends like every other state (same payload, key and headers).
 //

@@ -23,7 +23,7 @@ var resolutions = map[controlv1.ContractResolution]cursor.Action{
 // errSkipUnforced refuses skip-marked of marked-above-watermark without force (R-RESTORE-3).
 var errSkipUnforced = errors.New("skip-marked leaves the flights at the backup's state while consumers already hold the changes of the " +
 	"skipped rows, so the next change of those flights takes them back downstream; resume processes the rows again, published above " +
-	"what consumers hold once msgx-dispatcher version-floor ran; set force to skip anyway (docs/operations.md, \"Restoring PostgreSQL from a backup\")")
+	"what consumers hold once msgx-dispatcher version-floor ran; set force to skip anyway (docs/runbooks.md, \"Restoring PostgreSQL from a backup\")")
 
 // rewindsConsumers reports whether r is the resolution that leaves consumers ahead of the
 // flight state: the skip of rows processed in a timeline a restore took back (R-RESTORE-3).
@@ -35,7 +35,7 @@ func rewindsConsumers(r cursor.Resolution) bool {
 // was recorded after the restored timeline's markers (R-RESTORE-1, R-RESTORE-3).
 var errResumeWithoutFloor = errors.New("resume would publish the re-processed rows' changes at the restored versions, below what " +
 	"consumers already hold: stop every service, run msgx-dispatcher version-floor, start them and resume; set force to resume anyway " +
-	"(docs/operations.md, \"Restoring PostgreSQL from a backup\")")
+	"(docs/runbooks.md, \"Restoring PostgreSQL from a backup\")")
 
 // resumesRestored reports whether r processes again rows a restore took back.
 func resumesRestored(r cursor.Resolution) bool {

@@ -166,7 +166,7 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 	"ResolveContractViolation": {
 		Short: "Resolve the upstream contract violation that stopped discovery",
 		Long: "The way out of a contract violation that stopped discovery (get-status shows it; see the\n" +
-			"runbook in docs/operations.md). resume clears it and discovery goes on, processing again the\n" +
+			"runbook in docs/runbooks.md). resume clears it and discovery goes on, processing again the\n" +
 			"rows a restored database had lost: after a restore it is refused until msgx-dispatcher\n" +
 			"version-floor has run, so that no version goes out below what consumers hold. skip-marked\n" +
 			"moves the watermark over the marked rows without processing them again, which leaves the\n" +

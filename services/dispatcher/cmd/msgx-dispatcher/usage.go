@@ -10,6 +10,6 @@ var command = service.Command{
 	Commands: [][2]string{
 		{"version-floor", "after PostgreSQL was restored from a backup, with every service stopped:"},
 		{"", "read both topics and raise the stored versions above what Kafka holds"},
-		{"", "(docs/operations.md, \"Restoring PostgreSQL from a backup\")"},
+		{"", "(docs/runbooks.md, \"Restoring PostgreSQL from a backup\")"},
 	},
 }

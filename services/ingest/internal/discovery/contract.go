@@ -67,7 +67,7 @@ func (p *Poller) stillStanding(ctx context.Context, cur cursor.Cursor) {
 		return
 	}
 	p.standing = v
-	p.logger.ErrorContext(ctx, "upstream contract violation stands: discovery does not advance the watermark until an operator resolves it (docs/operations.md)",
+	p.logger.ErrorContext(ctx, "upstream contract violation stands: discovery does not advance the watermark until an operator resolves it (docs/runbooks.md)",
 		"kind", v.Kind, "since", v.Since, "w", cur.W, "detail", v.Detail)
 }
 

@@ -267,7 +267,7 @@ func (p *Poller) Round(ctx context.Context, txer Txer) (Progress, error) {
 	if violation != nil {
 		p.showViolation(violation)
 		p.standing = violation
-		p.logger.ErrorContext(ctx, "upstream contract violation: discovery stops advancing the watermark until an operator resolves it (docs/operations.md)",
+		p.logger.ErrorContext(ctx, "upstream contract violation: discovery stops advancing the watermark until an operator resolves it (docs/runbooks.md)",
 			"kind", violation.Kind, "w", pl.W, "detail", violation.Detail)
 		return Progress{}, nil
 	}

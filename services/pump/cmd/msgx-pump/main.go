@@ -41,7 +41,7 @@ func run(ctx context.Context, b *service.Base) error {
 		IdentityDayBounded: cfg.Identity.IncludeDayBoundary,
 	}, pump.NewReadAhead(in, b.Logger), proj, processor.Route(flight.DayRule{Zone: cfg.Airport.Zone, Cutover: cfg.Airport.OperationDayCutover},
 		processor.WithMetrics(b.Registry), processor.WithLogger(b.Logger), processor.WithBatchSize(cfg.Schd.BatchSize),
-		processor.WithRequests(cfg.Req.Timeout), processor.WithDetailCache(details)),
+		processor.WithRequests(cfg.Req.Timeout), processor.WithDetailCache(details), processor.WithMaxMessageBytes(cfg.Kafka.MaxMessageBytes)),
 		b.Clock, b.Logger, b.Telemetry, b.Registry)
 	listener := notify.New(cfg.PG.DSN, b.Logger, queue.Channel)
 	elector := b.Elector()

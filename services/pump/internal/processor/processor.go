@@ -17,6 +17,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/services/pump/internal/pump"
@@ -31,6 +32,9 @@ type settings struct {
 	batchSize int
 	// requests is the RESP guard; nil leaves every RESP unapplied.
 	requests *Requests
+	// maxRecord is kafka.max-message-bytes: a message whose flights' events would not fit in a
+	// record of it is refused before it writes anything (0: no bound).
+	maxRecord int
 	// details is the DetailCache of the flight and schedule processors (nil: Route makes one
 	// for both; a processor made alone keeps none, or its own).
 	details *flightstore.DetailCache
@@ -62,6 +66,13 @@ func WithLogger(l *slog.Logger) Option {
 // transaction (0 = flight.DefaultBatchSize).
 func WithBatchSize(n int) Option {
 	return func(s *settings) { s.batchSize = n }
+}
+
+// WithMaxMessageBytes sets kafka.max-message-bytes: a message is refused, DEAD(MALFORMED) with
+// nothing written, when an event of a flight it changes would not fit in a Kafka record of that
+// size (docs/codec.md §6), since the dispatcher could never publish the state it commits.
+func WithMaxMessageBytes(n int) Option {
+	return func(s *settings) { s.maxRecord = n }
 }
 
 // WithRequests sets the RESP guard (req.timeout): a SCHD or reference RESP is applied only when
@@ -124,9 +135,11 @@ func Route(days flight.DayRule, opts ...Option) pump.Router {
 // Flights applies FLOP (FDEL included) and SCHD-ADFT messages: one flight per record, all in
 // the caller's transaction.
 type Flights struct {
-	days    flight.DayRule
-	logger  *slog.Logger
-	skipped *prometheus.CounterVec
+	days   flight.DayRule
+	logger *slog.Logger
+	// maxRecord is kafka.max-message-bytes (0: no bound, WithMaxMessageBytes).
+	maxRecord int
+	skipped   *prometheus.CounterVec
 	// details spares a FLOP the ten-table read of the details the pump read or wrote last
 	// (this processor or the schedule processor, which share it through Route), as long as the
 	// flight's row is the version they belong to (D-18).
@@ -137,9 +150,10 @@ type Flights struct {
 func NewFlights(days flight.DayRule, opts ...Option) *Flights {
 	st := newSettings(opts)
 	f := &Flights{
-		days:    days,
-		logger:  st.logger,
-		details: st.details,
+		days:      days,
+		logger:    st.logger,
+		maxRecord: st.maxRecord,
+		details:   st.details,
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "msgx_flight_skipped_total",
 			Help: "Flight messages skipped by the domain rules, by reason (unknown-flight, deleted-flight)."}, []string{"reason"}),
 	}
@@ -187,8 +201,16 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 			skips = append(skips, rec.FLID+" "+o.Skip)
 			continue
 		}
+		reason, err := overRecord(f.maxRecord, in, o.Events)
+		if err != nil {
+			return pump.Result{}, err
+		}
+		if reason != "" {
+			// Rolls back what the records before this one wrote: the message changes nothing.
+			return pump.Result{}, pump.OverBound(reason)
+		}
 		if len(o.Ignored) > 0 {
-			f.logger.InfoContext(ctx, "tags outside the STYP's rule were not merged", "msg_id", in.MsgID, "flid", rec.FLID,
+			f.logger.InfoContext(ctx, "tags and item fields that are not the STYP's or not flight state were not merged", "msg_id", in.MsgID, "flid", rec.FLID,
 				"styp", in.Message.Meta.STYP, "ignored", o.Ignored)
 		}
 		if len(o.Superseded) > 0 {
@@ -240,6 +262,41 @@ func (f *Flights) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Res
 		return pump.Result{}, pump.Skip(strings.Join(skips, "; "))
 	}
 	return res, nil
+}
+
+// overRecord is the reason a message is refused when one of the events it would write does not
+// fit in a Kafka record of maxRecord bytes (kafka.max-message-bytes; 0: no bound), or "". The
+// record is measured as the dispatcher will send it: the payload as PostgreSQL's jsonb gives
+// it back (outbox.SentBytes), with key, headers and batch overhead counted at their largest
+// (kafkarecord.BatchBound). So a state committed here is never one the dispatcher must refuse:
+// the codec's bounds (docs/codec.md §6) let no message in whose state can be stored but never
+// published (R-IDENT-5).
+func overRecord(maxRecord int, in pump.Input, events []flight.Event) (string, error) {
+	if maxRecord <= 0 {
+		return "", nil
+	}
+	for _, e := range events {
+		if e.Payload == nil {
+			continue
+		}
+		size := outbox.MaxSentBytes(e.Payload)
+		if kafkarecord.BatchBound(e.FLID, size, e.Type, in.Trace.State) <= maxRecord {
+			continue // the common case: no walk of the payload
+		}
+		size, err := outbox.SentBytes(e.Payload)
+		if err != nil {
+			return "", fmt.Errorf("size of the %s event of flight %s: %w", e.Target, e.FLID, err)
+		}
+		if n := kafkarecord.BatchBound(e.FLID, size, e.Type, in.Trace.State); n > maxRecord {
+			what := "change notification"
+			if e.Target == flight.TargetSchd {
+				what = "document"
+			}
+			return fmt.Sprintf("over the codec's limits: the %s %s of flight %s would be %d bytes, a Kafka record of up to %d bytes, over the %d of kafka.max-message-bytes",
+				e.Target, what, e.FLID, size, n, maxRecord), nil
+		}
+	}
+	return "", nil
 }
 
 // skipLabel is a skip reason's label for msgx_flight_skipped_total: its first word, so the

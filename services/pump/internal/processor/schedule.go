@@ -26,6 +26,8 @@ type Schedule struct {
 	days      flight.DayRule
 	batchSize int
 	logger    *slog.Logger
+	// maxRecord is kafka.max-message-bytes (0: no bound, WithMaxMessageBytes).
+	maxRecord int
 	// guard gates a RESP (G-RESP-GUARD); without it a RESP is not applied.
 	guard *Requests
 	// details spares a package the detail read of the flights this pump read or wrote last,
@@ -36,7 +38,7 @@ type Schedule struct {
 // NewSchedule returns the schedule snapshot processor.
 func NewSchedule(days flight.DayRule, opts ...Option) *Schedule {
 	st := newSettings(opts)
-	return &Schedule{days: days, batchSize: st.batchSize, logger: st.logger, guard: st.requests, details: st.details}
+	return &Schedule{days: days, batchSize: st.batchSize, logger: st.logger, maxRecord: st.maxRecord, guard: st.requests, details: st.details}
 }
 
 // Apply implements pump.Processor for a DNLD: the whole-package check before anything is read,
@@ -48,7 +50,7 @@ func (s *Schedule) Apply(ctx context.Context, tx pgx.Tx, in pump.Input) (pump.Re
 	}
 	pkg, refusal := flight.ValidatePackage(b, s.days)
 	if refusal != nil {
-		return pump.Result{}, s.refuse(in, b.STYP, len(b.Records), flight.Scope{}, *refusal)
+		return pump.Result{}, s.refuse(in, b.STYP, len(b.Records), flight.Scope{}, pump.Reject(refusal.String()))
 	}
 	if pkg.STYP() == "RESP" {
 		return s.applyRESP(ctx, tx, in, pkg)
@@ -105,7 +107,18 @@ func (s *Schedule) apply(ctx context.Context, tx pgx.Tx, in pump.Input, pkg flig
 	}
 	plan, refusal := flight.PlanSnapshot(sin)
 	if refusal != nil {
-		return pump.Result{}, s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, *refusal)
+		return pump.Result{}, s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, pump.Reject(refusal.String()))
+	}
+	// Every batch's events are known before the first is written: a package with one state
+	// that could never be published writes nothing (R-IDENT-5).
+	for _, f := range plan.Flights {
+		reason, err := overRecord(s.maxRecord, in, f.Decision.Events)
+		if err != nil {
+			return pump.Result{}, err
+		}
+		if reason != "" {
+			return pump.Result{}, s.refuse(in, pkg.STYP(), len(sin.Package.Records()), scope, pump.OverBound(reason))
+		}
 	}
 	s.report(ctx, in, plan)
 	stored := make(map[string]*flight.Flight, len(sin.Stored))
@@ -287,11 +300,12 @@ func newEvents(in pump.Input, events []flight.Event) []outbox.NewEvent {
 	return out
 }
 
-// refuse is the DEAD(PROTOCOL) decision of a whole-package refusal, with its trail row.
-func (s *Schedule) refuse(in pump.Input, styp string, records int, scope flight.Scope, r flight.Refusal) *pump.Decision {
+// refuse is d, the decision of a whole-package refusal (DEAD(PROTOCOL) for a refusal of the
+// rules, DEAD(MALFORMED) for a state over the codec's limits), with its trail row.
+func (s *Schedule) refuse(in pump.Input, styp string, records int, scope flight.Scope, d *pump.Decision) *pump.Decision {
 	trail := flightstore.SnapLog{MsgID: in.MsgID, STYP: styp, Records: records, Scope: scope.Days(),
-		Outcome: flightstore.SnapRefused, Reason: r.String(), At: in.Now}
-	return pump.Reject(r.String()).WithTrail(func(ctx context.Context, q db.Executor) error {
+		Outcome: flightstore.SnapRefused, Reason: d.Reason, At: in.Now}
+	return d.WithTrail(func(ctx context.Context, q db.Executor) error {
 		return flightstore.AppendSnapLog(ctx, q, trail)
 	})
 }

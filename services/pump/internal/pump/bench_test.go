@@ -36,8 +36,8 @@ import (
 // bare, bare, FLOPs, …: this machine's pace moves by more than the domain-cost target's margin
 // within one run, and one backlog drained after the other put all of a drift into their ratio
 // (0.838 in a full make bench whose bare drain ran at half its usual pace); in turns a drift
-// that is steady over the run falls on both alike (docs/performance.md, "Reproducing the
-// figures").
+// that is steady over the run falls on both alike (docs/performance.md, "The pump
+// alone").
 func BenchmarkFIFO(b *testing.B) {
 	n := 20000
 	if v, err := strconv.Atoi(os.Getenv("MSGX_BENCH_MESSAGES")); err == nil && v > 0 {

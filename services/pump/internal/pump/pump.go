@@ -96,6 +96,14 @@ func Reject(reason string) *Decision {
 	return &Decision{State: queue.Dead, Class: queue.Protocol, Reason: reason}
 }
 
+// OverBound ends the message DEAD(MALFORMED): it decoded, but what it would make is over a
+// bound of the codec's limits (docs/codec.md §6: a flight whose document would not fit in a
+// Kafka record of kafka.max-message-bytes, R-IDENT-5). Like every excess it is the message's
+// own, so no retry could apply it; the backfill marks it as any DEAD one.
+func OverBound(reason string) *Decision {
+	return &Decision{State: queue.Dead, Class: queue.Malformed, Reason: reason}
+}
+
 // WithTrail returns d with the trail to append once the message ended as decided.
 func (d *Decision) WithTrail(t Trail) *Decision {
 	c := *d
