@@ -298,6 +298,9 @@ type Flight struct {
 type Retention struct {
 	Batch int
 	Pause time.Duration // 0: no pause
+	// Jobs is how long a republish or projection rebuild is kept after it ended (DONE,
+	// CANCELLED); open jobs are never deleted.
+	Jobs time.Duration
 }
 
 // Consistency holds consistency-check.*: the Redis projection's consistency sentinel

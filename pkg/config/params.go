@@ -332,6 +332,9 @@ func params() []param {
 			limit: Limit{Min: "1", Max: itoa(MaxRetentionBatch)}},
 		{key: "retention.pause", def: "1s", set: dur(func(c *Config) *time.Duration { return &c.Retention.Pause }),
 			limit: Limit{Min: "0s", Max: MaxRetentionPause.String()}},
+		// The operator's jobs (republishes, projection rebuilds) that ended are kept this long for
+		// their record, then deleted by the backfill's sweep (issue #57 finding 4).
+		{key: "retention.jobs", def: "30d", set: dur(func(c *Config) *time.Duration { return &c.Retention.Jobs }), limit: positiveD},
 
 		{key: "consistency-check.on-startup", def: "true", set: boolean(func(c *Config) *bool { return &c.Consistency.OnStartup })},
 		{key: "consistency-check.daily-sample-ratio", def: "0.01", set: custom(KindNumber, func(c *Config, v string) error {

@@ -635,6 +635,16 @@ func SampleFLIDs(ctx context.Context, q db.Executor, after string, ratio float64
 	return flids, nil
 }
 
+// Count returns the number of flights in the current state (ACTIVE and DELETED): what a job
+// of every flight walks.
+func Count(ctx context.Context, q db.Executor) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM flight_schd`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the flights: %w", err)
+	}
+	return n, nil
+}
+
 // Unknown returns those of flids that have no row in the current state.
 func Unknown(ctx context.Context, q db.Executor, flids []string) ([]string, error) {
 	rows, err := q.Query(ctx, `SELECT f FROM unnest($1::text[]) AS f

@@ -14,7 +14,7 @@ func TestRaiseVersions(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := t.Context()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	for flid, v := range map[string]int{"A": 10, "B": 5} {
+	for flid, v := range map[string]int{"A": 10, "B": 5, "D": 1, "E": 1, "F": 1} {
 		if _, err := d.Pool.Exec(ctx, `INSERT INTO flight_schd (flid, state_version, created_at, updated_at) VALUES ($1, $2, $3, $3)`, flid, v, now); err != nil {
 			t.Fatal(err)
 		}
@@ -25,12 +25,13 @@ func TestRaiseVersions(t *testing.T) {
 		wantFloors, wantRaised int64
 		want                   map[string]int64
 	}{
-		{"published above the backup", map[string]int64{"A": 15, "B": 3, "C": 9}, 3, 1, map[string]int64{"A": 15, "B": 5}},
+		{"published above the backup", map[string]int64{"A": 15, "B": 3, "C": 9, "D": 2, "E": 3, "F": 4}, 6, 4,
+			map[string]int64{"A": 15, "B": 5, "D": 2, "E": 3, "F": 4}},
 		{"a lower floor is recorded again, lowers nothing", map[string]int64{"A": 12, "C": 2}, 2, 0, map[string]int64{"A": 15, "B": 5}},
 		{"nothing read", nil, 0, 0, map[string]int64{"A": 15, "B": 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := flightstore.RaiseVersions(ctx, d.Pool, tc.floors, now)
+			r, err := flightstore.RaiseVersions(ctx, d.Pool, tc.floors, 2, now) // several statements
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,6 +48,13 @@ func TestRaiseVersions(t *testing.T) {
 	}
 	if at, err := flightstore.FloorRecordedAt(ctx, d.Pool); err != nil || at == nil || !at.Equal(now) {
 		t.Errorf("floor recorded at %v (%v), want %v", at, err, now)
+	}
+	// A flight a later restore took below a floor this run did not read is raised all the same.
+	if _, err := d.Pool.Exec(ctx, `UPDATE flight_schd SET state_version = 1 WHERE flid = 'F'`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := flightstore.RaiseVersions(ctx, d.Pool, map[string]int64{"A": 1}, 2, now); err != nil || r.Flights != 1 {
+		t.Errorf("raised %+v (%v), want F back at its floor", r, err)
 	}
 	a, err := flightstore.ArchivedOf(ctx, d.Pool, "C")
 	if err != nil || a.Floor != 9 || a.LastMsg != 0 {

@@ -73,6 +73,10 @@ type Row struct {
 	StartedAt   *time.Time
 	FinishedAt  *time.Time
 	UpdatedAt   time.Time
+	// CancelledBy, CancelComment and CancelRequestedAt are who asked to cancel the job, why and
+	// when (the first cancel; empty and nil while none was asked for).
+	CancelledBy, CancelComment string
+	CancelRequestedAt          *time.Time
 }
 
 // All reports whether the job covers every flight.
@@ -93,7 +97,7 @@ func (r Row) NextFLIDs(n int) []string {
 // The columns of Row, in the order scan reads them, after the table's key column and the scope
 // (scopeColumns or listScopeColumns).
 const rowColumns = `state, cursor, done, total, requested_by, comment, cancel_requested, error,
-	requested_at, started_at, finished_at, updated_at`
+	requested_at, started_at, finished_at, updated_at, cancelled_by, cancel_comment, cancel_requested_at`
 
 // The scope as the reads of one job read it (its FLIDs and their count), and as List reads it:
 // an empty array for a scope, so Row.All still tells, without its up to MaxFLIDs FLIDs (ten
@@ -135,7 +139,8 @@ func (t *Table[J]) scan(row pgx.Row) (J, error) {
 	var j J
 	r, extra := t.Fields(&j)
 	dest := []any{&r.ID, &r.FLIDs, &r.FLIDCount, &r.State, &r.Cursor, &r.Done, &r.Total, &r.RequestedBy, &r.Comment,
-		&r.CancelRequested, &r.Error, &r.RequestedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt}
+		&r.CancelRequested, &r.Error, &r.RequestedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt,
+		&r.CancelledBy, &r.CancelComment, &r.CancelRequestedAt}
 	err := row.Scan(append(dest, extra...)...)
 	return j, err
 }
@@ -184,6 +189,26 @@ func (t *Table[J]) Request(ctx context.Context, q db.Executor, spec Spec, now ti
 		return zero, false, fmt.Errorf("read the open %s: %w", t.Noun, err)
 	}
 	return job, true, nil
+}
+
+// PreviewRequest returns what Request would answer, changing nothing (a dry run): the open job
+// (existing true), or the job spec would register, with ID 0 and its total and unknown not
+// counted yet (the backfill counts them when it starts the job).
+func (t *Table[J]) PreviewRequest(ctx context.Context, q db.Executor, spec Spec, now time.Time) (job J, existing bool, err error) {
+	job, err = t.scan(q.QueryRow(ctx, `SELECT `+t.columns()+` FROM `+t.Name+` WHERE state IN ('PENDING', 'RUNNING')`))
+	if err == nil {
+		return job, true, nil
+	}
+	var zero J
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return zero, false, fmt.Errorf("read the open %s: %w", t.Noun, err)
+	}
+	r := t.Row(&zero)
+	if len(spec.FLIDs) > 0 {
+		r.FLIDs = spec.FLIDs
+	}
+	r.State, r.RequestedBy, r.Comment, r.RequestedAt, r.UpdatedAt = StatePending, spec.RequestedBy, spec.Comment, now.UTC(), now.UTC()
+	return zero, false, nil
 }
 
 // Get returns one job, or an error wrapping NotFound and db.ErrNotFound.
@@ -288,15 +313,25 @@ func (t *Table[J]) NoteError(ctx context.Context, q db.Executor, id int64, cause
 	return nil
 }
 
+// Cancellation is who asks to cancel a job and why, kept on its row.
+type Cancellation struct {
+	By, Comment string
+}
+
 // Cancel stops a job: a pending one is CANCELLED at once, a running one at its next step (the
-// backfill finishes the page it is on). An error wrapping Finished for a job that already ended.
-func (t *Table[J]) Cancel(ctx context.Context, q db.Executor, id int64, now time.Time) (J, error) {
+// backfill finishes the page it is on). The row keeps c and the time of the first cancel; a
+// second cancel of a job still running changes nothing of it. An error wrapping Finished for a
+// job that already ended.
+func (t *Table[J]) Cancel(ctx context.Context, q db.Executor, id int64, c Cancellation, now time.Time) (J, error) {
 	j, err := t.scan(q.QueryRow(ctx, `UPDATE `+t.Name+` SET
 			state = CASE WHEN state = 'PENDING' THEN 'CANCELLED' ELSE state END,
 			finished_at = CASE WHEN state = 'PENDING' THEN $2 ELSE finished_at END,
+			cancelled_by = CASE WHEN cancel_requested THEN cancelled_by ELSE $3 END,
+			cancel_comment = CASE WHEN cancel_requested THEN cancel_comment ELSE $4 END,
+			cancel_requested_at = CASE WHEN cancel_requested THEN cancel_requested_at ELSE $2 END,
 			cancel_requested = true, updated_at = $2
 		WHERE `+t.Key+` = $1 AND state IN ('PENDING', 'RUNNING')
-		RETURNING `+t.columns(), id, now.UTC()))
+		RETURNING `+t.columns(), id, now.UTC(), c.By, c.Comment))
 	var zero J
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, gerr := t.Get(ctx, q, id); gerr != nil {
@@ -308,4 +343,45 @@ func (t *Table[J]) Cancel(ctx context.Context, q db.Executor, id int64, now time
 		return zero, fmt.Errorf("cancel %s %d: %w", t.Noun, id, err)
 	}
 	return j, nil
+}
+
+// PreviewCancel returns the job as Cancel would leave it, changing nothing (a dry run): the
+// same errors, and the row with the state and cancel columns Cancel would write.
+func (t *Table[J]) PreviewCancel(ctx context.Context, q db.Executor, id int64, c Cancellation, now time.Time) (J, error) {
+	j, err := t.Get(ctx, q, id)
+	if err != nil {
+		return j, err
+	}
+	r := t.Row(&j)
+	if !r.Open() {
+		var zero J
+		return zero, fmt.Errorf("cancel %s %d: %w", t.Noun, id, t.Finished)
+	}
+	now = now.UTC()
+	if r.State == StatePending {
+		r.State, r.FinishedAt = StateCancelled, &now
+	}
+	if !r.CancelRequested {
+		r.CancelledBy, r.CancelComment, r.CancelRequestedAt = c.By, c.Comment, &now
+	}
+	r.CancelRequested, r.UpdatedAt = true, now
+	return j, nil
+}
+
+// DeleteFinished deletes up to limit jobs that ended (DONE, CANCELLED) before cutoff, oldest
+// first, and returns how many (the retention sweep, retention.jobs). An open job is never
+// deleted, however old.
+func (t *Table[J]) DeleteFinished(ctx context.Context, q db.Executor, cutoff time.Time, limit int) (int64, error) {
+	// The candidates come from a MATERIALIZED CTE and the DELETE repeats the predicate, as every
+	// retention sweep does (docs/backfill.md, "Maintenance sweeps").
+	tag, err := q.Exec(ctx, `WITH c AS MATERIALIZED (
+			SELECT `+t.Key+` FROM `+t.Name+`
+			WHERE state IN ('DONE', 'CANCELLED') AND finished_at < $1
+			ORDER BY `+t.Key+` LIMIT $2 FOR UPDATE SKIP LOCKED)
+		DELETE FROM `+t.Name+` j USING c WHERE j.`+t.Key+` = c.`+t.Key+`
+		  AND j.state IN ('DONE', 'CANCELLED') AND j.finished_at < $1`, cutoff.UTC(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete finished %s: %w", t.Plural, err)
+	}
+	return tag.RowsAffected(), nil
 }

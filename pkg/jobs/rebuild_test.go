@@ -81,7 +81,7 @@ func TestRebuildStoreLifecycle(t *testing.T) {
 		got.Counts != (jobs.RebuildCounts{Missing: 1, Stale: 1, Repaired: 1}) || got.FinishedAt == nil {
 		t.Fatalf("finished job: %+v, %v", got, err)
 	}
-	if _, err := jobs.Rebuilds.Cancel(ctx, q, j1.ID, t0); !errors.Is(err, jobs.ErrRebuildFinished) {
+	if _, err := jobs.Rebuilds.Cancel(ctx, q, j1.ID, jobs.Cancellation{By: "op"}, t0); !errors.Is(err, jobs.ErrRebuildFinished) {
 		t.Errorf("cancel of a finished job: %v, want ErrFinished", err)
 	}
 	if _, err := jobs.Rebuilds.Get(ctx, q, 999); !errors.Is(err, db.ErrNotFound) {
@@ -92,7 +92,7 @@ func TestRebuildStoreLifecycle(t *testing.T) {
 	if err != nil || existing || j3.ID == j1.ID || !j3.All() {
 		t.Fatalf("request after the first ended: %+v, %v, %v", j3, existing, err)
 	}
-	c, err := jobs.Rebuilds.Cancel(ctx, q, j3.ID, t0)
+	c, err := jobs.Rebuilds.Cancel(ctx, q, j3.ID, jobs.Cancellation{By: "op-c", Comment: "INC-1"}, t0)
 	if err != nil || c.State != jobs.StateCancelled {
 		t.Fatalf("cancel pending: %+v, %v", c, err)
 	}
@@ -103,7 +103,7 @@ func TestRebuildStoreLifecycle(t *testing.T) {
 	if err := jobs.Rebuilds.Start(ctx, q, j4.ID, 10, t0); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := jobs.Rebuilds.Cancel(ctx, q, j4.ID, t0); err != nil || c.State != jobs.StateRunning || !c.CancelRequested {
+	if c, err := jobs.Rebuilds.Cancel(ctx, q, j4.ID, jobs.Cancellation{By: "op-c", Comment: "INC-2"}, t0); err != nil || c.State != jobs.StateRunning || !c.CancelRequested {
 		t.Fatalf("cancel running: %+v, %v", c, err)
 	}
 	open, err := jobs.Rebuilds.LockOpen(ctx, q)

@@ -70,6 +70,15 @@ func RequestRepublish(ctx context.Context, q db.Executor, spec RepublishSpec, no
 	return Republishes.Request(ctx, q, Spec{FLIDs: spec.FLIDs, RequestedBy: spec.RequestedBy, Comment: spec.Comment}, now)
 }
 
+// PreviewRepublish returns what RequestRepublish would answer, changing nothing (a dry run):
+// the open job (existing true), or the job spec would register (ID 0).
+func PreviewRepublish(ctx context.Context, q db.Executor, spec RepublishSpec, now time.Time) (job RepublishJob, existing bool, err error) {
+	if spec, err = spec.Normalize(); err != nil {
+		return RepublishJob{}, false, err
+	}
+	return Republishes.PreviewRequest(ctx, q, Spec{FLIDs: spec.FLIDs, RequestedBy: spec.RequestedBy, Comment: spec.Comment}, now)
+}
+
 // RepublishProgress is what one step of a republish did.
 type RepublishProgress struct {
 	Cursor string

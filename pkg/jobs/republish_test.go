@@ -85,7 +85,7 @@ func TestRepublishStoreLifecycle(t *testing.T) {
 		got.Error != "" || got.FinishedAt == nil {
 		t.Fatalf("finished job: %+v, %v", got, err)
 	}
-	if _, err := jobs.Republishes.Cancel(ctx, q, j1.ID, t0); !errors.Is(err, jobs.ErrRepublishFinished) {
+	if _, err := jobs.Republishes.Cancel(ctx, q, j1.ID, jobs.Cancellation{By: "op"}, t0); !errors.Is(err, jobs.ErrRepublishFinished) {
 		t.Errorf("cancel of a finished job: %v, want ErrFinished", err)
 	}
 	if _, err := jobs.Republishes.Get(ctx, q, 999); !errors.Is(err, db.ErrNotFound) {
@@ -96,7 +96,7 @@ func TestRepublishStoreLifecycle(t *testing.T) {
 	if err != nil || existing || j3.ID == j1.ID || !j3.All() {
 		t.Fatalf("request after the first ended: %+v, %v, %v", j3, existing, err)
 	}
-	c, err := jobs.Republishes.Cancel(ctx, q, j3.ID, t0)
+	c, err := jobs.Republishes.Cancel(ctx, q, j3.ID, jobs.Cancellation{By: "op-c", Comment: "INC-1"}, t0)
 	if err != nil || c.State != jobs.StateCancelled {
 		t.Fatalf("cancel pending: %+v, %v", c, err)
 	}
@@ -107,7 +107,7 @@ func TestRepublishStoreLifecycle(t *testing.T) {
 	if err := jobs.Republishes.Start(ctx, q, j4.ID, 10, t0); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := jobs.Republishes.Cancel(ctx, q, j4.ID, t0); err != nil || c.State != jobs.StateRunning || !c.CancelRequested {
+	if c, err := jobs.Republishes.Cancel(ctx, q, j4.ID, jobs.Cancellation{By: "op-c", Comment: "INC-2"}, t0); err != nil || c.State != jobs.StateRunning || !c.CancelRequested {
 		t.Fatalf("cancel running: %+v, %v", c, err)
 	}
 	open, err := jobs.Republishes.LockOpen(ctx, q)

@@ -31,9 +31,12 @@ type AckRequest struct {
 	// Limit bounds the rows one call acknowledges by class; 0 means 10000. AckResult.More says
 	// when the class holds more: the caller repeats the request.
 	Limit int
+	// DryRun reports the rows the call would acknowledge, and how the named ones stand,
+	// without changing any.
+	DryRun bool
 }
 
-// AckResult is what an acknowledgement did.
+// AckResult is what an acknowledgement did (or, for a dry run, would do).
 type AckResult struct {
 	// Acknowledged are the rows this call acknowledged.
 	Acknowledged []int64
@@ -65,13 +68,23 @@ func AcknowledgeDead(ctx context.Context, q db.Executor, req AckRequest, now tim
 	if len(req.MsgIDs) > 0 {
 		ids = req.MsgIDs
 	}
-	rows, err := q.Query(ctx, `UPDATE proc_state SET acknowledged_at = $3, acknowledged_by = $4, acknowledged_reason = $5
-		WHERE msg_id IN (SELECT msg_id FROM proc_state
+	// A dry run selects what the UPDATE would: the same candidates, under the same limit.
+	const candidates = `SELECT msg_id FROM proc_state
 			WHERE state = 'DEAD' AND acknowledged_at IS NULL
 			  AND ($1::bigint[] IS NULL OR msg_id = ANY($1)) AND ($2 = '' OR error_class = $2)
-			ORDER BY msg_id LIMIT $6)
+			ORDER BY msg_id LIMIT $3`
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if req.DryRun {
+		rows, err = q.Query(ctx, candidates, ids, string(req.Class), limit)
+	} else {
+		rows, err = q.Query(ctx, `UPDATE proc_state SET acknowledged_at = $4, acknowledged_by = $5, acknowledged_reason = $6
+		WHERE msg_id IN (`+candidates+`)
 		  AND state = 'DEAD' AND acknowledged_at IS NULL
-		RETURNING msg_id`, ids, string(req.Class), now.UTC(), req.By, req.Reason, limit)
+		RETURNING msg_id`, ids, string(req.Class), limit, now.UTC(), req.By, req.Reason)
+	}
 	if err != nil {
 		return res, fmt.Errorf("acknowledge dead: %w", err)
 	}

@@ -31,6 +31,18 @@ func TestAcknowledgeDead(t *testing.T) {
 			t.Errorf("%+v: %v, want ErrAckSelector", bad, err)
 		}
 	}
+	// A dry run names what the call would acknowledge and changes nothing.
+	dry, err := queue.AcknowledgeDead(ctx, q, queue.AckRequest{MsgIDs: []int64{1, 2, 5, 99}, By: "op-x", Reason: "r", DryRun: true}, replayNow)
+	if err != nil || !slices.Equal(dry.Acknowledged, []int64{1, 2}) || !slices.Equal(dry.NotDead, []int64{5, 99}) || len(dry.Already) != 0 {
+		t.Fatalf("dry run by IDs: %+v, %v", dry, err)
+	}
+	if dry, err = queue.AcknowledgeDead(ctx, q, queue.AckRequest{Class: queue.Malformed, By: "op-x", Reason: "r", DryRun: true, Limit: 1}, replayNow); err != nil ||
+		!slices.Equal(dry.Acknowledged, []int64{1}) || !dry.More {
+		t.Fatalf("dry run by class, limit 1: %+v, %v", dry, err)
+	}
+	if m, err := queue.Get(ctx, q, 1); err != nil || m.Ack != nil {
+		t.Fatalf("a dry run acknowledged row 1: %+v, %v", m.Ack, err)
+	}
 	res, err := queue.AcknowledgeDead(ctx, q, queue.AckRequest{Class: queue.Malformed, By: "op-a", Reason: "upstream bug, ticket 7"}, replayNow)
 	if err != nil || !slices.Equal(res.Acknowledged, []int64{1, 2}) || res.More {
 		t.Fatalf("by class: %+v, %v", res, err)

@@ -205,7 +205,7 @@ func TestRepublishThroughTheBinaries(t *testing.T) {
 	// Live traffic: an update of every flight, applied while the republish runs.
 	live := update(200, 20)
 	e.insert(t, live)
-	out, errOut, code := e.msgxctl(t, "republish", "--all", "--comment", "e2e: topic lost")
+	out, errOut, code := e.msgxctl(t, "republish", "--all", "--yes", "--comment", "e2e: topic lost")
 	if code != 0 {
 		t.Fatalf("republish: exit %d\n%s%s", code, out, errOut)
 	}

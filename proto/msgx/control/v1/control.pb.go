@@ -5537,8 +5537,10 @@ func (x *ListProjectionRebuildsResponse) GetNextPageToken() string {
 type CancelProjectionRebuildRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RebuildId int64                  `protobuf:"varint,1,opt,name=rebuild_id,json=rebuildId,proto3" json:"rebuild_id,omitempty"`
-	// Why: written to the audit log with the call.
-	Comment       string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Why: written to the audit log with the call, and kept with the rebuild (cancel_comment).
+	Comment string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Dry run (issue #57): report the rebuild as the cancel would leave it, change nothing.
+	DryRun        bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5587,9 +5589,18 @@ func (x *CancelProjectionRebuildRequest) GetComment() string {
 	return ""
 }
 
+func (x *CancelProjectionRebuildRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type CancelProjectionRebuildResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rebuild       *ProjectionRebuild     `protobuf:"bytes,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Rebuild *ProjectionRebuild     `protobuf:"bytes,1,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	// Dry run (issue #57).
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5631,6 +5642,13 @@ func (x *CancelProjectionRebuildResponse) GetRebuild() *ProjectionRebuild {
 	return nil
 }
 
+func (x *CancelProjectionRebuildResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type RepublishRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every flight of the current state (ACTIVE as documents, DELETED as tombstones). Exactly
@@ -5639,7 +5657,10 @@ type RepublishRequest struct {
 	// Only these flights (at most 10000; repeat the flag or separate with commas).
 	Flid []string `protobuf:"bytes,2,rep,name=flid,proto3" json:"flid,omitempty"`
 	// Why (a ticket, an incident): written to the audit log and kept with the republish.
-	Comment       string `protobuf:"bytes,3,opt,name=comment,proto3" json:"comment,omitempty"`
+	Comment string `protobuf:"bytes,3,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Dry run (issue #57): report the republish that would be registered (republish_id 0, with
+	// its total and unknown counted now) or the open one, and register nothing.
+	DryRun        bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5695,6 +5716,13 @@ func (x *RepublishRequest) GetComment() string {
 	return ""
 }
 
+func (x *RepublishRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type RepublishResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The requested republish, or the one already pending or running.
@@ -5702,8 +5730,13 @@ type RepublishResponse struct {
 	// Set when a republish was pending or running already: nothing new was requested, and
 	// republish is that one (its scope may differ from the request's).
 	AlreadyRunning bool `protobuf:"varint,2,opt,name=already_running,json=alreadyRunning,proto3" json:"already_running,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Dry run (issue #57).
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// A dry run of named FLIDs: the first 100 of them, in FLID order, that the current state does
+	// not hold (republish.unknown counts them all).
+	UnknownFlid   []string `protobuf:"bytes,4,rep,name=unknown_flid,json=unknownFlid,proto3" json:"unknown_flid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RepublishResponse) Reset() {
@@ -5748,6 +5781,20 @@ func (x *RepublishResponse) GetAlreadyRunning() bool {
 		return x.AlreadyRunning
 	}
 	return false
+}
+
+func (x *RepublishResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RepublishResponse) GetUnknownFlid() []string {
+	if x != nil {
+		return x.UnknownFlid
+	}
+	return nil
 }
 
 type GetRepublishRequest struct {
@@ -5948,8 +5995,10 @@ func (x *ListRepublishesResponse) GetNextPageToken() string {
 type CancelRepublishRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	RepublishId int64                  `protobuf:"varint,1,opt,name=republish_id,json=republishId,proto3" json:"republish_id,omitempty"`
-	// Why: written to the audit log with the call.
-	Comment       string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Why: written to the audit log with the call, and kept with the republish (cancel_comment).
+	Comment string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
+	// Dry run (issue #57): report the republish as the cancel would leave it, change nothing.
+	DryRun        bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5998,9 +6047,18 @@ func (x *CancelRepublishRequest) GetComment() string {
 	return ""
 }
 
+func (x *CancelRepublishRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type CancelRepublishResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Republish     *SchdRepublish         `protobuf:"bytes,1,opt,name=republish,proto3" json:"republish,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Republish *SchdRepublish         `protobuf:"bytes,1,opt,name=republish,proto3" json:"republish,omitempty"`
+	// Dry run (issue #57).
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6042,6 +6100,13 @@ func (x *CancelRepublishResponse) GetRepublish() *SchdRepublish {
 	return nil
 }
 
+func (x *CancelRepublishResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 // SchdRepublish is one schd_republish row. Its states are those of a rebuild.
 type SchdRepublish struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -6071,9 +6136,14 @@ type SchdRepublish struct {
 	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	FinishedAt  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	UpdatedAt   *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Who cancelled it (issue #57): the caller of the first CancelRepublish, its comment and
+	// when; empty and unset while nobody asked.
+	CancelledBy       string                 `protobuf:"bytes,17,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
+	CancelComment     string                 `protobuf:"bytes,18,opt,name=cancel_comment,json=cancelComment,proto3" json:"cancel_comment,omitempty"`
+	CancelRequestedAt *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=cancel_requested_at,json=cancelRequestedAt,proto3" json:"cancel_requested_at,omitempty"`
 	// Byte bounds (docs/control.md, "Answers bounded in bytes").
 	// How many FLIDs the scope names (0 with all), in every answer.
-	FlidCount     int64 `protobuf:"varint,17,opt,name=flid_count,json=flidCount,proto3" json:"flid_count,omitempty"`
+	FlidCount     int64 `protobuf:"varint,20,opt,name=flid_count,json=flidCount,proto3" json:"flid_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6220,6 +6290,27 @@ func (x *SchdRepublish) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SchdRepublish) GetCancelledBy() string {
+	if x != nil {
+		return x.CancelledBy
+	}
+	return ""
+}
+
+func (x *SchdRepublish) GetCancelComment() string {
+	if x != nil {
+		return x.CancelComment
+	}
+	return ""
+}
+
+func (x *SchdRepublish) GetCancelRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CancelRequestedAt
+	}
+	return nil
+}
+
 func (x *SchdRepublish) GetFlidCount() int64 {
 	if x != nil {
 		return x.FlidCount
@@ -6235,7 +6326,10 @@ type AcknowledgeDeadRequest struct {
 	ErrorClass ErrorClass `protobuf:"varint,2,opt,name=error_class,json=errorClass,proto3,enum=msgx.control.v1.ErrorClass" json:"error_class,omitempty"`
 	// Why they need nothing more (the review's conclusion, a ticket): required, kept with each
 	// row and written to the audit log.
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Dry run (issue #57): report the rows that would be acknowledged (acknowledged_ids), and
+	// how the named ones stand, change nothing.
+	DryRun        bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6291,6 +6385,13 @@ func (x *AcknowledgeDeadRequest) GetReason() string {
 	return ""
 }
 
+func (x *AcknowledgeDeadRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type AcknowledgeDeadResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The DEAD messages acknowledged by this call.
@@ -6302,7 +6403,9 @@ type AcknowledgeDeadResponse struct {
 	NotDeadIds []int64 `protobuf:"varint,4,rep,packed,name=not_dead_ids,json=notDeadIds,proto3" json:"not_dead_ids,omitempty"`
 	// Set when error_class selected more unacknowledged rows than one call takes (10000): call
 	// again.
-	More          bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	More bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	// Dry run (issue #57).
+	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6372,6 +6475,13 @@ func (x *AcknowledgeDeadResponse) GetMore() bool {
 	return false
 }
 
+func (x *AcknowledgeDeadResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 // ProjectionRebuild is one projection_rebuild row.
 type ProjectionRebuild struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -6408,9 +6518,14 @@ type ProjectionRebuild struct {
 	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	FinishedAt  *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	UpdatedAt   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Who cancelled it (issue #57): the caller of the first CancelProjectionRebuild, its comment
+	// and when; empty and unset while nobody asked.
+	CancelledBy       string                 `protobuf:"bytes,22,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
+	CancelComment     string                 `protobuf:"bytes,23,opt,name=cancel_comment,json=cancelComment,proto3" json:"cancel_comment,omitempty"`
+	CancelRequestedAt *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=cancel_requested_at,json=cancelRequestedAt,proto3" json:"cancel_requested_at,omitempty"`
 	// Byte bounds (docs/control.md, "Answers bounded in bytes").
 	// How many FLIDs the scope names (0 with all), in every answer.
-	FlidCount     int64 `protobuf:"varint,22,opt,name=flid_count,json=flidCount,proto3" json:"flid_count,omitempty"`
+	FlidCount     int64 `protobuf:"varint,25,opt,name=flid_count,json=flidCount,proto3" json:"flid_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6588,6 +6703,27 @@ func (x *ProjectionRebuild) GetFinishedAt() *timestamppb.Timestamp {
 func (x *ProjectionRebuild) GetUpdatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *ProjectionRebuild) GetCancelledBy() string {
+	if x != nil {
+		return x.CancelledBy
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetCancelComment() string {
+	if x != nil {
+		return x.CancelComment
+	}
+	return ""
+}
+
+func (x *ProjectionRebuild) GetCancelRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CancelRequestedAt
 	}
 	return nil
 }
@@ -7926,20 +8062,25 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"\x88\x01\n" +
 	"\x1eListProjectionRebuildsResponse\x12>\n" +
 	"\brebuilds\x18\x01 \x03(\v2\".msgx.control.v1.ProjectionRebuildR\brebuilds\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Y\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"r\n" +
 	"\x1eCancelProjectionRebuildRequest\x12\x1d\n" +
 	"\n" +
 	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x18\n" +
-	"\acomment\x18\x02 \x01(\tR\acomment\"_\n" +
+	"\acomment\x18\x02 \x01(\tR\acomment\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"x\n" +
 	"\x1fCancelProjectionRebuildResponse\x12<\n" +
-	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\"R\n" +
+	"\arebuild\x18\x01 \x01(\v2\".msgx.control.v1.ProjectionRebuildR\arebuild\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"k\n" +
 	"\x10RepublishRequest\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
 	"\x04flid\x18\x02 \x03(\tR\x04flid\x12\x18\n" +
-	"\acomment\x18\x03 \x01(\tR\acomment\"z\n" +
+	"\acomment\x18\x03 \x01(\tR\acomment\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xb6\x01\n" +
 	"\x11RepublishResponse\x12<\n" +
 	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\x12'\n" +
-	"\x0falready_running\x18\x02 \x01(\bR\x0ealreadyRunning\"8\n" +
+	"\x0falready_running\x18\x02 \x01(\bR\x0ealreadyRunning\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12!\n" +
+	"\funknown_flid\x18\x04 \x03(\tR\vunknownFlid\"8\n" +
 	"\x13GetRepublishRequest\x12!\n" +
 	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\"T\n" +
 	"\x14GetRepublishResponse\x12<\n" +
@@ -7950,12 +8091,14 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"\x83\x01\n" +
 	"\x17ListRepublishesResponse\x12@\n" +
 	"\vrepublishes\x18\x01 \x03(\v2\x1e.msgx.control.v1.SchdRepublishR\vrepublishes\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"U\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"n\n" +
 	"\x16CancelRepublishRequest\x12!\n" +
 	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\x12\x18\n" +
-	"\acomment\x18\x02 \x01(\tR\acomment\"W\n" +
+	"\acomment\x18\x02 \x01(\tR\acomment\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"p\n" +
 	"\x17CancelRepublishResponse\x12<\n" +
-	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\"\x87\x05\n" +
+	"\trepublish\x18\x01 \x01(\v2\x1e.msgx.control.v1.SchdRepublishR\trepublish\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"\x9d\x06\n" +
 	"\rSchdRepublish\x12!\n" +
 	"\frepublish_id\x18\x01 \x01(\x03R\vrepublishId\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x12\n" +
@@ -7976,21 +8119,26 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vfinished_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1d\n" +
+	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12!\n" +
+	"\fcancelled_by\x18\x11 \x01(\tR\vcancelledBy\x12%\n" +
+	"\x0ecancel_comment\x18\x12 \x01(\tR\rcancelComment\x12J\n" +
+	"\x13cancel_requested_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\x11cancelRequestedAt\x12\x1d\n" +
 	"\n" +
-	"flid_count\x18\x11 \x01(\x03R\tflidCount\"\x87\x01\n" +
+	"flid_count\x18\x14 \x01(\x03R\tflidCount\"\xa0\x01\n" +
 	"\x16AcknowledgeDeadRequest\x12\x17\n" +
 	"\amsg_ids\x18\x01 \x03(\x03R\x06msgIds\x12<\n" +
 	"\verror_class\x18\x02 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
 	"errorClass\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xd8\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xf1\x01\n" +
 	"\x17AcknowledgeDeadResponse\x12\"\n" +
 	"\facknowledged\x18\x01 \x01(\x03R\facknowledged\x12)\n" +
 	"\x10acknowledged_ids\x18\x02 \x03(\x03R\x0facknowledgedIds\x128\n" +
 	"\x18already_acknowledged_ids\x18\x03 \x03(\x03R\x16alreadyAcknowledgedIds\x12 \n" +
 	"\fnot_dead_ids\x18\x04 \x03(\x03R\n" +
 	"notDeadIds\x12\x12\n" +
-	"\x04more\x18\x05 \x01(\bR\x04more\"\xf1\x05\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x87\a\n" +
 	"\x11ProjectionRebuild\x12\x1d\n" +
 	"\n" +
 	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x10\n" +
@@ -8017,9 +8165,12 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\vfinished_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1d\n" +
+	"updated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12!\n" +
+	"\fcancelled_by\x18\x16 \x01(\tR\vcancelledBy\x12%\n" +
+	"\x0ecancel_comment\x18\x17 \x01(\tR\rcancelComment\x12J\n" +
+	"\x13cancel_requested_at\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\x11cancelRequestedAt\x12\x1d\n" +
 	"\n" +
-	"flid_count\x18\x16 \x01(\x03R\tflidCount\"<\n" +
+	"flid_count\x18\x19 \x01(\x03R\tflidCount\"<\n" +
 	"\x10GetFlightRequest\x12\x12\n" +
 	"\x04flid\x18\x01 \x01(\tR\x04flid\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xb0\x02\n" +
@@ -8419,83 +8570,85 @@ var file_msgx_control_v1_control_proto_depIdxs = []int32{
 	93,  // 119: msgx.control.v1.SchdRepublish.started_at:type_name -> google.protobuf.Timestamp
 	93,  // 120: msgx.control.v1.SchdRepublish.finished_at:type_name -> google.protobuf.Timestamp
 	93,  // 121: msgx.control.v1.SchdRepublish.updated_at:type_name -> google.protobuf.Timestamp
-	1,   // 122: msgx.control.v1.AcknowledgeDeadRequest.error_class:type_name -> msgx.control.v1.ErrorClass
-	10,  // 123: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
-	93,  // 124: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
-	93,  // 125: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
-	93,  // 126: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
-	93,  // 127: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
-	84,  // 128: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
-	85,  // 129: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
-	46,  // 130: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
-	31,  // 131: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
-	93,  // 132: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
-	93,  // 133: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
-	88,  // 134: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
-	0,   // 135: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
-	89,  // 136: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
-	91,  // 137: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
-	92,  // 138: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
-	93,  // 139: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
-	90,  // 140: msgx.control.v1.PartChange.old_cut:type_name -> msgx.control.v1.Truncated
-	90,  // 141: msgx.control.v1.PartChange.new_cut:type_name -> msgx.control.v1.Truncated
-	11,  // 142: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
-	25,  // 143: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
-	27,  // 144: msgx.control.v1.ControlService.GetMessageBody:input_type -> msgx.control.v1.GetMessageBodyRequest
-	33,  // 145: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
-	35,  // 146: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
-	37,  // 147: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
-	42,  // 148: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
-	39,  // 149: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
-	44,  // 150: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
-	47,  // 151: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
-	49,  // 152: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
-	52,  // 153: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
-	55,  // 154: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
-	57,  // 155: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
-	59,  // 156: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
-	62,  // 157: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
-	64,  // 158: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
-	66,  // 159: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
-	68,  // 160: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
-	70,  // 161: msgx.control.v1.ControlService.Republish:input_type -> msgx.control.v1.RepublishRequest
-	72,  // 162: msgx.control.v1.ControlService.GetRepublish:input_type -> msgx.control.v1.GetRepublishRequest
-	74,  // 163: msgx.control.v1.ControlService.ListRepublishes:input_type -> msgx.control.v1.ListRepublishesRequest
-	76,  // 164: msgx.control.v1.ControlService.CancelRepublish:input_type -> msgx.control.v1.CancelRepublishRequest
-	79,  // 165: msgx.control.v1.ControlService.AcknowledgeDead:input_type -> msgx.control.v1.AcknowledgeDeadRequest
-	82,  // 166: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
-	86,  // 167: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
-	12,  // 168: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
-	26,  // 169: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
-	28,  // 170: msgx.control.v1.ControlService.GetMessageBody:output_type -> msgx.control.v1.GetMessageBodyResponse
-	34,  // 171: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
-	36,  // 172: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
-	38,  // 173: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
-	43,  // 174: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
-	40,  // 175: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
-	45,  // 176: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
-	48,  // 177: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
-	50,  // 178: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
-	53,  // 179: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
-	56,  // 180: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
-	58,  // 181: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
-	60,  // 182: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
-	63,  // 183: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
-	65,  // 184: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
-	67,  // 185: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
-	69,  // 186: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
-	71,  // 187: msgx.control.v1.ControlService.Republish:output_type -> msgx.control.v1.RepublishResponse
-	73,  // 188: msgx.control.v1.ControlService.GetRepublish:output_type -> msgx.control.v1.GetRepublishResponse
-	75,  // 189: msgx.control.v1.ControlService.ListRepublishes:output_type -> msgx.control.v1.ListRepublishesResponse
-	77,  // 190: msgx.control.v1.ControlService.CancelRepublish:output_type -> msgx.control.v1.CancelRepublishResponse
-	80,  // 191: msgx.control.v1.ControlService.AcknowledgeDead:output_type -> msgx.control.v1.AcknowledgeDeadResponse
-	83,  // 192: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
-	87,  // 193: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
-	168, // [168:194] is the sub-list for method output_type
-	142, // [142:168] is the sub-list for method input_type
-	142, // [142:142] is the sub-list for extension type_name
-	142, // [142:142] is the sub-list for extension extendee
-	0,   // [0:142] is the sub-list for field type_name
+	93,  // 122: msgx.control.v1.SchdRepublish.cancel_requested_at:type_name -> google.protobuf.Timestamp
+	1,   // 123: msgx.control.v1.AcknowledgeDeadRequest.error_class:type_name -> msgx.control.v1.ErrorClass
+	10,  // 124: msgx.control.v1.ProjectionRebuild.state:type_name -> msgx.control.v1.RebuildState
+	93,  // 125: msgx.control.v1.ProjectionRebuild.requested_at:type_name -> google.protobuf.Timestamp
+	93,  // 126: msgx.control.v1.ProjectionRebuild.started_at:type_name -> google.protobuf.Timestamp
+	93,  // 127: msgx.control.v1.ProjectionRebuild.finished_at:type_name -> google.protobuf.Timestamp
+	93,  // 128: msgx.control.v1.ProjectionRebuild.updated_at:type_name -> google.protobuf.Timestamp
+	93,  // 129: msgx.control.v1.ProjectionRebuild.cancel_requested_at:type_name -> google.protobuf.Timestamp
+	84,  // 130: msgx.control.v1.GetFlightResponse.postgres:type_name -> msgx.control.v1.FlightState
+	85,  // 131: msgx.control.v1.GetFlightResponse.redis:type_name -> msgx.control.v1.FlightProjection
+	46,  // 132: msgx.control.v1.GetFlightResponse.messages:type_name -> msgx.control.v1.Message
+	31,  // 133: msgx.control.v1.GetFlightResponse.events:type_name -> msgx.control.v1.Event
+	93,  // 134: msgx.control.v1.FlightState.created_at:type_name -> google.protobuf.Timestamp
+	93,  // 135: msgx.control.v1.FlightState.updated_at:type_name -> google.protobuf.Timestamp
+	88,  // 136: msgx.control.v1.GetFlightHistoryResponse.entries:type_name -> msgx.control.v1.FlightHistoryEntry
+	0,   // 137: msgx.control.v1.FlightHistoryEntry.message_state:type_name -> msgx.control.v1.MessageState
+	89,  // 138: msgx.control.v1.FlightHistoryEntry.changes:type_name -> msgx.control.v1.PartChange
+	91,  // 139: msgx.control.v1.FlightHistoryEntry.superseded:type_name -> msgx.control.v1.SupersededPart
+	92,  // 140: msgx.control.v1.FlightHistoryEntry.events:type_name -> msgx.control.v1.HistoryEvent
+	93,  // 141: msgx.control.v1.FlightHistoryEntry.at:type_name -> google.protobuf.Timestamp
+	90,  // 142: msgx.control.v1.PartChange.old_cut:type_name -> msgx.control.v1.Truncated
+	90,  // 143: msgx.control.v1.PartChange.new_cut:type_name -> msgx.control.v1.Truncated
+	11,  // 144: msgx.control.v1.ControlService.GetStatus:input_type -> msgx.control.v1.GetStatusRequest
+	25,  // 145: msgx.control.v1.ControlService.GetMessage:input_type -> msgx.control.v1.GetMessageRequest
+	27,  // 146: msgx.control.v1.ControlService.GetMessageBody:input_type -> msgx.control.v1.GetMessageBodyRequest
+	33,  // 147: msgx.control.v1.ControlService.ListMessages:input_type -> msgx.control.v1.ListMessagesRequest
+	35,  // 148: msgx.control.v1.ControlService.Replay:input_type -> msgx.control.v1.ReplayRequest
+	37,  // 149: msgx.control.v1.ControlService.Reopen:input_type -> msgx.control.v1.ReopenRequest
+	42,  // 150: msgx.control.v1.ControlService.SeedCutover:input_type -> msgx.control.v1.SeedCutoverRequest
+	39,  // 151: msgx.control.v1.ControlService.RequeueEvents:input_type -> msgx.control.v1.RequeueEventsRequest
+	44,  // 152: msgx.control.v1.ControlService.ResolveContractViolation:input_type -> msgx.control.v1.ResolveContractViolationRequest
+	47,  // 153: msgx.control.v1.ControlService.GetReference:input_type -> msgx.control.v1.GetReferenceRequest
+	49,  // 154: msgx.control.v1.ControlService.ListReference:input_type -> msgx.control.v1.ListReferenceRequest
+	52,  // 155: msgx.control.v1.ControlService.GetResourceStatus:input_type -> msgx.control.v1.GetResourceStatusRequest
+	55,  // 156: msgx.control.v1.ControlService.RequestSchedule:input_type -> msgx.control.v1.RequestScheduleRequest
+	57,  // 157: msgx.control.v1.ControlService.RequestReference:input_type -> msgx.control.v1.RequestReferenceRequest
+	59,  // 158: msgx.control.v1.ControlService.ListRequests:input_type -> msgx.control.v1.ListRequestsRequest
+	62,  // 159: msgx.control.v1.ControlService.RebuildProjection:input_type -> msgx.control.v1.RebuildProjectionRequest
+	64,  // 160: msgx.control.v1.ControlService.GetProjectionRebuild:input_type -> msgx.control.v1.GetProjectionRebuildRequest
+	66,  // 161: msgx.control.v1.ControlService.ListProjectionRebuilds:input_type -> msgx.control.v1.ListProjectionRebuildsRequest
+	68,  // 162: msgx.control.v1.ControlService.CancelProjectionRebuild:input_type -> msgx.control.v1.CancelProjectionRebuildRequest
+	70,  // 163: msgx.control.v1.ControlService.Republish:input_type -> msgx.control.v1.RepublishRequest
+	72,  // 164: msgx.control.v1.ControlService.GetRepublish:input_type -> msgx.control.v1.GetRepublishRequest
+	74,  // 165: msgx.control.v1.ControlService.ListRepublishes:input_type -> msgx.control.v1.ListRepublishesRequest
+	76,  // 166: msgx.control.v1.ControlService.CancelRepublish:input_type -> msgx.control.v1.CancelRepublishRequest
+	79,  // 167: msgx.control.v1.ControlService.AcknowledgeDead:input_type -> msgx.control.v1.AcknowledgeDeadRequest
+	82,  // 168: msgx.control.v1.ControlService.GetFlight:input_type -> msgx.control.v1.GetFlightRequest
+	86,  // 169: msgx.control.v1.ControlService.GetFlightHistory:input_type -> msgx.control.v1.GetFlightHistoryRequest
+	12,  // 170: msgx.control.v1.ControlService.GetStatus:output_type -> msgx.control.v1.GetStatusResponse
+	26,  // 171: msgx.control.v1.ControlService.GetMessage:output_type -> msgx.control.v1.GetMessageResponse
+	28,  // 172: msgx.control.v1.ControlService.GetMessageBody:output_type -> msgx.control.v1.GetMessageBodyResponse
+	34,  // 173: msgx.control.v1.ControlService.ListMessages:output_type -> msgx.control.v1.ListMessagesResponse
+	36,  // 174: msgx.control.v1.ControlService.Replay:output_type -> msgx.control.v1.ReplayResponse
+	38,  // 175: msgx.control.v1.ControlService.Reopen:output_type -> msgx.control.v1.ReopenResponse
+	43,  // 176: msgx.control.v1.ControlService.SeedCutover:output_type -> msgx.control.v1.SeedCutoverResponse
+	40,  // 177: msgx.control.v1.ControlService.RequeueEvents:output_type -> msgx.control.v1.RequeueEventsResponse
+	45,  // 178: msgx.control.v1.ControlService.ResolveContractViolation:output_type -> msgx.control.v1.ResolveContractViolationResponse
+	48,  // 179: msgx.control.v1.ControlService.GetReference:output_type -> msgx.control.v1.GetReferenceResponse
+	50,  // 180: msgx.control.v1.ControlService.ListReference:output_type -> msgx.control.v1.ListReferenceResponse
+	53,  // 181: msgx.control.v1.ControlService.GetResourceStatus:output_type -> msgx.control.v1.GetResourceStatusResponse
+	56,  // 182: msgx.control.v1.ControlService.RequestSchedule:output_type -> msgx.control.v1.RequestScheduleResponse
+	58,  // 183: msgx.control.v1.ControlService.RequestReference:output_type -> msgx.control.v1.RequestReferenceResponse
+	60,  // 184: msgx.control.v1.ControlService.ListRequests:output_type -> msgx.control.v1.ListRequestsResponse
+	63,  // 185: msgx.control.v1.ControlService.RebuildProjection:output_type -> msgx.control.v1.RebuildProjectionResponse
+	65,  // 186: msgx.control.v1.ControlService.GetProjectionRebuild:output_type -> msgx.control.v1.GetProjectionRebuildResponse
+	67,  // 187: msgx.control.v1.ControlService.ListProjectionRebuilds:output_type -> msgx.control.v1.ListProjectionRebuildsResponse
+	69,  // 188: msgx.control.v1.ControlService.CancelProjectionRebuild:output_type -> msgx.control.v1.CancelProjectionRebuildResponse
+	71,  // 189: msgx.control.v1.ControlService.Republish:output_type -> msgx.control.v1.RepublishResponse
+	73,  // 190: msgx.control.v1.ControlService.GetRepublish:output_type -> msgx.control.v1.GetRepublishResponse
+	75,  // 191: msgx.control.v1.ControlService.ListRepublishes:output_type -> msgx.control.v1.ListRepublishesResponse
+	77,  // 192: msgx.control.v1.ControlService.CancelRepublish:output_type -> msgx.control.v1.CancelRepublishResponse
+	80,  // 193: msgx.control.v1.ControlService.AcknowledgeDead:output_type -> msgx.control.v1.AcknowledgeDeadResponse
+	83,  // 194: msgx.control.v1.ControlService.GetFlight:output_type -> msgx.control.v1.GetFlightResponse
+	87,  // 195: msgx.control.v1.ControlService.GetFlightHistory:output_type -> msgx.control.v1.GetFlightHistoryResponse
+	170, // [170:196] is the sub-list for method output_type
+	144, // [144:170] is the sub-list for method input_type
+	144, // [144:144] is the sub-list for extension type_name
+	144, // [144:144] is the sub-list for extension extendee
+	0,   // [0:144] is the sub-list for field type_name
 }
 
 func init() { file_msgx_control_v1_control_proto_init() }

@@ -39,3 +39,28 @@ func TestUnknownMethodsNeedTheOperator(t *testing.T) {
 		t.Error("role order wrong")
 	}
 }
+
+// docs/control.md promises a preview of every action: each mutating RPC's request has a
+// dry_run field, and its response says it was one, except SeedCutover's one-time seeding.
+func TestEveryMutatingCallHasADryRun(t *testing.T) {
+	svc := controlv1.File_msgx_control_v1_control_proto.Services().ByName("ControlService")
+	methods := svc.Methods()
+	n := 0
+	for i := range methods.Len() {
+		md := methods.Get(i)
+		if !controlv1.Mutating("/"+string(svc.FullName())+"/"+string(md.Name())) || md.Name() == "SeedCutover" {
+			continue
+		}
+		n++
+		if f := md.Input().Fields().ByName("dry_run"); f == nil || f.Kind().String() != "bool" {
+			t.Errorf("%s: its request has no bool dry_run", md.Name())
+		}
+		// RebuildProjection's dry run is a job of its own (the check), which its rebuild names.
+		if md.Name() != "RebuildProjection" && md.Output().Fields().ByName("dry_run") == nil {
+			t.Errorf("%s: its response does not say it was a dry run", md.Name())
+		}
+	}
+	if n < 11 {
+		t.Errorf("only %d mutating RPCs checked", n)
+	}
+}

@@ -281,8 +281,49 @@ func (r *ResolveContractViolationRequest) Validate() error {
 	if r.GetThrough() < 0 {
 		errs = append(errs, fmt.Errorf("through must be an inbox ID or 0 (the end of the marked run), got %d", r.GetThrough()))
 	}
+	if r.Since != nil {
+		errs = append(errs, validSince(r))
+	}
 	errs = append(errs, validComment(r.GetComment()))
 	return errors.Join(errs...)
+}
+
+// MinViolationSince is the earliest since a contract violation can have: msgexchange recorded
+// none before it. An older since is not one GetStatus reported: a timestamp left at its zero
+// (1970-01-01, what `"since": {}` sends) or a year typed wrong.
+var MinViolationSince = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// MaxClockSkew is how far ahead of the server's clock a since may lie: the violation's since
+// comes from the server's own clock, so anything further is not one it recorded.
+const MaxClockSkew = 5 * time.Minute
+
+// validSince checks the form of since: a valid timestamp, not before MinViolationSince. Its
+// distance into the future needs the server's clock: ValidateSinceAt.
+func validSince(r *ResolveContractViolationRequest) error {
+	if err := r.GetSince().CheckValid(); err != nil {
+		return fmt.Errorf("since is not a valid time: %w", err)
+	}
+	if at := r.GetSince().AsTime(); at.Before(MinViolationSince) {
+		return fmt.Errorf("since %s is before %s, so no violation stands since then: give the since GetStatus "+
+			"(discovery.contract_violation.since) or a dry run's resolved.since reports, or leave it out",
+			at.Format(time.RFC3339Nano), MinViolationSince.Format(time.DateOnly))
+	}
+	return nil
+}
+
+// ValidateSinceAt checks that since, when set, is not further than MaxClockSkew after now (the
+// server's clock): a since in the future is not a violation's since, and would be refused as
+// "not the violation standing" only after the inbox was read.
+func (r *ResolveContractViolationRequest) ValidateSinceAt(now time.Time) error {
+	if r.Since == nil || r.GetSince().CheckValid() != nil {
+		return nil // Validate refuses it
+	}
+	if at := r.GetSince().AsTime(); at.After(now.Add(MaxClockSkew)) {
+		return fmt.Errorf("since %s is %s after the server's clock (%s), more than the %s of skew allowed: give the since "+
+			"GetStatus (discovery.contract_violation.since) reports, or leave it out",
+			at.Format(time.RFC3339Nano), at.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339), MaxClockSkew)
+	}
+	return nil
 }
 
 // ReferenceCategories are the 13 reference categories (R-REF-1; pkg/reference owns

@@ -134,6 +134,12 @@ func TestValidate(t *testing.T) {
 			Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, Through: 5}, "only for SKIP_MARKED"},
 		{"resolve negative through", &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
 			Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED, Through: -1}, "through must be"},
+		{"resolve with since", &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
+			Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, Since: timestamppb.New(t0)}, ""},
+		{"resolve since at zero", &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
+			Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, Since: &timestamppb.Timestamp{}}, "since 1970-01-01T00:00:00Z is before 2020-01-01"},
+		{"resolve since bad nanos", &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
+			Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, Since: &timestamppb.Timestamp{Seconds: t0.Unix(), Nanos: -1}}, "since is not a valid time"},
 		{"resolve long comment", &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
 			Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, Comment: long}, "comment"},
 		{"rebuild all", &controlv1.RebuildProjectionRequest{All: true, DryRun: true}, ""},
@@ -225,5 +231,29 @@ func checkValidate(t *testing.T, req interface{ Validate() error }, want string)
 		t.Errorf("Validate = %v, want valid", err)
 	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
 		t.Errorf("Validate = %.300v, want an error containing %q", err, want)
+	}
+}
+
+// A since further ahead of the server's clock than MaxClockSkew is refused; within the skew,
+// unset or invalid (Validate's), it passes.
+func TestValidateSinceAt(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		since *timestamppb.Timestamp
+		err   string
+	}{
+		{"unset", nil, ""},
+		{"now", timestamppb.New(now), ""},
+		{"within the skew", timestamppb.New(now.Add(controlv1.MaxClockSkew)), ""},
+		{"past the skew", timestamppb.New(now.Add(controlv1.MaxClockSkew + time.Second)), "5m1s after the server's clock"},
+		{"a year ahead", timestamppb.New(now.AddDate(1, 0, 0)), "more than the 5m0s of skew allowed"},
+	} {
+		r := &controlv1.ResolveContractViolationRequest{Since: tc.since}
+		err := r.ValidateSinceAt(now)
+		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+		}
 	}
 }

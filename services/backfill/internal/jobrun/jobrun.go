@@ -17,6 +17,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/db"
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 )
 
@@ -110,8 +111,9 @@ func (r *Runner[J]) step(ctx context.Context, tx pgx.Tx, job *J) (bool, error) {
 	case row.State == jobs.StatePending:
 		total := int64(len(row.FLIDs))
 		if row.All() {
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM flight_schd`).Scan(&total); err != nil {
-				return false, fmt.Errorf("count the flights: %w", err)
+			var err error
+			if total, err = flightstore.Count(ctx, tx); err != nil {
+				return false, err
 			}
 		}
 		attrs := []any{r.table.Key, row.ID, "all", row.All()}

@@ -54,6 +54,7 @@ func TestSweepOfManyRowsTakesBoundedBatches(t *testing.T) {
 	cfg.EventRetention = 6 * 24 * time.Hour
 	cfg.SnapLogRetention = 90 * 24 * time.Hour
 	cfg.ReqRetention = 30 * 24 * time.Hour
+	cfg.JobRetention = 30 * 24 * time.Hour
 	// A retention longer than the data keeps the history sweep out of this count.
 	cfg.History = flightstore.HistoryPolicy{Retention: 365 * 24 * time.Hour, QuietPeriod: 365 * 24 * time.Hour, Zone: time.UTC}
 	c := New(cfg, NewRedisForgetter(r.Client, r.Prefix, 2*time.Second), clock.NewMutable(now),

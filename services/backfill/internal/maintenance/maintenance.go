@@ -1,6 +1,6 @@
 // Package maintenance runs the retention sweeps of the backfill service (the R-RETAIN rules): it
-// deletes the processing records, sent events, schedule trail and closed requests that are
-// past their retention, and moves finished flights to flight_history.
+// deletes the processing records, sent events, schedule trail, closed requests and ended
+// operator jobs that are past their retention, and moves finished flights to flight_history.
 //
 // The sweeps never starve the pump: each batch is one short transaction of at most Batch rows
 // with its own statement timeout, batches repeat only while they come back full with a jittered
@@ -22,6 +22,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/request"
@@ -44,6 +45,7 @@ type Config struct {
 	EventRetention   time.Duration // pipeline.event-retention
 	SnapLogRetention time.Duration // schd.snap-log-retention
 	ReqRetention     time.Duration // pipeline.req-retention
+	JobRetention     time.Duration // retention.jobs
 	History          flightstore.HistoryPolicy
 	HistoryBatch     int // flights read per history round
 }
@@ -63,6 +65,7 @@ func FromConfig(c config.Config) Config {
 		EventRetention:   c.Pipeline.EventRetention,
 		SnapLogRetention: c.Schd.SnapLogRetention,
 		ReqRetention:     c.Pipeline.ReqRetention,
+		JobRetention:     c.Retention.Jobs,
 		History: flightstore.HistoryPolicy{
 			Retention:   c.Flight.HistoryRetention,
 			QuietPeriod: c.Flight.QuietPeriod,
@@ -97,7 +100,7 @@ type job struct {
 // New builds the cleaner and registers its metrics.
 func New(cfg Config, forget Forgetter, clk clock.Clock, logger *slog.Logger, reg prometheus.Registerer) *Cleaner {
 	for name, d := range map[string]time.Duration{"proc-retention": cfg.ProcRetention, "event-retention": cfg.EventRetention,
-		"snap-log-retention": cfg.SnapLogRetention, "req-retention": cfg.ReqRetention,
+		"snap-log-retention": cfg.SnapLogRetention, "req-retention": cfg.ReqRetention, "job-retention": cfg.JobRetention,
 		"history-retention": cfg.History.Retention, "quiet-period": cfg.History.QuietPeriod} {
 		if d <= 0 {
 			panic(fmt.Sprintf("maintenance: %s must be positive", name)) // config validation guarantees it
@@ -112,6 +115,8 @@ func New(cfg Config, forget Forgetter, clk clock.Clock, logger *slog.Logger, reg
 		{name: "msg_event", retention: cfg.EventRetention, delete: outbox.DeleteSent},
 		{name: "schd_snap_log", retention: cfg.SnapLogRetention, delete: flightstore.DeleteSnapLog},
 		{name: "req_track", retention: cfg.ReqRetention, delete: request.DeleteClosed},
+		{name: "schd_republish", retention: cfg.JobRetention, delete: jobs.Republishes.DeleteFinished},
+		{name: "projection_rebuild", retention: cfg.JobRetention, delete: jobs.Rebuilds.DeleteFinished},
 	}
 	for _, j := range append(c.jobs, job{name: historyJob}) {
 		c.metrics.deleted.WithLabelValues(j.name)

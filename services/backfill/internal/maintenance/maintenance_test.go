@@ -54,6 +54,7 @@ func setup(t *testing.T, forget func(b *bundle) Forgetter) (*Cleaner, *bundle) {
 	cfg.EventRetention = 7 * 24 * time.Hour
 	cfg.SnapLogRetention = 90 * 24 * time.Hour
 	cfg.ReqRetention = 30 * 24 * time.Hour
+	cfg.JobRetention = 30 * 24 * time.Hour
 	cfg.History = flightstore.HistoryPolicy{Retention: 3 * 24 * time.Hour, QuietPeriod: 2 * 24 * time.Hour, Zone: zone}
 	c := New(cfg, f, b.clk, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	return c, b
@@ -144,6 +145,22 @@ func TestRunOnceDeletesExactlyTheEligibleRows(t *testing.T) {
 			VALUES ($1, 'RQRD', 'GLST', $2, 'OMMS', $3, $1, $4, $4, CASE WHEN $3 = 'DONE' THEN $4::timestamptz END,
 				CASE WHEN $3 = 'EXPIRED' THEN $4::timestamptz END, $4)`, i+1, fmt.Sprint("S", i), st, at)
 	}
+	// schd_republish and projection_rebuild: 1-3 ended long ago, 4 ended recently, 5 open (old).
+	// A rebuild also needs its dry_run.
+	for table, extra := range map[string][2]string{"schd_republish": {}, "projection_rebuild": {", dry_run", ", false"}} {
+		for i, st := range []string{"DONE", "CANCELLED", "DONE", "DONE", "RUNNING"} {
+			at := now.Add(-31 * day)
+			if i == 3 {
+				at = now.Add(-day)
+			}
+			var finished *time.Time
+			if st != "RUNNING" {
+				finished = &at
+			}
+			b.pg.Exec(t, `INSERT INTO `+table+` (state, requested_by, requested_at, finished_at, updated_at`+extra[0]+`)
+				VALUES ($1, 'op', $2, $3, $2`+extra[1]+`)`, st, at.Add(-time.Hour), finished)
+		}
+	}
 	// flights: PAST_A (actual time), PAST_D (deleted: its FDEL already sent the tombstone), BUSY.
 	b.flightRow(t, "PAST_A", "2026-03-05", "ACTIVE", "05MAR260910", now.Add(-time.Hour))
 	b.flightRow(t, "PAST_D", "2026-03-05", "DELETED", "", now.Add(-time.Hour))
@@ -156,6 +173,8 @@ func TestRunOnceDeletesExactlyTheEligibleRows(t *testing.T) {
 		{"msg_event", `SELECT event_id::text FROM msg_event WHERE event_id <= 6 ORDER BY event_id`, "4 5 6"},
 		{"schd_snap_log", `SELECT id::text FROM schd_snap_log ORDER BY id`, "4"},
 		{"req_track", `SELECT req_id::text FROM req_track ORDER BY req_id`, "4 5"},
+		{"schd_republish", `SELECT republish_id::text FROM schd_republish ORDER BY republish_id`, "4 5"},
+		{"projection_rebuild", `SELECT rebuild_id::text FROM projection_rebuild ORDER BY rebuild_id`, "4 5"},
 		{"flight_schd", `SELECT flid FROM flight_schd ORDER BY flid`, "BUSY"},
 		{"flight_history", `SELECT flid FROM flight_history ORDER BY flid`, "PAST_A PAST_D"},
 		{"tombstones", `SELECT target || ':' || partition_key || ':' || event_type || ':' || state_version || ':' || coalesce(payload->>'STYP', 'null')
@@ -173,7 +192,8 @@ func TestRunOnceDeletesExactlyTheEligibleRows(t *testing.T) {
 			t.Errorf("projection of %s: document %d version kept %v", flid, n, v)
 		}
 	}
-	for job, want := range map[string]float64{"proc_state": 3, "msg_event": 3, "schd_snap_log": 3, "req_track": 3, historyJob: 2} {
+	for job, want := range map[string]float64{"proc_state": 3, "msg_event": 3, "schd_snap_log": 3, "req_track": 3, "schd_republish": 3,
+		"projection_rebuild": 3, historyJob: 2} {
 		if got := testutil.ToFloat64(c.metrics.lastDeleted.WithLabelValues(job)); got != want {
 			t.Errorf("last_sweep_deleted{%s} = %v, want %v", job, got, want)
 		}

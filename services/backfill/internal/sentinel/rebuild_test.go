@@ -246,7 +246,7 @@ func TestRebuildCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := jobs.Rebuilds.Cancel(t.Context(), e.pg.Pool, id, t0); err != nil {
+	if _, err := jobs.Rebuilds.Cancel(t.Context(), e.pg.Pool, id, jobs.Cancellation{By: "op"}, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.s.RunJobs(t.Context(), e.sess); err != nil {

@@ -12,9 +12,11 @@ import (
 
 // AcknowledgeDead implements ControlService.AcknowledgeDead through queue.AcknowledgeDead on
 // the control role's lock connection. The caller (the token's fingerprint or the certificate's
-// subject) is kept with each row, as the audit log keeps it with the call.
+// subject) is kept with each row, as the audit log keeps it with the call. A dry run answers the
+// rows it would acknowledge and changes none.
 func (s *Service) AcknowledgeDead(ctx context.Context, req *controlv1.AcknowledgeDeadRequest) (*controlv1.AcknowledgeDeadResponse, error) {
-	ar := queue.AckRequest{MsgIDs: req.GetMsgIds(), By: s.caller(ctx), Reason: strings.TrimSpace(req.GetReason()), Limit: selectionLimit}
+	ar := queue.AckRequest{MsgIDs: req.GetMsgIds(), By: s.caller(ctx), Reason: strings.TrimSpace(req.GetReason()), Limit: selectionLimit,
+		DryRun: req.GetDryRun()}
 	if c := req.GetErrorClass(); c != controlv1.ErrorClass_ERROR_CLASS_UNSPECIFIED {
 		ar.Class = queue.ErrorClass(strings.TrimPrefix(c.String(), classPrefix))
 	}
@@ -33,5 +35,6 @@ func (s *Service) AcknowledgeDead(ctx context.Context, req *controlv1.Acknowledg
 		AlreadyAcknowledgedIds: res.Already,
 		NotDeadIds:             res.NotDead,
 		More:                   res.More,
+		DryRun:                 req.GetDryRun(),
 	}, nil
 }

@@ -89,6 +89,9 @@ func (s *Service) ResolveContractViolation(ctx context.Context, req *controlv1.R
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "resolution %s is not supported", req.GetResolution())
 	}
+	if err := req.ValidateSinceAt(s.cfg.Clock.Now()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", op, err)
+	}
 	// Refused by a standby before the inbox is read: only the active instance decides, and
 	// its answer (or refusal) is the one the operator needs.
 	if !s.cfg.Elector.Active() {

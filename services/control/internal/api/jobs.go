@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
@@ -29,13 +30,19 @@ func (s *Service) writeJob(ctx context.Context, what string, refused error, code
 	return nil
 }
 
-// cancelJob cancels job id of table (jobs.Table.Cancel): FailedPrecondition for a job that
-// already ended.
-func cancelJob[J any](ctx context.Context, s *Service, what string, table *jobs.Table[J], id int64) (J, error) {
+// cancelJob cancels job id of table (jobs.Table.Cancel), keeping the caller and comment on the
+// row, or with dryRun answers the job as the cancel would leave it (jobs.Table.PreviewCancel):
+// FailedPrecondition for a job that already ended, either way.
+func cancelJob[J any](ctx context.Context, s *Service, what string, table *jobs.Table[J], id int64, comment string, dryRun bool) (J, error) {
 	var job J
+	c := jobs.Cancellation{By: s.caller(ctx), Comment: strings.TrimSpace(comment)}
 	err := s.writeJob(ctx, what, table.Finished, codes.FailedPrecondition, func(tx pgx.Tx) error {
 		var err error
-		job, err = table.Cancel(ctx, tx, id, s.cfg.Clock.Now())
+		if dryRun {
+			job, err = table.PreviewCancel(ctx, tx, id, c, s.cfg.Clock.Now())
+		} else {
+			job, err = table.Cancel(ctx, tx, id, c, s.cfg.Clock.Now())
+		}
 		return err
 	})
 	return job, err

@@ -49,13 +49,14 @@ func (s *Service) ListProjectionRebuilds(ctx context.Context, req *controlv1.Lis
 	return &controlv1.ListProjectionRebuildsResponse{Rebuilds: page, NextPageToken: next}, nil
 }
 
-// CancelProjectionRebuild implements ControlService.CancelProjectionRebuild.
+// CancelProjectionRebuild implements ControlService.CancelProjectionRebuild; its dry run answers
+// the rebuild as the cancel would leave it.
 func (s *Service) CancelProjectionRebuild(ctx context.Context, req *controlv1.CancelProjectionRebuildRequest) (*controlv1.CancelProjectionRebuildResponse, error) {
-	job, err := cancelJob(ctx, s, "cancel projection rebuild", jobs.Rebuilds, req.GetRebuildId())
+	job, err := cancelJob(ctx, s, "cancel projection rebuild", jobs.Rebuilds, req.GetRebuildId(), req.GetComment(), req.GetDryRun())
 	if err != nil {
 		return nil, err
 	}
-	return &controlv1.CancelProjectionRebuildResponse{Rebuild: projectionRebuild(job)}, nil
+	return &controlv1.CancelProjectionRebuildResponse{Rebuild: projectionRebuild(job), DryRun: req.GetDryRun()}, nil
 }
 
 // caller names who made the call, for the rows that keep it.
@@ -72,27 +73,30 @@ const rebuildStatePrefix = "REBUILD_STATE_"
 
 func projectionRebuild(j jobs.RebuildJob) *controlv1.ProjectionRebuild {
 	return &controlv1.ProjectionRebuild{
-		RebuildId:       j.ID,
-		All:             j.All(),
-		Flid:            j.FLIDs,
-		FlidCount:       j.FLIDCount,
-		DryRun:          j.DryRun,
-		State:           controlv1.RebuildState(controlv1.RebuildState_value[rebuildStatePrefix+j.State]),
-		Phase:           j.Phase,
-		Done:            j.Done,
-		Total:           j.Total,
-		Missing:         j.Counts.Missing,
-		Stale:           j.Counts.Stale,
-		Content:         j.Counts.Content,
-		Extra:           j.Counts.Extra,
-		Repaired:        j.Counts.Repaired,
-		RequestedBy:     j.RequestedBy,
-		Comment:         j.Comment,
-		CancelRequested: j.CancelRequested,
-		Error:           j.Error,
-		RequestedAt:     timestamp(j.RequestedAt),
-		StartedAt:       optTimestamp(j.StartedAt),
-		FinishedAt:      optTimestamp(j.FinishedAt),
-		UpdatedAt:       timestamp(j.UpdatedAt),
+		RebuildId:         j.ID,
+		All:               j.All(),
+		Flid:              j.FLIDs,
+		FlidCount:         j.FLIDCount,
+		DryRun:            j.DryRun,
+		State:             controlv1.RebuildState(controlv1.RebuildState_value[rebuildStatePrefix+j.State]),
+		Phase:             j.Phase,
+		Done:              j.Done,
+		Total:             j.Total,
+		Missing:           j.Counts.Missing,
+		Stale:             j.Counts.Stale,
+		Content:           j.Counts.Content,
+		Extra:             j.Counts.Extra,
+		Repaired:          j.Counts.Repaired,
+		RequestedBy:       j.RequestedBy,
+		Comment:           j.Comment,
+		CancelRequested:   j.CancelRequested,
+		Error:             j.Error,
+		RequestedAt:       timestamp(j.RequestedAt),
+		StartedAt:         optTimestamp(j.StartedAt),
+		FinishedAt:        optTimestamp(j.FinishedAt),
+		UpdatedAt:         timestamp(j.UpdatedAt),
+		CancelledBy:       j.CancelledBy,
+		CancelComment:     j.CancelComment,
+		CancelRequestedAt: optTimestamp(j.CancelRequestedAt),
 	}
 }

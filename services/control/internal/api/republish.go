@@ -2,10 +2,12 @@ package api
 
 import (
 	"context"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 
+	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -13,17 +15,25 @@ import (
 
 // Republish implements ControlService.Republish: it registers the job in schd_republish on the
 // control role's lock connection; the backfill role executes it. A job already open is
-// returned instead (already_running), so asking twice never runs two.
+// returned instead (already_running), so asking twice never runs two. A dry run registers
+// nothing and answers the open job, or the one it would register with its flights counted.
 func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest) (*controlv1.RepublishResponse, error) {
 	spec := jobs.RepublishSpec{FLIDs: req.GetFlid(), RequestedBy: s.caller(ctx), Comment: req.GetComment()}
 	var (
 		job      jobs.RepublishJob
 		existing bool
 		pending  int64
+		unknown  []string
 	)
 	err := s.writeJob(ctx, "republish", jobs.ErrRepublishInvalid, codes.InvalidArgument, func(tx pgx.Tx) error {
 		var err error
-		if job, existing, err = jobs.RequestRepublish(ctx, tx, spec, s.cfg.Clock.Now()); err != nil {
+		now := s.cfg.Clock.Now()
+		if !req.GetDryRun() {
+			job, existing, err = jobs.RequestRepublish(ctx, tx, spec, now)
+		} else if job, existing, err = jobs.PreviewRepublish(ctx, tx, spec, now); err == nil && !existing {
+			unknown, err = s.countRepublish(ctx, tx, &job)
+		}
+		if err != nil {
 			return err
 		}
 		return s.schdPending(ctx, &pending)(tx)
@@ -31,7 +41,29 @@ func (s *Service) Republish(ctx context.Context, req *controlv1.RepublishRequest
 	if err != nil {
 		return nil, err
 	}
-	return &controlv1.RepublishResponse{Republish: schdRepublish(job, pending), AlreadyRunning: existing}, nil
+	return &controlv1.RepublishResponse{Republish: schdRepublish(job, pending), AlreadyRunning: existing,
+		DryRun: req.GetDryRun(), UnknownFlid: unknown}, nil
+}
+
+// maxUnknownFLIDs bounds the unknown FLIDs a dry run of Republish names; it counts them all.
+const maxUnknownFLIDs = 100
+
+// countRepublish counts what the republish job would walk, as the backfill counts it when it
+// starts the job (total), and for named FLIDs those the current state does not hold (unknown),
+// returning the first maxUnknownFLIDs of them.
+func (s *Service) countRepublish(ctx context.Context, tx pgx.Tx, job *jobs.RepublishJob) ([]string, error) {
+	if job.All() {
+		var err error
+		job.Total, err = flightstore.Count(ctx, tx)
+		return nil, err
+	}
+	unknown, err := flightstore.Unknown(ctx, tx, job.FLIDs)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(unknown)
+	job.Total, job.Unknown = int64(len(job.FLIDs)), int64(len(unknown))
+	return unknown[:min(len(unknown), maxUnknownFLIDs)], nil
 }
 
 // GetRepublish implements ControlService.GetRepublish, with the KAFKA:schd rows still unsent.
@@ -56,13 +88,14 @@ func (s *Service) ListRepublishes(ctx context.Context, req *controlv1.ListRepubl
 	return &controlv1.ListRepublishesResponse{Republishes: page, NextPageToken: next}, nil
 }
 
-// CancelRepublish implements ControlService.CancelRepublish.
+// CancelRepublish implements ControlService.CancelRepublish; its dry run answers the republish
+// as the cancel would leave it.
 func (s *Service) CancelRepublish(ctx context.Context, req *controlv1.CancelRepublishRequest) (*controlv1.CancelRepublishResponse, error) {
-	job, err := cancelJob(ctx, s, "cancel republish", jobs.Republishes, req.GetRepublishId())
+	job, err := cancelJob(ctx, s, "cancel republish", jobs.Republishes, req.GetRepublishId(), req.GetComment(), req.GetDryRun())
 	if err != nil {
 		return nil, err
 	}
-	return &controlv1.CancelRepublishResponse{Republish: schdRepublish(job, 0)}, nil
+	return &controlv1.CancelRepublishResponse{Republish: schdRepublish(job, 0), DryRun: req.GetDryRun()}, nil
 }
 
 // schdPending reads into n the number of KAFKA:schd outbox rows not sent yet (PENDING), what a
@@ -81,22 +114,25 @@ func (s *Service) schdPending(ctx context.Context, n *int64) func(tx pgx.Tx) err
 // schdRepublish converts a job with the outbox's unsent KAFKA:schd rows (0 when not read).
 func schdRepublish(j jobs.RepublishJob, pending int64) *controlv1.SchdRepublish {
 	return &controlv1.SchdRepublish{
-		RepublishId:     j.ID,
-		All:             j.All(),
-		Flid:            j.FLIDs,
-		FlidCount:       j.FLIDCount,
-		State:           controlv1.RebuildState(controlv1.RebuildState_value[rebuildStatePrefix+j.State]),
-		Done:            j.Done,
-		Total:           j.Total,
-		Unknown:         j.Unknown,
-		OutboxPending:   pending,
-		RequestedBy:     j.RequestedBy,
-		Comment:         j.Comment,
-		CancelRequested: j.CancelRequested,
-		Error:           j.Error,
-		RequestedAt:     timestamp(j.RequestedAt),
-		StartedAt:       optTimestamp(j.StartedAt),
-		FinishedAt:      optTimestamp(j.FinishedAt),
-		UpdatedAt:       timestamp(j.UpdatedAt),
+		RepublishId:       j.ID,
+		All:               j.All(),
+		Flid:              j.FLIDs,
+		FlidCount:         j.FLIDCount,
+		State:             controlv1.RebuildState(controlv1.RebuildState_value[rebuildStatePrefix+j.State]),
+		Done:              j.Done,
+		Total:             j.Total,
+		Unknown:           j.Unknown,
+		OutboxPending:     pending,
+		RequestedBy:       j.RequestedBy,
+		Comment:           j.Comment,
+		CancelRequested:   j.CancelRequested,
+		Error:             j.Error,
+		RequestedAt:       timestamp(j.RequestedAt),
+		StartedAt:         optTimestamp(j.StartedAt),
+		FinishedAt:        optTimestamp(j.FinishedAt),
+		UpdatedAt:         timestamp(j.UpdatedAt),
+		CancelledBy:       j.CancelledBy,
+		CancelComment:     j.CancelComment,
+		CancelRequestedAt: optTimestamp(j.CancelRequestedAt),
 	}
 }

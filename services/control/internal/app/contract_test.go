@@ -107,6 +107,21 @@ func TestResolveInboxBehindWatermark(t *testing.T) {
 	if len(audited) != 5 || !strings.Contains(audited[3]["request"].(string), "INC-77") || audited[3]["code"] != "OK" {
 		t.Errorf("audit lines of ResolveContractViolation = %v, want 5 with the comment, the fourth OK", audited)
 	}
+
+	// since is checked before anything is read: not ahead of the server's clock by more than
+	// the skew, and not at the zero of a timestamp left unset.
+	for _, tc := range []struct {
+		since *timestamppb.Timestamp
+		want  string
+	}{
+		{timestamppb.New(now.Add(time.Hour)), "1h0m0s after the server's clock (2026-03-01T12:00:00Z)"},
+		{&timestamppb.Timestamp{}, "since 1970-01-01T00:00:00Z is before 2020-01-01"},
+	} {
+		resume.Since = tc.since
+		if _, err := in.client.ResolveContractViolation(ctx, resume); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("since %v: %v, want INVALID_ARGUMENT with %q", tc.since.AsTime(), err, tc.want)
+		}
+	}
 }
 
 // marked-above-watermark after a PostgreSQL restore: skip-marked moves W over the marked rows
@@ -215,7 +230,7 @@ func TestResumeAfterRestoreNeedsTheVersionFloor(t *testing.T) {
 		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, DryRun: true}
 	for name, floorAt := range map[string]*time.Time{"no floor": nil, "a floor from before the markers": new(marked.Add(-time.Minute))} {
 		if floorAt != nil {
-			if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 3}, *floorAt); err != nil {
+			if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 3}, 0, *floorAt); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -229,7 +244,7 @@ func TestResumeAfterRestoreNeedsTheVersionFloor(t *testing.T) {
 		t.Errorf("forced resume dry run = %v, want it answered", err)
 	}
 	req.Force = false
-	if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 4}, now); err != nil {
+	if _, err := flightstore.RaiseVersions(t.Context(), db.Pool, map[string]int64{"F1": 4}, 0, now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := in.client.ResolveContractViolation(ctx, req); err != nil {

@@ -170,7 +170,7 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 		defer tick.Stop()
 		for ctx := t.Context(); ctx.Err() == nil; <-tick.C {
 			if open, err := jobs.Rebuilds.LockOpen(ctx, db.Pool); err == nil && open != nil {
-				_, _ = jobs.Rebuilds.Cancel(ctx, db.Pool, open.ID, now)
+				_, _ = jobs.Rebuilds.Cancel(ctx, db.Pool, open.ID, jobs.Cancellation{By: "test"}, now)
 				return
 			}
 		}

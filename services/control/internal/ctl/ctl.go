@@ -264,6 +264,10 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 	if follow != nil {
 		cmd.Flags().BoolVar(&detach, "detach", false, "return once the server accepted the call instead of following the job it started")
 	}
+	confirm, yes := confirmers[md.Name()], false
+	if confirm != nil {
+		cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for a confirmation of --all (for scripts; the preview is skipped too)")
+	}
 	pg, all := pagerOf(md), false
 	if pg != nil {
 		cmd.Flags().BoolVar(&all, "all", false, "follow the pages to the end and print them as one list")
@@ -320,6 +324,12 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		resp, err := newMessage(md.Output())
 		if err != nil {
 			return localErr(err)
+		}
+		if confirm != nil && !yes {
+			p := prompt{in: cmd.InOrStdin(), out: cmd.ErrOrStderr(), interactive: stdinTerminal(cmd.InOrStdin())}
+			if err := confirm(cmd.Context(), c, md, req, p); err != nil {
+				return err
+			}
 		}
 		switch {
 		case all:

@@ -25,6 +25,27 @@ var followers = map[protoreflect.Name]follower{
 	"RebuildProjection": followRebuild,
 }
 
+// A confirmer runs before a mutating call whose effect is too large to start by a slip (an
+// --all): it may preview the call and ask on the terminal. An error stops the call. --yes skips
+// it.
+type confirmer func(ctx context.Context, c *client, md protoreflect.MethodDescriptor, req proto.Message, p prompt) error
+
+var confirmers = map[protoreflect.Name]confirmer{}
+
+// prompt is where a confirmer writes its preview and reads the answer; interactive says
+// whether in is a terminal, where a person can answer.
+type prompt struct {
+	in          io.Reader
+	out         io.Writer
+	interactive bool
+}
+
+// stdinTerminal reports whether r, the command's stdin, is a terminal.
+var stdinTerminal = func(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
 // pollInterval is how often a follower asks for the job's progress.
 var pollInterval = time.Second
 

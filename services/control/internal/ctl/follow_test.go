@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -42,21 +39,14 @@ func TestFollowRedrawsOnATerminal(t *testing.T) {
 	final := running(200, 7)
 	final.State = controlv1.RebuildState_REBUILD_STATE_DONE
 	srv := &progressServer{states: []*controlv1.ProjectionRebuild{running(100, 3), running(100, 3), final}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	controlv1.RegisterControlServiceServer(gs, srv)
-	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
+	addr := fakeControl(t, srv)
 
 	oldTerm, oldPoll := terminal, pollInterval
 	terminal, pollInterval = func(io.Writer) bool { return true }, 10*time.Millisecond
 	defer func() { terminal, pollInterval = oldTerm, oldPoll }()
 
 	var out, errOut bytes.Buffer
-	o := &options{addr: lis.Addr().String(), output: "table", timeout: 5 * time.Second}
+	o := &options{addr: addr, output: "table", timeout: 5 * time.Second}
 	resp := &controlv1.RebuildProjectionResponse{Rebuild: running(0, 0), AlreadyRunning: true}
 	if err := followRebuild(t.Context(), o, resp, &out, &errOut); err != nil {
 		t.Fatal(err)

@@ -266,10 +266,14 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 		Flags:   map[string]string{"page_size": "how many to return per page (default 100, at most 1000)"},
 	},
 	"CancelProjectionRebuild": {
-		Short:   "Stop a projection rebuild (what it repaired stays repaired)",
-		Example: "# Stop rebuild 7\nmsgxctl cancel-projection-rebuild 7 --comment \"peak hour\"",
-		Args:    []string{"rebuild_id"},
-		Flags:   map[string]string{"rebuild_id": "the rebuild to stop (list-projection-rebuilds shows them)"},
+		Short: "Stop a projection rebuild (what it repaired stays repaired)",
+		Long: "Stops a rebuild: a pending one at once, a running one after the page it is on; what it\n" +
+			"repaired stays repaired. The rebuild keeps who cancelled it and --comment (cancelled_by,\n" +
+			"cancel_comment). --dry-run shows the rebuild as the cancel would leave it.",
+		Example: "# What stopping rebuild 7 would do\nmsgxctl cancel-projection-rebuild 7 --dry-run\n" +
+			"# Stop rebuild 7\nmsgxctl cancel-projection-rebuild 7 --comment \"peak hour\"",
+		Args:  []string{"rebuild_id"},
+		Flags: map[string]string{"rebuild_id": "the rebuild to stop (list-projection-rebuilds shows them)"},
 	},
 	"Republish": {
 		Short: "Send the current state of all flights, or of some, to KAFKA:schd again",
@@ -277,8 +281,14 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 			"every flight's (or the listed flights') current document, at its current STATE_VERSION,\n" +
 			"through the outbox; consumers see each record as the newest or as a duplicate. One runs\n" +
 			"at a time; it resumes after a restart, and running it twice only sends duplicates.\n" +
-			"msgxctl follows its progress until it ends.",
-		Example: "# After the schd topic was recreated empty\nmsgxctl republish --all --comment INC-42\n" +
+			"msgxctl follows its progress until it ends.\n\n" +
+			"--dry-run shows what would be requested (the flights it would send, the FLIDs the current\n" +
+			"state does not hold, or the republish already open) and requests nothing. --all first\n" +
+			"shows that preview and asks for \"yes\" on the terminal; --yes skips the question (for\n" +
+			"scripts). Without a terminal on stdin and without --yes it requests nothing (exit 2).",
+		Example: "# What a full republish would send\nmsgxctl republish --all --dry-run\n" +
+			"# After the schd topic was recreated empty (asks for yes first)\nmsgxctl republish --all --comment INC-42\n" +
+			"# The same from a script\nmsgxctl republish --all --yes --comment INC-42 --detach\n" +
 			"# Two flights a consumer lost\nmsgxctl republish 2718281 2718282 --comment INC-43",
 		Args: []string{"flid"},
 		Flags: map[string]string{
@@ -298,18 +308,24 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 		Example: "# The latest republishes\nmsgxctl list-republishes\n# Every one\nmsgxctl list-republishes --all -o json",
 	},
 	"CancelRepublish": {
-		Short:   "Stop a republish (what it sent stays sent)",
-		Example: "# Stop republish 3\nmsgxctl cancel-republish 3 --comment \"peak hour\"",
-		Args:    []string{"republish_id"},
-		Flags:   map[string]string{"republish_id": "the republish to stop (list-republishes shows them)"},
+		Short: "Stop a republish (what it sent stays sent)",
+		Long: "Stops a republish: a pending one at once, a running one after the page it is on; what it\n" +
+			"wrote until then is still sent. The republish keeps who cancelled it and --comment\n" +
+			"(cancelled_by, cancel_comment). --dry-run shows the republish as the cancel would leave it.",
+		Example: "# What stopping republish 3 would do\nmsgxctl cancel-republish 3 --dry-run\n" +
+			"# Stop republish 3\nmsgxctl cancel-republish 3 --comment \"peak hour\"",
+		Args:  []string{"republish_id"},
+		Flags: map[string]string{"republish_id": "the republish to stop (list-republishes shows them)"},
 	},
 	"AcknowledgeDead": {
 		Short: "Record that DEAD messages were reviewed and need nothing more",
 		Long: "For DEAD messages that replay must refuse (MALFORMED, PROTOCOL) or that an operator\n" +
 			"decided to leave: records who reviewed them and why. The DEAD gauge and MsgxMessagesDead\n" +
 			"count only unacknowledged messages; acknowledged ones stay listed (list-messages\n" +
-			"--acknowledged acknowledged). A replay clears the acknowledgement.",
-		Example: "# Two malformed messages, reviewed\nmsgxctl acknowledge-dead 123 124 --reason \"INC-7: AODB sent truncated XML\"\n" +
+			"--acknowledged acknowledged). A replay clears the acknowledgement. --dry-run lists the\n" +
+			"messages it would acknowledge and changes nothing.",
+		Example: "# Which DEAD protocol errors an acknowledgement would take\nmsgxctl acknowledge-dead --error-class protocol --reason INC-8 --dry-run\n" +
+			"# Two malformed messages, reviewed\nmsgxctl acknowledge-dead 123 124 --reason \"INC-7: AODB sent truncated XML\"\n" +
 			"# Every DEAD message of a class\nmsgxctl acknowledge-dead --error-class protocol --reason \"INC-8: unknown subtype, no action\"",
 		Args: []string{"msg_ids"},
 		Flags: map[string]string{

@@ -19,6 +19,10 @@ var explainers = map[protoreflect.Name]explainer{
 	"Replay":        explainReplay,
 	"Reopen":        explainReopen,
 	"RequeueEvents": explainRequeue,
+	// The dry runs of these say what the call would do (they change nothing either way).
+	"CancelRepublish":         explainCancelDryRun,
+	"CancelProjectionRebuild": explainCancelDryRun,
+	"AcknowledgeDead":         explainAckDryRun,
 }
 
 // maxExplained bounds the messages a no-op is explained for, one GetMessage call each.
@@ -113,4 +117,45 @@ func verb(dryRun bool, past string) string {
 		return "would be " + past
 	}
 	return past
+}
+
+// explainCancelDryRun says what a cancel's dry run found: the job as the cancel would leave it.
+func explainCancelDryRun(_ context.Context, _ *client, _, resp proto.Message) string {
+	var (
+		noun  string
+		id    int64
+		state controlv1.RebuildState
+	)
+	switch r := resp.(type) {
+	case *controlv1.CancelRepublishResponse:
+		if !r.GetDryRun() {
+			return ""
+		}
+		noun, id, state = "republish", r.GetRepublish().GetRepublishId(), r.GetRepublish().GetState()
+	case *controlv1.CancelProjectionRebuildResponse:
+		if !r.GetDryRun() {
+			return ""
+		}
+		noun, id, state = "rebuild", r.GetRebuild().GetRebuildId(), r.GetRebuild().GetState()
+	default:
+		return ""
+	}
+	what := "stop it after the page it is on (it stays RUNNING until then)"
+	if state == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
+		what = "end it at once (it has not started)"
+	}
+	return fmt.Sprintf("dry run: the cancel of %s %d would %s; nothing was changed", noun, id, what)
+}
+
+// explainAckDryRun says what an acknowledgement's dry run found.
+func explainAckDryRun(_ context.Context, _ *client, _, resp proto.Message) string {
+	r := resp.(*controlv1.AcknowledgeDeadResponse)
+	if !r.GetDryRun() {
+		return ""
+	}
+	more := ""
+	if r.GetMore() {
+		more = " (the class holds more: the real call takes this many and says to call again)"
+	}
+	return fmt.Sprintf("dry run: %d DEAD messages would be acknowledged%s; nothing was changed", r.GetAcknowledged(), more)
 }

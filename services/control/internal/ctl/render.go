@@ -324,7 +324,7 @@ func longText(fd protoreflect.FieldDescriptor) bool {
 	}
 	n := string(fd.Name())
 	return strings.Contains(n, "payload") || strings.HasSuffix(n, "_json") || strings.HasSuffix(n, "xml") ||
-		strings.HasSuffix(n, "error") || strings.HasPrefix(n, "trace_") || n == "comment" || n == "detail" ||
+		strings.HasSuffix(n, "error") || strings.HasPrefix(n, "trace_") || strings.HasSuffix(n, "comment") || n == "detail" ||
 		n == "identity_key"
 }
 

@@ -26,7 +26,7 @@ const readBound = 10 * time.Minute
 
 // Exit codes of version-floor besides service.ExitOK and service.ExitUsage.
 const (
-	exitFailed  = 1 // Kafka or PostgreSQL could not be read or written: nothing was changed
+	exitFailed  = 1 // Kafka or PostgreSQL could not be read or written: no floor was recorded; run it again
 	exitRunning = 3 // a service still holds its role: stop them all first
 )
 
@@ -76,22 +76,30 @@ func versionFloor(ctx context.Context, clk clock.Clock, out io.Writer) int {
 		logger.Error("version floor: the Kafka connection's settings; nothing was changed", "err", err)
 		return exitFailed
 	}
-	seen, err := floor.Read(ctx, cfg.Kafka.Brokers, sec.KgoOpts(), cfg.Kafka.TopicMsg, cfg.Kafka.TopicSchd, readBound)
+	// The KAFKA:msg events already published are marked SENT a batch at a time while the
+	// topics are read, so memory does not grow with the topic's retention; the floors follow in
+	// one transaction. Every step is idempotent: a run that failed half way is run again.
+	now := clk.Now()
+	var caught floor.Applied
+	seen, err := floor.Read(ctx, cfg.Kafka.Brokers, sec.KgoOpts(), cfg.Kafka.TopicMsg, cfg.Kafka.TopicSchd, readBound, floor.DefaultBatch,
+		floor.CatchUpMsg(pool, now, &caught))
 	if err != nil {
-		logger.Error("version floor: read Kafka; nothing was changed", "err", err)
+		logger.Error("version floor: read Kafka; no floor was recorded: run it again once the cause is fixed",
+			"err", err, "msg_events_already_published", caught.Msg)
 		if errors.Is(err, floor.ErrForeign) {
 			logger.Error("a record on the topics was not written by the dispatcher: find its producer before going on")
 		}
 		return exitFailed
 	}
-	a, err := floor.Apply(ctx, pool, seen, clk.Now())
+	a, err := floor.Apply(ctx, pool, seen, floor.DefaultBatch, now)
 	if err != nil {
-		logger.Error("version floor: write PostgreSQL; nothing was changed", "err", err)
+		logger.Error("version floor: write PostgreSQL; no floor was recorded: run it again once the cause is fixed",
+			"err", err, "msg_events_already_published", caught.Msg)
 		return exitFailed
 	}
 	logger.Info("version floor recorded: start the services",
 		"records", seen.Records, "flids", len(seen.Floors), "floors_recorded", a.Floors, "flights_raised", a.Flights,
-		"msg_events_already_published", a.Msg, "schd_rows_already_published", a.Schd,
+		"msg_events_already_published", caught.Msg, "schd_rows_already_published", a.Schd,
 		"largest_published_event_id", seen.MaxID, "next_event_id", a.Sequence)
 	return 0
 }

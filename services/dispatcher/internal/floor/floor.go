@@ -26,17 +26,28 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 )
 
-// Seen is what the topics hold.
+// Seen is what the topics hold, per FLID: it grows with the flights the topics name, not with
+// the records they keep. The KAFKA:msg records themselves go to Read's MsgSink a batch at a
+// time.
 type Seen struct {
 	// Floors is, per FLID, the highest STATE_VERSION on either topic.
 	Floors map[string]int64
-	// Msg is every KAFKA:msg record by event ID; Schd the highest version per FLID on KAFKA:schd.
-	Msg  map[int64]outbox.Published
+	// Schd is the highest version per FLID on KAFKA:schd.
 	Schd map[string]int64
-	// MaxID is the largest event ID on either topic; Records counts the data records read.
-	MaxID   int64
-	Records int
+	// MaxID is the largest event ID on either topic; Records counts the data records read, Msg
+	// those of KAFKA:msg.
+	MaxID        int64
+	Records, Msg int
 }
+
+// DefaultBatch is how many KAFKA:msg records Read holds before it hands them to its MsgSink,
+// and how many FLIDs one statement of Apply writes, when the caller gives no batch: a batch of
+// records is a few hundred kilobytes, one statement of it well under a second.
+const DefaultBatch = 5000
+
+// A MsgSink takes a batch of the KAFKA:msg records read (by event ID, at most the batch of
+// Read); an error stops the read.
+type MsgSink func(ctx context.Context, batch map[int64]outbox.Published) error
 
 // ErrForeign: a record without the dispatcher's headers, which the floor cannot judge; the
 // record contract's own error, so that the command can tell it apart.
@@ -44,9 +55,14 @@ var ErrForeign = kafkarecord.ErrForeign
 
 // Read reads both topics from their start to the last stable offset each partition had when
 // the read began. conn are the client's connection options: the dispatcher's security
-// (kafka.Security.KgoOpts).
-func Read(ctx context.Context, brokers []string, conn []kgo.Opt, topicMsg, topicSchd string, timeout time.Duration) (Seen, error) {
-	s := Seen{Floors: map[string]int64{}, Msg: map[int64]outbox.Published{}, Schd: map[string]int64{}}
+// (kafka.Security.KgoOpts). The KAFKA:msg records go to sink, at most batch at a time (0: DefaultBatch),
+// so what Read holds does not grow with the topic's retention (issue #57 finding 5).
+func Read(ctx context.Context, brokers []string, conn []kgo.Opt, topicMsg, topicSchd string, timeout time.Duration, batch int, sink MsgSink) (Seen, error) {
+	if batch <= 0 {
+		batch = DefaultBatch
+	}
+	s := Seen{Floors: map[string]int64{}, Schd: map[string]int64{}}
+	msg := make(map[int64]outbox.Published, batch)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ends, err := lastStable(ctx, brokers, conn, topicMsg, topicSchd)
@@ -68,6 +84,16 @@ func Read(ctx context.Context, brokers []string, conn []kgo.Opt, topicMsg, topic
 	}
 	if left == 0 {
 		return s, nil
+	}
+	flush := func() error {
+		if len(msg) == 0 {
+			return nil
+		}
+		if err := sink(ctx, msg); err != nil {
+			return fmt.Errorf("after %d records: %w", s.Records, err)
+		}
+		clear(msg)
+		return nil
 	}
 	// Control records are kept so that a partition whose last batch is a transaction marker
 	// is seen to reach its end.
@@ -102,18 +128,22 @@ func Read(ctx context.Context, brokers []string, conn []kgo.Opt, topicMsg, topic
 			if r.Attrs.IsControl() || r.Offset >= end {
 				return
 			}
-			if err := s.add(r, topicMsg); err != nil && rerr == nil {
-				rerr = err
+			if rerr != nil {
+				return
+			}
+			if rerr = s.add(r, topicMsg, msg); rerr == nil && len(msg) >= batch {
+				rerr = flush()
 			}
 		})
 		if rerr != nil {
 			return s, rerr
 		}
 	}
-	return s, nil
+	return s, flush()
 }
 
-func (s *Seen) add(r *kgo.Record, topicMsg string) error {
+// add takes one record into s, and a KAFKA:msg record into msg.
+func (s *Seen) add(r *kgo.Record, topicMsg string, msg map[int64]outbox.Published) error {
 	m, err := kafkarecord.Parse(r.Headers)
 	if err != nil {
 		return fmt.Errorf("%s/%d offset %d: %w", r.Topic, r.Partition, r.Offset, err)
@@ -124,7 +154,8 @@ func (s *Seen) add(r *kgo.Record, topicMsg string) error {
 	s.Floors[flid] = max(s.Floors[flid], version)
 	s.MaxID = max(s.MaxID, id)
 	if r.Topic == topicMsg {
-		s.Msg[id] = outbox.Published{FLID: flid, Version: version}
+		msg[id] = outbox.Published{FLID: flid, Version: version}
+		s.Msg++
 	} else {
 		s.Schd[flid] = max(s.Schd[flid], version)
 	}
@@ -177,27 +208,53 @@ func kerrOf(code int16) error {
 	return fmt.Errorf("kafka error code %d", code)
 }
 
-// Applied is what Apply changed.
+// Applied is what CatchUpMsg and Apply changed.
 type Applied struct {
 	flightstore.Raised
 	outbox.Caught
 }
 
-// Apply writes what the topics hold into PostgreSQL in one transaction under the pipeline
-// lock (R-TX-5: it writes flight_schd, as the pump does): the floors and the raised flights,
-// the events already published marked SENT, and the event sequence past the largest
-// published ID. It is idempotent: a second run finds nothing below its floor.
-func Apply(ctx context.Context, pool *pgxpool.Pool, s Seen, now time.Time) (Applied, error) {
+// CatchUpMsg returns the MsgSink that marks the unsent KAFKA:msg events of each batch SENT
+// (outbox.CatchUpMsg), one short transaction per batch under the pipeline lock, and counts them
+// into a.Msg. Each batch stands on its own and a second run finds them SENT, so a run that
+// stops half way is completed by running it again.
+func CatchUpMsg(pool *pgxpool.Pool, now time.Time, a *Applied) MsgSink {
+	return func(ctx context.Context, batch map[int64]outbox.Published) error {
+		n, err := db.WithTxV(ctx, pool, func(tx pgx.Tx) (int64, error) {
+			if err := leader.LockPipelineTx(ctx, tx); err != nil {
+				return 0, err
+			}
+			return outbox.CatchUpMsg(ctx, tx, batch, now)
+		})
+		a.Msg += n
+		return err
+	}
+}
+
+// Apply writes the rest of what the topics hold into PostgreSQL in one transaction under the
+// pipeline lock (R-TX-5: it writes flight_schd, as the pump does): the floors and the raised
+// flights, the KAFKA:schd rows already published marked SENT, and the event sequence past the
+// largest published ID. Its statements take at most batch FLIDs each (0: DefaultBatch); it
+// stays one transaction so that FloorRecordedAt, which control's resume after a restore
+// trusts (R-RESTORE-3), never names a floor only partly recorded. It is idempotent: a second
+// run finds nothing below its floor.
+func Apply(ctx context.Context, pool *pgxpool.Pool, s Seen, batch int, now time.Time) (Applied, error) {
+	if batch <= 0 {
+		batch = DefaultBatch
+	}
 	return db.WithTxV(ctx, pool, func(tx pgx.Tx) (Applied, error) {
 		var a Applied
 		if err := leader.LockPipelineTx(ctx, tx); err != nil {
 			return a, err
 		}
 		var err error
-		if a.Raised, err = flightstore.RaiseVersions(ctx, tx, s.Floors, now); err != nil {
+		if a.Raised, err = flightstore.RaiseVersions(ctx, tx, s.Floors, batch, now); err != nil {
 			return a, err
 		}
-		if a.Caught, err = outbox.CatchUp(ctx, tx, s.Msg, s.Schd, s.MaxID, now); err != nil {
+		if a.Schd, err = outbox.CatchUpSchd(ctx, tx, s.Schd, batch, now); err != nil {
+			return a, err
+		}
+		if a.Sequence, err = outbox.MoveSequencePast(ctx, tx, s.MaxID); err != nil {
 			return a, err
 		}
 		return a, nil
