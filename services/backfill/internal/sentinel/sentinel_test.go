@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
@@ -22,6 +21,7 @@ import (
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/redistest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 )
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
@@ -41,7 +41,7 @@ func newEnv(t *testing.T, page int) *env {
 	e := &env{pg: pgtest.New(t), rd: redistest.Own(t), reg: prometheus.NewRegistry()}
 	e.sess = e.pg.Session(t)
 	e.proj = projection.New(e.rd.Client, e.rd.Prefix, 2*time.Second)
-	e.s = sentinel.New(configWith(page), e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), e.reg)
+	e.s = sentinel.New(configWith(page), e.proj, testclock.New(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), e.reg)
 	return e
 }
 
