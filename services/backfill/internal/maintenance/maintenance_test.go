@@ -191,7 +191,7 @@ func TestHistorySweepYieldsToThePump(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pump.Close(context.Background())
-	if err := leader.LockPipeline(ctx, pump); err != nil {
+	if err := pgtest.LockPipeline(ctx, pump); err != nil {
 		t.Fatal(err)
 	}
 	c.RunOnce(ctx, b.sess)

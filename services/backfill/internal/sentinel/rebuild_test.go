@@ -22,6 +22,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
@@ -366,7 +367,7 @@ func (e *env) pump(stop <-chan struct{}, n int) error {
 		case <-time.After(2 * time.Millisecond):
 		}
 		flid := fmt.Sprintf("L%02d", 2*(i%(n/2))+1)
-		if err := leader.LockPipeline(ctx, conn); err != nil {
+		if err := pgtest.LockPipeline(ctx, conn); err != nil {
 			return err
 		}
 		err := db.WithTx(ctx, conn, func(tx pgx.Tx) error {

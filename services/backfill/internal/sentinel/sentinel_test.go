@@ -215,7 +215,7 @@ func TestCheckWaitsForThePumpAndKeepsItsNewerVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pump.Close(context.Background())
-	if err := leader.LockPipeline(t.Context(), pump); err != nil {
+	if err := pgtest.LockPipeline(t.Context(), pump); err != nil {
 		t.Fatal(err)
 	}
 	// The pump's domain transaction committed version 2; its projection write is still to come.
