@@ -94,13 +94,17 @@ func (f *fixture) register(t *testing.T, spec request.Spec) request.Request {
 	return r.Request
 }
 
+// get reads request id as control lists it (request.List, one row from id on).
 func (f *fixture) get(t *testing.T, id int64) request.Request {
 	t.Helper()
-	r, err := request.Get(t.Context(), f.pg.Pool, id)
+	rs, err := request.List(t.Context(), f.pg.Pool, request.Filter{After: id - 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	if len(rs) != 1 || rs[0].ID != id {
+		t.Fatalf("request %d not found (listed %+v)", id, rs)
+	}
+	return rs[0]
 }
 
 // rows returns the COUTMSGS rows as id → text.
