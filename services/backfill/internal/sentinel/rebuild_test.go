@@ -371,17 +371,17 @@ func (e *env) pump(stop <-chan struct{}, n int) error {
 			return err
 		}
 		err := db.WithTx(ctx, conn, func(tx pgx.Tx) error {
-			f, err := flightstore.LoadPublished(ctx, tx, flid)
+			f, err := flightstore.ReadPublished(ctx, tx, flid)
 			if err != nil {
 				return err
 			}
 			f.Version++
 			f.Scalars["REMC"] = fmt.Sprintf("R%d", f.Version)
-			return flightstore.Save(ctx, tx, *f)
+			return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{*f})
 		})
 		if err == nil {
 			var f *flight.Flight
-			if f, err = flightstore.LoadPublished(ctx, conn, flid); err == nil {
+			if f, err = flightstore.ReadPublished(ctx, conn, flid); err == nil {
 				_, err = e.proj.Write(ctx, flight.Project([]flight.Flight{*f}))
 			}
 		}

@@ -12,13 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
+	"github.com/msgexchange/msgexchange/testkit/flights"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/redistest"
 	"github.com/msgexchange/msgexchange/testkit/testclock"
@@ -48,19 +48,10 @@ func newEnv(t *testing.T, page int) *env {
 // save writes flights to PostgreSQL and projects them as the pump does (compare-and-set).
 func (e *env) save(t *testing.T, fs ...flight.Flight) {
 	t.Helper()
-	if err := db.WithTx(t.Context(), e.pg.Pool, func(tx pgx.Tx) error {
-		for _, f := range fs {
-			if err := flightstore.Save(t.Context(), tx, f); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	flights.Write(t, e.pg.Pool, fs...)
 	var published []flight.Flight
 	for _, f := range fs {
-		p, err := flightstore.LoadPublished(t.Context(), e.pg.Pool, f.FLID)
+		p, err := flightstore.ReadPublished(t.Context(), e.pg.Pool, f.FLID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +221,7 @@ func TestCheckWaitsForThePumpAndKeepsItsNewerVersion(t *testing.T) {
 		t.Fatalf("the check ran while the pump held the pipeline lock: %s", res)
 	case <-time.After(500 * time.Millisecond):
 	}
-	p, err := flightstore.LoadPublished(t.Context(), e.pg.Pool, "P1")
+	p, err := flightstore.ReadPublished(t.Context(), e.pg.Pool, "P1")
 	if err != nil {
 		t.Fatal(err)
 	}
