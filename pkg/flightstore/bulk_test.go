@@ -294,9 +294,10 @@ func rowLocked(t *testing.T, d *pgtest.DB, flid string) bool {
 }
 
 // AddUpdates writes only the detail tables whose rows changed, and leaves the same stored
-// state as a whole write (SaveMany): every change of a collection (changed, cleared, added, a raw tag, a scalar
-// only) read back equals the new state, and the statements sent are the row upsert with its
-// history row plus a delete and an insert per changed table only; the history row is written.
+// state as a whole write (SaveMany): every change of a collection (changed, cleared, added, a
+// raw tag, a scalar only) read back equals the new state, and the statements sent are the row
+// upsert with its history row plus a delete and an insert per changed table only; the history
+// row is written.
 func TestAddUpdatesEqualsSaveMany(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
