@@ -50,9 +50,9 @@ CREATE VIEW ref_effective AS
 -- Each resource's availability at an instant: the event in force is the last one sent among
 -- those that have taken effect (effective_from <= at); a disable is unavailable in
 -- [effective_from, ends_at), without ends_at until a later event takes effect; no event in force
--- means available (the default). pkg/reference.AvailableAt is the same rule in Go, and a test
--- runs both on the same cases. SECURITY DEFINER: the reader role reads the result, not the
--- event table.
+-- means available (the default). It is the only implementation of the rule: pkg/refstore's
+-- tests run it on the window cases of R-RSTA-2 (pkg/reference/referencetest). SECURITY DEFINER:
+-- the reader role reads the result, not the event table.
 -- +goose StatementBegin
 CREATE FUNCTION ref_resource_availability_at(at timestamptz)
 RETURNS TABLE (rtyp text, rsid text, available boolean, stat text, effective_from timestamptz,

@@ -8,7 +8,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/outage"
 )
 
-// The SQLSTATEs the project decides on; every check of a PostgreSQL error code is here.
+// The SQLSTATEs production decides on; every check it makes of a PostgreSQL error code is here.
 const (
 	uniqueViolation     = "23505"
 	lockNotAvailable    = "55P03" // lock_timeout, NOWAIT
@@ -17,7 +17,6 @@ const (
 	tooManyConnections  = "53300"
 	serializationFail   = "40001"
 	deadlockDetected    = "40P01"
-	insufficientPriv    = "42501"
 	// expectFailed is what msgx_expect raises (migration 00017): a check made on the server so
 	// that a failed one stops the COMMIT sent behind it in the same pipeline.
 	expectFailed = "MX001"
@@ -33,10 +32,6 @@ func code(err error) string {
 
 // IsUniqueViolation reports a unique or primary-key conflict.
 func IsUniqueViolation(err error) bool { return code(err) == uniqueViolation }
-
-// IsInsufficientPrivilege reports a statement the role is not allowed to run (the read-only
-// msgx_reader writing, say).
-func IsInsufficientPrivilege(err error) bool { return code(err) == insufficientPriv }
 
 // IsExpectFailed reports a msgx_expect check that failed.
 func IsExpectFailed(err error) bool { return code(err) == expectFailed }

@@ -291,26 +291,6 @@ func (p Package) Masters(loaded []Flight) []string {
 // rather than tag by tag.
 var elementTags = []string{"FDIV", "FDIV_DDES", "FDIV_DDIR", "FRET", "FRET_REID", "TAOP", "TAFL", "TAID"}
 
-// ApplySnapshot merges one checked snapshot record into its flight: the record is the flight's
-// whole schedule state (C-26). Unlike ADFT (set-only) and FLOP (only what the STYP owns), a
-// field, collection or raw element the record does not carry, or carries empty, is cleared.
-// A deleted flight comes back ACTIVE; a flight without an operation day takes day (the
-// record's, from ValidatePackage), an existing one is kept (PlanSnapshot refuses a conflict
-// first). A record equal to the stored state changes nothing: no version, no event, so a
-// re-run of the whole package is silent. in.Children are the flight's children as they will
-// be; PlanSnapshot, which also changes them, derives the MAFL on each side itself.
-func ApplySnapshot(cur *Flight, in Input, day time.Time) Decision {
-	prev := New(in.Record.FLID)
-	if cur != nil {
-		prev = *cur
-	}
-	next, ignored, superseded := snapshotRecord(cur, in.Record, day, in.MsgID)
-	d := finish(prev, next, in)
-	d.Ignored = ignored
-	d.Superseded = superseded
-	return d
-}
-
 // snapshotRecord is the state record rec of a snapshot at message m makes of cur, out of ID
 // order too (R-ORDER-5): its word on the existence goes in the life, and a part a newer message
 // wrote keeps that message's value; a field the record omits is cleared only when no newer

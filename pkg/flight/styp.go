@@ -68,16 +68,6 @@ var flopRules = map[string]rule{
 	"REMC": {scalars: []string{"REMC"}},
 }
 
-// STYPs lists the FLOP STYPs that have a rule, FDEL included, sorted.
-func STYPs() []string {
-	out := []string{"FDEL"}
-	for s := range flopRules {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func (r rule) apply(f *Flight, rec sis.FlightRecord) {
 	if r.custom != nil {
 		r.custom(f, rec)

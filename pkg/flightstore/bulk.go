@@ -206,8 +206,10 @@ func addDetail(f *flight.Flight, tag string, seq *string, fields map[string]*str
 	f.Collections[tag] = append(f.Collections[tag], it)
 }
 
-// SaveMany writes the full states of several flights, as Save does for one, in one round
-// trip and the same few statements (addSave), and puts what it writes in cache (nil: none).
+// SaveMany writes the full states of flights: each flight_schd row is upserted and every
+// detail table is rewritten for their FLIDs from the merged result (delete, then insert in
+// order; R-FLIGHT-3), in one round trip and the same few statements whatever their number
+// (addSave), and it puts what it writes in cache (nil: none).
 func SaveMany(ctx context.Context, tx pgx.Tx, cache *DetailCache, flights []flight.Flight) error {
 	if len(flights) == 0 {
 		return nil
@@ -350,7 +352,7 @@ func SameDetails(a, b flight.Flight) bool {
 	return true
 }
 
-// LoadPublishedMany reads flights as LoadPublished does one at a time (a master with the MAFL
+// LoadPublishedMany reads flights as ReadPublished does one at a time (a master with the MAFL
 // of its children), in the order of flids, in four round trips whatever their number; unknown
 // FLIDs are absent. No row is locked: the caller holds the pipeline lock (the consistency
 // sentinel's pages, R-PROJ-1).

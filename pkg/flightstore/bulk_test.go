@@ -13,6 +13,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/testkit/flights"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
@@ -26,7 +27,7 @@ func flidsOf(fs []flight.Flight) string {
 }
 
 // The bulk reads give exactly what Load gives flight by flight, details included, and
-// SaveMany writes what Save writes, replacing the details of every flight it is given.
+// SaveMany replaces the details of every flight it is given.
 func TestBulkLoadAndSaveMatchOneByOne(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
@@ -197,7 +198,7 @@ func TestLoadLockedTakesTheTargetBeforeItsChildren(t *testing.T) {
 	ctx := context.Background()
 	a, b := rich("A"), rich("B")
 	b.Scalars["MAID"] = "A"
-	save(t, d, a, b)
+	flights.Write(t, d.Pool, a, b)
 	holder := holdRow(t, d, "B")
 	done := loadLockedInBackground(ctx, d, "A")
 	testwait.For(t, 5*time.Second, "LoadLocked to hold the target while it waits for the child", func() bool { return rowLocked(t, d, "A") })
@@ -221,7 +222,7 @@ func TestLoadLockedTakesTheTargetBeforeItsChildren(t *testing.T) {
 func TestLoadLockedSeesAChildAddedWhileItWaitedForTheTarget(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
-	save(t, d, rich("A"))
+	flights.Write(t, d.Pool, rich("A"))
 	holder := holdRow(t, d, "A")
 	x := rich("X")
 	x.Scalars["MAID"] = "A"
@@ -293,10 +294,11 @@ func rowLocked(t *testing.T, d *pgtest.DB, flid string) bool {
 }
 
 // AddUpdates writes only the detail tables whose rows changed, and leaves the same stored
-// state as Save: every change of a collection (changed, cleared, added, a raw tag, a scalar
-// only) read back equals the new state, and the statements sent are the row upsert with its
-// history row plus a delete and an insert per changed table only; the history row is written.
-func TestAddUpdatesEqualsSave(t *testing.T) {
+// state as a whole write (SaveMany): every change of a collection (changed, cleared, added, a
+// raw tag, a scalar only) read back equals the new state, and the statements sent are the row
+// upsert with its history row plus a delete and an insert per changed table only; the history
+// row is written.
+func TestAddUpdatesEqualsSaveMany(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -316,7 +318,7 @@ func TestAddUpdatesEqualsSave(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			flid := "U-" + strings.ReplaceAll(tc.name, " ", "-")
 			prev := rich(flid)
-			save(t, d, prev)
+			flights.Write(t, d.Pool, prev)
 			next := prev.Clone()
 			next.Version++
 			tc.change(&next)
@@ -386,7 +388,7 @@ func TestSameDetails(t *testing.T) {
 			for i, how := range []string{"full", "row"} {
 				flid := fmt.Sprintf("S-%s-%s", how, strings.ReplaceAll(tc.name, " ", "-"))
 				prev := rich(flid)
-				save(t, d, prev)
+				flights.Write(t, d.Pool, prev)
 				next := prev.Clone()
 				next.Version++
 				next.Scalars["REMC"] = "next"
@@ -418,7 +420,7 @@ func TestSameDetails(t *testing.T) {
 }
 
 // TestLoadPublishedManyMatchesOneByOne: the page of the consistency sentinel reads exactly what
-// LoadPublished reads flight by flight: a master with the MAFL of its active children (a
+// ReadPublished reads flight by flight: a master with the MAFL of its active children (a
 // deleted child left out, a deleted master without any), a child as stored, a flight without
 // children, in the order asked, an unknown FLID absent.
 func TestLoadPublishedManyMatchesOneByOne(t *testing.T) {
@@ -432,7 +434,7 @@ func TestLoadPublishedManyMatchesOneByOne(t *testing.T) {
 	c3.State = flight.Deleted
 	gone.State = flight.Deleted
 	gc.Scalars["MAID"] = "PG"
-	save(t, d, m, c1, c2, c3, lone, gone, gc)
+	flights.Write(t, d.Pool, m, c1, c2, c3, lone, gone, gc)
 	ask := []string{"PL", "PC2", "NOPE", "PM", "PG", "PGC", "PC3", "PC1"}
 	got, err := flightstore.LoadPublishedMany(ctx, d.Pool, ask)
 	if err != nil {
@@ -440,7 +442,7 @@ func TestLoadPublishedManyMatchesOneByOne(t *testing.T) {
 	}
 	var want []flight.Flight
 	for _, flid := range ask {
-		f, err := flightstore.LoadPublished(ctx, d.Pool, flid)
+		f, err := flightstore.ReadPublished(ctx, d.Pool, flid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,7 +467,7 @@ func TestAddUpdatesOfSeveralFlights(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
 	known := rich("M-KNOWN")
-	save(t, d, known)
+	flights.Write(t, d.Pool, known)
 	fresh := rich("M-NEW")
 	first, second := known.Clone(), known.Clone()
 	first.Version, second.Version = known.Version+1, known.Version+2
@@ -484,9 +486,10 @@ func TestAddUpdatesOfSeveralFlights(t *testing.T) {
 		flightstore.AddUpdates(b, nil, map[string]*flight.Flight{known.FLID: stored}, []flight.Flight{first, fresh, second},
 			[]flightstore.Change{change(7, known.FLID, second.Version), change(7, fresh.FLID, fresh.Version)})
 		// rows and history; the new flight's details as a whole write clears and inserts them
-		// (AddSave, less its row); the known flight's GTDT deleted and inserted
+		// (AddUpdates of a flight nothing stored holds, less its row); the known flight's GTDT
+		// deleted and inserted
 		whole := &pgx.Batch{}
-		flightstore.AddSave(whole, fresh)
+		flightstore.AddUpdates(whole, nil, nil, []flight.Flight{fresh}, nil)
 		if want := 1 + (whole.Len() - 1) + 2; b.Len() != want {
 			t.Errorf("%d statements, want %d", b.Len(), want)
 		}

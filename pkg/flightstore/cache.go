@@ -12,7 +12,7 @@ import (
 // DetailCache keeps the details (collections and raw content) of the flights one writer read or
 // wrote, each with the version of the flight_schd row they belong to: the row's xmin, the
 // transaction that wrote that row version. Every writer of a flight's details upserts its
-// flight_schd row in the same transaction (Save, SaveMany, AddUpdates; the history sweep
+// flight_schd row in the same transaction (SaveMany, AddUpdates; the history sweep
 // deletes the row, a version floor rewrites it), so a row whose xmin is the one an entry holds
 // has the details the entry holds, and LoadLocked and the bulk loads of a schedule snapshot
 // read the rows alone instead of the ten-table detail read (docs/performance.md, "Changes and

@@ -13,12 +13,13 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/testkit/flights"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
 // A load through a DetailCache returns what the tables hold, whatever wrote them since: random
 // runs of the pump's writes through the cache (a FLOP's, or a schedule snapshot's whole writes
-// or rows alone; committed or rolled back) mixed with another writer's (a whole Save, a row
+// or rows alone; committed or rolled back) mixed with another writer's (a whole write, a row
 // rewritten alone, a flight moved out and created again, a child moved to another master), each
 // followed by loads of every flight through the cache, one at a time (LoadLocked) and in bulk
 // (LoadMany, LoadDays, ChildrenOfMany), that must equal loads that read every detail. The
@@ -116,7 +117,7 @@ func TestLoadsThroughTheCacheReadWhatTheTablesHold(t *testing.T) {
 			}
 			switch kind {
 			case 0: // a whole write
-				return flightstore.Save(ctx, tx, changed(r, *cur))
+				return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{changed(r, *cur)})
 			case 1: // the row alone (a version floor)
 				_, err := tx.Exec(ctx, `UPDATE flight_schd SET state_version = state_version + 1 WHERE flid = $1`, flid)
 				return err
@@ -124,7 +125,7 @@ func TestLoadsThroughTheCacheReadWhatTheTablesHold(t *testing.T) {
 				if _, err := tx.Exec(ctx, `DELETE FROM flight_schd WHERE flid = $1`, flid); err != nil {
 					return err
 				}
-				return flightstore.Save(ctx, tx, changed(r, *cur))
+				return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{changed(r, *cur)})
 			default: // a child moved to another master, or back
 				next := changed(r, *cur)
 				if next.Scalars["MAID"] == "A" {
@@ -132,7 +133,7 @@ func TestLoadsThroughTheCacheReadWhatTheTablesHold(t *testing.T) {
 				} else if flid != "A" {
 					next.Scalars["MAID"] = "A"
 				}
-				return flightstore.Save(ctx, tx, next)
+				return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{next})
 			}
 		})
 	}
@@ -249,7 +250,7 @@ func changed(r *rand.Rand, f flight.Flight) flight.Flight {
 func TestLoadLockedThroughTheCacheLeavesTheDetailReadOut(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
-	save(t, d, rich("A"))
+	flights.Write(t, d.Pool, rich("A"))
 	trips := pgtest.NewRoundTrips()
 	s := d.TracedSession(t, trips)
 	cache := flightstore.NewDetailCache(0)
@@ -293,7 +294,7 @@ func TestLoadLockedThroughTheCacheLeavesTheDetailReadOut(t *testing.T) {
 	}
 	other := next.Clone()
 	other.Collections["GTDT"] = []flight.Item{item("3", "GATE", "C1")}
-	save(t, d, other)
+	flights.Write(t, d.Pool, other)
 	cur, trips2, statements := load()
 	if statements != 5 || trips2 != 4 {
 		t.Errorf("load after another writer: %d statements in %d round trips, want 5 in 4 (the details in one of their own)", statements, trips2)
@@ -339,7 +340,7 @@ func TestLoadManyThroughTheCacheLeavesTheDetailReadOut(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	save(t, d, rich("C"))
+	flights.Write(t, d.Pool, rich("C"))
 	if _, statements := load(); statements != 2 {
 		t.Errorf("load after a write of A and B through the cache and C elsewhere: %d statements, want 2 (the rows, C's details)", statements)
 	}
@@ -360,7 +361,7 @@ func TestLoadManyThroughTheCacheLeavesTheDetailReadOut(t *testing.T) {
 	other := rich("B")
 	other.Version += 2
 	other.Collections["GTDT"] = []flight.Item{item("3", "GATE", "C1")}
-	save(t, d, other)
+	flights.Write(t, d.Pool, other)
 	got, statements := load()
 	if statements != 2 {
 		t.Errorf("load after the rows alone through the cache and B elsewhere: %d statements, want 2 (the rows, B's details)", statements)

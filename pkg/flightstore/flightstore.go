@@ -217,32 +217,15 @@ func loadDetails(ctx context.Context, q db.Executor, f *flight.Flight) error {
 	return nil
 }
 
-// Save writes the full state of one flight: the flight_schd row is upserted and every detail
-// table is rewritten for the FLID from the merged result (delete, then insert in order;
-// R-FLIGHT-3).
-func Save(ctx context.Context, tx pgx.Tx, f flight.Flight) error {
-	// The row and its details go in one batch: one round trip per saved flight.
-	batch := &pgx.Batch{}
-	addSave(batch, nil, []flight.Flight{f})
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("save flight %s: %w", f.FLID, err)
-	}
-	return nil
-}
-
-// AddSave adds what Save writes for f to batch, for a caller that sends its other
-// writes of the same transaction in the same round trip.
-func AddSave(batch *pgx.Batch, f flight.Flight) { addSave(batch, nil, []flight.Flight{f}) }
-
 // AddUpdates adds to batch the writes of the states next of one message's flights, and the
 // history rows of changes that describe them (R-ORDER-8), where stored holds the states the
 // flights have, read with their details and locked in the same transaction (LoadLocked); a
-// flight stored holds none of is new, or was not loaded whole, and is written whole as Save
+// flight stored holds none of is new, or was not loaded whole, and is written whole as SaveMany
 // writes it. The flight_schd rows and the history rows are one statement (AddRows); of the
 // detail tables, only those whose rows differ from the stored ones are cleared and rewritten.
 // A FLOP changes one or two collections of a flight, if any, so the other tables are left
 // alone: the server skips a ten-table delete and a rewrite of rows it already holds. The
-// result is the same stored state as Save's. A FLID given twice is written as its last state,
+// result is the same stored state as SaveMany's. A FLID given twice is written as its last state,
 // as writes in turn would leave it (one upsert cannot change a row twice).
 //
 // cache (nil: none) is given the details written, for the row versions the upsert returns:
@@ -594,24 +577,16 @@ func nullable(s string) *string {
 	return &s
 }
 
-// LoadPublished reads one flight as it is published (its Kafka KAFKA:schd value and Redis
-// document): a master with the MAFL of its children. nil when the FLID is unknown.
-func LoadPublished(ctx context.Context, q db.Executor, flid string) (*flight.Flight, error) {
-	return published(ctx, q, flid, " FOR UPDATE")
-}
-
-// ReadPublished is LoadPublished without row locks, for a reader in a read-only snapshot (the
-// control service), which must neither wait for the pump nor make it wait.
+// ReadPublished reads one flight as it is published (its Kafka KAFKA:schd value and Redis
+// document): a master with the MAFL of its children; nil when the FLID is unknown. It takes no
+// row lock: a reader in a read-only snapshot (the control service) must neither wait for the
+// pump nor make it wait.
 func ReadPublished(ctx context.Context, q db.Executor, flid string) (*flight.Flight, error) {
-	return published(ctx, q, flid, "")
-}
-
-func published(ctx context.Context, q db.Executor, flid, lock string) (*flight.Flight, error) {
 	cur, err := Load(ctx, q, flid, false)
 	if err != nil || cur == nil || flight.IsChild(*cur) {
 		return cur, err
 	}
-	kids, err := children(ctx, q, flid, lock)
+	kids, err := children(ctx, q, flid, "")
 	if err != nil {
 		return nil, err
 	}

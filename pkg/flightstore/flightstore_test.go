@@ -12,6 +12,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/testkit/flights"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
@@ -47,25 +48,11 @@ func rich(flid string) flight.Flight {
 	return f
 }
 
-func save(t *testing.T, d *pgtest.DB, fs ...flight.Flight) {
-	t.Helper()
-	if err := db.WithTx(context.Background(), d.Pool, func(tx pgx.Tx) error {
-		for _, f := range fs {
-			if err := flightstore.Save(context.Background(), tx, f); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestSaveLoadRoundTrip(t *testing.T) {
 	d := pgtest.New(t)
 	ctx := context.Background()
 	want := rich("15")
-	save(t, d, want)
+	flights.Write(t, d.Pool, want)
 	got, err := flightstore.Load(ctx, d.Pool, "15", false)
 	if err != nil || got == nil {
 		t.Fatalf("load: %v %v", got, err)
@@ -93,7 +80,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	delete(next.Scalars, "FDIV_DDIR")
 	next.Collections["GTDT"] = []flight.Item{item("2", "GATE", "B7")}
 	next.State = flight.Deleted
-	save(t, d, next)
+	flights.Write(t, d.Pool, next)
 	got, err = flightstore.Load(ctx, d.Pool, "15", false)
 	if err != nil || !flight.SameContent(*got, next) {
 		t.Fatalf("after replace\n got %+v\nwant %+v (%v)", got, next, err)
@@ -111,7 +98,7 @@ func TestChildren(t *testing.T) {
 		f.Scalars["MAID"] = maid
 		return f
 	}
-	save(t, d, rich("M"), child("C2", "M"), child("C1", "M"), child("M", "M"), child("X", "OTHER"))
+	flights.Write(t, d.Pool, rich("M"), child("C2", "M"), child("C1", "M"), child("M", "M"), child("X", "OTHER"))
 	var got []flight.Flight
 	if err := db.WithTx(context.Background(), d.Pool, func(tx pgx.Tx) error {
 		var err error
@@ -132,7 +119,7 @@ func TestFLIDsByNumber(t *testing.T) {
 	nextDay := rich("C")
 	day2 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	nextDay.OperationDay = &day2
-	save(t, d, rich("A2"), rich("A1"), other, nextDay)
+	flights.Write(t, d.Pool, rich("A2"), rich("A1"), other, nextDay)
 	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		flno string
@@ -164,7 +151,7 @@ func TestProvenanceRoundTripAndConservativeRead(t *testing.T) {
 	f := rich("P1")
 	f.Prov = flight.Provenance{Base: 30, Parts: map[string]int64{"ESTT": 40, "FFID": 0}, Life: []flight.Life{{Msg: 30, State: flight.Active}},
 		MAID: []flight.Named{{Msg: 30, MAID: ""}}, Last: f.LastMsgID}
-	save(t, d, f)
+	flights.Write(t, d.Pool, f)
 	load := func() flight.Flight {
 		t.Helper()
 		got, err := flightstore.Load(t.Context(), d.Pool, "P1", false)

@@ -82,9 +82,6 @@ type Row struct {
 // All reports whether the job covers every flight.
 func (r Row) All() bool { return r.FLIDs == nil }
 
-// Open reports whether the job has not ended.
-func (r Row) Open() bool { return r.State == StatePending || r.State == StateRunning }
-
 // NextFLIDs returns up to n FLIDs of a scoped job after the cursor (its FLIDs are sorted).
 func (r Row) NextFLIDs(n int) []string {
 	i, _ := slices.BinarySearch(r.FLIDs, r.Cursor)

@@ -53,9 +53,6 @@ type RebuildCounts struct {
 	Missing, Stale, Content, Extra, Repaired int64
 }
 
-// Found is the number of drifted flights.
-func (c RebuildCounts) Found() int64 { return c.Missing + c.Stale + c.Content + c.Extra }
-
 // Add returns the sum of c and d.
 func (c RebuildCounts) Add(d RebuildCounts) RebuildCounts {
 	return RebuildCounts{c.Missing + d.Missing, c.Stale + d.Stale, c.Content + d.Content, c.Extra + d.Extra, c.Repaired + d.Repaired}

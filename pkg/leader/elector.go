@@ -96,23 +96,6 @@ func New(cfg Config) *Elector {
 	return e
 }
 
-// Active reports whether this elector holds the lock right now.
-func (e *Elector) Active() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.cur != nil
-}
-
-// Since is the start of the current term, zero while standing by.
-func (e *Elector) Since() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cur == nil {
-		return time.Time{}
-	}
-	return e.cur.since
-}
-
 // Run stands by until it holds the lock, runs work for the term, and repeats until ctx ends.
 //
 // work's context is cancelled when the lock is lost (cause ErrLost) or ctx ends (ctx's cause).

@@ -9,15 +9,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/db"
 )
 
-// LockPipeline takes the pipeline lock for the caller's session until UnlockPipeline; the
-// pump holds it across its whole processing step, Redis write included.
-func LockPipeline(ctx context.Context, q db.Executor) error {
-	if _, err := q.Exec(ctx, lockSQL, pipelineLockKey); err != nil {
-		return fmt.Errorf("pipeline lock: %w", err)
-	}
-	return nil
-}
-
 // UnlockPipeline releases the session's pipeline lock.
 func UnlockPipeline(ctx context.Context, q db.Executor) error {
 	if _, err := q.Exec(ctx, unlockSQL, pipelineLockKey); err != nil {
@@ -31,8 +22,9 @@ const (
 	unlockSQL = `SELECT pg_advisory_unlock($1)`
 )
 
-// AddLockPipeline adds LockPipeline to b, for a caller that takes the lock in the round
-// trip of its first statements (db.Pipelined).
+// AddLockPipeline adds to b the statement that takes the pipeline lock for the caller's session
+// until UnlockPipeline, for a caller that takes it in the round trip of its first statements
+// (db.Pipelined): the pump holds it across its whole processing step, Redis write included.
 func AddLockPipeline(b *pgx.Batch) {
 	b.Queue(lockSQL, pipelineLockKey)
 }

@@ -21,9 +21,6 @@ import (
 // skips) are final.
 func Replayable() []ErrorClass { return []ErrorClass{CodecError, Unsupported, Infra, Exhausted} }
 
-// IsReplayable reports whether class is in the replay whitelist.
-func IsReplayable(class ErrorClass) bool { return slices.Contains(Replayable(), class) }
-
 // ReplayRequest chooses the messages to replay. The selectors combine (a row must match every
 // one given) and at least one is required, so a request can never replay everything by
 // accident.

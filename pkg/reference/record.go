@@ -7,11 +7,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
-// Categories are the 13 reference categories of R-REF-1, in the order of the SIS specification.
-func Categories() []string {
-	return []string{"COUL", "ARPT", "AIRL", "AIRC", "REGN", "ORGN", "FLTL", "TLST", "GLST", "SLST", "CLST", "BLST", "CHLT"}
-}
-
 // rule is what R-REF-5 says of one category's record.
 type rule struct {
 	// ignore lists the tags that do not enter the model (SIS declares them unused upstream).

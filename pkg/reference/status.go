@@ -23,11 +23,6 @@ type Event struct {
 	Ordinal int
 }
 
-// After reports whether e was sent after o.
-func (e Event) After(o Event) bool {
-	return e.MsgID > o.MsgID || (e.MsgID == o.MsgID && e.Ordinal > o.Ordinal)
-}
-
 // Events checks an RSTA message and returns its events, or why it is refused (DEAD(PROTOCOL)):
 // a DNLD is exactly one status update, a RESP's declared RECS (when given) matches its records;
 // a re-enable carries only a start, and a disable's end comes after its start. Times are read
@@ -70,36 +65,4 @@ func Events(rs *sis.ResourceStatus, msgID int64, issued time.Time, zone *time.Lo
 		out = append(out, e)
 	}
 	return out, ""
-}
-
-// Availability is a resource's status at one instant.
-type Availability struct {
-	Available bool
-	// Governing is the event that decides it; nil when no event has taken effect yet (the
-	// resource is available by default).
-	Governing *Event
-}
-
-// AvailableAt evaluates a resource's events at t (R-RSTA-2): a resource is available by default;
-// the event in force is the last one sent among those that have taken effect (From ≤ t), so a
-// later event that starts in the future leaves the earlier one in force until it starts; a
-// disable is unavailable in [From, End) and available again after End without any new
-// message, and without End until a later event takes effect. The SQL function
-// ref_resource_availability_at implements the same rule for the read model.
-func AvailableAt(events []Event, t time.Time) Availability {
-	var gov *Event
-	for i := range events {
-		e := &events[i]
-		if e.From.After(t) {
-			continue
-		}
-		if gov == nil || e.After(*gov) {
-			gov = e
-		}
-	}
-	if gov == nil {
-		return Availability{Available: true}
-	}
-	disabled := gov.STAT == "D" && (gov.End == nil || t.Before(*gov.End))
-	return Availability{Available: !disabled, Governing: gov}
 }

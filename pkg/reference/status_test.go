@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/msgexchange/msgexchange/pkg/reference"
-	"github.com/msgexchange/msgexchange/pkg/reference/referencetest"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 )
 
@@ -74,23 +73,4 @@ func TestEvents(t *testing.T) {
 			t.Errorf("without STRT/ENDT: %+v, want From = the message's DTTM and no end", events[0])
 		}
 	})
-}
-
-// TestAvailableAt evaluates the windows of R-RSTA-2 before, inside and after them. The same cases
-// run against the SQL function in pkg/refstore.
-func TestAvailableAt(t *testing.T) {
-	for _, tc := range referencetest.WindowCases() {
-		t.Run(tc.Name, func(t *testing.T) {
-			got := reference.AvailableAt(tc.Events, tc.At)
-			if got.Available != tc.Available {
-				t.Errorf("available at %s = %v, want %v", tc.At, got.Available, tc.Available)
-			}
-			switch {
-			case tc.Governing == 0 && got.Governing != nil:
-				t.Errorf("governed by msg %d, want no event in force", got.Governing.MsgID)
-			case tc.Governing != 0 && (got.Governing == nil || got.Governing.MsgID != tc.Governing):
-				t.Errorf("governed by %+v, want msg %d", got.Governing, tc.Governing)
-			}
-		})
-	}
 }

@@ -2,13 +2,14 @@ package refstore_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/reference"
 	"github.com/msgexchange/msgexchange/pkg/refstore"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
@@ -97,7 +98,8 @@ func TestReaderRole(t *testing.T) {
 	}
 	for _, sql := range refused {
 		_, err := conn.Exec(ctx, sql)
-		if !db.IsInsufficientPrivilege(err) {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" { // insufficient_privilege
 			t.Errorf("as msgx_reader %q: %v, want permission denied", sql, err)
 		}
 	}

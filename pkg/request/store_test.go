@@ -44,13 +44,17 @@ func register(t *testing.T, pg *pgtest.DB, spec request.Spec, now time.Time) req
 	return res
 }
 
+// state reads request id as control lists it (request.List, one row from id on).
 func state(t *testing.T, pg *pgtest.DB, id int64) request.Request {
 	t.Helper()
-	r, err := request.Get(t.Context(), pg.Pool, id)
+	rs, err := request.List(t.Context(), pg.Pool, request.Filter{After: id - 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	if len(rs) != 1 || rs[0].ID != id {
+		t.Fatalf("request %d not found (listed %+v)", id, rs)
+	}
+	return rs[0]
 }
 
 func TestRegister(t *testing.T) {

@@ -130,7 +130,7 @@ func New(tb testing.TB, s float64) *pgtest.DB {
 
 func templateName(s float64) (string, error) {
 	h := sha256.New()
-	if err := migrate.WriteSchema(h); err != nil {
+	if err := pgtest.WriteSchema(h); err != nil {
 		return "", err
 	}
 	// The generator's statements are part of the key, so a changed shape builds a new template

@@ -40,7 +40,7 @@ var templates = struct {
 // instead of a test silently running against an old one.
 func templateName() (string, error) {
 	h := sha256.New()
-	if err := migrate.WriteSchema(h); err != nil {
+	if err := WriteSchema(h); err != nil {
 		return "", err
 	}
 	return templatePrefix + hex.EncodeToString(h.Sum(nil))[:16], nil

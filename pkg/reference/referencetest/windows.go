@@ -1,6 +1,5 @@
-// Package referencetest holds the resource-status window cases that both the Go rule
-// (reference.AvailableAt) and the read model's SQL function (ref_resource_availability_at) must
-// answer alike.
+// Package referencetest holds the resource-status window cases of R-RSTA-2 that the read
+// model's SQL function (ref_resource_availability_at) must answer.
 package referencetest
 
 import (

@@ -11,12 +11,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/testkit/benchdata"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/redistest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 )
 
 // timedSession counts the transactions a sweep runs on its session and keeps the longest.
@@ -57,7 +57,7 @@ func TestSweepOfManyRowsTakesBoundedBatches(t *testing.T) {
 	cfg.JobRetention = 30 * 24 * time.Hour
 	// A retention longer than the data keeps the history sweep out of this count.
 	cfg.History = flightstore.HistoryPolicy{Retention: 365 * 24 * time.Hour, QuietPeriod: 365 * 24 * time.Hour, Zone: time.UTC}
-	c := New(cfg, NewRedisForgetter(r.Client, r.Prefix, 2*time.Second), clock.NewMutable(now),
+	c := New(cfg, NewRedisForgetter(r.Client, r.Prefix, 2*time.Second), testclock.New(now),
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 
 	expired := func() (proc, events int64) {

@@ -15,13 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/redistest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 )
 
 // 20:00 on 10 March in Shanghai.
@@ -31,12 +31,12 @@ type bundle struct {
 	pg    *pgtest.DB
 	redis *redistest.Redis
 	sess  *pgtest.Session
-	clk   *clock.Mutable
+	clk   *testclock.Clock
 }
 
 func setup(t *testing.T, forget func(b *bundle) Forgetter) (*Cleaner, *bundle) {
 	t.Helper()
-	b := &bundle{pg: pgtest.New(t), redis: redistest.New(t), clk: clock.NewMutable(now)}
+	b := &bundle{pg: pgtest.New(t), redis: redistest.New(t), clk: testclock.New(now)}
 	b.sess = b.pg.Session(t)
 	zone, err := time.LoadLocation("Asia/Shanghai")
 	if err != nil {
@@ -211,7 +211,7 @@ func TestHistorySweepYieldsToThePump(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pump.Close(context.Background())
-	if err := leader.LockPipeline(ctx, pump); err != nil {
+	if err := pgtest.LockPipeline(ctx, pump); err != nil {
 		t.Fatal(err)
 	}
 	c.RunOnce(ctx, b.sess)

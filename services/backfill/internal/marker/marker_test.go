@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/leader"
@@ -27,6 +26,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testlog"
 )
 
@@ -152,7 +152,7 @@ type bundle struct {
 	pg    *pgtest.DB
 	my    *mysqltest.DB
 	in    *aodb.Inbox
-	clk   *clock.Mutable
+	clk   *testclock.Clock
 	sess  *pgtest.Session
 	reg   *prometheus.Registry
 	logs  *testlog.Buffer
@@ -161,7 +161,7 @@ type bundle struct {
 
 func setup(t *testing.T, cfg Config) (*Sweeper, *bundle) {
 	t.Helper()
-	b := &bundle{pg: pgtest.New(t), my: mysqltest.New(t), clk: clock.NewMutable(t0), reg: prometheus.NewRegistry(), logs: &testlog.Buffer{}}
+	b := &bundle{pg: pgtest.New(t), my: mysqltest.New(t), clk: testclock.New(t0), reg: prometheus.NewRegistry(), logs: &testlog.Buffer{}}
 	var err error
 	b.in, err = aodb.Open(b.my.ServiceDSN, 5*time.Second)
 	if err != nil {

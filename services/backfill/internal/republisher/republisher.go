@@ -131,10 +131,10 @@ func (r *Republisher) writePage(ctx context.Context, tx pgx.Tx, flids []string, 
 	return len(events), nil
 }
 
-// published reads the flights of a page as they are published (flightstore.LoadPublished: a
-// master with the MAFL of its children) in a few round trips for the whole page, so the pump
-// waits for the page's statements, not for a dozen per flight. No row locks: the pipeline lock
-// the caller holds already keeps every writer of the flight state out.
+// published reads the flights of a page as they are published (as flightstore.ReadPublished
+// reads one: a master with the MAFL of its children) in a few round trips for the whole page,
+// so the pump waits for the page's statements, not for a dozen per flight. No row locks: the
+// pipeline lock the caller holds already keeps every writer of the flight state out.
 func published(ctx context.Context, tx pgx.Tx, flids []string) ([]flight.Flight, error) {
 	flights, err := flightstore.LoadMany(ctx, tx, nil, flids)
 	if err != nil {

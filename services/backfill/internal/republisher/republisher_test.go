@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
@@ -21,7 +20,9 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/republisher"
+	"github.com/msgexchange/msgexchange/testkit/flights"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 )
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
@@ -64,22 +65,8 @@ func setup(t *testing.T, page int) (*pgtest.DB, *pgtest.Session, *republisher.Re
 	pg := pgtest.New(t)
 	cfg := republisher.FromConfig(config.Default())
 	cfg.Page = page
-	r := republisher.New(cfg, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	r := republisher.New(cfg, testclock.New(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	return pg, pg.Session(t), r
-}
-
-func save(t *testing.T, pg *pgtest.DB, fs ...flight.Flight) {
-	t.Helper()
-	if err := db.WithTx(t.Context(), pg.Pool, func(tx pgx.Tx) error {
-		for _, f := range fs {
-			if err := flightstore.Save(t.Context(), tx, f); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func run(t *testing.T, pg *pgtest.DB, sess *pgtest.Session, r *republisher.Republisher, spec jobs.RepublishSpec) jobs.RepublishJob {
@@ -108,7 +95,7 @@ func TestRepublishWritesTheCurrentStateAtItsVersion(t *testing.T) {
 	// K is a code-share child of A: A is published with K in its MAFL.
 	k := mk("K", 1, flight.Active)
 	k.Scalars["MAID"], k.Scalars["FLNO"] = "A", "ZH100"
-	save(t, pg, a, b, c, k)
+	flights.Write(t, pg.Pool, a, b, c, k)
 	pg.Exec(t, `INSERT INTO msg_event (target, partition_key, event_type, state_version, payload, state, created_at, updated_at, sent_at)
 		VALUES ('KAFKA:schd', 'A', 'UPSERT', 3, '{}', 'SENT', now(), now(), now()),
 		       ('KAFKA:schd', 'C', 'UPSERT', 4, '{"newer":true}', 'SENT', now(), now(), now())`)
@@ -121,7 +108,7 @@ func TestRepublishWritesTheCurrentStateAtItsVersion(t *testing.T) {
 		if g := got["A"]; g.typ != outbox.TypeUpsert || g.state != "PENDING" || g.version != 3 || g.payload == nil {
 			t.Errorf("round %d: A %+v, want its v3 document PENDING again", round, g)
 		}
-		published, err := flightstore.LoadPublished(t.Context(), pg.Pool, "A")
+		published, err := flightstore.ReadPublished(t.Context(), pg.Pool, "A")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +139,7 @@ func TestRepublishWritesTheCurrentStateAtItsVersion(t *testing.T) {
 func TestRepublishWaitsForThePumpsTransaction(t *testing.T) {
 	t.Parallel()
 	pg, sess, r := setup(t, 10)
-	save(t, pg, mk("A", 3, flight.Active))
+	flights.Write(t, pg.Pool, mk("A", 3, flight.Active))
 	ctx := t.Context()
 	pump, err := pg.Pool.Begin(ctx)
 	if err != nil {
@@ -170,7 +157,7 @@ func TestRepublishWaitsForThePumpsTransaction(t *testing.T) {
 	pg.WaitForLockWait(t)
 	next := mk("A", 4, flight.Active)
 	next.Scalars["ACFT"] = "789"
-	if err := flightstore.Save(ctx, pump, next); err != nil {
+	if err := flightstore.SaveMany(ctx, pump, nil, []flight.Flight{next}); err != nil {
 		t.Fatal(err)
 	}
 	if err := outbox.Add(ctx, pump, []outbox.NewEvent{{Target: outbox.TargetSchd, PartitionKey: "A", Type: outbox.TypeUpsert,

@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
@@ -38,7 +38,7 @@ func TestLostProjectionIsRebuiltOnItsOwn(t *testing.T) {
 	e := newEnv(t, 2)
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
-	e.s = sentinel.New(configWith(2), e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	e.s = sentinel.New(configWith(2), e.proj, testclock.New(t0), slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	e.save(t, mk("L1", 1, map[string]string{"FLNO": "CA101"}), mk("L2", 3, nil), mk("L3", 2, nil))
 	for round, lose := range []func() error{
 		func() error { return nil }, // never had the key
@@ -144,7 +144,7 @@ func TestLostProjectionThroughRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	paused := projection.New(client, e.rd.Prefix, 300*time.Millisecond)
-	s := sentinel.New(configWith(2), paused, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	s := sentinel.New(configWith(2), paused, testclock.New(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	if id, err := s.CheckLoss(t.Context(), e.sess); err == nil || id != 0 {
 		t.Fatalf("CheckLoss with Redis paused = %d, %v; want an error and no job", id, err)
 	}
@@ -154,7 +154,7 @@ func TestLostProjectionThroughRun(t *testing.T) {
 	if err := e.rd.Client.Ping(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	run := sentinel.New(withLossRebuild(configWith(2), 50*time.Millisecond), e.proj, clock.NewMutable(t0),
+	run := sentinel.New(withLossRebuild(configWith(2), 50*time.Millisecond), e.proj, testclock.New(t0),
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

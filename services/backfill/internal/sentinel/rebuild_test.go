@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
@@ -23,6 +22,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
+	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
@@ -221,7 +222,7 @@ func TestRebuildResumesAfterInterrupt(t *testing.T) {
 	}
 	// A new backfill process: a new sentinel, a new connection.
 	e.sess = e.pg.Session(t)
-	s2 := sentinel.New(configWith(4), e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	s2 := sentinel.New(configWith(4), e.proj, testclock.New(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	j := e.runJob(t, s2, id)
 	if j.Done != 22 || j.Total != 22 {
 		t.Errorf("done %d of %d, want 22 of 22", j.Done, j.Total)
@@ -366,21 +367,21 @@ func (e *env) pump(stop <-chan struct{}, n int) error {
 		case <-time.After(2 * time.Millisecond):
 		}
 		flid := fmt.Sprintf("L%02d", 2*(i%(n/2))+1)
-		if err := leader.LockPipeline(ctx, conn); err != nil {
+		if err := pgtest.LockPipeline(ctx, conn); err != nil {
 			return err
 		}
 		err := db.WithTx(ctx, conn, func(tx pgx.Tx) error {
-			f, err := flightstore.LoadPublished(ctx, tx, flid)
+			f, err := flightstore.ReadPublished(ctx, tx, flid)
 			if err != nil {
 				return err
 			}
 			f.Version++
 			f.Scalars["REMC"] = fmt.Sprintf("R%d", f.Version)
-			return flightstore.Save(ctx, tx, *f)
+			return flightstore.SaveMany(ctx, tx, nil, []flight.Flight{*f})
 		})
 		if err == nil {
 			var f *flight.Flight
-			if f, err = flightstore.LoadPublished(ctx, conn, flid); err == nil {
+			if f, err = flightstore.ReadPublished(ctx, conn, flid); err == nil {
 				_, err = e.proj.Write(ctx, flight.Project([]flight.Flight{*f}))
 			}
 		}
@@ -426,7 +427,7 @@ func TestRebuildOutageIsNotTheJobsFault(t *testing.T) {
 	opts.ContextTimeoutEnabled, opts.MaxRetries = true, -1
 	client := redis.NewClient(opts)
 	defer client.Close()
-	s := sentinel.New(configWith(2), projection.New(client, e.rd.Prefix, 500*time.Millisecond), clock.NewMutable(t0),
+	s := sentinel.New(configWith(2), projection.New(client, e.rd.Prefix, 500*time.Millisecond), testclock.New(t0),
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	// Every client waits 2s, longer than the projection's timeout.
 	if err := e.rd.Client.Do(t.Context(), "CLIENT", "PAUSE", "2000", "ALL").Err(); err != nil {

@@ -11,17 +11,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
+	"github.com/msgexchange/msgexchange/testkit/flights"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/redistest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 )
 
 var t0 = time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
@@ -41,26 +41,17 @@ func newEnv(t *testing.T, page int) *env {
 	e := &env{pg: pgtest.New(t), rd: redistest.Own(t), reg: prometheus.NewRegistry()}
 	e.sess = e.pg.Session(t)
 	e.proj = projection.New(e.rd.Client, e.rd.Prefix, 2*time.Second)
-	e.s = sentinel.New(configWith(page), e.proj, clock.NewMutable(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), e.reg)
+	e.s = sentinel.New(configWith(page), e.proj, testclock.New(t0), slog.New(slog.NewTextHandler(io.Discard, nil)), e.reg)
 	return e
 }
 
 // save writes flights to PostgreSQL and projects them as the pump does (compare-and-set).
 func (e *env) save(t *testing.T, fs ...flight.Flight) {
 	t.Helper()
-	if err := db.WithTx(t.Context(), e.pg.Pool, func(tx pgx.Tx) error {
-		for _, f := range fs {
-			if err := flightstore.Save(t.Context(), tx, f); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	flights.Write(t, e.pg.Pool, fs...)
 	var published []flight.Flight
 	for _, f := range fs {
-		p, err := flightstore.LoadPublished(t.Context(), e.pg.Pool, f.FLID)
+		p, err := flightstore.ReadPublished(t.Context(), e.pg.Pool, f.FLID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +206,7 @@ func TestCheckWaitsForThePumpAndKeepsItsNewerVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pump.Close(context.Background())
-	if err := leader.LockPipeline(t.Context(), pump); err != nil {
+	if err := pgtest.LockPipeline(t.Context(), pump); err != nil {
 		t.Fatal(err)
 	}
 	// The pump's domain transaction committed version 2; its projection write is still to come.
@@ -230,7 +221,7 @@ func TestCheckWaitsForThePumpAndKeepsItsNewerVersion(t *testing.T) {
 		t.Fatalf("the check ran while the pump held the pipeline lock: %s", res)
 	case <-time.After(500 * time.Millisecond):
 	}
-	p, err := flightstore.LoadPublished(t.Context(), e.pg.Pool, "P1")
+	p, err := flightstore.ReadPublished(t.Context(), e.pg.Pool, "P1")
 	if err != nil {
 		t.Fatal(err)
 	}

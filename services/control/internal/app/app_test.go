@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -29,6 +28,7 @@ import (
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/app"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
@@ -89,7 +89,7 @@ func startWith(t *testing.T, db *pgtest.DB, name string, now time.Time, edit fun
 		cancel()
 		t.Fatalf("service.New: %v", err)
 	}
-	b.Clock = clock.NewMutable(now)
+	b.Clock = testclock.New(now)
 	a, err := app.New(b)
 	if err != nil {
 		b.Close()

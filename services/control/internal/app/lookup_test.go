@@ -13,14 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/msgexchange/msgexchange/pkg/config"
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
+	"github.com/msgexchange/msgexchange/testkit/flights"
 	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/redistest"
@@ -57,9 +54,7 @@ func lookupFixture(t *testing.T) (env []string, rd *redistest.Redis, msgID int64
 	f := flight.New("F1")
 	f.Version, f.LastMsgID, f.CreatedAt, f.UpdatedAt, f.OperationDay = 3, msgID, at(9), at(9), &day
 	f.Scalars = map[string]string{"FLNO": "CA1501", "ALCD": "CA", "ESTT": "01MAR260850"}
-	if err := db.WithTx(t.Context(), pg.Pool, func(tx pgx.Tx) error { return flightstore.Save(t.Context(), tx, f) }); err != nil {
-		t.Fatal(err)
-	}
+	flights.Write(t, pg.Pool, f)
 	if _, err := projection.New(rd.Client, rd.Prefix, 5*time.Second).Write(t.Context(), flight.Project([]flight.Flight{f})); err != nil {
 		t.Fatal(err)
 	}

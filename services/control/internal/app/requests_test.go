@@ -11,12 +11,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testlog"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
@@ -243,7 +243,7 @@ func TestRequestLimits(t *testing.T) {
 		c.Req.CallerPerMinute, c.Req.CallerBurst, c.Req.MaxOpen, c.Req.DayWindow = 2, 3, 5, 10
 	}, io.Discard)
 	waitActive(t, in)
-	clk := in.base.Clock.(*clock.Mutable)
+	clk := in.base.Clock.(*testclock.Clock)
 	ctx := withToken(callCtx(t), token)
 	schedule := func(from, to string) error {
 		_, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: from, ToDay: to})

@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 )
 
 // A flood of refusals is one line per interval with the count of the rest, not a line each.
 func TestRefusalLogIsRateLimited(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	clk := clock.NewMutable(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	clk := testclock.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	r := newRefusalLog(slog.New(slog.NewJSONHandler(&buf, nil)), clk, nil)
 	for range 1000 {
 		r.note(context.Background(), "unauthenticated", "/x/Y")

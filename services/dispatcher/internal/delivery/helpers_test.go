@@ -19,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
@@ -29,6 +28,7 @@ import (
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
@@ -208,7 +208,7 @@ type fixture struct {
 	db     *pgtest.DB
 	broker *broker
 	txnID  string
-	clock  *clock.Mutable
+	clock  *testclock.Clock
 	prod   *kafka.Producer
 	s      delivery.Session
 	d      *delivery.Dispatcher
@@ -267,7 +267,7 @@ func setup(t testing.TB, o options) *fixture {
 func newFixture(t testing.TB, b *broker, o options) *fixture {
 	t.Helper()
 	f := &fixture{t: t, db: pgtest.New(t), broker: b, txnID: kafkatest.Name(config.Default().Kafka.TransactionalID),
-		clock: clock.NewMutable(t0), reg: prometheus.NewRegistry(), tune: o.tune,
+		clock: testclock.New(t0), reg: prometheus.NewRegistry(), tune: o.tune,
 		logs: &logBuffer{}}
 	f.s = f.db.Session(t)
 	f.prod = f.newProducer()

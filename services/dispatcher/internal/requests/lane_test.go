@@ -14,13 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/retry"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
@@ -51,13 +51,13 @@ type fixture struct {
 	pg    *pgtest.DB
 	my    *mysqltest.DB
 	out   *switchable
-	clock *clock.Mutable
+	clock *testclock.Clock
 	s     Session
 }
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{pg: pgtest.New(t), my: mysqltest.New(t), clock: clock.NewMutable(t0)}
+	f := &fixture{pg: pgtest.New(t), my: mysqltest.New(t), clock: testclock.New(t0)}
 	up, err := aodb.Open(f.my.ServiceDSN, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -94,13 +94,17 @@ func (f *fixture) register(t *testing.T, spec request.Spec) request.Request {
 	return r.Request
 }
 
+// get reads request id as control lists it (request.List, one row from id on).
 func (f *fixture) get(t *testing.T, id int64) request.Request {
 	t.Helper()
-	r, err := request.Get(t.Context(), f.pg.Pool, id)
+	rs, err := request.List(t.Context(), f.pg.Pool, request.Filter{After: id - 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	if len(rs) != 1 || rs[0].ID != id {
+		t.Fatalf("request %d not found (listed %+v)", id, rs)
+	}
+	return rs[0]
 }
 
 // rows returns the COUTMSGS rows as id → text.

@@ -13,12 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
-	"github.com/msgexchange/msgexchange/pkg/clock"
 	"github.com/msgexchange/msgexchange/pkg/cursor"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 	"github.com/msgexchange/msgexchange/services/ingest/internal/netfaulttest"
 	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testlog"
 )
 
@@ -30,7 +30,7 @@ type env struct {
 	my    *mysqltest.DB
 	proxy *netfaulttest.Proxy
 	in    *aodb.Inbox
-	clk   *clock.Mutable
+	clk   *testclock.Clock
 	logs  *testlog.Buffer
 	tel   *telemetry.Telemetry
 	cfg   Config
@@ -41,7 +41,7 @@ var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgtest.New(t), my: mysqltest.New(t), clk: clock.NewMutable(t0), logs: &testlog.Buffer{}}
+	e := &env{t: t, pg: pgtest.New(t), my: mysqltest.New(t), clk: testclock.New(t0), logs: &testlog.Buffer{}}
 	cfg, err := mysql.ParseDSN(e.my.ServiceDSN)
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/redistest"
+	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
@@ -47,7 +48,7 @@ type env struct {
 	rd    *redistest.Redis
 	inbox *aodb.Inbox
 	proj  *projection.Projection
-	clk   *clock.Mutable
+	clk   *testclock.Clock
 	cfg   config.Config
 	seq   int64
 	// real makes the pump and the test data use the real clock (tests that run the pump on its
@@ -74,7 +75,7 @@ func (e *env) clock() clock.Clock {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), rd: redistest.New(t), clk: clock.NewMutable(start), cfg: config.Default()}
+	e := &env{pg: pgtest.New(t), my: mysqltest.New(t), rd: redistest.New(t), clk: testclock.New(start), cfg: config.Default()}
 	var err error
 	e.inbox, err = aodb.Open(e.my.ServiceDSN, 5*time.Second)
 	if err != nil {

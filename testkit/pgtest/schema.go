@@ -1,4 +1,4 @@
-package migrate
+package pgtest
 
 import (
 	"fmt"
@@ -9,9 +9,9 @@ import (
 )
 
 // WriteSchema writes every migration to w, its path, its length and its content, so a hash of
-// what it wrote names the schema: the test databases built from templates (testkit/pgtest,
-// testkit/benchdata) name theirs by it, and a changed migration gets a new template instead of a
-// test running against an old one.
+// what it wrote names the schema: the test databases built from templates (pgtest, benchdata)
+// name theirs by it, and a changed migration gets a new template instead of a test running
+// against an old one.
 func WriteSchema(w io.Writer) error {
 	err := fs.WalkDir(migrations.PG, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
