@@ -120,13 +120,6 @@ func scanChange(row pgx.CollectableRow) (Change, error) {
 	return c, nil
 }
 
-// History returns up to limit rows of flid's change history after message after, in ID order
-// (the primary key serves it).
-func History(ctx context.Context, q db.Executor, flid string, after int64, limit int) ([]Change, error) {
-	return queryChanges(ctx, q, "history of "+flid,
-		`SELECT `+changeColumns+` FROM flight_change WHERE flid = $1 AND msg_id > $2 ORDER BY msg_id LIMIT $3`, flid, after, limit)
-}
-
 // RowBound is how a byte-bounded read (EachHistory, EachChangeOf) counts: it reads the changes
 // of a row only while the rows before it take less than Bytes, each counted as its size as
 // stored, but at most RowBytes (what the reader keeps of a row however large: control cuts
@@ -180,16 +173,4 @@ func eachChange(ctx context.Context, q db.Executor, what, where, order string, l
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
-}
-
-func queryChanges(ctx context.Context, q db.Executor, what, sql string, args ...any) ([]Change, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	out, err := pgx.CollectRows(rows, scanChange)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
 }

@@ -82,6 +82,9 @@ type Row struct {
 // All reports whether the job covers every flight.
 func (r Row) All() bool { return r.FLIDs == nil }
 
+// Open reports whether the job is still to run or running (PENDING or RUNNING).
+func (r Row) Open() bool { return r.State == StatePending || r.State == StateRunning }
+
 // NextFLIDs returns up to n FLIDs of a scoped job after the cursor (its FLIDs are sorted).
 func (r Row) NextFLIDs(n int) []string {
 	i, _ := slices.BinarySearch(r.FLIDs, r.Cursor)

@@ -8,16 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
-	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
-	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
+	"github.com/msgexchange/msgexchange/testkit/flights"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
@@ -37,9 +35,7 @@ func TestDryRunsOfJobsAndAcknowledgements(t *testing.T) {
 		f := flight.New(flid)
 		f.Version, f.CreatedAt, f.UpdatedAt, f.OperationDay = 1, now, now, &day
 		f.Scalars = map[string]string{"FLNO": "CA1501", "ALCD": "CA"}
-		if err := db.WithTx(t.Context(), pg.Pool, func(tx pgx.Tx) error { return flightstore.Save(t.Context(), tx, f) }); err != nil {
-			t.Fatal(err)
-		}
+		flights.Write(t, pg.Pool, f)
 	}
 	procRow(t, pg, 1, "DEAD", "MALFORMED", now)
 	procRow(t, pg, 2, "DEAD", "MALFORMED", now)
