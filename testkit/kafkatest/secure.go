@@ -197,32 +197,36 @@ func writePEM(t testing.TB, dir, name string, b []byte) string {
 // any host.
 func (s *Secured) Grant(t testing.TB, b *kadm.ACLBuilder) {
 	t.Helper()
-	s.acl(t, "grant", func(ctx context.Context) error {
-		res, err := s.Admin().CreateACLs(ctx, b.Allow("User:"+s.User).AllowHosts())
-		for _, r := range res {
-			err = errors.Join(err, r.Err)
+	s.acl(t, "grant", func(ctx context.Context, b *kadm.ACLBuilder) ([]error, error) {
+		res, err := s.Admin().CreateACLs(ctx, b)
+		errs := make([]error, len(res))
+		for i, r := range res {
+			errs[i] = r.Err
 		}
-		return err
-	})
+		return errs, err
+	}, b)
 }
 
 // Revoke takes back what Grant allowed with the same builder.
 func (s *Secured) Revoke(t testing.TB, b *kadm.ACLBuilder) {
 	t.Helper()
-	s.acl(t, "revoke", func(ctx context.Context) error {
-		res, err := s.Admin().DeleteACLs(ctx, b.Allow("User:"+s.User).AllowHosts())
-		for _, r := range res {
-			err = errors.Join(err, r.Err)
+	s.acl(t, "revoke", func(ctx context.Context, b *kadm.ACLBuilder) ([]error, error) {
+		res, err := s.Admin().DeleteACLs(ctx, b)
+		errs := make([]error, len(res))
+		for i, r := range res {
+			errs[i] = r.Err
 		}
-		return err
-	})
+		return errs, err
+	}, b)
 }
 
-func (s *Secured) acl(t testing.TB, what string, fn func(ctx context.Context) error) {
+// acl runs an ACL request for the User's b and fails the test on any error of it.
+func (s *Secured) acl(t testing.TB, what string, request func(context.Context, *kadm.ACLBuilder) ([]error, error), b *kadm.ACLBuilder) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := fn(ctx); err != nil {
+	errs, err := request(ctx, b.Allow("User:"+s.User).AllowHosts())
+	if err = errors.Join(append(errs, err)...); err != nil {
 		t.Fatalf("kafkatest: %s ACL: %v", what, err)
 	}
 }

@@ -50,26 +50,8 @@ func TestDispatcherWithExactlyTheDocumentedACLs(t *testing.T) {
 	}
 	pg, my, rdb := pgtest.New(t), mysqltest.New(t), redistest.New(t)
 	admin := freePort(t)
-	s := newSecuredStack(t, pg, my, rdb, []string{
-		"MSGX_KAFKA_BROKERS=" + broker.SASL.Addr(),
-		"MSGX_KAFKA_TOPIC_MSG=" + topicMsg,
-		"MSGX_KAFKA_TOPIC_SCHD=" + topicSchd,
-		"MSGX_KAFKA_TRANSACTIONAL_ID=" + txnID,
-		"MSGX_KAFKA_TLS=true",
-		"MSGX_KAFKA_TLS_CA=" + broker.CA,
-		"MSGX_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
-		"MSGX_KAFKA_SASL_USERNAME=" + broker.User,
-		"MSGX_KAFKA_SASL_PASSWORD_FILE=" + password,
-	})
-	if err := s.Start("dispatcher", nil, "MSGX_ADMIN_ADDR="+admin); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []string{"ingest", "pump"} {
-		if err := s.Start(r, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitReady(t, s, "dispatcher", admin)
+	s := scramStack(t, pg, my, rdb, broker, topicMsg, topicSchd, txnID)
+	startPipeline(t, s, admin, "MSGX_KAFKA_SASL_PASSWORD_FILE="+password)
 	day := time.Date(2026, 12, 7, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
 	next := 0
 	send := func() int64 {

@@ -44,26 +44,8 @@ func TestDispatcherOverSCRAMAndTLS(t *testing.T) {
 	}
 	pg, my, rdb := pgtest.New(t), mysqltest.New(t), redistest.New(t)
 	admin := freePort(t)
-	s := newSecuredStack(t, pg, my, rdb, []string{
-		"MSGX_KAFKA_BROKERS=" + broker.SASL.Addr(),
-		"MSGX_KAFKA_TOPIC_MSG=" + topicMsg,
-		"MSGX_KAFKA_TOPIC_SCHD=" + topicSchd,
-		"MSGX_KAFKA_TRANSACTIONAL_ID=" + kafkatest.Name("msgx-dispatcher"),
-		"MSGX_KAFKA_TLS=true",
-		"MSGX_KAFKA_TLS_CA=" + broker.CA,
-		"MSGX_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
-		"MSGX_KAFKA_SASL_USERNAME=" + broker.User,
-	})
-	if err := s.Start("dispatcher", nil, "MSGX_ADMIN_ADDR="+admin,
-		"MSGX_KAFKA_SASL_PASSWORD_FILE="+secret("password", broker.Password)); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []string{"ingest", "pump"} {
-		if err := s.Start(r, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitReady(t, s, "dispatcher", admin)
+	s := scramStack(t, pg, my, rdb, broker, topicMsg, topicSchd, kafkatest.Name("msgx-dispatcher"))
+	startPipeline(t, s, admin, "MSGX_KAFKA_SASL_PASSWORD_FILE="+secret("password", broker.Password))
 	day := time.Date(2026, 12, 7, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
 	f := traffic.Flight{FLID: "SECURE-1", ALCD: "CA", FLNO: "CA1951", MVIN: "D", SODT: day.Add(9 * time.Hour),
 		FLTY: "W", FLIN: "D", ACFT: "33L", Route: []string{"PEK", "SHA"}}
@@ -122,9 +104,11 @@ func TestDispatcherOverSCRAMAndTLS(t *testing.T) {
 	}
 }
 
-// newSecuredStack is a stack of the five binaries on the test's databases and the given Kafka
-// settings; the processes' output is logged when the test fails.
-func newSecuredStack(t *testing.T, pg *pgtest.DB, my *mysqltest.DB, rdb *redistest.Redis, kafka []string) *stack.Stack {
+// scramStack is a stack of the five binaries on the test's databases whose dispatcher logs in to
+// broker's SASL listener with SCRAM-SHA-512 over TLS, verifying the broker against its CA; the
+// password file is each start's. The processes' output is logged when the test fails.
+func scramStack(t *testing.T, pg *pgtest.DB, my *mysqltest.DB, rdb *redistest.Redis, broker *kafkatest.Secured,
+	topicMsg, topicSchd, txnID string) *stack.Stack {
 	t.Helper()
 	s := stack.New(binaries(t), append([]string{
 		"MSGX_PG_DSN=" + pg.DSN,
@@ -136,7 +120,15 @@ func newSecuredStack(t *testing.T, pg *pgtest.DB, my *mysqltest.DB, rdb *rediste
 		"MSGX_SCHD_FLUSH_PERIOD=200ms",
 		"MSGX_SHUTDOWN_TIMEOUT=5s",
 		"MSGX_LOG_LEVEL=info",
-	}, append(kafka, startupBackoff...)...), nil)
+		"MSGX_KAFKA_BROKERS=" + broker.SASL.Addr(),
+		"MSGX_KAFKA_TOPIC_MSG=" + topicMsg,
+		"MSGX_KAFKA_TOPIC_SCHD=" + topicSchd,
+		"MSGX_KAFKA_TRANSACTIONAL_ID=" + txnID,
+		"MSGX_KAFKA_TLS=true",
+		"MSGX_KAFKA_TLS_CA=" + broker.CA,
+		"MSGX_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
+		"MSGX_KAFKA_SASL_USERNAME=" + broker.User,
+	}, startupBackoff...), nil)
 	t.Cleanup(func() {
 		s.StopAll(10 * time.Second)
 		if t.Failed() {
@@ -146,6 +138,21 @@ func newSecuredStack(t *testing.T, pg *pgtest.DB, my *mysqltest.DB, rdb *rediste
 		}
 	})
 	return s
+}
+
+// startPipeline starts the dispatcher (its admin endpoint on admin, with dispatcherEnv), ingest
+// and the pump, and waits until the dispatcher is ready.
+func startPipeline(t *testing.T, s *stack.Stack, admin string, dispatcherEnv ...string) {
+	t.Helper()
+	if err := s.Start("dispatcher", nil, append([]string{"MSGX_ADMIN_ADDR=" + admin}, dispatcherEnv...)...); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"ingest", "pump"} {
+		if err := s.Start(r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReady(t, s, "dispatcher", admin)
 }
 
 // tlsTo verifies a broker's certificate against the CA file ca.
