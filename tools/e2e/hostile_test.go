@@ -132,8 +132,9 @@ func hostileCorpus(ffid string) []*hostile {
 // TestHostileCorpus sends the hostile corpus through the five binaries: every row ends DEAD or
 // SKIPPED with its reason and its processed marker, nothing of it reaches the flight state,
 // the outbox or Redis, no service restarts or passes maxRSS, and the ordinary messages after
-// it succeed. One ordinary message's state is larger than the dispatcher's record bound: the
-// message succeeds, and that event is DEAD with the refusal instead of being retried.
+// it succeed. One ordinary message would make a state larger than the dispatcher's record bound:
+// the pump refuses it DEAD(MALFORMED) with both sizes before it writes anything (R-IDENT-5),
+// rather than store a state that could never be published.
 func TestHostileCorpus(t *testing.T) {
 	e := newEnv(t)
 	for _, role := range stack.Services {
@@ -168,7 +169,7 @@ func TestHostileCorpus(t *testing.T) {
 			return f.terminal && f.delivered, f.String()
 		})
 	}
-	before := e.flightRows(t, hostileFLID)
+	before, bigBefore := e.flightRows(t, hostileFLID), e.flightRows(t, big.FLID)
 
 	corpus := hostileCorpus(f.FFID())
 	// A resend of a message already processed: a duplicate, skipped.
@@ -185,7 +186,7 @@ func TestHostileCorpus(t *testing.T) {
 	}
 	after := []*message{
 		{xml: traffic.FLOP(900, later, hostileFLID, f.FFID(), "REMC", "<REMC>"+remark+"</REMC>"), want: "SUCCEEDED"},
-		{xml: traffic.FLOP(901, later, big.FLID, big.FFID(), "GTDT", gates.String()), want: "SUCCEEDED"},
+		{xml: traffic.FLOP(901, later, big.FLID, big.FFID(), "GTDT", gates.String()), want: "DEAD"},
 	}
 	e.insert(t, after)
 
@@ -232,23 +233,25 @@ func TestHostileCorpus(t *testing.T) {
 		t.Errorf("projection of %d bytes, REMC %q...: want the ordinary remark", len(doc), clip(fmt.Sprint(projected["REMC"])))
 	}
 
-	// The state too large for a record: the message succeeds and its change notification is
-	// delivered; the full state is refused by the dispatcher at once, with the reason.
+	// The state too large for a record: refused by the pump, with the bound's name, before it
+	// changed anything; the flight keeps its version and nothing goes to the outbox.
 	testwait.ForState(t, 60*time.Second, "the refusal of the oversized state", func() (bool, string) {
-		var state, lastError string
-		var attempts int
-		err := e.pg.Pool.QueryRow(ctx, `SELECT state, attempts, coalesce(last_error, '') FROM msg_event
-			WHERE msg_id = $1 AND target = 'KAFKA:schd'`, after[1].id).Scan(&state, &attempts, &lastError)
-		if err != nil {
-			return false, err.Error()
-		}
-		return state == "DEAD" && attempts == 1 && strings.Contains(lastError, "kafka.max-message-bytes"),
-			fmt.Sprintf("%s after %d attempts: %s", state, attempts, clip(lastError))
+		f := e.facts(t, after[1].id)
+		return f.terminal && f.marked, f.String()
 	})
-	var msgState string
-	if err := e.pg.Pool.QueryRow(ctx, `SELECT e.state FROM msg_event e JOIN proc_state p USING (msg_id)
-		WHERE e.msg_id = $1 AND e.target = 'KAFKA:msg' AND p.state = 'SUCCEEDED'`, after[1].id).Scan(&msgState); err != nil || msgState != "SENT" {
-		t.Errorf("the oversized state's message and notification: %q, %v; want SUCCEEDED and SENT", msgState, err)
+	var state, class, reason string
+	if err := e.pg.Pool.QueryRow(ctx, `SELECT state, coalesce(error_class, ''), coalesce(last_error, '') FROM proc_state WHERE msg_id = $1`,
+		after[1].id).Scan(&state, &class, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if state != "DEAD" || class != "MALFORMED" || !strings.Contains(reason, "kafka.max-message-bytes") {
+		t.Errorf("the oversized state's message: %s(%s) %q, want DEAD(MALFORMED) naming kafka.max-message-bytes", state, class, clip(reason))
+	}
+	if n := e.facts(t, after[1].id).events; n != 0 {
+		t.Errorf("the oversized state's message wrote %d outbox events", n)
+	}
+	if got := e.flightRows(t, big.FLID); got.version != bigBefore.version {
+		t.Errorf("the big flight is at version %d after the refused message, was %d", got.version, bigBefore.version)
 	}
 
 	for _, role := range stack.Services {

@@ -21,9 +21,9 @@ import (
 )
 
 // TestLargeFlightIsReadInBytePages reproduces issue #57's second finding through the five
-// binaries and the msgxctl binary, at a smaller scale: a flight whose FLOPs each rewrite a gate
-// collection of about 400 KB (the largest a KAFKA:schd record of the default
-// kafka.max-message-bytes lets a flight hold), so that its history is several times
+// binaries and the msgxctl binary, at a smaller scale: a flight whose FLOPs each rewrite its 99
+// gates (the collection's bound) with 3 KB gate names, about 300 KB (under the KAFKA:schd
+// record of the default kafka.max-message-bytes), so that its history is several times
 // control.page-bytes. Before the byte bound, one default GetFlightHistory page held all of it
 // and msgxctl failed with exit 18 over 4 MiB. Now: every raw page stays under the budget and
 // ends with the cursor of the next, msgxctl flight-history and get-message exit 0 with every
@@ -31,8 +31,8 @@ import (
 func TestLargeFlightIsReadInBytePages(t *testing.T) {
 	const (
 		flid  = "E2E-PAGES"
-		flops = 5
-		gates = 2500
+		flops = 6
+		gates = 99
 	)
 	e := newEnv(t)
 	e.startAllWith(t)
@@ -42,12 +42,10 @@ func TestLargeFlightIsReadInBytePages(t *testing.T) {
 	dttm := day.Add(6 * time.Hour)
 	msgs := []*message{{xml: traffic.ADFT(1, dttm, f), want: "SUCCEEDED"}}
 	for n := 1; n <= flops; n++ {
-		// Each FLOP moves every gate's times: the whole collection changes, old and new.
-		at := traffic.FormatTime(f.SODT.Add(time.Duration(n) * time.Minute))
+		// Each FLOP renames every gate: the whole collection changes, old and new.
 		var body strings.Builder
 		for i := 1; i <= gates; i++ {
-			fmt.Fprintf(&body, `<GTDT GTNO="%d"><GATE>G%05d</GATE><PGOT>%s</PGOT><PGCT>%s</PGCT><GOTM>%s</GOTM><GCTM>%s</GCTM><GTYP>M</GTYP></GTDT>`,
-				i, i, at, at, at, at)
+			fmt.Fprintf(&body, `<GTDT GTNO="%d"><GATE>%s</GATE></GTDT>`, i, strings.Repeat(string(rune('A'+n)), 3000))
 		}
 		msgs = append(msgs, &message{xml: traffic.FLOP(int64(1+n), dttm.Add(time.Duration(n)*time.Minute), flid, f.FFID(), "GTDT", body.String()),
 			want: "SUCCEEDED"})
@@ -123,7 +121,7 @@ func TestLargeFlightIsReadInBytePages(t *testing.T) {
 		t.Errorf("msgxctl get-message of a FLOP: exit %d\n%s", code, errOut)
 	}
 	peak := peakRSS(t, e.stack.PID("control"))
-	t.Logf("history of %d entries, %d bytes (%d FLOPs × %d gates): %d raw pages, the largest %d bytes (control.page-bytes %d); msgxctl flight-history printed %d bytes; control peak RSS %d MiB",
+	t.Logf("history of %d entries, %d bytes (%d FLOPs × %d gates of 3 KB): %d raw pages, the largest %d bytes (control.page-bytes %d); msgxctl flight-history printed %d bytes; control peak RSS %d MiB",
 		entries, historyBytes, flops, gates, pages, largest, budget, len(out), peak>>20)
 	if peak > 200<<20 {
 		t.Errorf("control peak RSS %d MiB, want under 200 MiB", peak>>20)
