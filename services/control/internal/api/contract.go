@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/msgexchange/msgexchange/pkg/cursor"
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -60,12 +61,8 @@ func (s *Service) floorAfterMarkers(ctx context.Context, op string, cur cursor.C
 	if !found {
 		return nil
 	}
-	var floorAt *time.Time
-	if err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		floorAt, err = flightstore.FloorRecordedAt(ctx, tx)
-		return err
-	}); err != nil {
+	floorAt, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) (*time.Time, error) { return flightstore.FloorRecordedAt(ctx, tx) })
+	if err != nil {
 		return toStatus(ctx, op, err)
 	}
 	if floorAt == nil || floorAt.Before(at) {
@@ -102,12 +99,7 @@ func (s *Service) ResolveContractViolation(ctx context.Context, req *controlv1.R
 		since := req.GetSince().AsTime()
 		r.Since = &since
 	}
-	var cur cursor.Cursor
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		cur, err = cursor.Load(ctx, tx)
-		return err
-	})
+	cur, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) (cursor.Cursor, error) { return cursor.Load(ctx, tx) })
 	if err != nil {
 		return nil, toStatus(ctx, op, err)
 	}

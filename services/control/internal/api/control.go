@@ -370,6 +370,13 @@ func (s *Service) body(ctx context.Context, id, offset, limit int64) (bodyPart, 
 // errPoolBusy is a read that found no free pool connection within PoolWait.
 var errPoolBusy = errors.New("no free database connection")
 
+// reader is the Service's read transaction (read) as a db.Txer, so that a read returning one
+// value is db.TxV(ctx, reader{s}, …).
+type reader struct{ s *Service }
+
+// Tx implements db.Txer with read.
+func (r reader) Tx(ctx context.Context, fn func(tx pgx.Tx) error) error { return r.s.read(ctx, fn) }
+
 // read runs fn in a read-only REPEATABLE READ transaction bounded by ReadTimeout; every read
 // of the API goes through it. Waiting for the pool connection is bounded by PoolWait (the
 // context of BeginTx covers the acquisition and the BEGIN only, not the transaction).

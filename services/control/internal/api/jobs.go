@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/jobs"
 )
 
@@ -51,13 +52,12 @@ func cancelJob[J any](ctx context.Context, s *Service, what string, table *jobs.
 // getJob reads job id of table, and then what also reads in the same transaction (nil for
 // nothing).
 func getJob[J any](ctx context.Context, s *Service, what string, table *jobs.Table[J], id int64, also func(tx pgx.Tx) error) (J, error) {
-	var job J
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		if job, err = table.Get(ctx, tx, id); err != nil || also == nil {
-			return err
+	job, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) (J, error) {
+		job, err := table.Get(ctx, tx, id)
+		if err != nil || also == nil {
+			return job, err
 		}
-		return also(tx)
+		return job, also(tx)
 	})
 	if err != nil {
 		return job, toStatus(ctx, what, err)
@@ -75,14 +75,13 @@ func listJobs[J any, M proto.Message](ctx context.Context, s *Service, what stri
 	if err != nil {
 		return nil, "", err
 	}
-	var list []J
-	err = s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		// One job more than the page tells whether a next page exists.
-		if list, err = table.List(ctx, tx, before, n+1); err != nil || also == nil {
-			return err
+	// One job more than the page tells whether a next page exists.
+	list, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) ([]J, error) {
+		list, err := table.List(ctx, tx, before, n+1)
+		if err != nil || also == nil {
+			return list, err
 		}
-		return also(tx)
+		return list, also(tx)
 	})
 	if err != nil {
 		return nil, "", toStatus(ctx, what, err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -76,12 +77,7 @@ func (s *Service) ListMessages(ctx context.Context, req *controlv1.ListMessagesR
 		f.FLIDs = flids
 	}
 	// One row more than the page tells whether another page exists without a count query.
-	var msgs []queue.Message
-	err = s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		msgs, err = queue.List(ctx, tx, f, size+1)
-		return err
-	})
+	msgs, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) ([]queue.Message, error) { return queue.List(ctx, tx, f, size+1) })
 	if err != nil {
 		return nil, toStatus(ctx, "list messages", err)
 	}

@@ -176,12 +176,7 @@ func (s *Service) writeStatus(ctx context.Context, op string, err error) error {
 // scripts.
 func (s *Service) standby(ctx context.Context, op string) error {
 	active, since := "", ""
-	var holders []leader.Holder
-	if err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		holders, err = leader.Holders(ctx, tx)
-		return err
-	}); err == nil {
+	if holders, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) ([]leader.Holder, error) { return leader.Holders(ctx, tx) }); err == nil {
 		for _, h := range holders {
 			if h.Role == "control" && h.Active {
 				active, since = h.Instance, h.Since.UTC().Format("2006-01-02T15:04:05Z")

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/refstore"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -17,12 +18,7 @@ import (
 // GetReference implements ControlService.GetReference from ref_effective, the view admin-api
 // reads.
 func (s *Service) GetReference(ctx context.Context, req *controlv1.GetReferenceRequest) (*controlv1.GetReferenceResponse, error) {
-	var e refstore.Entry
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		e, err = refstore.Get(ctx, tx, req.GetRtype(), req.GetRkey())
-		return err
-	})
+	e, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) (refstore.Entry, error) { return refstore.Get(ctx, tx, req.GetRtype(), req.GetRkey()) })
 	if err != nil {
 		return nil, toStatus(ctx, "get reference", err)
 	}
@@ -46,11 +42,8 @@ func (s *Service) ListReference(ctx context.Context, req *controlv1.ListReferenc
 	if size == 0 {
 		size = controlv1.DefaultPageSize
 	}
-	var entries []refstore.Entry
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		entries, err = refstore.List(ctx, tx, req.GetRtype(), after, size+1)
-		return err
+	entries, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) ([]refstore.Entry, error) {
+		return refstore.List(ctx, tx, req.GetRtype(), after, size+1)
 	})
 	if err != nil {
 		return nil, toStatus(ctx, "list reference", err)
@@ -101,11 +94,8 @@ func (s *Service) GetResourceStatus(ctx context.Context, req *controlv1.GetResou
 	if req.At != nil {
 		at = req.GetAt().AsTime()
 	}
-	var st refstore.Status
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		st, err = refstore.StatusAt(ctx, tx, req.GetRtyp(), req.GetRsid(), at)
-		return err
+	st, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) (refstore.Status, error) {
+		return refstore.StatusAt(ctx, tx, req.GetRtyp(), req.GetRsid(), at)
 	})
 	if err != nil {
 		return nil, toStatus(ctx, "get resource status", err)

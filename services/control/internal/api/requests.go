@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/request"
 	"github.com/msgexchange/msgexchange/pkg/sis"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -134,12 +135,7 @@ func (s *Service) ListRequests(ctx context.Context, req *controlv1.ListRequestsR
 		return nil, err
 	}
 	f.After = after
-	var rows []request.Request
-	err = s.read(ctx, func(tx pgx.Tx) error {
-		var err error
-		rows, err = request.List(ctx, tx, f, size+1)
-		return err
-	})
+	rows, err := db.TxV(ctx, reader{s}, func(tx pgx.Tx) ([]request.Request, error) { return request.List(ctx, tx, f, size+1) })
 	if err != nil {
 		return nil, toStatus(ctx, "list requests", err)
 	}

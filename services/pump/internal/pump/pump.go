@@ -323,13 +323,10 @@ func (p *Pump) tick(ctx context.Context, s Session, next *queue.Message) (time.D
 		// per-message gate that also records the backfill intent. It is decided once the last
 		// backoff has passed, so every step of the table fires (R-PUMP-5's start-up check
 		// makes the table as long as the attempts).
-		var changed bool
-		err := s.Do(ctx, func(conn *pgx.Conn) error {
+		changed, err := db.DoV(ctx, s, func(conn *pgx.Conn) (bool, error) {
 			ctx, cancel := context.WithTimeout(ctx, p.cfg.RecordTimeout)
 			defer cancel()
-			var err error
-			changed, err = queue.Exhaust(ctx, conn, head.MsgID, p.cfg.Retry.MaxAttempts, now)
-			return err
+			return queue.Exhaust(ctx, conn, head.MsgID, p.cfg.Retry.MaxAttempts, now)
 		})
 		if err == nil && changed {
 			p.metrics.finished.WithLabelValues(string(queue.Dead), string(queue.Exhausted)).Inc()
