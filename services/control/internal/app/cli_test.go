@@ -308,6 +308,34 @@ func TestMsgxctl(t *testing.T) {
 			t.Errorf("with -o json the reason goes to stderr: exit %d: %s\n%s", code, errOut, out)
 		}
 	})
+	// Issue #56 finding 10: a typo in an ID exits 15 (NOT_FOUND), never 0, and an unknown message
+	// is told apart from one that is not DEAD.
+	t.Run("unknown IDs exit NOT_FOUND", func(t *testing.T) {
+		procRow(t, db, 3, "SUCCEEDED", "", now)
+		notFound := ctl.ExitCode(codes.NotFound)
+		out, errOut, code := msgxctl(t, env, "reopen", "999999", "--comment", "INC-7")
+		if code != notFound || !strings.Contains(out, "message 999999: not found") || !strings.Contains(errOut, "reopen: NotFound: no message 999999") {
+			t.Errorf("reopen 999999: exit %d (want %d)\n%s%s", code, notFound, out, errOut)
+		}
+		out, errOut, code = msgxctl(t, env, "acknowledge-dead", "999999", "3", "--reason", "INC-7")
+		if code != notFound || !strings.Contains(out, "not DEAD, not acknowledged: 3") ||
+			!strings.Contains(out, "not found (no such message), not acknowledged: 999999") || !strings.Contains(errOut, "no message 999999") {
+			t.Errorf("acknowledge-dead 999999 3: exit %d (want %d)\n%s%s", code, notFound, out, errOut)
+		}
+		out, errOut, code = msgxctl(t, env, "acknowledge-dead", "2", "999999", "--reason", "INC-7", "--dry-run", "-o", "json")
+		var got struct {
+			AcknowledgedIDs []json.Number `json:"acknowledged_ids"`
+			NotFoundIDs     []json.Number `json:"not_found_ids"`
+			NotDeadIDs      []json.Number `json:"not_dead_ids"`
+		}
+		if code != notFound || json.Unmarshal([]byte(out), &got) != nil || len(got.AcknowledgedIDs) != 1 || len(got.NotFoundIDs) != 1 ||
+			got.NotFoundIDs[0] != "999999" || len(got.NotDeadIDs) != 0 {
+			t.Errorf("acknowledge-dead 2 999999 --dry-run -o json: exit %d (want %d)\n%s%s", code, notFound, out, errOut)
+		}
+		if out, errOut, code := msgxctl(t, env, "acknowledge-dead", "3", "--reason", "INC-7"); code != 0 || !strings.Contains(out, "not DEAD, not acknowledged: 3") {
+			t.Errorf("acknowledge-dead 3 (known, not DEAD): exit %d (want 0)\n%s%s", code, out, errOut)
+		}
+	})
 	t.Run("mTLS", func(t *testing.T) {
 		f := newTLSFiles(t)
 		db3 := pgtest.New(t)

@@ -128,7 +128,8 @@ func Command(stdout io.Writer) *cobra.Command {
 			"  export " + EnvAddr + "=control.example:9000\n" +
 			"  export " + EnvTokenFile + "=/run/secrets/msgx-token\n\n" +
 			"Exit codes: 0 ok, 1 local failure, 2 usage, 10+N the server answered gRPC code N\n" +
-			"(e.g. 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
+			"(e.g. 15 NOT_FOUND, also when reopen or acknowledge-dead names a message that does not\n" +
+			"exist; 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
 		Example: indent("# The pipeline at a glance\nmsgxctl get-status\n" +
 			"# One message's story\nmsgxctl get-message 123456\n" +
 			"# What needs an operator\nmsgxctl list-messages --state dead --all\n" +
@@ -351,14 +352,18 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 			return err
 		}
 		if explain := explainers[md.Name()]; explain != nil {
-			note := explain(cmd.Context(), c, req, resp)
+			note, fail := explain(cmd.Context(), c, req, resp)
 			if note != "" {
 				out := stdout
 				if o.output != "table" && o.output != "wide" {
 					out = cmd.ErrOrStderr() // the output stays parseable
 				}
-				_, err := fmt.Fprintln(out, note)
-				return wrapWrite(err)
+				if _, err := fmt.Fprintln(out, note); err != nil {
+					return wrapWrite(err)
+				}
+			}
+			if fail != nil || note != "" {
+				return fail
 			}
 		}
 		if pg != nil && !all && (o.output == "table" || o.output == "wide") {
