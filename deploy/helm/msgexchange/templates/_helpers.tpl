@@ -151,7 +151,7 @@ namespace="{{ .Release.Namespace }}",job=~"{{ include "msgexchange.fullname" . }
 {{/* "true" when the Prometheus Operator resource of kind (ServiceMonitor, PrometheusRule) is
 rendered: its own enabled value, and monitoring.enabled true, or auto where the cluster serves the
 kind's CRD. helm template sees no cluster, so auto renders no alert there; monitoring.enabled=true
-is the one documented switch for it (docs/operations.md, "Monitoring"). */}}
+is the one documented switch for it (docs/operations.md, "Dashboard"). */}}
 {{- define "msgexchange.monitoringRenders" -}}
 {{- $root := .root -}}
 {{- $m := $root.Values.monitoring -}}
