@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,21 +84,61 @@ func TestMsgxctl(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
+		// grpcurl's names, 64-bit integers as numbers (issue #56 finding 3): a string in an
+		// int64 field fails the decoding.
 		var st struct {
-			ServedBy  string `json:"served_by"`
+			ServedBy  string `json:"servedBy"`
 			Discovery struct {
-				InboxMaxID string `json:"inbox_max_id"`
+				InboxMaxID int64 `json:"inboxMaxId"`
 			} `json:"discovery"`
 			ByState []struct {
 				State string `json:"state"`
-				Count string `json:"count"`
-			} `json:"by_state"`
+				Count int64  `json:"count"`
+			} `json:"byState"`
+			Backlog struct {
+				Unfinished *int64 `json:"unfinished"`
+			} `json:"backlog"`
 		}
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatalf("output is not JSON: %v\n%s", err, out)
 		}
-		if st.ServedBy != "control-cli" || st.Discovery.InboxMaxID == "" || len(st.ByState) != 5 {
+		if st.ServedBy != "control-cli" || st.Discovery.InboxMaxID == 0 || len(st.ByState) != 5 || st.Backlog.Unfinished == nil {
 			t.Errorf("status = %+v", st)
+		}
+	})
+	t.Run("get-status --watch -o json: one JSON document a line", func(t *testing.T) {
+		cmd := exec.CommandContext(t.Context(), bin(t, "msgxctl"), "get-status", "--watch", "--interval", "1s", "-o", "json")
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+		pipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+		lines := bufio.NewScanner(pipe)
+		lines.Buffer(nil, 1<<20)
+		for i := range 2 {
+			if !lines.Scan() {
+				t.Fatalf("the watch ended after %d lines: %v", i, lines.Err())
+			}
+			var st struct {
+				ServedBy string `json:"servedBy"`
+				Backlog  struct {
+					Unfinished *int64 `json:"unfinished"`
+				} `json:"backlog"`
+			}
+			if err := json.Unmarshal(lines.Bytes(), &st); err != nil || st.ServedBy != "control-cli" || st.Backlog.Unfinished == nil {
+				t.Fatalf("line %d is not one status document (%v):\n%s", i+1, err, lines.Text())
+			}
+		}
+	})
+	t.Run("--no-headers prints the rows only", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "list-messages", "--state", "dead", "--no-headers")
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "1 ") || !strings.HasPrefix(lines[1], "2 ") {
+			t.Errorf("exit %d: %s\n%s", code, errOut, out)
 		}
 	})
 	t.Run("get-status as a table", func(t *testing.T) {
@@ -154,13 +194,13 @@ func TestMsgxctl(t *testing.T) {
 			t.Errorf("--all -o name: exit %d: %s\n%q", code, errOut, names)
 		}
 		y, errOut, code := msgxctl(t, env, "list-messages", "--state", "dead", "--all", "-o", "yaml")
-		if code != 0 || !strings.Contains(y, "messages:\n") || !strings.Contains(y, "msg_id: \"2\"") || !strings.Contains(y, "next_page_token: \"\"") {
+		if code != 0 || !strings.Contains(y, "messages:\n") || !strings.Contains(y, "msgId: 2\n") || !strings.Contains(y, "nextPageToken: \"\"") {
 			t.Errorf("yaml: exit %d: %s\n%s", code, errOut, y)
 		}
 	})
 	t.Run("replay dry run, then for real", func(t *testing.T) {
 		out, errOut, code := msgxctl(t, env, "replay", "--msg-ids", "1,2", "--dry-run", "-o", "json")
-		if code != 0 || !strings.Contains(out, `"replayed_ids": [`) || !strings.Contains(out, `"malformed_ids": [`) {
+		if code != 0 || !strings.Contains(out, `"replayedIds": [`) || !strings.Contains(out, `"malformedIds": [`) {
 			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
 		}
 		if st, _ := stateOf(t, db, 1); st != "DEAD" {
@@ -179,19 +219,19 @@ func TestMsgxctl(t *testing.T) {
 			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
 		}
 		var resp struct {
-			DryRun bool `json:"dry_run"`
+			DryRun bool `json:"dryRun"`
 			Events []struct {
-				EventID      string `json:"event_id"`
+				EventID      int64  `json:"eventId"`
 				Flid         string `json:"flid"`
-				StateVersion string `json:"state_version"`
-				LastError    string `json:"last_error"`
+				StateVersion int64  `json:"stateVersion"`
+				LastError    string `json:"lastError"`
 			} `json:"events"`
 		}
 		if err := json.Unmarshal([]byte(out), &resp); err != nil {
 			t.Fatalf("output is not JSON: %v\n%s", err, out)
 		}
-		if !resp.DryRun || len(resp.Events) != 1 || resp.Events[0].EventID != strconv.FormatInt(deadF7, 10) ||
-			resp.Events[0].Flid != "F7" || resp.Events[0].StateVersion != "3" || resp.Events[0].LastError == "" {
+		if !resp.DryRun || len(resp.Events) != 1 || resp.Events[0].EventID != deadF7 ||
+			resp.Events[0].Flid != "F7" || resp.Events[0].StateVersion != 3 || resp.Events[0].LastError == "" {
 			t.Errorf("dry run = %+v, want event %d of F7", resp, deadF7)
 		}
 		if st, _, _ := eventState(t, db, deadF7); st != "DEAD" {
@@ -223,14 +263,14 @@ func TestMsgxctl(t *testing.T) {
 		}
 		var chunk struct {
 			Text       string `json:"text"`
-			NextOffset string `json:"next_offset"`
-			BodyChars  string `json:"body_chars"`
-			RawSource  string `json:"raw_source"`
+			NextOffset int64  `json:"nextOffset"`
+			BodyChars  int64  `json:"bodyChars"`
+			RawSource  string `json:"rawSource"`
 		}
 		if err := json.Unmarshal([]byte(out), &chunk); err != nil {
 			t.Fatalf("output is not JSON: %v\n%s", err, out)
 		}
-		if chunk.Text != "SG/" || chunk.NextOffset != "5" || chunk.BodyChars != "6" || chunk.RawSource != "inbox" {
+		if chunk.Text != "SG/" || chunk.NextOffset != 5 || chunk.BodyChars != 6 || chunk.RawSource != "inbox" {
 			t.Errorf("chunk = %+v, want SG/ of <MSG/>, next at 5 of 6, from the inbox", chunk)
 		}
 		if _, errOut, code := msgxctl(t, env, "get-message-body", "1", "--offset", "7"); code != ctl.ExitCode(codes.OutOfRange) {
@@ -324,12 +364,12 @@ func TestMsgxctl(t *testing.T) {
 		}
 		out, errOut, code = msgxctl(t, env, "acknowledge-dead", "2", "999999", "--reason", "INC-7", "--dry-run", "-o", "json")
 		var got struct {
-			AcknowledgedIDs []json.Number `json:"acknowledged_ids"`
-			NotFoundIDs     []json.Number `json:"not_found_ids"`
-			NotDeadIDs      []json.Number `json:"not_dead_ids"`
+			AcknowledgedIDs []int64 `json:"acknowledgedIds"`
+			NotFoundIDs     []int64 `json:"notFoundIds"`
+			NotDeadIDs      []int64 `json:"notDeadIds"`
 		}
 		if code != notFound || json.Unmarshal([]byte(out), &got) != nil || len(got.AcknowledgedIDs) != 1 || len(got.NotFoundIDs) != 1 ||
-			got.NotFoundIDs[0] != "999999" || len(got.NotDeadIDs) != 0 {
+			got.NotFoundIDs[0] != 999999 || len(got.NotDeadIDs) != 0 {
 			t.Errorf("acknowledge-dead 2 999999 --dry-run -o json: exit %d (want %d)\n%s%s", code, notFound, out, errOut)
 		}
 		if out, errOut, code := msgxctl(t, env, "acknowledge-dead", "3", "--reason", "INC-7"); code != 0 || !strings.Contains(out, "not DEAD, not acknowledged: 3") {

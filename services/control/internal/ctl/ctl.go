@@ -81,6 +81,7 @@ type options struct {
 	serverName             string
 	insecure               bool
 	output                 string
+	noHeaders              bool
 	timeout                time.Duration
 }
 
@@ -147,6 +148,7 @@ func Command(stdout io.Writer) *cobra.Command {
 	pf.StringVar(&o.serverName, "server-name", "", "the name to verify the server's certificate against (default: the host of --addr)")
 	pf.BoolVar(&o.insecure, "insecure", false, "TLS without verifying the server's certificate (testing only)")
 	pf.StringVarP(&o.output, "output", "o", "table", "output format: table (narrow), wide (every column, long text too), json, yaml, or name (IDs only, one a line)")
+	pf.BoolVar(&o.noHeaders, "no-headers", false, "table and wide: print only the rows of a list, without its title, column headers and notes")
 	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for each answer (0: no limit)")
 	for _, f := range []string{"ca", "cert", "key", "token-file"} {
 		_ = root.MarkPersistentFlagFilename(f)
@@ -275,7 +277,7 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 	}
 	var w watchFlags
 	if md.Name() == "GetStatus" {
-		cmd.Flags().BoolVarP(&w.on, "watch", "w", false, "redraw the status in place every --interval until interrupted (plain lines when stdout is not a terminal)")
+		cmd.Flags().BoolVarP(&w.on, "watch", "w", false, "redraw the status in place every --interval until interrupted (plain lines when stdout is not a terminal; with -o json one JSON document a line)")
 		cmd.Flags().DurationVar(&w.interval, "interval", 5*time.Second, "with --watch: how often to ask")
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -310,7 +312,7 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 			if w.interval < time.Second {
 				return usageErr("--interval %s: expected at least 1s", w.interval)
 			}
-			return o.watch(cmd.Context(), md, req, stdout, w.interval)
+			return o.watch(cmd.Context(), md, req, stdout, cmd.ErrOrStderr(), w.interval)
 		}
 		if all && pg.started(req) {
 			return usageErr("--all starts at the first page: leave out --%s", flags.flagName(pg.request))
@@ -348,7 +350,7 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		if follow != nil && !detach {
 			return follow(cmd.Context(), o, resp, stdout, cmd.ErrOrStderr())
 		}
-		if err := renderAs(stdout, o.output, resp, doc.Name, strings.HasPrefix(CommandName(md), "get-")); err != nil {
+		if err := renderAs(stdout, o.output, o.noHeaders, resp, doc.Name, strings.HasPrefix(CommandName(md), "get-")); err != nil {
 			return err
 		}
 		if explain := explainers[md.Name()]; explain != nil {
@@ -368,7 +370,11 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		}
 		if pg != nil && !all && (o.output == "table" || o.output == "wide") {
 			if next := pg.next(resp); next != "" {
-				_, err := fmt.Fprintf(stdout, "\nmore: --%s %s, or --all for every page\n", flags.flagName(pg.request), next)
+				out := stdout
+				if o.noHeaders {
+					out = cmd.ErrOrStderr() // stdout holds rows only
+				}
+				_, err := fmt.Fprintf(out, "\nmore: --%s %s, or --all for every page\n", flags.flagName(pg.request), next)
 				return wrapWrite(err)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 func renderString(t *testing.T, format string, m proto.Message, name string, long bool) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := renderAs(&b, format, m, name, long); err != nil {
+	if err := renderAs(&b, format, false, m, name, long); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -110,8 +110,8 @@ func TestHumaneNumbersInTablesExactInJSON(t *testing.T) {
 func TestYAMLAndNames(t *testing.T) {
 	t.Parallel()
 	replay := &controlv1.ReplayResponse{DryRun: true, Replayed: 2, ReplayedIds: []int64{11, 13}}
-	if y := renderString(t, "yaml", replay, "", true); !strings.Contains(y, "dry_run: true\n") || !strings.Contains(y, "replayed_ids:\n- \"11\"\n- \"13\"\n") ||
-		!strings.Contains(y, "not_replayable_ids: []\n") {
+	if y := renderString(t, "yaml", replay, "", true); !strings.Contains(y, "dryRun: true\n") || !strings.Contains(y, "replayedIds:\n- 11\n- 13\n") ||
+		!strings.Contains(y, "notReplayableIds: []\n") {
 		t.Errorf("yaml:\n%s", y)
 	}
 	for _, tc := range []struct {

@@ -23,16 +23,18 @@ import (
 )
 
 // render writes a response as renderAs does with the generic name and table.
-func render(w io.Writer, format string, m proto.Message) error {
-	return renderAs(w, format, m, "", true)
+func render(w io.Writer, format string, noHeaders bool, m proto.Message) error {
+	return renderAs(w, format, noHeaders, m, "", true)
 }
 
-// renderAs writes a response in an -o format. json is protojson with the .proto's field names
-// and every field, zero values included, so scripts see a stable shape; yaml is the same
-// document as YAML; name prints the IDs (namePath, or the rows' first field), one a line;
-// table and wide are for people. long shows long text (payloads, errors, raw XML) in a
-// table too, as a get does: a list shows it in wide only.
-func renderAs(w io.Writer, format string, m proto.Message, namePath string, long bool) error {
+// renderAs writes a response in an -o format. json is protojson's mapping, as grpcurl prints
+// it (lowerCamelCase names such as msgId), with every field, zero values included, so scripts
+// see a stable shape, and 64-bit integers as JSON numbers (jsonOf); yaml is the same document
+// as YAML; name prints the IDs (namePath, or the rows' first field), one a line; table and
+// wide are for people, noHeaders leaving out the lists' titles and column headers. long shows
+// long text (payloads, errors, raw XML) in a table too, as a get does: a list shows it in
+// wide only.
+func renderAs(w io.Writer, format string, noHeaders bool, m proto.Message, namePath string, long bool) error {
 	switch format {
 	case "json", "yaml":
 		b, err := jsonOf(m)
@@ -58,7 +60,7 @@ func renderAs(w io.Writer, format string, m proto.Message, namePath string, long
 		}
 		return nil
 	}
-	opt := tableOpts{wide: format == "wide", long: long || format == "wide"}
+	opt := tableOpts{wide: format == "wide", long: long || format == "wide", noHeaders: noHeaders}
 	switch resp := m.(type) {
 	case *controlv1.GetMessageResponse:
 		return wrapWrite(renderMessage(w, resp, opt))
@@ -70,19 +72,186 @@ func renderAs(w io.Writer, format string, m proto.Message, namePath string, long
 	return wrapWrite(renderTable(w, m.ProtoReflect(), opt))
 }
 
+// jsonOf is m as protojson writes it (the names grpcurl prints), except that 64-bit integers,
+// which protojson quotes for JavaScript's sake, are JSON numbers: `jq '.backlog.unfinished >
+// 0'` must compare numbers (issue #56 finding 3). No count or ID of this API comes near 2^53,
+// where a JavaScript reader would round.
 func jsonOf(m proto.Message) ([]byte, error) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		return nil, localErr(fmt.Errorf("render: %w", err))
 	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	v, err := readJSON(dec)
+	if err != nil {
+		return nil, localErr(fmt.Errorf("render: %w", err))
+	}
+	var out bytes.Buffer
+	writeJSON(&out, numbersOf(m.ProtoReflect().Descriptor(), v))
 	// protojson varies its whitespace on purpose; re-indenting makes the bytes stable, so
 	// scripts can diff two outputs.
+	var ind bytes.Buffer
+	if err := json.Indent(&ind, out.Bytes(), "", "  "); err != nil {
+		return nil, localErr(fmt.Errorf("render: %w", err))
+	}
+	ind.WriteByte('\n')
+	return ind.Bytes(), nil
+}
+
+// jsonLine is m as jsonOf writes it, on one line: the documents of a stream (get-status
+// --watch -o json), one per line.
+func jsonLine(m proto.Message) ([]byte, error) {
+	b, err := jsonOf(m)
+	if err != nil {
+		return nil, err
+	}
 	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
+	if err := json.Compact(&out, b); err != nil {
 		return nil, localErr(fmt.Errorf("render: %w", err))
 	}
 	out.WriteByte('\n')
 	return out.Bytes(), nil
+}
+
+// jsonObject keeps an object's keys in protojson's order (the .proto's field order), which a
+// map would lose.
+type jsonObject struct {
+	keys []string
+	vals []any
+}
+
+// readJSON reads one JSON value, objects as jsonObject, numbers as json.Number.
+func readJSON(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch d := tok.(type) {
+	case json.Delim:
+		if d == '[' {
+			arr := []any{}
+			for dec.More() {
+				v, err := readJSON(dec)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			_, err := dec.Token()
+			return arr, err
+		}
+		obj := &jsonObject{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := readJSON(dec)
+			if err != nil {
+				return nil, err
+			}
+			obj.keys, obj.vals = append(obj.keys, k.(string)), append(obj.vals, v)
+		}
+		_, err := dec.Token()
+		return obj, err
+	}
+	return tok, nil
+}
+
+func writeJSON(b *bytes.Buffer, v any) {
+	switch v := v.(type) {
+	case *jsonObject:
+		b.WriteByte('{')
+		for i, k := range v.keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			kb, _ := json.Marshal(k)
+			b.Write(kb)
+			b.WriteByte(':')
+			writeJSON(b, v.vals[i])
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeJSON(b, e)
+		}
+		b.WriteByte(']')
+	default:
+		enc := json.NewEncoder(b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v) // strings, json.Number, bools, nil: they encode
+		b.Truncate(b.Len() - 1)
+	}
+}
+
+// numbersOf turns the quoted 64-bit integers of v, a message of type md as protojson wrote it,
+// into numbers.
+func numbersOf(md protoreflect.MessageDescriptor, v any) any {
+	switch md.FullName() {
+	case "google.protobuf.Int64Value", "google.protobuf.UInt64Value":
+		return number(v)
+	}
+	obj, ok := v.(*jsonObject)
+	if !ok {
+		return v // a well-known type's own form: a timestamp, a duration
+	}
+	fields := md.Fields()
+	for i, k := range obj.keys {
+		fd := fields.ByJSONName(k)
+		if fd == nil {
+			continue
+		}
+		elem := func(e any) any { return valueNumbers(fd, e) }
+		switch {
+		case fd.IsMap():
+			if m, ok := obj.vals[i].(*jsonObject); ok {
+				for j := range m.vals {
+					m.vals[j] = valueNumbers(fd.MapValue(), m.vals[j])
+				}
+			}
+		case fd.IsList():
+			if arr, ok := obj.vals[i].([]any); ok {
+				for j := range arr {
+					arr[j] = elem(arr[j])
+				}
+			}
+		default:
+			obj.vals[i] = elem(obj.vals[i])
+		}
+	}
+	return obj
+}
+
+func valueNumbers(fd protoreflect.FieldDescriptor, v any) any {
+	switch fd.Kind() {
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return number(v)
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return numbersOf(fd.Message(), v)
+	}
+	return v
+}
+
+// number is a quoted integer as a JSON number; anything else as it is.
+func number(v any) any {
+	s, ok := v.(string)
+	if !ok {
+		return v
+	}
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return json.Number(s)
+	}
+	if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return json.Number(s)
+	}
+	return v
 }
 
 // namesOf is what -o name prints: the values at path (a dotted field path; a list gives one
@@ -161,6 +330,9 @@ func wrapWrite(err error) error {
 // long the long text (payloads, errors, raw XML) of singular fields.
 type tableOpts struct {
 	wide, long bool
+	// noHeaders (--no-headers) leaves out the lists' titles, column headers and notes: only
+	// the rows, for a pipe into cut or awk.
+	noHeaders bool
 	// skip names top-level fields a view has printed already; labels rename keys.
 	skip   map[protoreflect.Name]bool
 	labels map[string]string
@@ -195,12 +367,12 @@ func renderTable(w io.Writer, m protoreflect.Message, opt tableOpts) error {
 	}
 	for i, s := range t.sections {
 		// A list's table opens the output when nothing came before it.
-		if i > 0 || len(t.pairs) > 0 {
+		if (i > 0 || len(t.pairs) > 0) && !opt.noHeaders {
 			if _, err := io.WriteString(w, "\n"); err != nil {
 				return err
 			}
 		}
-		if err := writeSection(w, s, opt.wide); err != nil {
+		if err := writeSection(w, s, opt); err != nil {
 			return err
 		}
 	}
@@ -209,7 +381,7 @@ func renderTable(w io.Writer, m protoreflect.Message, opt tableOpts) error {
 			return err
 		}
 	}
-	if len(t.hidden) > 0 {
+	if len(t.hidden) > 0 && !opt.noHeaders {
 		if _, err := fmt.Fprintf(w, "\n(%s: -o wide shows %s)\n", strings.Join(t.hidden, ", "), pronoun(len(t.hidden))); err != nil {
 			return err
 		}
@@ -355,9 +527,12 @@ func wideColumns(md protoreflect.MessageDescriptor) []column {
 }
 
 // writeSection prints the rows of a repeated field as a table.
-func writeSection(w io.Writer, s section, wide bool) error {
-	if _, err := fmt.Fprintf(w, "%s (%d):\n", s.title, len(s.rows)); err != nil {
-		return err
+func writeSection(w io.Writer, s section, opt tableOpts) error {
+	wide := opt.wide
+	if !opt.noHeaders {
+		if _, err := fmt.Fprintf(w, "%s (%d):\n", s.title, len(s.rows)); err != nil {
+			return err
+		}
 	}
 	if len(s.rows) == 0 {
 		return nil
@@ -375,7 +550,9 @@ func writeSection(w io.Writer, s section, wide bool) error {
 	for i, c := range cols {
 		header[i] = c.header
 	}
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	if !opt.noHeaders {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
 	for _, r := range s.rows {
 		cells := make([]string, len(cols))
 		for i, c := range cols {
