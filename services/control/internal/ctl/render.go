@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -456,11 +458,28 @@ type column struct {
 	header string
 	fields []string
 	sep    string
+	// fill is the reason column (last_error), last in the row: on one line, and in the narrow
+	// table cut to what the other columns leave of tableWidth (at least minReason).
+	fill bool
 }
 
 func col(header string, fields ...string) column {
 	return column{header: header, fields: fields, sep: "/"}
 }
+
+// reason is the column that says why a row is dead or failed (issue #56 finding 2): the
+// runbooks triage from the default table, so it is there, cut to fit.
+func reason(field string) column {
+	return column{header: strings.ToUpper(field), fields: []string{field}, sep: "/", fill: true}
+}
+
+const (
+	// tableWidth is the terminal a narrow table fits.
+	tableWidth = 120
+	// minReason is the least of the reason column the narrow table shows, even past
+	// tableWidth: a few words of the error say which runbook applies.
+	minReason = 24
+)
 
 // narrowColumns are the default table's columns of the rows an operator lists, chosen to fit
 // a 120-column terminal; -o wide shows every field. A row type not here shows every field
@@ -469,7 +488,7 @@ func col(header string, fields ...string) column {
 var narrowColumns = map[protoreflect.FullName][]column{
 	"msgx.control.v1.Message": {col("MSG_ID", "msg_id"), col("STATE", "state"), col("CLASS", "error_class"),
 		col("RETRIES", "attempts"), col("TYPE", "msg_type", "msg_styp"), col("FLID", "flid"),
-		col("ENQUEUED", "enqueued_at"), col("FINISHED", "finished_at"), col("ACKED_BY", "acknowledged_by")},
+		col("ENQUEUED", "enqueued_at"), col("ACKED_BY", "acknowledged_by"), reason("last_error")},
 	"msgx.control.v1.UpstreamRequest": {col("REQ_ID", "req_id"), col("TYPE", "type"), col("SCOPE", "scope"),
 		col("STATE", "state"), col("SEQN", "seqn"), col("CREATED", "created_at"), col("ANSWER_MSG", "answer_msg_id")},
 	"msgx.control.v1.ProjectionRebuild": {col("REBUILD_ID", "rebuild_id"), col("STATE", "state"), col("ALL", "all"),
@@ -479,10 +498,10 @@ var narrowColumns = map[protoreflect.FullName][]column{
 		col("BATCH", "batch"), col("REFRESHED", "refreshed_at")},
 	"msgx.control.v1.DeadEvent": {col("EVENT_ID", "event_id"), col("TARGET", "target"), col("FLID", "flid"),
 		col("TYPE", "event_type"), col("VERSION", "state_version"), col("MSG_ID", "msg_id"), col("ATTEMPTS", "attempts"),
-		col("DEAD_AT", "dead_at")},
+		col("DEAD_AT", "dead_at"), reason("last_error")},
 	"msgx.control.v1.Event": {col("EVENT_ID", "event_id"), col("TARGET", "target"), col("KEY", "partition_key"),
 		col("TYPE", "event_type"), col("VERSION", "state_version"), col("STATE", "state"), col("ATTEMPTS", "attempts"),
-		col("CREATED", "created_at")},
+		col("CREATED", "created_at"), reason("last_error")},
 	"msgx.control.v1.RoleStatus": {col("ROLE", "role"), col("HELD", "held"), col("INSTANCE", "instance"),
 		col("ACTIVE", "active"), col("SINCE", "since"), col("BLOCKED_ON", "blocked.dependency")},
 	"msgx.control.v1.FlightHistoryEntry": {col("MSG_ID", "msg_id"), col("FLID", "flid"), col("CAUSE", "cause"),
@@ -515,13 +534,23 @@ func narrowFallback(md protoreflect.MessageDescriptor) []column {
 	return cols
 }
 
-// wideColumns is every field of a row, one column each.
-func wideColumns(md protoreflect.MessageDescriptor) []column {
-	var cols []column
+// wideColumns are the narrow table's columns, under the same headers, then every other field
+// of a row, one column each, named after it: a column has one name in both tables (issue #56
+// finding 2).
+func wideColumns(md protoreflect.MessageDescriptor, narrow []column) []column {
+	cols := slices.Clone(narrow)
+	shown := map[string]bool{}
+	for i := range cols {
+		cols[i].fill = false // wide shows the whole reason
+		for _, f := range cols[i].fields {
+			shown[strings.SplitN(f, ".", 2)[0]] = true
+		}
+	}
 	fields := md.Fields()
 	for i := range fields.Len() {
-		fd := fields.Get(i)
-		cols = append(cols, col(strings.ToUpper(string(fd.Name())), string(fd.Name())))
+		if fd := fields.Get(i); !shown[string(fd.Name())] {
+			cols = append(cols, col(strings.ToUpper(string(fd.Name())), string(fd.Name())))
+		}
 	}
 	return cols
 }
@@ -539,21 +568,20 @@ func writeSection(w io.Writer, s section, opt tableOpts) error {
 	}
 	md := s.fd.Message()
 	cols, ok := narrowColumns[md.FullName()]
-	switch {
-	case wide:
-		cols = wideColumns(md)
-	case !ok:
+	if !ok {
 		cols = narrowFallback(md)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if wide {
+		cols = wideColumns(md, cols)
+	}
 	header := make([]string, len(cols))
+	widths := make([]int, len(cols))
 	for i, c := range cols {
 		header[i] = c.header
+		widths[i] = utf8.RuneCountInString(c.header)
 	}
-	if !opt.noHeaders {
-		fmt.Fprintln(tw, strings.Join(header, "\t"))
-	}
-	for _, r := range s.rows {
+	rows := make([][]string, len(s.rows))
+	for k, r := range s.rows {
 		cells := make([]string, len(cols))
 		for i, c := range cols {
 			vals := make([]string, len(c.fields))
@@ -564,7 +592,35 @@ func writeSection(w io.Writer, s section, opt tableOpts) error {
 			if strings.Trim(cells[i], "-"+c.sep) == "" {
 				cells[i] = "-"
 			}
+			if c.fill {
+				cells[i] = strings.Join(strings.Fields(strings.ReplaceAll(cells[i], `\n`, " ")), " ")
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(cells[i]))
 		}
+		rows[k] = cells
+	}
+	for i, c := range cols {
+		if !c.fill {
+			continue
+		}
+		room := tableWidth
+		for j := range cols {
+			if j != i {
+				room -= widths[j] + 2 // tabwriter's padding
+			}
+		}
+		room = max(room, minReason)
+		for _, cells := range rows {
+			if r := []rune(cells[i]); len(r) > room {
+				cells[i] = string(r[:room-1]) + "…"
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if !opt.noHeaders {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
+	for _, cells := range rows {
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
