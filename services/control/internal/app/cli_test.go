@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -391,6 +393,34 @@ func TestMsgxctl(t *testing.T) {
 			t.Errorf("acknowledge-dead 3 (known, not DEAD): exit %d (want 0)\n%s%s", code, out, errOut)
 		}
 	})
+	// Issue #56 finding 6: the usual addressing mistakes are named in words, with the flag that
+	// fixes them, not in gRPC's and Go's transport internals; still exit 24 (UNAVAILABLE).
+	t.Run("addressing mistakes in plain words", func(t *testing.T) {
+		// An HTTP/1.1 server, as every service's admin port is.
+		admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ready\n") }))
+		defer admin.Close()
+		adminAddr := strings.TrimPrefix(admin.URL, "http://")
+		tokenEnv := ctl.EnvToken + "=" + token
+		for _, tc := range []struct {
+			name, addr string
+			args       []string
+			want       string
+		}{
+			{"the admin port", adminAddr, nil, adminAddr + " answers HTTP/1.1, not gRPC: --addr names an HTTP port, such as a service's admin port"},
+			{"TLS against plaintext", in.addr, []string{"--insecure"}, in.addr + " does not speak TLS: that control serves plaintext (no control.tls-cert), so leave out --ca"},
+			{"an unknown host", "no-such-control.invalid:9000", nil, `the host "no-such-control.invalid" of --addr no-such-control.invalid:9000 is unknown`},
+		} {
+			_, errOut, code := msgxctl(t, []string{ctl.EnvAddr + "=" + tc.addr, tokenEnv}, append([]string{"get-status"}, tc.args...)...)
+			if code != ctl.ExitCode(codes.Unavailable) || !strings.Contains(errOut, tc.want) {
+				t.Errorf("%s: exit %d, stderr %s; want %d and %q", tc.name, code, errOut, ctl.ExitCode(codes.Unavailable), tc.want)
+			}
+			for _, internal := range []string{"http2:", "tls: first record", "produced zero addresses", "desc ="} {
+				if strings.Contains(errOut, internal) {
+					t.Errorf("%s: stderr shows the transport's %q: %s", tc.name, internal, errOut)
+				}
+			}
+		}
+	})
 	t.Run("mTLS", func(t *testing.T) {
 		f := newTLSFiles(t)
 		db3 := pgtest.New(t)
@@ -403,6 +433,10 @@ func TestMsgxctl(t *testing.T) {
 		}
 		if _, _, code := msgxctl(t, env3, "get-status", "--ca", f.ca); code != ctl.ExitCode(codes.Unavailable) {
 			t.Errorf("without a client certificate: exit %d, want %d", code, ctl.ExitCode(codes.Unavailable))
+		}
+		// Plaintext against a TLS control: the server hangs up; say to give --ca.
+		if _, errOut, code := msgxctl(t, env3, "get-status"); code != ctl.ExitCode(codes.Unavailable) || !strings.Contains(errOut, "give --ca") {
+			t.Errorf("plaintext against TLS: exit %d, want %d and a hint to give --ca: %s", code, ctl.ExitCode(codes.Unavailable), errOut)
 		}
 		if _, _, code := msgxctl(t, env3, "get-status", "--cert", f.clientCert); code != ctl.ExitUsage {
 			t.Errorf("--cert without --key: exit %d, want %d", code, ctl.ExitUsage)

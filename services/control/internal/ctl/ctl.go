@@ -410,6 +410,7 @@ func (o *options) invoke(ctx context.Context, md protoreflect.MethodDescriptor, 
 type client struct {
 	conn    *grpc.ClientConn
 	addr    string
+	tls     bool // any TLS flag given
 	token   string
 	source  string // where the token came from, for an error
 	timeout time.Duration
@@ -470,7 +471,8 @@ func (o *options) dial() (*client, error) {
 	if err != nil {
 		return nil, usageErr("--addr %q: %v", o.addr, err)
 	}
-	return &client{conn: conn, addr: o.addr, token: token, source: source, timeout: o.timeout}, nil
+	useTLS := o.ca != "" || o.cert != "" || o.key != "" || o.insecure
+	return &client{conn: conn, addr: o.addr, tls: useTLS, token: token, source: source, timeout: o.timeout}, nil
 }
 
 // call makes one call, bounded by --timeout (none when it is 0).
@@ -511,6 +513,9 @@ func (c *client) explain(st *status.Status) string {
 			return fmt.Sprintf("no answer within --timeout %s (%s)", c.timeout, msg)
 		}
 	case codes.Unavailable:
+		if m := c.addressMistake(msg); m != "" {
+			return m
+		}
 		if i := strings.Index(msg, "Error while dialing: "); i >= 0 {
 			return fmt.Sprintf("cannot reach the control API at %s: %s", c.addr, strings.Trim(msg[i+len("Error while dialing: "):], `"`))
 		}
@@ -520,6 +525,30 @@ func (c *client) explain(st *status.Status) string {
 		}
 	}
 	return msg
+}
+
+// addressMistake is the likely mistake behind a connection that failed on the usual
+// addressing errors, in words and with the flag that fixes it, instead of gRPC's and Go's
+// transport internals (issue #56 finding 6); "" for any other failure.
+func (c *client) addressMistake(msg string) string {
+	switch {
+	case strings.Contains(msg, "http2: frame too large"), strings.Contains(msg, "looked like an HTTP/1.1 header"):
+		return fmt.Sprintf("%s answers HTTP/1.1, not gRPC: --addr names an HTTP port, such as a service's admin port "+
+			"(/metrics, /readyz; admin.addr, 9090 in the chart), not control's gRPC port (grpc.addr, 9000 in the chart): "+
+			"fix --addr (env %s)", c.addr, EnvAddr)
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return fmt.Sprintf("%s does not speak TLS: that control serves plaintext (no control.tls-cert), so leave out "+
+			"--ca, --cert, --key and --insecure, or fix --addr (env %s) if it names another server", c.addr, EnvAddr)
+	case strings.Contains(msg, "produced zero addresses"), strings.Contains(msg, "no such host"):
+		host, _, _ := net.SplitHostPort(c.addr)
+		return fmt.Sprintf("the host %q of --addr %s is unknown (no address found for it): check the name in --addr "+
+			"(env %s), e.g. the control Service's name in the cluster, or localhost through kubectl port-forward", host, c.addr, EnvAddr)
+	case !c.tls && strings.Contains(msg, "server preface") &&
+		(strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "closed before")):
+		return fmt.Sprintf("%s closed the connection before speaking gRPC: if that control serves TLS (control.tls-cert), "+
+			"give --ca (the CA of its certificate), or check --addr (env %s)", c.addr, EnvAddr)
+	}
+	return ""
 }
 
 // bearer is the token and where it came from.
