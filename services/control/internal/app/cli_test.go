@@ -290,6 +290,19 @@ func TestMsgxctl(t *testing.T) {
 		if chunk.Text != "SG/" || chunk.NextOffset != 5 || chunk.BodyChars != 6 || chunk.RawSource != "inbox" {
 			t.Errorf("chunk = %+v, want SG/ of <MSG/>, next at 5 of 6, from the inbox", chunk)
 		}
+		// The table is the XML alone, byte for byte (issue #56): chunks appended make the text;
+		// where the next one starts goes to stderr.
+		first, errOut, code := msgxctl(t, env, "get-message-body", "1", "--limit", "4")
+		if code != 0 || first != "<MSG" || !strings.Contains(errOut, "the next chunk: --offset 4") {
+			t.Errorf("first chunk: exit %d, stdout %q, stderr %q; want exactly <MSG and the next offset on stderr", code, first, errOut)
+		}
+		rest, errOut, code := msgxctl(t, env, "get-message-body", "1", "--offset", "4")
+		if code != 0 || first+rest != "<MSG/>" || errOut != "" {
+			t.Errorf("last chunk: exit %d, stdout %q, stderr %q; want /> and nothing on stderr", code, rest, errOut)
+		}
+		if wide, _, _ := msgxctl(t, env, "get-message-body", "1", "-o", "wide"); !strings.Contains(wide, "body_chars") || !strings.Contains(wide, "<MSG/>") {
+			t.Errorf("-o wide lacks the offsets or the text:\n%s", wide)
+		}
 		if _, errOut, code := msgxctl(t, env, "get-message-body", "1", "--offset", "7"); code != ctl.ExitCode(codes.OutOfRange) {
 			t.Errorf("an offset past the end: exit %d, want %d: %s", code, ctl.ExitCode(codes.OutOfRange), errOut)
 		}

@@ -353,6 +353,15 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		if err := renderAs(stdout, o.output, o.noHeaders, resp, doc.Name, strings.HasPrefix(CommandName(md), "get-")); err != nil {
 			return err
 		}
+		if body, ok := resp.(*controlv1.GetMessageBodyResponse); ok && o.output == "table" {
+			// Nothing after the XML on stdout: the next chunk is named on stderr, and only
+			// while there is one.
+			if note := bodyNote(body); note != "" {
+				_, err := fmt.Fprintln(cmd.ErrOrStderr(), note)
+				return wrapWrite(err)
+			}
+			return nil
+		}
 		if explain := explainers[md.Name()]; explain != nil {
 			note, fail := explain(cmd.Context(), c, req, resp)
 			if note != "" {

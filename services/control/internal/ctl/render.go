@@ -70,6 +70,14 @@ func renderAs(w io.Writer, format string, noHeaders bool, m proto.Message, nameP
 		return wrapWrite(renderFlight(w, resp, opt))
 	case *controlv1.GetFlightHistoryResponse:
 		return wrapWrite(renderFlightHistory(w, resp))
+	case *controlv1.GetMessageBodyResponse:
+		if !opt.wide {
+			// The XML exactly, nothing before or after it, so chunks written one after the other
+			// make the inbox text byte for byte; -o wide shows the offsets (bodyNote says where
+			// the next chunk starts, on stderr).
+			_, err := io.WriteString(w, resp.GetText())
+			return wrapWrite(err)
+		}
 	}
 	return wrapWrite(renderTable(w, m.ProtoReflect(), opt))
 }

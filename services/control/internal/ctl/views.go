@@ -259,3 +259,13 @@ func short(d *durationpb.Duration) string {
 	}
 	return v.Round(time.Second).String()
 }
+
+// bodyNote is what get-message-body's table leaves out of stdout, for stderr: where the next
+// chunk starts when this one does not reach the end; "" at the end.
+func bodyNote(r *controlv1.GetMessageBodyResponse) string {
+	if r.GetEof() {
+		return ""
+	}
+	return fmt.Sprintf("msgxctl: characters %d to %d of %d (%s); the next chunk: --offset %d",
+		r.GetOffset(), r.GetNextOffset(), r.GetBodyChars(), r.GetRawSource(), r.GetNextOffset())
+}
