@@ -170,6 +170,10 @@ func renderFlightHistory(w io.Writer, r *controlv1.GetFlightHistoryResponse) err
 	fmt.Fprintf(w, "flight %s: %d messages\n", r.GetFlid(), len(r.GetEntries()))
 	for _, e := range r.GetEntries() {
 		outcome := strings.TrimPrefix(e.GetMessageState().String(), "MESSAGE_STATE_")
+		if e.GetMessageState() == controlv1.MessageState_MESSAGE_STATE_UNSPECIFIED {
+			// The server reads every kept record: none means retention deleted it.
+			outcome = "state not kept (processing record deleted)"
+		}
 		if e.GetFlightState() != "" {
 			outcome += fmt.Sprintf(", flight %s v%d", e.GetFlightState(), e.GetVersion())
 		}
