@@ -42,9 +42,11 @@ type AckResult struct {
 	Acknowledged []int64
 	// Already are named rows acknowledged before: they keep their first acknowledgement.
 	Already []int64
-	// NotDead are named rows that are not DEAD or do not exist.
+	// NotDead are named rows that exist and are not DEAD.
 	NotDead []int64
-	More    bool
+	// NotFound are named rows that do not exist (never enqueued, or deleted by retention).
+	NotFound []int64
+	More     bool
 }
 
 // ErrAckSelector is returned for a request without exactly one selector or without a reason.
@@ -97,17 +99,19 @@ func AcknowledgeDead(ctx context.Context, q db.Executor, req AckRequest, now tim
 	if ids == nil {
 		return res, nil
 	}
-	rows, err = q.Query(ctx, `SELECT id, p.state = 'DEAD' AND p.acknowledged_at IS NOT NULL
+	rows, err = q.Query(ctx, `SELECT id, p.msg_id IS NOT NULL, coalesce(p.state = 'DEAD' AND p.acknowledged_at IS NOT NULL, false)
 		FROM unnest($1::bigint[]) AS id LEFT JOIN proc_state p ON p.msg_id = id ORDER BY id`, ids)
 	if err != nil {
 		return res, fmt.Errorf("acknowledge dead: selected rows: %w", err)
 	}
 	var id int64
-	var acked *bool
-	_, err = pgx.ForEachRow(rows, []any{&id, &acked}, func() error {
+	var found, acked bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &found, &acked}, func() error {
 		switch {
 		case slices.Contains(res.Acknowledged, id):
-		case acked != nil && *acked:
+		case !found:
+			res.NotFound = append(res.NotFound, id)
+		case acked:
 			res.Already = append(res.Already, id)
 		default:
 			res.NotDead = append(res.NotDead, id)
@@ -117,7 +121,7 @@ func AcknowledgeDead(ctx context.Context, q db.Executor, req AckRequest, now tim
 	if err != nil {
 		return res, fmt.Errorf("acknowledge dead: selected rows: %w", err)
 	}
-	res.Already, res.NotDead = slices.Compact(res.Already), slices.Compact(res.NotDead)
+	res.Already, res.NotDead, res.NotFound = slices.Compact(res.Already), slices.Compact(res.NotDead), slices.Compact(res.NotFound)
 	return res, nil
 }
 

@@ -33,7 +33,7 @@ func TestAcknowledgeDead(t *testing.T) {
 	}
 	// A dry run names what the call would acknowledge and changes nothing.
 	dry, err := queue.AcknowledgeDead(ctx, q, queue.AckRequest{MsgIDs: []int64{1, 2, 5, 99}, By: "op-x", Reason: "r", DryRun: true}, replayNow)
-	if err != nil || !slices.Equal(dry.Acknowledged, []int64{1, 2}) || !slices.Equal(dry.NotDead, []int64{5, 99}) || len(dry.Already) != 0 {
+	if err != nil || !slices.Equal(dry.Acknowledged, []int64{1, 2}) || !slices.Equal(dry.NotDead, []int64{5}) || !slices.Equal(dry.NotFound, []int64{99}) || len(dry.Already) != 0 {
 		t.Fatalf("dry run by IDs: %+v, %v", dry, err)
 	}
 	if dry, err = queue.AcknowledgeDead(ctx, q, queue.AckRequest{Class: queue.Malformed, By: "op-x", Reason: "r", DryRun: true, Limit: 1}, replayNow); err != nil ||
@@ -49,7 +49,7 @@ func TestAcknowledgeDead(t *testing.T) {
 	}
 	res, err = queue.AcknowledgeDead(ctx, q, queue.AckRequest{MsgIDs: []int64{2, 3, 5, 99}, By: "op-b", Reason: "again"}, replayNow.Add(1))
 	if err != nil || !slices.Equal(res.Acknowledged, []int64{3}) || !slices.Equal(res.Already, []int64{2}) ||
-		!slices.Equal(res.NotDead, []int64{5, 99}) {
+		!slices.Equal(res.NotDead, []int64{5}) || !slices.Equal(res.NotFound, []int64{99}) {
 		t.Fatalf("by IDs: %+v, %v", res, err)
 	}
 	m, err := queue.Get(ctx, q, 2)

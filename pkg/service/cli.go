@@ -76,7 +76,7 @@ func (c Command) Args(args []string, stdout, stderr io.Writer) (code int, exit b
 		return ExitOK, false
 	}
 	switch a := args[0]; {
-	case a == "-h" || a == "--help" || a == "-help" || a == "help":
+	case IsHelp(a):
 		fmt.Fprint(stdout, c.Usage())
 		return ExitOK, true
 	case a == "--version" || a == "-version":
@@ -90,6 +90,12 @@ func (c Command) Args(args []string, stdout, stderr io.Writer) (code int, exit b
 		return ExitUsage, true
 	}
 	return ExitOK, false
+}
+
+// IsHelp reports whether arg asks for the help text: -h, --help, -help or help. A subcommand
+// answers it with its usage on stdout and exit 0, as the binary does (issue #56).
+func IsHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
 }
 
 // Refuse reports an unknown subcommand: its name and the usage, on stderr; the caller exits

@@ -26,6 +26,9 @@ const (
 	readmeCommand  = "go test ./tools/chartcheck -run TestChartReadmeIsCurrent -update-readme"
 	valuesFile     = chartDir + "/values.yaml"
 	helmDocsPrefix = "# --"
+	// monitoringCommand is how the README and docs/operations.md render the alerts with helm
+	// template; TestReadmeCommandRendersTheAlerts runs it.
+	monitoringCommand = "helm template msgx deploy/helm/msgexchange -n gateway -f gateway-values.yaml --set monitoring.enabled=true"
 )
 
 // valueRow is one row of the values table.
@@ -139,6 +142,11 @@ func chartReadme(values []byte) ([]byte, error) {
 	b.WriteString("single active instance. Deployment, NetworkPolicy and monitoring: docs/operations.md; runbooks:\n")
 	b.WriteString("docs/runbooks.md; the `config` parameters: docs/environment.md; roles and entry points: docs/security.md.\n")
 	b.WriteString("values.schema.json refuses a value of the wrong type or a misspelt key.\n\n")
+	b.WriteString("## Alerts and the ServiceMonitor\n\n")
+	b.WriteString("monitoring.enabled is their one switch. auto (the default) renders them where the cluster serves\n")
+	b.WriteString("the Prometheus Operator's CRDs, which a live `helm install` sees. `helm template` (a GitOps\n")
+	b.WriteString("pipeline) sees no cluster and would render no alert, so render with the switch on:\n\n")
+	b.WriteString("```sh\n" + monitoringCommand + "\n```\n\n")
 	b.WriteString("## Values\n\n| Key | Type | Default | Description |\n|-----|------|---------|-------------|\n")
 	for _, r := range rows {
 		def := ""

@@ -66,10 +66,10 @@ func TestAcknowledgeDeadThroughTheBinaries(t *testing.T) {
 		t.Fatalf("acknowledge-dead: exit %d\n%s%s", code, out, errOut)
 	}
 	var ack struct {
-		Acknowledged string   `json:"acknowledged"`
-		IDs          []string `json:"acknowledged_ids"`
+		Acknowledged int64   `json:"acknowledged"`
+		IDs          []int64 `json:"acknowledgedIds"`
 	}
-	if err := json.Unmarshal([]byte(out), &ack); err != nil || ack.Acknowledged != "1" || len(ack.IDs) != 1 || ack.IDs[0] != fmt.Sprint(bad.id) {
+	if err := json.Unmarshal([]byte(out), &ack); err != nil || ack.Acknowledged != 1 || len(ack.IDs) != 1 || ack.IDs[0] != bad.id {
 		t.Fatalf("acknowledge-dead answered %s (%v)", out, err)
 	}
 	table, _, code := e.msgxctl(t, "acknowledge-dead", "--msg-ids", fmt.Sprint(bad.id), "--reason", "twice")

@@ -61,15 +61,15 @@ func (e *env) msgxctl(t *testing.T, args ...string) (stdout, stderr string, code
 
 type rebuildJSON struct {
 	Rebuild struct {
-		ID       string `json:"rebuild_id"`
-		State    string `json:"state"`
-		Done     string `json:"done"`
-		Total    string `json:"total"`
-		Missing  string `json:"missing"`
-		Stale    string `json:"stale"`
-		Content  string `json:"content"`
-		Extra    string `json:"extra"`
-		Repaired string `json:"repaired"`
+		ID       json.Number `json:"rebuildId"`
+		State    string      `json:"state"`
+		Done     json.Number `json:"done"`
+		Total    json.Number `json:"total"`
+		Missing  json.Number `json:"missing"`
+		Stale    json.Number `json:"stale"`
+		Content  json.Number `json:"content"`
+		Extra    json.Number `json:"extra"`
+		Repaired json.Number `json:"repaired"`
 	} `json:"rebuild"`
 }
 

@@ -95,11 +95,11 @@ func loseTopic(t *testing.T, e *env) {
 
 type republishJSON struct {
 	Republish struct {
-		ID      string `json:"republish_id"`
-		State   string `json:"state"`
-		Done    string `json:"done"`
-		Total   string `json:"total"`
-		Unknown string `json:"unknown"`
+		ID      json.Number `json:"republishId"`
+		State   string      `json:"state"`
+		Done    json.Number `json:"done"`
+		Total   json.Number `json:"total"`
+		Unknown json.Number `json:"unknown"`
 	} `json:"republish"`
 }
 
@@ -249,7 +249,7 @@ func TestRepublishThroughTheBinaries(t *testing.T) {
 		got = e.republishJSON(t, "get-republish", "--republish-id", fmt.Sprint(id))
 		return got.Republish.State == "REBUILD_STATE_DONE", fmt.Sprintf("%+v", got.Republish)
 	})
-	if got.Republish.Done != fmt.Sprint(n) {
+	if got.Republish.Done != json.Number(fmt.Sprint(n)) {
 		t.Errorf("resumed republish: %+v, want %d done", got.Republish, n)
 	}
 	testwait.ForState(t, 30*time.Second, "RP20 sent again", func() (bool, string) {

@@ -201,7 +201,7 @@ type roleJSON struct {
 	Role       string `json:"role"`
 	Held       bool   `json:"held"`
 	Instance   string `json:"instance"`
-	BackendPID int64  `json:"backend_pid"`
+	BackendPID int64  `json:"backendPid"`
 	Active     bool   `json:"active"`
 	Since      string `json:"since"`
 }

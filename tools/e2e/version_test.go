@@ -141,6 +141,26 @@ func TestHelpFlag(t *testing.T) {
 	if out, code := runBin("msgx-pump", "serve"); code != 2 || !strings.Contains(out, `unexpected argument "serve"`) {
 		t.Errorf("msgx-pump serve: exit %d, want 2\n%s", code, out)
 	}
+	// A subcommand's help is asked for too: its usage, exit 0, before any configuration is read
+	// (issue #56).
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"msgx-control", []string{"migrate", "--help"}, "usage: msgx-control migrate"},
+		{"msgx-control", []string{"migrate", "-h"}, "usage: msgx-control migrate"},
+		{"msgx-control", []string{"probe", "--help"}, "-readyz"},
+		{"msgx-control", []string{"probe", "help"}, "-readyz"},
+		{"msgx-dispatcher", []string{"version-floor", "--help"}, "version-floor"},
+	} {
+		if out, code := runBin(tc.name, tc.args...); code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s %v: exit %d, want 0 and %q\n%s", tc.name, tc.args, code, tc.want, out)
+		}
+	}
+	if out, code := runBin("msgx-control", "probe", "--no-such-flag"); code != 2 {
+		t.Errorf("msgx-control probe --no-such-flag: exit %d, want 2\n%s", code, out)
+	}
 	if out, code := runBin("msgx-control", "migrat"); code != 2 || !strings.Contains(out, `unknown command "migrat"`) || !strings.Contains(out, "usage: msgx-control") {
 		t.Errorf("msgx-control migrat: exit %d, want 2 with the usage\n%s", code, out)
 	}

@@ -148,6 +148,20 @@ namespace="{{ .Release.Namespace }}",job=~"{{ include "msgexchange.fullname" . }
 {{- include (print .Template.BasePath "/secrets.yaml") . | sha256sum -}}
 {{- end -}}
 
+{{/* "true" when the Prometheus Operator resource of kind (ServiceMonitor, PrometheusRule) is
+rendered: its own enabled value, and monitoring.enabled true, or auto where the cluster serves the
+kind's CRD. helm template sees no cluster, so auto renders no alert there; monitoring.enabled=true
+is the one documented switch for it (docs/operations.md, "Dashboard"). */}}
+{{- define "msgexchange.monitoringRenders" -}}
+{{- $root := .root -}}
+{{- $m := $root.Values.monitoring -}}
+{{- $own := ternary $m.serviceMonitor.enabled $m.prometheusRule.enabled (eq .kind "ServiceMonitor") -}}
+{{- $switch := toString $m.enabled -}}
+{{- if and $own (or (eq $switch "true") (and (eq $switch "auto") ($root.Capabilities.APIVersions.Has (print "monitoring.coreos.com/v1/" .kind)))) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* A service's replicas (services.<name>.replicas, 1 when unset). */}}
 {{- define "msgexchange.replicas" -}}
 {{- if hasKey . "replicas" -}}{{ .replicas }}{{- else -}}1{{- end -}}

@@ -6399,13 +6399,17 @@ type AcknowledgeDeadResponse struct {
 	AcknowledgedIds []int64 `protobuf:"varint,2,rep,packed,name=acknowledged_ids,json=acknowledgedIds,proto3" json:"acknowledged_ids,omitempty"`
 	// Selected messages acknowledged before (they keep their first acknowledgement).
 	AlreadyAcknowledgedIds []int64 `protobuf:"varint,3,rep,packed,name=already_acknowledged_ids,json=alreadyAcknowledgedIds,proto3" json:"already_acknowledged_ids,omitempty"`
-	// Selected by ID but not DEAD (or unknown): not acknowledged.
+	// Selected by ID, known, but not DEAD: not acknowledged.
 	NotDeadIds []int64 `protobuf:"varint,4,rep,packed,name=not_dead_ids,json=notDeadIds,proto3" json:"not_dead_ids,omitempty"`
 	// Set when error_class selected more unacknowledged rows than one call takes (10000): call
 	// again.
 	More bool `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
 	// Dry run (issue #57).
-	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Selected by ID but unknown (no such message, or retention deleted it), told apart from
+	// not_dead_ids so a typo is seen (issue #56): msgxctl exits 15 (NOT_FOUND) when this is
+	// not empty.
+	NotFoundIds   []int64 `protobuf:"varint,7,rep,packed,name=not_found_ids,json=notFoundIds,proto3" json:"not_found_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6480,6 +6484,13 @@ func (x *AcknowledgeDeadResponse) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *AcknowledgeDeadResponse) GetNotFoundIds() []int64 {
+	if x != nil {
+		return x.NotFoundIds
+	}
+	return nil
 }
 
 // ProjectionRebuild is one projection_rebuild row.
@@ -8130,7 +8141,7 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\verror_class\x18\x02 \x01(\x0e2\x1b.msgx.control.v1.ErrorClassR\n" +
 	"errorClass\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x17\n" +
-	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xf1\x01\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\x95\x02\n" +
 	"\x17AcknowledgeDeadResponse\x12\"\n" +
 	"\facknowledged\x18\x01 \x01(\x03R\facknowledged\x12)\n" +
 	"\x10acknowledged_ids\x18\x02 \x03(\x03R\x0facknowledgedIds\x128\n" +
@@ -8138,7 +8149,8 @@ const file_msgx_control_v1_control_proto_rawDesc = "" +
 	"\fnot_dead_ids\x18\x04 \x03(\x03R\n" +
 	"notDeadIds\x12\x12\n" +
 	"\x04more\x18\x05 \x01(\bR\x04more\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x87\a\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\"\n" +
+	"\rnot_found_ids\x18\a \x03(\x03R\vnotFoundIds\"\x87\a\n" +
 	"\x11ProjectionRebuild\x12\x1d\n" +
 	"\n" +
 	"rebuild_id\x18\x01 \x01(\x03R\trebuildId\x12\x10\n" +

@@ -34,6 +34,7 @@ func (s *Service) AcknowledgeDead(ctx context.Context, req *controlv1.Acknowledg
 		AcknowledgedIds:        res.Acknowledged,
 		AlreadyAcknowledgedIds: res.Already,
 		NotDeadIds:             res.NotDead,
+		NotFoundIds:            res.NotFound,
 		More:                   res.More,
 		DryRun:                 req.GetDryRun(),
 	}, nil

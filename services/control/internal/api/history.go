@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/msgexchange/msgexchange/pkg/db"
 	"github.com/msgexchange/msgexchange/pkg/flight"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
 	"github.com/msgexchange/msgexchange/pkg/queue"
@@ -48,7 +50,7 @@ func (s *Service) GetFlightHistory(ctx context.Context, req *controlv1.GetFlight
 		entries, read, horizon = map[int64]*controlv1.FlightHistoryEntry{}, 0, 0
 		// Each row is cut to the page as it is read, so a page of large rows holds one of them
 		// whole at a time, never the page.
-		return flightstore.EachHistory(ctx, tx, flid, req.GetAfterMsgId(), limit, s.rowBound(), func(c flightstore.Change) error {
+		err = flightstore.EachHistory(ctx, tx, flid, req.GetAfterMsgId(), limit, s.rowBound(), func(c flightstore.Change) error {
 			if c.Omitted {
 				if horizon == 0 {
 					horizon = c.MsgID
@@ -59,6 +61,27 @@ func (s *Service) GetFlightHistory(ctx context.Context, req *controlv1.GetFlight
 			entries[c.MsgID] = historyEntry(c, byID[c.MsgID], s.cfg.PageBytes)
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		// A message that wrote the flight is not always one the FLID filter finds: its record
+		// may name no flight (a schedule message about many) and its events may be gone
+		// (retention). Its state is read by ID, so no entry says UNSPECIFIED for a message
+		// whose record is kept (issue #56).
+		for id, e := range entries {
+			if byID[id] != nil {
+				continue
+			}
+			m, err := queue.Get(ctx, tx, id)
+			if errors.Is(err, db.ErrNotFound) {
+				continue // the record is gone: the entry says so by leaving the state unset
+			}
+			if err != nil {
+				return err
+			}
+			e.MessageState = messageState(m.State)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, toStatus(ctx, "get flight history", err)

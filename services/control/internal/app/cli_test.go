@@ -1,18 +1,21 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 
@@ -84,21 +87,78 @@ func TestMsgxctl(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
+		// grpcurl's names, 64-bit integers as numbers (issue #56 finding 3): a string in an
+		// int64 field fails the decoding.
 		var st struct {
-			ServedBy  string `json:"served_by"`
+			ServedBy  string `json:"servedBy"`
 			Discovery struct {
-				InboxMaxID string `json:"inbox_max_id"`
+				InboxMaxID int64 `json:"inboxMaxId"`
 			} `json:"discovery"`
 			ByState []struct {
 				State string `json:"state"`
-				Count string `json:"count"`
-			} `json:"by_state"`
+				Count int64  `json:"count"`
+			} `json:"byState"`
+			Backlog struct {
+				Unfinished *int64 `json:"unfinished"`
+			} `json:"backlog"`
 		}
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatalf("output is not JSON: %v\n%s", err, out)
 		}
-		if st.ServedBy != "control-cli" || st.Discovery.InboxMaxID == "" || len(st.ByState) != 5 {
+		if st.ServedBy != "control-cli" || st.Discovery.InboxMaxID == 0 || len(st.ByState) != 5 || st.Backlog.Unfinished == nil {
 			t.Errorf("status = %+v", st)
+		}
+	})
+	t.Run("get-status --watch -o json: one JSON document a line", func(t *testing.T) {
+		cmd := exec.CommandContext(t.Context(), bin(t, "msgxctl"), "get-status", "--watch", "--interval", "1s", "-o", "json")
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+		pipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+		lines := bufio.NewScanner(pipe)
+		lines.Buffer(nil, 1<<20)
+		for i := range 2 {
+			if !lines.Scan() {
+				t.Fatalf("the watch ended after %d lines: %v", i, lines.Err())
+			}
+			var st struct {
+				ServedBy string `json:"servedBy"`
+				Backlog  struct {
+					Unfinished *int64 `json:"unfinished"`
+				} `json:"backlog"`
+			}
+			if err := json.Unmarshal(lines.Bytes(), &st); err != nil || st.ServedBy != "control-cli" || st.Backlog.Unfinished == nil {
+				t.Fatalf("line %d is not one status document (%v):\n%s", i+1, err, lines.Text())
+			}
+		}
+	})
+	t.Run("--no-headers prints the rows only", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "list-messages", "--state", "dead", "--no-headers")
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "1 ") || !strings.HasPrefix(lines[1], "2 ") {
+			t.Errorf("exit %d: %s\n%s", code, errOut, out)
+		}
+	})
+	// Issue #56 finding 2: why a message or an event is dead is in the default table, and
+	// -o wide names the table's columns as the table does.
+	t.Run("the reason column of dead things", func(t *testing.T) {
+		out, errOut, code := msgxctl(t, env, "list-messages", "--state", "dead")
+		if code != 0 || !regexp.MustCompile(`(?m)^MSG_ID .*\bLAST_ERROR$`).MatchString(out) || !regexp.MustCompile(`(?m)^2\s+DEAD\s+MALFORMED\s.*\sMALFORMED$`).MatchString(out) {
+			t.Errorf("list-messages --state dead: exit %d: %s\n%s", code, errOut, out)
+		}
+		wide, _, _ := msgxctl(t, env, "list-messages", "--state", "dead", "-o", "wide")
+		head := func(s string) []string { return strings.Fields(regexp.MustCompile(`(?m)^MSG_ID.*$`).FindString(s)) }
+		if h, w := head(out), head(wide); len(w) < len(h) || strings.Join(w[:len(h)], " ") != strings.Join(h, " ") {
+			t.Errorf("-o wide's columns %v do not start with the table's %v", w, h)
+		}
+		out, errOut, code = msgxctl(t, env, "requeue-events", "--target", "KAFKA:msg", "--dry-run")
+		if code != 0 || !regexp.MustCompile(`(?m)^EVENT_ID .*\bLAST_ERROR$`).MatchString(out) || !strings.Contains(out, "kafka: broker not available") {
+			t.Errorf("requeue-events --dry-run: exit %d: %s\n%s", code, errOut, out)
 		}
 	})
 	t.Run("get-status as a table", func(t *testing.T) {
@@ -123,18 +183,15 @@ func TestMsgxctl(t *testing.T) {
 		}
 		t.Logf("msgxctl list-messages:\n%s", out)
 		header := regexp.MustCompile(`(?m)^MSG_ID .*$`).FindString(out)
-		for _, col := range []string{"MSG_ID", "STATE", "CLASS", "RETRIES", "TYPE", "FLID", "ENQUEUED", "FINISHED"} {
+		for _, col := range []string{"MSG_ID", "STATE", "CLASS", "RETRIES", "TYPE", "FLID", "ENQUEUED", "ACKED_BY", "LAST_ERROR"} {
 			if !strings.Contains(header, col) {
 				t.Errorf("narrow header %q lacks %s", header, col)
 			}
 		}
 		for _, line := range strings.Split(out, "\n") {
-			if len(line) > 120 {
-				t.Errorf("a line of %d characters:\n%s", len(line), line)
+			if n := utf8.RuneCountInString(line); n > 120 {
+				t.Errorf("a line of %d characters:\n%s", n, line)
 			}
-		}
-		if strings.Contains(out, "LAST_ERROR") {
-			t.Errorf("the narrow table shows long text:\n%s", out)
 		}
 		// The same columns for a page where no message has a FLID or an error.
 		one, _, _ := msgxctl(t, env, "list-messages", "--range.first", "2", "--range.last", "2")
@@ -154,13 +211,13 @@ func TestMsgxctl(t *testing.T) {
 			t.Errorf("--all -o name: exit %d: %s\n%q", code, errOut, names)
 		}
 		y, errOut, code := msgxctl(t, env, "list-messages", "--state", "dead", "--all", "-o", "yaml")
-		if code != 0 || !strings.Contains(y, "messages:\n") || !strings.Contains(y, "msg_id: \"2\"") || !strings.Contains(y, "next_page_token: \"\"") {
+		if code != 0 || !strings.Contains(y, "messages:\n") || !strings.Contains(y, "msgId: 2\n") || !strings.Contains(y, "nextPageToken: \"\"") {
 			t.Errorf("yaml: exit %d: %s\n%s", code, errOut, y)
 		}
 	})
 	t.Run("replay dry run, then for real", func(t *testing.T) {
 		out, errOut, code := msgxctl(t, env, "replay", "--msg-ids", "1,2", "--dry-run", "-o", "json")
-		if code != 0 || !strings.Contains(out, `"replayed_ids": [`) || !strings.Contains(out, `"malformed_ids": [`) {
+		if code != 0 || !strings.Contains(out, `"replayedIds": [`) || !strings.Contains(out, `"malformedIds": [`) {
 			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
 		}
 		if st, _ := stateOf(t, db, 1); st != "DEAD" {
@@ -179,19 +236,19 @@ func TestMsgxctl(t *testing.T) {
 			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
 		}
 		var resp struct {
-			DryRun bool `json:"dry_run"`
+			DryRun bool `json:"dryRun"`
 			Events []struct {
-				EventID      string `json:"event_id"`
+				EventID      int64  `json:"eventId"`
 				Flid         string `json:"flid"`
-				StateVersion string `json:"state_version"`
-				LastError    string `json:"last_error"`
+				StateVersion int64  `json:"stateVersion"`
+				LastError    string `json:"lastError"`
 			} `json:"events"`
 		}
 		if err := json.Unmarshal([]byte(out), &resp); err != nil {
 			t.Fatalf("output is not JSON: %v\n%s", err, out)
 		}
-		if !resp.DryRun || len(resp.Events) != 1 || resp.Events[0].EventID != strconv.FormatInt(deadF7, 10) ||
-			resp.Events[0].Flid != "F7" || resp.Events[0].StateVersion != "3" || resp.Events[0].LastError == "" {
+		if !resp.DryRun || len(resp.Events) != 1 || resp.Events[0].EventID != deadF7 ||
+			resp.Events[0].Flid != "F7" || resp.Events[0].StateVersion != 3 || resp.Events[0].LastError == "" {
 			t.Errorf("dry run = %+v, want event %d of F7", resp, deadF7)
 		}
 		if st, _, _ := eventState(t, db, deadF7); st != "DEAD" {
@@ -223,15 +280,28 @@ func TestMsgxctl(t *testing.T) {
 		}
 		var chunk struct {
 			Text       string `json:"text"`
-			NextOffset string `json:"next_offset"`
-			BodyChars  string `json:"body_chars"`
-			RawSource  string `json:"raw_source"`
+			NextOffset int64  `json:"nextOffset"`
+			BodyChars  int64  `json:"bodyChars"`
+			RawSource  string `json:"rawSource"`
 		}
 		if err := json.Unmarshal([]byte(out), &chunk); err != nil {
 			t.Fatalf("output is not JSON: %v\n%s", err, out)
 		}
-		if chunk.Text != "SG/" || chunk.NextOffset != "5" || chunk.BodyChars != "6" || chunk.RawSource != "inbox" {
+		if chunk.Text != "SG/" || chunk.NextOffset != 5 || chunk.BodyChars != 6 || chunk.RawSource != "inbox" {
 			t.Errorf("chunk = %+v, want SG/ of <MSG/>, next at 5 of 6, from the inbox", chunk)
+		}
+		// The table is the XML alone, byte for byte (issue #56): chunks appended make the text;
+		// where the next one starts goes to stderr.
+		first, errOut, code := msgxctl(t, env, "get-message-body", "1", "--limit", "4")
+		if code != 0 || first != "<MSG" || !strings.Contains(errOut, "the next chunk: --offset 4") {
+			t.Errorf("first chunk: exit %d, stdout %q, stderr %q; want exactly <MSG and the next offset on stderr", code, first, errOut)
+		}
+		rest, errOut, code := msgxctl(t, env, "get-message-body", "1", "--offset", "4")
+		if code != 0 || first+rest != "<MSG/>" || errOut != "" {
+			t.Errorf("last chunk: exit %d, stdout %q, stderr %q; want /> and nothing on stderr", code, rest, errOut)
+		}
+		if wide, _, _ := msgxctl(t, env, "get-message-body", "1", "-o", "wide"); !strings.Contains(wide, "body_chars") || !strings.Contains(wide, "<MSG/>") {
+			t.Errorf("-o wide lacks the offsets or the text:\n%s", wide)
 		}
 		if _, errOut, code := msgxctl(t, env, "get-message-body", "1", "--offset", "7"); code != ctl.ExitCode(codes.OutOfRange) {
 			t.Errorf("an offset past the end: exit %d, want %d: %s", code, ctl.ExitCode(codes.OutOfRange), errOut)
@@ -308,6 +378,62 @@ func TestMsgxctl(t *testing.T) {
 			t.Errorf("with -o json the reason goes to stderr: exit %d: %s\n%s", code, errOut, out)
 		}
 	})
+	// Issue #56 finding 10: a typo in an ID exits 15 (NOT_FOUND), never 0, and an unknown message
+	// is told apart from one that is not DEAD.
+	t.Run("unknown IDs exit NOT_FOUND", func(t *testing.T) {
+		procRow(t, db, 3, "SUCCEEDED", "", now)
+		notFound := ctl.ExitCode(codes.NotFound)
+		out, errOut, code := msgxctl(t, env, "reopen", "999999", "--comment", "INC-7")
+		if code != notFound || !strings.Contains(out, "message 999999: not found") || !strings.Contains(errOut, "reopen: NotFound: no message 999999") {
+			t.Errorf("reopen 999999: exit %d (want %d)\n%s%s", code, notFound, out, errOut)
+		}
+		out, errOut, code = msgxctl(t, env, "acknowledge-dead", "999999", "3", "--reason", "INC-7")
+		if code != notFound || !strings.Contains(out, "not DEAD, not acknowledged: 3") ||
+			!strings.Contains(out, "not found (no such message), not acknowledged: 999999") || !strings.Contains(errOut, "no message 999999") {
+			t.Errorf("acknowledge-dead 999999 3: exit %d (want %d)\n%s%s", code, notFound, out, errOut)
+		}
+		out, errOut, code = msgxctl(t, env, "acknowledge-dead", "2", "999999", "--reason", "INC-7", "--dry-run", "-o", "json")
+		var got struct {
+			AcknowledgedIDs []int64 `json:"acknowledgedIds"`
+			NotFoundIDs     []int64 `json:"notFoundIds"`
+			NotDeadIDs      []int64 `json:"notDeadIds"`
+		}
+		if code != notFound || json.Unmarshal([]byte(out), &got) != nil || len(got.AcknowledgedIDs) != 1 || len(got.NotFoundIDs) != 1 ||
+			got.NotFoundIDs[0] != 999999 || len(got.NotDeadIDs) != 0 {
+			t.Errorf("acknowledge-dead 2 999999 --dry-run -o json: exit %d (want %d)\n%s%s", code, notFound, out, errOut)
+		}
+		if out, errOut, code := msgxctl(t, env, "acknowledge-dead", "3", "--reason", "INC-7"); code != 0 || !strings.Contains(out, "not DEAD, not acknowledged: 3") {
+			t.Errorf("acknowledge-dead 3 (known, not DEAD): exit %d (want 0)\n%s%s", code, out, errOut)
+		}
+	})
+	// Issue #56 finding 6: the usual addressing mistakes are named in words, with the flag that
+	// fixes them, not in gRPC's and Go's transport internals; still exit 24 (UNAVAILABLE).
+	t.Run("addressing mistakes in plain words", func(t *testing.T) {
+		// An HTTP/1.1 server, as every service's admin port is.
+		admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ready\n") }))
+		defer admin.Close()
+		adminAddr := strings.TrimPrefix(admin.URL, "http://")
+		tokenEnv := ctl.EnvToken + "=" + token
+		for _, tc := range []struct {
+			name, addr string
+			args       []string
+			want       string
+		}{
+			{"the admin port", adminAddr, nil, adminAddr + " answers HTTP/1.1, not gRPC: --addr names an HTTP port, such as a service's admin port"},
+			{"TLS against plaintext", in.addr, []string{"--insecure"}, in.addr + " does not speak TLS: that control serves plaintext (no control.tls-cert), so leave out --ca"},
+			{"an unknown host", "no-such-control.invalid:9000", nil, `the host "no-such-control.invalid" of --addr no-such-control.invalid:9000 is unknown`},
+		} {
+			_, errOut, code := msgxctl(t, []string{ctl.EnvAddr + "=" + tc.addr, tokenEnv}, append([]string{"get-status"}, tc.args...)...)
+			if code != ctl.ExitCode(codes.Unavailable) || !strings.Contains(errOut, tc.want) {
+				t.Errorf("%s: exit %d, stderr %s; want %d and %q", tc.name, code, errOut, ctl.ExitCode(codes.Unavailable), tc.want)
+			}
+			for _, internal := range []string{"http2:", "tls: first record", "produced zero addresses", "desc ="} {
+				if strings.Contains(errOut, internal) {
+					t.Errorf("%s: stderr shows the transport's %q: %s", tc.name, internal, errOut)
+				}
+			}
+		}
+	})
 	t.Run("mTLS", func(t *testing.T) {
 		f := newTLSFiles(t)
 		db3 := pgtest.New(t)
@@ -320,6 +446,10 @@ func TestMsgxctl(t *testing.T) {
 		}
 		if _, _, code := msgxctl(t, env3, "get-status", "--ca", f.ca); code != ctl.ExitCode(codes.Unavailable) {
 			t.Errorf("without a client certificate: exit %d, want %d", code, ctl.ExitCode(codes.Unavailable))
+		}
+		// Plaintext against a TLS control: the server hangs up; say to give --ca.
+		if _, errOut, code := msgxctl(t, env3, "get-status"); code != ctl.ExitCode(codes.Unavailable) || !strings.Contains(errOut, "give --ca") {
+			t.Errorf("plaintext against TLS: exit %d, want %d and a hint to give --ca: %s", code, ctl.ExitCode(codes.Unavailable), errOut)
 		}
 		if _, _, code := msgxctl(t, env3, "get-status", "--cert", f.clientCert); code != ctl.ExitUsage {
 			t.Errorf("--cert without --key: exit %d, want %d", code, ctl.ExitUsage)

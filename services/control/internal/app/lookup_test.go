@@ -105,7 +105,7 @@ func TestMsgxctlLookup(t *testing.T) {
 			}
 		}
 		out, _, code = msgxctl(t, env, "get-message", sid, "-o", "json")
-		if code != 0 || !strings.Contains(out, `"trace_url": "http://jaeger.test:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736"`) ||
+		if code != 0 || !strings.Contains(out, `"traceUrl": "http://jaeger.test:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736"`) ||
 			!strings.Contains(out, `"step": "marked"`) {
 			t.Errorf("json: exit %d\n%s", code, out)
 		}

@@ -182,7 +182,7 @@ func TestMsgxctlFollowsTheRebuild(t *testing.T) {
 	var final struct {
 		Rebuild struct {
 			State  string `json:"state"`
-			DryRun bool   `json:"dry_run"`
+			DryRun bool   `json:"dryRun"`
 		} `json:"rebuild"`
 	}
 	if err := json.Unmarshal([]byte(out), &final); err != nil || final.Rebuild.State != "REBUILD_STATE_CANCELLED" || !final.Rebuild.DryRun {

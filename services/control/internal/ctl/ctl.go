@@ -81,6 +81,7 @@ type options struct {
 	serverName             string
 	insecure               bool
 	output                 string
+	noHeaders              bool
 	timeout                time.Duration
 }
 
@@ -128,7 +129,8 @@ func Command(stdout io.Writer) *cobra.Command {
 			"  export " + EnvAddr + "=control.example:9000\n" +
 			"  export " + EnvTokenFile + "=/run/secrets/msgx-token\n\n" +
 			"Exit codes: 0 ok, 1 local failure, 2 usage, 10+N the server answered gRPC code N\n" +
-			"(e.g. 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
+			"(e.g. 15 NOT_FOUND, also when reopen or acknowledge-dead names a message that does not\n" +
+			"exist; 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
 		Example: indent("# The pipeline at a glance\nmsgxctl get-status\n" +
 			"# One message's story\nmsgxctl get-message 123456\n" +
 			"# What needs an operator\nmsgxctl list-messages --state dead --all\n" +
@@ -146,6 +148,7 @@ func Command(stdout io.Writer) *cobra.Command {
 	pf.StringVar(&o.serverName, "server-name", "", "the name to verify the server's certificate against (default: the host of --addr)")
 	pf.BoolVar(&o.insecure, "insecure", false, "TLS without verifying the server's certificate (testing only)")
 	pf.StringVarP(&o.output, "output", "o", "table", "output format: table (narrow), wide (every column, long text too), json, yaml, or name (IDs only, one a line)")
+	pf.BoolVar(&o.noHeaders, "no-headers", false, "table and wide: print only the rows of a list, without its title, column headers and notes")
 	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for each answer (0: no limit)")
 	for _, f := range []string{"ca", "cert", "key", "token-file"} {
 		_ = root.MarkPersistentFlagFilename(f)
@@ -274,7 +277,7 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 	}
 	var w watchFlags
 	if md.Name() == "GetStatus" {
-		cmd.Flags().BoolVarP(&w.on, "watch", "w", false, "redraw the status in place every --interval until interrupted (plain lines when stdout is not a terminal)")
+		cmd.Flags().BoolVarP(&w.on, "watch", "w", false, "redraw the status in place every --interval until interrupted (plain lines when stdout is not a terminal; with -o json one JSON document a line)")
 		cmd.Flags().DurationVar(&w.interval, "interval", 5*time.Second, "with --watch: how often to ask")
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -309,7 +312,7 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 			if w.interval < time.Second {
 				return usageErr("--interval %s: expected at least 1s", w.interval)
 			}
-			return o.watch(cmd.Context(), md, req, stdout, w.interval)
+			return o.watch(cmd.Context(), md, req, stdout, cmd.ErrOrStderr(), w.interval)
 		}
 		if all && pg.started(req) {
 			return usageErr("--all starts at the first page: leave out --%s", flags.flagName(pg.request))
@@ -347,23 +350,40 @@ func methodCommand(o *options, root *cobra.Command, md protoreflect.MethodDescri
 		if follow != nil && !detach {
 			return follow(cmd.Context(), o, resp, stdout, cmd.ErrOrStderr())
 		}
-		if err := renderAs(stdout, o.output, resp, doc.Name, strings.HasPrefix(CommandName(md), "get-")); err != nil {
+		if err := renderAs(stdout, o.output, o.noHeaders, resp, doc.Name, strings.HasPrefix(CommandName(md), "get-")); err != nil {
 			return err
 		}
+		if body, ok := resp.(*controlv1.GetMessageBodyResponse); ok && o.output == "table" {
+			// Nothing after the XML on stdout: the next chunk is named on stderr, and only
+			// while there is one.
+			if note := bodyNote(body); note != "" {
+				_, err := fmt.Fprintln(cmd.ErrOrStderr(), note)
+				return wrapWrite(err)
+			}
+			return nil
+		}
 		if explain := explainers[md.Name()]; explain != nil {
-			note := explain(cmd.Context(), c, req, resp)
+			note, fail := explain(cmd.Context(), c, req, resp)
 			if note != "" {
 				out := stdout
 				if o.output != "table" && o.output != "wide" {
 					out = cmd.ErrOrStderr() // the output stays parseable
 				}
-				_, err := fmt.Fprintln(out, note)
-				return wrapWrite(err)
+				if _, err := fmt.Fprintln(out, note); err != nil {
+					return wrapWrite(err)
+				}
+			}
+			if fail != nil || note != "" {
+				return fail
 			}
 		}
 		if pg != nil && !all && (o.output == "table" || o.output == "wide") {
 			if next := pg.next(resp); next != "" {
-				_, err := fmt.Fprintf(stdout, "\nmore: --%s %s, or --all for every page\n", flags.flagName(pg.request), next)
+				out := stdout
+				if o.noHeaders {
+					out = cmd.ErrOrStderr() // stdout holds rows only
+				}
+				_, err := fmt.Fprintf(out, "\nmore: --%s %s, or --all for every page\n", flags.flagName(pg.request), next)
 				return wrapWrite(err)
 			}
 		}
@@ -399,6 +419,7 @@ func (o *options) invoke(ctx context.Context, md protoreflect.MethodDescriptor, 
 type client struct {
 	conn    *grpc.ClientConn
 	addr    string
+	tls     bool // any TLS flag given
 	token   string
 	source  string // where the token came from, for an error
 	timeout time.Duration
@@ -459,7 +480,8 @@ func (o *options) dial() (*client, error) {
 	if err != nil {
 		return nil, usageErr("--addr %q: %v", o.addr, err)
 	}
-	return &client{conn: conn, addr: o.addr, token: token, source: source, timeout: o.timeout}, nil
+	useTLS := o.ca != "" || o.cert != "" || o.key != "" || o.insecure
+	return &client{conn: conn, addr: o.addr, tls: useTLS, token: token, source: source, timeout: o.timeout}, nil
 }
 
 // call makes one call, bounded by --timeout (none when it is 0).
@@ -500,6 +522,9 @@ func (c *client) explain(st *status.Status) string {
 			return fmt.Sprintf("no answer within --timeout %s (%s)", c.timeout, msg)
 		}
 	case codes.Unavailable:
+		if m := c.addressMistake(msg); m != "" {
+			return m
+		}
 		if i := strings.Index(msg, "Error while dialing: "); i >= 0 {
 			return fmt.Sprintf("cannot reach the control API at %s: %s", c.addr, strings.Trim(msg[i+len("Error while dialing: "):], `"`))
 		}
@@ -509,6 +534,30 @@ func (c *client) explain(st *status.Status) string {
 		}
 	}
 	return msg
+}
+
+// addressMistake is the likely mistake behind a connection that failed on the usual
+// addressing errors, in words and with the flag that fixes it, instead of gRPC's and Go's
+// transport internals (issue #56 finding 6); "" for any other failure.
+func (c *client) addressMistake(msg string) string {
+	switch {
+	case strings.Contains(msg, "http2: frame too large"), strings.Contains(msg, "looked like an HTTP/1.1 header"):
+		return fmt.Sprintf("%s answers HTTP/1.1, not gRPC: --addr names an HTTP port, such as a service's admin port "+
+			"(/metrics, /readyz; admin.addr, 9090 in the chart), not control's gRPC port (grpc.addr, 9000 in the chart): "+
+			"fix --addr (env %s)", c.addr, EnvAddr)
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return fmt.Sprintf("%s does not speak TLS: that control serves plaintext (no control.tls-cert), so leave out "+
+			"--ca, --cert, --key and --insecure, or fix --addr (env %s) if it names another server", c.addr, EnvAddr)
+	case strings.Contains(msg, "produced zero addresses"), strings.Contains(msg, "no such host"):
+		host, _, _ := net.SplitHostPort(c.addr)
+		return fmt.Sprintf("the host %q of --addr %s is unknown (no address found for it): check the name in --addr "+
+			"(env %s), e.g. the control Service's name in the cluster, or localhost through kubectl port-forward", host, c.addr, EnvAddr)
+	case !c.tls && strings.Contains(msg, "server preface") &&
+		(strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "closed before")):
+		return fmt.Sprintf("%s closed the connection before speaking gRPC: if that control serves TLS (control.tls-cert), "+
+			"give --ca (the CA of its certificate), or check --addr (env %s)", c.addr, EnvAddr)
+	}
+	return ""
 }
 
 // bearer is the token and where it came from.

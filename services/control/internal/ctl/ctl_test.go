@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"regexp"
 	"strings"
@@ -148,7 +149,7 @@ func TestTable(t *testing.T) {
 		Outbox:  []*controlv1.OutboxTarget{{Target: "KAFKA:msg", Pending: 1}},
 	}
 	var out bytes.Buffer
-	if err := render(&out, "table", resp); err != nil {
+	if err := render(&out, "table", false, resp); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -167,7 +168,7 @@ func TestTable(t *testing.T) {
 	}
 	msg := &controlv1.GetMessageResponse{RawXml: "<MSG>\n</MSG>", RawStatus: controlv1.RawStatus_RAW_STATUS_OK}
 	out.Reset()
-	if err := render(&out, "table", msg); err != nil {
+	if err := render(&out, "table", false, msg); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "\nraw_xml:\n<MSG>\n</MSG>\n") || !strings.Contains(squeeze(out.String()), "message -") {
@@ -179,7 +180,7 @@ func TestTable(t *testing.T) {
 	msg = &controlv1.GetMessageResponse{Message: &controlv1.Message{MsgId: 42}, RawXml: "<MSG>北京", RawStatus: controlv1.RawStatus_RAW_STATUS_OK,
 		BodyTruncated: true, BodyChars: 1 << 24}
 	out.Reset()
-	if err := render(&out, "table", msg); err != nil {
+	if err := render(&out, "table", false, msg); err != nil {
 		t.Fatal(err)
 	}
 	if want := "raw_xml is truncated: 7 of 16777216 characters shown; read the rest with: msgxctl get-message-body 42 --offset 7"; !strings.Contains(out.String(), want) {
@@ -194,21 +195,76 @@ func TestJSONIsStable(t *testing.T) {
 	t.Parallel()
 	resp := &controlv1.ReplayResponse{DryRun: true, Replayed: 2, ReplayedIds: []int64{1, 3}}
 	var first bytes.Buffer
-	if err := render(&first, "json", resp); err != nil {
+	if err := render(&first, "json", false, resp); err != nil {
 		t.Fatal(err)
 	}
 	for range 20 {
 		var again bytes.Buffer
-		if err := render(&again, "json", resp); err != nil {
+		if err := render(&again, "json", false, resp); err != nil {
 			t.Fatal(err)
 		}
 		if again.String() != first.String() {
 			t.Fatalf("JSON output varies:\n%s\n%s", first.String(), again.String())
 		}
 	}
-	for _, want := range []string{`"replayed_ids": [`, `"not_replayable_ids": []`, `"more": false`} {
+	for _, want := range []string{`"replayedIds": [`, `"notReplayableIds": []`, `"more": false`, `"replayed": 2,`} {
 		if !strings.Contains(first.String(), want) {
-			t.Errorf("JSON lacks %s (every field, zeros included, with the .proto names):\n%s", want, first.String())
+			t.Errorf("JSON lacks %s (every field, zeros included, with grpcurl's names, int64 as numbers):\n%s", want, first.String())
+		}
+	}
+}
+
+// TestJSONNumbers (issue #56 finding 3): every 64-bit integer is a JSON number, in nested
+// messages and lists too; the rest is protojson's (names, enums, timestamps), in the
+// .proto's field order.
+func TestJSONNumbers(t *testing.T) {
+	t.Parallel()
+	st := &controlv1.GetStatusResponse{ServedBy: "c-1", Backlog: &controlv1.Backlog{Unfinished: 0, FinishedLast_5M: 12},
+		Roles: []*controlv1.RoleStatus{{Role: "pump", Blocked: &controlv1.Blocked{MsgId: 9007199254740991}}}}
+	var b bytes.Buffer
+	if err := render(&b, "json", false, st); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		ServedBy string `json:"servedBy"`
+		Backlog  struct {
+			Unfinished *float64 `json:"unfinished"`
+			Finished   float64  `json:"finishedLast5m"`
+		} `json:"backlog"`
+		Roles []struct {
+			Blocked struct {
+				MsgID json.Number `json:"msgId"`
+			} `json:"blocked"`
+		} `json:"roles"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, b.String())
+	}
+	if got.ServedBy != "c-1" || got.Backlog.Unfinished == nil || *got.Backlog.Unfinished != 0 || got.Backlog.Finished != 12 ||
+		len(got.Roles) != 1 || got.Roles[0].Blocked.MsgID != "9007199254740991" {
+		t.Errorf("JSON:\n%s", b.String())
+	}
+	if i, j := strings.Index(b.String(), `"observedAt"`), strings.Index(b.String(), `"servedBy"`); i < 0 || j < 0 {
+		t.Errorf("JSON lacks observedAt or servedBy:\n%s", b.String())
+	}
+	line, err := jsonLine(st)
+	if err != nil || bytes.Count(line, []byte("\n")) != 1 || !json.Valid(line) {
+		t.Errorf("jsonLine = %q, %v; want one JSON document on one line", line, err)
+	}
+}
+
+// TestNoHeaders: --no-headers prints a list's rows only.
+func TestNoHeaders(t *testing.T) {
+	t.Parallel()
+	resp := &controlv1.ListMessagesResponse{Messages: []*controlv1.Message{{MsgId: 5, State: controlv1.MessageState_MESSAGE_STATE_DEAD}, {MsgId: 6}}}
+	for _, format := range []string{"table", "wide"} {
+		var b bytes.Buffer
+		if err := render(&b, format, true, resp); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "5 ") || !strings.HasPrefix(lines[1], "6 ") {
+			t.Errorf("-o %s --no-headers:\n%s", format, b.String())
 		}
 	}
 }

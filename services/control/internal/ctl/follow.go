@@ -135,7 +135,7 @@ func followJob[J any](ctx context.Context, o *options, stdout io.Writer, job J, 
 	if tty && progress {
 		fmt.Fprintln(stdout)
 	}
-	if err := render(stdout, o.output, v.final(job)); err != nil {
+	if err := render(stdout, o.output, o.noHeaders, v.final(job)); err != nil {
 		return err
 	}
 	if v.state(job) == controlv1.RebuildState_REBUILD_STATE_CANCELLED {

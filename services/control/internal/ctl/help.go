@@ -75,10 +75,11 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 	"GetMessageBody": {
 		Short: "Print a message's raw XML a chunk at a time, for a text get-message truncates",
 		Long: "get-message shows at most control.max-body-chars characters of the raw XML. This prints\n" +
-			"the text from --offset, at most --limit characters (the server's bound when 0), and the\n" +
-			"offset of the next chunk.",
-		Example: "# The first chunk\nmsgxctl get-message-body 123456\n" +
-			"# The next one, from the offset the previous printed\nmsgxctl get-message-body 123456 --offset 262144",
+			"the text from --offset, at most --limit characters (the server's bound when 0), exactly and\n" +
+			"nothing else on stdout; the offset of the next chunk goes to stderr (-o wide or json show\n" +
+			"offsets, length and source with the text).",
+		Example: "# The first chunk: the XML alone, to redirect to a file\nmsgxctl get-message-body 123456\n" +
+			"# The next one, from the offset stderr printed (append it to the file)\nmsgxctl get-message-body 123456 --offset 262144",
 		Args: []string{"msg_id"},
 		Flags: map[string]string{
 			"offset": "the first character to print, from 0",

@@ -2,9 +2,12 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -12,8 +15,16 @@ import (
 )
 
 // An explainer says why a call that changes state changed nothing, so an operator never reads
-// "reopened 0" without a reason. It returns "" when the call did something.
-type explainer func(ctx context.Context, c *client, req, resp proto.Message) string
+// "reopened 0" without a reason. It returns "" when the call did something. A non-nil error is
+// the exit status after the output and the note: a named message that does not exist is exit
+// 15 (NOT_FOUND, as if the server had refused the call), so a typo in an ID never exits 0
+// (issue #56 finding 10).
+type explainer func(ctx context.Context, c *client, req, resp proto.Message) (string, error)
+
+// notFound is the exit of a call that named messages that do not exist.
+func notFound(command string, ids []int64) error {
+	return &exitError{code: ExitCode(codes.NotFound), err: fmt.Errorf("%s: %s: no message %s (check the IDs)", command, codes.NotFound, joinIDs(ids))}
+}
 
 var explainers = map[protoreflect.Name]explainer{
 	"Replay":        explainReplay,
@@ -22,16 +33,16 @@ var explainers = map[protoreflect.Name]explainer{
 	// The dry runs of these say what the call would do (they change nothing either way).
 	"CancelRepublish":         explainCancelDryRun,
 	"CancelProjectionRebuild": explainCancelDryRun,
-	"AcknowledgeDead":         explainAckDryRun,
+	"AcknowledgeDead":         explainAck,
 }
 
 // maxExplained bounds the messages a no-op is explained for, one GetMessage call each.
 const maxExplained = 10
 
-func explainReplay(_ context.Context, _ *client, req, resp proto.Message) string {
+func explainReplay(_ context.Context, _ *client, req, resp proto.Message) (string, error) {
 	q, r := req.(*controlv1.ReplayRequest), resp.(*controlv1.ReplayResponse)
 	if r.GetReplayed() > 0 {
-		return ""
+		return "", nil
 	}
 	var why []string
 	if ids := r.GetMalformedIds(); len(ids) > 0 {
@@ -47,55 +58,76 @@ func explainReplay(_ context.Context, _ *client, req, resp proto.Message) string
 			why = append(why, "no FAILED or DEAD message of a replayable class (codec-error, unsupported, infra, exhausted), nor SKIPPED(UNSUPPORTED), matches the selection")
 		}
 	}
-	return "nothing " + verb(r.GetDryRun(), "replayed") + ": " + strings.Join(why, "; ")
+	return "nothing " + verb(r.GetDryRun(), "replayed") + ": " + strings.Join(why, "; "), nil
 }
 
-func explainRequeue(_ context.Context, _ *client, req, resp proto.Message) string {
+func explainRequeue(_ context.Context, _ *client, req, resp proto.Message) (string, error) {
 	q, r := req.(*controlv1.RequeueEventsRequest), resp.(*controlv1.RequeueEventsResponse)
 	if r.GetRequeued() > 0 {
-		return ""
+		return "", nil
 	}
 	if ids := r.GetNotDeadIds(); len(ids) > 0 {
-		return "nothing " + verb(r.GetDryRun(), "requeued") + ": not DEAD (PENDING or SENT), unknown, or outside the other selectors: " + joinIDs(ids)
+		return "nothing " + verb(r.GetDryRun(), "requeued") + ": not DEAD (PENDING or SENT), unknown, or outside the other selectors: " + joinIDs(ids), nil
 	}
 	scope := "the selection"
 	if t := q.GetTarget(); t != "" {
 		scope = t
 	}
-	return "nothing " + verb(r.GetDryRun(), "requeued") + ": no DEAD event of " + scope + " matches"
+	return "nothing " + verb(r.GetDryRun(), "requeued") + ": no DEAD event of " + scope + " matches", nil
 }
 
-// explainReopen looks the named messages up: only an abandoned marker can be reopened, and
-// the operator needs to know what each message is instead.
-func explainReopen(ctx context.Context, c *client, req, resp proto.Message) string {
+// explainReopen looks the named messages it did not reopen up: only an abandoned marker can be
+// reopened, and the operator needs to know what each message is instead, and which do not exist.
+func explainReopen(ctx context.Context, c *client, req, resp proto.Message) (string, error) {
 	q, r := req.(*controlv1.ReopenRequest), resp.(*controlv1.ReopenResponse)
-	if r.GetReopened() > 0 {
-		return ""
+	var rest []int64
+	for _, id := range q.GetMsgIds() {
+		if !slices.Contains(r.GetReopenedIds(), id) && !slices.Contains(rest, id) {
+			rest = append(rest, id)
+		}
+	}
+	if r.GetReopened() > 0 && len(rest) == 0 {
+		return "", nil
 	}
 	head := "nothing " + verb(r.GetDryRun(), "reopened")
-	ids := q.GetMsgIds()
-	if len(ids) == 0 {
+	if r.GetReopened() > 0 {
+		head = fmt.Sprintf("%d %s; not the others", r.GetReopened(), verb(r.GetDryRun(), "reopened"))
+	}
+	if len(q.GetMsgIds()) == 0 {
 		what := "no abandoned marker"
 		if q.GetReason() != controlv1.AbandonReason_ABANDON_REASON_UNSPECIFIED {
 			what += " of reason " + enumWordOf("ABANDON_REASON_", q.GetReason().Descriptor().Values().ByNumber(q.GetReason().Number()))
 		}
-		return head + ": " + what + " (list them with: msgxctl list-messages --abandoned)"
+		return head + ": " + what + " (list them with: msgxctl list-messages --abandoned)", nil
 	}
 	md := Service().Methods().ByName("GetMessage")
-	var lines []string
-	for i, id := range ids {
+	var (
+		lines   []string
+		missing []int64
+	)
+	for i, id := range rest {
 		if i == maxExplained {
-			lines = append(lines, fmt.Sprintf("  … and %d more", len(ids)-maxExplained))
+			lines = append(lines, fmt.Sprintf("  … and %d more", len(rest)-maxExplained))
 			break
 		}
 		got := &controlv1.GetMessageResponse{}
 		if err := c.call(ctx, md, &controlv1.GetMessageRequest{MsgId: id}, got); err != nil {
+			var ee *exitError
+			if errors.As(err, &ee) && ee.code == ExitCode(codes.NotFound) {
+				missing = append(missing, id)
+				lines = append(lines, fmt.Sprintf("  message %d: not found (no such message)", id))
+				continue
+			}
 			lines = append(lines, fmt.Sprintf("  message %d: %v", id, err))
 			continue
 		}
 		lines = append(lines, "  "+reopenState(got.GetMessage(), q.GetReason()))
 	}
-	return head + ": only messages whose processed marker was abandoned can be reopened\n" + strings.Join(lines, "\n")
+	note := head + ": only messages whose processed marker was abandoned can be reopened\n" + strings.Join(lines, "\n")
+	if len(missing) > 0 {
+		return note, notFound(c.command, missing)
+	}
+	return note, nil
 }
 
 func reopenState(m *controlv1.Message, reason controlv1.AbandonReason) string {
@@ -120,7 +152,7 @@ func verb(dryRun bool, past string) string {
 }
 
 // explainCancelDryRun says what a cancel's dry run found: the job as the cancel would leave it.
-func explainCancelDryRun(_ context.Context, _ *client, _, resp proto.Message) string {
+func explainCancelDryRun(_ context.Context, _ *client, _, resp proto.Message) (string, error) {
 	var (
 		noun  string
 		id    int64
@@ -129,33 +161,43 @@ func explainCancelDryRun(_ context.Context, _ *client, _, resp proto.Message) st
 	switch r := resp.(type) {
 	case *controlv1.CancelRepublishResponse:
 		if !r.GetDryRun() {
-			return ""
+			return "", nil
 		}
 		noun, id, state = "republish", r.GetRepublish().GetRepublishId(), r.GetRepublish().GetState()
 	case *controlv1.CancelProjectionRebuildResponse:
 		if !r.GetDryRun() {
-			return ""
+			return "", nil
 		}
 		noun, id, state = "rebuild", r.GetRebuild().GetRebuildId(), r.GetRebuild().GetState()
 	default:
-		return ""
+		return "", nil
 	}
 	what := "stop it after the page it is on (it stays RUNNING until then)"
 	if state == controlv1.RebuildState_REBUILD_STATE_CANCELLED {
 		what = "end it at once (it has not started)"
 	}
-	return fmt.Sprintf("dry run: the cancel of %s %d would %s; nothing was changed", noun, id, what)
+	return fmt.Sprintf("dry run: the cancel of %s %d would %s; nothing was changed", noun, id, what), nil
 }
 
-// explainAckDryRun says what an acknowledgement's dry run found.
-func explainAckDryRun(_ context.Context, _ *client, _, resp proto.Message) string {
+// explainAck says what an acknowledgement's dry run found, and which named messages were not
+// acknowledged because they do not exist, apart from those that are not DEAD.
+func explainAck(_ context.Context, c *client, _, resp proto.Message) (string, error) {
 	r := resp.(*controlv1.AcknowledgeDeadResponse)
-	if !r.GetDryRun() {
-		return ""
+	var lines []string
+	if r.GetDryRun() {
+		more := ""
+		if r.GetMore() {
+			more = " (the class holds more: the real call takes this many and says to call again)"
+		}
+		lines = append(lines, fmt.Sprintf("dry run: %d DEAD messages would be acknowledged%s; nothing was changed", r.GetAcknowledged(), more))
 	}
-	more := ""
-	if r.GetMore() {
-		more = " (the class holds more: the real call takes this many and says to call again)"
+	if ids := r.GetNotDeadIds(); len(ids) > 0 {
+		lines = append(lines, "not DEAD, not acknowledged: "+joinIDs(ids))
 	}
-	return fmt.Sprintf("dry run: %d DEAD messages would be acknowledged%s; nothing was changed", r.GetAcknowledged(), more)
+	ids := r.GetNotFoundIds()
+	if len(ids) == 0 {
+		return strings.Join(lines, "\n"), nil
+	}
+	lines = append(lines, "not found (no such message), not acknowledged: "+joinIDs(ids))
+	return strings.Join(lines, "\n"), notFound(c.command, ids)
 }

@@ -3,9 +3,11 @@ package ctl
 import (
 	"bytes"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -17,7 +19,7 @@ import (
 func renderString(t *testing.T, format string, m proto.Message, name string, long bool) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := renderAs(&b, format, m, name, long); err != nil {
+	if err := renderAs(&b, format, false, m, name, long); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -41,16 +43,33 @@ func TestListTablesAreNarrowAndStable(t *testing.T) {
 	sparse := &controlv1.ListMessagesResponse{Messages: []*controlv1.Message{{MsgId: 7, State: controlv1.MessageState_MESSAGE_STATE_PENDING}}}
 	narrow := renderString(t, "table", full, "", false)
 	for _, line := range strings.Split(narrow, "\n") {
-		if len(line) > 120 {
-			t.Errorf("line of %d characters:\n%s", len(line), line)
+		if n := utf8.RuneCountInString(line); n > 120 {
+			t.Errorf("line of %d characters:\n%s", n, line)
 		}
 	}
 	header := regexp.MustCompile(`(?m)^MSG_ID.*$`)
 	if a, b := strings.Fields(header.FindString(narrow)), strings.Fields(header.FindString(renderString(t, "table", sparse, "", false))); strings.Join(a, " ") != strings.Join(b, " ") {
 		t.Errorf("columns differ between a full and a sparse page: %v vs %v", a, b)
 	}
-	if strings.Contains(narrow, "redis: connection") || strings.Contains(narrow, "next_page_token") {
+	if strings.Contains(narrow, "FLOP|2718281") || strings.Contains(narrow, "00-4bf92f") || strings.Contains(narrow, "next_page_token") {
 		t.Errorf("the narrow table shows long text or the page token:\n%s", narrow)
+	}
+	// Why each is dead is in the default table (issue #56 finding 2), cut to the width left.
+	if !regexp.MustCompile(`(?m)^MSG_ID .* LAST_ERROR$`).MatchString(narrow) ||
+		!regexp.MustCompile(`(?m)^1234567\s.*\s+redis: connection refused; .*…$`).MatchString(narrow) {
+		t.Errorf("the narrow table lacks the reason column:\n%s", narrow)
+	}
+	// A column has one name in both tables: wide starts with the narrow table's columns.
+	narrowHeader := strings.Fields(header.FindString(narrow))
+	if wideHeader := strings.Fields(header.FindString(renderString(t, "wide", full, "", false))); len(wideHeader) < len(narrowHeader) ||
+		!slices.Equal(wideHeader[:len(narrowHeader)], narrowHeader) || slices.Contains(wideHeader, "ATTEMPTS") || slices.Contains(wideHeader, "ERROR_CLASS") {
+		t.Errorf("wide's columns %v do not start with the table's %v, or name one of them twice", wideHeader, narrowHeader)
+	}
+	dead := &controlv1.RequeueEventsResponse{DryRun: true, Events: []*controlv1.DeadEvent{{EventId: 77, Target: "KAFKA:msg", Flid: "2718281",
+		EventType: "FLOP", StateVersion: 3, MsgId: 1234567, Attempts: 10, LastError: "kafka: MESSAGE_TOO_LARGE\nbroker said no"}}}
+	if out := renderString(t, "table", dead, "", false); !regexp.MustCompile(`(?m)^EVENT_ID .* LAST_ERROR$`).MatchString(out) ||
+		!strings.Contains(out, "kafka: MESSAGE_TOO_LARGE broker said no") {
+		t.Errorf("requeue-events --dry-run's table lacks the reason:\n%s", out)
 	}
 	if !regexp.MustCompile(`(?m)^1234567\s+DEAD\s+EXHAUSTED\s+5\s+FLOP/ESTT\s+2718281\s+2026-03-01T12:00:00Z`).MatchString(narrow) {
 		t.Errorf("row not as expected:\n%s", narrow)
@@ -110,8 +129,8 @@ func TestHumaneNumbersInTablesExactInJSON(t *testing.T) {
 func TestYAMLAndNames(t *testing.T) {
 	t.Parallel()
 	replay := &controlv1.ReplayResponse{DryRun: true, Replayed: 2, ReplayedIds: []int64{11, 13}}
-	if y := renderString(t, "yaml", replay, "", true); !strings.Contains(y, "dry_run: true\n") || !strings.Contains(y, "replayed_ids:\n- \"11\"\n- \"13\"\n") ||
-		!strings.Contains(y, "not_replayable_ids: []\n") {
+	if y := renderString(t, "yaml", replay, "", true); !strings.Contains(y, "dryRun: true\n") || !strings.Contains(y, "replayedIds:\n- 11\n- 13\n") ||
+		!strings.Contains(y, "notReplayableIds: []\n") {
 		t.Errorf("yaml:\n%s", y)
 	}
 	for _, tc := range []struct {

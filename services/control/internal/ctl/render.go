@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -23,16 +25,18 @@ import (
 )
 
 // render writes a response as renderAs does with the generic name and table.
-func render(w io.Writer, format string, m proto.Message) error {
-	return renderAs(w, format, m, "", true)
+func render(w io.Writer, format string, noHeaders bool, m proto.Message) error {
+	return renderAs(w, format, noHeaders, m, "", true)
 }
 
-// renderAs writes a response in an -o format. json is protojson with the .proto's field names
-// and every field, zero values included, so scripts see a stable shape; yaml is the same
-// document as YAML; name prints the IDs (namePath, or the rows' first field), one a line;
-// table and wide are for people. long shows long text (payloads, errors, raw XML) in a
-// table too, as a get does: a list shows it in wide only.
-func renderAs(w io.Writer, format string, m proto.Message, namePath string, long bool) error {
+// renderAs writes a response in an -o format. json is protojson's mapping, as grpcurl prints
+// it (lowerCamelCase names such as msgId), with every field, zero values included, so scripts
+// see a stable shape, and 64-bit integers as JSON numbers (jsonOf); yaml is the same document
+// as YAML; name prints the IDs (namePath, or the rows' first field), one a line; table and
+// wide are for people, noHeaders leaving out the lists' titles and column headers. long shows
+// long text (payloads, errors, raw XML) in a table too, as a get does: a list shows it in
+// wide only.
+func renderAs(w io.Writer, format string, noHeaders bool, m proto.Message, namePath string, long bool) error {
 	switch format {
 	case "json", "yaml":
 		b, err := jsonOf(m)
@@ -58,7 +62,7 @@ func renderAs(w io.Writer, format string, m proto.Message, namePath string, long
 		}
 		return nil
 	}
-	opt := tableOpts{wide: format == "wide", long: long || format == "wide"}
+	opt := tableOpts{wide: format == "wide", long: long || format == "wide", noHeaders: noHeaders}
 	switch resp := m.(type) {
 	case *controlv1.GetMessageResponse:
 		return wrapWrite(renderMessage(w, resp, opt))
@@ -66,23 +70,198 @@ func renderAs(w io.Writer, format string, m proto.Message, namePath string, long
 		return wrapWrite(renderFlight(w, resp, opt))
 	case *controlv1.GetFlightHistoryResponse:
 		return wrapWrite(renderFlightHistory(w, resp))
+	case *controlv1.GetMessageBodyResponse:
+		if !opt.wide {
+			// The XML exactly, nothing before or after it, so chunks written one after the other
+			// make the inbox text byte for byte; -o wide shows the offsets (bodyNote says where
+			// the next chunk starts, on stderr).
+			_, err := io.WriteString(w, resp.GetText())
+			return wrapWrite(err)
+		}
 	}
 	return wrapWrite(renderTable(w, m.ProtoReflect(), opt))
 }
 
+// jsonOf is m as protojson writes it (the names grpcurl prints), except that 64-bit integers,
+// which protojson quotes for JavaScript's sake, are JSON numbers: `jq '.backlog.unfinished >
+// 0'` must compare numbers (issue #56 finding 3). No count or ID of this API comes near 2^53,
+// where a JavaScript reader would round.
 func jsonOf(m proto.Message) ([]byte, error) {
-	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		return nil, localErr(fmt.Errorf("render: %w", err))
 	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	v, err := readJSON(dec)
+	if err != nil {
+		return nil, localErr(fmt.Errorf("render: %w", err))
+	}
+	var out bytes.Buffer
+	writeJSON(&out, numbersOf(m.ProtoReflect().Descriptor(), v))
 	// protojson varies its whitespace on purpose; re-indenting makes the bytes stable, so
 	// scripts can diff two outputs.
+	var ind bytes.Buffer
+	if err := json.Indent(&ind, out.Bytes(), "", "  "); err != nil {
+		return nil, localErr(fmt.Errorf("render: %w", err))
+	}
+	ind.WriteByte('\n')
+	return ind.Bytes(), nil
+}
+
+// jsonLine is m as jsonOf writes it, on one line: the documents of a stream (get-status
+// --watch -o json), one per line.
+func jsonLine(m proto.Message) ([]byte, error) {
+	b, err := jsonOf(m)
+	if err != nil {
+		return nil, err
+	}
 	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
+	if err := json.Compact(&out, b); err != nil {
 		return nil, localErr(fmt.Errorf("render: %w", err))
 	}
 	out.WriteByte('\n')
 	return out.Bytes(), nil
+}
+
+// jsonObject keeps an object's keys in protojson's order (the .proto's field order), which a
+// map would lose.
+type jsonObject struct {
+	keys []string
+	vals []any
+}
+
+// readJSON reads one JSON value, objects as jsonObject, numbers as json.Number.
+func readJSON(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch d := tok.(type) {
+	case json.Delim:
+		if d == '[' {
+			arr := []any{}
+			for dec.More() {
+				v, err := readJSON(dec)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			_, err := dec.Token()
+			return arr, err
+		}
+		obj := &jsonObject{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := readJSON(dec)
+			if err != nil {
+				return nil, err
+			}
+			obj.keys, obj.vals = append(obj.keys, k.(string)), append(obj.vals, v)
+		}
+		_, err := dec.Token()
+		return obj, err
+	}
+	return tok, nil
+}
+
+func writeJSON(b *bytes.Buffer, v any) {
+	switch v := v.(type) {
+	case *jsonObject:
+		b.WriteByte('{')
+		for i, k := range v.keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			kb, _ := json.Marshal(k)
+			b.Write(kb)
+			b.WriteByte(':')
+			writeJSON(b, v.vals[i])
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeJSON(b, e)
+		}
+		b.WriteByte(']')
+	default:
+		enc := json.NewEncoder(b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v) // strings, json.Number, bools, nil: they encode
+		b.Truncate(b.Len() - 1)
+	}
+}
+
+// numbersOf turns the quoted 64-bit integers of v, a message of type md as protojson wrote it,
+// into numbers.
+func numbersOf(md protoreflect.MessageDescriptor, v any) any {
+	switch md.FullName() {
+	case "google.protobuf.Int64Value", "google.protobuf.UInt64Value":
+		return number(v)
+	}
+	obj, ok := v.(*jsonObject)
+	if !ok {
+		return v // a well-known type's own form: a timestamp, a duration
+	}
+	fields := md.Fields()
+	for i, k := range obj.keys {
+		fd := fields.ByJSONName(k)
+		if fd == nil {
+			continue
+		}
+		elem := func(e any) any { return valueNumbers(fd, e) }
+		switch {
+		case fd.IsMap():
+			if m, ok := obj.vals[i].(*jsonObject); ok {
+				for j := range m.vals {
+					m.vals[j] = valueNumbers(fd.MapValue(), m.vals[j])
+				}
+			}
+		case fd.IsList():
+			if arr, ok := obj.vals[i].([]any); ok {
+				for j := range arr {
+					arr[j] = elem(arr[j])
+				}
+			}
+		default:
+			obj.vals[i] = elem(obj.vals[i])
+		}
+	}
+	return obj
+}
+
+func valueNumbers(fd protoreflect.FieldDescriptor, v any) any {
+	switch fd.Kind() {
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return number(v)
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return numbersOf(fd.Message(), v)
+	}
+	return v
+}
+
+// number is a quoted integer as a JSON number; anything else as it is.
+func number(v any) any {
+	s, ok := v.(string)
+	if !ok {
+		return v
+	}
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return json.Number(s)
+	}
+	if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return json.Number(s)
+	}
+	return v
 }
 
 // namesOf is what -o name prints: the values at path (a dotted field path; a list gives one
@@ -161,6 +340,9 @@ func wrapWrite(err error) error {
 // long the long text (payloads, errors, raw XML) of singular fields.
 type tableOpts struct {
 	wide, long bool
+	// noHeaders (--no-headers) leaves out the lists' titles, column headers and notes: only
+	// the rows, for a pipe into cut or awk.
+	noHeaders bool
 	// skip names top-level fields a view has printed already; labels rename keys.
 	skip   map[protoreflect.Name]bool
 	labels map[string]string
@@ -195,12 +377,12 @@ func renderTable(w io.Writer, m protoreflect.Message, opt tableOpts) error {
 	}
 	for i, s := range t.sections {
 		// A list's table opens the output when nothing came before it.
-		if i > 0 || len(t.pairs) > 0 {
+		if (i > 0 || len(t.pairs) > 0) && !opt.noHeaders {
 			if _, err := io.WriteString(w, "\n"); err != nil {
 				return err
 			}
 		}
-		if err := writeSection(w, s, opt.wide); err != nil {
+		if err := writeSection(w, s, opt); err != nil {
 			return err
 		}
 	}
@@ -209,7 +391,7 @@ func renderTable(w io.Writer, m protoreflect.Message, opt tableOpts) error {
 			return err
 		}
 	}
-	if len(t.hidden) > 0 {
+	if len(t.hidden) > 0 && !opt.noHeaders {
 		if _, err := fmt.Fprintf(w, "\n(%s: -o wide shows %s)\n", strings.Join(t.hidden, ", "), pronoun(len(t.hidden))); err != nil {
 			return err
 		}
@@ -284,11 +466,28 @@ type column struct {
 	header string
 	fields []string
 	sep    string
+	// fill is the reason column (last_error), last in the row: on one line, and in the narrow
+	// table cut to what the other columns leave of tableWidth (at least minReason).
+	fill bool
 }
 
 func col(header string, fields ...string) column {
 	return column{header: header, fields: fields, sep: "/"}
 }
+
+// reason is the column that says why a row is dead or failed (issue #56 finding 2): the
+// runbooks triage from the default table, so it is there, cut to fit.
+func reason(field string) column {
+	return column{header: strings.ToUpper(field), fields: []string{field}, sep: "/", fill: true}
+}
+
+const (
+	// tableWidth is the terminal a narrow table fits.
+	tableWidth = 120
+	// minReason is the least of the reason column the narrow table shows, even past
+	// tableWidth: a few words of the error say which runbook applies.
+	minReason = 24
+)
 
 // narrowColumns are the default table's columns of the rows an operator lists, chosen to fit
 // a 120-column terminal; -o wide shows every field. A row type not here shows every field
@@ -297,7 +496,7 @@ func col(header string, fields ...string) column {
 var narrowColumns = map[protoreflect.FullName][]column{
 	"msgx.control.v1.Message": {col("MSG_ID", "msg_id"), col("STATE", "state"), col("CLASS", "error_class"),
 		col("RETRIES", "attempts"), col("TYPE", "msg_type", "msg_styp"), col("FLID", "flid"),
-		col("ENQUEUED", "enqueued_at"), col("FINISHED", "finished_at"), col("ACKED_BY", "acknowledged_by")},
+		col("ENQUEUED", "enqueued_at"), col("ACKED_BY", "acknowledged_by"), reason("last_error")},
 	"msgx.control.v1.UpstreamRequest": {col("REQ_ID", "req_id"), col("TYPE", "type"), col("SCOPE", "scope"),
 		col("STATE", "state"), col("SEQN", "seqn"), col("CREATED", "created_at"), col("ANSWER_MSG", "answer_msg_id")},
 	"msgx.control.v1.ProjectionRebuild": {col("REBUILD_ID", "rebuild_id"), col("STATE", "state"), col("ALL", "all"),
@@ -307,10 +506,10 @@ var narrowColumns = map[protoreflect.FullName][]column{
 		col("BATCH", "batch"), col("REFRESHED", "refreshed_at")},
 	"msgx.control.v1.DeadEvent": {col("EVENT_ID", "event_id"), col("TARGET", "target"), col("FLID", "flid"),
 		col("TYPE", "event_type"), col("VERSION", "state_version"), col("MSG_ID", "msg_id"), col("ATTEMPTS", "attempts"),
-		col("DEAD_AT", "dead_at")},
+		col("DEAD_AT", "dead_at"), reason("last_error")},
 	"msgx.control.v1.Event": {col("EVENT_ID", "event_id"), col("TARGET", "target"), col("KEY", "partition_key"),
 		col("TYPE", "event_type"), col("VERSION", "state_version"), col("STATE", "state"), col("ATTEMPTS", "attempts"),
-		col("CREATED", "created_at")},
+		col("CREATED", "created_at"), reason("last_error")},
 	"msgx.control.v1.RoleStatus": {col("ROLE", "role"), col("HELD", "held"), col("INSTANCE", "instance"),
 		col("ACTIVE", "active"), col("SINCE", "since"), col("BLOCKED_ON", "blocked.dependency")},
 	"msgx.control.v1.FlightHistoryEntry": {col("MSG_ID", "msg_id"), col("FLID", "flid"), col("CAUSE", "cause"),
@@ -343,40 +542,54 @@ func narrowFallback(md protoreflect.MessageDescriptor) []column {
 	return cols
 }
 
-// wideColumns is every field of a row, one column each.
-func wideColumns(md protoreflect.MessageDescriptor) []column {
-	var cols []column
+// wideColumns are the narrow table's columns, under the same headers, then every other field
+// of a row, one column each, named after it: a column has one name in both tables (issue #56
+// finding 2).
+func wideColumns(md protoreflect.MessageDescriptor, narrow []column) []column {
+	cols := slices.Clone(narrow)
+	shown := map[string]bool{}
+	for i := range cols {
+		cols[i].fill = false // wide shows the whole reason
+		for _, f := range cols[i].fields {
+			shown[strings.SplitN(f, ".", 2)[0]] = true
+		}
+	}
 	fields := md.Fields()
 	for i := range fields.Len() {
-		fd := fields.Get(i)
-		cols = append(cols, col(strings.ToUpper(string(fd.Name())), string(fd.Name())))
+		if fd := fields.Get(i); !shown[string(fd.Name())] {
+			cols = append(cols, col(strings.ToUpper(string(fd.Name())), string(fd.Name())))
+		}
 	}
 	return cols
 }
 
 // writeSection prints the rows of a repeated field as a table.
-func writeSection(w io.Writer, s section, wide bool) error {
-	if _, err := fmt.Fprintf(w, "%s (%d):\n", s.title, len(s.rows)); err != nil {
-		return err
+func writeSection(w io.Writer, s section, opt tableOpts) error {
+	wide := opt.wide
+	if !opt.noHeaders {
+		if _, err := fmt.Fprintf(w, "%s (%d):\n", s.title, len(s.rows)); err != nil {
+			return err
+		}
 	}
 	if len(s.rows) == 0 {
 		return nil
 	}
 	md := s.fd.Message()
 	cols, ok := narrowColumns[md.FullName()]
-	switch {
-	case wide:
-		cols = wideColumns(md)
-	case !ok:
+	if !ok {
 		cols = narrowFallback(md)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if wide {
+		cols = wideColumns(md, cols)
+	}
 	header := make([]string, len(cols))
+	widths := make([]int, len(cols))
 	for i, c := range cols {
 		header[i] = c.header
+		widths[i] = utf8.RuneCountInString(c.header)
 	}
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, r := range s.rows {
+	rows := make([][]string, len(s.rows))
+	for k, r := range s.rows {
 		cells := make([]string, len(cols))
 		for i, c := range cols {
 			vals := make([]string, len(c.fields))
@@ -387,7 +600,35 @@ func writeSection(w io.Writer, s section, wide bool) error {
 			if strings.Trim(cells[i], "-"+c.sep) == "" {
 				cells[i] = "-"
 			}
+			if c.fill {
+				cells[i] = strings.Join(strings.Fields(strings.ReplaceAll(cells[i], `\n`, " ")), " ")
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(cells[i]))
 		}
+		rows[k] = cells
+	}
+	for i, c := range cols {
+		if !c.fill {
+			continue
+		}
+		room := tableWidth
+		for j := range cols {
+			if j != i {
+				room -= widths[j] + 2 // tabwriter's padding
+			}
+		}
+		room = max(room, minReason)
+		for _, cells := range rows {
+			if r := []rune(cells[i]); len(r) > room {
+				cells[i] = string(r[:room-1]) + "…"
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if !opt.noHeaders {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
+	for _, cells := range rows {
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()

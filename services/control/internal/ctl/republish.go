@@ -31,7 +31,7 @@ func followRepublish(ctx context.Context, o *options, resp proto.Message, stdout
 	job := r.GetRepublish()
 	if r.GetDryRun() {
 		// Nothing was requested: there is no job to follow, only the preview to print.
-		if err := renderAs(stdout, o.output, r, "republish.republish_id", false); err != nil {
+		if err := renderAs(stdout, o.output, o.noHeaders, r, "republish.republish_id", false); err != nil {
 			return err
 		}
 		_, err := fmt.Fprintln(stderr, republishPreview(r)+"; dry run: nothing was requested")

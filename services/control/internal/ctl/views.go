@@ -170,6 +170,10 @@ func renderFlightHistory(w io.Writer, r *controlv1.GetFlightHistoryResponse) err
 	fmt.Fprintf(w, "flight %s: %d messages\n", r.GetFlid(), len(r.GetEntries()))
 	for _, e := range r.GetEntries() {
 		outcome := strings.TrimPrefix(e.GetMessageState().String(), "MESSAGE_STATE_")
+		if e.GetMessageState() == controlv1.MessageState_MESSAGE_STATE_UNSPECIFIED {
+			// The server reads every kept record: none means retention deleted it.
+			outcome = "state not kept (processing record deleted)"
+		}
 		if e.GetFlightState() != "" {
 			outcome += fmt.Sprintf(", flight %s v%d", e.GetFlightState(), e.GetVersion())
 		}
@@ -258,4 +262,14 @@ func short(d *durationpb.Duration) string {
 		return v.Round(10 * time.Millisecond).String()
 	}
 	return v.Round(time.Second).String()
+}
+
+// bodyNote is what get-message-body's table leaves out of stdout, for stderr: where the next
+// chunk starts when this one does not reach the end; "" at the end.
+func bodyNote(r *controlv1.GetMessageBodyResponse) string {
+	if r.GetEof() {
+		return ""
+	}
+	return fmt.Sprintf("msgxctl: characters %d to %d of %d (%s); the next chunk: --offset %d",
+		r.GetOffset(), r.GetNextOffset(), r.GetBodyChars(), r.GetRawSource(), r.GetNextOffset())
 }

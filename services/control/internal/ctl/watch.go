@@ -20,12 +20,13 @@ type watchFlags struct {
 	interval time.Duration
 }
 
-// watch asks for the status every interval until ctx ends (Ctrl-C ends it with exit 0). On a
-// terminal it redraws one screen in place; otherwise it writes one plain key=value line per
-// answer, for a log or a pipe. The first call failing ends the watch with its exit code (a
-// wrong token, no server); a later failure is shown and the watch goes on, since an operator
-// watches exactly while things fail.
-func (o *options) watch(ctx context.Context, md protoreflect.MethodDescriptor, req proto.Message, stdout io.Writer, interval time.Duration) error {
+// watch asks for the status every interval until ctx ends (Ctrl-C ends it with exit 0). With
+// -o json it writes each answer as one JSON document on one line (JSON Lines, for jq or a
+// log shipper), a failed call to stderr; on a terminal it redraws one screen in place;
+// otherwise it writes one plain key=value line per answer, for a log or a pipe. The first
+// call failing ends the watch with its exit code (a wrong token, no server); a later failure
+// is shown and the watch goes on, since an operator watches exactly while things fail.
+func (o *options) watch(ctx context.Context, md protoreflect.MethodDescriptor, req proto.Message, stdout, stderr io.Writer, interval time.Duration) error {
 	c, err := o.dial()
 	if err != nil {
 		return err
@@ -43,13 +44,24 @@ func (o *options) watch(ctx context.Context, md protoreflect.MethodDescriptor, r
 			return err
 		}
 		var b bytes.Buffer
-		if tty {
+		switch {
+		case o.output == "json" && err != nil:
+			if _, werr := fmt.Fprintf(stderr, "msgxctl: %v\n", err); werr != nil {
+				return localErr(fmt.Errorf("write output: %w", werr))
+			}
+		case o.output == "json":
+			line, jerr := jsonLine(st)
+			if jerr != nil {
+				return jerr
+			}
+			b.Write(line)
+		case tty:
 			// Home, the screen, then clear what an earlier, longer screen left below it.
 			b.WriteString("\x1b[H")
 			screen := renderScreen(st, err, &ws, interval, time.Now())
 			b.WriteString(strings.ReplaceAll(screen, "\n", "\x1b[K\n"))
 			b.WriteString("\x1b[J")
-		} else {
+		default:
 			b.WriteString(renderLine(st, err, &ws))
 		}
 		if _, werr := b.WriteTo(stdout); werr != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/migrate"
+	"github.com/msgexchange/msgexchange/pkg/service"
 )
 
 // Usage describes the subcommand.
@@ -22,6 +23,10 @@ const Usage = `usage: msgx-control migrate [status]
 // Run runs the subcommand with args (after "migrate") and returns the exit code: 0 on success,
 // 1 when the database refuses, 2 on a usage or configuration error.
 func Run(ctx context.Context, args []string, cfg func() (config.Config, error), logger *slog.Logger, stdout, stderr io.Writer) int {
+	if len(args) == 1 && service.IsHelp(args[0]) {
+		fmt.Fprint(stdout, Usage)
+		return 0
+	}
 	if len(args) > 1 || (len(args) == 1 && args[0] != "status") {
 		fmt.Fprint(stderr, Usage)
 		return 2

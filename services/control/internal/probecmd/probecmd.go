@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/msgexchange/msgexchange/pkg/service"
 )
 
 type urls []string
@@ -30,12 +32,22 @@ func (u *urls) Set(v string) error { *u = append(*u, v); return nil }
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("msgx-control probe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	if len(args) == 1 && service.IsHelp(args[0]) {
+		// Asked for: the usage on stdout, exit 0 (issue #56), as the binary's own --help.
+		fs.SetOutput(stdout)
+	}
 	grpcAddr := fs.String("grpc", "", "control's gRPC address (host:port) whose health service must answer SERVING")
 	useTLS := fs.Bool("tls", false, "connect to -grpc over TLS (the certificate is not verified: this checks that the API answers, it does not authenticate it)")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound on each check")
 	var ready urls
 	fs.Var(&ready, "readyz", "an admin /readyz URL that must answer 200 (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if len(args) == 1 && args[0] == "help" {
+		fs.Usage()
+		return 0
+	}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
 		return 2
 	}
 	if *grpcAddr == "" && len(ready) == 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/logging"
+	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/floor"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
 )
@@ -33,6 +34,10 @@ const (
 func subcommand(name string, args []string) int {
 	if name != "version-floor" {
 		return command.Refuse(name, os.Stderr)
+	}
+	if len(args) == 1 && service.IsHelp(args[0]) {
+		fmt.Fprint(os.Stdout, command.Usage())
+		return 0
 	}
 	if len(args) > 0 {
 		fmt.Fprintf(os.Stderr, "msgx-dispatcher version-floor takes no arguments\n%s", command.Usage())
