@@ -9,15 +9,15 @@ import (
 	"strings"
 )
 
-// Breaking lists the changes from the contract prev to cur that break a consumer of either
-// side: a field, tag, header or schema file removed; a required set changed (a field made
-// required rejects the records of before, one made optional lets records through that the
-// consumers of before reject); a type, enum, const, format, pattern or bound changed; a
-// closed object opened to new fields with a schema of its own... Within a major version only
-// additions that the previous schema already accepted are allowed: a new property where the
-// object's additionalProperties was not false, and text (titles, descriptions). So everything
-// the previous version accepted, the new one accepts, and everything the new one describes,
-// the consumers of the previous one read.
+// Breaking lists the changes of the schemas from the contract prev to cur that break a
+// consumer of either version: a field, tag, header or schema file removed; a required set
+// changed (a field made required rejects the records of before, one made optional lets records
+// through that the consumers of before reject); a type, enum, const, format, pattern, bound or
+// reference changed; a subschema or assertion added or removed. Within a major version only
+// what the previous schema already accepted may be added: a new property where the object's
+// additionalProperties was not false, and text (titles, descriptions). So everything the
+// previous version accepted, the new one accepts, and everything the new one describes, the
+// consumers of the previous one read.
 func Breaking(prev, cur *Contract) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(prev.Raw)) {
