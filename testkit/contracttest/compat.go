@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// Breaking lists the changes of the schemas from the contract prev to cur that break a
-// consumer of either version: a field, tag, header or schema file removed; a required set
+// Breaking lists the changes from the contract prev to cur that break a consumer of either
+// version: a topic (an AsyncAPI channel) removed, renamed, its cleanup policy changed or a
+// message of it removed; in the schemas, a field, tag, header or schema file removed; a required set
 // changed (a field made required rejects the records of before, one made optional lets records
 // through that the consumers of before reject); a type, enum, const, format, pattern, bound or
 // reference changed; a subschema or assertion added or removed. Within a major version only
@@ -20,6 +21,24 @@ import (
 // consumers of the previous one read.
 func Breaking(prev, cur *Contract) []string {
 	var out []string
+	// A channel (a topic) removed, renamed, its cleanup policy or a message of it gone breaks
+	// its consumers; a channel or message added breaks nothing.
+	for _, name := range slices.Sorted(maps.Keys(prev.Channels)) {
+		was, now := prev.Channels[name], cur.Channels[name]
+		switch {
+		case now.Address == "":
+			out = append(out, fmt.Sprintf("channel %s: removed", name))
+		case now.Address != was.Address:
+			out = append(out, fmt.Sprintf("channel %s: address %s became %s", name, was.Address, now.Address))
+		case !slices.Equal(now.CleanupPolicy, was.CleanupPolicy):
+			out = append(out, fmt.Sprintf("channel %s: cleanup.policy %v became %v", name, was.CleanupPolicy, now.CleanupPolicy))
+		}
+		for _, m := range was.Messages {
+			if now.Address != "" && !slices.Contains(now.Messages, m) {
+				out = append(out, fmt.Sprintf("channel %s: message %s removed", name, m))
+			}
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(prev.Raw)) {
 		now, ok := cur.Raw[name]
 		if !ok {

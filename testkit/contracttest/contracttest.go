@@ -39,9 +39,18 @@ type Contract struct {
 	Version string
 	// Raw holds each schema file decoded, by file name (the compatibility check reads them).
 	Raw map[string]any
+	// Channels are the AsyncAPI document's channels by name: what a consumer subscribes to.
+	Channels map[string]Channel
 
 	key, headers, msg, schd *jsonschema.Schema
 	declared                map[string][]string // schema file → the property names it declares
+}
+
+// Channel is what the AsyncAPI document says of one topic.
+type Channel struct {
+	Address       string
+	CleanupPolicy []string
+	Messages      []string
 }
 
 // Load compiles the contract held in fsys (the embedded files, or a previous version's copy).
@@ -56,6 +65,17 @@ func Load(fsys fs.FS) (*Contract, error) {
 		Info     struct {
 			Version string `yaml:"version"`
 		} `yaml:"info"`
+		Channels map[string]struct {
+			Address  string         `yaml:"address"`
+			Messages map[string]any `yaml:"messages"`
+			Bindings struct {
+				Kafka struct {
+					TopicConfiguration struct {
+						CleanupPolicy []string `yaml:"cleanup.policy"`
+					} `yaml:"topicConfiguration"`
+				} `yaml:"kafka"`
+			} `yaml:"bindings"`
+		} `yaml:"channels"`
 	}
 	if err := yaml.Unmarshal(api, &doc); err != nil {
 		return nil, fmt.Errorf("event contract: %s: %w", contract.AsyncAPI, err)
@@ -65,6 +85,11 @@ func Load(fsys fs.FS) (*Contract, error) {
 			contract.AsyncAPI, doc.AsyncAPI, doc.Info.Version)
 	}
 	c.Version = doc.Info.Version
+	c.Channels = map[string]Channel{}
+	for name, ch := range doc.Channels {
+		c.Channels[name] = Channel{Address: ch.Address, CleanupPolicy: ch.Bindings.Kafka.TopicConfiguration.CleanupPolicy,
+			Messages: slices.Sorted(maps.Keys(ch.Messages))}
+	}
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(jsonschema.Draft2020)
 	comp.AssertFormat()

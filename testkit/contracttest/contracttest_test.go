@@ -285,11 +285,53 @@ func TestBreakingChangesAreFound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prev := current(t)
-			cur := &contracttest.Contract{Version: prev.Version, Raw: maps.Clone(prev.Raw)}
+			cur := &contracttest.Contract{Version: prev.Version, Raw: maps.Clone(prev.Raw), Channels: prev.Channels}
 			cur.Raw[tc.file] = clone(t, prev.Raw[tc.file])
 			tc.edit(cur.Raw[tc.file].(map[string]any))
 			br := contracttest.Breaking(prev, cur)
 			if (len(br) > 0) != tc.found {
+				t.Errorf("found %q, want a breaking change: %v", br, tc.found)
+			}
+		})
+	}
+}
+
+// TestBreakingChannelChangesAreFound: a topic removed, renamed, its cleanup policy or a message
+// of it changed breaks its consumers; a topic added does not.
+func TestBreakingChannelChangesAreFound(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(map[string]contracttest.Channel)
+		found bool
+	}{
+		{"a topic removed", func(chs map[string]contracttest.Channel) { delete(chs, "flightSchd") }, true},
+		{"a topic renamed", func(chs map[string]contracttest.Channel) {
+			ch := chs["flightMsg"]
+			ch.Address = "msgx.flight.events"
+			chs["flightMsg"] = ch
+		}, true},
+		{"compaction dropped", func(chs map[string]contracttest.Channel) {
+			ch := chs["flightSchd"]
+			ch.CleanupPolicy = []string{"delete"}
+			chs["flightSchd"] = ch
+		}, true},
+		{"a message removed", func(chs map[string]contracttest.Channel) {
+			ch := chs["flightSchd"]
+			ch.Messages = slices.DeleteFunc(slices.Clone(ch.Messages), func(m string) bool { return m == "flightTombstone" })
+			chs["flightSchd"] = ch
+		}, true},
+		{"a topic added", func(chs map[string]contracttest.Channel) {
+			chs["flightAudit"] = contracttest.Channel{Address: "msgx.flight.audit", CleanupPolicy: []string{"delete"}}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := current(t)
+			if len(prev.Channels) != 2 {
+				t.Fatalf("channels %v, want flightMsg and flightSchd", prev.Channels)
+			}
+			cur := &contracttest.Contract{Version: prev.Version, Raw: prev.Raw, Channels: maps.Clone(prev.Channels)}
+			tc.edit(cur.Channels)
+			if br := contracttest.Breaking(prev, cur); (len(br) > 0) != tc.found {
 				t.Errorf("found %q, want a breaking change: %v", br, tc.found)
 			}
 		})
