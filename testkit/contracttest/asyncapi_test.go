@@ -10,6 +10,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/kafkarecord/contract"
+	"github.com/msgexchange/msgexchange/testkit/contracttest"
 )
 
 // TestAsyncAPINamesTheTopicsAndRules: the AsyncAPI document names both topics by their
@@ -25,17 +26,6 @@ func TestAsyncAPINamesTheTopicsAndRules(t *testing.T) {
 		Info     struct {
 			Description string `yaml:"description"`
 		} `yaml:"info"`
-		Channels map[string]struct {
-			Address  string `yaml:"address"`
-			Bindings struct {
-				Kafka struct {
-					Topic              string `yaml:"topic"`
-					TopicConfiguration struct {
-						CleanupPolicy []string `yaml:"cleanup.policy"`
-					} `yaml:"topicConfiguration"`
-				} `yaml:"kafka"`
-			} `yaml:"bindings"`
-		} `yaml:"channels"`
 	}
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
@@ -43,13 +33,17 @@ func TestAsyncAPINamesTheTopicsAndRules(t *testing.T) {
 	if doc.AsyncAPI != "3.0.0" {
 		t.Errorf("asyncapi %q, want 3.0.0", doc.AsyncAPI)
 	}
+	c, err := contracttest.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := config.Default().Kafka
 	want := map[string][]string{cfg.TopicMsg: {"delete"}, cfg.TopicSchd: {"compact"}}
-	for name, ch := range doc.Channels {
+	for name, ch := range c.Channels {
 		policy, ok := want[ch.Address]
-		if !ok || ch.Bindings.Kafka.Topic != ch.Address || !slices.Equal(ch.Bindings.Kafka.TopicConfiguration.CleanupPolicy, policy) {
+		if !ok || ch.Topic != ch.Address || !slices.Equal(ch.CleanupPolicy, policy) {
 			t.Errorf("channel %s: address %q, topic %q, cleanup.policy %q; want the topics %v", name, ch.Address,
-				ch.Bindings.Kafka.Topic, ch.Bindings.Kafka.TopicConfiguration.CleanupPolicy, want)
+				ch.Topic, ch.CleanupPolicy, want)
 		}
 		delete(want, ch.Address)
 	}

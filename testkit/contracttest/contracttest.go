@@ -49,6 +49,7 @@ type Contract struct {
 // Channel is what the AsyncAPI document says of one topic.
 type Channel struct {
 	Address       string
+	Topic         string // the Kafka binding's topic
 	CleanupPolicy []string
 	Messages      []string
 }
@@ -70,6 +71,7 @@ func Load(fsys fs.FS) (*Contract, error) {
 			Messages map[string]any `yaml:"messages"`
 			Bindings struct {
 				Kafka struct {
+					Topic              string `yaml:"topic"`
 					TopicConfiguration struct {
 						CleanupPolicy []string `yaml:"cleanup.policy"`
 					} `yaml:"topicConfiguration"`
@@ -87,8 +89,8 @@ func Load(fsys fs.FS) (*Contract, error) {
 	c.Version = doc.Info.Version
 	c.Channels = map[string]Channel{}
 	for name, ch := range doc.Channels {
-		c.Channels[name] = Channel{Address: ch.Address, CleanupPolicy: ch.Bindings.Kafka.TopicConfiguration.CleanupPolicy,
-			Messages: slices.Sorted(maps.Keys(ch.Messages))}
+		c.Channels[name] = Channel{Address: ch.Address, Topic: ch.Bindings.Kafka.Topic,
+			CleanupPolicy: ch.Bindings.Kafka.TopicConfiguration.CleanupPolicy, Messages: slices.Sorted(maps.Keys(ch.Messages))}
 	}
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(jsonschema.Draft2020)
