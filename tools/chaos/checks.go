@@ -37,8 +37,11 @@ type evidence struct {
 	load         *loadResult
 	msg, schd    map[string][]received
 	foreign      int
-	kafkaState   []string // partitions whose consumer position or stable offset does not add up
-	faults       map[Kind]*tally
+	// broken counts the records that break the event contract; brokenFirst quotes the first.
+	broken      int
+	brokenFirst []string
+	kafkaState  []string // partitions whose consumer position or stable offset does not add up
+	faults      map[Kind]*tally
 	// selfExits and selfExitLines are the processes that exited without being killed, which the
 	// supervisor restarted.
 	selfExits, settingsRefused int
@@ -525,12 +528,15 @@ func checkKafkaOrder(ev evidence) Check {
 	if ev.foreign > 0 {
 		problems = append(problems, fmt.Sprintf("%d records without an msgx-event-id header", ev.foreign))
 	}
+	if ev.broken > 0 {
+		problems = append(problems, fmt.Sprintf("%d records break the event contract: %s", ev.broken, strings.Join(ev.brokenFirst, "; ")))
+	}
 	if len(problems) > 0 && len(ev.kafkaState) > 0 {
 		problems = append(problems, "broker: "+strings.Join(ev.kafkaState, "; "))
 	}
 	c.Pass = len(problems) == 0
 	if c.Pass {
-		c.Detail = fmt.Sprintf("%d FLIDs, %d change events each once in outbox order on KAFKA:msg, latest state of %d FLIDs last on KAFKA:schd; %d redeliveries (at least once)",
+		c.Detail = fmt.Sprintf("%d FLIDs, %d change events each once in outbox order on KAFKA:msg, latest state of %d FLIDs last on KAFKA:schd; %d redeliveries (at least once); every record matches the event contract",
 			len(msgByFLID), countEvents(ev.chaos, "KAFKA:msg"), len(schdRow), dups)
 	} else {
 		c.Detail = strings.Join(problems, "; ")

@@ -221,6 +221,9 @@ func TestChecksFailTheirDefect(t *testing.T) {
 		{CheckKafkaOrder, func(e *evidence) { e.msg["F1"] = nil }},
 		{CheckKafkaOrder, func(e *evidence) { e.chaos.events[0].State = "DEAD" }},
 		{CheckKafkaOrder, func(e *evidence) { e.schd["F1"] = append(recs(11), received{eventID: 7, version: 0}) }},
+		{CheckKafkaOrder, func(e *evidence) {
+			e.broken, e.brokenFirst = 1, []string{"KAFKA:msg record \"F1\" breaks the event contract"}
+		}},
 		{CheckClean, func(e *evidence) { e.chaos.tables["flight_schd"] = []string{`{"flid": "F1", "estt": "y"}`} }},
 		{CheckClean, func(e *evidence) { e.chaos.redis["flight:F1"] = `{"FLID":"F1","ESTT":"y"}` }},
 		{CheckClean, func(e *evidence) { e.chaos.events[0].Payload = `{"CHANGED": ["ESTT"]}` }},

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/testkit/contracttest"
 )
 
 // received is one record as the consumer saw it.
@@ -35,6 +37,10 @@ type recorder struct {
 	// foreign counts records that do not carry the record contract's headers
 	// (pkg/kafkarecord): nothing but the dispatcher writes these topics, so any is a finding.
 	foreign int
+	// broken counts records that break the event contract (testkit/contracttest: the schemas of
+	// the key, headers and value); brokenFirst keeps the first maxBroken of the violations.
+	broken      int
+	brokenFirst []string
 	// next is the offset after the last record read, per topic and partition; fetchErr the
 	// last fetch error. Both explain a consumer that stopped receiving (diagnose).
 	next     map[string]map[int32]int64
@@ -82,6 +88,15 @@ func (r *recorder) add(fetches kgo.Fetches) {
 		}
 		r.next[rec.Topic][rec.Partition] = max(r.next[rec.Topic][rec.Partition], rec.Offset+1)
 		r.records++
+		target := outbox.TargetSchd
+		if rec.Topic == r.topicMsg {
+			target = outbox.TargetMsg
+		}
+		if err := contracttest.CheckRecord(target, rec); err != nil {
+			if r.broken++; r.broken <= maxBroken {
+				r.brokenFirst = append(r.brokenFirst, err.Error())
+			}
+		}
 		m, err := kafkarecord.Parse(rec.Headers)
 		if err != nil {
 			r.foreign++
@@ -96,6 +111,17 @@ func (r *recorder) add(fetches kgo.Fetches) {
 			r.schd[key] = append(r.schd[key], got)
 		}
 	})
+}
+
+// maxBroken is how many contract violations the report quotes: the first few say what is
+// wrong, the count how often.
+const maxBroken = 5
+
+// contractBreaks returns how many records broke the event contract, and the first violations.
+func (r *recorder) contractBreaks() (int, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.broken, slices.Clone(r.brokenFirst)
 }
 
 // missing returns the ids among ids that were never received.

@@ -269,6 +269,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 		return nil, err
 	}
 	msg, schd, records, foreign := h.rec.snapshot()
+	broken, brokenFirst := h.rec.contractBreaks()
 	rep.Records = records
 
 	// The reference: the same inbox rows, same IDs, through a fault-free ingest and pump.
@@ -292,7 +293,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	rep.BrokerKills = h.inj.brokerKills
 	h.inj.mu.Unlock()
 	rep.Checks = runChecks(evidence{chaos: chaosSnap, clean: cleanSnap, inbox: inbox, load: lr, msg: msg, schd: schd,
-		foreign: foreign, kafkaState: kafkaState, faults: h.inj.counts, long: long,
+		foreign: foreign, broken: broken, brokenFirst: brokenFirst, kafkaState: kafkaState, faults: h.inj.counts, long: long,
 		selfExits: rep.SelfExits, settingsRefused: rep.SettingsRefusedExits, selfExitLines: rep.SelfExitLines})
 	rep.Total = time.Since(began)
 	rep.Print(out)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/testkit/contracttest"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/testkit/leaktest"
 	"github.com/msgexchange/msgexchange/testkit/mysqltest"
@@ -203,13 +205,22 @@ func (l *testLog) stop() {
 	l.mu.Unlock()
 }
 
-// recorder collects every record of both topics by event id.
+// recorder collects every record of both topics by event id, and checks each against the event
+// contract (testkit/contracttest): a record that breaks it fails the test that produced it.
 type recorder struct {
 	mu       sync.Mutex
 	events   map[int64]*kgo.Record
 	received map[int64]time.Time
 	byFLID   map[string][]int64 // KAFKA:msg event ids in arrival order per FLID
+	// broken holds the first contract violations seen (at most maxBroken), reported when the
+	// test ends; nbroken counts them all.
+	broken  []error
+	nbroken int
 }
+
+// maxBroken bounds the violations a recorder reports: one broken document is enough to act
+// on, and a thousand copies of it only bury the test's own output.
+const maxBroken = 5
 
 func consume(t testing.TB, addrs []string, msgTopic, schdTopic string) *recorder {
 	t.Helper()
@@ -228,6 +239,11 @@ func consume(t testing.TB, addrs []string, msgTopic, schdTopic string) *recorder
 		for ctx.Err() == nil {
 			fetches := cl.PollFetches(ctx)
 			fetches.EachRecord(func(rec *kgo.Record) {
+				target := outbox.TargetSchd
+				if rec.Topic == msgTopic {
+					target = outbox.TargetMsg
+				}
+				broken := contracttest.CheckRecord(target, rec)
 				var id int64
 				for _, h := range rec.Headers {
 					if h.Key == "msgx-event-id" {
@@ -235,6 +251,11 @@ func consume(t testing.TB, addrs []string, msgTopic, schdTopic string) *recorder
 					}
 				}
 				r.mu.Lock()
+				if broken != nil {
+					if r.nbroken++; r.nbroken <= maxBroken {
+						r.broken = append(r.broken, broken)
+					}
+				}
 				r.events[id] = rec
 				if _, seen := r.received[id]; !seen {
 					r.received[id] = time.Now()
@@ -246,7 +267,19 @@ func consume(t testing.TB, addrs []string, msgTopic, schdTopic string) *recorder
 			})
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		cl.Close()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, err := range r.broken {
+			t.Error(err)
+		}
+		if r.nbroken > len(r.broken) {
+			t.Errorf("%d more records break the event contract", r.nbroken-len(r.broken))
+		}
+	})
 	return r
 }
 

@@ -15,7 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/service"
+	"github.com/msgexchange/msgexchange/testkit/contracttest"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
@@ -71,7 +73,12 @@ func TestDispatcherOverSCRAMAndTLS(t *testing.T) {
 	testwait.ForState(t, 30*time.Second, "the KAFKA:msg record over SASL_SSL", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { flids = append(flids, string(r.Key)) })
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if err := contracttest.CheckRecord(outbox.TargetMsg, r); err != nil {
+				t.Error(err)
+			}
+			flids = append(flids, string(r.Key))
+		})
 		return len(flids) > 0, strconv.Itoa(len(flids)) + " records"
 	})
 	if flids[0] != f.FLID {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/msgexchange/msgexchange/pkg/outbox"
+	"github.com/msgexchange/msgexchange/testkit/contracttest"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
@@ -209,6 +211,9 @@ func TestDispatcherStartsWhileKafkaIsDown(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if err := contracttest.CheckRecord(outbox.TargetMsg, r); err != nil {
+				t.Error(err)
+			}
 			for _, h := range r.Headers {
 				if h.Key == "msgx-event-id" {
 					got[string(h.Value)] = true

@@ -4,10 +4,11 @@
 // the five services, loads a generated day of SIS traffic into cminmsgs — the day's schedule
 // snapshot (SCHD DNLD) first, then one schedule request to AODB and its answer, then the day's
 // updates — shows progress while it drains, prints a summary with the reason of every SKIPPED
-// and DEAD row, stops everything it started, drops the databases, the inbox account, the Redis
+// and DEAD row, reads both topics back and checks every record against the event contract,
+// stops everything it started, drops the databases, the inbox account, the Redis
 // keys and the topics it made (named for this run; -keep keeps them) and ends with one verdict
-// line: PASS, or FAIL with the rows that ended otherwise than the traffic generator expects
-// (exit 1).
+// line: PASS, or FAIL with the rows that ended otherwise than the traffic generator expects or
+// the records that break the event contract (exit 1).
 package main
 
 import (
@@ -286,11 +287,22 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	read, broken, first, err := checkRecords(ctx, o.brokers, names, p.sent)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Kafka records read back (read_committed) %d, breaking the event contract %d\n", read, broken)
+	for _, l := range first {
+		fmt.Println("  " + l)
+	}
 	if jaeger != nil && len(ids) > 0 {
 		traces(ctx, jaeger, ids[len(ids)/2])
 	}
 	if len(differ) > 0 {
 		return &errRows{rows: differ}
+	}
+	if broken > 0 {
+		return fmt.Errorf("%d Kafka records break the event contract: %s", broken, first[0])
 	}
 	return nil
 }

@@ -14,11 +14,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/flightstore"
+	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 	"github.com/msgexchange/msgexchange/pkg/leader"
+	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/pkg/projection"
+	"github.com/msgexchange/msgexchange/testkit/contracttest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/redistest"
 	"github.com/msgexchange/msgexchange/testkit/testclock"
@@ -182,6 +186,26 @@ func TestRunOnceDeletesExactlyTheEligibleRows(t *testing.T) {
 	} {
 		if got := b.list(t, check.sql); got != check.want {
 			t.Errorf("%s: got %q, want %q", check.name, got, check.want)
+		}
+	}
+	// The tombstones, as the dispatcher reads and sends them, are records the event contract
+	// describes (the KAFKA:msg note of STYP HISTORY, the KAFKA:schd null value).
+	for _, target := range []string{outbox.TargetMsg, outbox.TargetSchd} {
+		events, err := outbox.Pending(t.Context(), b.pg.Pool, target, 10, now.Add(time.Hour))
+		if err != nil || len(events) != 1 {
+			t.Fatalf("pending %s events: %d, %v", target, len(events), err)
+		}
+		e := events[0]
+		var headers []kgo.RecordHeader
+		for _, h := range kafkarecord.Headers(e.ID, e.Type, e.Version, "", "") {
+			headers = append(headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
+		}
+		c, err := contracttest.Current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Check(target, []byte(e.PartitionKey), headers, e.Payload); err != nil {
+			t.Errorf("history tombstone: %v", err)
 		}
 	}
 	ctx := t.Context()

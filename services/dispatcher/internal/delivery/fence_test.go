@@ -18,6 +18,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
+	"github.com/msgexchange/msgexchange/testkit/contracttest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 )
 
@@ -98,6 +99,9 @@ func consumeSettled(t testing.TB, addrs []string, topic string, want int) []cons
 	for ctx.Err() == nil {
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
 			if n++; n > len(got) {
+				if err := contracttest.CheckRecord(targetOf(topic), r); err != nil {
+					t.Error(err)
+				}
 				c := consumed{Key: string(r.Key), Value: r.Value, Headers: map[string]string{}}
 				for _, h := range r.Headers {
 					c.Headers[h.Key] = string(h.Value)

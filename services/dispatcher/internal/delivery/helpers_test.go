@@ -26,6 +26,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
+	"github.com/msgexchange/msgexchange/testkit/contracttest"
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/testclock"
@@ -159,7 +160,9 @@ const refusedAbove = 4096
 // refusedAbove, while it fits the producer's kafka.max-message-bytes (the default), so it is
 // sent: a record the broker refuses for what it is.
 func oversized(e outbox.NewEvent) outbox.NewEvent {
-	e.Payload = fmt.Appendf(nil, `{"flid":%q,"v":%d,"pad":%q}`, e.PartitionKey, e.Version, strings.Repeat("x", refusedAbove))
+	// Padded in a field the event contract declares, so that the record, once the limit is
+	// raised and it is sent, is still one the contract describes (consume checks it).
+	e.Payload = changeEvent(e.PartitionKey, e.Version, strings.Repeat("X", refusedAbove))
 	return e
 }
 
@@ -322,17 +325,30 @@ func (f *fixture) add(events ...outbox.NewEvent) {
 	}
 }
 
+// The events' payloads have the shape of the pump's (the event contract, which consume checks
+// every record against): a change event of a FLOP, and the flight document of a state.
 func msgEvent(flid string, version int64) outbox.NewEvent {
 	return outbox.NewEvent{Target: outbox.TargetMsg, PartitionKey: flid, Type: outbox.TypeUpsert, Version: version,
-		Payload: fmt.Appendf(nil, `{"flid":%q,"v":%d}`, flid, version), MsgID: version}
+		Payload: changeEvent(flid, version, ""), MsgID: version}
 }
 
 func schdEvent(flid string, version int64, typ string) outbox.NewEvent {
 	e := outbox.NewEvent{Target: outbox.TargetSchd, PartitionKey: flid, Type: typ, Version: version, MsgID: version}
 	if typ == outbox.TypeUpsert {
-		e.Payload = fmt.Appendf(nil, `{"flid":%q,"v":%d}`, flid, version)
+		e.Payload = fmt.Appendf(nil, `{"FLID":%q,"STATE":"ACTIVE","STATE_VERSION":%d,"UPDATED_AT":"2026-12-07T00:00:00Z"}`, flid, version)
 	}
 	return e
+}
+
+// changeEvent is a KAFKA:msg change event of a FLOP that changed ESTT; via, when not empty,
+// names a code-share child.
+func changeEvent(flid string, version int64, via string) []byte {
+	b := fmt.Appendf(nil, `{"CHANGED":["ESTT"],"FLID":%q,"MSG_ID":%d,"STATE":"ACTIVE","STATE_VERSION":%d,"STYP":"FLOP","UPDATED_AT":"2026-12-07T00:00:00Z"`,
+		flid, version, version)
+	if via != "" {
+		b = fmt.Appendf(b, `,"VIA":%q`, via)
+	}
+	return append(b, '}')
 }
 
 // row is one msg_event row as the tests check it.
@@ -413,6 +429,9 @@ func consume(t testing.TB, addrs []string, topic string, want int) []consumed {
 			t.Fatalf("%s: %d records before the deadline, want %d", topic, len(out), want)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
+			if err := contracttest.CheckRecord(targetOf(topic), r); err != nil {
+				t.Error(err)
+			}
 			c := consumed{Key: string(r.Key), Value: r.Value, Headers: map[string]string{}}
 			for _, h := range r.Headers {
 				c.Headers[h.Key] = string(h.Value)
@@ -424,6 +443,15 @@ func consume(t testing.TB, addrs []string, topic string, want int) []consumed {
 		})
 	}
 	return out
+}
+
+// targetOf is the outbox target whose records topic holds (the tests' topics are named after
+// the production ones, msgx.flight.msg and msgx.flight.schd).
+func targetOf(topic string) string {
+	if strings.Contains(topic, "schd") {
+		return outbox.TargetSchd
+	}
+	return outbox.TargetMsg
 }
 
 // checkOrder checks what a consumer of the msg topic sees: per FLID, event ids never go back (a

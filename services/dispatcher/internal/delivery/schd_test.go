@@ -35,7 +35,9 @@ func TestSchdAggregation(t *testing.T) {
 		}
 		byKey[c.Key] = c
 	}
-	var body struct{ V int64 }
+	var body struct {
+		V int64 `json:"STATE_VERSION"`
+	}
 	if err := json.Unmarshal(byKey["F1"].Value, &body); err != nil || body.V != 4 || byKey["F1"].Version != 4 {
 		t.Errorf("F1 record = %q (version header %d), want the state of version 4", byKey["F1"].Value, byKey["F1"].Version)
 	}
