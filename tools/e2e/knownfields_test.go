@@ -11,7 +11,6 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
-	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
@@ -54,15 +53,7 @@ func TestNoStateThatCannotBeStoredOrPublished(t *testing.T) {
 	over := &message{xml: traffic.FLOP(3, dttm.Add(2*time.Minute), flid, f.FFID(), "GTDT", full.String()), want: "DEAD"}
 	msgs := []*message{adft, unknown, over}
 	e.insert(t, msgs)
-	for _, m := range msgs {
-		testwait.ForState(t, 90*time.Second, "message "+m.want, func() (bool, string) {
-			f := e.facts(t, m.id)
-			return f.terminal && f.marked && f.delivered, f.String()
-		})
-		if f := e.facts(t, m.id); f.state != m.want {
-			t.Fatalf("message %d is %s, want %s", m.id, f.state, m.want)
-		}
-	}
+	e.waitAll(t, msgs)
 	t.Logf("the probe FLOP is %d bytes (40 gates × 50 unknown tags); the refused one %d bytes", len(unknown.xml), len(over.xml))
 
 	// The probe: every store holds the known fields only.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/config"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
-	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
@@ -51,15 +50,7 @@ func TestLargeFlightIsReadInBytePages(t *testing.T) {
 			want: "SUCCEEDED"})
 	}
 	e.insert(t, msgs)
-	for _, m := range msgs {
-		testwait.ForState(t, 3*time.Minute, "message "+m.want, func() (bool, string) {
-			f := e.facts(t, m.id)
-			return f.terminal && f.marked && f.delivered, f.String()
-		})
-		if f := e.facts(t, m.id); f.state != m.want {
-			t.Fatalf("message %d is %s, want %s", m.id, f.state, m.want)
-		}
-	}
+	e.waitAll(t, msgs)
 	var historyBytes, entries int64
 	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT coalesce(sum(length(c::text)), 0), count(DISTINCT msg_id) FROM flight_change c WHERE flid = $1`,
 		flid).Scan(&historyBytes, &entries); err != nil {
