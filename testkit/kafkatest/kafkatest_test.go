@@ -59,3 +59,25 @@ func TestOwnBrokerKilledAndRestarted(t *testing.T) {
 		t.Fatalf("after the kill the topic ends at %d, want 1 (%v)", o.Offset, o.Err)
 	}
 }
+
+// Three nodes replicate: a topic at replication factor 3 keeps taking acks=all records with its
+// leader killed, and the killed node comes back.
+func TestOwnClusterLosesALeader(t *testing.T) {
+	t.Parallel()
+	n := kafkatest.OwnCluster(t, 3, nil)
+	topic := n.Topic(t, "msgx.cluster", 1, nil)
+	produceOne(t, n.Cluster, topic)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	td, err := n.Admin().ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := td[topic].Partitions[0].Leader
+	if len(td[topic].Partitions[0].Replicas) != 3 {
+		t.Fatalf("replicas %v, want 3", td[topic].Partitions[0].Replicas)
+	}
+	n.Node(leader).Kill()
+	produceOne(t, n.Cluster, topic)
+	n.Node(leader).Start()
+}

@@ -41,6 +41,13 @@ type Server struct {
 	// ports drawn with the broker's; formatArgs are kafka-storage format's extra arguments.
 	listeners  []*Listener
 	formatArgs []string
+	// node is the KRaft node id (1 for a broker alone); voters the controller quorum, and
+	// clusterID the cluster's id, shared by the nodes of an OwnCluster (empty: this node's own).
+	node      int
+	voters    string
+	clusterID string
+	// ownsCluster: the admin client is this server's own, closed with it (not an OwnCluster's).
+	ownsCluster bool
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -69,49 +76,27 @@ func (l *Listener) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.
 // own is Own with extra listeners and format arguments (SCRAM users).
 func own(t testing.TB, configs map[string]string, listeners []*Listener, formatArgs []string) *Server {
 	t.Helper()
-	home := Home()
-	if home == "" {
-		t.Fatalf("kafkatest: no Kafka release: tools/deps/up -kafka fetches the pinned one, or set %s", EnvHome)
-	}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Fatalf("kafkatest: no java on PATH (a JRE 17 or later runs the broker): %v", err)
-	}
-	// A short path: the folder names go into the broker's logs and its lock files.
-	dir, err := os.MkdirTemp("", "msgxkafka")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{t: t, java: java, dir: dir, configs: configs, listeners: listeners, formatArgs: formatArgs}
-	t.Cleanup(func() {
-		s.Kill()
-		if s.Cluster != nil {
-			s.admin.Close()
-		}
-		_ = os.RemoveAll(dir)
-	})
+	home, java := release(t)
+	s := newServer(t, java, configs)
+	s.listeners, s.formatArgs, s.node, s.ownsCluster = listeners, formatArgs, 1, true
 	// Two tests can draw the same free port between the draw and the broker's bind: draw again.
+	var err error
 	for attempt := 0; ; attempt++ {
-		if s.port, err = ports.Free(); err == nil {
-			s.cport, err = ports.Free()
-		}
-		for _, l := range s.listeners {
-			if err == nil {
-				l.port, err = ports.Free()
-			}
-		}
-		if err != nil {
+		if err = s.drawPorts(); err != nil {
 			t.Fatalf("kafkatest: %v", err)
 		}
+		s.voters = fmt.Sprintf("1@127.0.0.1:%d", s.cport)
 		if err = s.format(home); err != nil {
 			t.Fatalf("kafkatest: %v", err)
 		}
-		err = s.start()
+		if err = s.launch(); err == nil {
+			err = s.listening()
+		}
 		if err == nil || attempt == 2 {
 			break
 		}
 		t.Logf("kafkatest: broker did not start on ports %d/%d, drawing others: %v", s.port, s.cport, err)
-		_ = os.RemoveAll(filepath.Join(dir, "data"))
+		_ = os.RemoveAll(filepath.Join(s.dir, "data"))
 	}
 	if err != nil {
 		t.Fatalf("kafkatest: %v", err)
@@ -120,6 +105,54 @@ func own(t testing.TB, configs map[string]string, listeners []*Listener, formatA
 		t.Fatalf("kafkatest: own broker at %s does not answer: %v\n%s", s.Addr(), err, s.logTail())
 	}
 	return s
+}
+
+// release is the pinned release's folder and the java that runs it; a missing one fails the
+// test naming the command that installs it.
+func release(t testing.TB) (home, java string) {
+	t.Helper()
+	home = Home()
+	if home == "" {
+		t.Fatalf("kafkatest: no Kafka release: tools/deps/up -kafka fetches the pinned one, or set %s", EnvHome)
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Fatalf("kafkatest: no java on PATH (a JRE 17 or later runs the broker): %v", err)
+	}
+	return home, java
+}
+
+// newServer is a server with a data folder of its own, killed and removed when the test ends.
+func newServer(t testing.TB, java string, configs map[string]string) *Server {
+	t.Helper()
+	// A short path: the folder names go into the broker's logs and its lock files.
+	dir, err := os.MkdirTemp("", "msgxkafka")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, java: java, dir: dir, configs: configs}
+	t.Cleanup(func() {
+		s.Kill()
+		if s.Cluster != nil && s.ownsCluster {
+			s.admin.Close()
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return s
+}
+
+// drawPorts draws the broker's, the controller's and the extra listeners' ports.
+func (s *Server) drawPorts() error {
+	var err error
+	if s.port, err = ports.Free(); err == nil {
+		s.cport, err = ports.Free()
+	}
+	for _, l := range s.listeners {
+		if err == nil {
+			l.port, err = ports.Free()
+		}
+	}
+	return err
 }
 
 // Addr is the broker's bootstrap address.
@@ -139,8 +172,8 @@ func (s *Server) properties() string {
 	}
 	props := map[string]string{
 		"process.roles":                            "broker,controller",
-		"node.id":                                  "1",
-		"controller.quorum.voters":                 fmt.Sprintf("1@127.0.0.1:%d", s.cport),
+		"node.id":                                  strconv.Itoa(s.node),
+		"controller.quorum.voters":                 s.voters,
 		"listeners":                                listeners,
 		"advertised.listeners":                     advertised,
 		"controller.listener.names":                "CONTROLLER",
@@ -203,7 +236,11 @@ func (s *Server) format(home string) error {
 	if err := os.WriteFile(filepath.Join(s.dir, "log4j.properties"), []byte(log4j1), 0o600); err != nil {
 		return err
 	}
-	args := append([]string{"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", conf}, s.formatArgs...)
+	id := s.clusterID
+	if id == "" {
+		id = clusterID()
+	}
+	args := append([]string{"kafka.tools.StorageTool", "format", "-t", id, "-c", conf}, s.formatArgs...)
 	out, err := exec.Command(s.java, s.javaArgs(home, args...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("format the broker's data: %w\n%s", err, out)
@@ -220,6 +257,14 @@ func clusterID() string {
 
 // start runs the broker on its data and waits until it accepts connections.
 func (s *Server) start() error {
+	if err := s.launch(); err != nil {
+		return err
+	}
+	return s.listening()
+}
+
+// launch runs the broker on its data.
+func (s *Server) launch() error {
 	home, err := os.ReadFile(filepath.Join(s.dir, "home"))
 	if err != nil {
 		return err
@@ -245,6 +290,14 @@ func (s *Server) start() error {
 	}()
 	s.mu.Lock()
 	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	return nil
+}
+
+// listening waits until the launched broker accepts connections.
+func (s *Server) listening() error {
+	s.mu.Lock()
+	exited := s.exited
 	s.mu.Unlock()
 	deadline := time.After(startTimeout)
 	for {

@@ -51,6 +51,7 @@ type broker struct {
 	topicSchd string
 	cluster   *kafkatest.Cluster // a real broker's admin; nil on kfake
 	own       *kafkatest.Server
+	nodes     *kafkatest.Nodes // a cluster of the test's own
 	fake      *kfake.Cluster
 }
 
@@ -75,6 +76,16 @@ func ownBroker(t testing.TB, msgConfigs map[string]string) *broker {
 	s := kafkatest.Own(t, nil)
 	b := realTopics(t, s.Cluster, msgConfigs)
 	b.own = s
+	return b
+}
+
+// clusterBroker is a cluster of three nodes of the test's own, the topics at replication factor
+// 3 and min.insync.replicas 2 as in production (JVMs: only for a test that kills a node).
+func clusterBroker(t testing.TB, msgConfigs map[string]string) *broker {
+	t.Helper()
+	n := kafkatest.OwnCluster(t, 3, nil)
+	b := realTopics(t, n.Cluster, msgConfigs)
+	b.nodes = n
 	return b
 }
 

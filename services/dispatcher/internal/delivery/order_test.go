@@ -1,6 +1,8 @@
 package delivery_test
 
 import (
+	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/outbox"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/delivery"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // interleaved is perFLID events of each of flids FLIDs, written as the pump writes them: the
@@ -168,4 +171,131 @@ func TestFailingFLIDDoesNotBlockOthers(t *testing.T) {
 	if n := f.count(outbox.TargetMsg, "SENT"); n != len(rows) {
 		t.Fatalf("%d of %d sent after recovery", n, len(rows))
 	}
+}
+
+// TestOrderPerFLIDAcrossLeaderLoss: on three replicating nodes, the leader of a partition the
+// round writes to is killed with SIGKILL after the round's second wave. The partition's
+// remaining replicas elect a leader; nothing is charged to the events the election held up,
+// every event is SENT once the partition has its new leader, and a read_committed consumer
+// reads every FLID in order: acks=all with min.insync.replicas 2 lost nothing the dispatcher
+// marked.
+func TestOrderPerFLIDAcrossLeaderLoss(t *testing.T) {
+	t.Parallel()
+	const flids = 12
+	var f *fixture
+	var waves atomic.Int32
+	var killed atomic.Int32
+	f = setup(t, options{on: clusterBroker, maxAttempts: 50, msgLimit: 60, sendTimeout: 5 * time.Second,
+		wrap: func(s delivery.Sink) delivery.Sink {
+			return &hook{Sink: s, before: func(out []delivery.Outgoing) {
+				if out[0].Event.Target == outbox.TargetMsg && waves.Add(1) == 3 {
+					leader := partitionLeader(t, f.broker, 0)
+					killed.Store(leader)
+					f.broker.nodes.Node(leader).Kill()
+				}
+			}}
+		}})
+	ctx := t.Context()
+	all := interleaved(flids, 10)
+	f.add(all[:len(all)/2]...)
+	if _, _, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil {
+		t.Fatal(err)
+	}
+	if killed.Load() == 0 {
+		t.Fatalf("%d waves: the round ended before the third, and no leader was killed", waves.Load())
+	}
+	testwait.ForState(t, 2*time.Minute, "a new leader of partition 0", func() (bool, string) {
+		l := partitionLeader(t, f.broker, 0)
+		return l >= 0 && l != killed.Load(), fmt.Sprintf("leader %d (node %d killed)", l, killed.Load())
+	})
+	f.add(all[len(all)/2:]...)
+	f.drainMsg(ctx, 200)
+	rows := f.rows(outbox.TargetMsg)
+	for _, r := range rows {
+		if r.State != "SENT" || r.SentAt == nil {
+			t.Fatalf("event %d of %s is %s after draining", r.ID, r.FLID, r.State)
+		}
+	}
+	noAttempts(t, f)
+	checkOrder(t, consume(t, f.broker.addrs, f.broker.topicMsg, len(rows)), rows)
+	t.Logf("node %d, leader of partition 0, killed after wave %d; %d events SENT in order, none charged", killed.Load(), 2, len(rows))
+}
+
+// partitionLeader is the node leading the msg topic's partition p (-1 while none does).
+func partitionLeader(t testing.TB, b *broker, p int32) int32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := b.cluster.Admin().ListTopics(ctx, b.topicMsg)
+	if err != nil {
+		return -1
+	}
+	return td[b.topicMsg].Partitions[p].Leader
+}
+
+// TestNotEnoughReplicasIsAnOutage: on three replicating nodes with the msg topic at
+// min.insync.replicas 3, one node is killed and the in-sync replicas fall below the minimum, so
+// the brokers refuse acks=all records (NOT_ENOUGH_REPLICAS). For more rounds than the events'
+// attempts would allow, nothing is charged and nothing is DEAD: the shortage is an outage. Once
+// the node is back in sync, every event goes out in order.
+func TestNotEnoughReplicasIsAnOutage(t *testing.T) {
+	t.Parallel()
+	const flids, maxAttempts = 6, 3
+	f := setup(t, options{on: clusterBroker, msgConfigs: map[string]string{"min.insync.replicas": "3"},
+		maxAttempts: maxAttempts, sendTimeout: 5 * time.Second})
+	ctx := t.Context()
+	down := f.broker.nodes.Servers[0]
+	down.Kill()
+	testwait.ForState(t, 2*time.Minute, "the in-sync replicas below the minimum", func() (bool, string) {
+		n := inSync(t, f.broker)
+		return n > 0 && n < 3, fmt.Sprintf("%d in sync", n)
+	})
+	all := interleaved(flids, 4)
+	f.add(all...)
+	for range 3 * maxAttempts {
+		if _, _, err := f.d.SendOrdered(ctx, f.s, f.msg); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Minute)
+	}
+	if n := f.count(outbox.TargetMsg, "SENT"); n != 0 {
+		t.Errorf("%d events SENT with the in-sync replicas below the minimum", n)
+	}
+	if n := f.count(outbox.TargetMsg, "DEAD"); n != 0 {
+		t.Errorf("%d events DEAD after the shortage: an outage was charged to them", n)
+	}
+	noAttempts(t, f)
+	down.Start()
+	testwait.ForState(t, 2*time.Minute, "the in-sync replicas back to 3", func() (bool, string) {
+		n := inSync(t, f.broker)
+		return n == 3, fmt.Sprintf("%d in sync", n)
+	})
+	f.drainMsg(ctx, 200)
+	rows := f.rows(outbox.TargetMsg)
+	for _, r := range rows {
+		if r.State != "SENT" {
+			t.Fatalf("event %d of %s is %s after the node came back", r.ID, r.FLID, r.State)
+		}
+	}
+	noAttempts(t, f)
+	checkOrder(t, consume(t, f.broker.addrs, f.broker.topicMsg, len(rows)), rows)
+	t.Logf("%d rounds with %d of 3 replicas in sync: nothing SENT, charged or DEAD; then %d events in order", 3*maxAttempts, 2, len(rows))
+}
+
+// inSync is the fewest in-sync replicas of the msg topic's partitions (0 when unknown).
+func inSync(t testing.TB, b *broker) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := b.cluster.Admin().ListTopics(ctx, b.topicMsg)
+	if err != nil {
+		return 0
+	}
+	fewest := 0
+	for _, p := range td[b.topicMsg].Partitions {
+		if fewest == 0 || len(p.ISR) < fewest {
+			fewest = len(p.ISR)
+		}
+	}
+	return fewest
 }
