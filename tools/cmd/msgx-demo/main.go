@@ -337,6 +337,8 @@ func run() error {
 		// A run that failed its checks is served too: looking around is how one finds out why.
 		if verdict != nil {
 			step("the checks failed (" + firstLine(verdict.Error()) + "); serving anyway")
+		} else {
+			step("the checks passed (the verdict line follows the stop)")
 		}
 		if err := serve(ctx, o.serve, served{grpc: grpcAddr, admins: admins, pgDSN: pgDSN, inboxDSN: inboxDSN, names: names,
 			bin: bin, sample: ids[len(ids)/2]}); err != nil {
