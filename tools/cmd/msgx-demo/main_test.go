@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/testkit/kafkatest"
 	"github.com/msgexchange/msgexchange/testkit/leaktest"
+	"github.com/msgexchange/msgexchange/testkit/testlog"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/msgexchange/msgexchange/tools/internal/repo"
 	"github.com/msgexchange/msgexchange/tools/stack"
@@ -145,7 +145,8 @@ func TestServeLeavesAStackToLookAround(t *testing.T) {
 	kafka := kafkatest.Shared(t)
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "msgx-demo"), "-bin", bin, "-flights", "12", "-timeout", "4m", "-serve", dir)
 	cmd.Env = append(os.Environ(), "MSGX_KAFKA_BROKERS="+strings.Join(kafka.Addrs, ","))
-	var stdout, stderr syncBuffer
+	// The process writes while the test reads.
+	var stdout, stderr testlog.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -219,24 +220,6 @@ func TestServeLeavesAStackToLookAround(t *testing.T) {
 	if _, err := os.Stat(envFile); !os.IsNotExist(err) {
 		t.Errorf("%s is left after the stop (err %v)", envFile, err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a test reads while the process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func envOr(key, def string) string {
