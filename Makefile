@@ -28,7 +28,7 @@ DEADCODE_STAMP   := bin/.deadcode-$(DEADCODE_VERSION)
 CHART        := deploy/helm/msgexchange
 CHART_PROD   := $(CHART)/ci/production-values.yaml
 
-.PHONY: all deps build test vet mod-check fmt-check deadcode chart-check helm promtool jaeger bench demo chaos drill-restore proto clean
+.PHONY: all deps build test vet mod-check fmt-check deadcode chart-check helm promtool jaeger bench demo run stop chaos drill-restore proto clean
 
 all: build
 
@@ -146,6 +146,33 @@ bench: deps
 ## generator expects (DEMO_FLAGS=-keep keeps its databases and topics)
 demo: deps build
 	bin/msgx-demo -bin bin $(DEMO_FLAGS)
+
+## run: the demo (DEMO_FLAGS too), then its five services left running on its data, each on
+## admin ports of its own; prints msgxctl's environment (also in .cache/run/env), the inbox's
+## credentials and commands to look around. The demo's log is .cache/run/demo.log, the
+## services' .cache/run/services.log. `make stop` ends it and drops its data.
+RUN_DIR := .cache/run
+run: deps build
+	@mkdir -p $(RUN_DIR)
+	@if [ -f $(RUN_DIR)/demo.pid ] && kill -0 $$(cat $(RUN_DIR)/demo.pid) 2>/dev/null; then \
+		echo "a stack is running already (pid $$(cat $(RUN_DIR)/demo.pid)): make stop ends it"; exit 1; fi
+	@rm -f $(RUN_DIR)/env
+	@nohup bin/msgx-demo -bin bin -serve $(RUN_DIR) $(DEMO_FLAGS) >$(RUN_DIR)/demo.log 2>&1 </dev/null & echo $$! >$(RUN_DIR)/demo.pid
+	@echo "==> starting the demo (pid $$(cat $(RUN_DIR)/demo.pid)); its log: $(RUN_DIR)/demo.log"
+	@until [ -f $(RUN_DIR)/env ]; do \
+		if ! kill -0 $$(cat $(RUN_DIR)/demo.pid) 2>/dev/null; then cat $(RUN_DIR)/demo.log; rm -f $(RUN_DIR)/demo.pid; exit 1; fi; \
+		sleep 1; done
+	@cat $(RUN_DIR)/demo.log
+
+## stop: ends the stack of `make run` (SIGTERM to the demo, which stops the services and drops
+## the run's databases, inbox account, Redis keys and topics; DEMO_FLAGS=-keep at run keeps them)
+stop:
+	@if [ ! -f $(RUN_DIR)/demo.pid ]; then echo "no stack of make run ($(RUN_DIR)/demo.pid)"; exit 0; fi; \
+	pid=$$(cat $(RUN_DIR)/demo.pid); \
+	if kill -TERM $$pid 2>/dev/null; then \
+		while kill -0 $$pid 2>/dev/null; do sleep 0.5; done; tail -n 3 $(RUN_DIR)/demo.log; \
+	else echo "pid $$pid is gone already"; fi; \
+	rm -f $(RUN_DIR)/demo.pid $(RUN_DIR)/env
 
 ## chaos: the chaos run of docs/chaos.md: faults of every kind while a generated day drains
 ## through the five services, then the checks and the comparison with a clean run. Bounded:

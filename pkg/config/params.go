@@ -45,6 +45,8 @@ type Param struct {
 	Kind    Kind
 	// Limit is the range Load holds the value to; zero when it has none of its own.
 	Limit Limit
+	// Why is the limit's reason, quoted when a value is refused (Load, and the chart).
+	Why string
 	// Aliases are the key's spellings before the naming rule, accepted for one release.
 	Aliases []string
 	// Readers are the services that read the parameter and check it.
@@ -463,7 +465,7 @@ func Params() []Param {
 	ps := registry()
 	out := make([]Param, len(ps))
 	for i, p := range ps {
-		out[i] = Param{Key: p.key, Default: p.def, Kind: p.set.kind, Limit: p.limit, Aliases: p.aliases, Readers: p.by}
+		out[i] = Param{Key: p.key, Default: p.def, Kind: p.set.kind, Limit: p.limit, Why: p.why, Aliases: p.aliases, Readers: p.by}
 	}
 	return out
 }

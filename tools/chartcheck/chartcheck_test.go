@@ -986,4 +986,61 @@ func TestTokensAreStableOrRefused(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "tokens.controlToken") || !strings.Contains(string(out), "tokens.existingSecret") {
 		t.Errorf("a render without tokens: err %v, output %s; want a refusal naming tokens.controlToken and tokens.existingSecret", err, out)
 	}
+	// One refusal naming the three tokens, not one per token: helm logs every fail ("funcMap
+	// fail", with --debug and in helm lint, which goes on past a fail), so three fails printed
+	// the same advice again and again before the error (issue #56).
+	lint, _ := exec.Command(helm, "lint", chart).CombinedOutput()
+	refusals := map[string]bool{}
+	for _, l := range strings.Split(string(lint), "\n") {
+		if strings.Contains(l, "funcMap fail") && strings.Contains(l, "have no value") {
+			refusals[l] = true
+		}
+	}
+	for l := range refusals {
+		if !strings.Contains(l, "control-reader-token, control-token, http-token token(s)") {
+			t.Errorf("helm lint without tokens: %s; want one refusal naming the three tokens", l)
+		}
+	}
+	if len(refusals) != 1 {
+		t.Errorf("helm lint without tokens gives %d distinct token refusals, want 1:\n%s", len(refusals), lint)
+	}
+}
+
+// TestExamplePasswordsAreRefused: values.yaml's example DSN passwords never reach the Secret
+// unless connections.allowExamplePasswords accepts them; a real DSN or an existing Secret
+// renders.
+func TestExamplePasswordsAreRefused(t *testing.T) {
+	root := repo.Root(t)
+	helm := helmBinary(t, root)
+	chart := filepath.Join(root, chartDir)
+	tok := []string{"--set", "tokens.controlToken=chart-check-operator-token-0123456789abcdef",
+		"--set", "tokens.readerToken=chart-check-reader-token-0123456789abcdef",
+		"--set", "tokens.httpToken=chart-check-http-token-0123456789abcdef"}
+	real := []string{"--set-string", "connections.pgDSN=postgres://msgx_app:s3cret@pg:5432/msgx",
+		"--set-string", "connections.migrationPgDSN=postgres://msgx:0wner@pg:5432/msgx",
+		"--set-string", "connections.mysqlDSN=msgx:in60x@tcp(mysql:3306)/inbox"}
+	for _, tc := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"defaults", "connections.pgDSN holds the example password of values.yaml (msgx_app:msgx_app)", nil},
+		{"migration DSN", "connections.migrationPgDSN holds the example password of values.yaml (msgx:msgx)",
+			[]string{real[0], real[1]}},
+		{"inbox DSN", "connections.mysqlDSN holds the example password of values.yaml (msgx:msgx)",
+			[]string{real[0], real[1], real[2], real[3]}},
+	} {
+		out, err := helmRun(helm, append(append([]string{"template", "msgx", chart}, tok...), tc.args...)...)
+		if err == nil || !strings.Contains(out, tc.want) || !strings.Contains(out, "connections.allowExamplePasswords=true") {
+			t.Errorf("%s: err %v, want a refusal saying %q and naming connections.allowExamplePasswords:\n%.2000s", tc.name, err, tc.want, out)
+		}
+	}
+	for name, args := range map[string][]string{
+		"real DSNs":       real,
+		"existing Secret": {"--set", "connections.existingSecret=msgx-conn", "--set", "connections.existingSecretHasMigrationDSN=true"},
+		"accepted":        {"--set", "connections.allowExamplePasswords=true"},
+	} {
+		if out, err := helmRun(helm, append(append([]string{"template", "msgx", chart}, tok...), args...)...); err != nil {
+			t.Errorf("%s: %v, want it rendered:\n%.2000s", name, err, out)
+		}
+	}
 }

@@ -20,9 +20,12 @@ import (
 	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
-var update = flag.Bool("update", false, "rewrite values.schema.json's config section from pkg/config's registry")
+var update = flag.Bool("update", false, "rewrite values.schema.json's config section and templates/_limits.tpl from pkg/config's registry")
 
 const schemaFile = chartDir + "/values.schema.json"
+
+// timeZonePattern matches the IANA zone names of tzdata's areas, and UTC.
+const timeZonePattern = `^(UTC|Etc/[A-Za-z0-9+-]+|(Africa|America|Antarctica|Arctic|Asia|Atlantic|Australia|Europe|Indian|Pacific)/[A-Za-z_-]+(/[A-Za-z_-]+)?)$`
 
 // paramSchema is the JSON schema of one parameter's value in values.config, by its kind. Helm
 // reads numbers and booleans in values as such, and the chart quotes them into the ConfigMap,
@@ -55,7 +58,15 @@ func paramSchema(p config.Param) map[string]any {
 	case config.KindTimeOfDay:
 		s["type"] = []any{"string", "null"}
 		s["pattern"] = orEmpty(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
-	default: // strings, lists, zone names: pkg/config judges them at start-up
+	case config.KindTimeZone:
+		// An IANA zone as Area/Location (Asia/Shanghai, America/Argentina/Buenos_Aires) or UTC:
+		// the areas are tzdata's own, so a name from elsewhere (Mars/Olympus) fails at render
+		// time, not at start-up. A misspelt Location in a real area still reaches
+		// time.LoadLocation at start-up, which names it.
+		s["type"] = []any{"string", "null"}
+		s["pattern"] = orEmpty(timeZonePattern)
+		s["description"] = fmt.Sprintf("%s; an IANA time zone, Area/Location (e.g. Asia/Shanghai) or UTC", s["description"])
+	default: // strings, lists: pkg/config judges them at start-up
 		s["type"] = []any{"string", "null"}
 	}
 	limitSchema(p, s)
@@ -118,7 +129,13 @@ func TestValuesSchemaMatchesConfig(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(root, schemaFile), b.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(filepath.Join(root, limitsFile), []byte(limitsTemplate()), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return
+	}
+	if raw, err := os.ReadFile(filepath.Join(root, limitsFile)); err != nil || string(raw) != limitsTemplate() {
+		t.Errorf("%s is not the registry's duration limits (err %v): run `go test ./tools/chartcheck -run TestValuesSchemaMatchesConfig -update`", limitsFile, err)
 	}
 	// Compare through JSON, so that types read back from the file and built here agree.
 	var wantJSON map[string]any

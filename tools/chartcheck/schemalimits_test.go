@@ -1,10 +1,13 @@
 package chartcheck
 
 import (
+	"archive/zip"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,41 +65,12 @@ func intRangePattern(lo, hi int64) string {
 	return "^0*(" + strings.Join(alts, "|") + ")$"
 }
 
-// durationUnits are Go's duration units with their length, and the days ParseDuration adds.
-var durationUnits = []struct {
-	unit string
-	ns   int64
-}{{"ns", 1}, {"us", 1e3}, {"µs", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}, {"d", 86400e9}}
-
-// durationRangePattern matches the durations lo..hi (hi < 0: no upper bound) written as one
-// whole number of one unit ("50ms", "7d", "30s"), each unit's number range computed from the
-// bounds, and lets through the forms a pattern cannot weigh (several components, a fraction),
-// which the service checks at start-up.
-func durationRangePattern(lo, hi int64) string {
-	var alts []string
-	if lo == 0 {
-		alts = append(alts, "0")
-	}
-	for _, u := range durationUnits {
-		from := (lo + u.ns - 1) / u.ns
-		to := int64(-1)
-		if hi >= 0 {
-			to = hi / u.ns
-			if to < from {
-				continue
-			}
-		}
-		r := intRangePattern(from, to)
-		alts = append(alts, strings.TrimSuffix(strings.TrimPrefix(r, "^"), "$")+u.unit)
-	}
-	const component = `[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)`
-	alts = append(alts, "("+component+"){2,}", `[0-9]*\.[0-9]+(ns|us|µs|ms|s|m|h)`)
-	return "^(" + strings.Join(alts, "|") + ")$"
-}
-
 // limitSchema adds the registry's limit to a parameter's schema: minimum and maximum for a
-// number written as such, a pattern of the same range for one written as a string, and for a
-// duration a pattern of its range over the one-unit forms (docs/environment.md).
+// number written as such and a pattern of the same range for one written as a string. A
+// duration's limit is only described here: a pattern weighing durations took ~1,500
+// characters, which is what helm quoted at whoever set a value out of range (issue #56); the
+// chart checks it at render time instead (limitsTemplate, msgexchange.validate), saying
+// "at most 8s" (docs/environment.md).
 func limitSchema(p config.Param, s map[string]any) {
 	l := p.Limit
 	if l == (config.Limit{}) {
@@ -119,15 +93,47 @@ func limitSchema(p config.Param, s map[string]any) {
 		}
 		s["pattern"] = orEmpty(intRangePattern(lo, hi))
 	case config.KindDuration:
-		lo, _ := config.ParseDuration(l.Min)
-		hi := int64(-1)
-		if l.Max != "" {
-			d, _ := config.ParseDuration(l.Max)
-			hi = int64(d)
-		}
-		s["pattern"] = orEmpty(durationRangePattern(int64(lo), hi))
-		s["description"] = fmt.Sprintf("%s; from %s to %s", s["description"], l.Min, cmpOr(l.Max, "any"))
+		s["description"] = fmt.Sprintf("%s; %s", s["description"], limitText(l))
 	}
+}
+
+// limitText says a limit as pkg/config's refusal does (Limit.check).
+func limitText(l config.Limit) string {
+	switch {
+	case (l.Min == "1" || l.Min == "1ns") && l.Max != "":
+		return "positive, at most " + l.Max
+	case l.Min != "" && l.Max != "":
+		return fmt.Sprintf("between %s and %s", l.Min, l.Max)
+	case l.Min == "1" || l.Min == "1ns":
+		return "positive"
+	case l.Min != "":
+		return "at least " + l.Min
+	default:
+		return "at most " + l.Max
+	}
+}
+
+// limitsFile is the chart's copy of the registry's duration limits, generated with the schema.
+const limitsFile = chartDir + "/templates/_limits.tpl"
+
+// limitsTemplate is limitsFile's text: one line of YAML (JSON) per duration parameter with a
+// limit, which msgexchange.validate reads with fromYaml and checks each value of
+// values.config against, failing with the bound and its reason.
+func limitsTemplate() string {
+	var b strings.Builder
+	b.WriteString("{{- /* Generated from pkg/config's registry by `go test ./tools/chartcheck -run TestValuesSchemaMatchesConfig -update`:\n" +
+		"the duration parameters' limits, which msgexchange.validate checks (the schema says only \"a duration\"). */ -}}\n" +
+		"{{- define \"msgexchange.durationLimits\" -}}\n")
+	for _, p := range config.Params() {
+		if _, managed := chartManaged[p.Key]; managed || p.Kind != config.KindDuration || p.Limit == (config.Limit{}) {
+			continue
+		}
+		line, _ := json.Marshal(map[string]string{"env": config.EnvName(p.Key), "min": p.Limit.Min, "max": p.Limit.Max,
+			"text": limitText(p.Limit), "why": p.Why})
+		fmt.Fprintf(&b, "%q: %s\n", p.Key, line)
+	}
+	b.WriteString("{{- end -}}\n")
+	return b.String()
 }
 
 func cmpOr(a, b string) string {
@@ -149,32 +155,6 @@ func TestIntRangePattern(t *testing.T) {
 				if got := re.MatchString(text); got != want {
 					t.Errorf("%d..%d: %q matched %v, want %v (%s)", tc.lo, tc.hi, text, got, want, re)
 				}
-			}
-		}
-	}
-}
-
-func TestDurationRangePattern(t *testing.T) {
-	t.Parallel()
-	const day = int64(86400e9)
-	tests := []struct {
-		name   string
-		lo, hi int64
-		values map[string]bool
-	}{
-		{"positive", 1, -1, map[string]bool{"1s": true, "0s": false, "0": false, "0d": false, "30d": true, "1h0m0s": true,
-			"0.5s": true, "100ms": true, "1.5h": true, "10": false, "-1s": false, "1x": false, "1ns": true}},
-		{"at least 50ms", 50e6, -1, map[string]bool{"10ms": false, "49ms": false, "50ms": true, "1s": true, "50000us": true,
-			"49999999ns": false, "1d": true, "0s": false}},
-		{"1d to 7d", day, 7 * day, map[string]bool{"1d": true, "7d": true, "30d": false, "0d": false, "24h": true, "168h": true,
-			"169h": false, "23h": false, "12h": false, "10080m": true, "10081m": false, "36h30m": true}},
-		{"0 to under 24h", 0, day - 1, map[string]bool{"0s": true, "0": true, "23h": true, "24h": false, "1d": false, "0d": true, "1439m": true}},
-	}
-	for _, tc := range tests {
-		re := regexp.MustCompile(durationRangePattern(tc.lo, tc.hi))
-		for v, want := range tc.values {
-			if got := re.MatchString(v); got != want {
-				t.Errorf("%s: %q matched %v, want %v", tc.name, v, got, want)
 			}
 		}
 	}
@@ -210,4 +190,73 @@ func TestHelmRefusesWhatTheServicesRefuse(t *testing.T) {
 func helmRun(helm string, args ...string) (string, error) {
 	out, err := exec.Command(helm, args...).CombinedOutput()
 	return string(out), err
+}
+
+// TestDurationRefusalsSayTheBound: a duration out of its registry limit fails the render with
+// one short line saying the bound and its reason, as the services would, not a pattern of
+// ~1,500 characters (issue #56); the bounds themselves render.
+func TestDurationRefusalsSayTheBound(t *testing.T) {
+	root := repo.Root(t)
+	helm := helmBinary(t, root)
+	chart := filepath.Join(root, chartDir)
+	tokens := filepath.Join(chart, "ci/tokens-values.yaml")
+	for set, want := range map[string]string{
+		"config.inbox\\.timeout=30s":                       "config.inbox.timeout=30s: must be positive, at most 8s (longer calls would outlive the leader lease of the lock connection; MSGX_INBOX_TIMEOUT, docs/environment.md)",
+		"config.inbox\\.timeout=0s":                        "config.inbox.timeout=0s: must be positive, at most 8s",
+		"config.pipeline\\.poll-interval=10ms":             "config.pipeline.poll-interval=10ms: must be at least 50ms (MSGX_PIPELINE_POLL_INTERVAL",
+		"config.pipeline\\.proc-retention=30d":             "config.pipeline.proc-retention=30d: must be between 1d and 7d (R-RETAIN-1;",
+		"config.airport\\.operation-day-cutover=24h":       "must be between 0s and 23h59m59.999999999s (within a day;",
+		"config.schd\\.flush-period=0":                     "config.schd.flush-period=0: must be positive",
+		"config.retention\\.pause=10001ms":                 "config.retention.pause=10001ms: must be between 0s and 10s",
+		"config.airport\\.time-zone=Mars/Olympus":          "airport.time-zone",
+		"config.airport\\.time-zone=Asia/Shanghai/Extra/X": "airport.time-zone",
+	} {
+		out, err := helmRun(helm, "template", "msgx", chart, "-f", tokens, "--set-string", set)
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("helm template --set-string %s: err %v, want a refusal saying %q:\n%.2000s", set, err, want, out)
+		}
+		if len(out) > 600 {
+			t.Errorf("helm template --set-string %s: a refusal of %d characters, want a short one:\n%.2000s", set, len(out), out)
+		}
+	}
+	for _, set := range []string{"config.inbox\\.timeout=8s", "config.inbox\\.timeout=7999ms", "config.pipeline\\.poll-interval=50ms",
+		"config.pipeline\\.proc-retention=7d", "config.airport\\.operation-day-cutover=23h59m", "config.retention\\.pause=0",
+		"config.airport\\.time-zone=UTC", "config.airport\\.time-zone=America/Argentina/Buenos_Aires", "config.airport\\.time-zone=Etc/GMT+8"} {
+		if out, err := helmRun(helm, "template", "msgx", chart, "-f", tokens, "--set-string", set); err != nil {
+			t.Errorf("helm template --set-string %s: %v, want it rendered:\n%.2000s", set, err, out)
+		}
+	}
+}
+
+// TestTimeZonePatternCoversTzdata: every zone of Go's tzdata in an IANA area (and UTC) passes
+// the schema's pattern, so the schema refuses no zone the services load; names outside the
+// areas do not.
+func TestTimeZonePatternCoversTzdata(t *testing.T) {
+	t.Parallel()
+	zr, err := zip.OpenReader(filepath.Join(runtime.GOROOT(), "lib", "time", "zoneinfo.zip"))
+	if err != nil {
+		t.Skipf("Go's tzdata: %v", err) // a GOROOT without lib/time: the cases below still run
+	}
+	re := regexp.MustCompile(timeZonePattern)
+	areas := regexp.MustCompile(`^(Africa|America|Antarctica|Arctic|Asia|Atlantic|Australia|Europe|Indian|Pacific|Etc)/`)
+	n := 0
+	if zr != nil {
+		defer zr.Close()
+		for _, f := range zr.File {
+			if areas.MatchString(f.Name) || f.Name == "UTC" {
+				n++
+				if !re.MatchString(f.Name) {
+					t.Errorf("tzdata's zone %s does not match the schema's time-zone pattern", f.Name)
+				}
+			}
+		}
+	}
+	if n < 300 {
+		t.Errorf("only %d zones of tzdata checked", n)
+	}
+	for _, z := range []string{"Mars/Olympus", "Local", "", "Asia", "Asia/Shanghai/Extra/X", "asia/shanghai"} {
+		if re.MatchString(z) {
+			t.Errorf("%q matches the time-zone pattern", z)
+		}
+	}
 }

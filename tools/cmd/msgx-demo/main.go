@@ -9,6 +9,11 @@
 // keys and the topics it made (named for this run; -keep keeps them) and ends with one verdict
 // line: PASS, or FAIL with the rows that ended otherwise than the traffic generator expects or
 // the records that break the event contract (exit 1).
+//
+// With -serve DIR (`make run`) it leaves the five services running on the run's data after the
+// checks, each on admin and HTTP ports of its own, prints msgxctl's environment, the inbox's
+// credentials and a few commands to look around, and writes the environment to DIR/env; it
+// stops and cleans up as above on SIGTERM or SIGINT (`make stop`).
 package main
 
 import (
@@ -79,6 +84,7 @@ type options struct {
 	myAdmin  string
 	redisURL string
 	brokers  []string
+	serve    string
 }
 
 func env(key, def string) string {
@@ -100,6 +106,7 @@ func run() error {
 	flag.BoolVar(&o.verbose, "v", false, "show the services' logs")
 	flag.BoolVar(&o.keep, "keep", false, "keep this run's databases, inbox account, Redis keys and topics (their names are printed)")
 	flag.BoolVar(&o.breakRow, "break-row", false, "truncate one message the generator expects to succeed, so the run must FAIL (the demo's own test)")
+	flag.StringVar(&o.serve, "serve", "", "after the checks, leave the services running on this run's data until SIGTERM or SIGINT, and write msgxctl's environment and the services' log into this directory (make run)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "msgx-demo: unexpected arguments %q\n", flag.Args())
@@ -160,8 +167,18 @@ func run() error {
 	prefix := names.prefix
 
 	var logs io.Writer = io.Discard
+	if o.serve != "" {
+		// A served stack runs for hours: its log goes to a file the operator can tail, not
+		// into the demo's own output.
+		f, err := os.Create(filepath.Join(o.serve, "services.log"))
+		if err != nil {
+			return fmt.Errorf("-serve: %w", err)
+		}
+		defer f.Close()
+		logs = f
+	}
 	if o.verbose {
-		logs = os.Stdout
+		logs = io.MultiWriter(logs, os.Stdout)
 	}
 	grpcPort, err := ports.Free()
 	if err != nil {
@@ -208,8 +225,20 @@ func run() error {
 		return fmt.Errorf("migrate: %w\n%s", err, out)
 	}
 	step("starting " + strings.Join(stack.Services, ", "))
+	// Each service on admin and HTTP ports of its own: the registry's defaults (admin.addr
+	// 127.0.0.1:9090, http.addr 127.0.0.1:8080) are one instance's, and five collide.
+	admins := map[string]string{}
 	for _, s := range stack.Services {
-		if err := st.Start(s, nil); err != nil {
+		adminPort, err := ports.Free()
+		if err != nil {
+			return err
+		}
+		httpPort, err := ports.Free()
+		if err != nil {
+			return err
+		}
+		admins[s] = "127.0.0.1:" + strconv.Itoa(adminPort)
+		if err := st.Start(s, nil, "MSGX_ADMIN_ADDR="+admins[s], "MSGX_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort)); err != nil {
 			return err
 		}
 	}
@@ -298,12 +327,76 @@ func run() error {
 	if jaeger != nil && len(ids) > 0 {
 		traces(ctx, jaeger, ids[len(ids)/2])
 	}
+	var verdict error
 	if len(differ) > 0 {
-		return &errRows{rows: differ}
+		verdict = &errRows{rows: differ}
+	} else if broken > 0 {
+		verdict = fmt.Errorf("%d Kafka records break the event contract: %s", broken, first[0])
 	}
-	if broken > 0 {
-		return fmt.Errorf("%d Kafka records break the event contract: %s", broken, first[0])
+	if o.serve != "" {
+		// A run that failed its checks is served too: looking around is how one finds out why.
+		if verdict != nil {
+			step("the checks failed (" + firstLine(verdict.Error()) + "); serving anyway")
+		} else {
+			step("the checks passed (the verdict line follows the stop)")
+		}
+		if err := serve(ctx, o.serve, served{grpc: grpcAddr, admins: admins, pgDSN: pgDSN, inboxDSN: inboxDSN, names: names,
+			bin: bin, sample: ids[len(ids)/2]}); err != nil {
+			return err
+		}
 	}
+	return verdict
+}
+
+// served is what a served run tells the operator.
+type served struct {
+	grpc, pgDSN, inboxDSN, bin string
+	admins                     map[string]string
+	names                      runNames
+	sample                     int64
+}
+
+// serve prints how to reach the running stack, writes msgxctl's environment to dir/env (for
+// `. .cache/run/env` and the test) and waits for SIGTERM or SIGINT.
+func serve(ctx context.Context, dir string, s served) error {
+	// msgxctl's own variables (services/control/internal/ctl: EnvAddr, EnvToken); the serve
+	// test runs msgxctl with exactly this line.
+	envLine := "export MSGXCTL_ADDR=" + s.grpc + " MSGXCTL_TOKEN=" + demoToken
+	ctlBin := filepath.Join(s.bin, "msgxctl")
+	var b strings.Builder
+	fmt.Fprintf(&b, "==> serving: the five services run on this run's data until `make stop` (SIGTERM to pid %d)\n", os.Getpid())
+	fmt.Fprintf(&b, "msgxctl environment (also in %s):\n  %s\n", filepath.Join(dir, "env"), envLine)
+	b.WriteString("look around:\n")
+	for _, c := range []string{"get-status", "list-messages --state dead --all", fmt.Sprintf("get-message %d", s.sample),
+		"list-requests", "get-status --watch"} {
+		fmt.Fprintf(&b, "  %s %s\n", ctlBin, c)
+	}
+	b.WriteString("admin endpoints (/metrics, /healthz, /readyz):\n")
+	for _, svc := range stack.Services {
+		fmt.Fprintf(&b, "  %-11s http://%s\n", svc, s.admins[svc])
+	}
+	inbox, err := mysql.ParseDSN(s.inboxDSN)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "inbox (MariaDB): database %s at %s, account %s, password %s (MSGX_MYSQL_DSN=%s)\n",
+		inbox.DBName, inbox.Addr, inbox.User, inbox.Passwd, s.inboxDSN)
+	fmt.Fprintf(&b, "PostgreSQL: %s\n", s.pgDSN)
+	fmt.Fprintf(&b, "Redis prefix %s; topics %s and %s\n", s.names.prefix, s.names.topicMsg, s.names.topicSchd)
+	fmt.Fprintf(&b, "the services' log: %s\n", filepath.Join(dir, "services.log"))
+	fmt.Print(b.String())
+	// Written after the lines above, and renamed into place: whoever waits for the file (make
+	// run) finds the output complete and the file whole.
+	tmp := filepath.Join(dir, "env.tmp")
+	if err := os.WriteFile(tmp, []byte(envLine+"\n"), 0o600); err != nil {
+		return fmt.Errorf("-serve: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "env")); err != nil {
+		return fmt.Errorf("-serve: %w", err)
+	}
+	<-ctx.Done()
+	_ = os.Remove(filepath.Join(dir, "env"))
+	step("stopping the services")
 	return nil
 }
 

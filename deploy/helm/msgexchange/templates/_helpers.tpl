@@ -213,6 +213,17 @@ client-certificate subjects without the CA that would verify them.
 {{- fail (printf "connections.migrationPgDSN equals connections.pgDSN: the services would run as the schema owner and could run DDL; %s" $fix) -}}
 {{- end -}}
 {{- end -}}
+{{- /* values.yaml's example DSNs carry passwords everyone can read: the chart refuses to
+put them into the Secret unless allowExamplePasswords says the cluster is a throwaway one. */ -}}
+{{- if and (not $c.existingSecret) (not $c.allowExamplePasswords) -}}
+{{- range $k := list "pgDSN" "migrationPgDSN" "mysqlDSN" -}}
+{{- $dsn := get $c $k | default "" | toString -}}
+{{- $example := regexFind "(^|//)(msgx_app:msgx_app|msgx:msgx)@" $dsn | trimPrefix "//" | trimSuffix "@" -}}
+{{- if $example -}}
+{{- fail (printf "connections.%s holds the example password of values.yaml (%s): set the real DSN, or better create the Secret yourself and name it in connections.existingSecret (docs/operations.md); connections.allowExamplePasswords=true accepts the example (a throwaway cluster)" $k $example) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $cfg := .Values.config -}}
 {{- /* Keys renamed to the one naming rule (docs/environment.md, "Renamed keys"). The services
 still read their variables, which did not change, but a values file with the old and the new
@@ -220,6 +231,20 @@ key would render one variable twice, so the chart names the new key instead. */ 
 {{- range $old, $new := dict "kafka-brokers" "kafka.brokers" "redis-prefix" "redis.prefix" "log-level" "log.level" "control-operator-subjects" "control.operator-subjects" "control-reader-subjects" "control.reader-subjects" -}}
 {{- if hasKey $cfg $old -}}
 {{- fail (printf "config.%s was renamed to config.%s: set that key instead (docs/environment.md, \"Renamed keys\")" $old $new) -}}
+{{- end -}}
+{{- end -}}
+{{- /* The duration parameters' limits (templates/_limits.tpl, generated from pkg/config's
+registry), said as the services say them: the schema's pattern only checks "a duration". */ -}}
+{{- range $key, $l := include "msgexchange.durationLimits" . | fromYaml -}}
+{{- $v := get $cfg $key -}}
+{{- if and (not (kindIs "invalid" $v)) (ne (toString $v) "") -}}
+{{- $s := 0.0 -}}
+{{- if ne (toString $v) "0" -}}{{- $s = include "msgexchange.seconds" $v | float64 -}}{{- end -}}
+{{- $low := and $l.min (lt $s (include "msgexchange.seconds" $l.min | float64)) -}}
+{{- $high := and $l.max (gt $s (include "msgexchange.seconds" $l.max | float64)) -}}
+{{- if or $low $high -}}
+{{- fail (printf "config.%s=%v: must be %s (%s%s, docs/environment.md)" $key $v $l.text (ternary (printf "%s; " $l.why) "" (ne $l.why "")) $l.env) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $subjects := list -}}

@@ -162,3 +162,41 @@ func TestGetMessageSaysWhichAttemptsItCounts(t *testing.T) {
 		t.Errorf("attempts are ambiguous:\n%s", out)
 	}
 }
+
+// TestRoleStatesInWords: get-status's roles table says each role's state in words, as --watch
+// does, not "HELD true ACTIVE false" for a dead holder (issue #56); -o wide keeps the fields.
+func TestRoleStatesInWords(t *testing.T) {
+	t.Parallel()
+	since := timestamppb.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	st := &controlv1.GetStatusResponse{Roles: []*controlv1.RoleStatus{
+		{Role: "pump", Held: true, Active: false, Instance: "pump-7f9c", Since: since},
+		{Role: "dispatcher", Held: true, Active: true, Instance: "disp-1", Since: since},
+		{Role: "backfill"},
+	}}
+	out := renderString(t, "table", st, "", false)
+	for _, want := range []string{
+		`(?m)^ROLE\s+STATE\s+INSTANCE\s+SINCE\s+BLOCKED_ON$`,
+		`(?m)^pump\s+INACTIVE \(holder gone, no standby has taken over\)\s+pump-7f9c\s`,
+		`(?m)^dispatcher\s+active\s+disp-1\s`,
+		`(?m)^backfill\s+not held\s+-\s`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("the roles table does not match %s:\n%s", want, out)
+		}
+	}
+	if regexp.MustCompile(`(?m)^(pump|dispatcher|backfill)\s.*\b(true|false)\b`).MatchString(out) {
+		t.Errorf("the roles table shows booleans:\n%s", out)
+	}
+	if wide := renderString(t, "wide", st, "", false); !regexp.MustCompile(`(?m)^ROLE\s+STATE\s.*\bHELD\b.*\bACTIVE\b`).MatchString(wide) {
+		t.Errorf("-o wide lacks the held and active fields:\n%s", wide)
+	}
+	// The same words as --watch.
+	full := statusOf(1000, 0)
+	full.Roles = st.Roles
+	screen := renderScreen(full, nil, &watchState{}, 2*time.Second, time.Date(2026, 3, 1, 12, 0, 5, 0, time.UTC))
+	for _, w := range []string{"pump        pump-7f9c  INACTIVE (holder gone, no standby has taken over)", "backfill    -  not held"} {
+		if !strings.Contains(screen, w) {
+			t.Errorf("--watch does not say %q:\n%s", w, screen)
+		}
+	}
+}

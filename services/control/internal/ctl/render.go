@@ -469,6 +469,9 @@ type column struct {
 	// fill is the reason column (last_error), last in the row: on one line, and in the narrow
 	// table cut to what the other columns leave of tableWidth (at least minReason).
 	fill bool
+	// derive, when set, makes the cell from the whole row instead of fields: a state said in
+	// words that two fields only say together.
+	derive func(protoreflect.Message) string
 }
 
 func col(header string, fields ...string) column {
@@ -510,8 +513,8 @@ var narrowColumns = map[protoreflect.FullName][]column{
 	"msgx.control.v1.Event": {col("EVENT_ID", "event_id"), col("TARGET", "target"), col("KEY", "partition_key"),
 		col("TYPE", "event_type"), col("VERSION", "state_version"), col("STATE", "state"), col("ATTEMPTS", "attempts"),
 		col("CREATED", "created_at"), reason("last_error")},
-	"msgx.control.v1.RoleStatus": {col("ROLE", "role"), col("HELD", "held"), col("INSTANCE", "instance"),
-		col("ACTIVE", "active"), col("SINCE", "since"), col("BLOCKED_ON", "blocked.dependency")},
+	"msgx.control.v1.RoleStatus": {col("ROLE", "role"), {header: "STATE", derive: roleStateCell}, col("INSTANCE", "instance"),
+		col("SINCE", "since"), col("BLOCKED_ON", "blocked.dependency")},
 	"msgx.control.v1.FlightHistoryEntry": {col("MSG_ID", "msg_id"), col("FLID", "flid"), col("CAUSE", "cause"),
 		col("MESSAGE", "message_state"), col("FLIGHT", "flight_state"), col("VERSION", "version"), col("AT", "at")},
 }
@@ -592,6 +595,11 @@ func writeSection(w io.Writer, s section, opt tableOpts) error {
 	for k, r := range s.rows {
 		cells := make([]string, len(cols))
 		for i, c := range cols {
+			if c.derive != nil {
+				cells[i] = c.derive(r)
+				widths[i] = max(widths[i], utf8.RuneCountInString(cells[i]))
+				continue
+			}
 			vals := make([]string, len(c.fields))
 			for j, f := range c.fields {
 				vals[j] = fieldCell(r, f, wide)
@@ -632,6 +640,31 @@ func writeSection(w io.Writer, s section, opt tableOpts) error {
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
+}
+
+// Role states in words, shared by get-status's table and --watch: "HELD true ACTIVE false"
+// made the reader work out that nobody runs the role (issue #56).
+const (
+	roleActive   = "active"
+	roleNotHeld  = "not held"
+	roleInactive = "INACTIVE (holder gone, no standby has taken over)"
+)
+
+// roleState says a role's state from its held and active fields.
+func roleState(held, active bool) string {
+	switch {
+	case !held:
+		return roleNotHeld
+	case !active:
+		return roleInactive
+	}
+	return roleActive
+}
+
+// roleStateCell is the STATE cell of a RoleStatus row.
+func roleStateCell(r protoreflect.Message) string {
+	f := r.Descriptor().Fields()
+	return roleState(r.Get(f.ByName("held")).Bool(), r.Get(f.ByName("active")).Bool())
 }
 
 // fieldCell is the cell of a dotted field path of row r; "-" when unset.

@@ -134,10 +134,10 @@ func renderScreen(st *controlv1.GetStatusResponse, callErr error, ws *watchState
 	for _, r := range st.GetRoles() {
 		switch {
 		case !r.GetHeld():
-			fmt.Fprintf(&b, "  %-11s -  not held\n", r.GetRole())
+			fmt.Fprintf(&b, "  %-11s -  %s\n", r.GetRole(), roleState(false, false))
 			continue
 		case !r.GetActive():
-			fmt.Fprintf(&b, "  %-11s %s  INACTIVE (holder gone, no standby has taken over)\n", r.GetRole(), r.GetInstance())
+			fmt.Fprintf(&b, "  %-11s %s  %s\n", r.GetRole(), r.GetInstance(), roleState(true, false))
 			continue
 		}
 		fmt.Fprintf(&b, "  %-11s %s  since %s", r.GetRole(), r.GetInstance(), r.GetSince().AsTime().UTC().Format(time.RFC3339))
