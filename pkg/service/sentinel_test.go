@@ -109,3 +109,22 @@ func serverAddr(ctx context.Context, t *testing.T, rdb *redis.Client) string {
 	t.Fatal(errors.New("INFO server has no tcp_port"))
 	return ""
 }
+
+// Sentinel addresses that name no sentinel (here a plain Redis, which does not know the
+// SENTINEL command) are the settings' fault: the service stops at start-up naming the
+// variable, as it does for a wrong password, instead of retrying what cannot mend.
+func TestRedisSentinelAddressesOfNoSentinelAreRefusedAtStartUp(t *testing.T) {
+	plain := redistest.New(t)
+	cfg := config.Default()
+	cfg.PG.DSN = "postgres://nobody@127.0.0.1:1/none" // the pool connects lazily; never used here
+	cfg.Redis.Sentinel = config.RedisSentinel{Master: "msgxmaster", Addrs: []string{plain.Client.Options().Addr}}
+	b, err := New(t.Context(), "test", cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = b.Redis()
+	if !errors.Is(err, ErrSettingsRefused) || !strings.Contains(err.Error(), "MSGX_REDIS_SENTINEL_MASTER") {
+		t.Fatalf("b.Redis() = %v, want the settings refused naming MSGX_REDIS_SENTINEL_MASTER", err)
+	}
+}

@@ -33,7 +33,9 @@ func TestRedisCallsAreBoundedByTheConfiguredTimeout(t *testing.T) {
 	for name, set := range map[string]func(*config.Redis){
 		"url": func(r *config.Redis) { r.URL = "redis://" + ln.Addr().String() + "/0?read_timeout=30s" },
 		// A sentinel that never answers: the failover client asks it for the master first.
-		"sentinel": func(r *config.Redis) { r.Sentinel = config.RedisSentinel{Master: "m", Addrs: []string{ln.Addr().String()}} },
+		"sentinel": func(r *config.Redis) {
+			r.Sentinel = config.RedisSentinel{Master: "m", Addrs: []string{ln.Addr().String()}}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := config.Default()
