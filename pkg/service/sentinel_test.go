@@ -36,12 +36,7 @@ func TestRedisClientFollowsASentinelFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(t.Context(), "test", cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	rdb, err := b.Redis()
+	rdb, err := baseRedis(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +113,20 @@ func TestRedisSentinelAddressesOfNoSentinelAreRefusedAtStartUp(t *testing.T) {
 	cfg := config.Default()
 	cfg.PG.DSN = "postgres://nobody@127.0.0.1:1/none" // the pool connects lazily; never used here
 	cfg.Redis.Sentinel = config.RedisSentinel{Master: "msgxmaster", Addrs: []string{plain.Client.Options().Addr}}
+	_, err := baseRedis(t, cfg)
+	if !errors.Is(err, ErrSettingsRefused) || !strings.Contains(err.Error(), "MSGX_REDIS_SENTINEL_MASTER") {
+		t.Fatalf("b.Redis() = %v, want the settings refused naming MSGX_REDIS_SENTINEL_MASTER", err)
+	}
+}
+
+// baseRedis is Base.Redis of a Base built from cfg, as a service connects; the Base closes
+// when the test ends.
+func baseRedis(t *testing.T, cfg config.Config) (*redis.Client, error) {
+	t.Helper()
 	b, err := New(t.Context(), "test", cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	_, err = b.Redis()
-	if !errors.Is(err, ErrSettingsRefused) || !strings.Contains(err.Error(), "MSGX_REDIS_SENTINEL_MASTER") {
-		t.Fatalf("b.Redis() = %v, want the settings refused naming MSGX_REDIS_SENTINEL_MASTER", err)
-	}
+	t.Cleanup(b.Close)
+	return b.Redis()
 }

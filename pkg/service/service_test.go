@@ -42,12 +42,7 @@ func TestRedisCallsAreBoundedByTheConfiguredTimeout(t *testing.T) {
 			cfg.PG.DSN = "postgres://nobody@127.0.0.1:1/none" // the pool connects lazily; never used here
 			set(&cfg.Redis)
 			cfg.Redis.Timeout = 300 * time.Millisecond
-			b, err := New(t.Context(), "test", cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			rdb, err := b.Redis()
+			rdb, err := baseRedis(t, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,13 +49,7 @@ type Sentinel struct {
 // failover can happen from the first moment.
 func OwnSentinel(t testing.TB) *Sentinel {
 	t.Helper()
-	bin := os.Getenv(EnvServer)
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("redis-server"); err != nil {
-			t.Fatalf("redistest: no redis-server on PATH (set %s): %v", EnvServer, err)
-		}
-	}
+	bin := serverBinary(t)
 	dir, err := os.MkdirTemp("", "msgxsentinel")
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/queue"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/testkit/redistest"
-	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // Redis under Sentinel loses its master (kill -9) while messages stream in: the pump waits
@@ -80,25 +79,9 @@ func TestRedisSentinelFailoverUnderTraffic(t *testing.T) {
 	}
 	last := fmt.Sprintf("R%d", round-1)
 
-	for _, id := range ids {
-		m := e.waitState(t, id, queue.Succeeded)
-		if m.Attempts != 0 {
-			t.Errorf("message %d: %d attempts charged for the failover", id, m.Attempts)
-		}
-		if n := e.events(t, id); n != 1 {
-			t.Errorf("message %d has %d KAFKA:msg events, want 1", id, n)
-		}
-	}
-	var dead int
-	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT count(*) FROM proc_state WHERE state = 'DEAD'`).Scan(&dead); err != nil {
-		t.Fatal(err)
-	}
-	if dead != 0 {
-		t.Errorf("%d DEAD messages after the failover", dead)
-	}
-	testwait.For(t, 10*time.Second, "the blocked state to clear", func() bool {
-		return gauge(t, r.reg, "msgx_pump_blocked_seconds", "dependency", "redis") == 0 && r.holderBlocked(t) == nil
-	})
+	r.ids = ids
+	r.noneCharged(t)
+	r.blockedCleared(t)
 
 	// The promoted master holds every flight at PostgreSQL's version, with the last remark.
 	direct := sen.Client(promoted)
