@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/jobs"
 	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/backfill/internal/sentinel"
@@ -19,9 +20,10 @@ import (
 
 // A Redis master under Sentinel dies (kill -9) with writes it acknowledged but never passed to
 // its replica: the promoted replica lacks a flight the pump created and holds an older state of
-// one it updated. The consistency check, with the client msgx-backfill builds from the
-// sentinel settings, finds both on the new master and repairs them from PostgreSQL, and the
-// next check is clean, so the drift alert's streak is back at 0.
+// one it updated. The backfill's poll (CheckLoss), with the client msgx-backfill builds from
+// the sentinel settings, sees another server under the projection and requests a rebuild of
+// the whole projection; the rebuild repairs both from PostgreSQL, the next check is clean, and
+// the drift alert's streak stays at 0.
 //
 // Asynchronous replication loses such a tail only in a window no test can hit at will (the
 // bytes must still be in the old master's output buffer when it dies): the test kills the
@@ -43,6 +45,15 @@ func TestFailoverLostWritesAreRepaired(t *testing.T) {
 
 	e.save(t, mk("F1", 1, map[string]string{"FLNO": "CA1"}), mk("F2", 1, map[string]string{"FLNO": "CA2"}),
 		mk("F3", 1, map[string]string{"FLNO": "CA3"}), mk("F4", 1, map[string]string{"FLNO": "CA4"}))
+	// The first poll: no sentinel key yet (a first start), a rebuild, and the server noted.
+	first, err := e.s.CheckLoss(ctx, e.sess)
+	if err != nil || first == 0 {
+		t.Fatalf("first CheckLoss = %d, %v; want the first start's rebuild", first, err)
+	}
+	e.runJob(t, e.s, first)
+	if id, err := e.s.CheckLoss(ctx, e.sess); err != nil || id != 0 {
+		t.Fatalf("CheckLoss on the same server = %d, %v; want nothing requested", id, err)
+	}
 	if n, err := client.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n < 1 {
 		t.Fatalf("WAIT 1: %d replicas, %v", n, err)
 	}
@@ -52,9 +63,6 @@ func TestFailoverLostWritesAreRepaired(t *testing.T) {
 	}
 	// The tail: F2 updated and F5 created, both in PostgreSQL and on the master.
 	e.save(t, mk("F2", 2, map[string]string{"FLNO": "CA2", "REMC": "DELAYED"}), mk("F5", 1, map[string]string{"FLNO": "CA5"}))
-	if res := e.check(t); res.Found() != 0 {
-		t.Fatalf("before the failover: %s", res)
-	}
 
 	killed := sen.KillMaster(t)
 	promoted := sen.WaitFailover(t, killed, 45*time.Second)
@@ -69,33 +77,37 @@ func TestFailoverLostWritesAreRepaired(t *testing.T) {
 		}
 	}
 
-	// The client finds the promoted master by itself; the check may meet the failover's last
-	// moments (a connection to the dead master), so it is given a few tries, as the backfill's
-	// period would give it.
-	var res sentinel.Result
+	// The poll may meet the failover's last moments (a connection to the dead master): it
+	// decides nothing then and looks again at the next poll, as in production.
+	var id int64
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		res, err = e.s.Check(ctx, e.sess, 1)
-		if err == nil {
+		if id, err = e.s.CheckLoss(ctx, e.sess); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the check never reached the promoted master: %v", err)
+			t.Fatalf("the poll never reached the promoted master: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	wantDrift(t, res, map[projection.Drift]int{projection.Missing: 1, projection.Stale: 1})
-	if res.Repaired != 2 {
-		t.Errorf("repaired %d, want 2 (%s)", res.Repaired, res)
+	if id == 0 {
+		t.Fatal("CheckLoss requested nothing after the failover: the lost tail would wait for the daily sample")
 	}
-	if gauge(t, e.reg, "msgx_projection_check_drift_streak") != 1 {
-		t.Errorf("drift streak %v after the check that found the lost tail, want 1", gauge(t, e.reg, "msgx_projection_check_drift_streak"))
+	j := e.runJob(t, e.s, id)
+	if j.RequestedBy != sentinel.SwitchRequester || !j.All() || j.DryRun {
+		t.Errorf("the job after the failover: %+v", j)
+	}
+	if want := (jobs.RebuildCounts{Missing: 1, Stale: 1, Repaired: 2}); j.Counts != want {
+		t.Errorf("the job after the failover found %+v, want %+v", j.Counts, want)
 	}
 	if res := e.check(t); res.Found() != 0 || res.Checked != 5 {
 		t.Fatalf("after the repair the projection is not PostgreSQL's: %s", res)
 	}
+	if id, err := e.s.CheckLoss(ctx, e.sess); err != nil || id != 0 {
+		t.Errorf("CheckLoss on the promoted master again = %d, %v; want nothing requested", id, err)
+	}
 	if got := gauge(t, e.reg, "msgx_projection_check_drift_streak"); got != 0 {
-		t.Errorf("drift streak %v after a clean check, want 0: the alert would stay firing", got)
+		t.Errorf("drift streak %v, want 0: the alert would fire", got)
 	}
 	obs, err := projection.New(direct, prefix, 2*time.Second).Observe(ctx, []string{"F2", "F5"})
 	if err != nil {
