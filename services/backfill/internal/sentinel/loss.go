@@ -1,6 +1,7 @@
 package sentinel
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -36,17 +37,16 @@ const lossComment = "started by the backfill: the projection's sentinel key was 
 // (a promoted replica under Sentinel, a restarted server), requests a rebuild of the whole
 // projection too, which repairs what the new server lacks and rewrites nothing else.
 func (s *Sentinel) CheckLoss(ctx context.Context, sess Session) (int64, error) {
-	server, err := s.proj.ServerID(ctx)
-	if err != nil {
-		return 0, err
-	}
+	// A server that refuses INFO (an ACL without it) leaves only the key to go by: the loss
+	// check must not depend on the change check.
+	server, _ := s.proj.ServerID(ctx)
 	_, ok, err := s.proj.Sentinel(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if ok {
-		if s.server == "" || s.server == server {
-			s.server = server
+		if s.server == "" || server == "" || s.server == server {
+			s.server = cmp.Or(server, s.server)
 			return 0, nil
 		}
 		id, covered, err := s.requestAfterSwitch(ctx, sess)
