@@ -98,7 +98,28 @@ type Redis struct {
 	Prefix string
 	// Timeout bounds every Redis call.
 	Timeout time.Duration
+	// Sentinel names a master under Redis Sentinel, in place of URL.
+	Sentinel RedisSentinel
 }
+
+// RedisSentinel holds redis.sentinel-*: a master found through Sentinel (go-redis's failover
+// client). Set means Master is set; then URL stays empty (a rule in validate.go).
+type RedisSentinel struct {
+	Master string
+	Addrs  []string
+	// SentinelPassword authenticates to the sentinels (their requirepass), Username and
+	// Password to the master and replicas (the ACL user or requirepass of the data nodes).
+	SentinelPassword string
+	Username         string
+	Password         string
+	DB               int
+	// TLS speaks TLS to the sentinels and the data nodes alike, verified against the system's
+	// roots, as rediss:// does for a single server.
+	TLS bool
+}
+
+// Set reports whether the Sentinel shape is configured.
+func (s RedisSentinel) Set() bool { return s.Master != "" }
 
 // Kafka holds kafka.*.
 type Kafka struct {

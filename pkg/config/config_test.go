@@ -160,6 +160,13 @@ func TestInvalidConfigurationIsRefusedWithEveryReason(t *testing.T) {
 		{"control calls below the pool", map[string]string{"MSGX_CONTROL_MAX_CALLS": "5", "MSGX_PG_MAX_CONNS": "10"}, []string{"control.max-calls (5) must be at least pg.max-conns (10)"}},
 		{"control connection queue below the largest response", map[string]string{"MSGX_CONTROL_MAX_QUEUED_BYTES_PER_CONNECTION": "1048576"},
 			[]string{"control.max-queued-bytes-per-connection must be at least 4194304"}},
+		{"redis named as a URL and a sentinel master at once", map[string]string{"MSGX_REDIS_URL": "redis://r:6379/0", "MSGX_REDIS_SENTINEL_MASTER": "mymaster", "MSGX_REDIS_SENTINEL_ADDRS": "s1:26379"},
+			[]string{"redis.url and redis.sentinel-* are both set"}},
+		{"redis URL with a stray sentinel password", map[string]string{"MSGX_REDIS_URL": "redis://r:6379/0", "MSGX_REDIS_SENTINEL_PASSWORD": "pw"},
+			[]string{"redis.url and redis.sentinel-* are both set"}},
+		{"sentinel master without sentinels", map[string]string{"MSGX_REDIS_SENTINEL_MASTER": "mymaster"}, []string{"redis.sentinel-master \"mymaster\" needs redis.sentinel-addrs"}},
+		{"sentinels without a master", map[string]string{"MSGX_REDIS_SENTINEL_ADDRS": "s1:26379"}, []string{"redis.sentinel-master is empty"}},
+		{"sentinel address without a port", map[string]string{"MSGX_REDIS_SENTINEL_MASTER": "m", "MSGX_REDIS_SENTINEL_ADDRS": "s1:26379,s2"}, []string{"redis.sentinel-addrs: \"s2\" is not host:port"}},
 		{"control total queue below a connection's", map[string]string{"MSGX_CONTROL_MAX_QUEUED_BYTES": "4194304"},
 			[]string{"control.max-queued-bytes (4194304) must be at least control.max-queued-bytes-per-connection (8388608)"}},
 	}
@@ -311,6 +318,16 @@ func TestSecretFiles(t *testing.T) {
 		if _, err := Load(env, AllServices); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	c, err = Load(map[string]string{
+		"MSGX_REDIS_SENTINEL_MASTER": "mymaster", "MSGX_REDIS_SENTINEL_ADDRS": "s1:26379, s2:26379,s3:26379",
+		"MSGX_REDIS_SENTINEL_PASSWORD_FILE": write("sp", "sentinel-pw\n"), "MSGX_REDIS_SENTINEL_DATA_PASSWORD_FILE": write("dp", "data-pw\n"),
+	}, AllServices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Redis.Sentinel; s.SentinelPassword != "sentinel-pw" || s.Password != "data-pw" || len(s.Addrs) != 3 || s.Addrs[1] != "s2:26379" {
+		t.Errorf("sentinel settings: %+v", s)
 	}
 	if _, err := Load(map[string]string{"MSGX_HTTP_MAX_BODY": "33554432"}, AllServices); err == nil {
 		t.Error("a compat body limit above the inbox column was accepted")

@@ -168,6 +168,19 @@ func params() []param {
 		{key: "redis.url", aliases: []string{"redis-url"}, def: "", set: str(func(c *Config) *string { return &c.Redis.URL })},
 		{key: "redis.prefix", aliases: []string{"redis-prefix"}, def: "msgx:", set: str(func(c *Config) *string { return &c.Redis.Prefix })},
 		{key: "redis.timeout", def: "3s", set: dur(func(c *Config) *time.Duration { return &c.Redis.Timeout }), limit: leaseBound, why: leaseWhy},
+		// Sentinel (docs/redis.md, "Sentinel"): the master's name and the sentinels to ask for
+		// it, instead of redis.url. The data nodes' credentials are settings of their own, since
+		// no URL names a server here; a rule refuses a mix of the two shapes.
+		{key: "redis.sentinel-master", def: "", set: str(func(c *Config) *string { return &c.Redis.Sentinel.Master })},
+		{key: "redis.sentinel-addrs", def: "", set: custom(KindList, func(c *Config, v string) error {
+			c.Redis.Sentinel.Addrs = splitList(v)
+			return nil
+		})},
+		{key: "redis.sentinel-password", def: "", set: str(func(c *Config) *string { return &c.Redis.Sentinel.SentinelPassword })},
+		{key: "redis.sentinel-username", def: "", set: str(func(c *Config) *string { return &c.Redis.Sentinel.Username })},
+		{key: "redis.sentinel-data-password", def: "", set: str(func(c *Config) *string { return &c.Redis.Sentinel.Password })},
+		{key: "redis.sentinel-db", def: "0", set: num(func(c *Config) *int { return &c.Redis.Sentinel.DB }), limit: Limit{Min: "0", Max: "15"}},
+		{key: "redis.sentinel-tls", def: "false", set: boolean(func(c *Config) *bool { return &c.Redis.Sentinel.TLS })},
 
 		{key: "kafka.brokers", aliases: []string{"kafka-brokers"}, def: "", set: custom(KindList, func(c *Config, v string) error {
 			c.Kafka.Brokers = splitList(v)
@@ -425,6 +438,8 @@ func secrets() []secret {
 		{"pg.dsn", func(c *Config) *string { return &c.PG.DSN }},
 		{"mysql.dsn", func(c *Config) *string { return &c.MySQL.DSN }},
 		{"redis.url", func(c *Config) *string { return &c.Redis.URL }},
+		{"redis.sentinel-password", func(c *Config) *string { return &c.Redis.Sentinel.SentinelPassword }},
+		{"redis.sentinel-data-password", func(c *Config) *string { return &c.Redis.Sentinel.Password }},
 		{"control.token", func(c *Config) *string { return &c.Control.Token }},
 		{"control.reader-token", func(c *Config) *string { return &c.Control.ReaderToken }},
 		{"http.token", func(c *Config) *string { return &c.HTTP.Token }},

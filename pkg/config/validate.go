@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -97,6 +98,9 @@ func rules() []rule {
 			}
 			return nil
 		}},
+		// One Redis, named one way: a URL and sentinel settings together would leave the
+		// operator guessing which server the projection lives on.
+		{readers["redis"], func(c Config) error { return c.Redis.check() }},
 		// R-PUMP-5: a backoff table with steps that never fire, or attempts without a step,
 		// must not pass the start-up check.
 		{pipeline, func(c Config) error {
@@ -188,4 +192,24 @@ func (c *Config) readSecretFiles(service Service) []error {
 		*sk.field(c) = v
 	}
 	return errs
+}
+
+// check refuses a Redis named both ways, or a Sentinel setup missing a part.
+func (r Redis) check() error {
+	s := r.Sentinel
+	other := len(s.Addrs) > 0 || s.SentinelPassword != "" || s.Username != "" || s.Password != "" || s.DB != 0 || s.TLS
+	switch {
+	case r.URL != "" && (s.Set() || other):
+		return errors.New("redis.url and redis.sentinel-* are both set: name one Redis, either a single server (redis.url) or a Sentinel master (redis.sentinel-master and redis.sentinel-addrs, credentials in redis.sentinel-password and redis.sentinel-data-password)")
+	case s.Set() && len(s.Addrs) == 0:
+		return fmt.Errorf("redis.sentinel-master %q needs redis.sentinel-addrs: the sentinels to ask for it (host:port, comma-separated)", s.Master)
+	case !s.Set() && other:
+		return errors.New("a redis.sentinel-* setting is set but redis.sentinel-master is empty: name the master the sentinels monitor")
+	}
+	for _, a := range s.Addrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return fmt.Errorf("redis.sentinel-addrs: %q is not host:port (a sentinel's address, usually port 26379)", a)
+		}
+	}
+	return nil
 }

@@ -48,12 +48,19 @@ func TestClassify(t *testing.T) {
 	}
 	_, timeout := projection.New(paused, own.Prefix, 200*time.Millisecond).Write(ctx, flights)
 
+	// A failover client whose "sentinel" is a plain Redis: SENTINEL is an unknown command
+	// there, a redis.Error reply, and still no master was ever reached.
+	noSentinel := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{rd.Client.Options().Addr}, MaxRetries: -1})
+	defer noSentinel.Close()
+	_, noMaster := projection.New(noSentinel, "msgxt:nomaster:", time.Second).Write(ctx, flights)
+
 	for _, c := range []struct {
 		name string
 		err  error
 		want outage.Verdict
 	}{
 		{"refused (real)", refused, outage.Down},
+		{"no sentinel names the master (real)", noMaster, outage.Down},
 		{"wrong type (real)", wrongType, outage.Attempt},
 		{"paused: timeout (real)", timeout, outage.Unsure},
 		{"loading", reply("LOADING Redis is loading the dataset in memory"), outage.Down},

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -141,6 +142,11 @@ func (p *Projection) Probe(ctx context.Context) error {
 var downReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "OOM",
 	"WRONGPASS", "NOAUTH", "NOPERM"}
 
+// NoMaster starts the error of go-redis's failover client when no sentinel named the master:
+// none answered, none knew the master's name (a nil reply), or the addresses are no sentinels
+// ("unknown command"). go-redis has no error value for it.
+const NoMaster = "redis: all sentinels specified in configuration are unreachable"
+
 // Classify tells an outage of Redis from a failure of the write itself.
 func Classify(err error) outage.Verdict {
 	switch {
@@ -148,6 +154,10 @@ func Classify(err error) outage.Verdict {
 		return outage.Down
 	case errors.Is(err, redis.ErrPoolTimeout):
 		return outage.Unsure
+	case err != nil && strings.Contains(err.Error(), NoMaster):
+		// Whatever the sentinels replied (their replies are redis.Errors too), the write never
+		// reached a master: Redis is not there for any write, so no message is charged for it.
+		return outage.Down
 	}
 	var re redis.Error
 	if errors.As(err, &re) {

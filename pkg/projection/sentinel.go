@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -36,4 +37,22 @@ func (p *Projection) SetSentinel(ctx context.Context, value string) error {
 		return fmt.Errorf("write the projection's sentinel key: %w", err)
 	}
 	return nil
+}
+
+// ServerID is the run_id of the Redis server the projection writes to: another ID means
+// another process, a restart or, under Sentinel, a promoted replica, either of which may
+// lack the last writes the former one acknowledged.
+func (p *Projection) ServerID(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	info, err := p.client.Info(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("read the Redis server's run_id: %w", err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return id, nil
+		}
+	}
+	return "", errors.New("read the Redis server's run_id: INFO server has none")
 }

@@ -8,6 +8,7 @@ package service
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -159,7 +160,7 @@ func (b *Base) Inbox() (*aodb.Inbox, error) {
 	return in, nil
 }
 
-// Redis connects to MSGX_REDIS_URL, adds it to the readiness checks, and closes it with the
+// Redis connects to the configured Redis (redis.url or redis.sentinel-*), adds it to the readiness checks, and closes it with the
 // Base.
 func (b *Base) Redis() (*redis.Client, error) {
 	rdb, err := b.redis(true)
@@ -182,31 +183,21 @@ func (b *Base) Redis() (*redis.Client, error) {
 // switched off or its password rotates, when operators need it most.
 func (b *Base) RedisOptional() (*redis.Client, error) { return b.redis(false) }
 
-// redis connects to MSGX_REDIS_URL. A refusal of the settings at first contact stops a service
-// that needs Redis (required) and is only logged for one that reports it.
+// redis connects to the configured Redis: a single server (redis.url) or a master found
+// through Sentinel (redis.sentinel-*). A refusal of the settings at first contact stops a
+// service that needs Redis (required) and is only logged for one that reports it.
 func (b *Base) redis(required bool) (*redis.Client, error) {
-	if b.Config.Redis.URL == "" {
-		return nil, errors.New("no Redis connection: set " + config.EnvName("redis.url") + " (or " + config.EnvName("redis.url") + "_FILE)")
-	}
-	opts, err := redis.ParseURL(b.Config.Redis.URL)
+	rdb, err := NewRedisClient(b.Config.Redis)
 	if err != nil {
-		// url.Parse quotes the whole URL, password included, in its error, and a piece of a
-		// password it split at '/', '#', '?' or '%'.
-		return nil, fmt.Errorf("redis url (%s): %w", config.EnvName("redis.url"), secret.ParseError(b.Config.Redis.URL, err, func(s string) error {
-			_, err := redis.ParseURL(s)
-			return err
-		}))
+		return nil, err
 	}
-	// go-redis honours context deadlines only when asked to, and its socket timeouts come from
-	// the URL: bound both by redis.timeout, so a Redis that stops answering never holds the
-	// lock connection idle past its lease (the pump writes the projection inside its step).
-	opts.ContextTimeoutEnabled = true
-	opts.ReadTimeout = min(cmp.Or(opts.ReadTimeout, b.Config.Redis.Timeout), b.Config.Redis.Timeout)
-	opts.WriteTimeout = min(cmp.Or(opts.WriteTimeout, b.Config.Redis.Timeout), b.Config.Redis.Timeout)
-	opts.DialTimeout = min(cmp.Or(opts.DialTimeout, b.Config.Redis.Timeout), b.Config.Redis.Timeout)
-	rdb := redis.NewClient(opts)
+	env, dsn := config.EnvName("redis.url"), b.Config.Redis.URL
+	if s := b.Config.Redis.Sentinel; s.Set() {
+		// Names no secret: the passwords are settings of their own.
+		env, dsn = config.EnvName("redis.sentinel-master"), s.Master
+	}
 	ping := func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
-	if err := firstContact(context.Background(), b.Logger, "Redis", config.EnvName("redis.url"), b.Config.Redis.URL, b.Config.Redis.Timeout, ping, redisSettingsError); err != nil {
+	if err := firstContact(context.Background(), b.Logger, "Redis", env, dsn, b.Config.Redis.Timeout, ping, redisSettingsError); err != nil {
 		if required {
 			_ = rdb.Close()
 			return nil, err
@@ -215,6 +206,49 @@ func (b *Base) redis(required bool) (*redis.Client, error) {
 	}
 	b.closers = append(b.closers, func() { _ = rdb.Close() })
 	return rdb, nil
+}
+
+// NewRedisClient builds the client of the configured Redis without contacting it: go-redis's
+// failover client when redis.sentinel-master is set (it asks the sentinels for the master and
+// follows a failover on its own), else the client of redis.url. Both get the same bounds.
+func NewRedisClient(rc config.Redis) (*redis.Client, error) {
+	if s := rc.Sentinel; s.Set() {
+		fo := &redis.FailoverOptions{
+			MasterName:       s.Master,
+			SentinelAddrs:    s.Addrs,
+			SentinelPassword: s.SentinelPassword,
+			Username:         s.Username,
+			Password:         s.Password,
+			DB:               s.DB,
+		}
+		if s.TLS {
+			fo.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		fo.ContextTimeoutEnabled = true
+		fo.ReadTimeout, fo.WriteTimeout, fo.DialTimeout = rc.Timeout, rc.Timeout, rc.Timeout
+		return redis.NewFailoverClient(fo), nil
+	}
+	if rc.URL == "" {
+		return nil, errors.New("no Redis connection: set " + config.EnvName("redis.url") + " (or " + config.EnvName("redis.url") +
+			"_FILE), or " + config.EnvName("redis.sentinel-master") + " and " + config.EnvName("redis.sentinel-addrs"))
+	}
+	opts, err := redis.ParseURL(rc.URL)
+	if err != nil {
+		// url.Parse quotes the whole URL, password included, in its error, and a piece of a
+		// password it split at '/', '#', '?' or '%'.
+		return nil, fmt.Errorf("redis url (%s): %w", config.EnvName("redis.url"), secret.ParseError(rc.URL, err, func(s string) error {
+			_, err := redis.ParseURL(s)
+			return err
+		}))
+	}
+	// go-redis honours context deadlines only when asked to, and its socket timeouts come from
+	// the URL: bound both by redis.timeout, so a Redis that stops answering never holds the
+	// lock connection idle past its lease (the pump writes the projection inside its step).
+	opts.ContextTimeoutEnabled = true
+	opts.ReadTimeout = min(cmp.Or(opts.ReadTimeout, rc.Timeout), rc.Timeout)
+	opts.WriteTimeout = min(cmp.Or(opts.WriteTimeout, rc.Timeout), rc.Timeout)
+	opts.DialTimeout = min(cmp.Or(opts.DialTimeout, rc.Timeout), rc.Timeout)
+	return redis.NewClient(opts), nil
 }
 
 // Close releases the connections and flushes spans.

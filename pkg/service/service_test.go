@@ -30,28 +30,33 @@ func TestRedisCallsAreBoundedByTheConfiguredTimeout(t *testing.T) {
 			defer c.Close() // hold the connection open, answer nothing
 		}
 	}()
-	cfg := config.Default()
-	cfg.PG.DSN = "postgres://nobody@127.0.0.1:1/none" // the pool connects lazily; never used here
-	cfg.Redis.URL = "redis://" + ln.Addr().String() + "/0?read_timeout=30s"
-	cfg.Redis.Timeout = 300 * time.Millisecond
-	b, err := New(t.Context(), "test", cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	rdb, err := b.Redis()
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- rdb.Set(context.Background(), "k", "v", 0).Err() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("a Redis that never answers accepted the write")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the Redis call outlived the leader lease: redis.timeout does not bound it")
+	for name, set := range map[string]func(*config.Redis){
+		"url": func(r *config.Redis) { r.URL = "redis://" + ln.Addr().String() + "/0?read_timeout=30s" },
+		// A sentinel that never answers: the failover client asks it for the master first.
+		"sentinel": func(r *config.Redis) {
+			r.Sentinel = config.RedisSentinel{Master: "m", Addrs: []string{ln.Addr().String()}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.PG.DSN = "postgres://nobody@127.0.0.1:1/none" // the pool connects lazily; never used here
+			set(&cfg.Redis)
+			cfg.Redis.Timeout = 300 * time.Millisecond
+			rdb, err := baseRedis(t, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- rdb.Set(context.Background(), "k", "v", 0).Err() }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("a Redis that never answers accepted the write")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the Redis call outlived the leader lease: redis.timeout does not bound it")
+			}
+		})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/aodb"
 	"github.com/msgexchange/msgexchange/pkg/config"
+	"github.com/msgexchange/msgexchange/pkg/projection"
 	"github.com/msgexchange/msgexchange/pkg/secret"
 )
 
@@ -79,6 +80,11 @@ func mysqlSettingsError(err error) bool {
 // redisSettingsError: WRONGPASS, NOAUTH, a password the server does not expect ("ERR AUTH …
 // called without any password configured") or a database number it does not have.
 func redisSettingsError(err error) bool {
+	// No sentinel knows redis.sentinel-master (a nil reply), or redis.sentinel-addrs names
+	// servers that are no sentinels: the settings, which retrying cannot mend.
+	if strings.Contains(fmt.Sprint(err), projection.NoMaster) && (errors.Is(err, redis.Nil) || strings.Contains(err.Error(), "unknown command")) {
+		return true
+	}
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false

@@ -20,13 +20,7 @@ const EnvServer = "MSGX_TEST_REDIS_SERVER"
 // packages are using at the same time. The returned URL is what a service's redis.url takes.
 func Own(t testing.TB) *Redis {
 	t.Helper()
-	bin := os.Getenv(EnvServer)
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("redis-server"); err != nil {
-			t.Fatalf("redistest: no redis-server on PATH (set %s): %v", EnvServer, err)
-		}
-	}
+	bin := serverBinary(t)
 	// Socket paths are limited to about 100 bytes; t.TempDir can be longer than that.
 	dir, err := os.MkdirTemp("", "msgxredis")
 	if err != nil {
@@ -57,4 +51,17 @@ func Own(t testing.TB) *Redis {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return &Redis{URL: "unix://" + sock, Client: client, Prefix: keyPrefix + "own:"}
+}
+
+// serverBinary is the redis-server the harnesses start: EnvServer, else the one on PATH.
+func serverBinary(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv(EnvServer); bin != "" {
+		return bin
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redistest: no redis-server on PATH (set %s): %v", EnvServer, err)
+	}
+	return bin
 }

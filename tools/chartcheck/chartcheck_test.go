@@ -42,36 +42,40 @@ var roles = []string{"ingest", "pump", "dispatcher", "backfill", "control"}
 
 // chartManaged are the parameters the chart sets itself rather than from values.config, and why.
 var chartManaged = map[string]string{
-	"pg.dsn":                    "a mounted file (pg.dsn-file) of the connections Secret",
-	"mysql.dsn":                 "a mounted file (mysql.dsn-file) of the connections Secret",
-	"redis.url":                 "a mounted file (redis.url-file) of the connections Secret",
-	"pg.dsn-file":               "the mounted connections Secret",
-	"mysql.dsn-file":            "the mounted connections Secret",
-	"redis.url-file":            "the mounted connections Secret",
-	"control.token":             "the token is a mounted file (control.token-file)",
-	"control.token-file":        "the mounted tokens Secret",
-	"control.reader-token":      "the token is a mounted file (control.reader-token-file)",
-	"control.reader-token-file": "the mounted tokens Secret",
-	"http.token":                "a mounted file (http.token-file) of the tokens Secret",
-	"http.token-file":           "the mounted tokens Secret",
-	"control.tls-cert":          "a mounted TLS Secret (services.control.tls)",
-	"control.tls-key":           "a mounted TLS Secret (services.control.tls)",
-	"control.client-ca":         "a mounted CA Secret (services.control.tls)",
-	"admin.addr":                "fixed: all interfaces, port 9090 (the probes, the ServiceMonitor, kubectl port-forward)",
-	"http.addr":                 "fixed: the ingest Service targets port 8080",
-	"grpc.addr":                 "fixed: the control Service targets port 9000",
-	"instance":                  "the pod name",
-	"control.insecure":          "development only; the chart always provides a token",
-	"http.insecure":             "development only; the chart always provides a token",
-	"kafka.tls":                 "values.kafka.tls.enabled (the chart verifies TLS by default)",
-	"kafka.tls-ca":              "a mounted CA Secret (kafka.tls.caSecret)",
-	"kafka.tls-server-name":     "values.kafka.tls.serverName",
-	"kafka.tls-cert":            "a mounted TLS Secret (kafka.tls.clientCertSecret)",
-	"kafka.tls-key":             "a mounted TLS Secret (kafka.tls.clientCertSecret)",
-	"kafka.sasl-mechanism":      "values.kafka.sasl.mechanism",
-	"kafka.sasl-username":       "values.kafka.sasl.username",
-	"kafka.sasl-password":       "a mounted file (kafka.sasl-password-file) of kafka.sasl.passwordSecret",
-	"kafka.sasl-password-file":  "the mounted kafka.sasl.passwordSecret",
+	"pg.dsn":                            "a mounted file (pg.dsn-file) of the connections Secret",
+	"mysql.dsn":                         "a mounted file (mysql.dsn-file) of the connections Secret",
+	"redis.url":                         "a mounted file (redis.url-file) of the connections Secret",
+	"pg.dsn-file":                       "the mounted connections Secret",
+	"mysql.dsn-file":                    "the mounted connections Secret",
+	"redis.url-file":                    "the mounted connections Secret",
+	"control.token":                     "the token is a mounted file (control.token-file)",
+	"control.token-file":                "the mounted tokens Secret",
+	"control.reader-token":              "the token is a mounted file (control.reader-token-file)",
+	"control.reader-token-file":         "the mounted tokens Secret",
+	"http.token":                        "a mounted file (http.token-file) of the tokens Secret",
+	"http.token-file":                   "the mounted tokens Secret",
+	"control.tls-cert":                  "a mounted TLS Secret (services.control.tls)",
+	"control.tls-key":                   "a mounted TLS Secret (services.control.tls)",
+	"control.client-ca":                 "a mounted CA Secret (services.control.tls)",
+	"admin.addr":                        "fixed: all interfaces, port 9090 (the probes, the ServiceMonitor, kubectl port-forward)",
+	"http.addr":                         "fixed: the ingest Service targets port 8080",
+	"grpc.addr":                         "fixed: the control Service targets port 9000",
+	"instance":                          "the pod name",
+	"control.insecure":                  "development only; the chart always provides a token",
+	"http.insecure":                     "development only; the chart always provides a token",
+	"kafka.tls":                         "values.kafka.tls.enabled (the chart verifies TLS by default)",
+	"kafka.tls-ca":                      "a mounted CA Secret (kafka.tls.caSecret)",
+	"kafka.tls-server-name":             "values.kafka.tls.serverName",
+	"kafka.tls-cert":                    "a mounted TLS Secret (kafka.tls.clientCertSecret)",
+	"kafka.tls-key":                     "a mounted TLS Secret (kafka.tls.clientCertSecret)",
+	"kafka.sasl-mechanism":              "values.kafka.sasl.mechanism",
+	"kafka.sasl-username":               "values.kafka.sasl.username",
+	"kafka.sasl-password":               "a mounted file (kafka.sasl-password-file) of kafka.sasl.passwordSecret",
+	"kafka.sasl-password-file":          "the mounted kafka.sasl.passwordSecret",
+	"redis.sentinel-password":           "a mounted file (redis.sentinel-password-file) of the connections Secret",
+	"redis.sentinel-password-file":      "the mounted connections Secret (connections.redisSentinelPassword)",
+	"redis.sentinel-data-password":      "a mounted file (redis.sentinel-data-password-file) of the connections Secret",
+	"redis.sentinel-data-password-file": "the mounted connections Secret (connections.redisSentinelDataPassword)",
 }
 
 // chartDefaults are values.config defaults that differ from the programs' on purpose.
@@ -111,10 +115,12 @@ type rendering struct {
 	// Secrets named in values that the chart must reference instead of rendering its own.
 	connectionsSecret, tokensSecret string
 	// kafkaSecrets are the existing Secrets values.kafka names (a CA, the SASL password).
-	kafkaSecrets          []string
-	headAgeSeconds        string
-	maxCommitDelaySeconds string
-	gracePeriod           int64
+	kafkaSecrets []string
+	// redisSentinelPasswords: the values name Redis under Sentinel with both passwords.
+	redisSentinelPasswords bool
+	headAgeSeconds         string
+	maxCommitDelaySeconds  string
+	gracePeriod            int64
 }
 
 var renderings = []rendering{
@@ -127,6 +133,11 @@ var renderings = []rendering{
 		name: "production", release: "gw", namespace: "gateway", values: []string{"ci/production-values.yaml"},
 		connectionsSecret: "msgx-connections", tokensSecret: "msgx-tokens", kafkaSecrets: []string{"kafka-cluster-ca", "msgx-kafka"},
 		headAgeSeconds: "900", maxCommitDelaySeconds: "600", gracePeriod: 55,
+	},
+	{
+		name: "sentinel", release: "msgx", namespace: "default", values: []string{"ci/tokens-values.yaml", "ci/sentinel-values.yaml"},
+		connectionsSecret: "msgx-msgexchange-connections", tokensSecret: "msgx-msgexchange-tokens", redisSentinelPasswords: true,
+		headAgeSeconds: "600", maxCommitDelaySeconds: "300", gracePeriod: 30,
 	},
 }
 
@@ -474,7 +485,23 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 			t.Errorf("%s: %s has an unexpected source %+v", where, e.Name, e.ValueFrom)
 		}
 	}
-	for k, key := range map[string]string{"MSGX_PG_DSN": "pg-dsn", "MSGX_MYSQL_DSN": "mysql-dsn", "MSGX_REDIS_URL": "redis-url"} {
+	secretFiles := map[string]string{"MSGX_PG_DSN": "pg-dsn", "MSGX_MYSQL_DSN": "mysql-dsn", "MSGX_REDIS_URL": "redis-url"}
+	if env["MSGX_REDIS_SENTINEL_MASTER"] != "" {
+		// One Redis, named one way: under Sentinel there is no URL, and the passwords are files.
+		delete(secretFiles, "MSGX_REDIS_URL")
+		if _, ok := env["MSGX_REDIS_URL_FILE"]; ok {
+			t.Errorf("%s: MSGX_REDIS_URL_FILE is set beside MSGX_REDIS_SENTINEL_MASTER: the services refuse the mix", where)
+		}
+		for k, key := range map[string]string{"MSGX_REDIS_SENTINEL_PASSWORD": "redis-sentinel-password", "MSGX_REDIS_SENTINEL_DATA_PASSWORD": "redis-sentinel-data-password"} {
+			if _, inEnv := env[k]; inEnv {
+				t.Errorf("%s: %s is in the environment; it must be a file mounted from a Secret (%s_FILE)", where, k, k)
+			}
+			if r.redisSentinelPasswords {
+				checkSecretFile(t, r, m, where, pod, mounts, k+"_FILE", env[k+"_FILE"], key)
+			}
+		}
+	}
+	for k, key := range secretFiles {
 		if _, inEnv := env[k]; inEnv {
 			t.Errorf("%s: %s is in the environment; it must be a file mounted from a Secret (%s_FILE)", where, k, k)
 		}
@@ -525,6 +552,9 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 			"MSGX_MYSQL_DSN_FILE", "MSGX_REDIS_URL_FILE", "MSGX_CONTROL_TLS_CERT", "MSGX_CONTROL_TLS_KEY", "MSGX_CONTROL_CLIENT_CA",
 			"MSGX_KAFKA_TLS_CA", "MSGX_KAFKA_TLS_CERT", "MSGX_KAFKA_TLS_KEY":
 			// Paths inside the pod; checked above, not readable here.
+			continue
+		case "MSGX_REDIS_SENTINEL_PASSWORD_FILE", "MSGX_REDIS_SENTINEL_DATA_PASSWORD_FILE":
+			loaded[strings.TrimSuffix(k, "_FILE")] = "from-the-mounted-secret"
 			continue
 		case "MSGX_KAFKA_SASL_PASSWORD_FILE":
 			// The password the mounted file holds: what the rules relating the settings see.

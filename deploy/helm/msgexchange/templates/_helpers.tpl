@@ -59,6 +59,18 @@ app.kubernetes.io/component: {{ .component }}
 {{- .Values.connections.existingSecret | default (printf "%s-connections" (include "msgexchange.fullname" .)) -}}
 {{- end -}}
 
+{{/* "true" when the connections Secret holds the sentinels' password (redis-sentinel-password). */}}
+{{- define "msgexchange.redisSentinelPassword" -}}
+{{- $c := .Values.connections -}}
+{{- if or (and $c.existingSecret $c.existingSecretHasRedisSentinelPassword) (and (not $c.existingSecret) $c.redisSentinelPassword) }}true{{ end -}}
+{{- end -}}
+
+{{/* "true" when the connections Secret holds the data nodes' password (redis-sentinel-data-password). */}}
+{{- define "msgexchange.redisSentinelDataPassword" -}}
+{{- $c := .Values.connections -}}
+{{- if or (and $c.existingSecret $c.existingSecretHasRedisSentinelDataPassword) (and (not $c.existingSecret) $c.redisSentinelDataPassword) }}true{{ end -}}
+{{- end -}}
+
 {{- define "msgexchange.tokensSecret" -}}
 {{- .Values.tokens.existingSecret | default (printf "%s-tokens" (include "msgexchange.fullname" .)) -}}
 {{- end -}}
@@ -118,8 +130,19 @@ namespace="{{ .Release.Namespace }}",job=~"{{ include "msgexchange.fullname" . }
   value: /etc/msgx/connections/pg-dsn
 - name: MSGX_MYSQL_DSN_FILE
   value: /etc/msgx/connections/mysql-dsn
+{{- if index $root.Values.config "redis.sentinel-master" }}
+{{- if include "msgexchange.redisSentinelPassword" $root }}
+- name: MSGX_REDIS_SENTINEL_PASSWORD_FILE
+  value: /etc/msgx/connections/redis-sentinel-password
+{{- end }}
+{{- if include "msgexchange.redisSentinelDataPassword" $root }}
+- name: MSGX_REDIS_SENTINEL_DATA_PASSWORD_FILE
+  value: /etc/msgx/connections/redis-sentinel-data-password
+{{- end }}
+{{- else }}
 - name: MSGX_REDIS_URL_FILE
   value: /etc/msgx/connections/redis-url
+{{- end }}
 # The admin endpoints listen on all interfaces of the pod: the kubelet's probes and Prometheus
 # reach them on the pod IP, and `kubectl port-forward`, which connects to localhost inside the
 # pod, reaches /metrics and /readyz too. Who reaches the port from the network is the
@@ -225,6 +248,17 @@ put them into the Secret unless allowExamplePasswords says the cluster is a thro
 {{- end -}}
 {{- end -}}
 {{- $cfg := .Values.config -}}
+{{- /* One Redis, named one way, as the services' own check (pkg/config) wants it. */ -}}
+{{- if get $cfg "redis.sentinel-master" -}}
+{{- if and (not $c.existingSecret) $c.redisURL -}}
+{{- fail "config.redis.sentinel-master is set and so is connections.redisURL: name one Redis (the services would refuse to start); for Sentinel set connections.redisURL to \"\"" -}}
+{{- end -}}
+{{- if not (get $cfg "redis.sentinel-addrs") -}}
+{{- fail "config.redis.sentinel-master needs config.redis.sentinel-addrs: the sentinels to ask for the master (host:port, comma-separated)" -}}
+{{- end -}}
+{{- else if or (include "msgexchange.redisSentinelPassword" .) (include "msgexchange.redisSentinelDataPassword" .) (get $cfg "redis.sentinel-addrs") -}}
+{{- fail "a Redis Sentinel setting (config.redis.sentinel-addrs or a connections.redisSentinel* password) is set but config.redis.sentinel-master is empty: name the master, or clear it" -}}
+{{- end -}}
 {{- /* Keys renamed to the one naming rule (docs/environment.md, "Renamed keys"). The services
 still read their variables, which did not change, but a values file with the old and the new
 key would render one variable twice, so the chart names the new key instead. */ -}}

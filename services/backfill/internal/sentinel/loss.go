@@ -1,6 +1,7 @@
 package sentinel
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -30,10 +31,40 @@ const lossComment = "started by the backfill: the projection's sentinel key was 
 // projection and has not begun (every page of it is still to come); otherwise it waits for the
 // job's end and looks again. It returns 0 when it requested nothing. An unreachable Redis or
 // PostgreSQL decides nothing: the error is returned and the next poll looks again.
+//
+// The key survives a failover, or a restart from a snapshot, that lost only the last writes.
+// So CheckLoss also notes the Redis server's run_id and, when it changed since its last look
+// (a promoted replica under Sentinel, a restarted server), requests a rebuild of the whole
+// projection too, which repairs what the new server lacks and rewrites nothing else.
 func (s *Sentinel) CheckLoss(ctx context.Context, sess Session) (int64, error) {
-	if _, ok, err := s.proj.Sentinel(ctx); err != nil || ok {
+	// A server that refuses INFO (an ACL without it) leaves only the key to go by: the loss
+	// check must not depend on the change check.
+	server, _ := s.proj.ServerID(ctx)
+	_, ok, err := s.proj.Sentinel(ctx)
+	if err != nil {
 		return 0, err
 	}
+	if ok {
+		if s.server == "" || server == "" || s.server == server {
+			s.server = cmp.Or(server, s.server)
+			return 0, nil
+		}
+		id, covered, err := s.requestAfterSwitch(ctx, sess)
+		if covered {
+			s.server = server
+		}
+		return id, err
+	}
+	id, err := s.requestAfterLoss(ctx, sess)
+	if err == nil {
+		s.server = server
+	}
+	return id, err
+}
+
+// requestAfterLoss requests the rebuild of a projection whose sentinel key is gone, and writes
+// the key.
+func (s *Sentinel) requestAfterLoss(ctx context.Context, sess Session) (int64, error) {
 	now := s.clock.Now()
 	var (
 		job      jobs.RebuildJob
@@ -61,3 +92,37 @@ func (s *Sentinel) CheckLoss(ctx context.Context, sess Session) (int64, error) {
 	}
 	return job.ID, nil
 }
+
+// SwitchRequester is the requested_by of the rebuild CheckLoss requests when the Redis server
+// changed under the projection (docs/redis.md, "Sentinel").
+const SwitchRequester = "backfill (Redis server changed)"
+
+// requestAfterSwitch requests a rebuild of the whole projection after the Redis server changed.
+// covered is false while another job is open: that one finishes first and the next poll asks
+// again, except a pending rebuild of the whole projection, which already covers the change.
+func (s *Sentinel) requestAfterSwitch(ctx context.Context, sess Session) (id int64, covered bool, err error) {
+	var (
+		job      jobs.RebuildJob
+		existing bool
+	)
+	err = sess.Tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		job, existing, err = jobs.RequestRebuild(ctx, tx, jobs.RebuildSpec{RequestedBy: SwitchRequester, Comment: switchComment}, s.clock.Now())
+		return err
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("request a rebuild after the Redis server changed: %w", err)
+	}
+	if existing && !(job.State == jobs.StatePending && job.All() && !job.DryRun) {
+		return 0, false, nil
+	}
+	if !existing {
+		s.logger.WarnContext(ctx, "the Redis server changed (a failover or a restart): checking the whole projection against "+
+			"PostgreSQL for the writes the former server acknowledged last", "rebuild_id", job.ID, "requested_by", SwitchRequester)
+	}
+	return job.ID, true, nil
+}
+
+// switchComment is that job's comment.
+const switchComment = "started by the backfill: the Redis server changed (a Sentinel failover or a restart), " +
+	"which may have lost the last writes"

@@ -38,6 +38,7 @@ type Projection interface {
 	Observe(ctx context.Context, flids []string) ([]projection.Observed, error)
 	Sentinel(ctx context.Context) (value string, ok bool, err error)
 	SetSentinel(ctx context.Context, value string) error
+	ServerID(ctx context.Context) (string, error)
 	Repair(ctx context.Context, flights []flight.Flight, gone []string) error
 	ScanDocs(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error)
 	ScanVersions(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error)
@@ -116,6 +117,9 @@ type Sentinel struct {
 	// lossFailing is set while looking for the sentinel key fails, so that a Redis outage is
 	// logged once, not at every poll.
 	lossFailing bool
+	// server is the run_id of the Redis server CheckLoss last found the key on; "" until the
+	// first look.
+	server string
 }
 
 // Mode is what kind of run counted a drift (the mode label of msgx_projection_drift_total).

@@ -60,6 +60,25 @@ func (r *outageRun) duringOutage(t *testing.T) {
 func (r *outageRun) afterOutage(t *testing.T, flid, remark string) {
 	t.Helper()
 	e := r.e
+	r.noneCharged(t)
+	if v := e.flightVersion(t, flid); v != int64(1+len(r.ids)) {
+		t.Errorf("flight %s at version %d, want %d: each message applied once", flid, v, 1+len(r.ids))
+	}
+	var remc string
+	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT coalesce(remc, '') FROM flight_schd WHERE flid = $1`, flid).Scan(&remc); err != nil {
+		t.Fatal(err)
+	}
+	if remc != remark {
+		t.Errorf("REMC %q, want %q (the last message in ID order)", remc, remark)
+	}
+	r.blockedCleared(t)
+}
+
+// noneCharged waits for every message of the run to succeed and checks that the outage cost
+// none of them an attempt, an extra event or a DEAD.
+func (r *outageRun) noneCharged(t *testing.T) {
+	t.Helper()
+	e := r.e
 	for _, id := range r.ids {
 		m := e.waitState(t, id, queue.Succeeded)
 		if m.Attempts != 0 {
@@ -76,16 +95,11 @@ func (r *outageRun) afterOutage(t *testing.T, flid, remark string) {
 	if dead != 0 {
 		t.Errorf("%d DEAD messages after an outage", dead)
 	}
-	if v := e.flightVersion(t, flid); v != int64(1+len(r.ids)) {
-		t.Errorf("flight %s at version %d, want %d: each message applied once", flid, v, 1+len(r.ids))
-	}
-	var remc string
-	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT coalesce(remc, '') FROM flight_schd WHERE flid = $1`, flid).Scan(&remc); err != nil {
-		t.Fatal(err)
-	}
-	if remc != remark {
-		t.Errorf("REMC %q, want %q (the last message in ID order)", remc, remark)
-	}
+}
+
+// blockedCleared waits for the pump to report the outage over.
+func (r *outageRun) blockedCleared(t *testing.T) {
+	t.Helper()
 	testwait.For(t, 10*time.Second, "the blocked state to clear", func() bool {
 		return gauge(t, r.reg, "msgx_pump_blocked_seconds", "dependency", r.dependency) == 0 && r.holderBlocked(t) == nil
 	})
