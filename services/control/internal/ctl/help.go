@@ -337,8 +337,12 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 	},
 	"GetFlight": {
 		Short: "Show one flight in PostgreSQL next to its Redis projection",
+		Long: "Each field side by side, ≠ where the two differ. A long value is cut to 48 characters,\n" +
+			"and a field that differs in a cut value is followed by where the two sides part;\n" +
+			"-o wide shows every value whole.",
 		Example: "# A flight and its drift\nmsgxctl get-flight 2718281\n" +
-			"# With its 50 newest messages and events\nmsgxctl get-flight 2718281 --limit 50",
+			"# With its 50 newest messages and events\nmsgxctl get-flight 2718281 --limit 50\n" +
+			"# Every value whole\nmsgxctl get-flight 2718281 -o wide",
 		Args:  []string{"flid"},
 		Flags: map[string]string{"limit": "how many of its newest messages and events (default 20, at most 200)"},
 	},

@@ -96,8 +96,15 @@ func renderMessage(w io.Writer, r *controlv1.GetMessageResponse, opt tableOpts) 
 	return renderTable(w, r.ProtoReflect(), opt)
 }
 
+// flightCell is how many characters of a field's value the narrow view shows in each column:
+// two columns of it and the field's name fit a terminal of 120, where one long collection made
+// the whole table hundreds of characters wide. -o wide shows the values whole.
+const flightCell = 48
+
 // renderFlight prints a flight's PostgreSQL state and Redis projection field by field side by
-// side, marking the fields that differ, then its messages and events.
+// side, marking the fields that differ, then its messages and events. In the narrow view a long
+// value is cut to flightCell characters, and each field that differs in a cut value is followed
+// by where the two sides first part, so the difference shows without the whole values.
 func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) error {
 	pg, rd := r.GetPostgres(), r.GetRedis()
 	drift := "none"
@@ -135,6 +142,7 @@ func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) er
 		}
 	}
 	slices.Sort(keys)
+	var parted []string
 	for _, k := range keys {
 		l, lok := left[k]
 		rv, rok := right[k]
@@ -144,14 +152,55 @@ func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) er
 		if !rok {
 			rv = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", differ(l != rv), k, l, rv)
+		lc, rc := l, rv
+		if !opt.wide {
+			lc, rc = flightValue(l), flightValue(rv)
+			if l != rv && (lc != l || rc != rv) {
+				parted = append(parted, partNote(k, l, rv))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", differ(l != rv), k, lc, rc)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, p := range parted {
+		fmt.Fprintln(w, p)
+	}
 	fmt.Fprintln(w)
 	opt.skip = names("flid", "postgres", "redis", "drift", "drifted")
 	return renderTable(w, r.ProtoReflect(), opt)
+}
+
+// flightValue is v cut to flightCell characters, its length in bytes said when cut.
+func flightValue(v string) string {
+	r := []rune(v)
+	if len(r) <= flightCell {
+		return v
+	}
+	return fmt.Sprintf("%s…(%d bytes)", string(r[:flightCell-12]), len(v))
+}
+
+// partNote says where two long values of field k first differ, with a little of each side from
+// there (character positions, counted from 0).
+func partNote(k, pg, rd string) string {
+	a, b := []rune(pg), []rune(rd)
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	around := func(r []rune) string {
+		from, to := max(i-8, 0), min(i+24, len(r))
+		s := string(r[from:to])
+		if from > 0 {
+			s = "…" + s
+		}
+		if to < len(r) {
+			s += "…"
+		}
+		return s
+	}
+	return fmt.Sprintf("≠ %s differs from character %d: postgresql %s, redis %s", k, i, around(a), around(b))
 }
 
 // cutNote says that a value is only the head of itself (control.page-bytes), how long the

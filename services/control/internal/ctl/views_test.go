@@ -3,6 +3,7 @@ package ctl
 import (
 	"bytes"
 	"regexp"
+	"strings"
 	"testing"
 
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
@@ -34,5 +35,35 @@ func TestRenderFlight(t *testing.T) {
 				t.Errorf("%s: output lacks %q:\n%s", tc.name, w, b.String())
 			}
 		}
+	}
+}
+
+// A long collection does not widen the narrow view: each value is cut to flightCell characters,
+// and a difference inside a cut value is shown where it starts; -o wide shows the values whole.
+func TestFlightViewFitsATerminal(t *testing.T) {
+	long := `[{"GATE":"` + strings.Repeat("G", 300) + `A"}]`
+	drifted := strings.Replace(long, `A"`, `B"`, 1)
+	v := int64(3)
+	r := &controlv1.GetFlightResponse{Flid: "F3", Drift: "content", Drifted: true,
+		Postgres: &controlv1.FlightState{State: "ACTIVE", Version: 3, DocumentJson: `{"FLNO":"CA1","GTDT":` + long + `}`},
+		Redis:    &controlv1.FlightProjection{Version: &v, DocumentJson: `{"FLNO":"CA1","GTDT":` + drifted + `}`}}
+	var narrow, wide bytes.Buffer
+	if err := renderFlight(&narrow, r, tableOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := renderFlight(&wide, r, tableOpts{wide: true, long: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(narrow.String(), "\n") {
+		if n := len([]rune(line)); n > 120 {
+			t.Errorf("a line of %d characters in the narrow view: %q", n, line)
+		}
+	}
+	if !strings.Contains(narrow.String(), "≠ GTDT differs from character 310") || !strings.Contains(narrow.String(), `GA"}]`) ||
+		!strings.Contains(narrow.String(), `GB"}]`) {
+		t.Errorf("the narrow view does not say where GTDT differs:\n%s", narrow.String())
+	}
+	if !strings.Contains(wide.String(), long) || !strings.Contains(wide.String(), drifted) {
+		t.Errorf("-o wide does not show the values whole:\n%s", wide.String())
 	}
 }
