@@ -136,13 +136,6 @@ func limitsTemplate() string {
 	return b.String()
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 func TestIntRangePattern(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ lo, hi int64 }{{1, -1}, {0, 9}, {65536, 16777216}, {1024, 104857599}, {4096, 524288}, {1, 16777216}, {7, 7}, {19, 2001}}
