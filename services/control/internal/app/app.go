@@ -76,6 +76,9 @@ func New(b *service.Base) (*App, error) {
 	}
 	elector := b.Elector()
 	term := &api.Term{}
+	// The chart's readiness probe is /readyz/active, so the Service sends operators to the
+	// holder of the control role only: a standby refuses mutating calls (issue #56, finding 5).
+	b.Admin.ServeActive(term.Active)
 	svc, err := api.New(api.Config{
 		DB:       b.Pool,
 		Clock:    b.Clock,
