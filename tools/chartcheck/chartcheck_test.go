@@ -430,7 +430,12 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 		t.Errorf("%s: image %q is not msgx-%s", where, c.Image, role)
 	}
 	checkRestricted(t, where, c.SecurityContext)
-	for name, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+	// Control is ready for traffic only while it holds the role (issue #56, finding 5).
+	readiness := "/readyz"
+	if role == "control" {
+		readiness = "/readyz/active"
+	}
+	for name, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, readiness: c.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != name || p.HTTPGet.Port.String() != "admin" {
 			t.Errorf("%s: probe %s missing or not on the admin port: %+v", where, name, p)
 		}
