@@ -52,6 +52,8 @@ var chartManaged = map[string]string{
 	"control.token-file":        "the mounted tokens Secret",
 	"control.reader-token":      "the token is a mounted file (control.reader-token-file)",
 	"control.reader-token-file": "the mounted tokens Secret",
+	"control.tokens":            "the named tokens are a mounted file (control.tokens-file) of tokens.callers",
+	"control.tokens-file":       "the mounted tokens Secret, with tokens.callers",
 	"http.token":                "a mounted file (http.token-file) of the tokens Secret",
 	"http.token-file":           "the mounted tokens Secret",
 	"control.tls-cert":          "a mounted TLS Secret (services.control.tls)",

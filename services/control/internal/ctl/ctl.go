@@ -147,8 +147,9 @@ func Command(stdout io.Writer) *cobra.Command {
 		Short: "Operate msgexchange: look at the pipeline, messages and flights, and act on them",
 		Long: "msgxctl calls the control API of msgexchange (" + string(Service().FullName()) + ").\n\n" +
 			"Reads are served by any control instance; commands that change something only by the\n" +
-			"active one (a standby answers UNAVAILABLE naming it), and they are written to the audit\n" +
-			"log. Reads need the reader or the operator token, changes the operator token (a reader\n" +
+			"active one (a standby answers UNAVAILABLE naming it, exit 3), and they are written to the\n" +
+			"audit log under your token's name (control.tokens) with --comment, which a change needs\n" +
+			"unless the server sets control.require-comment=false. Reads need the reader or the operator token, changes the operator token (a reader\n" +
 			"token gets PERMISSION_DENIED, exit 17); each command's help says which.\n\n" +
 			"Set the address and the token once per shell:\n" +
 			"  export " + EnvAddr + "=control.example:9000\n" +
