@@ -96,31 +96,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // name is what an operator needs to see why a service that stays up waiting for a dependency
 // is not ready (R-START-1); the details go to the log, once per change (a probe every few
 // seconds would repeat them), and GetStatus reports them.
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	v, ok := s.verdict(r.Context())
-	switch {
-	case !ok:
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
-	case v.summary != "":
-		http.Error(w, "not ready: "+strings.Join(v.names, ", "), http.StatusServiceUnavailable)
-	default:
-		_, _ = w.Write([]byte("ready\n"))
-	}
-}
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) { s.answer(w, r, false) }
 
 // readyActive is /readyz/active: the dependencies first (a holder whose database is gone is no
 // better than a standby), then the role.
-func (s *Server) readyActive(w http.ResponseWriter, r *http.Request) {
+func (s *Server) readyActive(w http.ResponseWriter, r *http.Request) { s.answer(w, r, true) }
+
+// answer serves the verdict, and with role also whether this instance holds its role.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, role bool) {
 	v, ok := s.verdict(r.Context())
 	switch {
 	case !ok:
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 	case v.summary != "":
 		http.Error(w, "not ready: "+strings.Join(v.names, ", "), http.StatusServiceUnavailable)
-	case !s.active():
+	case role && !s.active():
 		http.Error(w, "standby", http.StatusServiceUnavailable)
-	default:
+	case role:
 		_, _ = w.Write([]byte("active\n"))
+	default:
+		_, _ = w.Write([]byte("ready\n"))
 	}
 }
 
