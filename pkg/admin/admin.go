@@ -1,5 +1,6 @@
 // Package admin serves a service's operational HTTP endpoints: Prometheus /metrics, /healthz
-// (the process is alive) and /readyz (its dependencies answer).
+// (the process is alive), /readyz (its dependencies answer) and, for a service whose traffic
+// goes to the role's holder only, /readyz/active (ready and holding the role).
 package admin
 
 import (
@@ -39,6 +40,8 @@ type Server struct {
 	ttl    time.Duration
 	rounds prometheus.Counter
 
+	active func() bool // set by ServeActive; nil leaves /readyz/active unserved
+
 	mu       sync.Mutex
 	lastFail string   // the failures /readyz last logged, "" while ready
 	last     *verdict // the latest round of checks, in flight until its done is closed
@@ -72,19 +75,45 @@ func New(addr string, reg *prometheus.Registry, logger *slog.Logger) *Server {
 // AddCheck adds a named readiness check.
 func (s *Server) AddCheck(name string, c Check) { s.checks[name] = c }
 
+// ServeActive serves /readyz/active: 200 "active" while /readyz is ready and held reports that
+// this instance holds its role, 503 "standby" (or /readyz's "not ready: …") otherwise. It is
+// the readiness probe of a service whose Service must route to the role's holder only (the
+// control API, where a standby refuses mutating calls); /readyz and /healthz stay what they
+// are, so a standby is neither restarted nor reported broken. held must not block: it is asked
+// on every request, uncached, so the Service follows a takeover within one probe period.
+// Call it before Run.
+func (s *Server) ServeActive(held func() bool) {
+	s.active = held
+	s.mux.HandleFunc("GET /readyz/active", s.readyActive)
+}
+
+// ServeHTTP serves the admin endpoints; Run serves them on the configured address.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
 // ready answers anonymous callers with "ready", or "not ready" and the names of the checks that
 // failed ("not ready: kafka"), and nothing more: the failing dependency's error names users,
 // databases and internal addresses, a check's name (a kind of dependency) none of them. The
 // name is what an operator needs to see why a service that stays up waiting for a dependency
 // is not ready (R-START-1); the details go to the log, once per change (a probe every few
 // seconds would repeat them), and GetStatus reports them.
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) { s.answer(w, r, false) }
+
+// readyActive is /readyz/active: the dependencies first (a holder whose database is gone is no
+// better than a standby), then the role.
+func (s *Server) readyActive(w http.ResponseWriter, r *http.Request) { s.answer(w, r, true) }
+
+// answer serves the verdict, and with role also whether this instance holds its role.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, role bool) {
 	v, ok := s.verdict(r.Context())
 	switch {
 	case !ok:
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 	case v.summary != "":
 		http.Error(w, "not ready: "+strings.Join(v.names, ", "), http.StatusServiceUnavailable)
+	case role && !s.active():
+		http.Error(w, "standby", http.StatusServiceUnavailable)
+	case role:
+		_, _ = w.Write([]byte("active\n"))
 	default:
 		_, _ = w.Write([]byte("ready\n"))
 	}

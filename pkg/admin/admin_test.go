@@ -78,3 +78,45 @@ func TestReadyzChecksOnceAtATime(t *testing.T) {
 		t.Errorf("%d rounds, %d at once; want 1 and 1", calls.Load(), most.Load())
 	}
 }
+
+// /readyz/active (issue #56, finding 5): ready only while the dependencies answer and the
+// instance holds its role; /readyz does not care about the role; without ServeActive the path
+// is not served.
+func TestReadyzActive(t *testing.T) {
+	s := New("127.0.0.1:0", prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.ttl = 0
+	var held atomic.Bool
+	var down atomic.Bool
+	s.AddCheck("postgres", func(context.Context) error {
+		if down.Load() {
+			return errors.New("down")
+		}
+		return nil
+	})
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, strings.TrimSpace(rec.Body.String())
+	}
+	if code, _ := get("/readyz/active"); code != http.StatusNotFound {
+		t.Errorf("/readyz/active without ServeActive = %d, want 404", code)
+	}
+	s.ServeActive(held.Load)
+	for _, tc := range []struct {
+		held, down bool
+		path       string
+		code       int
+		body       string
+	}{
+		{false, false, "/readyz/active", http.StatusServiceUnavailable, "standby"},
+		{false, false, "/readyz", http.StatusOK, "ready"},
+		{true, false, "/readyz/active", http.StatusOK, "active"},
+		{true, true, "/readyz/active", http.StatusServiceUnavailable, "not ready: postgres"},
+	} {
+		held.Store(tc.held)
+		down.Store(tc.down)
+		if code, body := get(tc.path); code != tc.code || body != tc.body {
+			t.Errorf("held %v down %v: %s = %d %q, want %d %q", tc.held, tc.down, tc.path, code, body, tc.code, tc.body)
+		}
+	}
+}

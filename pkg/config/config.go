@@ -199,6 +199,12 @@ type Control struct {
 	// MSGX_CONTROL_TOKEN keeps full access.
 	Token       string
 	ReaderToken string
+	// Tokens are the named tokens (control.tokens, ParseCallerTokens): each caller's name is
+	// what the audit and requested_by show instead of the role's token name.
+	Tokens string
+	// RequireComment refuses a mutating call (not a dry run) without a comment, so every change
+	// in the audit says why.
+	RequireComment bool
 	// OperatorSubjects and ReaderSubjects grant a role by the verified client certificate's
 	// subject (mTLS), in Go's RFC 2253 form ("CN=ops,O=Airport").
 	OperatorSubjects []string
@@ -509,6 +515,12 @@ func (c Config) SecretValues() []string {
 	for _, sk := range secrets() {
 		if v := *sk.field(&c); v != "" {
 			out = append(out, v)
+		}
+	}
+	// Each named token alone too: a log line holding one of them holds no whole list.
+	if ts, err := ParseCallerTokens(c.Control.Tokens); err == nil {
+		for _, t := range ts {
+			out = append(out, t.Token)
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -480,5 +481,40 @@ func TestEachServiceChecksWhatItReads(t *testing.T) {
 		if _, ok := ServiceNamed(name); !ok {
 			t.Errorf("no service named %s", name)
 		}
+	}
+}
+
+// control.tokens (issue #56 finding 8): entries by ";" or by line, comments and blank lines
+// skipped in a file, each one refused with its position when malformed.
+func TestParseCallerTokens(t *testing.T) {
+	got, err := ParseCallerTokens("alice:operator=tok1; bob:reader = tok2\n# on call\n\ncarol@ops:operator=t=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []CallerToken{{"alice", "operator", "tok1"}, {"bob", "reader", "tok2"}, {"carol@ops", "operator", "t=3"}}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("entry %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for v, wantErr := range map[string]string{
+		"alice=tok1":                    "entry 1 is not name:role=token",
+		"alice:admin=tok1":              `role "admin"`,
+		"a:operator=x;a:reader=y":       `"a" is given twice`,
+		"al ice:operator=x":             `name "al ice"`,
+		"alice:operator=":               "entry 1 is not",
+		"ok:operator=x;-bad:operator=y": `entry 2: name "-bad"`,
+	} {
+		if _, err := ParseCallerTokens(v); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("ParseCallerTokens(%q) = %v, want %q", v, err, wantErr)
+		}
+	}
+	c := Default()
+	c.Control.Tokens = "alice:operator=alice-secret-token"
+	if !slices.Contains(c.SecretValues(), "alice-secret-token") {
+		t.Errorf("SecretValues %v do not hold the named token alone", c.SecretValues())
 	}
 }

@@ -228,6 +228,10 @@ func params() []param {
 
 		{key: "control.token", aliases: []string{"control-token"}, def: "", set: str(func(c *Config) *string { return &c.Control.Token })},
 		{key: "control.reader-token", aliases: []string{"control-reader-token"}, def: "", set: str(func(c *Config) *string { return &c.Control.ReaderToken })},
+		// Named tokens, one per person or tool, so the audit says who acted (issue #56,
+		// finding 8); parsed by ParseCallerTokens.
+		{key: "control.tokens", def: "", set: str(func(c *Config) *string { return &c.Control.Tokens })},
+		{key: "control.require-comment", def: "true", set: boolean(func(c *Config) *bool { return &c.Control.RequireComment })},
 		{key: "control.operator-subjects", aliases: []string{"control-operator-subjects"}, def: "", set: custom(KindList, func(c *Config, v string) error {
 			c.Control.OperatorSubjects = splitSubjects(v)
 			return nil
@@ -442,6 +446,7 @@ func secrets() []secret {
 		{"redis.sentinel-data-password", func(c *Config) *string { return &c.Redis.Sentinel.Password }},
 		{"control.token", func(c *Config) *string { return &c.Control.Token }},
 		{"control.reader-token", func(c *Config) *string { return &c.Control.ReaderToken }},
+		{"control.tokens", func(c *Config) *string { return &c.Control.Tokens }},
 		{"http.token", func(c *Config) *string { return &c.HTTP.Token }},
 		{"kafka.sasl-password", func(c *Config) *string { return &c.Kafka.SASL.Password }},
 	}

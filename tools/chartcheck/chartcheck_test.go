@@ -52,6 +52,8 @@ var chartManaged = map[string]string{
 	"control.token-file":                "the mounted tokens Secret",
 	"control.reader-token":              "the token is a mounted file (control.reader-token-file)",
 	"control.reader-token-file":         "the mounted tokens Secret",
+	"control.tokens":                    "the named tokens are a mounted file (control.tokens-file) of tokens.callers",
+	"control.tokens-file":               "the mounted tokens Secret, with tokens.callers",
 	"http.token":                        "a mounted file (http.token-file) of the tokens Secret",
 	"http.token-file":                   "the mounted tokens Secret",
 	"control.tls-cert":                  "a mounted TLS Secret (services.control.tls)",
@@ -441,7 +443,12 @@ func checkDeployment(t *testing.T, r rendering, m *manifests, cm *corev1.ConfigM
 		t.Errorf("%s: image %q is not msgx-%s", where, c.Image, role)
 	}
 	checkRestricted(t, where, c.SecurityContext)
-	for name, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+	// Control is ready for traffic only while it holds the role (issue #56, finding 5).
+	readiness := "/readyz"
+	if role == "control" {
+		readiness = "/readyz/active"
+	}
+	for name, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, readiness: c.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != name || p.HTTPGet.Port.String() != "admin" {
 			t.Errorf("%s: probe %s missing or not on the admin port: %+v", where, name, p)
 		}

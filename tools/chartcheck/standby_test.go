@@ -11,6 +11,42 @@ import (
 	"github.com/msgexchange/msgexchange/tools/internal/repo"
 )
 
+// TestControlStandbyTakesNoTraffic renders two control replicas (issue #56, finding 5): the
+// Service reaches only the pod that holds the control role, because readiness is
+// /readyz/active; liveness stays /healthz; the update replaces both pods at once (a new pod is
+// never ready while an old one holds the role, so one at a time would wait forever) and no
+// PodDisruptionBudget keeps the single ready pod from ever being evicted.
+func TestControlStandbyTakesNoTraffic(t *testing.T) {
+	root := repo.Root(t)
+	helm := helmBinary(t, root)
+	out := run(t, helm, "template", "msgx", filepath.Join(root, chartDir), "-f", filepath.Join(root, chartDir, "ci/tokens-values.yaml"),
+		"--set", "services.control.replicas=2")
+	m := decodeAll(t, out)
+	const fullname = "msgx-msgexchange"
+	d := m.deployments[fullname+"-control"]
+	if d == nil {
+		t.Fatal("no control Deployment")
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz/active" {
+		t.Errorf("control readiness probe %+v, want /readyz/active", p)
+	}
+	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
+		t.Errorf("control liveness probe %+v, want /healthz", p)
+	}
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxSurge.IntValue() != 0 || ru.MaxUnavailable.IntValue() != 2 {
+		t.Errorf("control strategy %+v, want a rolling update of both pods at once", d.Spec.Strategy)
+	}
+	if b, ok := m.pdbs[fullname+"-control"]; ok {
+		t.Errorf("control has a PodDisruptionBudget %+v: its only ready pod could never be evicted", b.Spec)
+	}
+	// helm test still asks control's /readyz (dependencies), through the Service.
+	if p := m.tests[fullname+"-test-health"]; p == nil || !slices.Contains(p.Spec.Containers[0].Args, "-readyz=http://"+fullname+"-control:9090/readyz") {
+		t.Errorf("the helm test Pod %v does not check control's /readyz", p)
+	}
+}
+
 // TestStandbysAndPolicies renders warm standbys for the pump, a NetworkPolicy with named
 // operators and a created ServiceAccount, and checks what each promises.
 func TestStandbysAndPolicies(t *testing.T) {

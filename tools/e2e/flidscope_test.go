@@ -32,7 +32,7 @@ func TestControlRefusesInvalidFLIDs(t *testing.T) {
 			return err
 		}},
 		{"Republish with a too-long FLID second", "flid[1] must be 1 to 200 bytes, got 201", func() error {
-			_, err := client.Republish(ctx, &controlv1.RepublishRequest{Flid: []string{"2718281", strings.Repeat("9", 201)}})
+			_, err := client.Republish(ctx, &controlv1.RepublishRequest{Comment: "INC-T", Flid: []string{"2718281", strings.Repeat("9", 201)}})
 			return err
 		}},
 		{"RebuildProjection with a blank FLID", "flid[0] is an empty FLID", func() error {

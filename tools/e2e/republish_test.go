@@ -261,7 +261,7 @@ func TestRepublishThroughTheBinaries(t *testing.T) {
 	}
 
 	// Run twice: the same versions again, duplicates only.
-	again := e.republishJSON(t, "republish", "--flid", "RP00,RP01,NOSUCH")
+	again := e.republishJSON(t, "republish", "--flid", "RP00,RP01,NOSUCH", "--comment", "INC-T")
 	if r := again.Republish; r.State != "REBUILD_STATE_DONE" || r.Done != "2" || r.Unknown != "1" {
 		t.Errorf("republish of named FLIDs: %+v", r)
 	}

@@ -270,7 +270,7 @@ func TestRequestFloodIsBounded(t *testing.T) {
 		{today.AddDate(0, 0, -window-1).Format(time.DateOnly), today.AddDate(0, 0, -window-1).Format(time.DateOnly)},
 		{"2031-01-01", "2031-01-07"},
 	} {
-		_, err := client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: sp[0], ToDay: sp[1]})
+		_, err := client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{Comment: "INC-T", FromDay: sp[0], ToDay: sp[1]})
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "req.day-window") {
 			t.Errorf("%s..%s: %v, want INVALID_ARGUMENT naming req.day-window", sp[0], sp[1], err)
 		}

@@ -36,9 +36,14 @@ type App struct {
 // New builds the instance.
 func New(b *service.Base) (*App, error) {
 	c := b.Config
+	callers, err := config.ParseCallerTokens(c.Control.Tokens)
+	if err != nil {
+		return nil, fmt.Errorf("control authentication: %s: %w", server.EnvTokens, err)
+	}
 	authn, err := server.LoadAuth(server.AuthConfig{
 		OperatorToken:    c.Control.Token,
 		ReaderToken:      c.Control.ReaderToken,
+		Callers:          callers,
 		OperatorSubjects: c.Control.OperatorSubjects,
 		ReaderSubjects:   c.Control.ReaderSubjects,
 		Insecure:         c.Control.Insecure,
@@ -76,6 +81,9 @@ func New(b *service.Base) (*App, error) {
 	}
 	elector := b.Elector()
 	term := &api.Term{}
+	// The chart's readiness probe is /readyz/active, so the Service sends operators to the
+	// holder of the control role only: a standby refuses mutating calls (issue #56, finding 5).
+	b.Admin.ServeActive(term.Active)
 	svc, err := api.New(api.Config{
 		DB:       b.Pool,
 		Clock:    b.Clock,
@@ -118,6 +126,8 @@ func New(b *service.Base) (*App, error) {
 		CallTimeout: c.Control.CallTimeout,
 		Clock:       b.Clock,
 		Bounds:      c.Control.Bounds,
+		// Every change in the audit says why (issue #56, finding 8).
+		RequireComment: c.Control.RequireComment,
 	})
 	if err != nil {
 		_ = in.Close()
@@ -130,12 +140,13 @@ func New(b *service.Base) (*App, error) {
 // credentialSource names where the control credentials came from, for the start-up log.
 func credentialSource(c config.Config) string {
 	var parts []string
-	for _, key := range []string{"control.token", "control.reader-token"} {
+	for _, key := range []string{"control.token", "control.reader-token", "control.tokens"} {
 		env := config.EnvName(key)
 		switch path, fromFile := c.SecretFiles[key]; {
 		case fromFile:
 			parts = append(parts, env+"_FILE="+path)
-		case key == "control.token" && c.Control.Token != "", key == "control.reader-token" && c.Control.ReaderToken != "":
+		case key == "control.token" && c.Control.Token != "", key == "control.reader-token" && c.Control.ReaderToken != "",
+			key == "control.tokens" && c.Control.Tokens != "":
 			parts = append(parts, env)
 		}
 	}

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +30,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/service"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/services/control/internal/app"
+	"github.com/msgexchange/msgexchange/services/control/internal/ctl"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
 	"github.com/msgexchange/msgexchange/testkit/testclock"
 	"github.com/msgexchange/msgexchange/testkit/testwait"
@@ -585,11 +589,40 @@ func TestStandbyServesReads(t *testing.T) {
 	if r := roleOf(st, "control"); r.GetInstance() != "control-a" || !r.GetActive() {
 		t.Errorf("standby reports the control role as %v, want held by control-a", r)
 	}
+	// The chart's readiness probe (issue #56, finding 5): only the holder is ready for
+	// traffic; the standby is alive and its dependencies ready, so nothing restarts it.
+	wantAdmin(t, first, "/readyz/active", http.StatusOK, "active")
+	wantAdmin(t, second, "/readyz/active", http.StatusServiceUnavailable, "standby")
+	wantAdmin(t, second, "/readyz", http.StatusOK, "ready")
+	wantAdmin(t, second, "/healthz", http.StatusOK, "ok")
+
+	// The real msgxctl tells "reached a standby" (exit 3, naming the active instance) from
+	// "cannot reach the server" (24).
+	env := []string{ctl.EnvAddr + "=" + second.addr, ctl.EnvToken + "=" + token}
+	_, errOut, code := msgxctl(t, env, "reopen", "1", "--comment", "INC-1")
+	if code != ctl.ExitStandby || !strings.Contains(errOut, "control-a") {
+		t.Errorf("msgxctl reopen on the standby: exit %d, want %d naming control-a: %s", code, ctl.ExitStandby, errOut)
+	}
+	_, errOut, code = msgxctl(t, []string{ctl.EnvAddr + "=127.0.0.1:1", ctl.EnvToken + "=" + token}, "reopen", "1", "--comment", "INC-1")
+	if code != ctl.ExitCode(codes.Unavailable) {
+		t.Errorf("msgxctl reopen without a server: exit %d, want %d: %s", code, ctl.ExitCode(codes.Unavailable), errOut)
+	}
 
 	first.stop()
 	st = waitActive(t, second)
 	if r := roleOf(st, "control"); r.GetInstance() != "control-b" || !r.GetActive() {
 		t.Errorf("after the takeover the control role is %v, want held by control-b", r)
+	}
+	wantAdmin(t, second, "/readyz/active", http.StatusOK, "active")
+}
+
+// wantAdmin asks the instance's admin endpoints for path and checks the answer.
+func wantAdmin(t *testing.T, in *instance, path string, code int, body string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	in.base.Admin.ServeHTTP(rec, httptest.NewRequestWithContext(callCtx(t), http.MethodGet, path, nil))
+	if got := strings.TrimSpace(rec.Body.String()); rec.Code != code || got != body {
+		t.Errorf("%s %s = %d %q, want %d %q", in.name, path, rec.Code, got, code, body)
 	}
 }
 

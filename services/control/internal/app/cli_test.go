@@ -312,10 +312,10 @@ func TestMsgxctl(t *testing.T) {
 		in2 := startWith(t, db2, "control-cli-seed", now, func(cfg *config.Config) { cfg.MySQL.DSN = my.ServiceDSN }, nil)
 		waitActive(t, in2)
 		env2 := []string{ctl.EnvAddr + "=" + in2.addr, ctl.EnvToken + "=" + token}
-		if out, errOut, code := msgxctl(t, env2, "seed-cutover", "--mode", "max"); code != 0 || !strings.Contains(out, "watermark") {
+		if out, errOut, code := msgxctl(t, env2, "seed-cutover", "--mode", "max", "--comment", "INC-T"); code != 0 || !strings.Contains(out, "watermark") {
 			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
 		}
-		_, errOut, code := msgxctl(t, env2, "seed-cutover", "--mode", "zero")
+		_, errOut, code := msgxctl(t, env2, "seed-cutover", "--mode", "zero", "--comment", "INC-T")
 		if code != ctl.ExitCode(codes.FailedPrecondition) || !strings.Contains(errOut, "FailedPrecondition") {
 			t.Errorf("second seeding: exit %d (want %d): %s", code, ctl.ExitCode(codes.FailedPrecondition), errOut)
 		}

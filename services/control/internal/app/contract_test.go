@@ -59,7 +59,7 @@ func TestResolveInboxBehindWatermark(t *testing.T) {
 		!strings.Contains(err.Error(), "still below W") {
 		t.Errorf("resume while behind = %v, want FailedPrecondition (still below W)", err)
 	}
-	wrong := &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
+	wrong := &controlv1.ResolveContractViolationRequest{Comment: "INC-T", Kind: controlv1.KindMarkedAboveWatermark,
 		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME}
 	if _, err := in.client.ResolveContractViolation(ctx, wrong); status.Code(err) != codes.FailedPrecondition ||
 		!strings.Contains(err.Error(), cursor.KindInboxBehind+" stands") {
@@ -150,7 +150,7 @@ func TestResolveMarkedAboveWatermark(t *testing.T) {
 	waitActive(t, in)
 	ctx := withToken(callCtx(t), token)
 
-	req := &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
+	req := &controlv1.ResolveContractViolationRequest{Comment: "INC-T", Kind: controlv1.KindMarkedAboveWatermark,
 		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED, Through: ids[5], Force: true}
 	if _, err := in.client.ResolveContractViolation(ctx, req); status.Code(err) != codes.FailedPrecondition ||
 		!strings.Contains(err.Error(), "no processed marker") {
@@ -191,7 +191,7 @@ func TestResolveMarkedAboveWatermark(t *testing.T) {
 	if d := st.GetDiscovery(); d.GetWatermark() != ids[3] || d.GetContractViolation() != nil {
 		t.Errorf("after the skip: discovery %v, want W %d and no violation", d, ids[3])
 	}
-	if _, err := in.client.ResolveContractViolation(ctx, &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindInboxBehindWatermark,
+	if _, err := in.client.ResolveContractViolation(ctx, &controlv1.ResolveContractViolationRequest{Comment: "INC-T", Kind: controlv1.KindInboxBehindWatermark,
 		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_SKIP_MARKED}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("skip-marked of inbox-behind-watermark = %v, want InvalidArgument", err)
 	}

@@ -101,7 +101,7 @@ func TestReplay(t *testing.T) {
 		}
 	})
 	t.Run("by class", func(t *testing.T) {
-		resp, err := in.client.Replay(ctx, &controlv1.ReplayRequest{ErrorClass: controlv1.ErrorClass_ERROR_CLASS_EXHAUSTED})
+		resp, err := in.client.Replay(ctx, &controlv1.ReplayRequest{Comment: "INC-T", ErrorClass: controlv1.ErrorClass_ERROR_CLASS_EXHAUSTED})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestReplay(t *testing.T) {
 		procRow(t, db, 20, "FAILED", "CODEC_ERROR", now)
 		procRow(t, db, 21, "DEAD", "MALFORMED", now)
 		procRow(t, db, 30, "FAILED", "CODEC_ERROR", now)
-		resp, err := in.client.Replay(ctx, &controlv1.ReplayRequest{Range: &controlv1.IdRange{First: 20, Last: 29}})
+		resp, err := in.client.Replay(ctx, &controlv1.ReplayRequest{Comment: "INC-T", Range: &controlv1.IdRange{First: 20, Last: 29}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestReopen(t *testing.T) {
 	if !slices.Equal(resp.GetReopenedIds(), []int64{10, 12}) || !resp.GetDryRun() || !abandoned(10) {
 		t.Errorf("dry run = %v (10 still abandoned: %v), want [10 12] and nothing changed", resp, abandoned(10))
 	}
-	resp, err = in.client.Reopen(ctx, &controlv1.ReopenRequest{MsgIds: []int64{11, 12, 99}})
+	resp, err = in.client.Reopen(ctx, &controlv1.ReopenRequest{Comment: "INC-T", MsgIds: []int64{11, 12, 99}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestSeedCutover(t *testing.T) {
 				t.Errorf("status discovery after seeding = %v, want W=%d, inbox max %d, lag %d", d, tc.wantW, maxID, max(maxID-tc.wantW, 0))
 			}
 			// Refused once seeded, whatever the mode.
-			_, err = in.client.SeedCutover(ctx, &controlv1.SeedCutoverRequest{Mode: controlv1.SeedMode_SEED_MODE_ZERO})
+			_, err = in.client.SeedCutover(ctx, &controlv1.SeedCutoverRequest{Comment: "INC-T", Mode: controlv1.SeedMode_SEED_MODE_ZERO})
 			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "already seeded") {
 				t.Errorf("second seeding = %v, want FailedPrecondition (already seeded)", err)
 			}
@@ -287,7 +287,7 @@ func TestSeedCutover(t *testing.T) {
 		procRow(t, db, 1, "PENDING", "", now)
 		in := startWith(t, db, "control-seed-used", now, withInbox, nil)
 		waitActive(t, in)
-		_, err := in.client.SeedCutover(withToken(callCtx(t), token), &controlv1.SeedCutoverRequest{Mode: controlv1.SeedMode_SEED_MODE_MAX})
+		_, err := in.client.SeedCutover(withToken(callCtx(t), token), &controlv1.SeedCutoverRequest{Comment: "INC-T", Mode: controlv1.SeedMode_SEED_MODE_MAX})
 		if status.Code(err) != codes.FailedPrecondition {
 			t.Errorf("seeding with messages = %v, want FailedPrecondition", err)
 		}
@@ -322,15 +322,15 @@ func TestStandbyRefusesMutations(t *testing.T) {
 
 	calls := map[string]func() error{
 		"Replay": func() error {
-			_, err := second.client.Replay(ctx, &controlv1.ReplayRequest{MsgIds: []int64{1}})
+			_, err := second.client.Replay(ctx, &controlv1.ReplayRequest{Comment: "INC-T", MsgIds: []int64{1}})
 			return err
 		},
 		"Reopen": func() error {
-			_, err := second.client.Reopen(ctx, &controlv1.ReopenRequest{MsgIds: []int64{1}})
+			_, err := second.client.Reopen(ctx, &controlv1.ReopenRequest{Comment: "INC-T", MsgIds: []int64{1}})
 			return err
 		},
 		"RequeueEvents": func() error {
-			_, err := second.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{EventIds: []int64{deadEvent}})
+			_, err := second.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Comment: "INC-T", EventIds: []int64{deadEvent}})
 			return err
 		},
 		"RequeueEvents dry run": func() error {
@@ -338,7 +338,7 @@ func TestStandbyRefusesMutations(t *testing.T) {
 			return err
 		},
 		"SeedCutover": func() error {
-			_, err := second.client.SeedCutover(ctx, &controlv1.SeedCutoverRequest{Mode: controlv1.SeedMode_SEED_MODE_ZERO})
+			_, err := second.client.SeedCutover(ctx, &controlv1.SeedCutoverRequest{Comment: "INC-T", Mode: controlv1.SeedMode_SEED_MODE_ZERO})
 			return err
 		},
 		"ResolveContractViolation dry run": func() error {
@@ -375,10 +375,10 @@ func TestStandbyRefusesMutations(t *testing.T) {
 		t.Errorf("ListMessages on the standby: %v", err)
 	}
 	// The active instance serves the same call.
-	if _, err := first.client.Replay(ctx, &controlv1.ReplayRequest{MsgIds: []int64{1}}); err != nil {
+	if _, err := first.client.Replay(ctx, &controlv1.ReplayRequest{Comment: "INC-T", MsgIds: []int64{1}}); err != nil {
 		t.Errorf("Replay on the active instance: %v", err)
 	}
-	if resp, err := first.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{EventIds: []int64{deadEvent}}); err != nil ||
+	if resp, err := first.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Comment: "INC-T", EventIds: []int64{deadEvent}}); err != nil ||
 		resp.GetRequeued() != 1 {
 		t.Errorf("RequeueEvents on the active instance = %v, %v; want the event requeued", resp, err)
 	}

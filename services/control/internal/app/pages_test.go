@@ -288,7 +288,7 @@ func TestAnswersBoundedInBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := r.GetRepublish().GetRepublishId()
-			if _, err := in.client.CancelRepublish(withToken(callCtx(t), token), &controlv1.CancelRepublishRequest{RepublishId: id}); err != nil {
+			if _, err := in.client.CancelRepublish(withToken(callCtx(t), token), &controlv1.CancelRepublishRequest{Comment: "INC-T", RepublishId: id}); err != nil {
 				t.Fatal(err)
 			}
 			jobIDs = append(jobIDs, id)

@@ -39,7 +39,7 @@ func TestProjectionRebuildRPCs(t *testing.T) {
 		strings.Join(r.GetFlid(), ",") != "F1,F2" || !r.GetDryRun() || r.GetRequestedBy() != "operator-token" {
 		t.Fatalf("first request: %v", first)
 	}
-	second, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{All: true})
+	second, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{Comment: "INC-T", All: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +65,17 @@ func TestProjectionRebuildRPCs(t *testing.T) {
 	if _, err := in.client.GetProjectionRebuild(ctx, &controlv1.GetProjectionRebuildRequest{RebuildId: 999}); status.Code(err) != codes.NotFound {
 		t.Errorf("get of an unknown rebuild: %v, want NOT_FOUND", err)
 	}
-	if _, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{}); status.Code(err) != codes.InvalidArgument {
+	if _, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{Comment: "INC-T"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("rebuild of nothing: %v, want INVALID_ARGUMENT", err)
 	}
-	c, err := in.client.CancelProjectionRebuild(ctx, &controlv1.CancelProjectionRebuildRequest{RebuildId: r.GetRebuildId()})
+	c, err := in.client.CancelProjectionRebuild(ctx, &controlv1.CancelProjectionRebuildRequest{Comment: "INC-T", RebuildId: r.GetRebuildId()})
 	if err != nil || c.GetRebuild().GetState() != controlv1.RebuildState_REBUILD_STATE_CANCELLED {
 		t.Fatalf("cancel a pending rebuild: %v, %v", c, err)
 	}
-	if _, err := in.client.CancelProjectionRebuild(ctx, &controlv1.CancelProjectionRebuildRequest{RebuildId: r.GetRebuildId()}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := in.client.CancelProjectionRebuild(ctx, &controlv1.CancelProjectionRebuildRequest{Comment: "INC-T", RebuildId: r.GetRebuildId()}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("cancel an ended rebuild: %v, want FAILED_PRECONDITION", err)
 	}
-	third, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{All: true})
+	third, err := in.client.RebuildProjection(ctx, &controlv1.RebuildProjectionRequest{Comment: "INC-T", All: true})
 	if err != nil || third.GetAlreadyRunning() || !third.GetRebuild().GetAll() {
 		t.Fatalf("request after the cancel: %v, %v", third, err)
 	}

@@ -35,7 +35,7 @@ func TestRepublishRPCs(t *testing.T) {
 		strings.Join(r.GetFlid(), ",") != "F1,F2" || r.GetRequestedBy() != "operator-token" || r.GetOutboxPending() != 1 {
 		t.Fatalf("first request: %v", first)
 	}
-	second, err := in.client.Republish(ctx, &controlv1.RepublishRequest{All: true})
+	second, err := in.client.Republish(ctx, &controlv1.RepublishRequest{Comment: "INC-T", All: true})
 	if err != nil || !second.GetAlreadyRunning() || second.GetRepublish().GetRepublishId() != r.GetRepublishId() {
 		t.Fatalf("second request while the first is open: %v, %v; want republish %d back", second, err, r.GetRepublishId())
 	}
@@ -53,17 +53,17 @@ func TestRepublishRPCs(t *testing.T) {
 	if _, err := in.client.GetRepublish(ctx, &controlv1.GetRepublishRequest{RepublishId: 999}); status.Code(err) != codes.NotFound {
 		t.Errorf("get of an unknown republish: %v, want NOT_FOUND", err)
 	}
-	if _, err := in.client.Republish(ctx, &controlv1.RepublishRequest{}); status.Code(err) != codes.InvalidArgument {
+	if _, err := in.client.Republish(ctx, &controlv1.RepublishRequest{Comment: "INC-T"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("republish of nothing: %v, want INVALID_ARGUMENT", err)
 	}
-	c, err := in.client.CancelRepublish(ctx, &controlv1.CancelRepublishRequest{RepublishId: r.GetRepublishId()})
+	c, err := in.client.CancelRepublish(ctx, &controlv1.CancelRepublishRequest{Comment: "INC-T", RepublishId: r.GetRepublishId()})
 	if err != nil || c.GetRepublish().GetState() != controlv1.RebuildState_REBUILD_STATE_CANCELLED {
 		t.Fatalf("cancel a pending republish: %v, %v", c, err)
 	}
-	if _, err := in.client.CancelRepublish(ctx, &controlv1.CancelRepublishRequest{RepublishId: r.GetRepublishId()}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := in.client.CancelRepublish(ctx, &controlv1.CancelRepublishRequest{Comment: "INC-T", RepublishId: r.GetRepublishId()}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("cancel an ended republish: %v, want FAILED_PRECONDITION", err)
 	}
-	third, err := in.client.Republish(ctx, &controlv1.RepublishRequest{All: true})
+	third, err := in.client.Republish(ctx, &controlv1.RepublishRequest{Comment: "INC-T", All: true})
 	if err != nil || third.GetAlreadyRunning() || !third.GetRepublish().GetAll() {
 		t.Fatalf("request after the cancel: %v, %v", third, err)
 	}

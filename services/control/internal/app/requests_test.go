@@ -62,12 +62,12 @@ func TestRequestRPCs(t *testing.T) {
 	if err != nil || !slices.Equal(dry.GetExpiredIds(), []int64{r.GetReqId()}) {
 		t.Errorf("dry run over an open request = %v, %v", dry, err)
 	}
-	second, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: "2026-03-02", ToDay: "2026-03-03"})
+	second, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{Comment: "INC-T", FromDay: "2026-03-02", ToDay: "2026-03-03"})
 	if err != nil || !slices.Equal(second.GetExpiredIds(), []int64{r.GetReqId()}) {
 		t.Fatalf("second registration = %v, %v", second, err)
 	}
 
-	gate, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Category: "RSTA", Rtyp: "GATE"})
+	gate, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Comment: "INC-T", Category: "RSTA", Rtyp: "GATE"})
 	if err != nil || gate.GetRequest().GetScope() != "RSTA:GATE" || gate.GetRequest().GetType() != controlv1.RequestType_REQUEST_TYPE_RQRD {
 		t.Fatalf("RSTA request = %v, %v", gate, err)
 	}
@@ -75,25 +75,25 @@ func TestRequestRPCs(t *testing.T) {
 	if err != nil || m.Meta.STYP != "RSTA" || m.Body.(*sis.RQRD).RTYP != "GATE" {
 		t.Errorf("RSTA payload = %+v, %v", m, err)
 	}
-	if _, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Category: "GLST"}); err != nil {
+	if _, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Comment: "INC-T", Category: "GLST"}); err != nil {
 		t.Fatal(err)
 	}
 
 	for name, call := range map[string]func() error{
 		"eight days": func() error {
-			_, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: "2026-03-01", ToDay: "2026-03-08"})
+			_, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{Comment: "INC-T", FromDay: "2026-03-01", ToDay: "2026-03-08"})
 			return err
 		},
 		"reversed": func() error {
-			_, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: "2026-03-03", ToDay: "2026-03-01"})
+			_, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{Comment: "INC-T", FromDay: "2026-03-03", ToDay: "2026-03-01"})
 			return err
 		},
 		"RSTA without type": func() error {
-			_, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Category: "RSTA"})
+			_, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Comment: "INC-T", Category: "RSTA"})
 			return err
 		},
 		"unknown category": func() error {
-			_, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Category: "FLOP"})
+			_, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Comment: "INC-T", Category: "FLOP"})
 			return err
 		},
 	} {
@@ -172,11 +172,11 @@ func TestRequestRPCsRefusedByAStandby(t *testing.T) {
 	waitActive(t, active)
 	standby := startControl(t, db, "control-b", token, false, now)
 	ctx := withToken(callCtx(t), token)
-	_, err := standby.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: "2026-03-02", ToDay: "2026-03-02"})
+	_, err := standby.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{Comment: "INC-T", FromDay: "2026-03-02", ToDay: "2026-03-02"})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "control-a") {
 		t.Errorf("standby RequestSchedule = %v, want UNAVAILABLE naming control-a", err)
 	}
-	_, err = standby.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Category: "GLST"})
+	_, err = standby.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Comment: "INC-T", Category: "GLST"})
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("standby RequestReference = %v, want UNAVAILABLE", err)
 	}
@@ -246,7 +246,7 @@ func TestRequestLimits(t *testing.T) {
 	clk := in.base.Clock.(*testclock.Clock)
 	ctx := withToken(callCtx(t), token)
 	schedule := func(from, to string) error {
-		_, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{FromDay: from, ToDay: to})
+		_, err := in.client.RequestSchedule(ctx, &controlv1.RequestScheduleRequest{Comment: "INC-T", FromDay: from, ToDay: to})
 		return err
 	}
 	refused := func(what string, err error, code codes.Code, setting string) {
@@ -284,7 +284,7 @@ func TestRequestLimits(t *testing.T) {
 		t.Fatalf("after 30 s: %v", err)
 	}
 	clk.Advance(time.Minute)
-	if _, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Category: "GLST"}); err != nil {
+	if _, err := in.client.RequestReference(ctx, &controlv1.RequestReferenceRequest{Comment: "INC-T", Category: "GLST"}); err != nil {
 		t.Fatalf("the fifth open request: %v", err)
 	}
 	refused("a sixth open request", schedule("2026-03-05", "2026-03-05"), codes.FailedPrecondition, "req.max-open")

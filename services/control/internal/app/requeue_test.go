@@ -145,7 +145,7 @@ func TestRequeueEvents(t *testing.T) {
 	})
 
 	t.Run("by IDs: only DEAD events, the others reported back", func(t *testing.T) {
-		resp, err := in.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{
+		resp, err := in.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Comment: "INC-T",
 			EventIds: []int64{schdF1, msgF1next, msgF3, schdF4, 999999, schdF1},
 		})
 		if err != nil {
@@ -166,14 +166,14 @@ func TestRequeueEvents(t *testing.T) {
 
 	t.Run("limit and more", func(t *testing.T) {
 		// F2, F5, F6 are DEAD; msg_id 106 wrote F5 and F6.
-		resp, err := in.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Target: outbox.TargetMsg, MsgId: 106, Limit: 1})
+		resp, err := in.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Comment: "INC-T", Target: outbox.TargetMsg, MsgId: 106, Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !resp.GetMore() || !slices.Equal(eventIDs(resp.GetEvents()), []int64{msgF5}) {
 			t.Errorf("first call = %v, want [%d] and more", resp, msgF5)
 		}
-		resp, err = in.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Target: outbox.TargetMsg, MsgId: 106, Limit: 1})
+		resp, err = in.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Comment: "INC-T", Target: outbox.TargetMsg, MsgId: 106, Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestRequeueEvents(t *testing.T) {
 	})
 
 	t.Run("nothing to requeue", func(t *testing.T) {
-		resp, err := in.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Target: outbox.TargetSchd})
+		resp, err := in.client.RequeueEvents(ctx, &controlv1.RequeueEventsRequest{Comment: "INC-T", Target: outbox.TargetSchd})
 		if err != nil || resp.GetRequeued() != 0 || len(resp.GetEvents()) != 0 {
 			t.Errorf("requeue with no DEAD schedule rows = %v, %v; want nothing", resp, err)
 		}

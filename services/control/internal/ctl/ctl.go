@@ -24,6 +24,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -46,8 +47,32 @@ const (
 	ExitOK    = 0
 	ExitLocal = 1 // the call could not be made: token file, TLS files, output
 	ExitUsage = 2 // unknown command or flag, a flag value that does not parse, an invalid request
-	ExitRPC   = 10
+	// ExitStandby: a standby control instance answered (UNAVAILABLE with the ErrorInfo reason
+	// STANDBY) and refused the change; the message names the active instance. It is not 24,
+	// which means the server could not be reached: a script retries that one, but sends this
+	// one elsewhere (issue #56, finding 5).
+	ExitStandby = 3
+	ExitRPC     = 10
 )
+
+// standbyReason is the ErrorInfo reason and domain a standby control instance refuses with.
+const (
+	standbyReason = "STANDBY"
+	standbyDomain = "msgx.control.v1"
+)
+
+// exitCodeOf is the exit code of the server's answer st: ExitStandby for a standby's refusal,
+// else ExitRPC + its code.
+func exitCodeOf(st *status.Status) int {
+	if st.Code() == codes.Unavailable {
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == standbyReason && info.GetDomain() == standbyDomain {
+				return ExitStandby
+			}
+		}
+	}
+	return ExitCode(st.Code())
+}
 
 // ExitCode is the process exit code for an RPC error with code c.
 func ExitCode(c codes.Code) int { return ExitRPC + int(c) }
@@ -122,15 +147,17 @@ func Command(stdout io.Writer) *cobra.Command {
 		Short: "Operate msgexchange: look at the pipeline, messages and flights, and act on them",
 		Long: "msgxctl calls the control API of msgexchange (" + string(Service().FullName()) + ").\n\n" +
 			"Reads are served by any control instance; commands that change something only by the\n" +
-			"active one (a standby answers UNAVAILABLE naming it), and they are written to the audit\n" +
-			"log. Reads need the reader or the operator token, changes the operator token (a reader\n" +
+			"active one (a standby answers UNAVAILABLE naming it, exit 3), and they are written to the\n" +
+			"audit log under your token's name (control.tokens) with --comment, which a change needs\n" +
+			"unless the server sets control.require-comment=false. Reads need the reader or the operator token, changes the operator token (a reader\n" +
 			"token gets PERMISSION_DENIED, exit 17); each command's help says which.\n\n" +
 			"Set the address and the token once per shell:\n" +
 			"  export " + EnvAddr + "=control.example:9000\n" +
 			"  export " + EnvTokenFile + "=/run/secrets/msgx-token\n\n" +
-			"Exit codes: 0 ok, 1 local failure, 2 usage, 10+N the server answered gRPC code N\n" +
-			"(e.g. 15 NOT_FOUND, also when reopen or acknowledge-dead names a message that does not\n" +
-			"exist; 19 FAILED_PRECONDITION, 24 UNAVAILABLE, 26 UNAUTHENTICATED).",
+			"Exit codes: 0 ok, 1 local failure, 2 usage, 3 a standby answered (send the change to the\n" +
+			"active instance it names), 10+N the server answered gRPC code N (e.g. 15 NOT_FOUND, also\n" +
+			"when reopen or acknowledge-dead names a message that does not exist; 19\n" +
+			"FAILED_PRECONDITION, 24 UNAVAILABLE: the server cannot be reached, 26 UNAUTHENTICATED).",
 		Example: indent("# The pipeline at a glance\nmsgxctl get-status\n" +
 			"# One message's story\nmsgxctl get-message 123456\n" +
 			"# What needs an operator\nmsgxctl list-messages --state dead --all\n" +
@@ -500,7 +527,7 @@ func (c *client) call(ctx context.Context, md protoreflect.MethodDescriptor, req
 		if name == "" {
 			name = CommandName(md)
 		}
-		return &exitError{code: ExitCode(st.Code()), err: fmt.Errorf("%s: %s: %s", name, st.Code(), c.explain(st))}
+		return &exitError{code: exitCodeOf(st), err: fmt.Errorf("%s: %s: %s", name, st.Code(), c.explain(st))}
 	}
 	return nil
 }

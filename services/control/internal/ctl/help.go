@@ -36,7 +36,7 @@ type commandDoc struct {
 // sharedFlagDocs is the help of fields that mean the same in every request.
 var sharedFlagDocs = map[string]string{
 	"dry_run":      "show what would be done and change nothing",
-	"comment":      "why you do this (a ticket, an incident): written to the audit log",
+	"comment":      "why you do this (a ticket, an incident): written to the audit log; required for a change unless the server sets control.require-comment=false (a dry run needs none)",
 	"page_size":    "how many to return per page (default 100, at most 1000); pages the server ends at control.page-bytes are followed until there are this many",
 	"page_token":   "continue after the previous page: the next page token it printed (or use --all)",
 	"range.first":  "only inbox IDs from this one (with --range.last: an inclusive range)",

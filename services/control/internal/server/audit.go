@@ -16,10 +16,10 @@ import (
 
 // Caller is who made a call, as far as the server can tell.
 type Caller struct {
-	// Token names the bearer token by the role it grants ("operator-token", "reader-token"),
-	// "none" on an insecure server, empty without one. Nothing derived from the token's value
-	// is shown: a reader sees requested_by, and part of a digest allows guessing a weak token
-	// offline.
+	// Token names the bearer token: its caller's name from control.tokens ("alice"), else the
+	// role it grants ("operator-token", "reader-token"); "none" on an insecure server, empty
+	// without one. Nothing derived from the token's value is shown: a reader sees
+	// requested_by, and part of a digest allows guessing a weak token offline.
 	Token string
 	// CertSubject is the verified client certificate's subject (mTLS), empty without one.
 	CertSubject string

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/secret"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
@@ -27,6 +28,7 @@ import (
 const (
 	EnvOperatorToken = "MSGX_CONTROL_TOKEN"
 	EnvReaderToken   = "MSGX_CONTROL_READER_TOKEN"
+	EnvTokens        = "MSGX_CONTROL_TOKENS"
 	EnvInsecure      = "MSGX_CONTROL_INSECURE"
 	// The certificate subject rules of each role.
 	EnvOperatorSubjects = "MSGX_CONTROL_OPERATOR_SUBJECTS"
@@ -38,6 +40,9 @@ const (
 type AuthConfig struct {
 	// OperatorToken may call every RPC; ReaderToken only the reads (controlv1.RequiredRole).
 	OperatorToken, ReaderToken string
+	// Callers are the named tokens (control.tokens): each grants its role and names its caller
+	// in the audit, requested_by and the log, so a postmortem can tell who acted.
+	Callers []config.CallerToken
 	// OperatorSubjects and ReaderSubjects grant the role to a verified client certificate whose
 	// subject is listed (RFC 4514, "CN=ops,O=Airport": every RDN, in order) or whose URI SAN is
 	// ("URI:spiffe://airport/ops"); they need mTLS.
@@ -62,7 +67,12 @@ type Auth struct {
 type roleToken struct {
 	sum  [sha256.Size]byte
 	role controlv1.Role
+	name string // the caller's name: control.tokens' name, else the role's token name
 }
+
+// reservedNames are the names the server gives callers itself; a named token taking one
+// would make its caller indistinguishable from the shared tokens or the insecure server.
+var reservedNames = map[string]bool{"operator-token": true, "reader-token": true, "none": true}
 
 // LoadAuth checks the configuration: each token must be usable in a bearer header and the two
 // roles' tokens must differ; without any operator credential the server refuses to start unless
@@ -70,10 +80,25 @@ type roleToken struct {
 // operator.
 func LoadAuth(c AuthConfig) (Auth, error) {
 	a := Auth{subjects: map[string]controlv1.Role{}, Source: c.Source}
-	for _, t := range []struct {
-		token, env string
-		role       controlv1.Role
-	}{{c.OperatorToken, EnvOperatorToken, controlv1.RoleOperator}, {c.ReaderToken, EnvReaderToken, controlv1.RoleReader}} {
+	type entry struct {
+		token, env, name string
+		role             controlv1.Role
+	}
+	entries := []entry{{c.OperatorToken, EnvOperatorToken, tokenName(controlv1.RoleOperator), controlv1.RoleOperator},
+		{c.ReaderToken, EnvReaderToken, tokenName(controlv1.RoleReader), controlv1.RoleReader}}
+	operators := c.OperatorToken != ""
+	for _, ct := range c.Callers {
+		if reservedNames[ct.Name] {
+			return Auth{}, fmt.Errorf("%s: the name %q is the server's own (shared tokens, insecure server): choose another", EnvTokens, ct.Name)
+		}
+		role := controlv1.RoleReader
+		if ct.Role == "operator" {
+			role, operators = controlv1.RoleOperator, true
+		}
+		entries = append(entries, entry{ct.Token, EnvTokens + " (" + ct.Name + ")", ct.Name, role})
+	}
+	seen := map[[sha256.Size]byte]string{}
+	for _, t := range entries {
 		if t.token == "" {
 			continue
 		}
@@ -85,10 +110,13 @@ func LoadAuth(c AuthConfig) (Auth, error) {
 		if len(t.token) < secret.MinTokenLength {
 			return Auth{}, fmt.Errorf("%s is %d characters: a token needs at least %d (e.g. openssl rand -hex 32)", t.env, len(t.token), secret.MinTokenLength)
 		}
-		a.tokens = append(a.tokens, roleToken{sum: sha256.Sum256([]byte(t.token)), role: t.role})
-	}
-	if c.OperatorToken != "" && c.OperatorToken == c.ReaderToken {
-		return Auth{}, fmt.Errorf("%s and %s are the same token: a reader could then call every RPC", EnvOperatorToken, EnvReaderToken)
+		sum := sha256.Sum256([]byte(t.token))
+		if other, ok := seen[sum]; ok {
+			// One token for two entries would grant the higher role or hide who acted.
+			return Auth{}, fmt.Errorf("%s and %s are the same token: give each its own", other, t.env)
+		}
+		seen[sum] = t.env
+		a.tokens = append(a.tokens, roleToken{sum: sum, role: t.role, name: t.name})
 	}
 	for _, s := range c.ReaderSubjects {
 		k, err := subjectKey(s)
@@ -107,10 +135,10 @@ func LoadAuth(c AuthConfig) (Auth, error) {
 		}
 		a.subjects[k] = controlv1.RoleOperator
 	}
-	if c.OperatorToken == "" && len(c.OperatorSubjects) == 0 {
+	if !operators && len(c.OperatorSubjects) == 0 {
 		if !c.Insecure {
-			return Auth{}, fmt.Errorf("no operator credential: set %s (or %s_FILE, or control-operator-subjects with mTLS), or %s=true for an unauthenticated development server",
-				EnvOperatorToken, EnvOperatorToken, EnvInsecure)
+			return Auth{}, fmt.Errorf("no operator credential: set %s (or %s_FILE, an operator in %s, or control-operator-subjects with mTLS), or %s=true for an unauthenticated development server",
+				EnvOperatorToken, EnvOperatorToken, EnvTokens, EnvInsecure)
 		}
 		if len(a.tokens) > 0 || len(a.subjects) > 0 {
 			return Auth{}, fmt.Errorf("%s=true with only reader credentials: set the operator token too, or no credential at all", EnvInsecure)
@@ -126,17 +154,18 @@ func LoadAuth(c AuthConfig) (Auth, error) {
 
 var errBadToken = status.Error(codes.Unauthenticated, "invalid bearer token")
 
-// tokenRole is the role a bearer token grants, RoleNone for an unknown one.
-func (a Auth) tokenRole(token string) (controlv1.Role, [sha256.Size]byte) {
+// tokenRole is the role a bearer token grants and its caller's name, RoleNone for an unknown
+// one.
+func (a Auth) tokenRole(token string) (controlv1.Role, string) {
 	sum := sha256.Sum256([]byte(token))
-	role := controlv1.RoleNone
+	role, name := controlv1.RoleNone, ""
 	for _, t := range a.tokens {
-		// Every token is compared, so the time does not tell which role matched.
+		// Every token is compared, so the time does not tell which one matched.
 		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
-			role = t.role
+			role, name = t.role, t.name
 		}
 	}
-	return role, sum
+	return role, name
 }
 
 // clientCert is the verified client certificate, nil without mTLS.
@@ -198,11 +227,11 @@ func (a Auth) authenticate(ctx context.Context) (context.Context, error) {
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	switch {
 	case err == nil:
-		role, _ := a.tokenRole(token)
+		role, name := a.tokenRole(token)
 		if role == controlv1.RoleNone {
 			return nil, errBadToken
 		}
-		c.Token = tokenName(role)
+		c.Token = name
 		c.Role = max(c.Role, role)
 	case c.Role == controlv1.RoleNone:
 		return nil, err // already Unauthenticated
@@ -256,6 +285,10 @@ func (a Auth) validate() error {
 func (a Auth) describe() string {
 	var parts []string
 	for _, t := range a.tokens {
+		if t.name != tokenName(t.role) {
+			parts = append(parts, t.role.String()+" token of "+t.name)
+			continue
+		}
 		parts = append(parts, t.role.String()+" token")
 	}
 	if n := len(a.subjects); n > 0 {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/msgexchange/msgexchange/pkg/config"
 	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 )
 
@@ -182,4 +183,50 @@ func TokenAuth(token string) Auth {
 		a.tokens = []roleToken{{sum: sha256.Sum256([]byte(token)), role: controlv1.RoleOperator}}
 	}
 	return a
+}
+
+// Named tokens (control.tokens, issue #56 finding 8): each grants its role and names its
+// caller, which is what the audit and requested_by show.
+func TestNamedTokens(t *testing.T) {
+	t.Parallel()
+	alice, bob := "alice-token-0123456789abcdef0123", "bob-token-0123456789abcdef0123456"
+	a, err := LoadAuth(AuthConfig{OperatorToken: opTok, Callers: []config.CallerToken{
+		{Name: "alice", Role: "operator", Token: alice}, {Name: "bob", Role: "reader", Token: bob}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for token, want := range map[string]Caller{
+		alice: {Token: "alice", Role: controlv1.RoleOperator},
+		bob:   {Token: "bob", Role: controlv1.RoleReader},
+		opTok: {Token: "operator-token", Role: controlv1.RoleOperator},
+	} {
+		ctx, err := a.authenticate(incoming(token))
+		if err != nil {
+			t.Fatalf("%s refused: %v", want.Token, err)
+		}
+		if c, _ := CallerFrom(ctx); c != want || CallerName(ctx) != want.Token {
+			t.Errorf("caller %+v (%q), want %+v", c, CallerName(ctx), want)
+		}
+	}
+	if d := a.describe(); !strings.Contains(d, "operator token of alice") || strings.Contains(d, alice) {
+		t.Errorf("describe = %q", d)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		cfg     AuthConfig
+		wantErr string
+	}{
+		{"a named operator is an operator credential", AuthConfig{Callers: []config.CallerToken{{Name: "alice", Role: "operator", Token: alice}}}, ""},
+		{"named readers only", AuthConfig{Callers: []config.CallerToken{{Name: "bob", Role: "reader", Token: bob}}}, "no operator credential"},
+		{"a named token equal to the operator token", AuthConfig{OperatorToken: alice, Callers: []config.CallerToken{{Name: "alice", Role: "reader", Token: alice}}}, "same token"},
+		{"two names, one token", AuthConfig{Callers: []config.CallerToken{{Name: "a", Role: "operator", Token: alice}, {Name: "b", Role: "operator", Token: alice}}}, "same token"},
+		{"a short named token", AuthConfig{Callers: []config.CallerToken{{Name: "alice", Role: "operator", Token: "short"}}}, EnvTokens + " (alice) is 5 characters"},
+		{"a reserved name", AuthConfig{Callers: []config.CallerToken{{Name: "operator-token", Role: "operator", Token: alice}}}, "server's own"},
+	} {
+		_, err := LoadAuth(tc.cfg)
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: LoadAuth = %v, want %q", tc.name, err, tc.wantErr)
+		}
+	}
 }

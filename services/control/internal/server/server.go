@@ -61,6 +61,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// Clock times the refusal log's intervals; default the real clock.
 	Clock clock.Clock
+	// RequireComment refuses a mutating call without a comment (control.require-comment),
+	// dry runs excepted.
+	RequireComment bool
 	// Bounds are the global limits (docs/security.md): what all clients together can make the
 	// server hold, where the constants of limits.go bound one connection. Every field is set:
 	// the values come from pkg/config's registry.
@@ -234,6 +237,7 @@ func New(cfg Config) (*Server, error) {
 			authorize(api),
 			deadline(api, cfg.CallTimeout),
 			validator.UnaryServerInterceptor(),
+			requireComment(api, cfg.RequireComment),
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		),
 		grpc.ChainStreamInterceptor(
