@@ -87,7 +87,8 @@ func (s *Server) ServeActive(held func() bool) {
 	s.mux.HandleFunc("GET /readyz/active", s.readyActive)
 }
 
-// ServeHTTP serves the admin endpoints; Run serves them on the configured address.
+// ServeHTTP serves the admin endpoints: Run serves them on the configured address through it,
+// and a test of an embedding service serves them without a listener.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // ready answers anonymous callers with "ready", or "not ready" and the names of the checks that
@@ -192,7 +193,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	// Every timeout set: a scraper or prober that stops reading, or an idle keep-alive
 	// connection, must not hold a goroutine and a socket forever.
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	s.logger.InfoContext(ctx, "admin endpoints listening", "addr", ln.Addr().String())
 	errc := make(chan error, 1)
