@@ -124,9 +124,14 @@ func TestMsgxctlLookup(t *testing.T) {
 	t.Run("get-flight side by side, then with a drift", func(t *testing.T) {
 		out, errOut, code := msgxctl(t, env, "get-flight", "F1")
 		if code != 0 || !strings.Contains(out, "flight F1  drift none") || !regexp.MustCompile(`\n\s+version\s+3\s+3\n`).MatchString(out) ||
-			!regexp.MustCompile(`\n\s+ESTT\s+"01MAR260850"\s+"01MAR260850"\n`).MatchString(out) || strings.Contains(out, "≠") ||
+			regexp.MustCompile(`\n\s+ESTT\s`).MatchString(out) || !regexp.MustCompile(`\d+ of \d+ fields equal on both sides`).MatchString(out) || strings.Contains(out, "≠") ||
 			!strings.Contains(out, "messages (1):") || !strings.Contains(out, "events (1):") {
 			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+		}
+		// -o wide: every field side by side.
+		out, errOut, code = msgxctl(t, env, "get-flight", "F1", "-o", "wide")
+		if code != 0 || !regexp.MustCompile(`\n\s+ESTT\s+"01MAR260850"\s+"01MAR260850"\n`).MatchString(out) {
+			t.Fatalf("-o wide: exit %d: %s\n%s", code, errOut, out)
 		}
 		// Redis holds another ESTT at the same version: a content drift, the field marked.
 		key := projection.FlightKey(rd.Prefix, "F1")

@@ -337,9 +337,9 @@ var commandDocs = map[protoreflect.Name]commandDoc{
 	},
 	"GetFlight": {
 		Short: "Show one flight in PostgreSQL next to its Redis projection",
-		Long: "Each field side by side, ≠ where the two differ. A long value is cut to 48 characters,\n" +
-			"and a field that differs in a cut value is followed by where the two sides part;\n" +
-			"-o wide shows every value whole.",
+		Long: "A diff: the fields where the two differ, side by side and marked ≠, a long value cut to\n" +
+			"48 characters and followed by where the two sides part, and how many fields agree;\n" +
+			"-o wide prints every field side by side, whole.",
 		Example: "# A flight and its drift\nmsgxctl get-flight 2718281\n" +
 			"# With its 50 newest messages and events\nmsgxctl get-flight 2718281 --limit 50\n" +
 			"# Every value whole\nmsgxctl get-flight 2718281 -o wide",

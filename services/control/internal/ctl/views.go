@@ -101,10 +101,10 @@ func renderMessage(w io.Writer, r *controlv1.GetMessageResponse, opt tableOpts) 
 // the whole table hundreds of characters wide. -o wide shows the values whole.
 const flightCell = 48
 
-// renderFlight prints a flight's PostgreSQL state and Redis projection field by field side by
-// side, marking the fields that differ, then its messages and events. In the narrow view a long
-// value is cut to flightCell characters, and each field that differs in a cut value is followed
-// by where the two sides first part, so the difference shows without the whole values.
+// renderFlight prints a flight's PostgreSQL state beside its Redis projection, then its
+// messages and events. The narrow view is a diff: the fields that differ, side by side and
+// marked, a long value cut to flightCell characters and followed by where the two sides first
+// part, and a count of the fields that agree; -o wide prints every field side by side, whole.
 func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) error {
 	pg, rd := r.GetPostgres(), r.GetRedis()
 	drift := "none"
@@ -143,6 +143,7 @@ func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) er
 	}
 	slices.Sort(keys)
 	var parted []string
+	equal := 0
 	for _, k := range keys {
 		l, lok := left[k]
 		rv, rok := right[k]
@@ -154,8 +155,12 @@ func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) er
 		}
 		lc, rc := l, rv
 		if !opt.wide {
+			if l == rv {
+				equal++
+				continue
+			}
 			lc, rc = flightValue(l), flightValue(rv)
-			if l != rv && (lc != l || rc != rv) {
+			if lc != l || rc != rv {
 				parted = append(parted, partNote(k, l, rv))
 			}
 		}
@@ -166,6 +171,9 @@ func renderFlight(w io.Writer, r *controlv1.GetFlightResponse, opt tableOpts) er
 	}
 	for _, p := range parted {
 		fmt.Fprintln(w, p)
+	}
+	if !opt.wide && len(keys) > 0 {
+		fmt.Fprintf(w, "%d of %d fields equal on both sides (-o wide prints every field)\n", equal, len(keys))
 	}
 	fmt.Fprintln(w)
 	opt.skip = names("flid", "postgres", "redis", "drift", "drifted")

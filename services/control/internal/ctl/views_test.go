@@ -63,7 +63,12 @@ func TestFlightViewFitsATerminal(t *testing.T) {
 		!strings.Contains(narrow.String(), `GB"}]`) {
 		t.Errorf("the narrow view does not say where GTDT differs:\n%s", narrow.String())
 	}
-	if !strings.Contains(wide.String(), long) || !strings.Contains(wide.String(), drifted) {
-		t.Errorf("-o wide does not show the values whole:\n%s", wide.String())
+	if !strings.Contains(wide.String(), long) || !strings.Contains(wide.String(), drifted) ||
+		!regexp.MustCompile(`\n\s+FLNO\s+"CA1"\s+"CA1"\n`).MatchString(wide.String()) {
+		t.Errorf("-o wide does not show every field whole:\n%s", wide.String())
+	}
+	// The narrow view is a diff: the equal FLNO is counted, not listed.
+	if strings.Contains(narrow.String(), "FLNO") || !strings.Contains(narrow.String(), "1 of 2 fields equal on both sides") {
+		t.Errorf("the narrow view lists a field that agrees, or does not count them:\n%s", narrow.String())
 	}
 }
