@@ -13,8 +13,10 @@
 // The bounds that follow (docs/security.md, "Control API: limits"):
 //   - a message is sent only if its bytes fit its connection's budget and the total budget;
 //     otherwise the call ends RESOURCE_EXHAUSTED and nothing is queued;
-//   - while a bound has refused a message and no byte has left since, the tap refuses new
-//     calls before their handlers build an answer (Admit);
+//   - a call admitted by the tap reserves, before its handler builds anything, the size its
+//     method's answers have been taking (Admit): when that does not fit, or while a bound has
+//     refused a message and no byte has left since, the call is refused there, so answers are
+//     never built only to be refused at the send;
 //   - a call's slot (the tap's bound) is held until its connection has nothing queued, not
 //     given back when its context ends (Hold);
 //   - a connection whose queued bytes make no progress for the stall timeout is closed.
@@ -59,6 +61,13 @@ type Hooks struct {
 	Stalled func(remote net.Addr)
 }
 
+// unknownAnswer is what a call reserves when it is admitted while its method has sent no answer
+// yet. It is large enough that a burst of calls of a method not seen before cannot make the
+// handlers build much more than the budget before the first answer tells its size (the
+// reflection descriptors are ~23 KB, a history page up to control.page-bytes), and small enough
+// that the default control.max-calls (64) of them fit the default total (16 MiB) many times.
+const unknownAnswer = 64 << 10
+
 // grpcPrefix is the length prefix gRPC writes before each message (gRPC over HTTP/2,
 // "Length-Prefixed-Message"): a message of n bytes is n+5 bytes of DATA.
 const grpcPrefix = 5
@@ -71,6 +80,10 @@ type Budget struct {
 	// full is set when a message was refused at the total and cleared when bytes are given
 	// back: meanwhile Admit refuses calls before their handlers build a response.
 	full atomic.Bool
+	// answers holds, per method that has answered, the size a call of it is expected to take
+	// (expected): only methods whose handlers answered are keys, so a client's made-up names
+	// cannot grow it.
+	answers sync.Map
 	// handshaken holds each connection from its handshake until its stats TagConn claims it,
 	// keyed by its addresses: TagConn is told only those.
 	handshaken sync.Map
@@ -171,24 +184,32 @@ func (statsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 }
 
-// reservation is the bytes reserved for a call's message that grpc-go has not queued yet.
-// grpc-go sends one message of a stream at a time, so there is at most one. queued tells
-// whether the call has queued any message at all.
+// reservation is the bytes reserved for a call's message that grpc-go has not queued yet: at
+// first what Admit expects of the method's answer, then the message's own size. grpc-go sends
+// one message of a stream at a time, so there is at most one. queued tells whether the call
+// has queued any message at all; method is the call's, whose expected size each message
+// teaches.
 type reservation struct {
 	n      atomic.Int64
 	queued atomic.Bool
+	method string
 }
 
 func (r *reservation) take() int64 { return r.n.Swap(0) }
 
-// Admit refuses a call (RESOURCE_EXHAUSTED) while its connection or the total is known to be
-// full: a message was refused at that bound and no byte has been given back since. It is for
-// the tap, so that a client that reads nothing cannot make the handlers build response after
-// response only to have them refused (each is garbage for the collector: 10,544 refused
-// reflection answers took control's RSS from 29 to 238 MiB with 32 MiB queued).
-func (b *Budget) Admit(ctx context.Context) error {
+// Admit reserves for a call of method, on the context Track gave it, the bytes its answer is
+// expected to take (expected), and refuses the call (RESOURCE_EXHAUSTED) when they do not fit
+// its connection's budget or the total, or while either is known to be full (a message was
+// refused at that bound and no byte has been given back since). It is for the tap, before the
+// handler runs, so that a client that reads nothing cannot make the handlers build answer
+// after answer only to have them refused at the send: each is garbage for the collector, and
+// a check at the send alone let a burst of calls build all their answers before the first
+// refusal (120 connections × 100 unread reflection calls under a loaded machine: control at
+// 367 MiB; 10,544 answers refused at the send: 238 MiB with 32 MiB queued).
+func (b *Budget) Admit(ctx context.Context, method string) error {
 	c, ok := ctx.Value(connKey{}).(*conn)
-	if !ok {
+	r, _ := ctx.Value(rpcKey{}).(*reservation)
+	if !ok || r == nil {
 		return nil
 	}
 	c.mu.Lock()
@@ -200,7 +221,42 @@ func (b *Budget) Admit(ctx context.Context) error {
 	case b.full.Load():
 		return b.refuse(ctx, "total", 0)
 	}
+	n := b.expected(method)
+	if bound := c.reserve(n); bound != "" {
+		return b.refuse(ctx, bound, 0)
+	}
+	r.method = method
+	r.n.Add(n)
 	return nil
+}
+
+// expected is the bytes a call of method is expected to answer: unknownAnswer until the method
+// has answered once, then the size of its answers, which follows a larger answer at once and
+// a smaller one by an eighth of the difference per answer, so a method whose answers vary is
+// expected to answer near its large ones.
+func (b *Budget) expected(method string) int64 {
+	if v, ok := b.answers.Load(method); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return unknownAnswer
+}
+
+// learn teaches method's expected size an answer of n bytes.
+func (b *Budget) learn(method string, n int64) {
+	if method == "" {
+		return
+	}
+	v, ok := b.answers.Load(method)
+	if !ok {
+		v, _ = b.answers.LoadOrStore(method, new(atomic.Int64))
+	}
+	e := v.(*atomic.Int64)
+	for {
+		old := e.Load()
+		if e.CompareAndSwap(old, max(n, old-(old-n)/8)) {
+			return
+		}
+	}
 }
 
 func (b *Budget) refuse(ctx context.Context, bound string, n int64) error {
@@ -229,10 +285,17 @@ func (b *Budget) reserve(ctx context.Context, size int) error {
 		return nil
 	}
 	n := int64(size) + grpcPrefix
-	if bound := c.reserve(n); bound != "" {
-		return b.refuse(ctx, bound, n)
+	b.learn(r.method, n)
+	// What Admit reserved for the call stands for this message: only the difference is counted
+	// (a refused message's reservation is given back at the call's end, stats End).
+	if d := n - r.n.Load(); d > 0 {
+		if bound := c.reserve(d); bound != "" {
+			return b.refuse(ctx, bound, n)
+		}
+	} else {
+		c.adjust(d)
 	}
-	r.n.Add(n)
+	r.n.Store(n)
 	return nil
 }
 

@@ -115,19 +115,22 @@ func TestConnectionCount(t *testing.T) {
 	if q := b.Queued(); q != 150 {
 		t.Fatalf("%d queued in all, want 150", q)
 	}
-	// Both bounds refused a message and nothing was given back since: the tap refuses calls.
-	actx, cctx := context.WithValue(t.Context(), connKey{}, a), context.WithValue(t.Context(), connKey{}, c)
-	if err := b.Admit(actx); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "control.max-queued-bytes-per-connection") {
+	// Both bounds refused a message and nothing was given back since: the tap refuses calls,
+	// even of a method whose answers are known to be empty.
+	b.learn("/m", 0)
+	call := func(x *conn) context.Context { return Track(context.WithValue(t.Context(), connKey{}, x)) }
+	actx, cctx := call(a), call(c)
+	if err := b.Admit(actx, "/m"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "control.max-queued-bytes-per-connection") {
 		t.Errorf("a call on a full connection: %v, want RESOURCE_EXHAUSTED naming the connection's bound", err)
 	}
-	if err := b.Admit(cctx); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "control.max-queued-bytes)") {
+	if err := b.Admit(cctx, "/m"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "control.max-queued-bytes)") {
 		t.Errorf("a call with the total full: %v, want RESOURCE_EXHAUSTED naming the total", err)
 	}
 	// A connection whose calls all ended with nothing queued (refused, say) gives nothing back.
 	d := &conn{b: b, open: map[uint32]struct{}{}}
 	d.onRead(frameHeaders, 0, 1, 10)
 	d.onWrite(frameHeaders, flagEndStream|0x4, 1, 8)
-	if err := b.Admit(cctx); status.Code(err) != codes.ResourceExhausted {
+	if err := b.Admit(cctx, "/m"); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a call with the total full, after another connection's refused call ended: %v, want RESOURCE_EXHAUSTED", err)
 	}
 	released := 0
@@ -137,10 +140,10 @@ func TestConnectionCount(t *testing.T) {
 		t.Errorf("after 70 bytes of DATA: %d released, %d queued; want 0 and 80", released, b.Queued())
 	}
 	// Bytes given back: a message may fit again.
-	if err := b.Admit(actx); err != nil {
+	if err := b.Admit(call(a), "/m"); err != nil {
 		t.Errorf("a call after progress: %v", err)
 	}
-	if err := b.Admit(cctx); err != nil {
+	if err := b.Admit(call(c), "/m"); err != nil {
 		t.Errorf("a call on another connection after progress: %v", err)
 	}
 	// Stream 1 reset by the client, stream 3 ended by its trailers: nothing can be queued any
@@ -168,5 +171,77 @@ func TestConnectionCount(t *testing.T) {
 	}
 	if a.lastOpened != 3 {
 		t.Errorf("last stream opened %d, want 3", a.lastOpened)
+	}
+}
+
+// A call reserves at admission what its method's answers take, before its handler builds one:
+// calls whose expected answers do not fit are refused in the tap, the send counts only the
+// difference, and the expectation follows the answers (issue #57: a burst of unread calls
+// built every answer before the first refusal at the send).
+func TestAdmissionReservesTheExpectedAnswer(t *testing.T) {
+	t.Parallel()
+	b, err := New(Limits{PerConnection: 1 << 20, Total: 200 << 10, Stall: time.Hour}, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &conn{b: b, open: map[uint32]struct{}{}}
+	defer func() {
+		a.mu.Lock()
+		a.settleLocked()
+		a.mu.Unlock()
+	}()
+	a.onRead(frameHeaders, 0, 1, 10)
+	call := func() context.Context { return Track(context.WithValue(t.Context(), connKey{}, a)) }
+	const method = "/svc/Big"
+	// A method not seen yet: each call reserves unknownAnswer, three fit the 200 KiB total.
+	var admitted []context.Context
+	for range 4 {
+		ctx := call()
+		if err := b.Admit(ctx, method); err == nil {
+			admitted = append(admitted, ctx)
+		} else if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "control.max-queued-bytes)") {
+			t.Fatalf("the fourth call of an unknown method: %v, want RESOURCE_EXHAUSTED naming the total", err)
+		}
+	}
+	if len(admitted) != 3 || b.Queued() != 3*unknownAnswer {
+		t.Fatalf("%d calls admitted with %d bytes reserved; want 3 and %d", len(admitted), b.Queued(), 3*unknownAnswer)
+	}
+	// The first answer (20,000 bytes) takes the place of its call's reservation and teaches the
+	// method's size; the bytes given back clear the full total.
+	if err := b.reserve(admitted[0], 20_000-grpcPrefix); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(2*unknownAnswer + 20_000); b.Queued() != want {
+		t.Fatalf("%d bytes reserved after the first answer, want %d", b.Queued(), want)
+	}
+	if got := b.expected(method); got != 20_000 {
+		t.Fatalf("expected answer %d bytes, want 20000", got)
+	}
+	// Now a call of it reserves 20,000 bytes: 200 KiB − 2×64 KiB − 20,000 leaves room for two.
+	for i, want := range []bool{true, true, false} {
+		err := b.Admit(call(), method)
+		if (err == nil) != want {
+			t.Fatalf("call %d after the size is known: %v, want admitted %v", i, err, want)
+		}
+	}
+	// A larger answer than reserved counts the difference, and a smaller one gives it back.
+	r := admitted[1].Value(rpcKey{}).(*reservation)
+	if err := b.reserve(admitted[1], 30_000-grpcPrefix); err != nil {
+		t.Fatal(err)
+	}
+	if r.n.Load() != 30_000 {
+		t.Errorf("reservation %d after a 30,000-byte answer, want 30000", r.n.Load())
+	}
+	if got := b.expected(method); got != 30_000 {
+		t.Errorf("expected answer %d bytes after a larger one, want 30000 at once", got)
+	}
+	b.learn(method, 14_000)
+	if got := b.expected(method); got != 28_000 {
+		t.Errorf("expected answer %d bytes after a smaller one, want 28000 (an eighth of the way down)", got)
+	}
+	// Unknown method names are not remembered.
+	_ = b.Admit(call(), "/made/up")
+	if _, ok := b.answers.Load("/made/up"); ok {
+		t.Error("a method that never answered was remembered")
 	}
 }

@@ -160,11 +160,6 @@ func (t *gate) handle(ctx context.Context, info *tap.Info) (context.Context, err
 			return nil, errNoCredential
 		}
 	}
-	// A call whose connection or the server is known to hold all the unread responses it may
-	// is refused before its handler builds another (package sendbudget).
-	if err := t.budget.Admit(ctx); err != nil {
-		return nil, err
-	}
 	bound, what := t.calls, "calls"
 	if free {
 		bound, what = t.anonymous, "health calls"
@@ -174,7 +169,13 @@ func (t *gate) handle(ctx context.Context, info *tap.Info) (context.Context, err
 		t.refused.note(ctx, "server_full", info.FullMethodName)
 		return nil, status.Errorf(codes.ResourceExhausted, "the server has %d %s in flight, its bound; retry later", cap(bound.c), what)
 	}
+	// A call whose expected answer does not fit the bytes its connection or the server may hold
+	// unread is refused before its handler builds it (package sendbudget).
 	ctx = sendbudget.Track(ctx)
+	if err := t.budget.Admit(ctx, info.FullMethodName); err != nil {
+		bound.release()
+		return nil, err
+	}
 	context.AfterFunc(ctx, func() { sendbudget.Hold(ctx, bound.release) })
 	return ctx, nil
 }
