@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/msgexchange/msgexchange/pkg/migrate"
 	"github.com/msgexchange/msgexchange/testkit/ports"
@@ -446,4 +447,21 @@ func tail(path string) string {
 		b = b[len(b)-max:]
 	}
 	return string(b)
+}
+
+// DB is the replicated database as a *DB: its DSN is the multi-host DSN and its pool, of the
+// test's own, follows a promotion as the services' pools do. It closes when the test ends.
+func (r *Replicated) DB(t testing.TB) *DB {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(r.DSN())
+	if err != nil {
+		t.Fatalf("pgtest: parse dsn: %v", err)
+	}
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("pgtest: open pool on the replicated database: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return &DB{DSN: r.DSN(), Pool: pool, Name: Database}
 }
