@@ -132,7 +132,10 @@ func OwnReplicated(t testing.TB, mode Mode) *Replicated {
 		"shared_buffers = '32MB'\nmax_connections = 200\n"+
 		// A kill -9 of the server does not lose the kernel's page cache, so skipping fsync loses
 		// nothing a test kills, and keeps a loaded machine's disk out of the timings.
-		"fsync = off\nfull_page_writes = on\nlog_line_prefix = '%%m [%%p] %%a '\n", r.dir)
+		"fsync = off\nfull_page_writes = on\nlog_line_prefix = '%%m [%%p] %%a '\n"+
+		// Who reached a server is in its log (Node.Log): a test shows that the services tried
+		// the zombie and were turned away.
+		"log_connections = on\n", r.dir)
 	if err := appendFile(filepath.Join(r.Primary.data, "postgresql.conf"), conf); err != nil {
 		t.Fatal(err)
 	}
@@ -464,4 +467,32 @@ func (r *Replicated) DB(t testing.TB) *DB {
 	}
 	t.Cleanup(pool.Close)
 	return &DB{DSN: r.DSN(), Pool: pool, Name: Database}
+}
+
+// DB is Database on this node alone as a *DB, with a pool of the test's own that never moves
+// to another server: a test reads the promoted server through it while a zombie is up, which
+// the multi-host DSN (listing the zombie first) would reach.
+func (n *Node) DB(t testing.TB) *DB {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(n.DSN())
+	if err != nil {
+		t.Fatalf("pgtest: parse dsn: %v", err)
+	}
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("pgtest: open pool on %s: %v", n.Name, err)
+	}
+	t.Cleanup(pool.Close)
+	return &DB{DSN: n.DSN(), Pool: pool, Name: Database}
+}
+
+// Log is the node's server log so far.
+func (n *Node) Log(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(n.logFile())
+	if err != nil {
+		t.Fatalf("pgtest: %s's log: %v", n.Name, err)
+	}
+	return string(b)
 }

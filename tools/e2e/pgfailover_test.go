@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +104,86 @@ func TestPostgresSyncFailover(t *testing.T) {
 			t.Errorf("%s exited during the failover: a service must wait for its database, not stop (docs/rules.md)", role)
 		}
 	}
+
+	zombie(t, e, r, w, flights, nFlights)
+}
+
+// zombie restarts the killed primary on its old data, a writable server of the old timeline
+// listed first in the services' DSN, then restarts every service (fresh processes, which know
+// no timeline yet) and sends more traffic. The fence (D-21) keeps every service on the
+// promoted server: the zombie sees the services' connections arrive and turns them away, never
+// a role's advisory lock, never a row written; the new traffic is processed on the promoted
+// server in ID order as before.
+func zombie(t *testing.T, e *env, r *pgtest.Replicated, w *inboxWriter, flights []traffic.Flight, nFlights int) {
+	logMark := len(r.Primary.Log(t))
+	r.RestartOld()
+	// From now on the checks read the promoted server alone: the harness's multi-host pool
+	// has no fence and would reach the zombie.
+	e.pg = r.Standby.DB(t)
+	zc := r.Primary.Connect(t)
+	var rowsBefore, maxBefore int64
+	if err := zc.QueryRow(t.Context(), `SELECT count(*), coalesce(max(msg_id), 0) FROM proc_state`).Scan(&rowsBefore, &maxBefore); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zc.Exec(t.Context(), `CREATE TEMP TABLE zombie_probe (x int)`); err != nil {
+		t.Fatalf("the zombie refused a write: the harness did not make a writable old primary: %v", err)
+	}
+	t.Logf("old primary restarted as a writable zombie (timeline %d) with %d messages of its own", r.Primary.Timeline(t), rowsBefore)
+
+	// The advisory locks the roles take, sampled on the zombie all along.
+	ctx, stop := context.WithCancel(t.Context())
+	locks := make(chan int, 1)
+	go func() {
+		most := 0
+		for ctx.Err() == nil {
+			var n int
+			if err := zc.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'`).Scan(&n); err == nil {
+				most = max(most, n)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		locks <- most
+	}()
+
+	for _, role := range stack.Services {
+		e.stack.Kill(role)
+		if err := e.stack.Start(role, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitAllRolesActiveWithin(t, failoverBound)
+	// Later messages of the same flights, an hour on in DTTM.
+	more := &inboxWriter{db: e.my, flights: flights, dttm: w.dttm.Add(time.Hour), seq: w.seq}
+	if err := more.run(t.Context(), 60); err != nil {
+		t.Fatal(err)
+	}
+	e.checkInOrder(t, flights, nFlights+w.written+more.written)
+	stop()
+	if most := <-locks; most != 0 {
+		t.Errorf("the zombie held %d advisory locks: a role was taken on it", most)
+	}
+	var rowsAfter, maxAfter, changed int64
+	if err := zc.QueryRow(t.Context(), `SELECT count(*), coalesce(max(msg_id), 0) FROM proc_state`).Scan(&rowsAfter, &maxAfter); err != nil {
+		t.Fatal(err)
+	}
+	// Crash recovery reset the zombie's statistics: any insert, update or delete since would
+	// count here.
+	if err := zc.QueryRow(t.Context(), `SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables`).Scan(&changed); err != nil {
+		t.Fatal(err)
+	}
+	if rowsAfter != rowsBefore || maxAfter != maxBefore || changed != 0 {
+		t.Errorf("the zombie was written to: proc_state %d rows up to %d, then %d up to %d; %d rows changed",
+			rowsBefore, maxBefore, rowsAfter, maxAfter, changed)
+	}
+	attempts := strings.Count(r.Primary.Log(t)[logMark:], "application_name=msgx-leader")
+	if attempts == 0 {
+		t.Error("no lock connection ever reached the zombie: the test did not put the fence to work")
+	}
+	t.Logf("with the zombie up: %d more messages processed on the promoted server; %d lock connections reached the zombie and were turned away",
+		more.written, attempts)
 }
 
 // waitAllRolesActiveWithin is waitAllRolesActive with a bound of the caller's.
