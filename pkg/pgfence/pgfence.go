@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -34,6 +35,17 @@ const probeTimeout = 5 * time.Second
 type Fence struct {
 	mu      sync.Mutex
 	highest map[string]int64 // system identifier ("" when the role cannot read it) → timeline
+	logger  *slog.Logger
+	refused map[string]bool // servers (address and timeline) whose refusal was logged
+}
+
+// SetLogger makes the fence log a failover it sees (a new timeline) and, once per server and
+// timeline, a server it refuses: pgx goes on to the next host without a word, and the
+// operator should learn that an old primary is back.
+func (f *Fence) SetLogger(l *slog.Logger) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logger = l
 }
 
 // Default is the process's fence: every connection of a service (pool, lock connection,
@@ -96,9 +108,23 @@ func (f *Fence) check(ctx context.Context, conn *pgconn.PgConn, cfg *pgconn.Conf
 			}
 		}
 	}
-	if high := f.highest[s.sysid]; s.timeline < high {
+	addr := conn.Conn().RemoteAddr().String()
+	high, seen := f.highest[s.sysid]
+	if s.timeline < high {
+		if k := addr + "/" + strconv.FormatInt(s.timeline, 10); f.logger != nil && !f.refused[k] {
+			if f.refused == nil {
+				f.refused = map[string]bool{}
+			}
+			f.refused[k] = true
+			f.logger.Error("PostgreSQL: refusing a writable server on an old timeline: an old primary is back after a failover and must be rebuilt as a standby (docs/runbooks.md, PostgreSQL failover)",
+				"server", addr, "timeline", s.timeline, "current_timeline", high)
+		}
 		return fmt.Errorf("%w: %s writes on timeline %d, this process has seen timeline %d of the same cluster",
-			ErrOldTimeline, conn.Conn().RemoteAddr(), s.timeline, high)
+			ErrOldTimeline, addr, s.timeline, high)
+	}
+	if seen && s.timeline > high && f.logger != nil {
+		f.logger.Warn("PostgreSQL failed over: the writable server is on a new timeline; after an asynchronous failover check for a contract violation (docs/runbooks.md, PostgreSQL failover)",
+			"server", addr, "timeline", s.timeline, "previous_timeline", high)
 	}
 	f.highest[s.sysid] = s.timeline
 	return nil

@@ -1,9 +1,12 @@
 package pgfence_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -61,6 +64,8 @@ func mustReach(t *testing.T, f *pgfence.Fence, dsn string, want int, what string
 func TestFenceRefusesTheOldPrimary(t *testing.T) {
 	r := pgtest.OwnReplicated(t, pgtest.Sync)
 	f := &pgfence.Fence{}
+	var log bytes.Buffer
+	f.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
 	mustReach(t, f, r.DSN(), r.Primary.Port, "before the failover")
 	if f.Highest(sysid(t, r)) != 1 {
 		t.Fatalf("highest timeline after the first connection = %d, want 1", f.Highest(sysid(t, r)))
@@ -71,6 +76,9 @@ func TestFenceRefusesTheOldPrimary(t *testing.T) {
 	if f.Highest(sysid(t, r)) != 2 {
 		t.Fatalf("highest timeline after the promotion = %d, want 2", f.Highest(sysid(t, r)))
 	}
+	if !strings.Contains(log.String(), "level=WARN msg=\"PostgreSQL failed over") {
+		t.Errorf("the failover was not logged:\n%s", log.String())
+	}
 
 	r.RestartOld()
 	mustReach(t, nil, r.DSN(), r.Primary.Port, "without the fence, with the zombie up (the split brain the fence is for)")
@@ -78,6 +86,9 @@ func TestFenceRefusesTheOldPrimary(t *testing.T) {
 	mustReach(t, &pgfence.Fence{}, r.DSN(), r.Standby.Port, "through the fence of a process started after the zombie came back")
 	if _, err := connect(t, f, r.Primary.DSN()); !errors.Is(err, pgfence.ErrOldTimeline) {
 		t.Fatalf("the zombie alone through the fence: %v, want ErrOldTimeline", err)
+	}
+	if n := strings.Count(log.String(), "refusing a writable server on an old timeline"); n != 1 {
+		t.Errorf("the zombie's refusal logged %d times, want once (per server and timeline):\n%s", n, log.String())
 	}
 	// The promoted standby listed first changes nothing.
 	mustReach(t, &pgfence.Fence{}, pgtest.MultiHostURL(t, r.Primary.DSN(), "127.0.0.1:"+strconv.Itoa(r.Standby.Port)), r.Standby.Port,

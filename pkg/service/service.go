@@ -123,6 +123,7 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 	pcfg.MaxConns = int32(cfg.PG.MaxConns)
 	// Never a write to an old primary that came back after a failover (D-21).
 	pgfence.Apply(&pcfg.ConnConfig.Config)
+	pgfence.Default.SetLogger(logger)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres pool: %w", secret.DSNError(cfg.PG.DSN, err))
