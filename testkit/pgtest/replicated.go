@@ -496,3 +496,50 @@ func (n *Node) Log(t testing.TB) string {
 	}
 	return string(b)
 }
+
+// CutReplication pauses the standby and ends the primary's WAL sender: from now on the
+// primary, in Async mode, commits what the standby will never receive, and KillPrimary then
+// loses that tail, as an asynchronous failover does. Pausing alone would not do: the standby's
+// socket still holds what the primary had sent, and it reads that on Resume. Call Resume on
+// the standby before Promote.
+func (r *Replicated) CutReplication() {
+	r.t.Helper()
+	if r.Mode != Async {
+		r.t.Fatal("pgtest: CutReplication in sync mode would stop every commit of the primary")
+	}
+	r.Standby.Pause()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := r.Primary.connect(ctx, "postgres")
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_replication`); err != nil {
+		r.t.Fatalf("pgtest: end the WAL sender: %v", err)
+	}
+	r.await(ctx, "the WAL sender to end", func(ctx context.Context) error {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication`).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%d WAL senders", n)
+		}
+		return nil
+	})
+}
+
+// Pause stops every process of the node with SIGSTOP. Resume continues it.
+func (n *Node) Pause() { n.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused node (SIGCONT).
+func (n *Node) Resume() { n.signal(syscall.SIGCONT) }
+
+func (n *Node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		n.r.t.Fatalf("pgtest: %s is not running", n.Name)
+	}
+	if err := syscall.Kill(-n.cmd.Process.Pid, sig); err != nil {
+		n.r.t.Fatalf("pgtest: signal %s: %v", n.Name, err)
+	}
+}

@@ -8,9 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/msgexchange/msgexchange/pkg/kafkarecord"
+	controlv1 "github.com/msgexchange/msgexchange/proto/msgx/control/v1"
 	"github.com/msgexchange/msgexchange/testkit/mysqltest"
 	"github.com/msgexchange/msgexchange/testkit/pgtest"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/msgexchange/msgexchange/testkit/traffic"
 	"github.com/msgexchange/msgexchange/tools/stack"
 )
@@ -86,7 +91,7 @@ func TestPostgresSyncFailover(t *testing.T) {
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
-	e.checkInOrder(t, flights, nFlights+w.written)
+	e.checkInOrder(t, flights, nFlights+w.written, false)
 	t.Logf("GetStatus showed blocked: %v", watch.stop())
 	if tl := r.Standby.Timeline(t); tl != 2 {
 		t.Errorf("the services' server is on timeline %d, want the promoted standby's 2", tl)
@@ -160,7 +165,7 @@ func zombie(t *testing.T, e *env, r *pgtest.Replicated, w *inboxWriter, flights 
 	if err := more.run(t.Context(), 60); err != nil {
 		t.Fatal(err)
 	}
-	e.checkInOrder(t, flights, nFlights+w.written+more.written)
+	e.checkInOrder(t, flights, nFlights+w.written+more.written, false)
 	stop()
 	if most := <-locks; most != 0 {
 		t.Errorf("the zombie held %d advisory locks: a role was taken on it", most)
@@ -184,22 +189,6 @@ func zombie(t *testing.T, e *env, r *pgtest.Replicated, w *inboxWriter, flights 
 	}
 	t.Logf("with the zombie up: %d more messages processed on the promoted server; %d lock connections reached the zombie and were turned away",
 		more.written, attempts)
-}
-
-// waitAllRolesActiveWithin is waitAllRolesActive with a bound of the caller's.
-func (e *env) waitAllRolesActiveWithin(t *testing.T, bound time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		got, err := e.activeRoles(t.Context())
-		if err == nil && got == "backfill,control,dispatcher,ingest,pump" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not every role active within %s: %q, %v", bound, got, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // checkNoVersionBackwards checks what the consumer received on KAFKA:msg: per flight, in
@@ -226,5 +215,130 @@ func (e *env) checkNoVersionBackwards(t *testing.T) {
 			seen[id] = true
 			top = max(top, v)
 		}
+	}
+}
+
+// TestPostgresAsyncFailover makes the asynchronous failover's lost tail for certain: the
+// replication is cut (pgtest's CutReplication) while the primary goes on processing, marking
+// and publishing for some seconds, then the primary is killed and the standby is promoted
+// without that tail. What is automatic: the services follow the promotion as in the synchronous case,
+// and ingest detects the lost tail (rows marked in the inbox above the watermark PostgreSQL
+// holds) and stops discovery with marked-above-watermark. What the operator does is the
+// restore runbook from its step 3 (docs/runbooks.md, "PostgreSQL failover"): stop every
+// service, `msgx-dispatcher version-floor`, start them, `resume`, walked here with the real
+// binaries. The end state is the restore drill's: every row processed once more in ID order,
+// SUCCEEDED, marked and delivered, each flight as the rows give it (its version at least the
+// clean run's), and no consumer receives a flight's version below one it had.
+func TestPostgresAsyncFailover(t *testing.T) {
+	r := pgtest.OwnReplicated(t, pgtest.Async)
+	e := newEnvWith(t, binaries(t), mysqltest.New(t), r.DB(t))
+	for _, role := range stack.Services {
+		if err := e.stack.Start(role, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitAllRolesActive(t)
+
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	dttm := day.Add(6 * time.Hour)
+	const nFlights = 5
+	flights := make([]traffic.Flight, nFlights)
+	for i := range flights {
+		flights[i] = traffic.Flight{FLID: fmt.Sprintf("PGA-%d", i), ALCD: "CA", FLNO: fmt.Sprintf("CA%d", 3800+i), MVIN: "D",
+			SODT: day.Add(9 * time.Hour), FLTY: "W", FLIN: "D", ACFT: "33L", Route: []string{"PEK", "SHA"}}
+		now := time.Now()
+		e.my.InsertInbox(t, traffic.ADFT(int64(i+1), dttm, flights[i]), &now)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	w := &inboxWriter{db: e.my, flights: flights, dttm: dttm, seq: nFlights}
+	wrote := make(chan error, 1)
+	go func() { wrote <- w.run(ctx, 200) }()
+	time.Sleep(3 * time.Second)
+
+	r.CutReplication()
+	var atPause int64
+	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT coalesce(max(msg_id), 0) FROM proc_state WHERE state = 'SUCCEEDED'`).Scan(&atPause); err != nil {
+		t.Fatal(err)
+	}
+	// The tail the standby will not have: processed, marked in the inbox and published.
+	var marked int64
+	testwait.For(t, 30*time.Second, "rows processed and marked on the primary alone", func() bool {
+		return e.my.Admin.QueryRowContext(t.Context(), `SELECT count(*) FROM cminmsgs WHERE CMINMSGS_ID > ? AND CMINMSGS_DATE_PROCESSED IS NOT NULL`, atPause).
+			Scan(&marked) == nil && marked >= 20
+	})
+	r.KillPrimary()
+	r.Standby.Resume()
+	r.Promote()
+	var lostTo int64
+	if err := r.Standby.Connect(t).QueryRow(t.Context(), `SELECT coalesce(max(msg_id), 0) FROM proc_state WHERE state = 'SUCCEEDED'`).Scan(&lostTo); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("primary killed with rows above %d processed and %d of them marked; the promoted standby holds processing up to %d", atPause, marked, lostTo)
+	if lostTo > atPause {
+		t.Fatalf("the promoted standby holds processing up to %d, beyond the cut at %d: no tail was lost", lostTo, atPause)
+	}
+
+	// Automatic: the services follow, and ingest finds the lost tail.
+	e.waitAllRolesActiveWithin(t, failoverBound)
+	var violation string
+	testwait.For(t, 2*time.Minute, "ingest to report marked-above-watermark", func() bool {
+		st, err := e.status(t.Context())
+		if err != nil || st.GetDiscovery().GetContractViolation() == nil {
+			return false
+		}
+		violation = st.GetDiscovery().GetContractViolation().GetKind()
+		return violation == controlv1.KindMarkedAboveWatermark
+	})
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ingest stopped discovery: %s; the writer wrote %d rows", violation, w.written)
+
+	// The operator: the restore runbook from step 3.
+	for _, role := range stack.Services {
+		e.stack.Stop(role, 10*time.Second)
+	}
+	if err := e.stack.StartBinary("version-floor", "msgx-dispatcher", []string{"version-floor"}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.exited(t, 3*time.Minute, "version-floor"); code != 0 {
+		t.Fatalf("version-floor exited %d:\n%s", code, out)
+	}
+	for _, role := range stack.Services {
+		if err := e.stack.Start(role, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client, cctx := e.control(t)
+	// Control may answer as a standby for a moment after its restart (Unavailable): an operator
+	// sends the call again.
+	resolve := func(req *controlv1.ResolveContractViolationRequest) *controlv1.ResolveContractViolationResponse {
+		t.Helper()
+		var resp *controlv1.ResolveContractViolationResponse
+		var err error
+		testwait.For(t, time.Minute, "control to take the resolution", func() bool {
+			resp, err = client.ResolveContractViolation(cctx, req)
+			return status.Code(err) != codes.Unavailable
+		})
+		if err != nil {
+			t.Fatalf("resolve (dry run %v): %v", req.DryRun, err)
+		}
+		return resp
+	}
+	req := &controlv1.ResolveContractViolationRequest{Kind: controlv1.KindMarkedAboveWatermark,
+		Resolution: controlv1.ContractResolution_CONTRACT_RESOLUTION_RESUME, DryRun: true, Comment: "asynchronous failover"}
+	dry := resolve(req)
+	req.DryRun, req.Since, req.Comment = false, dry.GetResolved().GetSince(), "asynchronous failover: resume above the version floor"
+	resolve(req)
+
+	e.checkInOrder(t, flights, nFlights+w.written, true)
+	e.checkNoVersionBackwards(t)
+	st, err := e.status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := st.GetDiscovery().GetContractViolation(); v != nil {
+		t.Errorf("after resume discovery still reports %v", v)
 	}
 }
