@@ -38,33 +38,15 @@ func TestInboxServerRestart(t *testing.T) {
 	}
 	e.waitAllRolesActive(t)
 
-	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
-	dttm := day.Add(6 * time.Hour)
-	const nFlights = 5
-	flights := make([]traffic.Flight, nFlights)
-	for i := range flights {
-		flights[i] = traffic.Flight{FLID: fmt.Sprintf("MDB-%d", i), ALCD: "CA", FLNO: fmt.Sprintf("CA%d", 1800+i), MVIN: "D",
-			SODT: day.Add(9 * time.Hour), FLTY: "W", FLIN: "D", ACFT: "33L", Route: []string{"PEK", "SHA"}}
-		now := time.Now()
-		e.my.InsertInbox(t, traffic.ADFT(int64(i+1), dttm, flights[i]), &now)
-	}
+	w := e.newInboxWriter(t, "MDB", 1800)
+	flights, nFlights := w.flights, len(w.flights)
 
 	// What GetStatus reported while the server was down.
 	watch := e.watchBlocked(t.Context())
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
 
-	w := &inboxWriter{db: e.my, flights: flights, dttm: dttm, seq: nFlights, burst: make(chan int), burstDone: make(chan struct{})}
-	wrote := make(chan error, 1)
-	go func() { wrote <- w.run(ctx, 300) }()
-
-	pause := func(d time.Duration) {
-		select {
-		case <-time.After(d):
-		case err := <-wrote:
-			t.Fatalf("the writer ended before the faults: %v", err)
-		}
-	}
+	pause, wrote := w.background(ctx, t, 300)
 	pause(2 * time.Second)
 	for _, fault := range []struct {
 		name string
@@ -80,7 +62,7 @@ func TestInboxServerRestart(t *testing.T) {
 		t.Logf("inbox server started again")
 		pause(3 * time.Second)
 	}
-	if err := <-wrote; err != nil {
+	if err := wrote(); err != nil {
 		t.Fatal(err)
 	}
 	if w.failed == 0 {
@@ -185,6 +167,38 @@ type inboxWriter struct {
 	burstDone chan struct{}
 
 	written, failed int
+}
+
+// newInboxWriter creates five flights, FLIDs prefix-0 … prefix-4 and flight numbers from
+// CA<flno>, each with an ADFT in the inbox, and returns a writer of FLOPs for them.
+func (e *env) newInboxWriter(t *testing.T, prefix string, flno int) *inboxWriter {
+	t.Helper()
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	dttm := day.Add(6 * time.Hour)
+	flights := make([]traffic.Flight, 5)
+	for i := range flights {
+		flights[i] = traffic.Flight{FLID: fmt.Sprintf("%s-%d", prefix, i), ALCD: "CA", FLNO: fmt.Sprintf("CA%d", flno+i), MVIN: "D",
+			SODT: day.Add(9 * time.Hour), FLTY: "W", FLIN: "D", ACFT: "33L", Route: []string{"PEK", "SHA"}}
+		now := time.Now()
+		e.my.InsertInbox(t, traffic.ADFT(int64(i+1), dttm, flights[i]), &now)
+	}
+	return &inboxWriter{db: e.my, flights: flights, dttm: dttm, seq: int64(len(flights)), burst: make(chan int), burstDone: make(chan struct{})}
+}
+
+// background runs the writer for n rows until ctx ends. pause waits d and fails the test if
+// the writer ended meanwhile (the faults must meet it running); wrote waits for its end.
+func (w *inboxWriter) background(ctx context.Context, t *testing.T, n int) (pause func(d time.Duration), wrote func() error) {
+	done := make(chan error, 1)
+	go func() { done <- w.run(ctx, n) }()
+	pause = func(d time.Duration) {
+		t.Helper()
+		select {
+		case <-time.After(d):
+		case err := <-done:
+			t.Fatalf("the writer ended before the faults: %v", err)
+		}
+	}
+	return pause, func() error { return <-done }
 }
 
 func (w *inboxWriter) run(ctx context.Context, n int) error {

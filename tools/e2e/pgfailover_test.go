@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,37 +35,14 @@ const failoverBound = time.Minute
 func TestPostgresSyncFailover(t *testing.T) {
 	r := pgtest.OwnReplicated(t, pgtest.Sync)
 	e := newEnvWith(t, binaries(t), mysqltest.New(t), r.DB(t))
-	for _, role := range stack.Services {
-		if err := e.stack.Start(role, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.startAll(t)
 	e.waitAllRolesActive(t)
+	w := e.newInboxWriter(t, "PGF", 2800)
+	flights, nFlights := w.flights, len(w.flights)
 
-	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
-	dttm := day.Add(6 * time.Hour)
-	const nFlights = 5
-	flights := make([]traffic.Flight, nFlights)
-	for i := range flights {
-		flights[i] = traffic.Flight{FLID: fmt.Sprintf("PGF-%d", i), ALCD: "CA", FLNO: fmt.Sprintf("CA%d", 2800+i), MVIN: "D",
-			SODT: day.Add(9 * time.Hour), FLTY: "W", FLIN: "D", ACFT: "33L", Route: []string{"PEK", "SHA"}}
-		now := time.Now()
-		e.my.InsertInbox(t, traffic.ADFT(int64(i+1), dttm, flights[i]), &now)
-	}
-
-	watch := e.watchBlocked(t.Context())
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	w := &inboxWriter{db: e.my, flights: flights, dttm: dttm, seq: nFlights, burst: make(chan int), burstDone: make(chan struct{})}
-	wrote := make(chan error, 1)
-	go func() { wrote <- w.run(ctx, 300) }()
-	pause := func(d time.Duration) {
-		select {
-		case <-time.After(d):
-		case err := <-wrote:
-			t.Fatalf("the writer ended before the failover: %v", err)
-		}
-	}
+	pause, wrote := w.background(ctx, t, 300)
 	pause(3 * time.Second)
 	var before int
 	if err := e.pg.Pool.QueryRow(t.Context(), `SELECT count(*) FROM proc_state WHERE state = 'SUCCEEDED'`).Scan(&before); err != nil {
@@ -88,11 +64,10 @@ func TestPostgresSyncFailover(t *testing.T) {
 	e.waitAllRolesActiveWithin(t, failoverBound)
 	t.Logf("every role active again %s after the promotion", time.Since(promoted).Round(time.Millisecond))
 
-	if err := <-wrote; err != nil {
+	if err := wrote(); err != nil {
 		t.Fatal(err)
 	}
 	e.checkInOrder(t, flights, nFlights+w.written, false)
-	t.Logf("GetStatus showed blocked: %v", watch.stop())
 	if tl := r.Standby.Timeline(t); tl != 2 {
 		t.Errorf("the services' server is on timeline %d, want the promoted standby's 2", tl)
 	}
@@ -107,6 +82,12 @@ func TestPostgresSyncFailover(t *testing.T) {
 	for _, role := range stack.Services {
 		if _, exited := e.stack.Exited(role); exited {
 			t.Errorf("%s exited during the failover: a service must wait for its database, not stop (docs/rules.md)", role)
+		}
+	}
+
+	for _, role := range stack.Services {
+		if !strings.Contains(e.stack.Output(role), "PostgreSQL failed over") {
+			t.Errorf("%s did not log the failover (pgfence's WARN)", role)
 		}
 	}
 
@@ -183,12 +164,21 @@ func zombie(t *testing.T, e *env, r *pgtest.Replicated, w *inboxWriter, flights 
 		t.Errorf("the zombie was written to: proc_state %d rows up to %d, then %d up to %d; %d rows changed",
 			rowsBefore, maxBefore, rowsAfter, maxAfter, changed)
 	}
+	var told int
+	for _, role := range stack.Services {
+		if strings.Contains(e.stack.Output(role), "refusing a writable server on an old timeline") {
+			told++
+		}
+	}
+	if told == 0 {
+		t.Error("no service logged the zombie it refused (pgfence's ERROR)")
+	}
 	attempts := strings.Count(r.Primary.Log(t)[logMark:], "application_name=msgx-leader")
 	if attempts == 0 {
 		t.Error("no lock connection ever reached the zombie: the test did not put the fence to work")
 	}
-	t.Logf("with the zombie up: %d more messages processed on the promoted server; %d lock connections reached the zombie and were turned away",
-		more.written, attempts)
+	t.Logf("with the zombie up: %d more messages processed on the promoted server; %d lock connections reached the zombie and were turned away; %d services logged the refusal",
+		more.written, attempts, told)
 }
 
 // checkNoVersionBackwards checks what the consumer received on KAFKA:msg: per flight, in
@@ -232,29 +222,14 @@ func (e *env) checkNoVersionBackwards(t *testing.T) {
 func TestPostgresAsyncFailover(t *testing.T) {
 	r := pgtest.OwnReplicated(t, pgtest.Async)
 	e := newEnvWith(t, binaries(t), mysqltest.New(t), r.DB(t))
-	for _, role := range stack.Services {
-		if err := e.stack.Start(role, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.startAll(t)
 	e.waitAllRolesActive(t)
-
-	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
-	dttm := day.Add(6 * time.Hour)
-	const nFlights = 5
-	flights := make([]traffic.Flight, nFlights)
-	for i := range flights {
-		flights[i] = traffic.Flight{FLID: fmt.Sprintf("PGA-%d", i), ALCD: "CA", FLNO: fmt.Sprintf("CA%d", 3800+i), MVIN: "D",
-			SODT: day.Add(9 * time.Hour), FLTY: "W", FLIN: "D", ACFT: "33L", Route: []string{"PEK", "SHA"}}
-		now := time.Now()
-		e.my.InsertInbox(t, traffic.ADFT(int64(i+1), dttm, flights[i]), &now)
-	}
+	w := e.newInboxWriter(t, "PGA", 3800)
+	flights, nFlights := w.flights, len(w.flights)
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	w := &inboxWriter{db: e.my, flights: flights, dttm: dttm, seq: nFlights}
-	wrote := make(chan error, 1)
-	go func() { wrote <- w.run(ctx, 200) }()
-	time.Sleep(3 * time.Second)
+	pause, wrote := w.background(ctx, t, 200)
+	pause(3 * time.Second)
 
 	r.CutReplication()
 	var atPause int64
@@ -290,7 +265,7 @@ func TestPostgresAsyncFailover(t *testing.T) {
 		violation = st.GetDiscovery().GetContractViolation().GetKind()
 		return violation == controlv1.KindMarkedAboveWatermark
 	})
-	if err := <-wrote; err != nil {
+	if err := wrote(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("ingest stopped discovery: %s; the writer wrote %d rows", violation, w.written)
