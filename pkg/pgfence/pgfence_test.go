@@ -90,6 +90,10 @@ func TestFenceRefusesTheOldPrimary(t *testing.T) {
 	if n := strings.Count(log.String(), "refusing a writable server on an old timeline"); n != 1 {
 		t.Errorf("the zombie's refusal logged %d times, want once (per server and timeline):\n%s", n, log.String())
 	}
+	// A first connection whose DSN also names a host that does not answer (the dead one of an
+	// earlier failover, say) skips it in its survey and still refuses the zombie.
+	mustReach(t, &pgfence.Fence{}, pgtest.MultiHostURL(t, r.Standby.DSN(), "127.0.0.1:1", "127.0.0.1:"+strconv.Itoa(r.Primary.Port)), r.Standby.Port,
+		"a dead host, the zombie, then the promoted server")
 	// The promoted standby listed first changes nothing.
 	mustReach(t, &pgfence.Fence{}, pgtest.MultiHostURL(t, r.Primary.DSN(), "127.0.0.1:"+strconv.Itoa(r.Standby.Port)), r.Standby.Port,
 		"promoted server listed first")
