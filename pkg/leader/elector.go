@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/msgexchange/msgexchange/pkg/clock"
-
+	"github.com/msgexchange/msgexchange/pkg/pgfence"
 	"github.com/msgexchange/msgexchange/pkg/secret"
 )
 
@@ -142,6 +142,8 @@ func (e *Elector) connConfig() (*pgx.ConnConfig, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout
 	}
+	// A role is never taken on an old primary that came back after a failover (D-21).
+	pgfence.Apply(&cfg.Config)
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		// Operators find the lock connections in pg_stat_activity by this name.
 		name := "msgx-leader " + string(e.cfg.Role) + " " + e.cfg.Instance

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/msgexchange/msgexchange/pkg/pgfence"
 	"github.com/msgexchange/msgexchange/pkg/secret"
 )
 
@@ -16,5 +17,7 @@ func pgxConfig(dsn string) (*pgx.ConnConfig, error) {
 			return err
 		}))
 	}
+	// The schema goes to the current primary, never to an old one that came back (D-21).
+	pgfence.Apply(&cfg.Config)
 	return cfg, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/msgexchange/msgexchange/pkg/pgfence"
 )
 
 // Listener holds one dedicated connection that LISTENs to some channels.
@@ -67,7 +69,14 @@ func (l *Listener) Run(ctx context.Context) error {
 // listen holds one connection until it fails or ctx ends; listening is called once the
 // connection LISTENs.
 func (l *Listener) listen(ctx context.Context, listening func()) error {
-	conn, err := pgx.Connect(ctx, l.dsn)
+	cfg, err := pgx.ParseConfig(l.dsn)
+	if err != nil {
+		return err
+	}
+	// LISTEN on an old primary that came back after a failover would wait for notifications
+	// nobody sends there (D-21).
+	pgfence.Apply(&cfg.Config)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}

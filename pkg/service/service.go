@@ -32,6 +32,7 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/logging"
+	"github.com/msgexchange/msgexchange/pkg/pgfence"
 	"github.com/msgexchange/msgexchange/pkg/secret"
 	"github.com/msgexchange/msgexchange/pkg/telemetry"
 )
@@ -142,6 +143,9 @@ func New(ctx context.Context, role leader.Role, cfg config.Config, logger *slog.
 	// max_connections can be planned: five services, their standbys, plus one lock connection
 	// each.
 	pcfg.MaxConns = int32(cfg.PG.MaxConns)
+	// Never a write to an old primary that came back after a failover (D-21).
+	pgfence.Apply(&pcfg.ConnConfig.Config)
+	pgfence.Default.SetLogger(logger)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres pool: %w", secret.DSNError(cfg.PG.DSN, err))

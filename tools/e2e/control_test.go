@@ -61,9 +61,12 @@ func (e *env) activeRoles(ctx context.Context) (string, error) {
 }
 
 // waitAllRolesActive waits until control reports each of the five roles held by a live instance.
-func (e *env) waitAllRolesActive(t *testing.T) {
+func (e *env) waitAllRolesActive(t *testing.T) { e.waitAllRolesActiveWithin(t, 30*time.Second) }
+
+// waitAllRolesActiveWithin is waitAllRolesActive with a bound of the caller's.
+func (e *env) waitAllRolesActiveWithin(t *testing.T, bound time.Duration) {
 	t.Helper()
-	testwait.ForState(t, 30*time.Second, "control to report all five roles active", func() (bool, string) {
+	testwait.ForState(t, bound, "control to report all five roles active", func() (bool, string) {
 		got, err := e.activeRoles(context.Background())
 		if err != nil {
 			return false, fmt.Sprint("control: ", err)

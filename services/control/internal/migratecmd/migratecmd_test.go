@@ -83,3 +83,38 @@ func TestMigrateUnreachableDatabase(t *testing.T) {
 		t.Errorf("migrate against an unreachable database = %d, want 1", code)
 	}
 }
+
+// The migration takes the multi-host DSN a platform team hands out for a primary with standbys
+// (host=a,b port=p1,p2 … target_session_attrs=read-write, or the URL form), in either form:
+// a first host that does not answer is skipped and the schema lands on the one that does.
+func TestMigrateMultiHostDSN(t *testing.T) {
+	t.Parallel()
+	for name, form := range map[string]func(testing.TB, string, ...string) string{
+		"url": pgtest.MultiHostURL, "keywords": pgtest.MultiHostKeywords,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := pgtest.New(t)
+			db.Exec(t, `DROP SCHEMA public CASCADE`)
+			db.Exec(t, `CREATE SCHEMA public`)
+			dsn := form(t, db.DSN, "127.0.0.1:1") // nothing listens on port 1
+			cfg := func() (config.Config, error) {
+				c := config.Default()
+				c.PG.DSN = dsn
+				return c, nil
+			}
+			var stdout, stderr bytes.Buffer
+			if code := migratecmd.Run(t.Context(), nil, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), &stdout, &stderr); code != 0 {
+				t.Fatalf("migrate with %s = %d (%s), want 0", dsn, code, stderr.String())
+			}
+			current, latest, err := migrate.Status(t.Context(), dsn)
+			if err != nil || current != latest {
+				t.Fatalf("status after migrate: version %d of %d, %v; want up to date", current, latest, err)
+			}
+			var ok bool
+			if err := db.Pool.QueryRow(t.Context(), `SELECT to_regclass('public.proc_state') IS NOT NULL`).Scan(&ok); err != nil || !ok {
+				t.Errorf("proc_state after migrate: exists=%v err=%v", ok, err)
+			}
+		})
+	}
+}

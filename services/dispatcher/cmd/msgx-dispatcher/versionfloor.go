@@ -16,6 +16,8 @@ import (
 	"github.com/msgexchange/msgexchange/pkg/config"
 	"github.com/msgexchange/msgexchange/pkg/leader"
 	"github.com/msgexchange/msgexchange/pkg/logging"
+	"github.com/msgexchange/msgexchange/pkg/pgfence"
+	"github.com/msgexchange/msgexchange/pkg/secret"
 	"github.com/msgexchange/msgexchange/pkg/service"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/floor"
 	"github.com/msgexchange/msgexchange/services/dispatcher/internal/kafka"
@@ -58,7 +60,17 @@ func versionFloor(ctx context.Context, clk clock.Clock, out io.Writer) int {
 		logger.Error("configuration refused", "err", err)
 		return 2
 	}
-	pool, err := pgxpool.New(ctx, cfg.PG.DSN)
+	pcfg, err := pgxpool.ParseConfig(cfg.PG.DSN)
+	if err != nil {
+		logger.Error("version floor: postgres pool", "err", secret.ParseError(cfg.PG.DSN, err, func(s string) error {
+			_, err := pgxpool.ParseConfig(s)
+			return err
+		}))
+		return exitFailed
+	}
+	// The floor is recorded on the current primary, never on an old one that came back (D-21).
+	pgfence.Apply(&pcfg.ConnConfig.Config)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		logger.Error("version floor: postgres pool", "err", err)
 		return exitFailed
