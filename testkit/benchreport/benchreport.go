@@ -142,6 +142,57 @@ var comparisons = []target{
 	{what: "2,000-flight SCHD DNLD, CPU of the pump and its backend, seconds", measured: "dnld/changed-package-cpu-s"},
 }
 
+// replaced is one figure measured on the real broker beside the kfake figure it replaces:
+// measured in the same run when the bench still can (kfake, the dispatcher's benches run both
+// brokers in turns), or else the last one recorded before the five services moved to the real
+// broker (docs/performance.md, "The real broker beside kfake").
+type replaced struct {
+	what     string
+	measured string // bench/name, on the real broker
+	kfake    string // bench/name of the kfake figure measured in the same run; "" = only recorded
+	// recorded is the last kfake figure in docs/performance.md (0 = none), with its unit.
+	recorded float64
+	unit     string
+}
+
+// recordedAt names where the recorded kfake figures come from: the last full make bench before
+// the services ran on the real broker (docs/performance.md, "The real broker beside kfake").
+const recordedAt = "kfake, recorded at 2291ad0 (2026-12-06), not measurable any more"
+
+// replacedFigures are make bench's figures that moved from kfake to the real broker.
+var replacedFigures = []replaced{
+	{what: "dispatcher, KAFKA:msg backlog drained, events/s", measured: "dispatcher-msg/events-per-s", kfake: "dispatcher-msg/kfake-events-per-s"},
+	{what: "dispatcher, KAFKA:schd rows flushed back to back, events/s", measured: "dispatcher-schd/events-per-s", kfake: "dispatcher-schd/kfake-events-per-s"},
+	{what: "five services, backlog drain (terminal), msgs/s", measured: "backlog/drain-msgs-per-s", recorded: 303.3, unit: "msgs/s"},
+	{what: "five services, backlog settled (marked and sent), msgs/s", measured: "backlog/settled-msgs-per-s", recorded: 302.1, unit: "msgs/s"},
+	{what: "steady 50 msg/s, poll 1s: p50, ms", measured: "steady-1s/p50-ms", recorded: 83.31, unit: "ms"},
+	{what: "steady 50 msg/s, poll 1s: p99, ms", measured: "steady-1s/p99-ms", recorded: 114.1, unit: "ms"},
+	{what: "steady 50 msg/s, poll 100ms: p50, ms", measured: "steady-100ms/p50-ms", recorded: 79.15, unit: "ms"},
+	{what: "steady 50 msg/s, poll 100ms: p99, ms", measured: "steady-100ms/p99-ms", recorded: 117.2, unit: "ms"},
+}
+
+// writeReplaced prints each real-broker figure beside its kfake figure and their ratio. The
+// recorded ones come from another run on another day, so their ratio is only an indication.
+func writeReplaced(w io.Writer, figs map[string]Figure) {
+	fmt.Fprintln(w, "The real broker beside kfake (no target)")
+	for _, r := range replacedFigures {
+		m, ok := figs[r.measured]
+		if !ok {
+			fmt.Fprintf(w, "  %-72s  not measured in this run\n", r.what)
+			continue
+		}
+		ref, unit, from := r.recorded, r.unit, recordedAt
+		if k, ok := figs[r.kfake]; ok && r.kfake != "" {
+			ref, unit, from = k.Value, k.Unit, "kfake, same run"
+		}
+		if ref == 0 {
+			fmt.Fprintf(w, "  %-72s  %.4g %s; kfake not measured in this run\n", r.what, m.Value, m.Unit)
+			continue
+		}
+		fmt.Fprintf(w, "  %-72s  %8.3f  %.4g %s real / %.4g %s %s\n", r.what, m.Value/ref, m.Value, m.Unit, ref, unit, from)
+	}
+}
+
 // ratio is figs[measured] over figs[reference] (the value itself when reference is ""), with
 // both figures for the line; ok is false, with the reason, when one of them is missing.
 func ratio(figs map[string]Figure, measured, reference string) (value float64, detail string, ok bool) {
@@ -166,6 +217,8 @@ func Write(w io.Writer, figs map[string]Figure) {
 	section(w, "Targets", targets, figs)
 	fmt.Fprintln(w)
 	section(w, "For comparison (no target)", comparisons, figs)
+	fmt.Fprintln(w)
+	writeReplaced(w, figs)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Every figure")
 	keys := make([]string, 0, len(figs))
