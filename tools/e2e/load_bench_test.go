@@ -386,6 +386,7 @@ func steady(b *testing.B, name string, e *env, poll time.Duration, seconds int, 
 		atStart()
 	}
 	load := loadAverage()
+	act := watchActivity(b, e.pg.DSN)
 	b.StartTimer()
 
 	n := seconds * rate
@@ -409,6 +410,13 @@ func steady(b *testing.B, name string, e *env, poll time.Duration, seconds int, 
 		b.Fatal("no latency sample")
 	}
 	slices.SortFunc(samples, func(x, y latencySample) int { return cmp.Compare(x.total, y.total) })
+	act.end()
+	tail := samples[len(samples)*99/100:]
+	tailFrom, tailTo := tail[0].at, tail[0].at+tail[0].total
+	for _, x := range tail {
+		tailFrom, tailTo = min(tailFrom, x.at), max(tailTo, x.at+x.total)
+	}
+	roles := []string{"ingest", "pump", "dispatcher"}
 	at := func(q float64) time.Duration { return samples[min(int(q*float64(len(samples))), len(samples)-1)].total }
 	p50, p90 := at(0.50), at(0.90)
 	p99 = at(0.99)
@@ -427,7 +435,18 @@ func steady(b *testing.B, name string, e *env, poll time.Duration, seconds int, 
 		"p50 %s, p90 %s, p99 %s, max %s (targets %s, %s; %d samples)", poll, n, offered, load, p50.Round(time.Millisecond),
 		p90.Round(time.Millisecond), p99.Round(time.Millisecond), samples[len(samples)-1].total.Round(time.Millisecond),
 		poll/2+60*time.Millisecond, poll+150*time.Millisecond, len(samples))
-	b.Logf("steady at poll %s, where the time goes: all %s; the slowest 1 %%: %s", poll, split(samples), split(samples[len(samples)*99/100:]))
+	b.Logf("steady at poll %s, where the time goes: all %s; the slowest 1 %%: %s", poll, split(samples), split(tail))
+	// What the pipeline's backends waited on while the slowest 1 % were on their way, beside
+	// the same over the whole traffic.
+	b.Logf("steady at poll %s, PostgreSQL while the slowest 1 %% were on their way (%s–%s): %s", poll, tailFrom.Round(time.Millisecond),
+		tailTo.Round(time.Millisecond), act.describe(began.Add(tailFrom), began.Add(tailTo), roles...))
+	b.Logf("steady at poll %s, PostgreSQL over the whole traffic: %s", poll, act.describe(began, began.Add(time.Duration(seconds)*time.Second), roles...))
+	for _, r := range roles {
+		_, whole := act.busy(r, began, began.Add(time.Duration(seconds)*time.Second), []string{"wal-flush"})
+		busyTail, inTail := act.busy(r, began.Add(tailFrom), began.Add(tailTo), []string{"wal-flush"})
+		benchreport.Add(b, benchreport.Figure{Bench: name, Name: r + "-wal-flush-share", Value: whole[0]},
+			benchreport.Figure{Bench: name, Name: r + "-wal-flush-in-tail-s", Value: busyTail.Seconds() * inTail[0], Unit: "s"})
+	}
 	b.StartTimer()
 	return p99
 }
