@@ -110,7 +110,7 @@ var targets = []target{
 	{"6. backlog: RSS growth after the first 10 % (largest of the five services)", "backlog/rss-growth-max", "", true, 1.20, "≤ 1.20",
 		`the service whose resident set grew (its rss-growth figure below) profiled with a heap profile over the backlog: something it keeps per message is not bounded`},
 	{"backlog settled (marked and sent) / drain", "backlog/settled-msgs-per-s", "backlog/drain-msgs-per-s", false, 0.90, "≥ 0.90",
-		`the dispatcher and the backfill keeping pace with the pump: the dispatcher's rounds (pipeline.gather) and the backfill's markers per round`},
+		`the last markers and events sooner after the drain: the backlog's marked-after-drain-s figure is the marker period's (pipeline.backfill-period), sent-after-drain-s the KAFKA:schd lane's cap (schd.flush-limit rows per schd.flush-period) or the dispatcher's rounds (docs/performance.md, "Latency and memory")`},
 	{"Redis flushed under 50 msg/s: projection complete again, 10,000 flights, seconds", "redis-loss/complete-s", "", true, 60, "≤ 60 s",
 		`larger pages of the rebuild (each page is one transaction under the pipeline lock, docs/redis.md)`},
 	// The order-safe state (R-ORDER-1) may cost a FLOP at most 10 % more than before it.
@@ -267,4 +267,5 @@ const needsFlat = `the statement whose cost grows with the tables found and made
 
 // needsSteady is what the latency targets would take when missed.
 const needsSteady = `discovery's busy cadence (pipeline.busy-poll-interval) and the pump's chain on a quiet machine: ` +
-	`the latency's split (inbox commit → enqueued → ③ → sent) is in docs/performance.md, "Today's figures"`
+	`the bench's -v lines say when the slowest 1 % were committed, where their time went (inbox commit → enqueued → ③ → SENT) ` +
+	`and what PostgreSQL's backends waited on meanwhile; a tail of WAL flushes is the server's (docs/performance.md, "Latency and memory")`

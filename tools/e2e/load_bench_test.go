@@ -354,6 +354,28 @@ func BenchmarkSteady(b *testing.B) {
 	}
 }
 
+// BenchmarkMarkerPeriod runs BenchmarkSteady's traffic at poll 100ms twice in one run: with the
+// backfill's marker rounds every 30 s (the default before) and at the default period, and reports
+// the p99 of the first over the second: what the markers' bursts cost the latency's tail
+// (docs/performance.md, "Latency and memory").
+func BenchmarkMarkerPeriod(b *testing.B) {
+	seconds := envInt("MSGX_BENCH_STEADY", 30)
+	const poll = 100 * time.Millisecond
+	def := config.Default().Pipeline.BackfillPeriod
+	for b.Loop() {
+		b.StopTimer()
+		var p99 []time.Duration
+		for _, period := range []time.Duration{30 * time.Second, def} {
+			settings := append(serviceDefaults(), "MSGX_PIPELINE_BACKFILL_PERIOD="+period.String())
+			p99 = append(p99, steady(b, "steady-marker-"+period.String(), newEnv(b), poll, seconds, nil, settings...))
+		}
+		ratio := float64(p99[0]) / float64(p99[1])
+		benchreport.Add(b, benchreport.Figure{Bench: "steady-marker", Name: "p99-30s-over-default", Value: ratio})
+		b.Logf("steady 50 msg/s at poll %s: p99 %s with marker rounds every 30s, %s every %s: ratio %.2f", poll,
+			p99[0].Round(time.Millisecond), p99[1].Round(time.Millisecond), def, ratio)
+	}
+}
+
 // serviceDefaults are the settings newEnv shortens for the tests' sake put back at their
 // defaults (pkg/config): a bench of what users see runs the services as they ship.
 func serviceDefaults() []string {
