@@ -25,7 +25,7 @@ func TestDefaultsMatchTheSeedsTable(t *testing.T) {
 		{"pipeline.max-commit-delay", p.MaxCommitDelay, 5 * time.Minute},
 		{"pipeline.late-detect-period", p.LateDetectPeriod, time.Minute},
 		{"pipeline.backoff-cap", p.BackoffCap, time.Minute},
-		{"pipeline.backfill-period", p.BackfillPeriod, 30 * time.Second},
+		{"pipeline.backfill-period", p.BackfillPeriod, time.Second},
 		{"pipeline.backfill-backoff", p.BackfillBackoff, 30 * time.Second},
 		{"pipeline.backfill-backoff-cap", p.BackfillBackoffCap, 15 * time.Minute},
 		{"pipeline.overdue-backfill", p.OverdueBackfill, 30 * 24 * time.Hour},

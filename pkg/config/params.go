@@ -297,7 +297,7 @@ func params() []param {
 			return nil
 		})},
 		{key: "pipeline.backoff-cap", def: "60s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackoffCap }), limit: positiveD},
-		{key: "pipeline.backfill-period", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackfillPeriod }), limit: positiveD},
+		{key: "pipeline.backfill-period", def: "1s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackfillPeriod }), limit: positiveD},
 		{key: "pipeline.backfill-backoff", def: "30s", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackfillBackoff }), limit: positiveD},
 		{key: "pipeline.backfill-backoff-cap", def: "15m", set: dur(func(c *Config) *time.Duration { return &c.Pipeline.BackfillBackoffCap }), limit: positiveD},
 		{key: "pipeline.backfill-batch", def: "200", set: num(func(c *Config) *int { return &c.Pipeline.BackfillBatch }), limit: positive},

@@ -110,7 +110,7 @@ var targets = []target{
 	{"6. backlog: RSS growth after the first 10 % (largest of the five services)", "backlog/rss-growth-max", "", true, 1.20, "≤ 1.20",
 		`the service whose resident set grew (its rss-growth figure below) profiled with a heap profile over the backlog: something it keeps per message is not bounded`},
 	{"backlog settled (marked and sent) / drain", "backlog/settled-msgs-per-s", "backlog/drain-msgs-per-s", false, 0.90, "≥ 0.90",
-		`the dispatcher and the backfill keeping pace with the pump: the dispatcher's rounds (pipeline.gather) and the backfill's markers per round`},
+		`the last markers and events sooner after the drain: the backlog's marked-after-drain-s figure is the marker period's (pipeline.backfill-period), sent-after-drain-s the KAFKA:schd lane's cap (schd.flush-limit rows per schd.flush-period) or the dispatcher's rounds (docs/performance.md, "Latency and memory")`},
 	{"Redis flushed under 50 msg/s: projection complete again, 10,000 flights, seconds", "redis-loss/complete-s", "", true, 60, "≤ 60 s",
 		`larger pages of the rebuild (each page is one transaction under the pipeline lock, docs/redis.md)`},
 	// The order-safe state (R-ORDER-1) may cost a FLOP at most 10 % more than before it.
@@ -142,6 +142,57 @@ var comparisons = []target{
 	{what: "2,000-flight SCHD DNLD, CPU of the pump and its backend, seconds", measured: "dnld/changed-package-cpu-s"},
 }
 
+// replaced is one figure measured on the real broker beside the kfake figure it replaces:
+// measured in the same run when the bench still can (kfake, the dispatcher's benches run both
+// brokers in turns), or else the last one recorded before the five services moved to the real
+// broker (docs/performance.md, "The real broker beside kfake").
+type replaced struct {
+	what     string
+	measured string // bench/name, on the real broker
+	kfake    string // bench/name of the kfake figure measured in the same run; "" = only recorded
+	// recorded is the last kfake figure in docs/performance.md (0 = none), with its unit.
+	recorded float64
+	unit     string
+}
+
+// recordedAt names where the recorded kfake figures come from: the last full make bench before
+// the services ran on the real broker (docs/performance.md, "The real broker beside kfake").
+const recordedAt = "kfake, recorded at 2291ad0 (2026-12-06), not measurable any more"
+
+// replacedFigures are make bench's figures that moved from kfake to the real broker.
+var replacedFigures = []replaced{
+	{what: "dispatcher, KAFKA:msg backlog drained, events/s", measured: "dispatcher-msg/events-per-s", kfake: "dispatcher-msg/kfake-events-per-s"},
+	{what: "dispatcher, KAFKA:schd rows flushed back to back, events/s", measured: "dispatcher-schd/events-per-s", kfake: "dispatcher-schd/kfake-events-per-s"},
+	{what: "five services, backlog drain (terminal), msgs/s", measured: "backlog/drain-msgs-per-s", recorded: 303.3, unit: "msgs/s"},
+	{what: "five services, backlog settled (marked and sent), msgs/s", measured: "backlog/settled-msgs-per-s", recorded: 302.1, unit: "msgs/s"},
+	{what: "steady 50 msg/s, poll 1s: p50, ms", measured: "steady-1s/p50-ms", recorded: 83.31, unit: "ms"},
+	{what: "steady 50 msg/s, poll 1s: p99, ms", measured: "steady-1s/p99-ms", recorded: 114.1, unit: "ms"},
+	{what: "steady 50 msg/s, poll 100ms: p50, ms", measured: "steady-100ms/p50-ms", recorded: 79.15, unit: "ms"},
+	{what: "steady 50 msg/s, poll 100ms: p99, ms", measured: "steady-100ms/p99-ms", recorded: 117.2, unit: "ms"},
+}
+
+// writeReplaced prints each real-broker figure beside its kfake figure and their ratio. The
+// recorded ones come from another run on another day, so their ratio is only an indication.
+func writeReplaced(w io.Writer, figs map[string]Figure) {
+	fmt.Fprintln(w, "The real broker beside kfake (no target)")
+	for _, r := range replacedFigures {
+		m, ok := figs[r.measured]
+		if !ok {
+			fmt.Fprintf(w, "  %-72s  not measured in this run\n", r.what)
+			continue
+		}
+		ref, unit, from := r.recorded, r.unit, recordedAt
+		if k, ok := figs[r.kfake]; ok && r.kfake != "" {
+			ref, unit, from = k.Value, k.Unit, "kfake, same run"
+		}
+		if ref == 0 {
+			fmt.Fprintf(w, "  %-72s  %.4g %s; kfake not measured in this run\n", r.what, m.Value, m.Unit)
+			continue
+		}
+		fmt.Fprintf(w, "  %-72s  %8.3f  %.4g %s real / %.4g %s %s\n", r.what, m.Value/ref, m.Value, m.Unit, ref, unit, from)
+	}
+}
+
 // ratio is figs[measured] over figs[reference] (the value itself when reference is ""), with
 // both figures for the line; ok is false, with the reason, when one of them is missing.
 func ratio(figs map[string]Figure, measured, reference string) (value float64, detail string, ok bool) {
@@ -166,6 +217,8 @@ func Write(w io.Writer, figs map[string]Figure) {
 	section(w, "Targets", targets, figs)
 	fmt.Fprintln(w)
 	section(w, "For comparison (no target)", comparisons, figs)
+	fmt.Fprintln(w)
+	writeReplaced(w, figs)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Every figure")
 	keys := make([]string, 0, len(figs))
@@ -214,4 +267,5 @@ const needsFlat = `the statement whose cost grows with the tables found and made
 
 // needsSteady is what the latency targets would take when missed.
 const needsSteady = `discovery's busy cadence (pipeline.busy-poll-interval) and the pump's chain on a quiet machine: ` +
-	`the latency's split (inbox commit → enqueued → ③ → sent) is in docs/performance.md, "Today's figures"`
+	`the bench's -v lines say when the slowest 1 % were committed, where their time went (inbox commit → enqueued → ③ → SENT) ` +
+	`and what PostgreSQL's backends waited on meanwhile; a tail of WAL flushes is the server's (docs/performance.md, "Latency and memory")`
