@@ -111,3 +111,19 @@ func TestReplaysKeepClearOfTheFailovers(t *testing.T) {
 		}
 	}
 }
+
+// The replay waits predecessorWait for its flight's previous message, which the long Redis
+// outage holds up: none is placed in it.
+func TestReplaysKeepClearOfTheRedisOutage(t *testing.T) {
+	msgs := traffic.Day(traffic.Options{Flights: 60, Seed: 7})
+	p := planLoad(rand.New(rand.NewPCG(5, 6)), msgs, 4, 7, 1500*time.Millisecond, 2*time.Minute)
+	planOrder(rand.New(rand.NewPCG(8, 9)), &p, 0, 2, []longSlot{{dep: DepRedis, at: 40 * time.Second, dur: LongOutage(DepRedis)}})
+	if len(p.replays) == 0 {
+		t.Fatal("no replay planned: the test proves nothing")
+	}
+	for i := range p.replays {
+		if at := p.span * time.Duration(i) / time.Duration(len(msgs)); at >= 20*time.Second && at <= 40*time.Second+LongOutage(DepRedis)+10*time.Second {
+			t.Errorf("replay %d at %s: in the long Redis outage", i, at)
+		}
+	}
+}

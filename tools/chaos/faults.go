@@ -575,12 +575,12 @@ func (in *injector) openTransactions(ctx context.Context) string {
 // gone for the services and nobody else.
 func (in *injector) redisOff(ctx context.Context, d time.Duration) error {
 	actx, cancel := context.WithTimeout(ctx, restoreTimeout)
-	err := in.redisEach(actx, "ACL", "SETUSER", in.redisACL, "off")
+	err := in.redisUser(actx, false)
 	cancel()
 	defer func() {
 		rctx, cancel := restoreCtx(ctx)
 		defer cancel()
-		if err := in.redisEach(rctx, "ACL", "SETUSER", in.redisACL, "on"); err != nil {
+		if err := in.redisUser(rctx, true); err != nil {
 			in.logf("switching Redis user %s back on FAILED: %v", in.redisACL, err)
 		}
 	}()
