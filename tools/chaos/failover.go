@@ -63,7 +63,7 @@ type SentinelNodes interface {
 // failoverApart between them (the sentinels refuse to fail the same master over again within
 // twice their failover-timeout, and the killed node must be back as a replica first), none in
 // the first or last failoverEdge of the window, nor within minGap of a long outage of the
-// inbox, Redis or PostgreSQL: the pump is blocked on those, and a failover must meet the
+// inbox, Redis or PostgreSQL (failoverReach more before one): the pump is blocked on those, and a failover must meet the
 // projection's writes. The broker's outage leaves the pump writing and is no obstacle.
 const (
 	failoverEvery = time.Minute
@@ -73,8 +73,10 @@ const (
 	// vote), failoverRejoin the killed node's start, full sync and the sentinels' view of it.
 	failoverPromote = 45 * time.Second
 	failoverRejoin  = time.Minute
-	// failoverAwait bounds the wait for the pump to be projecting before the kill.
+	// failoverAwait bounds the wait for the pump to be projecting before the kill;
+	// failoverReach is how far past its planned time a failover may run until the promotion.
 	failoverAwait = 15 * time.Second
+	failoverReach = failoverAwait + 5*time.Second
 	// pauseUnderSentinel caps the CLIENT PAUSE fault under Sentinel: a master that answers no
 	// PING for down-after-milliseconds (1 s in redistest) is failed over, which would be a
 	// failover the plan did not make.
@@ -94,7 +96,9 @@ func planFailovers(window time.Duration, long []longSlot, deps []Failover) []tim
 		if l.dep == DepKafka {
 			continue
 		}
-		from, to := l.at-minGap, l.at+l.dur+minGap
+		// A failover may wait failoverAwait for the pump and then the promotion before it
+		// kills: it must not run into the outage.
+		from, to := l.at-minGap-failoverReach, l.at+l.dur+minGap
 		var next []span
 		for _, s := range free {
 			if s.from < from {
