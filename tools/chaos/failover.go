@@ -63,8 +63,9 @@ type SentinelNodes interface {
 // failoverApart between them (the sentinels refuse to fail the same master over again within
 // twice their failover-timeout, and the killed node must be back as a replica first), none in
 // the first or last failoverEdge of the window, nor within minGap of a long outage of the
-// inbox, Redis or PostgreSQL (failoverReach more before one): the pump is blocked on those, and a failover must meet the
-// projection's writes. The broker's outage leaves the pump writing and is no obstacle.
+// inbox, Redis or PostgreSQL (failoverReach more before one): the pump is blocked on those,
+// and a failover must meet the projection's writes. The broker's outage leaves the pump
+// writing and is no obstacle.
 const (
 	failoverEvery = time.Minute
 	failoverApart = 25 * time.Second
@@ -96,8 +97,8 @@ func planFailovers(window time.Duration, long []longSlot, deps []Failover) []tim
 		if l.dep == DepKafka {
 			continue
 		}
-		// A failover may wait failoverAwait for the pump and then the promotion before it
-		// kills: it must not run into the outage.
+		// A failover may wait failoverAwait for the pump, then the promotion follows the kill:
+		// neither may run into the outage.
 		from, to := l.at-minGap-failoverReach, l.at+l.dur+minGap
 		var next []span
 		for _, s := range free {
@@ -409,18 +410,19 @@ func (in *injector) failoverRedis(ctx context.Context) {
 	in.logf("redis failover: %s back as a replica of %s after %s", killed, m.promoted, time.Since(began).Round(time.Millisecond))
 }
 
-// awaitProjecting waits, at most d, until the pump is projecting: messages enqueued and none
-// failing. A failover while the queue is empty, or while its head waits out the backoff of a
-// failing message (a replay's held row, docs/chaos.md), would meet no projection write.
+// awaitProjecting waits, at most d, until the pump is projecting: messages enqueued or one
+// finished in the last 2 s, and none failing. A failover while no traffic comes (ingest down,
+// the loader between bursts), or while the queue's head waits out the backoff of a failing
+// message (a replay's held row, docs/chaos.md), would meet no projection write.
 func (in *injector) awaitProjecting(ctx context.Context, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		qctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-		var pending, failed int
-		err := in.pg.QueryRow(qctx, `SELECT count(*) FILTER (WHERE state = 'PENDING'), count(*) FILTER (WHERE state = 'FAILED')
-			FROM proc_state`).Scan(&pending, &failed)
+		var pending, failed, recent int
+		err := in.pg.QueryRow(qctx, `SELECT count(*) FILTER (WHERE state = 'PENDING'), count(*) FILTER (WHERE state = 'FAILED'),
+			count(*) FILTER (WHERE finished_at > now() - interval '2 seconds') FROM proc_state`).Scan(&pending, &failed, &recent)
 		cancel()
-		if err == nil && pending > 0 && failed == 0 {
+		if err == nil && pending+recent > 0 && failed == 0 {
 			return
 		}
 		if !clock.Sleep(ctx, 200*time.Millisecond) {
@@ -526,6 +528,8 @@ func checkFailovers(reps []FailoverReport) []Check {
 	for _, f := range reps {
 		parts = append(parts, fmt.Sprintf("%d %s failovers, %d met by the pump as an outage", f.Made, f.Kind, f.Met))
 		switch {
+		case f.Planned == 0:
+			problems = append(problems, fmt.Sprintf("%s: the long outages left no room for a failover in the window (a longer %s)", f.Kind, EnvDuration))
 		case f.Made < f.Planned:
 			problems = append(problems, fmt.Sprintf("%s: %d of %d planned made (%s)", f.Kind, f.Made, f.Planned, strings.Join(f.Failures, "; ")))
 		case f.Met == 0:

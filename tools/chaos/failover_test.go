@@ -89,7 +89,8 @@ func TestCheckFailovers(t *testing.T) {
 	short.Made, short.Failures = 1, []string{"no master promoted"}
 	idle := ok
 	idle.Met = 0
-	for name, r := range map[string]FailoverReport{"one not made": short, "idle": idle} {
+	none := FailoverReport{Kind: FailoverRedis}
+	for name, r := range map[string]FailoverReport{"one not made": short, "idle": idle, "no room": none} {
 		if c := checkFailovers([]FailoverReport{r}); len(c) != 1 || c[0].Pass {
 			t.Errorf("%s: %+v, want a failed check", name, c)
 		}
