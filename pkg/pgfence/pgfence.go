@@ -70,13 +70,6 @@ func (f *Fence) Apply(cfg *pgconn.Config) {
 	}
 }
 
-// Highest is the highest timeline seen of the cluster sysid (0: none).
-func (f *Fence) Highest(sysid string) int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.highest[sysid]
-}
-
 // server is what the fence reads of a server.
 type server struct {
 	recovery bool
