@@ -97,3 +97,15 @@ func TestClusterKinds(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterFromEnv(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "true": true, "1": true, "false": false} {
+		c, err := FromEnv(func(k string) string { return map[string]string{EnvCluster: v}[k] })
+		if err != nil || c.Cluster != want {
+			t.Errorf("%s=%q: cluster %v, %v; want %v", EnvCluster, v, c.Cluster, err, want)
+		}
+	}
+	if _, err := FromEnv(func(k string) string { return map[string]string{EnvCluster: "three"}[k] }); err == nil {
+		t.Errorf("%s=three accepted", EnvCluster)
+	}
+}
