@@ -482,7 +482,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	h.inj = &injector{logf: h.logf, services: services, sup: h.sup, restart: h.restartProc, stop: h.stopProc,
 		pg: h.pg, pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
 		redis: h.redis, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
-	h.dis.holding = h.inj.holding
+	h.dis.holding, h.dis.stalled = h.inj.holding, h.inj.pumpSpared
 	if h.cluster != nil {
 		h.inj.kc = newClusterFaults(h.cluster, h.pg, h.topicMsg, h.topicSchd)
 	}
