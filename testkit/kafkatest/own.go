@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/msgexchange/msgexchange/testkit/ports"
 )
 
@@ -46,6 +49,9 @@ type Server struct {
 	node      int
 	voters    string
 	clusterID string
+	// role is the node's process.roles: empty for a combined node (broker and controller),
+	// roleBroker or roleController for the nodes of a cluster with a controller of its own.
+	role string
 	// ownsCluster: the admin client is this server's own, closed with it (not an OwnCluster's).
 	ownsCluster bool
 
@@ -161,6 +167,12 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // Dir is the folder holding the broker's data and log.
 func (s *Server) Dir() string { return s.dir }
 
+// The process.roles of the nodes of a cluster with a controller of its own.
+const (
+	roleBroker     = "broker"
+	roleController = "controller"
+)
+
 func (s *Server) properties() string {
 	listeners := fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", s.port, s.cport)
 	advertised := "PLAINTEXT://" + s.Addr()
@@ -170,8 +182,15 @@ func (s *Server) properties() string {
 		advertised += fmt.Sprintf(",%s://%s", l.Name, l.Addr())
 		protocols += fmt.Sprintf(",%s:%s", l.Name, l.Protocol)
 	}
+	roles := "broker,controller"
+	switch s.role {
+	case roleBroker:
+		roles, listeners = roleBroker, fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", s.port)
+	case roleController:
+		roles, listeners = roleController, fmt.Sprintf("CONTROLLER://127.0.0.1:%d", s.cport)
+	}
 	props := map[string]string{
-		"process.roles":                            "broker,controller",
+		"process.roles":                            roles,
 		"node.id":                                  strconv.Itoa(s.node),
 		"controller.quorum.voters":                 s.voters,
 		"listeners":                                listeners,
@@ -190,7 +209,19 @@ func (s *Server) properties() string {
 		"group.initial.rebalance.delay.ms":         "0",
 		"log.segment.bytes":                        "16777216",
 	}
+	// A controller alone has neither a broker listener to advertise nor one between brokers.
+	if s.role == roleController {
+		delete(props, "advertised.listeners")
+		delete(props, "inter.broker.listener.name")
+		props["listener.security.protocol.map"] = "CONTROLLER:PLAINTEXT"
+	}
 	maps.Copy(props, s.configs)
+	// The controller creates the topics with these; a broker alone only warns that it ignores
+	// them, on every start.
+	if s.role == roleBroker {
+		delete(props, "num.partitions")
+		delete(props, "default.replication.factor")
+	}
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(props)) {
 		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
@@ -218,7 +249,11 @@ log4j.logger.kafka.server.KafkaRaftServer=INFO
 `
 
 func (s *Server) javaArgs(home string, args ...string) []string {
-	return append([]string{"-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+	heap := "-Xmx512m"
+	if s.role == roleController {
+		heap = "-Xmx256m" // the metadata of a test's few topics
+	}
+	return append([]string{"-Xms128m", heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-Dlog4j2.configurationFile=" + filepath.Join(s.dir, "log4j2.properties"),
 		"-Dlog4j.configuration=file:" + filepath.Join(s.dir, "log4j.properties"),
 		"-cp", filepath.Join(home, "libs", "*")}, args...)
@@ -300,8 +335,12 @@ func (s *Server) listening() error {
 	exited := s.exited
 	s.mu.Unlock()
 	deadline := time.After(startTimeout)
+	addr := s.Addr()
+	if s.role == roleController {
+		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.cport))
+	}
 	for {
-		c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			_ = c.Close()
 			return nil
@@ -311,7 +350,7 @@ func (s *Server) listening() error {
 			return fmt.Errorf("the broker exited during its start:\n%s", s.logTail())
 		case <-deadline:
 			s.Kill()
-			return fmt.Errorf("the broker did not listen on %s within %s:\n%s", s.Addr(), startTimeout, s.logTail())
+			return fmt.Errorf("the broker did not listen on %s within %s:\n%s", addr, startTimeout, s.logTail())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -332,19 +371,53 @@ func (s *Server) Restart() error {
 	if err := s.start(); err != nil {
 		return fmt.Errorf("restart: %w", err)
 	}
+	return s.waitListed()
+}
+
+// waitListed waits until the broker answers. A broker of a cluster is back once the cluster
+// lists it among its unfenced brokers: the others answer meanwhile, and the controller unfences
+// a broker only once it registered again and caught up with the metadata.
+func (s *Server) waitListed() error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	for {
-		_, err := s.admin.BrokerMetadata(ctx)
+		var err error
+		if s.ownsCluster || s.role == roleController {
+			_, err = s.admin.BrokerMetadata(ctx)
+		} else {
+			err = s.unfenced(ctx)
+		}
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("restarted broker at %s does not answer: %w\n%s", s.Addr(), err, s.logTail())
+			return fmt.Errorf("broker %d at %s does not answer: %w\n%s", s.node, s.Addr(), err, s.logTail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// unfenced reports, as an error, why the cluster does not list the broker as unfenced yet.
+// DescribeCluster lists the unfenced brokers only, where a metadata response may still name a
+// fenced one.
+func (s *Server) unfenced(ctx context.Context) error {
+	resp, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, s.client)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		return err
+	}
+	for _, b := range resp.Brokers {
+		if b.NodeID == int32(s.node) {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %d not among the cluster's unfenced brokers yet", s.node)
+}
+
+// ID is the broker's KRaft node id, as metadata names a partition's leader or a coordinator.
+func (s *Server) ID() int32 { return int32(s.node) }
 
 // Kill ends the broker with SIGKILL, as a crash or an OOM kill would, and waits until it is
 // gone. A broker that is not running is left as it is.

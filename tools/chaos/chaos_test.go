@@ -36,7 +36,11 @@ func TestChaos(t *testing.T) {
 	if cfg.Bin == "" {
 		cfg.Bin = build(t, cfg.LogDir)
 	}
-	run, ref := withKafka(t, target(t), cfg.LogDir), target(t)
+	kafka := withKafka
+	if cfg.Cluster {
+		kafka = withCluster
+	}
+	run, ref := kafka(t, target(t), cfg.LogDir), target(t)
 	if cfg.Has(chaos.FailoverRedis) {
 		run = withSentinel(t, run)
 	}

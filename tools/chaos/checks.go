@@ -47,6 +47,7 @@ type evidence struct {
 	selfExits, settingsRefused int
 	selfExitLines              []string
 	long                       []longSlot
+	kinds                      []Kind // the run's short fault kinds (nil: ShortKinds)
 }
 
 func runChecks(ev evidence) []Check {
@@ -882,7 +883,11 @@ func checkCodeShare(ev evidence) Check {
 func checkFaults(ev evidence) Check {
 	c := Check{Name: CheckFaults}
 	var problems []string
-	for _, k := range ShortKinds {
+	kinds := ev.kinds
+	if kinds == nil {
+		kinds = ShortKinds
+	}
+	for _, k := range kinds {
 		if t := ev.faults[k]; t == nil || t.n == 0 {
 			problems = append(problems, fmt.Sprintf("%s never injected", k))
 		}
@@ -919,7 +924,7 @@ func checkFaults(ev evidence) Check {
 	}
 	c.Pass = len(problems) == 0
 	if c.Pass {
-		c.Detail = fmt.Sprintf("%d short kinds, %d long outages (each longer than the %s retry budget), %d replays", len(ShortKinds), len(ev.long), RetryBudget(), made)
+		c.Detail = fmt.Sprintf("%d short kinds, %d long outages (each longer than the %s retry budget), %d replays", len(kinds), len(ev.long), RetryBudget(), made)
 		if len(notMade) > 0 {
 			c.Detail += fmt.Sprintf(" (%d not made: %s)", len(notMade), examples(notMade, func(s string) string { return s }))
 		}

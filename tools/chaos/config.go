@@ -62,6 +62,9 @@ type Config struct {
 	// delivered; CleanTimeout bounds the fault-free reference run.
 	DrainTimeout time.Duration
 	CleanTimeout time.Duration
+	// Cluster runs the stack on three brokers and a KRaft controller of their own instead of
+	// one broker (docs/chaos.md, "The cluster"): make chaos always, the short run on request.
+	Cluster bool
 	// Bin is the directory of the built binaries.
 	Bin string
 	// LogDir receives the services' logs and the fault log.
@@ -95,6 +98,7 @@ const (
 	EnvLong     = "MSGX_CHAOS_LONG"     // all, none, or a list of inbox,redis,pg,kafka
 	EnvFlights  = "MSGX_CHAOS_FLIGHTS"  // traffic size
 	EnvBin      = "MSGX_CHAOS_BIN"      // prebuilt binaries (make chaos passes bin/)
+	EnvCluster  = "MSGX_CHAOS_CLUSTER"  // true: a three-broker cluster (make chaos sets it); default one broker
 )
 
 // minWindow is the shortest window: every short fault kind gets its turn in it (the faults
@@ -148,6 +152,13 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("%s: %w", EnvFailovers, err)
 	}
 	c.Failovers = failovers
+	if v := getenv(EnvCluster); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("%s=%q: want true or false", EnvCluster, v)
+		}
+		c.Cluster = on
+	}
 	c.Bin = getenv(EnvBin)
 	return c, nil
 }

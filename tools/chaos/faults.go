@@ -89,6 +89,8 @@ type injector struct {
 	// brokerKills counts the broker's SIGKILLs, short faults and long outage alike, whether or
 	// not its restart then succeeded.
 	brokerKills int
+	// kc is set on a cluster: its faults take the place of the broker's (cluster.go).
+	kc *clusterFaults
 }
 
 func (in *injector) count(k Kind) *tally {
@@ -183,7 +185,7 @@ func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
 // shortFaults injects short faults one after another until ctx ends: first every kind once
 // in a shuffled order, then kinds drawn by weight, with 1.5–4 s between them.
 func (in *injector) shortFaults(ctx context.Context, r *rand.Rand) {
-	todo := slices.Clone(ShortKinds)
+	todo := slices.Clone(in.kinds())
 	r.Shuffle(len(todo), func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
 	if !clock.Sleep(ctx, 2*time.Second) {
 		return
@@ -209,7 +211,7 @@ func (in *injector) next(r *rand.Rand, todo *[]Kind) (Kind, bool) {
 		}
 	}
 	var pool []Kind
-	for _, k := range ShortKinds {
+	for _, k := range in.kinds() {
 		if !in.blocked(k) {
 			for range weights[k] {
 				pool = append(pool, k)
@@ -280,6 +282,8 @@ func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 		// counted is until it answers again.
 		err := in.restart(brokerName)
 		in.record(k, "", 1, time.Since(began), err)
+	case LeaderKill, CoordinatorKill:
+		in.killNode(ctx, r, k)
 	case InboxLock:
 		d := between(r, time.Second, 4*time.Second)
 		in.logf("LOCK TABLES cminmsgs WRITE for %s", d.Round(time.Millisecond))
@@ -333,6 +337,10 @@ func (in *injector) outage(ctx context.Context, dep Dep, d time.Duration) {
 	case DepKafka:
 		in.brokerMu.Lock()
 		defer in.brokerMu.Unlock()
+		if in.kc != nil {
+			err = in.twoDown(ctx, d)
+			break
+		}
 		in.logf("long outage of the broker: killed (SIGKILL) for %s", d)
 		in.killBroker()
 		in.waitOut(ctx, dep, d)

@@ -41,7 +41,8 @@ const (
 	// flight's previous message is terminal (a backed-up queue: the replay is not made).
 	predecessorWait = 30 * time.Second
 	// exhaustWait bounds the wait until the message behind the held row is DEAD: the retry
-	// budget, five lock waits, restarts of a killed pump.
+	// budget, five lock waits, restarts of a killed pump. The time a long outage holds the
+	// pump's head is not counted (waitUnstalled).
 	exhaustWait = 150 * time.Second
 	// laterWait bounds the wait, after the row is released, until a later message of the
 	// flight succeeded; releaseWait bounds how long a late arrival's insert is held until
@@ -246,6 +247,9 @@ type disorder struct {
 	// holding is told when a late-arrival insert is held open and when it is committed (the
 	// injector holds back LOCK TABLES meanwhile); nil for none.
 	holding func(on bool)
+	// stalled reports whether a long outage that holds the pump's head is on (the inbox,
+	// Redis); nil for never.
+	stalled func() bool
 
 	mu  sync.Mutex
 	ids map[int]int64 // plan index → inbox ID, as the loader inserts
@@ -281,6 +285,25 @@ func (d *disorder) state(ctx context.Context, id int64) string {
 		return ""
 	}
 	return s
+}
+
+// waitUnstalled is waitFor where the time the pump's head is held by a long outage does not
+// count: a message behind a held row spends no attempt meanwhile. A hold that met the Redis
+// and then the inbox outage once gave up after exhaustWait with the message still FAILED, and
+// its last attempt made it DEAD(EXHAUSTED) unreplayed.
+func (d *disorder) waitUnstalled(ctx context.Context, budget time.Duration, cond func() bool) bool {
+	const step = 200 * time.Millisecond
+	for spent := time.Duration(0); ; {
+		if cond() {
+			return true
+		}
+		if spent >= budget || !clock.Sleep(ctx, step) {
+			return false
+		}
+		if d.stalled == nil || !d.stalled() {
+			spent += step
+		}
+	}
 }
 
 // waitFor polls cond every 200 ms until it holds or d passes.
@@ -379,13 +402,13 @@ func (d *disorder) lockFlight(ctx context.Context, rp replayPlan) (*flightLock, 
 // left it.
 func (d *disorder) replay(ctx context.Context, id int64, rp replayPlan, lock *flightLock) replayed {
 	res := replayed{id: id, flid: rp.flid}
-	dead := waitFor(ctx, exhaustWait, func() bool {
+	dead := d.waitUnstalled(ctx, exhaustWait, func() bool {
 		s := d.state(ctx, id)
 		return s == "DEAD" || s == "SUCCEEDED" || s == "SKIPPED"
 	})
 	lock.release()
 	if s := d.state(ctx, id); !dead || s != "DEAD" {
-		res.why = fmt.Sprintf("message %d is %s after %s behind its flight's row, not DEAD", id, orNone(s), exhaustWait)
+		res.why = fmt.Sprintf("message %d is %s after %s behind its flight's row (long outages not counted), not DEAD", id, orNone(s), exhaustWait)
 		d.logf("replay of %d (flight %s) not made: %s", id, rp.flid, res.why)
 		return res
 	}

@@ -22,6 +22,9 @@ type received struct {
 	eventID   int64
 	version   int64
 	tombstone bool
+	// partition and offset place the record on its topic (a cluster run's elections, cluster.go).
+	partition int32
+	offset    int64
 }
 
 // recorder consumes both topics from the start, as a downstream consumer would
@@ -52,8 +55,8 @@ type recorder struct {
 	cl                  *kgo.Client
 }
 
-func startRecorder(broker, topicMsg, topicSchd string) (*recorder, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topicMsg, topicSchd),
+func startRecorder(brokers []string, topicMsg, topicSchd string) (*recorder, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topicMsg, topicSchd),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return nil, err
@@ -102,7 +105,7 @@ func (r *recorder) add(fetches kgo.Fetches) {
 			r.foreign++
 			return
 		}
-		got := received{eventID: m.EventID, version: m.Version, tombstone: rec.Value == nil}
+		got := received{eventID: m.EventID, version: m.Version, tombstone: rec.Value == nil, partition: rec.Partition, offset: rec.Offset}
 		r.seen[got.eventID]++
 		key := string(rec.Key)
 		if rec.Topic == r.topicMsg {

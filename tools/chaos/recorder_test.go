@@ -24,7 +24,7 @@ func TestDiagnoseNamesAHangingTransaction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	rec, err := startRecorder(addr, topicMsg, topicSchd)
+	rec, err := startRecorder([]string{addr}, topicMsg, topicSchd)
 	if err != nil {
 		t.Fatal(err)
 	}

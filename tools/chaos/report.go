@@ -32,7 +32,9 @@ type Report struct {
 	// BrokerKills counts the broker's SIGKILLs (the short kills and the long outage's).
 	BrokerKills int
 	Failovers   []FailoverReport // one per failover of MSGX_CHAOS_FAILOVERS
-	SelfExits   int
+	// Cluster is a cluster run's part (nil on one broker).
+	Cluster   *ClusterReport
+	SelfExits int
 	// SettingsRefusedExits are the SelfExits of a service that a dependency refused at start-up
 	// (service.ExitSettingsRefused): the Redis outage switches the services' user off, which
 	// R-START-2 stops a restarted service on.
@@ -71,14 +73,14 @@ func (in *injector) summary() []FaultLine {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var out []FaultLine
-	kinds := append([]Kind(nil), ShortKinds...)
+	kinds := append([]Kind(nil), in.kinds()...)
 	for _, d := range AllDeps {
 		kinds = append(kinds, longKind(d))
 	}
 	for _, k := range kinds {
 		t := in.counts[k]
 		if t == nil {
-			if slices.Contains(ShortKinds, k) {
+			if slices.Contains(in.kinds(), k) {
 				out = append(out, FaultLine{Kind: k})
 			}
 			continue
@@ -98,6 +100,11 @@ func (in *injector) summary() []FaultLine {
 			d = append(d, fmt.Sprintf("%s in all", t.down.Round(100*time.Millisecond)))
 		case BrokerKill:
 			d = append(d, fmt.Sprintf("%s down in all, until it answered again", t.down.Round(100*time.Millisecond)))
+		case LeaderKill, CoordinatorKill:
+			for _, s := range slices.Sorted(maps.Keys(t.targets)) {
+				d = append(d, fmt.Sprintf("%s %d", s, t.targets[s]))
+			}
+			d = append(d, fmt.Sprintf("%s down in all, until listed unfenced again", t.down.Round(100*time.Millisecond)))
 		default:
 			d = append(d, t.down.Round(100*time.Millisecond).String())
 			switch {
@@ -150,6 +157,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 	p("  broker kills        %d (SIGKILL, restarted on its data at the same address)", r.BrokerKills)
 	r.printFailovers(p)
+	r.Cluster.print(p)
 	if r.SelfExits == 0 {
 		p("  restarts by the supervisor: none (no process exited on its own)")
 	} else {

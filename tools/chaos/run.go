@@ -47,6 +47,9 @@ type Target struct {
 	// ingest and the pump needs none.
 	Kafka               Broker
 	TopicMsg, TopicSchd string
+	// KafkaCluster, in place of Kafka, is a cluster of the stack's own: the faults kill its
+	// brokers one or two at a time (cluster.go).
+	KafkaCluster Cluster
 }
 
 // Broker is a Kafka broker process the harness kills with SIGKILL and starts again on its data
@@ -144,6 +147,7 @@ type harness struct {
 	grpc    *grpc.ClientConn
 
 	broker    Broker
+	cluster   Cluster
 	topicMsg  string
 	topicSchd string
 	st        *stack.Stack
@@ -192,6 +196,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 		return nil, err
 	}
 	rep.Setup = time.Since(began)
+	h.clusterStarted()
 
 	// The window.
 	h.start = time.Now()
@@ -259,6 +264,8 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	_ = h.pg.QueryRow(ctx, `SELECT hole_fill_max_seconds FROM inbox_cursor WHERE id = 1`).Scan(&rep.LongestFill)
 	// Asked while the broker still runs; the Kafka check shows it when it fails.
 	kafkaState := h.rec.diagnose(ctx)
+	var clusterCheck func(evidence) Check
+	rep.Cluster, clusterCheck = h.clusterDone(ctx)
 	stopSup()
 	h.st.StopAll(10 * time.Second)
 	rep.SelfExits, rep.SettingsRefusedExits, rep.SelfExitLines = h.sup.selfExits()
@@ -297,9 +304,13 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	h.inj.mu.Lock()
 	rep.BrokerKills = h.inj.brokerKills
 	h.inj.mu.Unlock()
-	rep.Checks = runChecks(evidence{chaos: chaosSnap, clean: cleanSnap, inbox: inbox, load: lr, msg: msg, schd: schd,
+	ev := evidence{chaos: chaosSnap, clean: cleanSnap, inbox: inbox, load: lr, msg: msg, schd: schd,
 		foreign: foreign, broken: broken, brokenFirst: brokenFirst, kafkaState: kafkaState, faults: h.inj.counts, long: long,
-		selfExits: rep.SelfExits, settingsRefused: rep.SettingsRefusedExits, selfExitLines: rep.SelfExitLines})
+		selfExits: rep.SelfExits, settingsRefused: rep.SettingsRefusedExits, selfExitLines: rep.SelfExitLines, kinds: h.inj.kinds()}
+	rep.Checks = runChecks(ev)
+	if clusterCheck != nil {
+		rep.Checks = append(rep.Checks, clusterCheck(ev))
+	}
 	rep.Failovers = h.failoverReports(failovers)
 	rep.Checks = append(rep.Checks, checkFailovers(rep.Failovers)...)
 	rep.Total = time.Since(began)
@@ -416,10 +427,10 @@ func (h *harness) open(ctx context.Context, t Target) error {
 		return err
 	}
 
-	if t.Kafka == nil || t.TopicMsg == "" || t.TopicSchd == "" {
-		return errors.New("the chaos target needs a broker of its own and its two topics")
+	if (t.Kafka == nil) == (t.KafkaCluster == nil) || t.TopicMsg == "" || t.TopicSchd == "" {
+		return errors.New("the chaos target needs a broker or a cluster of its own, and its two topics")
 	}
-	h.broker, h.topicMsg, h.topicSchd = t.Kafka, t.TopicMsg, t.TopicSchd
+	h.broker, h.cluster, h.topicMsg, h.topicSchd = t.Kafka, t.KafkaCluster, t.TopicMsg, t.TopicSchd
 	grpcPort, err := ports.Free()
 	if err != nil {
 		return err
@@ -428,7 +439,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 		"MSGX_PG_DSN=" + t.PGDSN,
 		"MSGX_MYSQL_DSN=" + t.MySQLServiceDSN,
 		"MSGX_REDIS_PREFIX=" + t.RedisPrefix,
-		"MSGX_KAFKA_BROKERS=" + h.broker.Addr(),
+		"MSGX_KAFKA_BROKERS=" + strings.Join(h.bootstrap(), ","),
 		"MSGX_KAFKA_TOPIC_MSG=" + h.topicMsg,
 		"MSGX_KAFKA_TOPIC_SCHD=" + h.topicSchd,
 		"MSGX_ADMIN_ADDR=127.0.0.1:0",
@@ -465,7 +476,10 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	h.inj = &injector{logf: h.logf, services: services, sup: h.sup, restart: h.restartProc, stop: h.stopProc,
 		pg: h.pg, pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
 		redis: h.redis, ha: h.ha, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
-	h.dis.holding = h.inj.holding
+	h.dis.holding, h.dis.stalled = h.inj.holding, h.inj.pumpSpared
+	if h.cluster != nil {
+		h.inj.kc = newClusterFaults(h.cluster, h.pg, h.topicMsg, h.topicSchd)
+	}
 	return nil
 }
 
@@ -529,7 +543,7 @@ func (h *harness) restartProc(name string) error { return h.startProc(name) }
 // every role has an active holder.
 func (h *harness) startStack(ctx context.Context) error {
 	var err error
-	if h.rec, err = startRecorder(h.broker.Addr(), h.topicMsg, h.topicSchd); err != nil {
+	if h.rec, err = startRecorder(h.bootstrap(), h.topicMsg, h.topicSchd); err != nil {
 		return err
 	}
 	for _, s := range services {
@@ -628,6 +642,9 @@ func (h *harness) drain(ctx context.Context) bool {
 func (h *harness) close() {
 	if h.st != nil {
 		h.st.StopAll(10 * time.Second)
+	}
+	if h.inj != nil && h.inj.kc != nil && h.inj.kc.elections != nil {
+		h.inj.kc.elections.cancel() // a run cut short; clusterDone stopped it otherwise
 	}
 	if h.rec != nil {
 		h.rec.close()
