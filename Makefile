@@ -178,12 +178,16 @@ stop:
 ## through the five services, then the checks and the comparison with a clean run. Bounded:
 ## CHAOS_DURATION is the fault window (grown to fit the long outages), CHAOS_LONG the
 ## dependencies that get an outage longer than the retry budget (all, none, or a list of
-## inbox,redis,pg,kafka), CHAOS_SEED replays a run's plan. `make test` runs a one-minute one.
-CHAOS_DURATION ?= 5m
-CHAOS_LONG     ?= all
-CHAOS_SEED     ?=
+## inbox,redis,pg,kafka), CHAOS_SEED replays a run's plan, CHAOS_FAILOVERS the dependencies
+## failed over to a standby under traffic (all by default; `make test`'s one-minute run makes
+## none unless MSGX_CHAOS_FAILOVERS is set).
+CHAOS_DURATION  ?= 5m
+CHAOS_LONG      ?= all
+CHAOS_SEED      ?=
+CHAOS_FAILOVERS ?= all
 chaos: deps build
 	MSGX_CHAOS_DURATION=$(CHAOS_DURATION) MSGX_CHAOS_LONG=$(CHAOS_LONG) MSGX_CHAOS_SEED=$(CHAOS_SEED) \
+	MSGX_CHAOS_FAILOVERS=$(CHAOS_FAILOVERS) \
 	MSGX_CHAOS_BIN=$(CURDIR)/bin go test -count=1 -v -timeout 60m -run '^TestChaos$$' ./tools/chaos/
 
 ## drill-restore: the restore drill of docs/runbooks.md ("The restore drill"): a pg_dump under

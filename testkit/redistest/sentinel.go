@@ -3,12 +3,15 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,7 +44,12 @@ type Sentinel struct {
 	Addrs []string
 
 	nodes map[string]*exec.Cmd // data node address → its process
+	args  map[string][]string  // data node address → its redis-server arguments, for Rejoin
+	bin   string
 	dir   string
+
+	mu    sync.Mutex
+	procs []*exec.Cmd // every process started, killed at cleanup
 }
 
 // OwnSentinel starts the master, its replica and the three sentinels, and returns once the
@@ -54,10 +62,11 @@ func OwnSentinel(t testing.TB) *Sentinel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Sentinel{Master: SentinelMaster, nodes: map[string]*exec.Cmd{}, dir: dir}
-	var procs []*exec.Cmd
+	s := &Sentinel{Master: SentinelMaster, nodes: map[string]*exec.Cmd{}, args: map[string][]string{}, bin: bin, dir: dir}
 	t.Cleanup(func() {
-		for _, p := range procs {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, p := range s.procs {
 			_ = p.Process.Kill()
 			_ = p.Wait()
 		}
@@ -68,11 +77,10 @@ func OwnSentinel(t testing.TB) *Sentinel {
 	})
 	start := func(name string, args ...string) *exec.Cmd {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		if err := cmd.Start(); err != nil {
+		cmd, err := s.start(args)
+		if err != nil {
 			t.Fatalf("redistest: start %s: %v", name, err)
 		}
-		procs = append(procs, cmd)
 		return cmd
 	}
 	node := func(name string, extra ...string) string {
@@ -82,6 +90,7 @@ func OwnSentinel(t testing.TB) *Sentinel {
 		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 			"--dir", dir, "--dbfilename", name + ".rdb", "--logfile", filepath.Join(dir, name+".log")}, extra...)
 		s.nodes[addr] = start(name, args...)
+		s.args[addr] = args
 		return addr
 	}
 	master := node("master")
@@ -159,18 +168,29 @@ func (s *Sentinel) KillMaster(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	addr, err := s.MasterAddr(ctx)
+	addr, err := s.Kill(ctx)
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
+	return addr
+}
+
+// Kill is KillMaster for a caller that is not the test's goroutine: it returns its error.
+func (s *Sentinel) Kill(ctx context.Context) (string, error) {
+	addr, err := s.MasterAddr(ctx)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
 	cmd := s.nodes[addr]
+	s.mu.Unlock()
 	if cmd == nil {
-		t.Fatalf("redistest: the sentinels name %s as master, not a node of this setup", addr)
+		return "", fmt.Errorf("the sentinels name %s as master, not a node of this setup", addr)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("redistest: kill -9 the master %s: %v", addr, err)
+		return "", fmt.Errorf("kill -9 the master %s: %w", addr, err)
 	}
-	return addr
+	return addr, nil
 }
 
 // WaitFailover waits up to timeout for the sentinels to name a master other than old, and
@@ -179,8 +199,17 @@ func (s *Sentinel) WaitFailover(t testing.TB, old string, timeout time.Duration)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	now, err := s.AwaitFailover(ctx, old)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return now
+}
+
+// AwaitFailover is WaitFailover bounded by ctx, returning its error.
+func (s *Sentinel) AwaitFailover(ctx context.Context, old string) (string, error) {
 	var now string
-	s.await(ctx, t, "the sentinels to promote a replica in place of "+old, func(ctx context.Context) error {
+	err := poll(ctx, "the sentinels to promote a replica in place of "+old, func(ctx context.Context) error {
 		a, err := s.MasterAddr(ctx)
 		if err != nil {
 			return err
@@ -200,23 +229,103 @@ func (s *Sentinel) WaitFailover(t testing.TB, old string, timeout time.Duration)
 		now = a
 		return nil
 	})
-	return now
+	return now, err
+}
+
+// Rejoin starts the killed data node at addr again, empty, as a replica of the current master
+// (as an operator or the platform brings a failed host back), and returns once it is in sync
+// and every sentinel counts it a replica fit to promote: the setup can fail over again.
+func (s *Sentinel) Rejoin(ctx context.Context, addr string) error {
+	master, err := s.MasterAddr(ctx)
+	if err != nil {
+		return err
+	}
+	if master == addr {
+		return fmt.Errorf("%s is the master", addr)
+	}
+	s.mu.Lock()
+	args, ok := s.args[addr]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%s is not a data node of this setup", addr)
+	}
+	mhost, mport, _ := net.SplitHostPort(master)
+	args = append(slices.Clone(args), "--replicaof", mhost, mport)
+	cmd, err := s.start(args)
+	if err != nil {
+		return fmt.Errorf("start %s again: %w", addr, err)
+	}
+	s.mu.Lock()
+	s.nodes[addr] = cmd
+	s.mu.Unlock()
+	if err := poll(ctx, addr+" in sync with the master", func(ctx context.Context) error { return linkUp(ctx, addr) }); err != nil {
+		return err
+	}
+	for _, a := range s.Addrs {
+		err := poll(ctx, "sentinel "+a+" to count "+addr+" a replica", func(ctx context.Context) error {
+			sc := redis.NewSentinelClient(&redis.Options{Addr: a})
+			defer sc.Close()
+			reps, err := sc.Replicas(ctx, s.Master).Result()
+			if err != nil {
+				return err
+			}
+			for _, r := range reps {
+				if net.JoinHostPort(r["ip"], r["port"]) == addr {
+					if strings.Contains(r["flags"], "down") || r["master-link-status"] != "ok" {
+						return fmt.Errorf("%s: flags %s, master link %s", addr, r["flags"], r["master-link-status"])
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("%s not among its replicas", addr)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DataNodes lists the data nodes' addresses (the master and the replica, alive or not).
+func (s *Sentinel) DataNodes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.nodes))
+}
+
+// start runs redis-server with args and keeps the process for the cleanup.
+func (s *Sentinel) start(args []string) (*exec.Cmd, error) {
+	cmd := exec.Command(s.bin, args...)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.procs = append(s.procs, cmd)
+	s.mu.Unlock()
+	return cmd, nil
 }
 
 // await retries probe until it succeeds, failing the test with probe's last error when ctx
 // ends.
 func (s *Sentinel) await(ctx context.Context, t testing.TB, what string, probe func(context.Context) error) {
 	t.Helper()
+	if err := poll(ctx, what, probe); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+}
+
+// poll retries probe until it succeeds, returning probe's last error when ctx ends.
+func poll(ctx context.Context, what string, probe func(context.Context) error) error {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := probe(pctx)
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("redistest: waiting for %s: %v", what, err)
+			return fmt.Errorf("waiting for %s: %w", what, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -254,4 +363,17 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ReplicaAddr is the address of the data node other than master: the replica the sentinels
+// would promote.
+func (s *Sentinel) ReplicaAddr(t testing.TB, master string) string {
+	t.Helper()
+	for _, a := range s.DataNodes() {
+		if a != master {
+			return a
+		}
+	}
+	t.Fatalf("redistest: no data node besides %s", master)
+	return ""
 }

@@ -21,8 +21,8 @@ import (
 )
 
 // TestChaos is the chaos run: one minute with a long broker outage by default (`make
-// test`); MSGX_CHAOS_DURATION, MSGX_CHAOS_LONG, MSGX_CHAOS_SEED, MSGX_CHAOS_FLIGHTS and
-// MSGX_CHAOS_BIN shape longer ones (`make chaos`, docs/chaos.md). Every failed check fails
+// test`); MSGX_CHAOS_DURATION, MSGX_CHAOS_LONG, MSGX_CHAOS_FAILOVERS, MSGX_CHAOS_SEED,
+// MSGX_CHAOS_FLIGHTS and MSGX_CHAOS_BIN shape longer ones (`make chaos`, docs/chaos.md). Every failed check fails
 // the test; the services' logs are kept then and their directory named.
 // Guards R-INV-23.
 func TestChaos(t *testing.T) {
@@ -37,6 +37,9 @@ func TestChaos(t *testing.T) {
 		cfg.Bin = build(t, cfg.LogDir)
 	}
 	run, ref := withKafka(t, target(t), cfg.LogDir), target(t)
+	if cfg.Has(chaos.FailoverRedis) {
+		run = withSentinel(t, run)
+	}
 
 	// Bounded as a whole: the window (grown by at most every long outage and its gaps), the
 	// drain, the clean run and the set-up.

@@ -56,6 +56,8 @@ type Config struct {
 	// Long lists the dependencies that get one outage longer than the pump's whole retry
 	// budget (LongOutage).
 	Long []Dep
+	// Failovers lists the dependencies failed over to a standby under traffic (EnvFailovers).
+	Failovers []Failover
 	// DrainTimeout bounds the wait, after the window, until every row is terminal, marked and
 	// delivered; CleanTimeout bounds the fault-free reference run.
 	DrainTimeout time.Duration
@@ -141,23 +143,36 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.Flights = n
 	}
+	failovers, err := ParseFailovers(getenv(EnvFailovers))
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", EnvFailovers, err)
+	}
+	c.Failovers = failovers
 	c.Bin = getenv(EnvBin)
 	return c, nil
 }
 
 // ParseDeps reads "all", "none" or a comma-separated list of dependencies.
-func ParseDeps(s string) ([]Dep, error) {
+func ParseDeps(s string) ([]Dep, error) { return parseList(s, AllDeps, "dependency") }
+
+// parseList reads "all", "none" (or nothing) or a comma-separated list of the names in all,
+// each once.
+func parseList[T ~string](s string, all []T, what string) ([]T, error) {
 	switch strings.TrimSpace(s) {
 	case "all":
-		return slices.Clone(AllDeps), nil
+		return slices.Clone(all), nil
 	case "none", "":
 		return nil, nil
 	}
-	var out []Dep
+	var out []T
 	for _, part := range strings.Split(s, ",") {
-		d := Dep(strings.TrimSpace(part))
-		if !slices.Contains(AllDeps, d) {
-			return nil, fmt.Errorf("unknown dependency %q (want all, none, or a list of inbox, redis, pg, kafka)", part)
+		d := T(strings.TrimSpace(part))
+		if !slices.Contains(all, d) {
+			names := make([]string, len(all))
+			for i, a := range all {
+				names[i] = string(a)
+			}
+			return nil, fmt.Errorf("unknown %s %q (want all, none, or a list of %s)", what, part, strings.Join(names, ", "))
 		}
 		if !slices.Contains(out, d) {
 			out = append(out, d)

@@ -77,6 +77,7 @@ type injector struct {
 	myAdmin  *sql.DB       // admin on the inbox database, for KILL
 	myUser   string        // the services' MySQL account
 	redis    *redis.Client // admin
+	ha       *redisHA      // Redis under Sentinel, nil for one server
 	redisACL string        // the services' Redis user
 
 	mu        sync.Mutex
@@ -163,6 +164,9 @@ func (in *injector) blocked(k Kind) bool {
 		if open > 0 {
 			return true
 		}
+	}
+	if k == RedisPause && in.failingOver() {
+		return true
 	}
 	if k == RedisPause {
 		in.mu.Lock()
@@ -255,7 +259,7 @@ func (in *injector) short(ctx context.Context, r *rand.Rand, k Kind) {
 		in.logf("mysql KILL: %d connections of %s", n, in.myUser)
 		in.record(k, "", n, 0, err)
 	case RedisPause:
-		d := between(r, 300*time.Millisecond, 1500*time.Millisecond)
+		d := between(r, 300*time.Millisecond, in.maxPause())
 		in.mu.Lock()
 		in.lastPause = time.Now()
 		in.mu.Unlock()
@@ -571,12 +575,12 @@ func (in *injector) openTransactions(ctx context.Context) string {
 // gone for the services and nobody else.
 func (in *injector) redisOff(ctx context.Context, d time.Duration) error {
 	actx, cancel := context.WithTimeout(ctx, restoreTimeout)
-	err := in.redis.Do(actx, "ACL", "SETUSER", in.redisACL, "off").Err()
+	err := in.redisUser(actx, false)
 	cancel()
 	defer func() {
 		rctx, cancel := restoreCtx(ctx)
 		defer cancel()
-		if err := in.redis.Do(rctx, "ACL", "SETUSER", in.redisACL, "on").Err(); err != nil {
+		if err := in.redisUser(rctx, true); err != nil {
 			in.logf("switching Redis user %s back on FAILED: %v", in.redisACL, err)
 		}
 	}()
@@ -592,7 +596,7 @@ func (in *injector) redisOff(ctx context.Context, d time.Duration) error {
 			sampled = true
 		}
 		kctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-		err := in.redis.Do(kctx, "CLIENT", "KILL", "USER", in.redisACL).Err()
+		err := in.redisEach(kctx, "CLIENT", "KILL", "USER", in.redisACL)
 		cancel()
 		// "No such user" only means no connection of it is open.
 		if err != nil && ctx.Err() == nil && !errors.Is(err, redis.Nil) && !isNoSuchClient(err) {

@@ -185,8 +185,14 @@ func planOrder(r *rand.Rand, p *loadPlan, arrivals, replays int, long []longSlot
 	// until it is DEAD (its attempts and their backoff, about as long as such an outage): one
 	// that begins just after the hold would end before any work reached it (checkFaults), so
 	// a replay does not begin in the 20 s before one.
-	replayBefore := map[Dep]time.Duration{DepInbox: 20 * time.Second, DepPG: 50 * time.Second}
-	replayAfter := map[Dep]time.Duration{DepInbox: 10 * time.Second, DepPG: 5 * time.Second}
+	// The long Redis outage blocks the pump before the flight's previous message is processed,
+	// which the replay waits predecessorWait for. A failover (depFailover) meets the pump's
+	// projection writes only if no held head keeps the pump off Redis: no replay in the 50 s
+	// before one.
+	replayBefore := map[Dep]time.Duration{DepInbox: 20 * time.Second, DepPG: 50 * time.Second, DepRedis: 20 * time.Second,
+		depFailover: 50 * time.Second}
+	replayAfter := map[Dep]time.Duration{DepInbox: 10 * time.Second, DepPG: 5 * time.Second, DepRedis: 10 * time.Second,
+		depFailover: 5 * time.Second}
 	justBefore := func(at time.Duration) bool {
 		for _, s := range long {
 			if (s.dep == DepRedis || s.dep == DepKafka) && at >= s.at-20*time.Second && at <= s.at {

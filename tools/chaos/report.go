@@ -31,6 +31,7 @@ type Report struct {
 	Faults                    []FaultLine
 	// BrokerKills counts the broker's SIGKILLs (the short kills and the long outage's).
 	BrokerKills int
+	Failovers   []FailoverReport // one per failover of MSGX_CHAOS_FAILOVERS
 	SelfExits   int
 	// SettingsRefusedExits are the SelfExits of a service that a dependency refused at start-up
 	// (service.ExitSettingsRefused): the Redis outage switches the services' user off, which
@@ -148,6 +149,7 @@ func (r *Report) Print(w io.Writer) {
 		p("    %-26s %d%s  %s", f.Kind, f.N, failed, f.Detail)
 	}
 	p("  broker kills        %d (SIGKILL, restarted on its data at the same address)", r.BrokerKills)
+	r.printFailovers(p)
 	if r.SelfExits == 0 {
 		p("  restarts by the supervisor: none (no process exited on its own)")
 	} else {

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +40,8 @@ type Target struct {
 	MySQLServiceDSN string // the restricted account the services use
 	RedisURL        string // the server, with a user that may CLIENT PAUSE and manage ACL users
 	RedisPrefix     string // every key of the stack goes under it
+	// RedisSentinel, in place of RedisURL, is Redis under Sentinel: the Redis failover runs on it.
+	RedisSentinel *SentinelTarget
 	// Kafka is a broker of the stack's own, running, with the topics TopicMsg and TopicSchd
 	// (KAFKA:schd compacted, as in production). The faults kill it; the reference run of
 	// ingest and the pump needs none.
@@ -134,7 +136,8 @@ type harness struct {
 	loader  *sql.DB // admin on the inbox database: upstream's inserts
 	lockDB  *sql.DB // admin, no idle connections: LOCK TABLES
 	myUser  string
-	redis   *redis.Client
+	redis   *redis.Client // admin: the server, or the master under Sentinel
+	ha      *redisHA      // under Sentinel: the data nodes and the failovers
 	aclUser string
 	pumpEnv []string // the pump's own settings on top of the stack's (its lock_timeout)
 	dis     *disorder
@@ -179,7 +182,8 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	long, window := planLong(r, cfg.Window, cfg.Long)
 	rep.Window, rep.Long = window, long
 	plan := planLoad(r, msgs, cfg.Holes, cfg.LateCommits, cfg.LateMax, loadSpan(window, long))
-	planOrder(r, &plan, cfg.LateArrivals, cfg.Replays, long)
+	failovers := planFailovers(window, long, cfg.Failovers)
+	planOrder(r, &plan, cfg.LateArrivals, cfg.Replays, append(slices.Clone(long), failoverSlots(failovers)...))
 	rep.ArrivalsPlanned, rep.ReplaysPlanned = len(plan.arrivals), len(plan.replays)
 	h.logf("seed %d: %d messages for %d flights, %d rolled-back inserts, %d late commits, %d late arrivals, %d replays, window %s, long outages %s",
 		cfg.Seed, len(msgs), cfg.Flights, len(plan.holes), len(plan.late), len(plan.arrivals), len(plan.replays), window, describeLong(long))
@@ -199,7 +203,8 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	wctx, endWindow := context.WithTimeout(ctx, window)
 	defer endWindow()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); h.failovers(wctx, ctx, failovers) }()
 	go func() { defer wg.Done(); h.progressLoop(wctx) }()
 	go func() {
 		defer wg.Done()
@@ -295,6 +300,8 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	rep.Checks = runChecks(evidence{chaos: chaosSnap, clean: cleanSnap, inbox: inbox, load: lr, msg: msg, schd: schd,
 		foreign: foreign, broken: broken, brokenFirst: brokenFirst, kafkaState: kafkaState, faults: h.inj.counts, long: long,
 		selfExits: rep.SelfExits, settingsRefused: rep.SettingsRefusedExits, selfExitLines: rep.SelfExitLines})
+	rep.Failovers = h.failoverReports(failovers)
+	rep.Checks = append(rep.Checks, checkFailovers(rep.Failovers)...)
 	rep.Total = time.Since(began)
 	rep.Print(out)
 	return rep, nil
@@ -400,27 +407,14 @@ func (h *harness) open(ctx context.Context, t Target) error {
 		return fmt.Errorf("mysql: %w", err)
 	}
 
-	ropts, err := redis.ParseURL(t.RedisURL)
-	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
-	}
-	ropts.PoolSize = 3
-	h.redis = redis.NewClient(ropts)
-	sweepACLUsers(ctx, h.redis)
 	// The services get their own Redis user, limited to their prefix: switching it off is an
 	// outage of Redis for the services alone, where a long CLIENT PAUSE would stop every
 	// client of the shared server.
-	pass := randomHex(16)
 	h.aclUser = fmt.Sprintf("%s%d-%d", aclPrefix, time.Now().Unix(), os.Getpid())
-	if err := h.redis.Do(ctx, "ACL", "SETUSER", h.aclUser, "reset", "on", ">"+pass, "~"+t.RedisPrefix+"*", "&*", "+@all", "-@dangerous").Err(); err != nil {
-		return fmt.Errorf("redis: create the services' user: %w", err)
-	}
-	u, err := url.Parse(t.RedisURL)
+	redisEnv, err := h.openRedis(ctx, t, h.aclUser, randomHex(16))
 	if err != nil {
 		return err
 	}
-	u.User = url.UserPassword(h.aclUser, pass)
-	serviceRedis := u.String()
 
 	if t.Kafka == nil || t.TopicMsg == "" || t.TopicSchd == "" {
 		return errors.New("the chaos target needs a broker of its own and its two topics")
@@ -433,7 +427,6 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	env := []string{
 		"MSGX_PG_DSN=" + t.PGDSN,
 		"MSGX_MYSQL_DSN=" + t.MySQLServiceDSN,
-		"MSGX_REDIS_URL=" + serviceRedis,
 		"MSGX_REDIS_PREFIX=" + t.RedisPrefix,
 		"MSGX_KAFKA_BROKERS=" + h.broker.Addr(),
 		"MSGX_KAFKA_TOPIC_MSG=" + h.topicMsg,
@@ -456,6 +449,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 		"MSGX_SHUTDOWN_TIMEOUT=5s",
 		"MSGX_LOG_LEVEL=info",
 	}
+	env = append(env, redisEnv...)
 	// The pump's sessions wait at most pumpLockTimeout for a row lock: a flight row another
 	// session holds fails the message's attempt (the replays, docs/chaos.md).
 	pumpDSN, err := withLockTimeout(t.PGDSN, pumpLockTimeout)
@@ -470,7 +464,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	h.sup = newSupervisor(h.st, services, h.startProc)
 	h.inj = &injector{logf: h.logf, services: services, sup: h.sup, restart: h.restartProc, stop: h.stopProc,
 		pg: h.pg, pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
-		redis: h.redis, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
+		redis: h.redis, ha: h.ha, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
 	h.dis.holding = h.inj.holding
 	return nil
 }
@@ -651,6 +645,9 @@ func (h *harness) close() {
 			_ = h.redis.Do(ctx, "ACL", "DELUSER", h.aclUser).Err()
 		}
 		_ = h.redis.Close()
+	}
+	if h.ha != nil {
+		h.ha.close()
 	}
 	for _, db := range []*sql.DB{h.inbox, h.loader, h.lockDB} {
 		if db != nil {

@@ -155,21 +155,7 @@ func redisLoss(tb testing.TB, n int) time.Duration {
 	if auto < 2 {
 		tb.Fatalf("rebuilds requested by the backfill: %d, want the first start's and the loss's: %+v", auto, list)
 	}
-	dry, _, err := jobs.RequestRebuild(ctx, e.pg.Pool, jobs.RebuildSpec{DryRun: true, RequestedBy: "e2e"}, time.Now())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	testwait.ForState(tb, 2*time.Minute, "the dry run to end", func() (bool, string) {
-		j, err := jobs.Rebuilds.Get(ctx, e.pg.Pool, dry.ID)
-		return err == nil && j.State == jobs.StateDone, fmt.Sprintf("%+v %v", j, err)
-	})
-	j, err := jobs.Rebuilds.Get(ctx, e.pg.Pool, dry.ID)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if c := j.Counts; !j.DryRun || c.Missing+c.Stale+c.Content+c.Extra != 0 || j.Done < int64(len(flights)) {
-		tb.Fatalf("after the rebuild and the traffic a dry run found drift: %+v", j)
-	}
+	e.projectionClean(tb, len(flights))
 	return took
 }
 
