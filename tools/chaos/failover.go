@@ -24,7 +24,7 @@ type Failover string
 const FailoverRedis Failover = "redis"
 
 // AllFailovers lists the failovers the harness can make, in the summary's order.
-var AllFailovers = []Failover{FailoverRedis}
+var AllFailovers = []Failover{FailoverRedis, FailoverPG}
 
 // EnvFailovers names the failovers of a run: a comma-separated list of AllFailovers, "all" or
 // "none" (the default, which make test runs; make chaos passes every one).
@@ -86,7 +86,7 @@ const (
 // planFailovers places the failovers of deps in the window, in the time the long outages leave
 // free, evenly spread.
 func planFailovers(window time.Duration, long []longSlot, deps []Failover) []time.Duration {
-	if !slices.Contains(deps, FailoverRedis) {
+	if len(deps) == 0 {
 		return nil
 	}
 	// The free intervals: the window's inside, less each blocking long outage and its gaps.
@@ -114,7 +114,8 @@ func planFailovers(window time.Duration, long []longSlot, deps []Failover) []tim
 	for _, s := range free {
 		total += max(0, s.to-s.from)
 	}
-	n := max(1, int(window/failoverEvery))
+	// At least one of each kind (failoverKind takes them in turn), room permitting.
+	n := max(len(deps), int(window/failoverEvery))
 	// At evenly spaced points of the free time, then dropped where two come too close.
 	var out []time.Duration
 	for i := range n {
@@ -308,11 +309,11 @@ func (in *injector) maxPause() time.Duration {
 // failovers makes the planned failovers at their offsets from the window's start until wctx
 // ends; each runs to its end on ctx.
 func (h *harness) failovers(wctx, ctx context.Context, at []time.Duration) {
-	for _, a := range at {
+	for i, a := range at {
 		if !clock.Sleep(wctx, time.Until(h.start.Add(a))) {
 			return
 		}
-		h.inj.failoverRedis(ctx)
+		h.failover(ctx, i)
 	}
 }
 
@@ -460,6 +461,7 @@ type FailoverReport struct {
 	Planned int
 	Made    int // killed, promoted and the killed node back as a replica
 	Promote []time.Duration
+	Roles   []time.Duration // PostgreSQL: from the kill until every role was held on the new primary
 	// Waiting is the most unfinished messages at a kill or a promotion; Met counts the
 	// failovers the pump reported as a Redis outage: they met its projection writes. A
 	// failover of an idle stack proves nothing.
@@ -471,9 +473,9 @@ type FailoverReport struct {
 // failoverReports collects the failovers made against the plan.
 func (h *harness) failoverReports(planned []time.Duration) []FailoverReport {
 	if !h.cfg.Has(FailoverRedis) {
-		return nil
+		return h.pgFailoverReports(planned)
 	}
-	r := FailoverReport{Kind: FailoverRedis, Planned: len(planned)}
+	r := FailoverReport{Kind: FailoverRedis, Planned: plannedOf(planned, h.cfg.Failovers, FailoverRedis)}
 	if h.ha != nil {
 		h.ha.mu.Lock()
 		defer h.ha.mu.Unlock()
@@ -491,7 +493,7 @@ func (h *harness) failoverReports(planned []time.Duration) []FailoverReport {
 			}
 		}
 	}
-	return []FailoverReport{r}
+	return append([]FailoverReport{r}, h.pgFailoverReports(planned)...)
 }
 
 // printFailovers writes the summary's failover line.
@@ -501,6 +503,10 @@ func (r *Report) printFailovers(p func(format string, args ...any)) {
 		return
 	}
 	for _, f := range r.Failovers {
+		if f.Kind == FailoverPG {
+			printPGFailover(p, f)
+			continue
+		}
 		var took []string
 		for _, d := range f.Promote {
 			took = append(took, d.Round(100*time.Millisecond).String())

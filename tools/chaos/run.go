@@ -42,6 +42,9 @@ type Target struct {
 	RedisPrefix     string // every key of the stack goes under it
 	// RedisSentinel, in place of RedisURL, is Redis under Sentinel: the Redis failover runs on it.
 	RedisSentinel *SentinelTarget
+	// PGReplicated is PostgreSQL as a synchronous primary and standby, with PGDSN and
+	// PGAdminDSN multi-host: the PostgreSQL failover runs on it.
+	PGReplicated *PGTarget
 	// Kafka is a broker of the stack's own, running, with the topics TopicMsg and TopicSchd
 	// (KAFKA:schd compacted, as in production). The faults kill it; the reference run of
 	// ingest and the pump needs none.
@@ -138,6 +141,7 @@ type harness struct {
 	myUser  string
 	redis   *redis.Client // admin: the server, or the master under Sentinel
 	ha      *redisHA      // under Sentinel: the data nodes and the failovers
+	pgha    *pgHA         // replicated PostgreSQL: the failovers
 	aclUser string
 	pumpEnv []string // the pump's own settings on top of the stack's (its lock_timeout)
 	dis     *disorder
@@ -347,6 +351,9 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	if h.pg, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return err
 	}
+	if h.pgha, err = h.openPGHA(t); err != nil {
+		return err
+	}
 	acfg, err := pgxpool.ParseConfig(t.PGAdminDSN)
 	if err != nil {
 		return fmt.Errorf("pg admin dsn: %w", err)
@@ -464,7 +471,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	h.sup = newSupervisor(h.st, services, h.startProc)
 	h.inj = &injector{logf: h.logf, services: services, sup: h.sup, restart: h.restartProc, stop: h.stopProc,
 		pg: h.pg, pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
-		redis: h.redis, ha: h.ha, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
+		redis: h.redis, ha: h.ha, pgha: h.pgha, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
 	h.dis.holding = h.inj.holding
 	return nil
 }

@@ -1,0 +1,45 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// With both failovers the plan takes them in turn, each at least once where the window has
+// room; the report counts each kind's own planned ones, so that the check compares like with
+// like.
+func TestFailoversInTurn(t *testing.T) {
+	both := []Failover{FailoverPG, FailoverRedis}
+	at := planFailovers(5*time.Minute, nil, both)
+	if len(at) < 4 {
+		t.Fatalf("a five-minute window without long outages: %d failovers planned (%v), want at least 4", len(at), at)
+	}
+	if pg, rd := plannedOf(at, both, FailoverPG), plannedOf(at, both, FailoverRedis); pg+rd != len(at) || pg < 2 || rd < 2 || pg-rd > 1 {
+		t.Errorf("%d slots: %d pg and %d redis, want them in turn", len(at), pg, rd)
+	}
+	for i := range at {
+		if want := both[i%2]; failoverKind(both, i) != want {
+			t.Errorf("failover %d: %s, want %s", i, failoverKind(both, i), want)
+		}
+	}
+	if got := planFailovers(time.Minute, nil, []Failover{FailoverPG}); len(got) != 1 {
+		t.Errorf("the one-minute run with the PostgreSQL failover alone: %v, want one", got)
+	}
+}
+
+// The summary names the PostgreSQL failover's own steps: the promotion, the roles back on the
+// new primary, the rebuilt standby.
+func TestPrintPGFailover(t *testing.T) {
+	var lines []string
+	p := func(format string, args ...any) {
+		lines = append(lines, strings.TrimSpace(fmt.Sprintf(format, args...)))
+	}
+	printPGFailover(p, FailoverReport{Kind: FailoverPG, Planned: 1, Made: 1, Promote: []time.Duration{1200 * time.Millisecond},
+		Roles: []time.Duration{4 * time.Second}, Met: 1, Waiting: 12})
+	if len(lines) != 1 || !strings.Contains(lines[0], "pg 1 of 1 planned") || !strings.Contains(lines[0], "promoted after 1.2s") ||
+		!strings.Contains(lines[0], "every role back on it after 4s") || !strings.Contains(lines[0], "up to 12") {
+		t.Errorf("summary line: %q", lines)
+	}
+}
