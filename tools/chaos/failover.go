@@ -461,7 +461,8 @@ type FailoverReport struct {
 	Planned int
 	Made    int // killed, promoted and the killed node back as a replica
 	Promote []time.Duration
-	Roles   []time.Duration // PostgreSQL: from the kill until every role was held on the new primary
+	// PostgreSQL: from the kill until every role, and the pump's, was held on the new primary.
+	Roles, PumpRole []time.Duration
 	// Waiting is the most unfinished messages at a kill or a promotion; Met counts the
 	// failovers the pump reported as a Redis outage: they met its projection writes. A
 	// failover of an idle stack proves nothing.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/msgexchange/msgexchange/pkg/clock"
 )
 
@@ -62,6 +64,7 @@ type pgFailoverMade struct {
 	killed, promoted string
 	promote          time.Duration // from the kill until the standby accepted writes
 	roles            time.Duration // from the kill until every service held its role on the new primary
+	pumpRole         time.Duration // from the kill until the pump held its role there
 	waiting          int           // unfinished messages at the kill (-1: not sampled)
 	rebuilt          bool
 	err              error
@@ -157,12 +160,14 @@ func (in *injector) failoverPG(ctx context.Context) {
 	}
 	m.promote = time.Since(began)
 	in.logf("%s: %s promoted, writable after %s", pgFailName, m.promoted, m.promote.Round(time.Millisecond))
-	if err := in.awaitRoles(ctx, pgRoles); err != nil {
+	back, err := in.awaitRoles(ctx, began, pgRoles)
+	if err != nil {
 		m.err = fmt.Errorf("the services' roles on the new primary: %w", err)
 		return
 	}
 	m.roles = time.Since(began)
-	in.logf("%s: every service holds its role on %s after %s", pgFailName, m.promoted, m.roles.Round(time.Millisecond))
+	m.pumpRole = back["pump"]
+	in.logf("%s: every service holds its role on %s, after %s", pgFailName, m.promoted, describeRoles(in.services, back))
 	clock.Sleep(ctx, pgSettle)
 	rctx, cancel := context.WithTimeout(ctx, pgRebuild)
 	defer cancel()
@@ -174,26 +179,59 @@ func (in *injector) failoverPG(ctx context.Context) {
 	in.logf("%s: %s rebuilt as the synchronous standby of %s after %s", pgFailName, killed, m.promoted, time.Since(began).Round(time.Millisecond))
 }
 
-// awaitRoles waits, at most d, until each of the five roles has a holder whose session holds
-// the role's advisory lock on the server the harness reaches now: the new primary.
-func (in *injector) awaitRoles(ctx context.Context, d time.Duration) error {
-	deadline := time.Now().Add(d)
+// awaitRoles waits, at most d from began, until each of the five roles has a holder whose
+// session holds the role's advisory lock on the server the harness reaches now (the new
+// primary), and returns when each role came back, from began. A role that cannot work without
+// another dependency (the dispatcher's without the broker, in the long broker outage) comes
+// back only with it: the log names the roles still missing every 10 s.
+func (in *injector) awaitRoles(ctx context.Context, began time.Time, d time.Duration) (map[string]time.Duration, error) {
+	back := map[string]time.Duration{}
+	lastLog := time.Now()
 	for {
 		qctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-		var n int
-		err := in.pg.QueryRow(qctx, `SELECT count(DISTINCT h.role) FROM role_holder h
-			JOIN pg_locks l ON l.pid = h.backend_pid AND l.locktype = 'advisory' AND l.granted`).Scan(&n)
-		cancel()
-		if err == nil && n == len(in.services) {
-			return nil
+		rows, err := in.pg.Query(qctx, `SELECT DISTINCT h.role FROM role_holder h
+			JOIN pg_locks l ON l.pid = h.backend_pid AND l.locktype = 'advisory' AND l.granted`)
+		if err == nil {
+			var roles []string
+			roles, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			for _, r := range roles {
+				if _, ok := back[r]; !ok {
+					back[r] = time.Since(began)
+				}
+			}
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d roles held after %s (last error: %v)", n, len(in.services), d, err)
+		cancel()
+		if len(back) >= len(in.services) {
+			return back, nil
+		}
+		var missing []string
+		for _, s := range in.services {
+			if _, ok := back[s]; !ok {
+				missing = append(missing, s)
+			}
+		}
+		if time.Since(began) > d {
+			return back, fmt.Errorf("%s without a holder after %s (last error: %v)", strings.Join(missing, ", "), d, err)
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			in.logf("%s: waiting for the roles of %s on the new primary", pgFailName, strings.Join(missing, ", "))
+			lastLog = time.Now()
 		}
 		if !clock.Sleep(ctx, 200*time.Millisecond) {
-			return ctx.Err()
+			return back, ctx.Err()
 		}
 	}
+}
+
+// describeRoles lists when each role came back, in the services' order.
+func describeRoles(services []string, back map[string]time.Duration) string {
+	var parts []string
+	for _, s := range services {
+		if d, ok := back[s]; ok {
+			parts = append(parts, fmt.Sprintf("%s %s", s, d.Round(100*time.Millisecond)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // pgFailoverReports is the PostgreSQL failovers' report, none without them.
@@ -217,6 +255,7 @@ func (h *harness) pgFailoverReports(planned []time.Duration) []FailoverReport {
 			r.Made++
 			r.Promote = append(r.Promote, m.promote)
 			r.Roles = append(r.Roles, m.roles)
+			r.PumpRole = append(r.PumpRole, m.pumpRole)
 		}
 		// The kill met the pump's work: messages were unfinished, and the services took their
 		// roles again on the new primary.
@@ -229,11 +268,12 @@ func (h *harness) pgFailoverReports(planned []time.Duration) []FailoverReport {
 
 // printPGFailover writes the summary's line of the PostgreSQL failovers.
 func printPGFailover(p func(format string, args ...any), f FailoverReport) {
-	var promote, roles []string
+	var promote, roles, pump []string
 	for i, d := range f.Promote {
 		promote = append(promote, d.Round(100*time.Millisecond).String())
 		roles = append(roles, f.Roles[i].Round(100*time.Millisecond).String())
+		pump = append(pump, f.PumpRole[i].Round(100*time.Millisecond).String())
 	}
-	p("  failovers           %s %d of %d planned (kill -9 of the synchronous primary, standby promoted after %s, every role back on it after %s, the killed node rebuilt as the synchronous standby; %d met unfinished messages, up to %d)",
-		f.Kind, f.Made, f.Planned, strings.Join(promote, ", "), strings.Join(roles, ", "), f.Met, f.Waiting)
+	p("  failovers           %s %d of %d planned (kill -9 of the synchronous primary, standby promoted after %s, the pump's role back on it after %s, every role after %s, the killed node rebuilt as the synchronous standby; %d met unfinished messages, up to %d)",
+		f.Kind, f.Made, f.Planned, strings.Join(promote, ", "), strings.Join(pump, ", "), strings.Join(roles, ", "), f.Met, f.Waiting)
 }

@@ -37,9 +37,9 @@ func TestPrintPGFailover(t *testing.T) {
 		lines = append(lines, strings.TrimSpace(fmt.Sprintf(format, args...)))
 	}
 	printPGFailover(p, FailoverReport{Kind: FailoverPG, Planned: 1, Made: 1, Promote: []time.Duration{1200 * time.Millisecond},
-		Roles: []time.Duration{4 * time.Second}, Met: 1, Waiting: 12})
+		Roles: []time.Duration{4 * time.Second}, PumpRole: []time.Duration{2 * time.Second}, Met: 1, Waiting: 12})
 	if len(lines) != 1 || !strings.Contains(lines[0], "pg 1 of 1 planned") || !strings.Contains(lines[0], "promoted after 1.2s") ||
-		!strings.Contains(lines[0], "every role back on it after 4s") || !strings.Contains(lines[0], "up to 12") {
+		!strings.Contains(lines[0], "the pump's role back on it after 2s, every role after 4s") || !strings.Contains(lines[0], "up to 12") {
 		t.Errorf("summary line: %q", lines)
 	}
 }
