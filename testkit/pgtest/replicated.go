@@ -2,7 +2,6 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -208,21 +207,9 @@ func (r *Replicated) Promote() {
 	ctx, cancel := context.WithTimeout(context.Background(), replicatedSetup)
 	defer cancel()
 	r.run(ctx, "pg_ctl", "promote", "-D", r.Standby.data, "-w", "-t", "60")
-	r.await(ctx, "the promoted standby to accept writes", func(ctx context.Context) error {
-		conn, err := pgx.Connect(ctx, r.Standby.DSN())
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		var ro string
-		if err := conn.QueryRow(ctx, `SHOW transaction_read_only`).Scan(&ro); err != nil {
-			return err
-		}
-		if ro != "off" {
-			return errors.New("still read-only")
-		}
-		return nil
-	})
+	if err := r.Standby.awaitWritable(ctx); err != nil {
+		r.t.Fatalf("pgtest: %v", err)
+	}
 }
 
 // RestartOld starts the killed primary again on its own data directory: it recovers from its

@@ -55,8 +55,17 @@ func (r *Replicated) PromoteCurrent(ctx context.Context) (string, error) {
 	if err := r.runErr(ctx, "pg_ctl", "promote", "-D", s.data, "-w", "-t", "60"); err != nil {
 		return "", err
 	}
-	err := awaitErr(ctx, s.Name+" to accept writes", func(ctx context.Context) error {
-		conn, err := pgx.Connect(ctx, s.DSN())
+	if err := s.awaitWritable(ctx); err != nil {
+		return "", err
+	}
+	r.rot.primary, r.rot.standby = s, r.rot.killed
+	return s.addr(), nil
+}
+
+// awaitWritable waits until the node, just promoted, accepts writes.
+func (n *Node) awaitWritable(ctx context.Context) error {
+	return awaitErr(ctx, n.Name+" to accept writes", func(ctx context.Context) error {
+		conn, err := pgx.Connect(ctx, n.DSN())
 		if err != nil {
 			return err
 		}
@@ -70,11 +79,6 @@ func (r *Replicated) PromoteCurrent(ctx context.Context) (string, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return "", err
-	}
-	r.rot.primary, r.rot.standby = s, r.rot.killed
-	return s.addr(), nil
 }
 
 // Rebuild makes the node KillCurrent killed a standby of the promoted one again: its data
