@@ -531,7 +531,11 @@ func checkFailovers(reps []FailoverReport) []Check {
 	c := Check{Name: CheckFailovers, Pass: true}
 	var parts, problems []string
 	for _, f := range reps {
-		parts = append(parts, fmt.Sprintf("%d %s failovers, %d met by the pump as an outage", f.Made, f.Kind, f.Met))
+		met := "met by the pump as an outage"
+		if f.Kind == FailoverPG {
+			met = "met unfinished messages at the kill"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s failovers, %d %s", f.Made, f.Kind, f.Met, met))
 		switch {
 		case f.Made < f.Planned:
 			problems = append(problems, fmt.Sprintf("%s: %d of %d planned made (%s)", f.Kind, f.Made, f.Planned, strings.Join(f.Failures, "; ")))
