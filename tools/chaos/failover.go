@@ -537,6 +537,8 @@ func checkFailovers(reps []FailoverReport) []Check {
 		}
 		parts = append(parts, fmt.Sprintf("%d %s failovers, %d %s", f.Made, f.Kind, f.Met, met))
 		switch {
+		case f.Planned == 0:
+			problems = append(problems, fmt.Sprintf("%s: no room for a failover in the window between the long outages (a longer %s)", f.Kind, EnvDuration))
 		case f.Made < f.Planned:
 			problems = append(problems, fmt.Sprintf("%s: %d of %d planned made (%s)", f.Kind, f.Made, f.Planned, strings.Join(f.Failures, "; ")))
 		case f.Met == 0:

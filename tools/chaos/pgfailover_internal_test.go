@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -41,5 +42,25 @@ func TestPrintPGFailover(t *testing.T) {
 	if len(lines) != 1 || !strings.Contains(lines[0], "pg 1 of 1 planned") || !strings.Contains(lines[0], "promoted after 1.2s") ||
 		!strings.Contains(lines[0], "the pump's role back on it after 2s, every role after 4s") || !strings.Contains(lines[0], "up to 12") {
 		t.Errorf("summary line: %q", lines)
+	}
+}
+
+// make test's one-minute run, grown to fit its long broker outage, has room for both
+// failovers when MSGX_CHAOS_FAILOVERS=all: each kind is made once.
+func TestShortRunFitsBothFailovers(t *testing.T) {
+	long, window := planLong(rand.New(rand.NewPCG(1, 2)), DefaultWindow, DefaultLong)
+	at := planFailovers(window, long, AllFailovers)
+	for _, f := range AllFailovers {
+		if n := plannedOf(at, AllFailovers, f); n != 1 {
+			t.Errorf("window %s: %d %s failovers planned (%v), want 1", window, n, f, at)
+		}
+	}
+}
+
+// A kind the window had no room for fails the check with a reason, instead of passing unmade.
+func TestCheckFailoversNoRoom(t *testing.T) {
+	c := checkFailovers([]FailoverReport{{Kind: FailoverRedis, Planned: 1, Made: 1, Met: 1}, {Kind: FailoverPG}})
+	if len(c) != 1 || c[0].Pass || !strings.Contains(c[0].Detail, "pg: no room") {
+		t.Errorf("a failover kind with no slot: %+v", c)
 	}
 }
