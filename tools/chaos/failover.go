@@ -428,7 +428,7 @@ func (in *injector) awaitProjecting(ctx context.Context, d time.Duration) {
 			return
 		}
 	}
-	in.logf("redis failover: the pump was not projecting within %s; the failover starts anyway", d)
+	in.logf("failover: the pump was not projecting within %s; the failover starts anyway", d)
 }
 
 // watchPumpBlocked reports whether the pump's role showed Redis blocked before ctx ended.
