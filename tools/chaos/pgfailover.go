@@ -106,6 +106,20 @@ func plannedOf(at []time.Duration, deps []Failover, f Failover) int {
 	return n
 }
 
+// replaySlots is what planOrder keeps the replays clear of among the failovers at: the first
+// one (failoverSlots), and every PostgreSQL failover. A replay holds its flight's row on a
+// session of the harness's, which dies with the primary: the held message then succeeds
+// instead of going DEAD, and the replay is not made (a make chaos run failed so).
+func replaySlots(at []time.Duration, deps []Failover) []longSlot {
+	out := failoverSlots(at)
+	for i, a := range at {
+		if i > 0 && failoverKind(deps, i) == FailoverPG {
+			out = append(out, longSlot{dep: depFailover, at: a, dur: failoverAwait})
+		}
+	}
+	return out
+}
+
 // failover makes the i-th planned failover.
 func (h *harness) failover(ctx context.Context, i int) {
 	if failoverKind(h.cfg.Failovers, i) == FailoverPG {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msgexchange/msgexchange/testkit/traffic"
 )
 
 // With both failovers the plan takes them in turn, each at least once where the window has
@@ -62,5 +64,32 @@ func TestCheckFailoversNoRoom(t *testing.T) {
 	c := checkFailovers([]FailoverReport{{Kind: FailoverRedis, Planned: 1, Made: 1, Met: 1}, {Kind: FailoverPG}})
 	if len(c) != 1 || c[0].Pass || !strings.Contains(c[0].Detail, "pg: no room") {
 		t.Errorf("a failover kind with no slot: %+v", c)
+	}
+}
+
+// A replay's held row dies with the primary: the replays keep clear of every PostgreSQL
+// failover, not only of the first failover as of the Redis ones.
+func TestReplaysKeepClearOfEveryPGFailover(t *testing.T) {
+	at := []time.Duration{60 * time.Second, 90 * time.Second, 120 * time.Second}
+	deps := []Failover{FailoverRedis, FailoverPG}
+	slots := replaySlots(at, deps)
+	if len(slots) != 2 || slots[0].at != 60*time.Second || slots[1].at != 90*time.Second {
+		t.Fatalf("slots %+v: want the first failover and the PostgreSQL one at 90s", slots)
+	}
+	msgs := traffic.Day(traffic.Options{Flights: 120, Seed: 7})
+	made := 0
+	for seed := range uint64(20) {
+		p := planLoad(rand.New(rand.NewPCG(seed, 6)), msgs, 4, 7, 1500*time.Millisecond, 3*time.Minute)
+		planOrder(rand.New(rand.NewPCG(seed, 9)), &p, 0, 3, slots)
+		made += len(p.replays)
+		for i := range p.replays {
+			at := p.span * time.Duration(i) / time.Duration(len(msgs))
+			if at >= 90*time.Second-50*time.Second && at <= 90*time.Second+failoverAwait+5*time.Second {
+				t.Errorf("seed %d, replay %d at %s: its held row would die with the primary at 90s", seed, i, at)
+			}
+		}
+	}
+	if made == 0 {
+		t.Fatal("no replay planned: the test proves nothing")
 	}
 }

@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	rep.Window, rep.Long = window, long
 	plan := planLoad(r, msgs, cfg.Holes, cfg.LateCommits, cfg.LateMax, loadSpan(window, long))
 	failovers := planFailovers(window, long, cfg.Failovers)
-	planOrder(r, &plan, cfg.LateArrivals, cfg.Replays, append(slices.Clone(long), failoverSlots(failovers)...))
+	planOrder(r, &plan, cfg.LateArrivals, cfg.Replays, append(slices.Clone(long), replaySlots(failovers, cfg.Failovers)...))
 	rep.ArrivalsPlanned, rep.ReplaysPlanned = len(plan.arrivals), len(plan.replays)
 	h.logf("seed %d: %d messages for %d flights, %d rolled-back inserts, %d late commits, %d late arrivals, %d replays, window %s, long outages %s",
 		cfg.Seed, len(msgs), cfg.Flights, len(plan.holes), len(plan.late), len(plan.arrivals), len(plan.replays), window, describeLong(long))
