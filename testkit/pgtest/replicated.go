@@ -2,7 +2,6 @@ package pgtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -66,6 +65,8 @@ type Replicated struct {
 	bin  string
 	dir  string
 	cred *syscall.Credential // the postgres user's, when the test runs as root
+
+	rot rotation // the roles of a run of failovers (FailoverCurrent, Rebuild)
 }
 
 // Node is one PostgreSQL server of a Replicated.
@@ -206,21 +207,9 @@ func (r *Replicated) Promote() {
 	ctx, cancel := context.WithTimeout(context.Background(), replicatedSetup)
 	defer cancel()
 	r.run(ctx, "pg_ctl", "promote", "-D", r.Standby.data, "-w", "-t", "60")
-	r.await(ctx, "the promoted standby to accept writes", func(ctx context.Context) error {
-		conn, err := pgx.Connect(ctx, r.Standby.DSN())
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		var ro string
-		if err := conn.QueryRow(ctx, `SHOW transaction_read_only`).Scan(&ro); err != nil {
-			return err
-		}
-		if ro != "off" {
-			return errors.New("still read-only")
-		}
-		return nil
-	})
+	if err := r.Standby.awaitWritable(ctx); err != nil {
+		r.t.Fatalf("pgtest: %v", err)
+	}
 }
 
 // RestartOld starts the killed primary again on its own data directory: it recovers from its
@@ -289,17 +278,24 @@ func (n *Node) logFile() string { return filepath.Join(n.r.dir, n.Name+".log") }
 // start runs the postmaster in a process group of its own (so kill reaches its backends too)
 // and waits until it accepts connections.
 func (n *Node) start() {
-	t := n.r.t
-	t.Helper()
+	n.r.t.Helper()
+	if err := n.startErr(); err != nil {
+		n.r.t.Fatalf("pgtest: %v", err)
+	}
+}
+
+// startErr is start returning its failure, for callers outside the test's goroutine
+// (Replicated.Rebuild).
+func (n *Node) startErr() error {
 	n.mu.Lock()
 	if n.cmd != nil {
 		n.mu.Unlock()
-		t.Fatalf("pgtest: %s started twice", n.Name)
+		return fmt.Errorf("%s started twice", n.Name)
 	}
 	log, err := os.OpenFile(n.logFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		n.mu.Unlock()
-		t.Fatal(err)
+		return err
 	}
 	args := []string{"-D", n.data, "-c", "port=" + strconv.Itoa(n.Port)}
 	for _, e := range n.extra {
@@ -311,7 +307,7 @@ func (n *Node) start() {
 	if err := cmd.Start(); err != nil {
 		n.mu.Unlock()
 		_ = log.Close()
-		t.Fatalf("pgtest: start %s: %v", n.Name, err)
+		return fmt.Errorf("start %s: %w", n.Name, err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -328,13 +324,13 @@ func (n *Node) start() {
 		conn, err := pgx.Connect(ctx, multiURL("postgres", n.addr()))
 		if err == nil {
 			_ = conn.Close(ctx)
-			return
+			return nil
 		}
 		select {
 		case <-exited:
-			t.Fatalf("pgtest: %s exited at start: %v\n%s", n.Name, err, tail(n.logFile()))
+			return fmt.Errorf("%s exited at start: %w\n%s", n.Name, err, tail(n.logFile()))
 		case <-ctx.Done():
-			t.Fatalf("pgtest: %s did not answer on %s: %v\n%s", n.Name, n.addr(), err, tail(n.logFile()))
+			return fmt.Errorf("%s did not answer on %s: %w\n%s", n.Name, n.addr(), err, tail(n.logFile()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -367,27 +363,40 @@ func (n *Node) connect(ctx context.Context, db string) *pgx.Conn {
 // run runs one of the server's tools as the servers' user.
 func (r *Replicated) run(ctx context.Context, tool string, args ...string) {
 	r.t.Helper()
+	if err := r.runErr(ctx, tool, args...); err != nil {
+		r.t.Fatalf("pgtest: %v", err)
+	}
+}
+
+func (r *Replicated) runErr(ctx context.Context, tool string, args ...string) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(r.bin, tool), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred}
 	cmd.Dir = r.dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		r.t.Fatalf("pgtest: %s %s: %v\n%s", tool, strings.Join(args, " "), err, out)
+		return fmt.Errorf("%s %s: %w\n%s", tool, strings.Join(args, " "), err, out)
 	}
+	return nil
 }
 
 // await retries probe until it succeeds, failing the test with its last error when ctx ends.
 func (r *Replicated) await(ctx context.Context, what string, probe func(context.Context) error) {
 	r.t.Helper()
+	if err := awaitErr(ctx, what, probe); err != nil {
+		r.t.Fatalf("pgtest: %v", err)
+	}
+}
+
+func awaitErr(ctx context.Context, what string, probe func(context.Context) error) error {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := probe(pctx)
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			r.t.Fatalf("pgtest: waiting for %s: %v", what, err)
+			return fmt.Errorf("waiting for %s: %w", what, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -44,6 +44,9 @@ func TestChaos(t *testing.T) {
 	if cfg.Has(chaos.FailoverRedis) {
 		run = withSentinel(t, run)
 	}
+	if cfg.Has(chaos.FailoverPG) {
+		run = withReplicatedPG(t, run)
+	}
 
 	// Bounded as a whole: the window (grown by at most every long outage and its gaps), the
 	// drain, the clean run and the set-up.

@@ -24,7 +24,7 @@ type Failover string
 const FailoverRedis Failover = "redis"
 
 // AllFailovers lists the failovers the harness can make, in the summary's order.
-var AllFailovers = []Failover{FailoverRedis}
+var AllFailovers = []Failover{FailoverRedis, FailoverPG}
 
 // EnvFailovers names the failovers of a run: a comma-separated list of AllFailovers, "all" or
 // "none" (the default, which make test runs; make chaos passes every one).
@@ -87,7 +87,7 @@ const (
 // planFailovers places the failovers of deps in the window, in the time the long outages leave
 // free, evenly spread.
 func planFailovers(window time.Duration, long []longSlot, deps []Failover) []time.Duration {
-	if !slices.Contains(deps, FailoverRedis) {
+	if len(deps) == 0 {
 		return nil
 	}
 	// The free intervals: the window's inside, less each blocking long outage and its gaps.
@@ -115,7 +115,8 @@ func planFailovers(window time.Duration, long []longSlot, deps []Failover) []tim
 	for _, s := range free {
 		total += max(0, s.to-s.from)
 	}
-	n := max(1, int(window/failoverEvery))
+	// At least one of each kind (failoverKind takes them in turn), room permitting.
+	n := max(len(deps), int(window/failoverEvery))
 	// At evenly spaced points of the free time, then dropped where two come too close.
 	var out []time.Duration
 	for i := range n {
@@ -309,11 +310,11 @@ func (in *injector) maxPause() time.Duration {
 // failovers makes the planned failovers at their offsets from the window's start until wctx
 // ends; each runs to its end on ctx.
 func (h *harness) failovers(wctx, ctx context.Context, at []time.Duration) {
-	for _, a := range at {
+	for i, a := range at {
 		if !clock.Sleep(wctx, time.Until(h.start.Add(a))) {
 			return
 		}
-		h.inj.failoverRedis(ctx)
+		h.failover(ctx, i)
 	}
 }
 
@@ -429,7 +430,7 @@ func (in *injector) awaitProjecting(ctx context.Context, d time.Duration) {
 			return
 		}
 	}
-	in.logf("redis failover: the pump was not projecting within %s; the failover starts anyway", d)
+	in.logf("failover: the pump was not projecting within %s; the failover starts anyway", d)
 }
 
 // watchPumpBlocked reports whether the pump's role showed Redis blocked before ctx ended.
@@ -462,6 +463,8 @@ type FailoverReport struct {
 	Planned int
 	Made    int // killed, promoted and the killed node back as a replica
 	Promote []time.Duration
+	// PostgreSQL: from the kill until every role, and the pump's, was held on the new primary.
+	Roles, PumpRole []time.Duration
 	// Waiting is the most unfinished messages at a kill or a promotion; Met counts the
 	// failovers the pump reported as a Redis outage: they met its projection writes. A
 	// failover of an idle stack proves nothing.
@@ -473,9 +476,9 @@ type FailoverReport struct {
 // failoverReports collects the failovers made against the plan.
 func (h *harness) failoverReports(planned []time.Duration) []FailoverReport {
 	if !h.cfg.Has(FailoverRedis) {
-		return nil
+		return h.pgFailoverReports(planned)
 	}
-	r := FailoverReport{Kind: FailoverRedis, Planned: len(planned)}
+	r := FailoverReport{Kind: FailoverRedis, Planned: plannedOf(planned, h.cfg.Failovers, FailoverRedis)}
 	if h.ha != nil {
 		h.ha.mu.Lock()
 		defer h.ha.mu.Unlock()
@@ -493,7 +496,7 @@ func (h *harness) failoverReports(planned []time.Duration) []FailoverReport {
 			}
 		}
 	}
-	return []FailoverReport{r}
+	return append([]FailoverReport{r}, h.pgFailoverReports(planned)...)
 }
 
 // printFailovers writes the summary's failover line.
@@ -503,6 +506,10 @@ func (r *Report) printFailovers(p func(format string, args ...any)) {
 		return
 	}
 	for _, f := range r.Failovers {
+		if f.Kind == FailoverPG {
+			printPGFailover(p, f)
+			continue
+		}
 		var took []string
 		for _, d := range f.Promote {
 			took = append(took, d.Round(100*time.Millisecond).String())
@@ -526,10 +533,14 @@ func checkFailovers(reps []FailoverReport) []Check {
 	c := Check{Name: CheckFailovers, Pass: true}
 	var parts, problems []string
 	for _, f := range reps {
-		parts = append(parts, fmt.Sprintf("%d %s failovers, %d met by the pump as an outage", f.Made, f.Kind, f.Met))
+		met := "met by the pump as an outage"
+		if f.Kind == FailoverPG {
+			met = "met unfinished messages at the kill"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s failovers, %d %s", f.Made, f.Kind, f.Met, met))
 		switch {
 		case f.Planned == 0:
-			problems = append(problems, fmt.Sprintf("%s: the long outages left no room for a failover in the window (a longer %s)", f.Kind, EnvDuration))
+			problems = append(problems, fmt.Sprintf("%s: no room for a failover in the window between the long outages (a longer %s)", f.Kind, EnvDuration))
 		case f.Made < f.Planned:
 			problems = append(problems, fmt.Sprintf("%s: %d of %d planned made (%s)", f.Kind, f.Made, f.Planned, strings.Join(f.Failures, "; ")))
 		case f.Met == 0:

@@ -10,7 +10,7 @@ import (
 )
 
 func TestParseFailovers(t *testing.T) {
-	for in, want := range map[string]string{"": "", "none": "", "all": "redis", "redis": "redis", " redis , redis ": "redis"} {
+	for in, want := range map[string]string{"": "", "none": "", "all": "redis,pg", "redis": "redis", " redis , redis ": "redis", "pg,redis": "pg,redis"} {
 		got, err := ParseFailovers(in)
 		if err != nil {
 			t.Errorf("ParseFailovers(%q): %v", in, err)

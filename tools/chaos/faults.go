@@ -78,6 +78,7 @@ type injector struct {
 	myUser   string        // the services' MySQL account
 	redis    *redis.Client // admin
 	ha       *redisHA      // Redis under Sentinel, nil for one server
+	pgha     *pgHA         // PostgreSQL replicated, nil for one server
 	redisACL string        // the services' Redis user
 
 	mu        sync.Mutex
@@ -156,7 +157,7 @@ func (in *injector) blocked(k Kind) bool {
 	if d, ok := dependsOn[k]; ok && in.inLong(d) {
 		return true
 	}
-	if k == PGTerminate && in.pumpSpared() {
+	if k == PGTerminate && (in.pumpSpared() || in.pgFailingOver()) {
 		return true
 	}
 	if k == InboxLock {

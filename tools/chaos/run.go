@@ -42,6 +42,9 @@ type Target struct {
 	RedisPrefix     string // every key of the stack goes under it
 	// RedisSentinel, in place of RedisURL, is Redis under Sentinel: the Redis failover runs on it.
 	RedisSentinel *SentinelTarget
+	// PGReplicated is PostgreSQL as a synchronous primary and standby, with PGDSN and
+	// PGAdminDSN multi-host: the PostgreSQL failover runs on it.
+	PGReplicated *PGTarget
 	// Kafka is a broker of the stack's own, running, with the topics TopicMsg and TopicSchd
 	// (KAFKA:schd compacted, as in production). The faults kill it; the reference run of
 	// ingest and the pump needs none.
@@ -141,6 +144,7 @@ type harness struct {
 	myUser  string
 	redis   *redis.Client // admin: the server, or the master under Sentinel
 	ha      *redisHA      // under Sentinel: the data nodes and the failovers
+	pgha    *pgHA         // replicated PostgreSQL: the failovers
 	aclUser string
 	pumpEnv []string // the pump's own settings on top of the stack's (its lock_timeout)
 	dis     *disorder
@@ -187,7 +191,7 @@ func Run(ctx context.Context, cfg Config, chaos, clean Target, out io.Writer) (*
 	rep.Window, rep.Long = window, long
 	plan := planLoad(r, msgs, cfg.Holes, cfg.LateCommits, cfg.LateMax, loadSpan(window, long))
 	failovers := planFailovers(window, long, cfg.Failovers)
-	planOrder(r, &plan, cfg.LateArrivals, cfg.Replays, append(slices.Clone(long), failoverSlots(failovers)...))
+	planOrder(r, &plan, cfg.LateArrivals, cfg.Replays, append(slices.Clone(long), replaySlots(failovers, cfg.Failovers)...))
 	rep.ArrivalsPlanned, rep.ReplaysPlanned = len(plan.arrivals), len(plan.replays)
 	h.logf("seed %d: %d messages for %d flights, %d rolled-back inserts, %d late commits, %d late arrivals, %d replays, window %s, long outages %s",
 		cfg.Seed, len(msgs), cfg.Flights, len(plan.holes), len(plan.late), len(plan.arrivals), len(plan.replays), window, describeLong(long))
@@ -358,6 +362,9 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	if h.pg, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return err
 	}
+	if h.pgha, err = h.openPGHA(t); err != nil {
+		return err
+	}
 	acfg, err := pgxpool.ParseConfig(t.PGAdminDSN)
 	if err != nil {
 		return fmt.Errorf("pg admin dsn: %w", err)
@@ -475,7 +482,7 @@ func (h *harness) open(ctx context.Context, t Target) error {
 	h.sup = newSupervisor(h.st, services, h.startProc)
 	h.inj = &injector{logf: h.logf, services: services, sup: h.sup, restart: h.restartProc, stop: h.stopProc,
 		pg: h.pg, pgAdmin: h.pgAdmin, pgDB: h.pgDB, lockDB: h.lockDB, myAdmin: h.inbox, myUser: h.myUser,
-		redis: h.redis, ha: h.ha, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
+		redis: h.redis, ha: h.ha, pgha: h.pgha, redisACL: h.aclUser, counts: map[Kind]*tally{}, long: map[Dep]bool{}}
 	h.dis.holding, h.dis.stalled = h.inj.holding, h.inj.pumpSpared
 	if h.cluster != nil {
 		h.inj.kc = newClusterFaults(h.cluster, h.pg, h.topicMsg, h.topicSchd)
