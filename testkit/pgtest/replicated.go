@@ -23,6 +23,7 @@ import (
 
 	"github.com/msgexchange/msgexchange/pkg/migrate"
 	"github.com/msgexchange/msgexchange/testkit/ports"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // EnvBin names the variable that overrides the directory of the PostgreSQL server binaries
@@ -381,24 +382,8 @@ func (r *Replicated) runErr(ctx context.Context, tool string, args ...string) er
 // await retries probe until it succeeds, failing the test with its last error when ctx ends.
 func (r *Replicated) await(ctx context.Context, what string, probe func(context.Context) error) {
 	r.t.Helper()
-	if err := awaitErr(ctx, what, probe); err != nil {
+	if err := testwait.Until(ctx, what, 5*time.Second, probe); err != nil {
 		r.t.Fatalf("pgtest: %v", err)
-	}
-}
-
-func awaitErr(ctx context.Context, what string, probe func(context.Context) error) error {
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := probe(pctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }
 

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 )
 
 // rotation tracks which node is the primary now through a run of failovers, where KillPrimary
@@ -64,7 +66,7 @@ func (r *Replicated) PromoteCurrent(ctx context.Context) (string, error) {
 
 // awaitWritable waits until the node, just promoted, accepts writes.
 func (n *Node) awaitWritable(ctx context.Context) error {
-	return awaitErr(ctx, n.Name+" to accept writes", func(ctx context.Context) error {
+	return testwait.Until(ctx, n.Name+" to accept writes", 5*time.Second, func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, n.DSN())
 		if err != nil {
 			return err
@@ -125,7 +127,7 @@ func (r *Replicated) Rebuild(ctx context.Context) error {
 		}
 	}
 	want := map[Mode]string{Sync: "sync", Async: "async"}[r.Mode]
-	err := awaitErr(ctx, k.Name+" streaming in "+want+" mode", func(ctx context.Context) error {
+	err := testwait.Until(ctx, k.Name+" streaming in "+want+" mode", 5*time.Second, func(ctx context.Context) error {
 		conn, err := pgx.Connect(ctx, multiURL("postgres", p.addr()))
 		if err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgexchange/msgexchange/testkit/testwait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -209,7 +210,7 @@ func (s *Sentinel) WaitFailover(t testing.TB, old string, timeout time.Duration)
 // AwaitFailover is WaitFailover bounded by ctx, returning its error.
 func (s *Sentinel) AwaitFailover(ctx context.Context, old string) (string, error) {
 	var now string
-	err := poll(ctx, "the sentinels to promote a replica in place of "+old, func(ctx context.Context) error {
+	err := testwait.Until(ctx, "the sentinels to promote a replica in place of "+old, time.Second, func(ctx context.Context) error {
 		a, err := s.MasterAddr(ctx)
 		if err != nil {
 			return err
@@ -258,11 +259,11 @@ func (s *Sentinel) Rejoin(ctx context.Context, addr string) error {
 	s.mu.Lock()
 	s.nodes[addr] = cmd
 	s.mu.Unlock()
-	if err := poll(ctx, addr+" in sync with the master", func(ctx context.Context) error { return linkUp(ctx, addr) }); err != nil {
+	if err := testwait.Until(ctx, addr+" in sync with the master", time.Second, func(ctx context.Context) error { return linkUp(ctx, addr) }); err != nil {
 		return err
 	}
 	for _, a := range s.Addrs {
-		err := poll(ctx, "sentinel "+a+" to count "+addr+" a replica", func(ctx context.Context) error {
+		err := testwait.Until(ctx, "sentinel "+a+" to count "+addr+" a replica", time.Second, func(ctx context.Context) error {
 			sc := redis.NewSentinelClient(&redis.Options{Addr: a})
 			defer sc.Close()
 			reps, err := sc.Replicas(ctx, s.Master).Result()
@@ -309,25 +310,8 @@ func (s *Sentinel) start(args []string) (*exec.Cmd, error) {
 // ends.
 func (s *Sentinel) await(ctx context.Context, t testing.TB, what string, probe func(context.Context) error) {
 	t.Helper()
-	if err := poll(ctx, what, probe); err != nil {
+	if err := testwait.Until(ctx, what, time.Second, probe); err != nil {
 		t.Fatalf("redistest: %v", err)
-	}
-}
-
-// poll retries probe until it succeeds, returning probe's last error when ctx ends.
-func poll(ctx context.Context, what string, probe func(context.Context) error) error {
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := probe(pctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }
 

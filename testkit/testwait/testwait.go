@@ -4,6 +4,7 @@
 package testwait
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -41,4 +42,24 @@ func ForState(t testing.TB, within time.Duration, what string, cond func() (done
 		msg += "; last state: " + last
 	}
 	t.Fatalf("%s", msg)
+}
+
+// Until calls probe, each call bounded by perTry, until it succeeds or ctx ends, and then
+// returns an error naming what was awaited with probe's last error. It is for the harnesses
+// that start servers of their own, which report to their caller rather than fail a test, and
+// for probes that are themselves calls to a server that may hang.
+func Until(ctx context.Context, what string, perTry time.Duration, probe func(context.Context) error) error {
+	for {
+		pctx, cancel := context.WithTimeout(ctx, perTry)
+		err := probe(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

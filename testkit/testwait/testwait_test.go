@@ -1,7 +1,10 @@
 package testwait_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,3 +48,25 @@ func TestForStateReportsTheLastState(t *testing.T) {
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+func TestUntilRetriesUntilTheProbeSucceedsOrTheContextEnds(t *testing.T) {
+	calls := 0
+	err := testwait.Until(t.Context(), "the third call", time.Second, func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("a probe's call has no deadline")
+		}
+		if calls++; calls < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Errorf("Until: %v after %d calls, want success on the third", err, calls)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+	defer cancel()
+	err = testwait.Until(ctx, "a server that never answers", time.Second, func(context.Context) error { return errors.New("refused") })
+	if err == nil || !strings.Contains(err.Error(), "waiting for a server that never answers: refused") {
+		t.Errorf("Until past its context: %v, want the awaited thing and the last error", err)
+	}
+}
