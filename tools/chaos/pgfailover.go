@@ -149,21 +149,7 @@ func (in *injector) failoverPG(ctx context.Context) {
 		}
 	}()
 	in.awaitProjecting(ctx, failoverAwait)
-	// The kill is to meet unfinished messages (the check "every planned failover made"), and
-	// a pump between two of ingest's batches, or just killed by another fault, has none: the
-	// count is sampled until it is not zero, right before the kill, at most failoverAwait.
-	deadline := time.Now().Add(failoverAwait)
-	for {
-		qctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-		var n int
-		if err := in.pg.QueryRow(qctx, `SELECT count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED')`).Scan(&n); err == nil {
-			m.waiting = n
-		}
-		cancel()
-		if m.waiting > 0 || !time.Now().Before(deadline) || !clock.Sleep(ctx, 50*time.Millisecond) {
-			break
-		}
-	}
+	m.waiting = in.awaitUnfinished(ctx, 1, failoverAwait)
 	kctx, cancel := context.WithTimeout(ctx, restoreTimeout)
 	killed, err := ha.target.Nodes.KillCurrent(kctx)
 	cancel()
