@@ -363,10 +363,7 @@ func (in *injector) failoverRedis(ctx context.Context) {
 	blocked := make(chan bool, 1)
 	go func() { blocked <- in.watchPumpBlocked(wctx) }()
 	count := func() {
-		qctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-		defer cancel()
-		var n int
-		if err := in.pg.QueryRow(qctx, `SELECT count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED')`).Scan(&n); err == nil {
+		if n, err := in.unfinished(ctx); err == nil {
 			m.waiting = max(m.waiting, n)
 		}
 	}
@@ -445,16 +442,22 @@ func (in *injector) awaitUnfinished(ctx context.Context, n int, d time.Duration)
 	deadline := time.Now().Add(d)
 	got := -1
 	for {
-		qctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-		var c int
-		if err := in.pg.QueryRow(qctx, `SELECT count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED')`).Scan(&c); err == nil {
+		if c, err := in.unfinished(ctx); err == nil {
 			got = c
 		}
-		cancel()
 		if got >= n || !time.Now().Before(deadline) || !clock.Sleep(ctx, 50*time.Millisecond) {
 			return got
 		}
 	}
+}
+
+// unfinished counts the messages not yet terminal (PENDING or FAILED).
+func (in *injector) unfinished(ctx context.Context) (int, error) {
+	qctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+	defer cancel()
+	var n int
+	err := in.pg.QueryRow(qctx, `SELECT count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED')`).Scan(&n)
+	return n, err
 }
 
 // watchPumpBlocked reports whether the pump's role showed Redis blocked before ctx ended.

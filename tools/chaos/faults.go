@@ -394,18 +394,8 @@ func (in *injector) sampleWork(ctx context.Context, dep Dep) {
 // awaitWork waits, at most d, until the queue holds a few unfinished messages.
 func (in *injector) awaitWork(ctx context.Context, d time.Duration) {
 	const want = 3
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		qctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-		var n int
-		err := in.pg.QueryRow(qctx, `SELECT count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED')`).Scan(&n)
-		cancel()
-		if err == nil && n >= want {
-			return
-		}
-		if !clock.Sleep(ctx, 200*time.Millisecond) {
-			return
-		}
+	if in.awaitUnfinished(ctx, want, d) >= want || ctx.Err() != nil {
+		return
 	}
 	in.logf("fewer than %d messages queued after %s; the inbox outage starts anyway", want, d)
 }
